@@ -1,0 +1,170 @@
+#include "commands.h"
+
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "config_check.h"
+#include "paths.h"
+#include "placement/client.h"
+#include "table.h"
+
+namespace placementctl {
+
+using nlohmann::json;
+using placement::protocol::MessageType;
+
+namespace {
+
+json ask(const Globals& g, MessageType type, const json& body, MessageType reply) {
+  placement::Client client({g.socket, "placementctl", g.timeout_ms});
+  return client.request(type, body, reply);
+}
+
+std::string seconds(const json& value) {
+  if (!value.is_number()) return "-";
+  const double s = value.get<double>();
+  return format_seconds(&s);
+}
+
+std::string speedup(const json& job) {
+  const json& start = job["start_step_time_s"];
+  const json& best = job["best_step_time_s"];
+  if (!start.is_number() || !best.is_number() || best.get<double>() <= 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2fx", start.get<double>() / best.get<double>());
+  return buf;
+}
+
+}  // namespace
+
+int status(const Globals& g) {
+  const json s = ask(g, MessageType::kStatus, json::object(), MessageType::kStatusReply);
+  if (g.json) {
+    std::cout << s.dump(2) << "\n";
+    return 0;
+  }
+  Table t({"placementd", s["version"].get<std::string>()});
+  t.add({"pid", std::to_string(s["pid"].get<int64_t>())});
+  t.add({"uptime", seconds(s["uptime_s"])});
+  t.add({"socket", s["socket"].get<std::string>()});
+  t.add({"config", s["config"].get<std::string>()});
+  t.add({"state dir", s["state_dir"].get<std::string>()});
+  t.add({"policy", s["policy"]["grouper"].get<std::string>() + " / " + s["policy"]["placer"].get<std::string>() +
+                       " / " + s["policy"]["algorithm"].get<std::string>()});
+  t.add({"jobs (yours)", std::to_string(s["jobs_visible"].get<uint64_t>())});
+  if (s["jobs_total"].is_number()) t.add({"jobs (all)", std::to_string(s["jobs_total"].get<uint64_t>())});
+  t.add({"connections", std::to_string(s["connections"].get<uint64_t>()) + " open, " +
+                            std::to_string(s["connections_total"].get<uint64_t>()) + " since start"});
+  t.add({"step reports", std::to_string(s["reports_received"].get<uint64_t>())});
+  t.add({"protocol errors", std::to_string(s["protocol_errors"].get<uint64_t>())});
+  t.add({"plugins", std::to_string(s["plugins"]["grouper"].get<int>()) + " groupers, " +
+                        std::to_string(s["plugins"]["placer"].get<int>()) + " placers, " +
+                        std::to_string(s["plugins"]["algorithm"].get<int>()) + " algorithms, " +
+                        std::to_string(s["plugins_skipped"].get<uint64_t>()) + " skipped"});
+  t.align_numbers(false);
+  t.print(std::cout);
+  return 0;
+}
+
+int jobs(const Globals& g, bool all) {
+  const json list = ask(g, MessageType::kListJobs, {{"all", all}}, MessageType::kJobList);
+  if (g.json) {
+    std::cout << list["jobs"].dump(2) << "\n";
+    return 0;
+  }
+  if (list["jobs"].empty()) {
+    std::cout << "no jobs attached\n";
+    return 0;
+  }
+  Table t({"ID", "NAME", "UID", "STATE", "STEPS", "CANDIDATES", "START", "BEST", "SPEEDUP", "OVERHEAD", "BUDGET"});
+  for (const json& j : list["jobs"]) {
+    const double max = j["max_candidates"].get<double>();
+    const double tried = j["candidates_tried"].get<double>();
+    t.add({std::to_string(j["id"].get<uint64_t>()), j["name"].get<std::string>(), std::to_string(j["uid"].get<uint64_t>()),
+           j["state"].get<std::string>(), std::to_string(j["steps"].get<uint64_t>()),
+           std::to_string(j["candidates_tried"].get<uint64_t>()), seconds(j["start_step_time_s"]),
+           seconds(j["best_step_time_s"]), speedup(j), format_percent(j["exploration_overhead"].get<double>()),
+           progress_bar(max > 0 ? tried / max : 1.0, 10)});
+  }
+  t.print(std::cout);
+  return 0;
+}
+
+int job_show(const Globals& g, uint64_t id) {
+  const json j = ask(g, MessageType::kJobShow, {{"id", id}}, MessageType::kJobInfo);
+  if (g.json) {
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  Table head({"job " + std::to_string(id), j["name"].get<std::string>()});
+  head.add({"state", j["state"].get<std::string>()});
+  head.add({"uid / pid", std::to_string(j["uid"].get<uint64_t>()) + " / " + std::to_string(j["pid"].get<int64_t>())});
+  head.add({"graph", j["fingerprint"].get<std::string>() + " (" + std::to_string(j["ops"].get<uint64_t>()) + " ops, " +
+                         std::to_string(j["groups"].get<int64_t>()) + " groups)"});
+  head.add({"policy", j["grouper"].get<std::string>() + " / " + j["placer"].get<std::string>() + " / " +
+                          j["algorithm"].get<std::string>()});
+  head.add({"steps", std::to_string(j["steps"].get<uint64_t>()) + " (" + std::to_string(j["failed_steps"].get<uint64_t>()) + " failed)"});
+  head.add({"start / best", seconds(j["start_step_time_s"]) + " / " + seconds(j["best_step_time_s"]) + " (" + speedup(j) + ")"});
+  head.add({"exploration overhead", format_percent(j["exploration_overhead"].get<double>())});
+  head.align_numbers(false);
+  head.print(std::cout);
+  std::cout << "\n";
+  Table t({"CANDIDATE", "REASON", "STEPS", "FAILED", "MEDIAN", "OPS PER DEVICE"});
+  for (const json& c : j["candidates"]) {
+    std::string spread;
+    const auto& names = j["device_names"];
+    for (size_t d = 0; d < c["ops_per_device"].size(); ++d)
+      spread += (spread.empty() ? "" : " ") + names[d].get<std::string>() + "=" + std::to_string(c["ops_per_device"][d].get<int>());
+    t.add({std::to_string(c["id"].get<uint64_t>()), c["reason"].get<std::string>(), std::to_string(c["steps"].get<uint64_t>()),
+           std::to_string(c["failures"].get<uint64_t>()), seconds(c["median_step_time_s"]), spread});
+  }
+  t.print(std::cout);
+  return 0;
+}
+
+int plugins(const Globals& g) {
+  const json list = ask(g, MessageType::kListPlugins, json::object(), MessageType::kPluginList);
+  if (g.json) {
+    std::cout << list.dump(2) << "\n";
+    return 0;
+  }
+  Table t({"KIND", "NAME", "VERSION", "HYPERPARAMETERS", "SUMMARY"});
+  for (const json& p : list["plugins"]) {
+    std::string params;
+    for (const json& h : p["hyperparameters"])
+      params += (params.empty() ? "" : ", ") + h["name"].get<std::string>() + "=" + h["default"].get<std::string>();
+    t.add({p["kind"].get<std::string>(), p["name"].get<std::string>(), p["version"].get<std::string>(),
+           params.empty() ? "-" : params, p["summary"].get<std::string>()});
+  }
+  t.print(std::cout);
+  if (!list["skipped"].empty()) {
+    std::cout << "\nskipped:\n";
+    Table s({"FILE", "REASON"});
+    for (const json& p : list["skipped"]) s.add({p["file"].get<std::string>(), p["reason"].get<std::string>()});
+    s.print(std::cout);
+  }
+  return 0;
+}
+
+int reload(const Globals& g) {
+  const json r = ask(g, MessageType::kReload, json::object(), MessageType::kReloaded);
+  if (g.json) std::cout << r.dump(2) << "\n";
+  else std::cout << "reloaded " << r["config"].get<std::string>() << " (" << r["plugins"].get<uint64_t>() << " plugins)\n";
+  return 0;
+}
+
+int config_check(const Globals& g, const std::string& file) {
+  placementd::PluginRegistry registry;
+  const auto errors = placementd::check_config_file(file, placementd::default_plugin_dir(), registry);
+  if (g.json) {
+    std::cout << json{{"file", file}, {"ok", errors.empty()}, {"errors", errors}}.dump(2) << "\n";
+  } else if (errors.empty()) {
+    std::cout << file << ": OK (" << registry.plugins().size() << " plugins)\n";
+  } else {
+    for (const auto& e : errors) std::cerr << e << "\n";
+  }
+  return errors.empty() ? 0 : 1;
+}
+
+}  // namespace placementctl

@@ -1,0 +1,54 @@
+// placementctl: inspect and steer placementd.
+
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "commands.h"
+#include "placement/client.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"placementctl: inspect and steer placementd"};
+  app.require_subcommand(1);
+  placementctl::Globals g;
+  app.add_option("--socket", g.socket, "placementd socket (default: $PLACEMENTD_SOCKET, then the system default)");
+  app.add_flag("--json", g.json, "print JSON instead of tables");
+  app.add_option("--timeout-ms", g.timeout_ms, "limit for each request")->check(CLI::PositiveNumber);
+
+  auto* status = app.add_subcommand("status", "daemon status");
+  auto* jobs = app.add_subcommand("jobs", "attached jobs (your own; all of them for admins)");
+  bool all = false;
+  jobs->add_flag("--all", all, "every user's jobs (root or the admin group)");
+  auto* show = jobs->add_subcommand("show", "one job in detail");
+  uint64_t job_id = 0;
+  show->add_option("ID", job_id, "job id (see `placementctl jobs`)")->required();
+  auto* plugins = app.add_subcommand("plugins", "loaded plugins with their hyperparameters, and skipped files");
+  auto* reload = app.add_subcommand("reload", "reload the daemon's config and plugins (root or the admin group)");
+  auto* config = app.add_subcommand("config", "configuration files");
+  config->require_subcommand(1);
+  auto* check = config->add_subcommand("check", "check a config file and its plugins offline");
+  std::string file;
+  check->add_option("FILE", file, "config file")->required()->check(CLI::ExistingFile);
+  CLI11_PARSE(app, argc, argv);
+
+  spdlog::set_level(spdlog::level::err);  // plugin scanning in `config check` logs through spdlog
+  try {
+    if (*status) return placementctl::status(g);
+    if (*show) return placementctl::job_show(g, job_id);
+    if (*jobs) return placementctl::jobs(g, all);
+    if (*plugins) return placementctl::plugins(g);
+    if (*reload) return placementctl::reload(g);
+    if (*check) return placementctl::config_check(g, file);
+  } catch (const placement::ServerError& e) {
+    std::cerr << "placementctl: placementd refused: " << e.what() << "\n";
+    return 2;
+  } catch (const placement::ConnectionError& e) {
+    std::cerr << "placementctl: " << e.what() << "\n";
+    return 3;
+  } catch (const std::exception& e) {
+    std::cerr << "placementctl: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

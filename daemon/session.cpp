@@ -1,0 +1,108 @@
+#include "session.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "placement/serialization.h"
+
+namespace placementd {
+
+using nlohmann::json;
+
+const char* to_string(SessionState state) {
+  switch (state) {
+    case SessionState::kAttached: return "attached";
+    case SessionState::kReady: return "ready";
+    case SessionState::kRunning: return "running";
+    case SessionState::kDetached: return "detached";
+  }
+  return "unknown";
+}
+
+std::optional<double> CandidateRecord::median(int64_t warmup) const {
+  if (step_times.size() <= static_cast<size_t>(std::max<int64_t>(warmup, 0))) return std::nullopt;
+  std::vector<double> kept(step_times.begin() + warmup, step_times.end());
+  const size_t mid = kept.size() / 2;
+  std::nth_element(kept.begin(), kept.begin() + mid, kept.end());
+  if (kept.size() % 2 == 1) return kept[mid];
+  const double upper = kept[mid];
+  std::nth_element(kept.begin(), kept.begin() + mid - 1, kept.end());
+  return (kept[mid - 1] + upper) / 2.0;
+}
+
+const CandidateRecord* Session::best() const {
+  const CandidateRecord* best = nullptr;
+  std::optional<double> best_time;
+  for (const auto& [id, c] : candidates) {
+    const auto m = c.median(policy.exploration.warmup_steps);
+    if (m && (!best_time || *m < *best_time)) {
+      best = &c;
+      best_time = m;
+    }
+  }
+  return best;
+}
+
+json Session::summary() const {
+  const int64_t warmup = policy.exploration.warmup_steps;
+  const CandidateRecord* b = best();
+  json start = nullptr;
+  if (!candidates.empty())
+    if (auto m = candidates.begin()->second.median(warmup)) start = *m;
+  json best_time = nullptr;
+  if (b) best_time = *b->median(warmup);
+  json current = nullptr;
+  if (auto it = candidates.find(current_candidate); it != candidates.end())
+    if (auto m = it->second.median(warmup)) current = *m;
+  // Time spent on anything but the best known placement, as a fraction of measured time.
+  double off_best = 0.0;
+  for (const auto& [id, c] : candidates)
+    if (!b || id != b->id)
+      for (double t : c.step_times) off_best += t;
+  const double overhead = measured_seconds > 0 ? off_best / measured_seconds : 0.0;
+  const auto uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - attached_steady).count();
+  return {{"id", id},
+          {"name", job},
+          {"uid", uid},
+          {"pid", pid},
+          {"state", to_string(state)},
+          {"fingerprint", fingerprint},
+          {"ops", graph ? graph->ops.size() : 0},
+          {"groups", grouping ? grouping->num_groups : 0},
+          {"devices", devices.size()},
+          {"grouper", policy.grouper},
+          {"placer", policy.placer},
+          {"algorithm", policy.algorithm},
+          {"steps", steps},
+          {"failed_steps", failed_steps},
+          {"candidates_tried", candidates.size()},
+          {"max_candidates", policy.exploration.max_candidates},
+          {"start_step_time_s", start},
+          {"current_step_time_s", current},
+          {"best_step_time_s", best_time},
+          {"exploration_overhead", overhead},
+          {"attached_s", uptime}};
+}
+
+json Session::detail() const {
+  json j = summary();
+  json list = json::array();
+  for (const auto& [id, c] : candidates) {
+    const auto m = c.median(policy.exploration.warmup_steps);
+    list.push_back({{"id", id},
+                    {"reason", c.reason},
+                    {"placement_fingerprint", c.placement.fingerprint()},
+                    {"ops_per_device", c.placement.ops_per_device(devices.size())},
+                    {"steps", c.step_times.size()},
+                    {"failures", c.failures},
+                    {"median_step_time_s", m ? json(*m) : json(nullptr)}});
+  }
+  j["candidates"] = list;
+  j["device_names"] = json::array();
+  for (const auto& d : devices.devices) j["device_names"].push_back(d.name());
+  j["stray_reports"] = stray_reports;
+  return j;
+}
+
+}  // namespace placementd

@@ -1,0 +1,97 @@
+#pragma once
+// A blocking client for the placementd socket, used by jobs (through the job API) and placementctl.
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "placement/protocol.h"
+
+namespace placement {
+
+/// The connection failed or broke (daemon gone, timeout, protocol violation by the server).
+class ConnectionError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// The daemon answered a request with an error frame.
+class ServerError : public std::runtime_error {
+ public:
+  ServerError(std::string code, const std::string& message, bool fatal)
+      : std::runtime_error(code + ": " + message), code_(std::move(code)), fatal_(fatal) {}
+  const std::string& code() const { return code_; }
+  /// True when the daemon closed the connection after the error.
+  bool fatal() const { return fatal_; }
+
+ private:
+  std::string code_;
+  bool fatal_;
+};
+
+/// The socket a client uses when none is given: $PLACEMENTD_SOCKET, else
+/// /run/placementd/placementd.sock for root, else $XDG_RUNTIME_DIR/placementd.sock, else
+/// /run/user/<uid>/placementd.sock.
+std::string default_socket_path();
+
+struct ClientOptions {
+  std::string socket_path;
+  /// Sent in Hello; shows up in the daemon's log.
+  std::string client_name = "placement-client";
+  /// Limit for connecting and for each request's round trip.
+  int timeout_ms = 5000;
+};
+
+/// One connection, with the version handshake done. Not thread-safe: one thread uses it.
+class Client {
+ public:
+  /// Connects and says Hello; throws ConnectionError (or ServerError if the daemon refuses).
+  explicit Client(const ClientOptions& options);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  /// Sends a request and waits for its reply; throws ServerError if the daemon answers with an
+  /// error frame, ConnectionError if the reply is of another type than `expected_reply` or the
+  /// connection breaks or times out.
+  nlohmann::json request(protocol::MessageType type, const nlohmann::json& body,
+                         protocol::MessageType expected_reply);
+
+  /// Sends a one-way message without ever blocking: what the socket does not take now is kept and
+  /// sent first by the next call. Returns false (and drops the message) when more than
+  /// `max_pending_bytes` are already waiting, so a stalled daemon cannot grow the job's memory.
+  bool send_oneway(protocol::MessageType type, const nlohmann::json& body,
+                   size_t max_pending_bytes = 1 << 20);
+
+  /// Sends raw bytes as they are (tests use this to speak bad protocol).
+  void send_raw(const std::vector<uint8_t>& bytes);
+  /// Reads one frame; throws ConnectionError on EOF or timeout. Returns the header and body.
+  nlohmann::json read_frame(protocol::Header* header);
+
+  /// The protocol version agreed in the handshake.
+  uint16_t version() const { return version_; }
+  /// The Welcome body (server version, max frame size, the peer uid the daemon sees).
+  const nlohmann::json& welcome() const;
+  /// Errors the daemon sent about one-way messages, oldest first (cleared by the call).
+  std::vector<std::string> take_async_errors();
+
+ private:
+  void write_all(const uint8_t* data, size_t size);
+  bool flush_pending(bool block);
+  void read_exact(uint8_t* data, size_t size);
+
+  int fd_ = -1;
+  int timeout_ms_;
+  uint16_t version_ = 0;
+  uint32_t next_request_id_ = 1;
+  std::vector<uint8_t> pending_;
+  std::vector<std::string> async_errors_;
+  struct WelcomeHolder;
+  std::unique_ptr<WelcomeHolder> welcome_;
+};
+
+}  // namespace placement

@@ -1,0 +1,62 @@
+#pragma once
+// The devices a job may place ops on, and the links between them.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace placement {
+
+enum class DeviceKind { kCpu, kCuda };
+
+/// "cpu" or "cuda".
+const char* to_string(DeviceKind kind);
+/// Inverse of to_string(DeviceKind); throws std::invalid_argument on anything else.
+DeviceKind device_kind_from_string(const std::string& text);
+
+/// One device. On a GPU-less machine several logical CPU devices ("cpu:0", "cpu:1") stand in for
+/// GPUs so the cross-device paths run everywhere.
+struct Device {
+  DeviceKind kind = DeviceKind::kCpu;
+  int index = 0;
+  /// Memory available for the job on this device; 0 means unknown and is rejected by validate().
+  uint64_t memory_bytes = 0;
+  /// Relative compute speed (1.0 = reference), used by the simulator.
+  double speed = 1.0;
+
+  /// "cpu:0", "cuda:1".
+  std::string name() const;
+  bool operator==(const Device& other) const;
+};
+
+/// Parses "cpu", "cpu:1", "cuda:0"; throws std::invalid_argument naming the text otherwise.
+Device parse_device_name(const std::string& text);
+
+/// A set of devices with a full link matrix. bandwidth[i][j] is bytes/s from device i to device j,
+/// latency[i][j] seconds; the diagonal is ignored.
+class DeviceSet {
+ public:
+  std::vector<Device> devices;
+  std::vector<std::vector<double>> bandwidth;
+  std::vector<std::vector<double>> latency;
+
+  /// A set with uniform links: every pair gets `bandwidth_bytes_per_s` and `latency_s`.
+  static DeviceSet uniform(std::vector<Device> devices, double bandwidth_bytes_per_s,
+                           double latency_s);
+
+  size_t size() const { return devices.size(); }
+  /// Index of the device named `name`, or -1.
+  int index_of(const std::string& name) const;
+
+  /// Throws std::invalid_argument naming the device or link at fault: no devices, duplicate
+  /// names, a device without memory, a matrix of the wrong size, a non-positive bandwidth.
+  void validate() const;
+
+  /// Stable identity of the device set (kinds, indices, memory), independent of link figures that
+  /// are re-measured every run.
+  std::string fingerprint() const;
+
+  bool operator==(const DeviceSet& other) const;
+};
+
+}  // namespace placement

@@ -1,0 +1,89 @@
+#pragma once
+// The operation graph of a model: what every grouper, placer, the simulator and the wire protocol see.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "placement/devices.h"
+
+namespace placement {
+
+/// Shape, element type and size of one tensor an op produces.
+struct TensorInfo {
+  std::vector<int64_t> shape;
+  std::string dtype = "float32";
+  uint64_t bytes = 0;
+
+  bool operator==(const TensorInfo& other) const;
+};
+
+/// Measured cost of one op on one device kind (median of several real runs after warm-up).
+struct OpProfile {
+  double forward_s = 0.0;
+  double backward_s = 0.0;
+  /// Bytes of activations this op keeps alive until its backward pass.
+  uint64_t activation_bytes = 0;
+
+  bool operator==(const OpProfile& other) const;
+};
+
+/// One placeable tensor operation.
+struct Op {
+  /// Dense index: ops[i].id == i.
+  int id = 0;
+  /// Module scope name, like a TensorFlow name scope: "encoder.layer.3.attention.self.query".
+  std::string name;
+  /// Operator kind: "aten::conv2d", "aten::addmm", ...
+  std::string kind;
+  std::vector<TensorInfo> outputs;
+  /// Bytes of the parameters and buffers this op owns (they live on the op's device).
+  uint64_t parameter_bytes = 0;
+  /// Set when the op can only run on one device kind; no placer may move it elsewhere.
+  std::optional<DeviceKind> pinned;
+  /// Profiles keyed by device kind name ("cpu", "cuda").
+  std::map<std::string, OpProfile> profile;
+
+  uint64_t output_bytes() const;
+  bool operator==(const Op& other) const;
+};
+
+/// A data dependency: op `src` produces `bytes` that op `dst` consumes.
+struct Edge {
+  int src = 0;
+  int dst = 0;
+  uint64_t bytes = 0;
+
+  bool operator==(const Edge& other) const;
+};
+
+/// A directed acyclic graph of ops. Plain data; validate() checks the invariants the rest relies on.
+class OpGraph {
+ public:
+  std::string name;
+  std::vector<Op> ops;
+  std::vector<Edge> edges;
+
+  /// Throws std::invalid_argument naming the op or edge at fault: ids not dense, an edge with an
+  /// unknown end or a self loop, or a cycle (with one op on it).
+  void validate() const;
+
+  /// Op ids in an order where every producer comes before its consumers. Requires an acyclic graph.
+  std::vector<int> topological_order() const;
+
+  /// For each op, the ids of the ops that consume its outputs (in edge order).
+  std::vector<std::vector<int>> consumers() const;
+  /// For each op, the ids of the ops whose outputs it consumes (in edge order).
+  std::vector<std::vector<int>> producers() const;
+
+  /// Stable identity of the model: the same structure (names, kinds, shapes, dtypes, parameter
+  /// bytes, edges) gives the same 16-hex-digit string on every run and machine. Profiles and the
+  /// graph's display name are left out: they change between runs without changing the model.
+  std::string fingerprint() const;
+
+  bool operator==(const OpGraph& other) const;
+};
+
+}  // namespace placement

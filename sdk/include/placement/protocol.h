@@ -1,0 +1,95 @@
+#pragma once
+// The wire protocol between jobs/placementctl and placementd. Both sides use this file only.
+//
+// A frame is a 16-byte header followed by `length` bytes of CBOR (nlohmann::json::to_cbor):
+//   bytes 0-3  magic "PLMT"       bytes 4-5  protocol version (little-endian)
+//   bytes 6-7  message type        bytes 8-11 payload length   bytes 12-15 request id
+// The first frame on a connection is Hello; the server answers Welcome with the version both use
+// (or an error frame and a close). Replies carry the request id of their request. Step reports are
+// one-way: the server never answers them unless they are malformed. docs/protocol.md lists the
+// payload of every message.
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace placement::protocol {
+
+inline constexpr std::array<uint8_t, 4> kMagic = {'P', 'L', 'M', 'T'};
+inline constexpr uint16_t kMinVersion = 1;
+inline constexpr uint16_t kMaxVersion = 1;
+inline constexpr size_t kHeaderSize = 16;
+/// Default for the config key daemon.max_frame_bytes.
+inline constexpr uint32_t kDefaultMaxFrameBytes = 64u << 20;
+
+enum class MessageType : uint16_t {
+  kHello = 1,
+  kWelcome = 2,
+  kError = 3,
+  // Job session.
+  kAttach = 10,
+  kAttached = 11,
+  kGraphUpload = 12,
+  kGraphAccepted = 13,
+  kPlacementRequest = 14,
+  kPlacementDirective = 15,
+  kStepReport = 16,  // one-way
+  kDetach = 17,
+  kDetached = 18,
+  // Administration and inspection.
+  kStatus = 30,
+  kStatusReply = 31,
+  kListJobs = 32,
+  kJobList = 33,
+  kListPlugins = 34,
+  kPluginList = 35,
+  kJobShow = 36,
+  kJobInfo = 37,
+  kReload = 38,
+  kReloaded = 39,
+};
+
+/// "hello", "step_report", ...; "unknown(<n>)" for numbers this version does not know.
+std::string to_string(MessageType type);
+bool is_known_type(uint16_t type);
+
+/// Error codes carried in error frames ({"code", "message", "fatal"}).
+namespace error {
+inline constexpr const char* kBadFrame = "bad_frame";            // bad magic: stream unusable
+inline constexpr const char* kFrameTooLarge = "frame_too_large";  // length over the maximum
+inline constexpr const char* kUnsupportedVersion = "unsupported_version";
+inline constexpr const char* kUnknownType = "unknown_type";
+inline constexpr const char* kBadPayload = "bad_payload";         // not CBOR, or wrong fields
+inline constexpr const char* kUnexpected = "unexpected_message";  // valid, but not now
+inline constexpr const char* kPermissionDenied = "permission_denied";
+inline constexpr const char* kNotFound = "not_found";
+inline constexpr const char* kInvalidConfig = "invalid_config";
+inline constexpr const char* kTimeout = "timeout";
+inline constexpr const char* kInternal = "internal";
+}  // namespace error
+
+struct Header {
+  uint16_t version = kMaxVersion;
+  uint16_t type = 0;
+  uint32_t length = 0;
+  uint32_t request_id = 0;
+};
+
+/// Little-endian encoding of the header, magic included.
+std::array<uint8_t, kHeaderSize> encode_header(const Header& header);
+/// Decodes a header; returns false if the magic is wrong (the stream cannot be trusted).
+bool decode_header(const uint8_t* bytes, Header* header);
+
+/// A complete frame: header + CBOR payload.
+std::vector<uint8_t> encode_frame(MessageType type, uint32_t request_id,
+                                  const nlohmann::json& body, uint16_t version = kMaxVersion);
+/// Decodes a CBOR payload; throws placement::FormatError ("payload is not valid CBOR: ...").
+nlohmann::json decode_payload(const uint8_t* bytes, size_t size);
+
+/// Body of an error frame.
+nlohmann::json error_body(const std::string& code, const std::string& message, bool fatal);
+
+}  // namespace placement::protocol

@@ -1,0 +1,83 @@
+#include "json_reader.h"
+
+#include <limits>
+
+namespace placement::detail {
+
+namespace {
+
+const char* type_name(const nlohmann::json& v) { return v.type_name(); }
+
+}  // namespace
+
+const JsonReader& JsonReader::object(std::initializer_list<const char*> allowed) const {
+  if (!value_.is_object()) fail(std::string("expected an object, found ") + type_name(value_));
+  for (const auto& item : value_.items()) {
+    bool known = false;
+    for (const char* key : allowed) known = known || item.key() == key;
+    if (!known) {
+      std::string list;
+      for (const char* key : allowed) list += (list.empty() ? "" : ", ") + std::string(key);
+      fail("unknown key '" + item.key() + "' (expected one of: " + list + ")");
+    }
+  }
+  return *this;
+}
+
+JsonReader JsonReader::field(const char* key) const {
+  if (!value_.is_object()) fail(std::string("expected an object, found ") + type_name(value_));
+  auto it = value_.find(key);
+  if (it == value_.end()) fail(std::string("missing required key '") + key + "'");
+  return JsonReader(*it, path_.empty() ? key : path_ + "." + key);
+}
+
+JsonReader JsonReader::element(size_t index) const {
+  return JsonReader(value_.at(index), path_ + "[" + std::to_string(index) + "]");
+}
+
+size_t JsonReader::array_size() const {
+  if (!value_.is_array()) fail(std::string("expected an array, found ") + type_name(value_));
+  return value_.size();
+}
+
+std::string JsonReader::string() const {
+  if (!value_.is_string()) fail(std::string("expected a string, found ") + type_name(value_));
+  return value_.get<std::string>();
+}
+
+uint64_t JsonReader::uint() const {
+  if (!value_.is_number_integer() || (value_.is_number_integer() && !value_.is_number_unsigned() &&
+                                      value_.get<int64_t>() < 0))
+    fail(std::string("expected a non-negative integer, found ") +
+         (value_.is_number() ? value_.dump() : type_name(value_)));
+  return value_.get<uint64_t>();
+}
+
+int64_t JsonReader::integer() const {
+  if (!value_.is_number_integer())
+    fail(std::string("expected an integer, found ") +
+         (value_.is_number() ? value_.dump() : type_name(value_)));
+  if (value_.is_number_unsigned() &&
+      value_.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    fail("integer out of range: " + value_.dump());
+  return value_.get<int64_t>();
+}
+
+int JsonReader::small_int() const {
+  const int64_t v = integer();
+  if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max())
+    fail("integer out of range: " + std::to_string(v));
+  return static_cast<int>(v);
+}
+
+double JsonReader::number() const {
+  if (!value_.is_number()) fail(std::string("expected a number, found ") + type_name(value_));
+  return value_.get<double>();
+}
+
+bool JsonReader::boolean() const {
+  if (!value_.is_boolean()) fail(std::string("expected true or false, found ") + type_name(value_));
+  return value_.get<bool>();
+}
+
+}  // namespace placement::detail

@@ -1,0 +1,44 @@
+#pragma once
+// Path-tracking access to a JSON document: every failure names the field, e.g. "ops[3].kind".
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "placement/serialization.h"
+
+namespace placement::detail {
+
+class JsonReader {
+ public:
+  JsonReader(const nlohmann::json& value, std::string path) : value_(value), path_(std::move(path)) {}
+
+  const nlohmann::json& value() const { return value_; }
+  const std::string& path() const { return path_; }
+
+  [[noreturn]] void fail(const std::string& problem) const {
+    throw FormatError((path_.empty() ? std::string("document") : path_) + ": " + problem);
+  }
+
+  /// Requires an object holding only keys from `allowed` (typos fail instead of being ignored).
+  const JsonReader& object(std::initializer_list<const char*> allowed) const;
+  bool has(const char* key) const { return value_.is_object() && value_.contains(key); }
+  JsonReader field(const char* key) const;
+  JsonReader element(size_t index) const;
+  size_t array_size() const;
+
+  std::string string() const;
+  uint64_t uint() const;
+  int64_t integer() const;
+  int small_int() const;
+  double number() const;
+  bool boolean() const;
+
+ private:
+  const nlohmann::json& value_;
+  std::string path_;
+};
+
+}  // namespace placement::detail

@@ -1,0 +1,279 @@
+#include "placement/serialization.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "json_reader.h"
+
+namespace placement {
+
+using detail::JsonReader;
+using nlohmann::json;
+
+namespace {
+
+// Runs a type's own validate() and reports its complaint as a format error of the document.
+template <typename F>
+void check(const char* what, F&& validate) {
+  try {
+    validate();
+  } catch (const std::invalid_argument& e) {
+    throw FormatError(std::string(what) + ": " + e.what());
+  }
+}
+
+TensorInfo tensor_from_json(const JsonReader& r) {
+  r.object({"shape", "dtype", "bytes"});
+  TensorInfo t;
+  const JsonReader shape = r.field("shape");
+  for (size_t i = 0; i < shape.array_size(); ++i) t.shape.push_back(shape.element(i).integer());
+  if (r.has("dtype")) t.dtype = r.field("dtype").string();
+  if (r.has("bytes")) t.bytes = r.field("bytes").uint();
+  return t;
+}
+
+Op op_from_json(const JsonReader& r) {
+  r.object({"id", "name", "kind", "outputs", "parameter_bytes", "pinned", "profile"});
+  Op op;
+  op.id = r.field("id").small_int();
+  op.name = r.field("name").string();
+  op.kind = r.field("kind").string();
+  if (r.has("outputs")) {
+    const JsonReader outputs = r.field("outputs");
+    for (size_t i = 0; i < outputs.array_size(); ++i)
+      op.outputs.push_back(tensor_from_json(outputs.element(i)));
+  }
+  if (r.has("parameter_bytes")) op.parameter_bytes = r.field("parameter_bytes").uint();
+  if (r.has("pinned")) {
+    const JsonReader pinned = r.field("pinned");
+    try {
+      op.pinned = device_kind_from_string(pinned.string());
+    } catch (const std::invalid_argument& e) {
+      pinned.fail(e.what());
+    }
+  }
+  if (r.has("profile")) {
+    const JsonReader profile = r.field("profile");
+    profile.object({"cpu", "cuda"});
+    for (const auto& item : profile.value().items()) {
+      const JsonReader p = profile.field(item.key().c_str());
+      p.object({"forward_s", "backward_s", "activation_bytes"});
+      OpProfile prof;
+      prof.forward_s = p.field("forward_s").number();
+      prof.backward_s = p.field("backward_s").number();
+      if (p.has("activation_bytes")) prof.activation_bytes = p.field("activation_bytes").uint();
+      if (prof.forward_s < 0 || prof.backward_s < 0) p.fail("times must be >= 0");
+      op.profile[item.key()] = prof;
+    }
+  }
+  return op;
+}
+
+}  // namespace
+
+json to_json(const OpGraph& graph) {
+  json ops = json::array();
+  for (const Op& op : graph.ops) {
+    json outputs = json::array();
+    for (const TensorInfo& t : op.outputs)
+      outputs.push_back({{"shape", t.shape}, {"dtype", t.dtype}, {"bytes", t.bytes}});
+    json j = {{"id", op.id}, {"name", op.name}, {"kind", op.kind}, {"outputs", outputs},
+              {"parameter_bytes", op.parameter_bytes}};
+    if (op.pinned) j["pinned"] = to_string(*op.pinned);
+    if (!op.profile.empty()) {
+      json profile = json::object();
+      for (const auto& [kind, p] : op.profile)
+        profile[kind] = {{"forward_s", p.forward_s},
+                         {"backward_s", p.backward_s},
+                         {"activation_bytes", p.activation_bytes}};
+      j["profile"] = profile;
+    }
+    ops.push_back(std::move(j));
+  }
+  json edges = json::array();
+  for (const Edge& e : graph.edges) edges.push_back(json::array({e.src, e.dst, e.bytes}));
+  return {{"name", graph.name}, {"ops", ops}, {"edges", edges}};
+}
+
+OpGraph graph_from_json(const json& doc) {
+  const JsonReader r(doc, "");
+  r.object({"name", "ops", "edges", "fingerprint"});
+  OpGraph graph;
+  if (r.has("name")) graph.name = r.field("name").string();
+  const JsonReader ops = r.field("ops");
+  graph.ops.reserve(ops.array_size());
+  for (size_t i = 0; i < ops.array_size(); ++i) graph.ops.push_back(op_from_json(ops.element(i)));
+  const JsonReader edges = r.field("edges");
+  graph.edges.reserve(edges.array_size());
+  for (size_t i = 0; i < edges.array_size(); ++i) {
+    const JsonReader e = edges.element(i);
+    if (e.array_size() != 3) e.fail("expected [source, destination, bytes]");
+    graph.edges.push_back({e.element(0).small_int(), e.element(1).small_int(), e.element(2).uint()});
+  }
+  check("graph", [&] { graph.validate(); });
+  return graph;
+}
+
+json to_json(const DeviceSet& set) {
+  json devices = json::array();
+  for (const Device& d : set.devices)
+    devices.push_back({{"name", d.name()}, {"memory_bytes", d.memory_bytes}, {"speed", d.speed}});
+  return {{"devices", devices}, {"bandwidth", set.bandwidth}, {"latency", set.latency}};
+}
+
+DeviceSet devices_from_json(const json& doc) {
+  const JsonReader r(doc, "");
+  r.object({"devices", "bandwidth", "latency"});
+  DeviceSet set;
+  const JsonReader devices = r.field("devices");
+  for (size_t i = 0; i < devices.array_size(); ++i) {
+    const JsonReader d = devices.element(i);
+    d.object({"name", "memory_bytes", "speed"});
+    Device device;
+    const JsonReader name = d.field("name");
+    try {
+      device = parse_device_name(name.string());
+    } catch (const std::invalid_argument& e) {
+      name.fail(e.what());
+    }
+    device.memory_bytes = d.field("memory_bytes").uint();
+    if (d.has("speed")) device.speed = d.field("speed").number();
+    set.devices.push_back(device);
+  }
+  auto matrix = [](const JsonReader& m) {
+    std::vector<std::vector<double>> rows(m.array_size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const JsonReader row = m.element(i);
+      for (size_t j = 0; j < row.array_size(); ++j) rows[i].push_back(row.element(j).number());
+    }
+    return rows;
+  };
+  set.bandwidth = matrix(r.field("bandwidth"));
+  set.latency = matrix(r.field("latency"));
+  check("devices", [&] { set.validate(); });
+  return set;
+}
+
+json to_json(const Grouping& grouping) {
+  return {{"num_groups", grouping.num_groups}, {"group_of_op", grouping.group_of_op}};
+}
+
+Grouping grouping_from_json(const json& doc, const OpGraph& graph) {
+  const JsonReader r(doc, "");
+  r.object({"num_groups", "group_of_op"});
+  Grouping g;
+  g.num_groups = r.field("num_groups").small_int();
+  const JsonReader ops = r.field("group_of_op");
+  for (size_t i = 0; i < ops.array_size(); ++i) g.group_of_op.push_back(ops.element(i).small_int());
+  check("grouping", [&] { g.validate(graph); });
+  return g;
+}
+
+json to_json(const Measurement& m) {
+  json j = {{"placement_id", m.placement_id},
+            {"step", m.step},
+            {"step_time_s", m.step_time_s},
+            {"ok", m.ok}};
+  if (!m.error.empty()) j["error"] = m.error;
+  return j;
+}
+
+Measurement measurement_from_json(const json& doc) {
+  const JsonReader r(doc, "");
+  r.object({"placement_id", "step", "step_time_s", "ok", "error"});
+  Measurement m;
+  m.placement_id = r.field("placement_id").uint();
+  m.step = r.field("step").uint();
+  m.step_time_s = r.field("step_time_s").number();
+  if (!(m.step_time_s >= 0)) r.field("step_time_s").fail("must be >= 0");
+  m.ok = r.field("ok").boolean();
+  if (r.has("error")) m.error = r.field("error").string();
+  return m;
+}
+
+json to_json(const Placement& placement, const DeviceSet& devices) {
+  json names = json::array();
+  for (const Device& d : devices.devices) names.push_back(d.name());
+  return {{"devices", names}, {"device_of_op", placement.device_of_op}};
+}
+
+Placement placement_from_json(const json& doc, const OpGraph& graph, const DeviceSet& devices) {
+  const JsonReader r(doc, "");
+  r.object({"devices", "device_of_op", "fingerprint"});
+  const JsonReader names = r.field("devices");
+  std::vector<int> remap;
+  for (size_t i = 0; i < names.array_size(); ++i) {
+    const JsonReader name = names.element(i);
+    const int index = devices.index_of(name.string());
+    if (index < 0) name.fail("device '" + name.string() + "' is not in the device set");
+    remap.push_back(index);
+  }
+  Placement p;
+  const JsonReader ops = r.field("device_of_op");
+  for (size_t i = 0; i < ops.array_size(); ++i) {
+    const JsonReader op = ops.element(i);
+    const int local = op.small_int();
+    if (local < 0 || static_cast<size_t>(local) >= remap.size())
+      op.fail("device index " + std::to_string(local) + " is not in 'devices'");
+    p.device_of_op.push_back(remap[local]);
+  }
+  check("placement", [&] { p.validate(graph, devices); });
+  return p;
+}
+
+json read_json_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw FormatError(path + ": cannot open: " + std::strerror(errno));
+  try {
+    return json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw FormatError(path + ": not valid JSON: " + e.what());
+  }
+}
+
+void write_json_file(const std::string& path, const json& doc, int indent) {
+  const std::string text = doc.dump(indent) + "\n";
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error(tmp + ": cannot create: " + std::strerror(errno));
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw std::runtime_error(tmp + ": write failed: " + std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(tmp + ": fsync failed: " + std::strerror(err));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(path + ": rename failed: " + std::strerror(err));
+  }
+}
+
+OpGraph load_graph_file(const std::string& path) {
+  const json doc = read_json_file(path);
+  try {
+    return graph_from_json(doc);
+  } catch (const FormatError& e) {
+    throw FormatError(path + ": " + e.what());
+  }
+}
+
+}  // namespace placement
