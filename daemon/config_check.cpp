@@ -65,20 +65,27 @@ std::vector<ConfigError> check_plugins(const Config& config, const PluginRegistr
 
 namespace placementd {
 
-std::vector<std::string> check_config_file(const std::string& path, const std::string& default_plugin_dir,
-                                           PluginRegistry& registry) {
-  std::vector<ConfigError> errors;
-  const Config config = load_config_collecting(path, default_plugin_dir, errors);
-  const bool readable = std::none_of(errors.begin(), errors.end(), [](const ConfigError& e) {
+Config load_and_check(const std::string& path, const std::string& default_plugin_dir, PluginRegistry& registry,
+                      std::vector<ConfigError>& errors) {
+  const size_t first = errors.size();
+  Config config = load_config_collecting(path, default_plugin_dir, errors);
+  const bool readable = std::none_of(errors.begin() + static_cast<long>(first), errors.end(), [](const ConfigError& e) {
     return e.where.line == 0 || e.message.rfind("TOML syntax", 0) == 0;
   });
   if (readable) {
     registry.scan(config.plugin_dirs);
     for (ConfigError& e : check_plugins(config, registry)) errors.push_back(std::move(e));
   }
-  std::stable_sort(errors.begin(), errors.end(), [](const ConfigError& a, const ConfigError& b) {
+  std::stable_sort(errors.begin() + static_cast<long>(first), errors.end(), [](const ConfigError& a, const ConfigError& b) {
     return std::tie(a.where.line, a.where.column) < std::tie(b.where.line, b.where.column);
   });
+  return config;
+}
+
+std::vector<std::string> check_config_file(const std::string& path, const std::string& default_plugin_dir,
+                                           PluginRegistry& registry) {
+  std::vector<ConfigError> errors;
+  load_and_check(path, default_plugin_dir, registry, errors);
   std::vector<std::string> out;
   for (const ConfigError& e : errors) out.push_back(e.str());
   return out;

@@ -16,10 +16,14 @@ std::vector<ConfigError> check_plugins(const Config& config, const PluginRegistr
 
 namespace placementd {
 
-/// Everything `placementd --check-config` and `placementctl config check` verify: syntax, schema,
-/// then the named plugins and their hyperparameters (plugins are loaded from the file's
-/// [plugins].dirs). Returns the errors as "FILE:LINE:COL: message" lines; empty means valid.
-/// `registry` receives the plugins loaded on the way.
+/// Everything the daemon (at start and on reload), `placementd --check-config` and `placementctl
+/// config check` verify: syntax, schema, then -- if the file could be read -- the plugins it names
+/// and their hyperparameters, after scanning its [plugins].dirs into `registry`. Every error is
+/// appended to `errors`, sorted by position.
+Config load_and_check(const std::string& path, const std::string& default_plugin_dir, PluginRegistry& registry,
+                      std::vector<ConfigError>& errors);
+
+/// load_and_check() with the errors as "FILE:LINE:COL: message" lines; empty means valid.
 std::vector<std::string> check_config_file(const std::string& path, const std::string& default_plugin_dir,
                                            PluginRegistry& registry);
 

@@ -30,7 +30,9 @@ void configure_logging(const Config& config) {
 }
 
 Daemon::Daemon(const DaemonOptions& options) : options_(options), signals_(io_) {
-  config_ = std::make_shared<Config>(load_config(options.config_path, options.default_plugin_dir));
+  std::vector<ConfigError> errors;
+  config_ = std::make_shared<Config>(load_and_check(options.config_path, options.default_plugin_dir, registry_, errors));
+  if (!errors.empty()) throw ConfigInvalid(std::move(errors));
   configure_logging(*config_);
   socket_path_ = !options.socket.empty() ? options.socket
                  : !config_->socket.empty() ? config_->socket
@@ -38,8 +40,6 @@ Daemon::Daemon(const DaemonOptions& options) : options_(options), signals_(io_) 
   const std::string state_dir = !options.state_dir.empty() ? options.state_dir
                                 : !config_->state_dir.empty() ? config_->state_dir
                                                               : default_state_dir();
-  registry_.scan(config_->plugin_dirs);
-  if (auto errors = check_plugins(*config_, registry_); !errors.empty()) throw ConfigInvalid(std::move(errors));
   store_ = std::make_unique<Store>(state_dir);
   service_ = std::make_unique<Service>(config_, registry_, *store_, socket_path_);
   service_->set_reload_hook([this] { return reload(); });
@@ -108,9 +108,9 @@ std::vector<std::string> Daemon::reload() {
   systemd::notify("RELOADING=1");
   std::vector<std::string> errors;
   try {
-    auto next = std::make_shared<Config>(load_config(options_.config_path, options_.default_plugin_dir));
-    registry_.scan(next->plugin_dirs);
-    for (const ConfigError& e : check_plugins(*next, registry_)) errors.push_back(e.str());
+    std::vector<ConfigError> found;
+    auto next = std::make_shared<Config>(load_and_check(options_.config_path, options_.default_plugin_dir, registry_, found));
+    for (const ConfigError& e : found) errors.push_back(e.str());
     if (errors.empty()) {
       if (next->socket != config_->socket) spdlog::warn("daemon.socket changed: this takes a restart");
       if (next->state_dir != config_->state_dir) spdlog::warn("daemon.state_dir changed: this takes a restart");
@@ -121,8 +121,6 @@ std::vector<std::string> Daemon::reload() {
                            next->admin_group});
       spdlog::info("reloaded {} ({} plugins)", next->path, registry_.plugins().size());
     }
-  } catch (const ConfigInvalid& e) {
-    for (const ConfigError& err : e.errors()) errors.push_back(err.str());
   } catch (const std::exception& e) {
     errors.push_back(e.what());
   }

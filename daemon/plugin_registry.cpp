@@ -49,9 +49,12 @@ const char* factory_symbol(PluginKind kind) {
   return "";
 }
 
+// Directories in the configured order (the first one providing a name wins), files sorted within
+// each, so a scan is deterministic.
 std::vector<std::string> library_files(const std::vector<std::string>& dirs) {
   std::vector<std::string> files;
   for (const std::string& dir : dirs) {
+    std::vector<std::string> in_dir;
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) {
       spdlog::warn("plugin directory {} does not exist or is not a directory", dir);
@@ -63,11 +66,12 @@ std::vector<std::string> library_files(const std::vector<std::string>& dirs) {
     for (const fs::path& folder : folders) {
       for (const auto& entry : fs::directory_iterator(folder, ec)) {
         if (entry.path().extension() == ".so" && entry.is_regular_file(ec))
-          files.push_back(entry.path().string());
+          in_dir.push_back(entry.path().string());
       }
     }
+    std::sort(in_dir.begin(), in_dir.end());
+    files.insert(files.end(), in_dir.begin(), in_dir.end());
   }
-  std::sort(files.begin(), files.end());
   return files;
 }
 

@@ -41,7 +41,7 @@ class PluginRegistry {
   ~PluginRegistry();
 
   /// Scans each directory and its grouper/, placer/, algorithm/ (and groupers/, ...) subfolders
-  /// for *.so files. A library that fails to load, has another plugin ABI, lacks an entry point, or
+  /// for *.so files, directories in the given order. A library that fails to load, has another plugin ABI, lacks an entry point, or
   /// repeats a (kind, name) another file of this scan provides is skipped with its reason. Plugins
   /// found replace earlier ones of the same kind and name; plugins no longer found stay available.
   /// Returns the skipped files of this scan.

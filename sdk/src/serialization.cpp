@@ -19,13 +19,14 @@ using nlohmann::json;
 
 namespace {
 
-// Runs a type's own validate() and reports its complaint as a format error of the document.
+// Runs a type's own validate() and reports its complaint (which names the op, edge or device at
+// fault) as a format error of the document.
 template <typename F>
-void check(const char* what, F&& validate) {
+void check(F&& validate) {
   try {
     validate();
   } catch (const std::invalid_argument& e) {
-    throw FormatError(std::string(what) + ": " + e.what());
+    throw FormatError(e.what());
   }
 }
 
@@ -117,7 +118,7 @@ OpGraph graph_from_json(const json& doc) {
     if (e.array_size() != 3) e.fail("expected [source, destination, bytes]");
     graph.edges.push_back({e.element(0).small_int(), e.element(1).small_int(), e.element(2).uint()});
   }
-  check("graph", [&] { graph.validate(); });
+  check([&] { graph.validate(); });
   return graph;
 }
 
@@ -157,7 +158,7 @@ DeviceSet devices_from_json(const json& doc) {
   };
   set.bandwidth = matrix(r.field("bandwidth"));
   set.latency = matrix(r.field("latency"));
-  check("devices", [&] { set.validate(); });
+  check([&] { set.validate(); });
   return set;
 }
 
@@ -172,7 +173,7 @@ Grouping grouping_from_json(const json& doc, const OpGraph& graph) {
   g.num_groups = r.field("num_groups").small_int();
   const JsonReader ops = r.field("group_of_op");
   for (size_t i = 0; i < ops.array_size(); ++i) g.group_of_op.push_back(ops.element(i).small_int());
-  check("grouping", [&] { g.validate(graph); });
+  check([&] { g.validate(graph); });
   return g;
 }
 
@@ -224,7 +225,7 @@ Placement placement_from_json(const json& doc, const OpGraph& graph, const Devic
       op.fail("device index " + std::to_string(local) + " is not in 'devices'");
     p.device_of_op.push_back(remap[local]);
   }
-  check("placement", [&] { p.validate(graph, devices); });
+  check([&] { p.validate(graph, devices); });
   return p;
 }
 

@@ -1,0 +1,148 @@
+// The daemon as jobs use it: real placementd, real clients, many at once.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <filesystem>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "daemon_process.h"
+#include "placement/serialization.h"
+
+namespace placement::testing {
+namespace {
+
+using nlohmann::json;
+using protocol::MessageType;
+
+DeviceSet two_cpus() {
+  return DeviceSet::uniform({{DeviceKind::kCpu, 0, 1ull << 32, 1.0}, {DeviceKind::kCpu, 1, 1ull << 32, 1.0}}, 1e10, 1e-5);
+}
+
+// One job's whole control-plane flow; returns the placement id it got.
+uint64_t run_job(Client& c, const std::string& name, const OpGraph& graph, int reports, double step_time) {
+  c.request(MessageType::kAttach, {{"job", name}, {"devices", to_json(two_cpus())}}, MessageType::kAttached);
+  const json accepted = c.request(MessageType::kGraphUpload, {{"graph", to_json(graph)}}, MessageType::kGraphAccepted);
+  EXPECT_EQ(accepted["fingerprint"].get<std::string>(), graph.fingerprint());
+  const json directive = c.request(MessageType::kPlacementRequest, json::object(), MessageType::kPlacementDirective);
+  const Placement p = placement_from_json(directive["placement"], graph, two_cpus());
+  EXPECT_EQ(p.device_of_op.size(), graph.ops.size());
+  const uint64_t id = directive["placement_id"].get<uint64_t>();
+  for (int i = 0; i < reports; ++i)
+    EXPECT_TRUE(c.send_oneway(MessageType::kStepReport, to_json(Measurement{id, static_cast<uint64_t>(i), step_time, true, ""})));
+  return id;
+}
+
+TEST(Daemon, SixtyFourConcurrentJobs) {
+  DaemonProcess daemon;
+  daemon.start();
+  const OpGraph graph = load_graph_file(example_graph());
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 64; ++t)
+    threads.emplace_back([&, t] {
+      try {
+        Client c = daemon.client(20000);
+        run_job(c, "job-" + std::to_string(t), graph, 20, 0.01 * (t + 1));
+        const json jobs = c.request(MessageType::kListJobs, json::object(), MessageType::kJobList);
+        EXPECT_GE(jobs["jobs"].size(), 1u);
+        c.request(MessageType::kDetach, json::object(), MessageType::kDetached);
+        ++ok;
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "job " << t << ": " << e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 64);
+  const json status = daemon.client().request(MessageType::kStatus, json::object(), MessageType::kStatusReply);
+  EXPECT_EQ(status["reports_received"].get<int>(), 64 * 20);
+  EXPECT_EQ(status["jobs_total"].get<int>(), 0);
+  EXPECT_EQ(daemon.stop(), 0) << daemon.log();
+}
+
+TEST(Daemon, ReportsAreCountedAndTheBestPlacementSurvivesARestart) {
+  DaemonProcess daemon;
+  daemon.start();
+  const OpGraph graph = load_graph_file(example_graph());
+  {
+    Client c = daemon.client();
+    run_job(c, "persisted", graph, 15, 0.02);
+    const json jobs = c.request(MessageType::kListJobs, json::object(), MessageType::kJobList);
+    ASSERT_EQ(jobs["jobs"].size(), 1u);
+    const json& j = jobs["jobs"][0];
+    EXPECT_EQ(j["steps"].get<int>(), 15);
+    EXPECT_EQ(j["state"].get<std::string>(), "running");
+    EXPECT_DOUBLE_EQ(j["best_step_time_s"].get<double>(), 0.02);
+    EXPECT_EQ(j["candidates_tried"].get<int>(), 1);
+    // SIGTERM while the job is attached: the daemon persists and exits 0.
+    EXPECT_EQ(daemon.stop(SIGTERM), 0) << daemon.log();
+  }
+  EXPECT_NE(daemon.log().find("persisted the best placement of 1 job(s)"), std::string::npos) << daemon.log();
+  daemon.start();
+  Client c = daemon.client();
+  c.request(MessageType::kAttach, {{"job", "persisted"}, {"devices", to_json(two_cpus())}}, MessageType::kAttached);
+  const json accepted = c.request(MessageType::kGraphUpload, {{"graph", to_json(graph)}}, MessageType::kGraphAccepted);
+  EXPECT_TRUE(accepted["cached"].get<bool>());
+  const json directive = c.request(MessageType::kPlacementRequest, json::object(), MessageType::kPlacementDirective);
+  EXPECT_EQ(directive["reason"].get<std::string>(), "cached");
+}
+
+TEST(Daemon, JobThatDiesIsCleanedUp) {
+  DaemonProcess daemon;
+  daemon.start();
+  Child job({hold_job_bin(), "--socket", daemon.socket, "--graph", example_graph(), "--job", "doomed", "--reports", "8"});
+  ASSERT_TRUE(job.wait_for_output("ready")) << job.err();
+  Client admin = daemon.client();
+  EXPECT_EQ(admin.request(MessageType::kListJobs, json::object(), MessageType::kJobList)["jobs"].size(), 1u);
+  job.signal(SIGKILL);
+  job.wait();
+  for (int i = 0; i < 200; ++i) {
+    if (admin.request(MessageType::kListJobs, json::object(), MessageType::kJobList)["jobs"].empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(admin.request(MessageType::kListJobs, json::object(), MessageType::kJobList)["jobs"].empty());
+  EXPECT_NE(daemon.log().find("job 1 'doomed' disconnected without detach"), std::string::npos) << daemon.log();
+}
+
+TEST(Daemon, SecondInstanceOnTheSameSocketIsRefusedAndStaleSocketsAreReplaced) {
+  DaemonProcess first;
+  first.start();
+  const CommandResult second = run_command({placementd_bin(), "--config", first.config_path});
+  EXPECT_EQ(second.exit_code, 1);
+  EXPECT_NE(second.err.find("placementd already runs on " + first.socket), std::string::npos) << second.err;
+  EXPECT_TRUE(first.alive());
+  // A daemon killed with SIGKILL leaves its socket file behind; the next one replaces it.
+  first.stop(SIGKILL);
+  ASSERT_TRUE(std::filesystem::exists(first.socket));
+  first.start();
+  EXPECT_EQ(first.stop(), 0);
+  EXPECT_FALSE(std::filesystem::exists(first.socket)) << "a clean stop removes the socket";
+}
+
+TEST(Daemon, InvalidConfigAtStartIsReportedWithPositions) {
+  DaemonProcess daemon({"", "[policy]\nalgorithm = \"telepathy\"\n"});
+  EXPECT_THROW(daemon.start(), std::runtime_error);
+  EXPECT_NE(daemon.log().find("policy.algorithm: no algorithm plugin named 'telepathy' is loaded (loaded: reinforce)"),
+            std::string::npos)
+      << daemon.log();
+  EXPECT_NE(daemon.log().find(daemon.config_path + ":"), std::string::npos);
+}
+
+TEST(Daemon, DevicesOutsideThePoolAreRefused) {
+  DaemonProcess daemon({"", "[devices]\nallow = [\"cpu:0\"]\n"});
+  daemon.start();
+  Client c = daemon.client();
+  try {
+    c.request(MessageType::kAttach, {{"job", "greedy"}, {"devices", to_json(two_cpus())}}, MessageType::kAttached);
+    FAIL() << "cpu:1 is not in the pool";
+  } catch (const ServerError& e) {
+    EXPECT_EQ(e.code(), protocol::error::kPermissionDenied);
+    EXPECT_NE(std::string(e.what()).find("device cpu:1 is not in this node's device pool"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace placement::testing

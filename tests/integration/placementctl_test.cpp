@@ -1,0 +1,84 @@
+// placementctl against a real daemon: tables for people, JSON for scripts, exit codes for both.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "daemon_process.h"
+
+namespace placement::testing {
+namespace {
+
+using nlohmann::json;
+
+TEST(Placementctl, StatusJobsAndPlugins) {
+  DaemonProcess daemon;
+  daemon.start();
+  Child job({hold_job_bin(), "--socket", daemon.socket, "--graph", example_graph(), "--job", "mlp", "--reports", "12",
+             "--step-time", "0.25"});
+  ASSERT_TRUE(job.wait_for_output("ready")) << job.err();
+  const std::string ctl = placementctl_bin();
+
+  const CommandResult status = run_command({ctl, "--socket", daemon.socket, "--json", "status"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  const json s = json::parse(status.out);
+  EXPECT_EQ(s["jobs_visible"].get<int>(), 1);
+  EXPECT_EQ(s["reports_received"].get<int>(), 12);
+  EXPECT_EQ(s["plugins"]["grouper"].get<int>(), 1);
+
+  const CommandResult jobs = run_command({ctl, "--socket", daemon.socket, "--json", "jobs"});
+  ASSERT_EQ(jobs.exit_code, 0) << jobs.err;
+  const json j = json::parse(jobs.out).at(0);
+  for (const char* key : {"name", "state", "steps", "candidates_tried", "start_step_time_s", "best_step_time_s", "exploration_overhead"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_EQ(j["name"], "mlp");
+  EXPECT_EQ(j["steps"].get<int>(), 12);
+  EXPECT_DOUBLE_EQ(j["best_step_time_s"].get<double>(), 0.25);
+
+  const CommandResult table = run_command({ctl, "--socket", daemon.socket, "jobs"});
+  ASSERT_EQ(table.exit_code, 0);
+  EXPECT_EQ(table.out.rfind("ID  NAME", 0), 0u) << table.out;
+  EXPECT_NE(table.out.find("250.00 ms"), std::string::npos) << table.out;
+
+  const CommandResult show = run_command({ctl, "--socket", daemon.socket, "jobs", "show", "1"});
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_NE(show.out.find("cpu:0=20 cpu:1=0"), std::string::npos) << show.out;
+
+  const CommandResult plugins = run_command({ctl, "--socket", daemon.socket, "plugins"});
+  ASSERT_EQ(plugins.exit_code, 0);
+  for (const char* name : {"colocation", "single_device", "reinforce", "learning_rate=0.1"})
+    EXPECT_NE(plugins.out.find(name), std::string::npos) << name;
+  const json pj = json::parse(run_command({ctl, "--socket", daemon.socket, "--json", "plugins"}).out);
+  EXPECT_EQ(pj["plugins"].size(), 3u);
+  job.signal(SIGTERM);
+  EXPECT_EQ(job.wait(), 0);
+}
+
+TEST(Placementctl, NoDaemonIsAClearErrorWithItsOwnExitCode) {
+  const CommandResult r = run_command({placementctl_bin(), "--socket", "/tmp/nonexistent-placementd.sock", "status"});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_NE(r.err.find("cannot connect to placementd at /tmp/nonexistent-placementd.sock"), std::string::npos) << r.err;
+}
+
+TEST(Placementctl, ConfigCheckOfflineAndPlacementdCheckConfigAgree) {
+  DaemonProcess paths;  // only for its temp dir and plugin list
+  const std::string bad = paths.dir + "/bad.toml";
+  std::ofstream(bad) << paths.base_config() << "[exploration]\nwarmup_steps = -1\n[params.algorithm.reinforce]\nclip_norm = \"x\"\n";
+  const CommandResult ctl = run_command({placementctl_bin(), "config", "check", bad});
+  EXPECT_EQ(ctl.exit_code, 1);
+  const CommandResult daemon = run_command({placementd_bin(), "--check-config", bad});
+  EXPECT_EQ(daemon.exit_code, 1);
+  EXPECT_EQ(ctl.err, daemon.err);
+  EXPECT_NE(ctl.err.find(bad + ":13:16: exploration.warmup_steps must be in [0, 100000], got -1"), std::string::npos) << ctl.err;
+  EXPECT_NE(ctl.err.find(bad + ":15:13: params.algorithm.reinforce.clip_norm: expected float, got string \"x\""), std::string::npos) << ctl.err;
+  const CommandResult good = run_command({placementctl_bin(), "--json", "config", "check", paths.config_path});
+  EXPECT_EQ(good.exit_code, 0) << good.err;
+  EXPECT_TRUE(json::parse(good.out)["ok"].get<bool>());
+  EXPECT_EQ(run_command({placementd_bin(), "--check-config", SHIPPED_CONFIG_FOR_CHECK}).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace placement::testing

@@ -1,0 +1,170 @@
+// Every kind of bad input gets an error frame naming the cause, and a close when the stream can no
+// longer be trusted; the daemon never crashes and other connections never notice.
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "daemon_process.h"
+#include "placement/serialization.h"
+#include "raw_connection.h"
+
+namespace placement::testing {
+namespace {
+
+using protocol::MessageType;
+
+class ProtocolRobustness : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    daemon_ = new DaemonProcess({"max_frame_bytes = 65536\n"});
+    daemon_->start();
+  }
+  static void TearDownTestSuite() {
+    EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
+    delete daemon_;
+  }
+  void SetUp() override { bystander_ = std::make_unique<Client>(ClientOptions{daemon_->socket, "bystander", 5000}); }
+  // After each bad input: the daemon is alive and a connection opened before it still works.
+  void TearDown() override {
+    ASSERT_TRUE(daemon_->alive()) << daemon_->log();
+    EXPECT_NO_THROW(bystander_->request(MessageType::kStatus, nlohmann::json::object(), MessageType::kStatusReply));
+  }
+
+  static std::string expect_error(RawConnection& c, const std::string& code, bool fatal) {
+    auto frame = c.read_frame();
+    EXPECT_TRUE(frame) << "no error frame";
+    if (!frame) return "";
+    EXPECT_EQ(frame->first.type, static_cast<uint16_t>(MessageType::kError));
+    EXPECT_EQ(frame->second.value("code", ""), code) << frame->second.dump();
+    EXPECT_EQ(frame->second.value("fatal", !fatal), fatal) << frame->second.dump();
+    if (fatal) {
+      EXPECT_TRUE(c.closed_by_peer()) << "fatal errors close the connection";
+    }
+    return frame->second.value("message", "");
+  }
+
+  static DaemonProcess* daemon_;
+  std::unique_ptr<Client> bystander_;
+};
+DaemonProcess* ProtocolRobustness::daemon_ = nullptr;
+
+TEST_F(ProtocolRobustness, GarbageBytesAreABadFrameAndClose) {
+  RawConnection c(daemon_->socket);
+  c.send({'G', 'E', 'T', ' ', '/', ' ', 'H', 'T', 'T', 'P', '/', '1', '.', '1', '\r', '\n', '\r', '\n'});
+  EXPECT_NE(expect_error(c, protocol::error::kBadFrame, true).find("bad magic"), std::string::npos);
+}
+
+TEST_F(ProtocolRobustness, OversizedLengthIsRefusedBeforeReadingIt) {
+  RawConnection c(daemon_->socket);
+  c.hello();
+  const auto head = protocol::encode_header({1, static_cast<uint16_t>(MessageType::kStatus), 1u << 30, 5});
+  c.send({head.begin(), head.end()});
+  EXPECT_NE(expect_error(c, protocol::error::kFrameTooLarge, true).find("exceeds the maximum of 65536"), std::string::npos);
+}
+
+TEST_F(ProtocolRobustness, UnsupportedVersionIsRefusedInTheHandshake) {
+  RawConnection c(daemon_->socket);
+  c.send_frame(MessageType::kHello, {{"client", "future"}, {"min_version", 7}, {"max_version", 9}});
+  EXPECT_NE(expect_error(c, protocol::error::kUnsupportedVersion, true).find("speaks 1..1"), std::string::npos);
+}
+
+TEST_F(ProtocolRobustness, WrongVersionInALaterHeaderCloses) {
+  RawConnection c(daemon_->socket);
+  c.hello();
+  c.send(protocol::encode_frame(MessageType::kStatus, 2, nlohmann::json::object(), 5));
+  expect_error(c, protocol::error::kUnsupportedVersion, true);
+}
+
+TEST_F(ProtocolRobustness, FirstFrameMustBeHello) {
+  RawConnection c(daemon_->socket);
+  c.send_frame(MessageType::kStatus, nlohmann::json::object());
+  EXPECT_NE(expect_error(c, protocol::error::kUnexpected, true).find("must be hello"), std::string::npos);
+}
+
+TEST_F(ProtocolRobustness, UnknownTypeIsAnsweredAndTheConnectionGoesOn) {
+  RawConnection c(daemon_->socket);
+  c.hello();
+  const std::vector<uint8_t> payload = nlohmann::json::to_cbor(nlohmann::json::object());
+  auto head = protocol::encode_header({1, 777, static_cast<uint32_t>(payload.size()), 3});
+  std::vector<uint8_t> frame(head.begin(), head.end());
+  frame.insert(frame.end(), payload.begin(), payload.end());
+  c.send(frame);
+  expect_error(c, protocol::error::kUnknownType, false);
+  c.send_frame(MessageType::kStatus, nlohmann::json::object(), 4);
+  auto reply = c.read_frame();
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->first.type, static_cast<uint16_t>(MessageType::kStatusReply));
+  EXPECT_EQ(reply->first.request_id, 4u);
+}
+
+TEST_F(ProtocolRobustness, PayloadThatIsNotCborIsABadPayload) {
+  RawConnection c(daemon_->socket);
+  c.hello();
+  const std::vector<uint8_t> junk = {0xff, 0xfe, 0x01};
+  auto head = protocol::encode_header({1, static_cast<uint16_t>(MessageType::kStatus), 3, 9});
+  std::vector<uint8_t> frame(head.begin(), head.end());
+  frame.insert(frame.end(), junk.begin(), junk.end());
+  c.send(frame);
+  expect_error(c, protocol::error::kBadPayload, false);
+}
+
+TEST_F(ProtocolRobustness, WrongFieldsAreNamed) {
+  RawConnection c(daemon_->socket);
+  c.hello();
+  c.send_frame(MessageType::kAttach, {{"job", 42}});
+  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false), "'job' must be a string");
+  c.send_frame(MessageType::kAttach, {{"job", "j"}, {"devices", {{"devices", nlohmann::json::array()}, {"bandwidth", nlohmann::json::array()}, {"latency", nlohmann::json::array()}}}});
+  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false), "devices: device set has no devices");
+  c.send_frame(MessageType::kGraphUpload, {{"graph", 1}});
+  EXPECT_EQ(expect_error(c, protocol::error::kUnexpected, false), "attach before uploading a graph");
+  c.send_frame(MessageType::kWelcome, nlohmann::json::object());
+  expect_error(c, protocol::error::kUnexpected, false);
+}
+
+TEST_F(ProtocolRobustness, GraphWithACycleIsRejectedWithItsCause) {
+  RawConnection c(daemon_->socket);
+  c.hello();
+  DeviceSet d = DeviceSet::uniform({{DeviceKind::kCpu, 0, 1 << 30, 1.0}}, 1e9, 0);
+  c.send_frame(MessageType::kAttach, {{"job", "cyclic"}, {"devices", to_json(d)}});
+  ASSERT_TRUE(c.read_frame());
+  nlohmann::json graph = {{"ops", {{{"id", 0}, {"name", "a"}, {"kind", "k"}}, {{"id", 1}, {"name", "b"}, {"kind", "k"}}}},
+                          {"edges", {{0, 1, 4}, {1, 0, 4}}}};
+  c.send_frame(MessageType::kGraphUpload, {{"graph", graph}});
+  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false), "graph: graph has a cycle through op 0 'a'");
+}
+
+TEST_F(ProtocolRobustness, ClientVanishingMidFrameHarmsNothing) {
+  for (int i = 0; i < 20; ++i) {
+    RawConnection c(daemon_->socket);
+    c.hello();
+    const auto frame = protocol::encode_frame(MessageType::kAttach, 2, {{"job", "half"}});
+    c.send({frame.begin(), frame.begin() + static_cast<long>(frame.size() / 2)});
+  }
+}
+
+TEST_F(ProtocolRobustness, StalledHalfFrameTimesOut) {
+  RawConnection c(daemon_->socket);
+  c.hello();
+  c.send({'P', 'L', 'M'});
+  EXPECT_NE(expect_error(c, protocol::error::kTimeout, true).find("incomplete frame for 500 ms"), std::string::npos);
+}
+
+TEST_F(ProtocolRobustness, ThousandsOfConnectDisconnects) {
+  for (int i = 0; i < 3000; ++i) {
+    RawConnection c(daemon_->socket);
+    if (i % 3 == 0) c.hello();
+  }
+  // Every one of them is gone again (the bystander and the status query's own are what is left).
+  for (int tries = 0; tries < 100; ++tries) {
+    const auto s = daemon_->client().request(MessageType::kStatus, nlohmann::json::object(), MessageType::kStatusReply);
+    if (s["connections"].get<int>() <= 2) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  FAIL() << "connections were not released";
+}
+
+}  // namespace
+}  // namespace placement::testing

@@ -1,0 +1,222 @@
+#include "daemon_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+extern char** environ;
+
+namespace placement::testing {
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string make_temp_dir() {
+  char tmpl[] = "/tmp/pdt.XXXXXX";  // short: Unix socket paths are limited to 108 bytes
+  if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+  ::chmod(tmpl, 0755);  // tests run clients under another uid too
+  return tmpl;
+}
+
+pid_t spawn(const std::vector<std::string>& argv, const std::string& out_path, const std::string& err_path) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | (out_path == err_path ? O_APPEND : O_TRUNC), 0644);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
+  return pid;
+}
+
+int exit_code(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+}  // namespace
+
+std::string placementd_bin() { return PLACEMENTD_BIN; }
+std::string placementctl_bin() { return PLACEMENTCTL_BIN; }
+std::string plugin_dir() { return PLUGIN_DIR; }
+std::string test_plugin_dir() { return TEST_PLUGIN_DIR; }
+std::string hold_job_bin() { return HOLD_JOB_BIN; }
+std::string example_graph() { return EXAMPLE_GRAPH; }
+
+CommandResult run_command(const std::vector<std::string>& argv) {
+  const std::string dir = make_temp_dir();
+  const std::string out = dir + "/out", err = dir + "/err";
+  const pid_t pid = spawn(argv, out, err);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  CommandResult result{exit_code(status), read_file(out), read_file(err)};
+  std::filesystem::remove_all(dir);
+  return result;
+}
+
+DaemonProcess::DaemonProcess(DaemonOptions options) : options_(std::move(options)) {
+  if (options_.plugin_dirs.empty()) options_.plugin_dirs = {plugin_dir()};
+  dir = make_temp_dir();
+  socket = dir + "/pd.sock";
+  config_path = dir + "/placementd.toml";
+  state_dir = dir + "/state";
+  log_path = dir + "/placementd.log";
+  write_config(base_config());
+}
+
+std::string DaemonProcess::base_config() const {
+  std::string dirs;
+  for (const auto& d : options_.plugin_dirs) dirs += (dirs.empty() ? "\"" : ", \"") + d + "\"";
+  return "[daemon]\nsocket = \"" + socket + "\"\nstate_dir = \"" + state_dir +
+         "\"\nsocket_mode = 0o666\nframe_timeout_ms = 500\n" + options_.daemon_keys + "\n[plugins]\ndirs = [" + dirs +
+         "]\n\n[logging]\nlevel = \"debug\"\n" + options_.extra;
+}
+
+void DaemonProcess::write_config(const std::string& text) const {
+  std::ofstream(config_path) << text;
+}
+
+DaemonProcess::~DaemonProcess() {
+  if (pid > 0) {
+    ::kill(pid, SIGKILL);
+    int status;
+    ::waitpid(pid, &status, 0);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+void DaemonProcess::start() {
+  pid = spawn({placementd_bin(), "--config", config_path}, log_path, log_path);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status;
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      pid = -1;
+      throw std::runtime_error("placementd exited with " + std::to_string(exit_code(status)) + ":\n" + log());
+    }
+    try {
+      client(1000);
+      return;
+    } catch (const std::exception&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  throw std::runtime_error("placementd did not answer within 10 s:\n" + log());
+}
+
+int DaemonProcess::stop(int signo) {
+  if (pid <= 0) return -1;
+  ::kill(pid, signo);
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  pid = -1;
+  return exit_code(status);
+}
+
+bool DaemonProcess::alive() {
+  if (pid <= 0) return false;
+  int status;
+  if (::waitpid(pid, &status, WNOHANG) == pid) {
+    pid = -1;
+    return false;
+  }
+  return true;
+}
+
+void DaemonProcess::signal(int signo) { ::kill(pid, signo); }
+
+std::string DaemonProcess::log() const { return read_file(log_path); }
+
+placement::Client DaemonProcess::client(int timeout_ms) const {
+  return placement::Client({socket, "test", timeout_ms});
+}
+
+}  // namespace placement::testing
+
+namespace placement::testing {
+
+Child::Child(const std::vector<std::string>& argv) : dir_(make_temp_dir()) {
+  pid = spawn(argv, dir_ + "/out", dir_ + "/err");
+}
+
+Child::~Child() {
+  if (pid > 0) {
+    ::kill(pid, SIGKILL);
+    int status;
+    ::waitpid(pid, &status, 0);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+bool Child::wait_for_output(const std::string& text, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (out().find(text) != std::string::npos) return true;
+    int status;
+    if (pid > 0 && ::waitpid(pid, &status, WNOHANG) == pid) {
+      pid = -1;
+      return out().find(text) != std::string::npos;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+void Child::signal(int signo) {
+  if (pid > 0) ::kill(pid, signo);
+}
+
+int Child::wait(int timeout_ms) {
+  if (pid <= 0) return -1;
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  pid = -1;
+  return exit_code(status);
+}
+
+std::string Child::out() const { return read_file(dir_ + "/out"); }
+std::string Child::err() const { return read_file(dir_ + "/err"); }
+
+}  // namespace placement::testing

@@ -1,0 +1,87 @@
+#pragma once
+// A real placementd process on a private temporary socket, for integration tests.
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "placement/client.h"
+
+namespace placement::testing {
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+/// Runs argv to completion, capturing stdout and stderr.
+CommandResult run_command(const std::vector<std::string>& argv);
+
+/// Binaries and directories of this build (from compile definitions).
+std::string placementd_bin();
+std::string placementctl_bin();
+std::string plugin_dir();
+std::string test_plugin_dir();
+std::string hold_job_bin();
+std::string example_graph();
+
+struct DaemonOptions {
+  /// Lines added to [daemon].
+  std::string daemon_keys;
+  /// Whole sections appended to the config.
+  std::string extra;
+  std::vector<std::string> plugin_dirs;  // default: this build's plugins
+};
+
+class DaemonProcess {
+ public:
+  explicit DaemonProcess(DaemonOptions options = {});
+  ~DaemonProcess();
+
+  /// Starts the daemon and waits until it answers a status request; throws with its log if it
+  /// exits or does not answer within 10 s.
+  void start();
+  /// Sends `signal` and waits for the exit; returns the exit code (128+n if killed by signal n).
+  int stop(int signal = 15);
+  bool alive();
+  void signal(int signo);
+
+  std::string log() const;
+  placement::Client client(int timeout_ms = 5000) const;
+  /// Replaces the config file (for reload tests).
+  void write_config(const std::string& text) const;
+  std::string base_config() const;
+
+  std::string dir, socket, config_path, state_dir, log_path;
+  pid_t pid = -1;
+
+ private:
+  DaemonOptions options_;
+};
+
+}  // namespace placement::testing
+
+namespace placement::testing {
+
+/// Any child process with its output in files; for job processes in integration tests.
+class Child {
+ public:
+  explicit Child(const std::vector<std::string>& argv);
+  ~Child();
+  /// Waits until stdout contains `text`; false on timeout or exit.
+  bool wait_for_output(const std::string& text, int timeout_ms = 10000);
+  void signal(int signo);
+  /// Waits for the exit; returns the exit code (128+n for signal n).
+  int wait(int timeout_ms = 10000);
+  std::string out() const;
+  std::string err() const;
+  pid_t pid = -1;
+
+ private:
+  std::string dir_;
+};
+
+}  // namespace placement::testing

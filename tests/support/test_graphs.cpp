@@ -1,0 +1,54 @@
+#include "test_graphs.h"
+
+#include <string>
+
+namespace placement::testing {
+
+namespace {
+
+int add_op(OpGraph& g, const std::string& name, const std::string& kind, uint64_t bytes) {
+  Op op;
+  op.id = static_cast<int>(g.ops.size());
+  op.name = name;
+  op.kind = kind;
+  op.outputs.push_back({{static_cast<int64_t>(bytes / 4)}, "float32", bytes});
+  g.ops.push_back(op);
+  return op.id;
+}
+
+}  // namespace
+
+OpGraph chain(int n, uint64_t bytes) {
+  OpGraph g;
+  g.name = "chain" + std::to_string(n);
+  for (int i = 0; i < n; ++i) {
+    add_op(g, "layer." + std::to_string(i), "aten::linear", bytes);
+    if (i > 0) g.edges.push_back({i - 1, i, bytes});
+  }
+  return g;
+}
+
+OpGraph two_chains(int length) {
+  OpGraph g;
+  g.name = "two_chains";
+  int last[2] = {-1, -1};
+  for (int c = 0; c < 2; ++c) {
+    for (int i = 0; i < length; ++i) {
+      const int id = add_op(g, "tower" + std::to_string(c) + ".layer." + std::to_string(i), "aten::linear", 4096);
+      if (last[c] >= 0) g.edges.push_back({last[c], id, 4096});
+      last[c] = id;
+    }
+  }
+  const int join = add_op(g, "join", "aten::add", 4096);
+  g.edges.push_back({last[0], join, 4096});
+  g.edges.push_back({last[1], join, 4096});
+  return g;
+}
+
+DeviceSet devices(int count, DeviceKind kind, uint64_t memory) {
+  std::vector<Device> list;
+  for (int i = 0; i < count; ++i) list.push_back({kind, i, memory, 1.0});
+  return DeviceSet::uniform(list, 10e9, 1e-5);
+}
+
+}  // namespace placement::testing

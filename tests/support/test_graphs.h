@@ -1,0 +1,16 @@
+#pragma once
+// Small synthetic graphs and device sets with known structure, for unit tests.
+
+#include "placement/devices.h"
+#include "placement/graph.h"
+
+namespace placement::testing {
+
+/// n ops in a chain: 0 -> 1 -> ... -> n-1; each output `bytes` bytes.
+OpGraph chain(int n, uint64_t bytes = 1024);
+/// Two independent chains of `length` ops that meet in a final "join" op.
+OpGraph two_chains(int length);
+/// `count` devices of `kind` with `memory` bytes each, uniform 10 GB/s links.
+DeviceSet devices(int count, DeviceKind kind = DeviceKind::kCpu, uint64_t memory = 1ull << 30);
+
+}  // namespace placement::testing

@@ -1,0 +1,103 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "placement/serialization.h"
+#include "test_graphs.h"
+
+namespace placement {
+namespace {
+
+using nlohmann::json;
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const FormatError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Serialization, GraphRoundTripsThroughJsonAndCbor) {
+  OpGraph g = testing::two_chains(3);
+  g.ops[1].pinned = DeviceKind::kCpu;
+  g.ops[2].parameter_bytes = 4096;
+  g.ops[2].profile["cuda"] = {0.001, 0.002, 1 << 20};
+  const json doc = to_json(g);
+  EXPECT_EQ(graph_from_json(doc), g);
+  EXPECT_EQ(graph_from_json(json::from_cbor(json::to_cbor(doc))), g);
+}
+
+TEST(Serialization, DevicesPlacementMeasurementRoundTrip) {
+  const DeviceSet d = testing::devices(3);
+  EXPECT_EQ(devices_from_json(to_json(d)), d);
+  const OpGraph g = testing::chain(4);
+  const Placement p{{2, 0, 1, 2}};
+  EXPECT_EQ(placement_from_json(to_json(p, d), g, d), p);
+  const Measurement m{7, 42, 0.125, false, "out of memory on cpu:1"};
+  EXPECT_EQ(measurement_from_json(to_json(m)), m);
+  const Grouping grouping{{0, 1, 1, 0}, 2};
+  EXPECT_EQ(grouping_from_json(to_json(grouping), g), grouping);
+}
+
+TEST(Serialization, ErrorsNameThePathOfTheFieldAtFault) {
+  json doc = to_json(testing::chain(3));
+  doc["ops"][1].erase("kind");
+  EXPECT_EQ(error_of([&] { graph_from_json(doc); }), "ops[1]: missing required key 'kind'");
+  doc = to_json(testing::chain(3));
+  doc["ops"][2]["outputs"][0]["shape"] = "big";
+  EXPECT_EQ(error_of([&] { graph_from_json(doc); }), "ops[2].outputs[0].shape: expected an array, found string");
+  doc = to_json(testing::chain(3));
+  doc["ops"][0]["colour"] = "red";
+  EXPECT_NE(error_of([&] { graph_from_json(doc); }).find("ops[0]: unknown key 'colour'"), std::string::npos);
+  doc = to_json(testing::chain(3));
+  doc["ops"][0]["parameter_bytes"] = -5;
+  EXPECT_EQ(error_of([&] { graph_from_json(doc); }), "ops[0].parameter_bytes: expected a non-negative integer, found -5");
+}
+
+TEST(Serialization, GraphInvariantsAreChecked) {
+  json doc = to_json(testing::chain(3));
+  doc["edges"].push_back({2, 0, 4});
+  EXPECT_NE(error_of([&] { graph_from_json(doc); }).find("graph has a cycle through op 0"), std::string::npos);
+  doc = to_json(testing::chain(3));
+  doc["edges"].push_back({1, 5, 4});
+  EXPECT_NE(error_of([&] { graph_from_json(doc); }).find("dangling"), std::string::npos);
+}
+
+TEST(Serialization, DeviceWithoutMemoryIsNamed) {
+  json doc = to_json(testing::devices(2));
+  doc["devices"][1]["memory_bytes"] = 0;
+  EXPECT_EQ(error_of([&] { devices_from_json(doc); }), "device cpu:1 has no memory");
+  doc["devices"][1]["name"] = "tpu:0";
+  EXPECT_NE(error_of([&] { devices_from_json(doc); }).find("devices[1].name: unknown device kind 'tpu'"), std::string::npos);
+}
+
+TEST(Serialization, PlacementWithAForeignDeviceIsRejected) {
+  const OpGraph g = testing::chain(2);
+  json doc = {{"devices", {"cpu:0", "cuda:7"}}, {"device_of_op", {0, 1}}};
+  EXPECT_NE(error_of([&] { placement_from_json(doc, g, testing::devices(2)); }).find("devices[1]: device 'cuda:7' is not in the device set"),
+            std::string::npos);
+}
+
+TEST(Serialization, FilesAreWrittenAtomicallyAndErrorsNameTheFile) {
+  const std::string dir = std::filesystem::temp_directory_path() / ("ser." + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/graph.json";
+  write_json_file(path, to_json(testing::chain(3)));
+  EXPECT_EQ(load_graph_file(path), testing::chain(3));
+  // Only the final file remains: the temporary was renamed over it.
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 1);
+  std::ofstream(dir + "/bad.json") << "{\"ops\": [";
+  const std::string e = error_of([&] { load_graph_file(dir + "/bad.json"); });
+  EXPECT_EQ(e.rfind(dir + "/bad.json: not valid JSON", 0), 0u) << e;
+  EXPECT_EQ(error_of([&] { read_json_file(dir + "/missing.json"); }).rfind(dir + "/missing.json: cannot open", 0), 0u);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace placement
