@@ -93,7 +93,7 @@ std::string DaemonProcess::base_config() const {
   for (const auto& d : options_.plugin_dirs) dirs += (dirs.empty() ? "\"" : ", \"") + d + "\"";
   return "[daemon]\nsocket = \"" + socket + "\"\nstate_dir = \"" + state_dir +
          "\"\nsocket_mode = 0o666\nframe_timeout_ms = 500\n" + options_.daemon_keys + "\n[plugins]\ndirs = [" + dirs +
-         "]\n\n[logging]\nlevel = \"debug\"\n" + options_.extra;
+         "]\n\n[logging]\nlevel = \"" + options_.log_level + "\"\n" + options_.extra;
 }
 
 void DaemonProcess::write_config(const std::string& text) const {

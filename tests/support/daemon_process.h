@@ -34,6 +34,8 @@ struct DaemonOptions {
   /// Whole sections appended to the config.
   std::string extra;
   std::vector<std::string> plugin_dirs;  // default: this build's plugins
+  /// Tests read debug lines from the log; benchmarks turn it down.
+  std::string log_level = "debug";
 };
 
 class DaemonProcess {

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages placementd builds and tests with, if any is missing.
+# Everything comes from Debian; nothing is vendored or downloaded at build time.
+set -euo pipefail
+packages=(
+  cmake g++ ninja-build ccache pkg-config
+  libboost-dev libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libsystemd-dev
+  libgtest-dev libgmock-dev
+  systemd util-linux python3
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "missing packages: ${missing[*]}" >&2
+  echo "run as root, or: sudo apt-get install --no-install-recommends ${missing[*]}" >&2
+  exit 1
+fi
+echo "installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${missing[@]}"
