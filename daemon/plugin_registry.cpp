@@ -178,6 +178,18 @@ std::vector<PluginEntry> PluginRegistry::plugins() const {
   return out;
 }
 
+size_t PluginRegistry::count(PluginKind kind) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t n = 0;
+  for (const auto& [key, plugin] : plugins_) n += key.first == kind ? 1 : 0;
+  return n;
+}
+
+size_t PluginRegistry::skipped_count() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return skipped_.size();
+}
+
 std::vector<SkippedPlugin> PluginRegistry::skipped() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return skipped_;

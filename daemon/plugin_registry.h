@@ -51,6 +51,10 @@ class PluginRegistry {
   std::string load_file(const std::string& file);
 
   std::vector<PluginEntry> plugins() const;
+  /// Number of usable plugins of `kind` (cheap: no copies).
+  size_t count(placement::PluginKind kind) const;
+  /// Number of files skipped by the most recent scan.
+  size_t skipped_count() const;
   /// Skipped files of the most recent scan.
   std::vector<SkippedPlugin> skipped() const;
   bool has(placement::PluginKind kind, const std::string& name) const;

@@ -363,8 +363,9 @@ std::vector<std::shared_ptr<Session>> Service::visible_sessions(const Peer& peer
 
 void Service::status(ConnectionState& conn, uint32_t rid, const Responder& respond) {
   const auto cfg = config();
-  json plugins = {{"grouper", 0}, {"placer", 0}, {"algorithm", 0}};
-  for (const auto& p : registry_.plugins()) plugins[to_string(p.info.kind)] = plugins[to_string(p.info.kind)].get<int>() + 1;
+  const json plugins = {{"grouper", registry_.count(placement::PluginKind::kGrouper)},
+                        {"placer", registry_.count(placement::PluginKind::kPlacer)},
+                        {"algorithm", registry_.count(placement::PluginKind::kAlgorithm)}};
   respond(MessageType::kStatusReply, rid,
           {{"version", kVersion},
            {"pid", ::getpid()},
@@ -380,7 +381,7 @@ void Service::status(ConnectionState& conn, uint32_t rid, const Responder& respo
            {"reports_received", reports_received.load()},
            {"protocol_errors", protocol_errors.load()},
            {"plugins", plugins},
-           {"plugins_skipped", registry_.skipped().size()},
+           {"plugins_skipped", registry_.skipped_count()},
            {"policy", {{"grouper", cfg->policy.grouper}, {"placer", cfg->policy.placer}, {"algorithm", cfg->policy.algorithm}}},
            {"peer", {{"uid", conn.peer.uid}, {"admin", conn.peer.admin}}}},
           false);
