@@ -1,5 +1,7 @@
 #include "daemon.h"
 
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -29,12 +31,27 @@ void configure_logging(const Config& config) {
   spdlog::flush_on(spdlog::level::info);
 }
 
+namespace {
+
+// The path a listening Unix socket is bound to (for status and logs of an activated daemon).
+std::string bound_path(int fd) {
+  sockaddr_un addr{};
+  socklen_t len = sizeof(addr);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0 || addr.sun_path[0] == '\0')
+    return "(socket passed by systemd)";
+  return addr.sun_path;
+}
+
+}  // namespace
+
 Daemon::Daemon(const DaemonOptions& options) : options_(options), signals_(io_) {
   std::vector<ConfigError> errors;
   config_ = std::make_shared<Config>(load_and_check(options.config_path, options.default_plugin_dir, registry_, errors));
   if (!errors.empty()) throw ConfigInvalid(std::move(errors));
   configure_logging(*config_);
-  socket_path_ = !options.socket.empty() ? options.socket
+  activated_fd_ = systemd::activated_socket();
+  socket_path_ = activated_fd_ >= 0 ? bound_path(activated_fd_)
+                 : !options.socket.empty() ? options.socket
                  : !config_->socket.empty() ? config_->socket
                                             : placement::default_socket_path();
   const std::string state_dir = !options.state_dir.empty() ? options.state_dir
@@ -51,7 +68,7 @@ Daemon::Daemon(const DaemonOptions& options) : options_(options), signals_(io_) 
 Daemon::~Daemon() = default;
 
 int Daemon::run() {
-  const int fd = systemd::activated_socket();
+  const int fd = activated_fd_;
   if (fd >= 0) {
     server_->adopt(fd);
     spdlog::info("using the socket systemd passed (fd {})", fd);

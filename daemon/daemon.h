@@ -49,6 +49,8 @@ class Daemon {
   DaemonOptions options_;
   std::shared_ptr<const Config> config_;
   std::string socket_path_;
+  /// The listening socket systemd passed, or -1.
+  int activated_fd_ = -1;
   PluginRegistry registry_;
   std::unique_ptr<Store> store_;
   boost::asio::io_context io_;

@@ -35,7 +35,8 @@ std::string make_temp_dir() {
   return tmpl;
 }
 
-pid_t spawn(const std::vector<std::string>& argv, const std::string& out_path, const std::string& err_path) {
+pid_t spawn(const std::vector<std::string>& argv, const std::string& out_path, const std::string& err_path,
+            const std::vector<std::string>& extra_env = {}) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
@@ -44,8 +45,12 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& out_path, c
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  std::vector<char*> env;
+  for (char** e = environ; *e; ++e) env.push_back(*e);
+  for (const auto& e : extra_env) env.push_back(const_cast<char*>(e.c_str()));
+  env.push_back(nullptr);
   pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  const int rc = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), env.data());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
   return pid;
@@ -55,6 +60,21 @@ int exit_code(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return -1;
+}
+
+// Waits up to `timeout_ms` for `pid` to exit, then kills it; returns its exit code.
+int wait_exit(pid_t pid, int timeout_ms) {
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return exit_code(status);
 }
 
 }  // namespace
@@ -111,7 +131,9 @@ DaemonProcess::~DaemonProcess() {
 }
 
 void DaemonProcess::start() {
-  pid = spawn({placementd_bin(), "--config", config_path}, log_path, log_path);
+  std::vector<std::string> argv = options_.launcher;
+  for (const std::string& a : {placementd_bin(), std::string("--config"), config_path}) argv.push_back(a);
+  pid = spawn(argv, log_path, log_path, options_.env);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < deadline) {
     int status;
@@ -132,18 +154,9 @@ void DaemonProcess::start() {
 int DaemonProcess::stop(int signo) {
   if (pid <= 0) return -1;
   ::kill(pid, signo);
-  int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (::waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const int code = wait_exit(pid, 10000);
   pid = -1;
-  return exit_code(status);
+  return code;
 }
 
 bool DaemonProcess::alive() {
@@ -202,18 +215,9 @@ void Child::signal(int signo) {
 
 int Child::wait(int timeout_ms) {
   if (pid <= 0) return -1;
-  int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (::waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  const int code = wait_exit(pid, timeout_ms);
   pid = -1;
-  return exit_code(status);
+  return code;
 }
 
 std::string Child::out() const { return read_file(dir_ + "/out"); }

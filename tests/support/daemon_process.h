@@ -36,6 +36,10 @@ struct DaemonOptions {
   std::vector<std::string> plugin_dirs;  // default: this build's plugins
   /// Tests read debug lines from the log; benchmarks turn it down.
   std::string log_level = "debug";
+  /// Prepended to the daemon's command line (e.g. systemd-socket-activate -l SOCKET).
+  std::vector<std::string> launcher;
+  /// Extra environment entries, "NAME=value".
+  std::vector<std::string> env;
 };
 
 class DaemonProcess {
