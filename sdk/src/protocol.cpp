@@ -1,5 +1,8 @@
 #include "placement/protocol.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include <nlohmann/json.hpp>
 
 #include "placement/serialization.h"
@@ -51,6 +54,58 @@ uint32_t get32(const uint8_t* p) {
          (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
 }
 
+// Nesting depth of a CBOR item sequence, found without recursion. Stops early (returning what it
+// has seen) at the first malformed head: the real parser rejects the payload at that same point,
+// and cannot have nested deeper than what was scanned before it.
+size_t cbor_depth(const uint8_t* p, size_t size, size_t limit) {
+  std::vector<int64_t> open;  // items still expected in each open container; -1 = indefinite
+  size_t deepest = 0, pos = 0;
+  auto item_done = [&open] {
+    while (!open.empty() && open.back() > 0 && --open.back() == 0) open.pop_back();
+  };
+  while (pos < size) {
+    const uint8_t head = p[pos++];
+    const int major = head >> 5, info = head & 0x1f;
+    uint64_t value = info;
+    if (info >= 24 && info <= 27) {
+      const size_t n = size_t{1} << (info - 24);
+      if (pos + n > size) return deepest;
+      value = 0;
+      for (size_t i = 0; i < n; ++i) value = (value << 8) | p[pos + i];
+      pos += n;
+    } else if (info >= 28 && info <= 30) {
+      return deepest;
+    }
+    const bool indefinite = info == 31;
+    if (major == 7 && indefinite) {  // "break": closes the innermost indefinite container
+      if (open.empty() || open.back() != -1) return deepest;
+      open.pop_back();
+      item_done();
+      continue;
+    }
+    if ((major == 2 || major == 3) && !indefinite) {
+      if (value > size - pos) return deepest;
+      pos += value;
+      item_done();
+      continue;
+    }
+    const bool container = major == 4 || major == 5 || major == 6 || ((major == 2 || major == 3) && indefinite);
+    if (!container) {
+      item_done();
+      continue;
+    }
+    if (!indefinite && major != 6 && value == 0) {  // empty array or map
+      item_done();
+      continue;
+    }
+    const int64_t items = indefinite ? -1 : major == 6 ? 1 : major == 5 ? static_cast<int64_t>(std::min<uint64_t>(value, INT64_MAX / 2)) * 2 : static_cast<int64_t>(std::min<uint64_t>(value, INT64_MAX));
+    open.push_back(items);
+    deepest = std::max(deepest, open.size());
+    if (deepest > limit) return deepest;
+  }
+  return deepest;
+}
+
 }  // namespace
 
 std::string to_string(MessageType type) {
@@ -99,6 +154,8 @@ std::vector<uint8_t> encode_frame(MessageType type, uint32_t request_id, const n
 }
 
 nlohmann::json decode_payload(const uint8_t* bytes, size_t size) {
+  if (cbor_depth(bytes, size, kMaxPayloadDepth) > kMaxPayloadDepth)
+    throw FormatError("payload nests deeper than " + std::to_string(kMaxPayloadDepth) + " levels");
   try {
     return nlohmann::json::from_cbor(bytes, bytes + size);
   } catch (const nlohmann::json::exception& e) {

@@ -111,6 +111,18 @@ TEST_F(ProtocolRobustness, PayloadThatIsNotCborIsABadPayload) {
   expect_error(c, protocol::error::kBadPayload, false);
 }
 
+TEST_F(ProtocolRobustness, DeeplyNestedPayloadCannotOverflowTheStack) {
+  RawConnection c(daemon_->socket);
+  c.hello();
+  std::vector<uint8_t> deep(60000, 0x81);  // fits the test's 64 KiB frame limit
+  deep.push_back(0x00);
+  auto head = protocol::encode_header({1, static_cast<uint16_t>(MessageType::kStatus), static_cast<uint32_t>(deep.size()), 6});
+  std::vector<uint8_t> frame(head.begin(), head.end());
+  frame.insert(frame.end(), deep.begin(), deep.end());
+  c.send(frame);
+  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false), "payload nests deeper than 32 levels");
+}
+
 TEST_F(ProtocolRobustness, WrongFieldsAreNamed) {
   RawConnection c(daemon_->socket);
   c.hello();

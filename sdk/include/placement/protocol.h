@@ -86,7 +86,12 @@ bool decode_header(const uint8_t* bytes, Header* header);
 /// A complete frame: header + CBOR payload.
 std::vector<uint8_t> encode_frame(MessageType type, uint32_t request_id,
                                   const nlohmann::json& body, uint16_t version = kMaxVersion);
-/// Decodes a CBOR payload; throws placement::FormatError ("payload is not valid CBOR: ...").
+/// Deepest nesting of arrays/maps a payload may have. Real payloads need about 6; the limit exists
+/// because the CBOR parser recurses, so an unbounded depth would let a client overflow the stack.
+inline constexpr size_t kMaxPayloadDepth = 32;
+
+/// Decodes a CBOR payload; throws placement::FormatError ("payload is not valid CBOR: ...", or
+/// "payload nests deeper than 32 levels").
 nlohmann::json decode_payload(const uint8_t* bytes, size_t size);
 
 /// Body of an error frame.

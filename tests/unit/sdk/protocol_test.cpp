@@ -38,6 +38,38 @@ TEST(Protocol, GarbagePayloadIsAFormatError) {
   EXPECT_THROW(decode_payload(garbage, sizeof(garbage)), FormatError);
 }
 
+TEST(Protocol, DeepNestingIsRefusedBeforeParsing) {
+  // 100k nested one-element arrays would overflow the recursive parser's stack.
+  std::vector<uint8_t> deep(100000, 0x81);
+  deep.push_back(0x00);
+  try {
+    decode_payload(deep.data(), deep.size());
+    FAIL() << "accepted";
+  } catch (const FormatError& e) {
+    EXPECT_STREQ(e.what(), "payload nests deeper than 32 levels");
+  }
+  // Indefinite-length arrays (0x9f ... 0xff) and maps count the same way.
+  std::vector<uint8_t> indefinite(1000, 0x9f);
+  EXPECT_THROW(decode_payload(indefinite.data(), indefinite.size()), FormatError);
+  std::vector<uint8_t> maps;
+  for (int i = 0; i < 40; ++i) maps.insert(maps.end(), {0xa1, 0x61, 'k'});
+  maps.push_back(0x00);
+  EXPECT_THROW(decode_payload(maps.data(), maps.size()), FormatError);
+}
+
+TEST(Protocol, NestingUpToTheLimitPasses) {
+  // {"v": [[...["x"]...]]}: one map plus `arrays` arrays.
+  auto payload = [](size_t arrays) {
+    nlohmann::json nested = "x";
+    for (size_t i = 0; i < arrays; ++i) nested = nlohmann::json::array({nested, 1});
+    return nlohmann::json{{"v", nested}};
+  };
+  const auto at_limit = encode_frame(MessageType::kStatus, 1, payload(kMaxPayloadDepth - 1));
+  EXPECT_EQ(decode_payload(at_limit.data() + kHeaderSize, at_limit.size() - kHeaderSize), payload(kMaxPayloadDepth - 1));
+  const auto over = encode_frame(MessageType::kStatus, 1, payload(kMaxPayloadDepth));
+  EXPECT_THROW(decode_payload(over.data() + kHeaderSize, over.size() - kHeaderSize), FormatError);
+}
+
 TEST(Protocol, TypeNames) {
   EXPECT_EQ(to_string(MessageType::kStepReport), "step_report");
   EXPECT_EQ(to_string(static_cast<MessageType>(999)), "unknown(999)");
