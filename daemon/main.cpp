@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
   app.add_option("--socket", options.socket, "Unix socket path (overrides daemon.socket)");
   app.add_option("--state-dir", options.state_dir, "state directory (overrides daemon.state_dir)");
   app.add_option("--check-config", check, "check a config file (and its plugins), print every error, and exit");
-  app.set_version_flag("--version", std::string("placementd ") + placementd::kVersion);
+  app.set_version_flag("--version", std::string("placementd ") + placementd::kVersion + " (" +
+                                        placementd::kBuildFeatures + ")");
   CLI11_PARSE(app, argc, argv);
 
   if (!check.empty()) {

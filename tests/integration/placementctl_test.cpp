@@ -82,3 +82,17 @@ TEST(Placementctl, ConfigCheckOfflineAndPlacementdCheckConfigAgree) {
 
 }  // namespace
 }  // namespace placement::testing
+
+namespace placement::testing {
+namespace {
+
+TEST(Placementd, VersionNamesTheBuildFeatures) {
+  const CommandResult r = run_command({placementd_bin(), "--version"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out.rfind("placementd 0.1.0 (systemd=", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find(" cuda="), std::string::npos);
+  EXPECT_NE(r.out.find(" nccl="), std::string::npos);
+}
+
+}  // namespace
+}  // namespace placement::testing
