@@ -13,33 +13,9 @@
 
 #include "placement/params.h"
 #include "placement/plugin.h"
+#include "source_pos.h"
 
 namespace placementd {
-
-/// A place in a config file, for messages.
-struct SourcePos {
-  std::string file;
-  uint32_t line = 0;
-  uint32_t column = 0;
-  /// "FILE:LINE:COL" (or just FILE when no line is known).
-  std::string str() const;
-};
-
-struct ConfigError {
-  SourcePos where;
-  std::string message;
-  std::string str() const { return where.str() + ": " + message; }
-};
-
-/// Thrown by load_config(); what() lists every error, one per line.
-class ConfigInvalid : public std::runtime_error {
- public:
-  explicit ConfigInvalid(std::vector<ConfigError> errors);
-  const std::vector<ConfigError>& errors() const { return errors_; }
-
- private:
-  std::vector<ConfigError> errors_;
-};
 
 /// Hyperparameters for one plugin, with where each came from.
 struct PluginParamTable {

@@ -1,7 +1,6 @@
 #include "config_check.h"
 
 #include <algorithm>
-#include <tuple>
 
 namespace placementd {
 
@@ -76,9 +75,7 @@ Config load_and_check(const std::string& path, const std::string& default_plugin
     registry.scan(config.plugin_dirs);
     for (ConfigError& e : check_plugins(config, registry)) errors.push_back(std::move(e));
   }
-  std::stable_sort(errors.begin() + static_cast<long>(first), errors.end(), [](const ConfigError& a, const ConfigError& b) {
-    return std::tie(a.where.line, a.where.column) < std::tie(b.where.line, b.where.column);
-  });
+  sort_by_position(errors, first);
   return config;
 }
 
