@@ -20,5 +20,8 @@ int plugins(const Globals& g);
 int reload(const Globals& g);
 /// Works offline: no daemon needed.
 int config_check(const Globals& g, const std::string& file);
+/// Offline: predicted step time and memory of a placement (or, without one, of every
+/// single-device placement), and the lower bound.
+int simulate(const Globals& g, const std::string& graph, const std::string& topology, const std::string& placement);
 
 }  // namespace placementctl

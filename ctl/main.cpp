@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "commands.h"
+#include "source_pos.h"
 #include "placement/client.h"
 
 int main(int argc, char** argv) {
@@ -30,6 +31,12 @@ int main(int argc, char** argv) {
   auto* check = config->add_subcommand("check", "check a config file and its plugins offline");
   std::string file;
   check->add_option("FILE", file, "config file")->required()->check(CLI::ExistingFile);
+  auto* simulate = app.add_subcommand("simulate", "predict step time and memory of a placement (offline)");
+  std::string graph, topology, placement_file;
+  simulate->add_option("--graph", graph, "profiled OpGraph JSON")->required()->check(CLI::ExistingFile);
+  simulate->add_option("--devices", topology, "device topology TOML")->required()->check(CLI::ExistingFile);
+  simulate->add_option("--placement", placement_file, "placement JSON (default: every single-device placement)")
+      ->check(CLI::ExistingFile);
   CLI11_PARSE(app, argc, argv);
 
   spdlog::set_level(spdlog::level::err);  // plugin scanning in `config check` logs through spdlog
@@ -40,6 +47,10 @@ int main(int argc, char** argv) {
     if (*plugins) return placementctl::plugins(g);
     if (*reload) return placementctl::reload(g);
     if (*check) return placementctl::config_check(g, file);
+    if (*simulate) return placementctl::simulate(g, graph, topology, placement_file);
+  } catch (const placementd::ConfigInvalid& e) {
+    std::cerr << e.what() << "\n";
+    return 1;
   } catch (const placement::ServerError& e) {
     std::cerr << "placementctl: placementd refused: " << e.what() << "\n";
     return 2;

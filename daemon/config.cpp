@@ -255,10 +255,7 @@ Config load_config_collecting(const std::string& path, const std::string& defaul
                               std::vector<ConfigError>& errors) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    ConfigError error;
-    error.where.file = path;
-    error.message = "cannot open config file";
-    errors.push_back(error);
+    errors.push_back(file_error(path, "cannot open config file"));
     return default_config(default_plugin_dir);
   }
   std::ostringstream text;

@@ -10,6 +10,13 @@ std::string SourcePos::str() const {
   return file + ":" + std::to_string(line) + ":" + std::to_string(column);
 }
 
+ConfigError file_error(const std::string& file, std::string message) {
+  ConfigError error;
+  error.where.file = file;
+  error.message = std::move(message);
+  return error;
+}
+
 namespace {
 
 std::string join_errors(const std::vector<ConfigError>& errors) {

@@ -23,6 +23,9 @@ struct ConfigError {
   std::string str() const { return where.str() + ": " + message; }
 };
 
+/// An error about the file as a whole (no line), e.g. a missing section or an unreadable file.
+ConfigError file_error(const std::string& file, std::string message);
+
 /// Thrown by load_config(); what() lists every error, one per line.
 class ConfigInvalid : public std::runtime_error {
  public:

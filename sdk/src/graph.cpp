@@ -11,7 +11,7 @@ bool TensorInfo::operator==(const TensorInfo& o) const {
 }
 
 bool OpProfile::operator==(const OpProfile& o) const {
-  return forward_s == o.forward_s && backward_s == o.backward_s &&
+  return forward_s == o.forward_s && backward_s == o.backward_s && update_s == o.update_s &&
          activation_bytes == o.activation_bytes;
 }
 

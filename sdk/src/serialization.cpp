@@ -65,12 +65,13 @@ Op op_from_json(const JsonReader& r) {
     profile.object({"cpu", "cuda"});
     for (const auto& item : profile.value().items()) {
       const JsonReader p = profile.field(item.key().c_str());
-      p.object({"forward_s", "backward_s", "activation_bytes"});
+      p.object({"forward_s", "backward_s", "update_s", "activation_bytes"});
       OpProfile prof;
       prof.forward_s = p.field("forward_s").number();
       prof.backward_s = p.field("backward_s").number();
+      if (p.has("update_s")) prof.update_s = p.field("update_s").number();
       if (p.has("activation_bytes")) prof.activation_bytes = p.field("activation_bytes").uint();
-      if (prof.forward_s < 0 || prof.backward_s < 0) p.fail("times must be >= 0");
+      if (!(prof.forward_s >= 0 && prof.backward_s >= 0 && prof.update_s >= 0)) p.fail("times must be >= 0");
       op.profile[item.key()] = prof;
     }
   }
@@ -93,6 +94,7 @@ json to_json(const OpGraph& graph) {
       for (const auto& [kind, p] : op.profile)
         profile[kind] = {{"forward_s", p.forward_s},
                          {"backward_s", p.backward_s},
+                         {"update_s", p.update_s},
                          {"activation_bytes", p.activation_bytes}};
       j["profile"] = profile;
     }

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon_process.h"
+#include "placement/serialization.h"
+#include "test_graphs.h"
 
 namespace placement::testing {
 namespace {
@@ -92,6 +94,48 @@ TEST(Placementd, VersionNamesTheBuildFeatures) {
   EXPECT_EQ(r.out.rfind("placementd 0.1.0 (systemd=", 0), 0u) << r.out;
   EXPECT_NE(r.out.find(" cuda="), std::string::npos);
   EXPECT_NE(r.out.find(" nccl="), std::string::npos);
+}
+
+}  // namespace
+}  // namespace placement::testing
+
+namespace placement::testing {
+namespace {
+
+TEST(Placementctl, SimulateReportsStepTimeMemoryAndTheBound) {
+  DaemonProcess paths;  // only for its temp dir
+  OpGraph g = two_chains(3);
+  for (auto& op : g.ops) op.profile["cpu"] = {0.001, 0.002, 0.0, 4096};
+  write_json_file(paths.dir + "/g.json", to_json(g));
+  std::ofstream(paths.dir + "/topo.toml") << "[defaults]\nbandwidth_gbs = 10\n"
+                                             "[[device]]\nname = \"cpu:0\"\nmemory_gib = 1\n"
+                                             "[[device]]\nname = \"cpu:1\"\nmemory_gib = 1\n";
+  Placement split = Placement::single(g, 0);
+  for (int i = 3; i < 6; ++i) split.device_of_op[i] = 1;
+  const DeviceSet d = devices(2);
+  write_json_file(paths.dir + "/p.json", to_json(split, d));
+  const CommandResult r = run_command({placementctl_bin(), "--json", "simulate", "--graph", paths.dir + "/g.json",
+                                       "--devices", paths.dir + "/topo.toml", "--placement", paths.dir + "/p.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json out = json::parse(r.out);
+  EXPECT_NEAR(out["lower_bound_s"].get<double>(), 4 * 0.003, 1e-12);
+  const json& p = out["placements"][0];
+  EXPECT_TRUE(p["valid"].get<bool>());
+  EXPECT_GT(p["step_time_s"].get<double>(), 4 * 0.003);
+  EXPECT_LT(p["step_time_s"].get<double>(), 7 * 0.003);  // the chains overlap
+  EXPECT_EQ(p["devices"].size(), 2u);
+
+  const CommandResult all = run_command({placementctl_bin(), "simulate", "--graph", paths.dir + "/g.json", "--devices",
+                                         paths.dir + "/topo.toml"});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_NE(all.out.find("all on cpu:0"), std::string::npos) << all.out;
+  EXPECT_NE(all.out.find("all on cpu:1"), std::string::npos);
+
+  std::ofstream(paths.dir + "/bad.toml") << "[[device]]\nname = \"cpu:0\"\n";
+  const CommandResult bad = run_command({placementctl_bin(), "simulate", "--graph", paths.dir + "/g.json", "--devices",
+                                         paths.dir + "/bad.toml"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find(paths.dir + "/bad.toml:1:1: device cpu:0 has no memory_gib"), std::string::npos) << bad.err;
 }
 
 }  // namespace

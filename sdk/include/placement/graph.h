@@ -24,6 +24,8 @@ struct TensorInfo {
 struct OpProfile {
   double forward_s = 0.0;
   double backward_s = 0.0;
+  /// Optimizer update of the op's parameters (0 for ops without parameters).
+  double update_s = 0.0;
   /// Bytes of activations this op keeps alive until its backward pass.
   uint64_t activation_bytes = 0;
 

@@ -1,0 +1,71 @@
+// simulate() time on a large graph: an unrolled 4-layer recurrent stack (GNMT-like: each cell
+// depends on the previous time step of its layer and on the layer below), 80 000 ops, placed
+// randomly and layer-wise on "4xH100 + CPU" (tests/data/topologies/4xh100_cpu_pcie5.toml).
+// Target (issue #3): <= 50 ms per placement. Prints the median of 20 placements of each kind.
+//
+//   simulator_bench [--ops N]
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+
+#include "sim/simulator.h"
+#include "sim/topology.h"
+
+using Clock = std::chrono::steady_clock;
+
+int main(int argc, char** argv) {
+  int ops = 80000;
+  if (argc == 3 && std::string(argv[1]) == "--ops") ops = std::stoi(argv[2]);
+  const int layers = 4, steps = ops / layers;
+  placement::OpGraph g;
+  g.name = "unrolled-4-layer";
+  for (int t = 0; t < steps; ++t)
+    for (int l = 0; l < layers; ++l) {
+      placement::Op op;
+      op.id = static_cast<int>(g.ops.size());
+      op.name = "layer." + std::to_string(l) + ".step." + std::to_string(t);
+      op.kind = "aten::lstm_cell";
+      op.outputs.push_back({{128, 1024}, "float32", 128 * 1024 * 4});
+      op.parameter_bytes = t == 0 ? 32u << 20 : 0;
+      op.profile["cuda"] = {20e-6, 40e-6, t == 0 ? 50e-6 : 0.0, 512 * 1024};
+      op.profile["cpu"] = {2e-3, 4e-3, t == 0 ? 5e-3 : 0.0, 512 * 1024};
+      if (t > 0) g.edges.push_back({op.id - layers, op.id, 512 * 1024});
+      if (l > 0) g.edges.push_back({op.id - 1, op.id, 512 * 1024});
+      g.ops.push_back(op);
+    }
+  const auto devices = placementd::sim::load_topology(TOPOLOGY_DIR "/4xh100_cpu_pcie5.toml");
+  auto t0 = Clock::now();
+  const placementd::sim::Simulator sim(g, devices);
+  const double setup_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  std::mt19937_64 rng(1);
+  auto time = [&](const placement::Placement& p, double* step) {
+    const auto start = Clock::now();
+    *step = sim.simulate(p).step_time_s;
+    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  };
+  std::vector<double> random_ms, layer_ms;
+  double step_random = 0, step_layer = 0;
+  for (int i = 0; i < 20; ++i) {
+    placement::Placement random, layerwise;
+    for (int u = 0; u < static_cast<int>(g.ops.size()); ++u) {
+      random.device_of_op.push_back(1 + static_cast<int>(rng() % 4));
+      layerwise.device_of_op.push_back(1 + u % layers);
+    }
+    random_ms.push_back(time(random, &step_random));
+    layer_ms.push_back(time(layerwise, &step_layer));
+  }
+  std::sort(random_ms.begin(), random_ms.end());
+  std::sort(layer_ms.begin(), layer_ms.end());
+  t0 = Clock::now();
+  const double bound = sim.lower_bound_s();
+  const double bound_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  std::printf("graph %s: %zu ops, %zu edges on %zu devices\n", g.name.c_str(), g.ops.size(), g.edges.size(), devices.size());
+  std::printf("%-36s %10.2f ms\n", "Simulator construction", setup_ms);
+  std::printf("%-36s %10.2f ms  (predicted step %.3f s)\n", "simulate(), random placement", random_ms[10], step_random);
+  std::printf("%-36s %10.2f ms  (predicted step %.3f s)\n", "simulate(), layer i on cuda:i", layer_ms[10], step_layer);
+  std::printf("%-36s %10.2f ms  (%.3f s)\n", "lower_bound_s()", bound_ms, bound);
+  return 0;
+}

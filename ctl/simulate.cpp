@@ -1,0 +1,92 @@
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "placement/serialization.h"
+#include "sim/simulator.h"
+#include "sim/topology.h"
+#include "table.h"
+
+namespace placementctl {
+
+using nlohmann::json;
+
+namespace {
+
+std::string mib(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
+json result_json(const placementd::sim::SimulationResult& r, const placement::DeviceSet& devices) {
+  json per_device = json::array();
+  for (size_t d = 0; d < devices.size(); ++d)
+    per_device.push_back({{"name", devices.devices[d].name()},
+                          {"busy_s", r.busy_s.empty() ? 0.0 : r.busy_s[d]},
+                          {"peak_bytes", r.memory[d].peak()},
+                          {"parameter_bytes", r.memory[d].parameters},
+                          {"activation_bytes", r.memory[d].activations},
+                          {"capacity_bytes", r.memory[d].capacity}});
+  return {{"valid", r.valid},
+          {"invalid_reason", r.valid ? json(nullptr) : json(r.invalid_reason)},
+          {"step_time_s", r.step_time_s},
+          {"forward_s", r.forward_s},
+          {"backward_s", r.backward_s},
+          {"transfers", r.transfers},
+          {"transferred_bytes", r.transferred_bytes},
+          {"devices", per_device}};
+}
+
+}  // namespace
+
+int simulate(const Globals& g, const std::string& graph_file, const std::string& topology_file,
+             const std::string& placement_file) {
+  const placement::DeviceSet devices = placementd::sim::load_topology(topology_file);
+  placement::OpGraph graph = placement::load_graph_file(graph_file);
+  const placementd::sim::Simulator sim(graph, devices);
+
+  std::vector<std::pair<std::string, placement::Placement>> candidates;
+  if (!placement_file.empty()) {
+    try {
+      candidates.emplace_back(placement_file,
+                              placement::placement_from_json(placement::read_json_file(placement_file), graph, devices));
+    } catch (const placement::FormatError& e) {
+      throw placement::FormatError(placement_file + ": " + e.what());
+    }
+  } else {
+    for (size_t d = 0; d < devices.size(); ++d) {
+      placement::Placement p = placement::Placement::single(graph, static_cast<int>(d));
+      p.enforce_pins(graph, devices);
+      candidates.emplace_back("all on " + devices.devices[d].name(), p);
+    }
+  }
+  const double bound = sim.lower_bound_s();
+  json out = {{"graph", graph.name}, {"fingerprint", graph.fingerprint()}, {"ops", graph.ops.size()},
+              {"lower_bound_s", bound}, {"placements", json::array()}};
+  Table t({"PLACEMENT", "STEP", "FORWARD", "BACKWARD", "TRANSFERS", "VS BOUND", "MEMORY"});
+  for (const auto& [name, p] : candidates) {
+    const auto r = sim.simulate(p);
+    json j = result_json(r, devices);
+    j["name"] = name;
+    out["placements"].push_back(j);
+    std::string memory;
+    for (size_t d = 0; d < devices.size(); ++d)
+      if (r.memory[d].peak() > 0) memory += (memory.empty() ? "" : ", ") + devices.devices[d].name() + " " + mib(r.memory[d].peak());
+    char ratio[32];
+    std::snprintf(ratio, sizeof(ratio), "%.2fx", bound > 0 ? r.step_time_s / bound : 0.0);
+    t.add({name, format_seconds(&r.step_time_s), format_seconds(&r.forward_s), format_seconds(&r.backward_s),
+           std::to_string(r.transfers), ratio, r.valid ? memory : "INVALID: " + r.invalid_reason});
+  }
+  if (g.json) {
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "graph " << graph.name << " (" << graph.ops.size() << " ops, " << graph.fingerprint() << ") on "
+            << devices.size() << " devices; lower bound " << format_seconds(&bound) << "\n\n";
+  t.print(std::cout);
+  return 0;
+}
+
+}  // namespace placementctl

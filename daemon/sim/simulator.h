@@ -1,0 +1,95 @@
+#pragma once
+// Predicts the step time and memory of a placement from a profiled graph and a device topology.
+// Used offline (placementctl simulate/optimize), by the memory pre-screen of live candidates, and by
+// tests and benchmarks. Torch-free.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "placement/devices.h"
+#include "placement/graph.h"
+#include "placement/placement.h"
+
+namespace placementd::sim {
+
+struct SimulatorOptions {
+  /// Optimizer state per parameter byte: 2 for Adam (two moments), 1 for SGD with momentum, 0 for SGD.
+  double optimizer_state_factor = 2.0;
+  /// Fraction of each device's memory kept free ([devices].memory_headroom_fraction).
+  double memory_headroom_fraction = 0.0;
+};
+
+/// Memory a placement needs on one device, by what it is for.
+struct MemoryUse {
+  uint64_t parameters = 0;      // parameters + gradients + optimizer state
+  uint64_t activations = 0;     // kept for backward, including copies of inputs received from other devices
+  uint64_t transient = 0;       // the largest single output (a working buffer)
+  uint64_t capacity = 0;        // usable: memory × (1 − headroom)
+  uint64_t peak() const { return parameters + activations + transient; }
+};
+
+struct SimulationResult {
+  /// False when a device runs out of memory; `invalid_reason` names the device and the bytes.
+  bool valid = true;
+  std::string invalid_reason;
+  double step_time_s = 0.0;
+  double forward_s = 0.0;   // end of the forward pass
+  double backward_s = 0.0;  // end of the backward pass (from step start)
+  /// Compute time per device (forward + backward + update).
+  std::vector<double> busy_s;
+  std::vector<MemoryUse> memory;
+  uint64_t transferred_bytes = 0;
+  size_t transfers = 0;
+};
+
+/// Model (documented in docs/simulator.md): each device runs its ops one at a time in the graph's
+/// topological order, devices in parallel; an op starts when its device is free and its inputs have
+/// arrived; a tensor crosses a link once per destination device, links carry one transfer at a time
+/// (latency + bytes / bandwidth). Backward runs in reverse order after the forward pass, gradients
+/// crossing the same links back; the optimizer update of each device's parameters follows the
+/// backward pass. An op's time on a device is its profile for that device kind divided by the
+/// device's relative speed.
+///
+/// Construction precomputes per-op costs; simulate() is O(ops + edges) and const, so one Simulator
+/// can serve many placements from several threads.
+class Simulator {
+ public:
+  /// Throws std::invalid_argument if the graph or device set is invalid.
+  Simulator(placement::OpGraph graph, placement::DeviceSet devices, SimulatorOptions options = {});
+
+  /// Throws std::invalid_argument if the placement does not fit the graph/devices, or puts an op on
+  /// a device kind it has no profile for (naming the op and the kind).
+  SimulationResult simulate(const placement::Placement& placement) const;
+
+  /// Memory only (the cheap pre-screen of live candidates): `valid`, `invalid_reason` and `memory`
+  /// are filled, times are not. Needs no profile beyond activation bytes.
+  SimulationResult check_memory(const placement::Placement& placement) const;
+
+  /// max(critical path, total work / devices), each op at its fastest device, transfers free: no
+  /// placement can beat it.
+  double lower_bound_s() const;
+
+  const placement::OpGraph& graph() const { return graph_; }
+  const placement::DeviceSet& devices() const { return devices_; }
+
+ private:
+  struct Cost {
+    double forward = -1, backward = -1, update = -1;  // -1: no profile for that kind
+  };
+  /// Cost of `op` on `device` (speed applied); throws std::invalid_argument if unprofiled.
+  Cost cost(int op, int device) const;
+  void fill_memory(const placement::Placement& placement, SimulationResult& result) const;
+
+  placement::OpGraph graph_;
+  placement::DeviceSet devices_;
+  SimulatorOptions options_;
+  std::vector<int> order_;
+  /// CSR adjacency: for op u, in_edges_[in_begin_[u] .. in_begin_[u+1]) are edge indices into it.
+  std::vector<int> in_begin_, in_edges_, out_begin_, out_edges_;
+  /// Cost per op and device kind (index of DeviceKind), before dividing by the device's speed.
+  std::vector<std::vector<Cost>> kind_cost_;
+  std::vector<uint64_t> activation_bytes_;
+};
+
+}  // namespace placementd::sim
