@@ -1,5 +1,10 @@
 // placementctl: inspect and steer placementd.
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -8,6 +13,28 @@
 #include "commands.h"
 #include "source_pos.h"
 #include "placement/client.h"
+
+namespace {
+
+// `placementctl capture ...` runs placementctl-capture from the same directory, so that only that
+// helper loads LibTorch.
+int run_capture_helper(const std::vector<std::string>& args) {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::string helper = (self.parent_path() / "placementctl-capture").string();
+  if (ec || ::access(helper.c_str(), X_OK) != 0) {
+    std::cerr << "placementctl: capture needs " << helper << ", which this build does not have (built without LibTorch?)\n";
+    return 1;
+  }
+  std::vector<char*> argv{const_cast<char*>(helper.c_str())};
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  ::execv(helper.c_str(), argv.data());
+  std::cerr << "placementctl: cannot run " << helper << ": " << std::strerror(errno) << "\n";
+  return 1;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"placementctl: inspect and steer placementd"};
@@ -37,8 +64,12 @@ int main(int argc, char** argv) {
   simulate->add_option("--devices", topology, "device topology TOML")->required()->check(CLI::ExistingFile);
   simulate->add_option("--placement", placement_file, "placement JSON (default: every single-device placement)")
       ->check(CLI::ExistingFile);
+  auto* capture = app.add_subcommand("capture", "capture a TorchScript model as an OpGraph (runs placementctl-capture)");
+  capture->prefix_command();  // everything after `capture` goes to the helper as it is
+  capture->set_help_flag();   // --help too
   CLI11_PARSE(app, argc, argv);
 
+  if (*capture) return run_capture_helper(capture->remaining());
   spdlog::set_level(spdlog::level::err);  // plugin scanning in `config check` logs through spdlog
   try {
     if (*status) return placementctl::status(g);

@@ -1,0 +1,46 @@
+#pragma once
+// TorchScript -> OpGraph. Implemented in libplacement_torch (links LibTorch); this header does not
+// include LibTorch, so code that only passes a module through stays cheap to compile.
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "placement/graph.h"
+
+namespace torch::jit {
+struct Module;
+}  // namespace torch::jit
+namespace at {
+class Tensor;
+}  // namespace at
+
+namespace placement {
+
+/// A model cannot be captured; what() names the file, op or input at fault and what to do.
+class CaptureError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Captures the forward graph of `module` as the example `inputs` flow through it: the graph is
+/// inlined, each tensor operation becomes an op named after its module scope
+/// ("layer1.0.conv1/conv2d"), parameters and buffers become parameter bytes of their first
+/// consumer, constants and list/tuple plumbing are folded away, and every output's shape, dtype
+/// and bytes are those measured on the example inputs. Throws CaptureError for control flow
+/// (script the model with tracing instead), unsupported ops, or inputs the model rejects.
+/// The module is run once without gradients; its parameters are not changed.
+OpGraph capture(const torch::jit::Module& module, const std::vector<at::Tensor>& inputs,
+                const std::string& name = "");
+
+/// Example inputs of the given shapes: random normal floats, or random integers in [0, 100) for
+/// integer dtypes (token ids). `dtype` is "float32", "float64", "int64" or "int32".
+std::vector<at::Tensor> example_inputs(const std::vector<std::vector<int64_t>>& shapes, const std::string& dtype);
+
+/// Loads a TorchScript file (torch.jit.save / torch::jit::save) and captures it with
+/// example_inputs(shapes, dtype). Errors name the file.
+OpGraph capture_file(const std::string& path, const std::vector<std::vector<int64_t>>& shapes,
+                     const std::string& dtype = "float32");
+
+}  // namespace placement

@@ -1,0 +1,182 @@
+#include "placement/capture.h"
+
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/randint.h>
+#include <ATen/ops/randn.h>
+#include <torch/csrc/jit/serialization/import.h>
+
+#include "program.h"
+
+namespace placement {
+
+using detail::Program;
+using torch::jit::Node;
+using torch::jit::Value;
+
+namespace {
+
+std::string dtype_name(c10::ScalarType type) {
+  switch (type) {
+    case c10::ScalarType::Float: return "float32";
+    case c10::ScalarType::Double: return "float64";
+    case c10::ScalarType::Half: return "float16";
+    case c10::ScalarType::BFloat16: return "bfloat16";
+    case c10::ScalarType::Long: return "int64";
+    case c10::ScalarType::Int: return "int32";
+    case c10::ScalarType::Short: return "int16";
+    case c10::ScalarType::Char: return "int8";
+    case c10::ScalarType::Byte: return "uint8";
+    case c10::ScalarType::Bool: return "bool";
+    default: return c10::toString(type);
+  }
+}
+
+TensorInfo describe_tensor(const at::Tensor& t) {
+  TensorInfo info;
+  info.shape.assign(t.sizes().begin(), t.sizes().end());
+  info.dtype = dtype_name(t.scalar_type());
+  info.bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
+  return info;
+}
+
+// Every tensor an IValue holds directly or in a list/tuple.
+void tensors_in(const c10::IValue& value, std::vector<at::Tensor>& out) {
+  if (value.isTensor()) out.push_back(value.toTensor());
+  else if (value.isTensorList())
+    for (const at::Tensor& t : value.toTensorList().vec()) out.push_back(t);
+  else if (value.isList())
+    for (const c10::IValue& v : value.toListRef()) tensors_in(v, out);
+  else if (value.isTuple())
+    for (const c10::IValue& v : value.toTupleRef().elements()) tensors_in(v, out);
+}
+
+uint64_t bytes_of(const c10::IValue& value) {
+  std::vector<at::Tensor> tensors;
+  tensors_in(value, tensors);
+  uint64_t total = 0;
+  for (const auto& t : tensors) total += static_cast<uint64_t>(t.numel()) * t.element_size();
+  return total;
+}
+
+std::string short_kind(const Node* node) {
+  const std::string kind = node->kind().toUnqualString();
+  return kind;
+}
+
+}  // namespace
+
+OpGraph capture(const torch::jit::Module& module, const std::vector<at::Tensor>& inputs, const std::string& name) {
+  const Program program(module);
+  OpGraph graph;
+  graph.name = name;
+
+  // Which ops produced each value: itself for a tensor op, the union of its inputs' producers for
+  // plumbing (a list of tensors depends on every op that made one of them).
+  std::unordered_map<const Value*, std::vector<int>> producers;
+  std::unordered_set<const c10::TensorImpl*> counted_parameters;
+  std::map<std::pair<int, int>, uint64_t> edges;
+  std::map<std::string, int> names_used;
+  int current = -1;
+
+  auto before = [&](const Node* node, std::vector<c10::IValue>& stack) {
+    current = -1;
+    if (!Program::is_tensor_op(node)) return;
+    Op op;
+    op.id = static_cast<int>(graph.ops.size());
+    op.kind = node->kind().toQualString();
+    const std::string scope = program.scope_of(node);
+    std::string base = (scope.empty() ? "" : scope + "/") + short_kind(node);
+    const int seen = names_used[base]++;
+    op.name = seen == 0 ? base : base + "." + std::to_string(seen);
+    for (size_t i = 0; i < node->inputs().size(); ++i) {
+      const Value* in = node->inputs()[i];
+      // A parameter or buffer read straight from the module: it lives with its first consumer.
+      if (in->node()->kind() == c10::prim::GetAttr && stack[i].isTensor()) {
+        const at::Tensor& t = stack[i].toTensor();
+        if (counted_parameters.insert(t.unsafeGetTensorImpl()).second)
+          op.parameter_bytes += static_cast<uint64_t>(t.numel()) * t.element_size();
+        continue;
+      }
+      auto it = producers.find(in);
+      if (it == producers.end()) continue;  // a graph input or a constant
+      const uint64_t bytes = bytes_of(stack[i]);
+      for (int src : it->second) {
+        uint64_t& b = edges[{src, op.id}];
+        // A list input carries several producers' tensors; each edge gets that producer's share.
+        const uint64_t share = it->second.size() == 1 ? bytes : graph.ops[src].output_bytes();
+        b = std::max(b, share);
+      }
+    }
+    current = op.id;
+    graph.ops.push_back(std::move(op));
+  };
+  auto after = [&](const Node* node, std::vector<c10::IValue>& stack) {
+    if (current < 0) {
+      std::vector<int> merged;
+      for (const Value* in : node->inputs()) {
+        auto it = producers.find(in);
+        if (it == producers.end()) continue;
+        for (int p : it->second)
+          if (std::find(merged.begin(), merged.end(), p) == merged.end()) merged.push_back(p);
+      }
+      if (!merged.empty())
+        for (const Value* out : node->outputs()) producers[out] = merged;
+      return;
+    }
+    Op& op = graph.ops[current];
+    for (const c10::IValue& value : stack) {
+      std::vector<at::Tensor> tensors;
+      tensors_in(value, tensors);
+      for (const at::Tensor& t : tensors) op.outputs.push_back(describe_tensor(t));
+    }
+    for (const Value* out : node->outputs()) producers[out] = {current};
+  };
+
+  std::vector<c10::IValue> args(inputs.begin(), inputs.end());
+  {
+    at::NoGradGuard no_grad;
+    program.run(args, before, after);
+  }
+  for (const auto& [key, bytes] : edges) graph.edges.push_back({key.first, key.second, bytes});
+  if (graph.ops.empty()) throw CaptureError("the model has no tensor operations to place");
+  graph.validate();
+  return graph;
+}
+
+std::vector<at::Tensor> example_inputs(const std::vector<std::vector<int64_t>>& shapes, const std::string& dtype) {
+  std::vector<at::Tensor> inputs;
+  for (const auto& shape : shapes) {
+    for (int64_t d : shape)
+      if (d <= 0) throw CaptureError("input shape dimensions must be positive");
+    if (dtype == "float32") inputs.push_back(at::randn(shape, at::TensorOptions().dtype(at::kFloat)));
+    else if (dtype == "float64") inputs.push_back(at::randn(shape, at::TensorOptions().dtype(at::kDouble)));
+    else if (dtype == "int64") inputs.push_back(at::randint(0, 100, shape, at::TensorOptions().dtype(at::kLong)));
+    else if (dtype == "int32") inputs.push_back(at::randint(0, 100, shape, at::TensorOptions().dtype(at::kInt)));
+    else throw CaptureError("unknown input dtype '" + dtype + "' (float32, float64, int64 or int32)");
+  }
+  return inputs;
+}
+
+OpGraph capture_file(const std::string& path, const std::vector<std::vector<int64_t>>& shapes, const std::string& dtype) {
+  torch::jit::Module module;
+  try {
+    module = torch::jit::load(path);
+  } catch (const std::exception& e) {
+    std::string message = e.what();
+    if (const auto cut = message.find('\n'); cut != std::string::npos) message.resize(cut);
+    throw CaptureError(path + ": not a TorchScript file (save one with torch.jit.save or torch::jit::save): " + message);
+  }
+  try {
+    std::string name = path.substr(path.find_last_of('/') + 1);
+    if (const auto dot = name.rfind('.'); dot != std::string::npos) name.resize(dot);
+    return capture(module, example_inputs(shapes, dtype), name);
+  } catch (const CaptureError& e) {
+    throw CaptureError(path + ": " + e.what());
+  }
+}
+
+}  // namespace placement

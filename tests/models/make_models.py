@@ -1,0 +1,204 @@
+#!/usr/bin/python3
+"""Traces the test and benchmark models to TorchScript at test time (no weights are committed).
+
+    make_models.py OUT_DIR [NAME ...]
+
+For each model writes OUT_DIR/NAME.pt (torch.jit.trace with random weights) and OUT_DIR/NAME.json
+({"inputs": [[shape...], ...], "dtype": "float32"|"int64"}). Without names, the small models used
+by the unit tests are made. Needs Debian's python3-torch / python3-torchvision (/usr/bin/python3).
+
+The recurrent models are written with one module per layer (a traced nn.LSTM(num_layers=4) is one
+fused op), and GNMT also in an unrolled variant (one LSTMCell call per layer and time step), which
+is what the papers' TensorFlow graphs were.
+"""
+import json
+import os
+import sys
+
+import torch
+from torch import nn
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer1 = nn.Linear(32, 64)
+        self.act = nn.ReLU()
+        self.layer2 = nn.Linear(64, 10)
+
+    def forward(self, x):
+        return self.layer2(self.act(self.layer1(x)))
+
+
+class TwoTower(nn.Module):
+    def __init__(self, width=64, depth=3):
+        super().__init__()
+        self.left = nn.Sequential(*[nn.Sequential(nn.Linear(width, width), nn.ReLU()) for _ in range(depth)])
+        self.right = nn.Sequential(*[nn.Sequential(nn.Linear(width, width), nn.Tanh()) for _ in range(depth)])
+        self.head = nn.Linear(2 * width, 10)
+
+    def forward(self, x):
+        return self.head(torch.cat([self.left(x), self.right(x)], dim=1))
+
+
+class Attention(nn.Module):
+    """Content-based (Luong dot) attention over the encoder states."""
+
+    def forward(self, query, keys):
+        scores = torch.bmm(query, keys.transpose(1, 2))
+        weights = torch.softmax(scores, dim=-1)
+        return torch.bmm(weights, keys)
+
+
+class Gnmt(nn.Module):
+    """GNMT-style encoder-decoder: an embedding, `layers` LSTM layers each way (one module per
+    layer, residual connections from the third layer on), attention, and a softmax projection."""
+
+    def __init__(self, vocab=1000, hidden=256, layers=4, unrolled=False):
+        super().__init__()
+        self.unrolled = unrolled
+        self.embed_src = nn.Embedding(vocab, hidden)
+        self.embed_tgt = nn.Embedding(vocab, hidden)
+        cell = nn.LSTMCell if unrolled else (lambda i, h: nn.LSTM(i, h, batch_first=True))
+        self.encoder = nn.ModuleList([cell(hidden, hidden) for _ in range(layers)])
+        self.decoder = nn.ModuleList([cell(2 * hidden if i == 0 else hidden, hidden) for i in range(layers)])
+        self.attention = Attention()
+        self.project = nn.Linear(hidden, vocab)
+
+    def run_layer(self, layer, x):
+        if not self.unrolled:
+            return layer(x)[0]
+        batch, steps, _ = x.shape
+        h = x.new_zeros(batch, layer.hidden_size)
+        c = x.new_zeros(batch, layer.hidden_size)
+        outputs = []
+        for t in range(steps):
+            h, c = layer(x[:, t, :], (h, c))
+            outputs.append(h)
+        return torch.stack(outputs, dim=1)
+
+    def forward(self, src, tgt):
+        x = self.embed_src(src)
+        for i, layer in enumerate(self.encoder):
+            y = self.run_layer(layer, x)
+            x = x + y if i >= 2 else y
+        keys = x
+        y = self.embed_tgt(tgt)
+        context = self.attention(y, keys)
+        y = torch.cat([y, context], dim=2)
+        for i, layer in enumerate(self.decoder):
+            z = self.run_layer(layer, y)
+            y = y + z if i >= 2 else z
+        return self.project(y)
+
+
+class RnnLm(nn.Module):
+    """LSTM language model, one module per layer."""
+
+    def __init__(self, vocab=1000, hidden=256, layers=2):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, hidden)
+        self.layers = nn.ModuleList([nn.LSTM(hidden, hidden, batch_first=True) for _ in range(layers)])
+        self.project = nn.Linear(hidden, vocab)
+
+    def forward(self, tokens):
+        x = self.embed(tokens)
+        for layer in self.layers:
+            x = layer(x)[0]
+        return self.project(x)
+
+
+class Bert(nn.Module):
+    """A BERT-style encoder: token + position embeddings, `layers` transformer layers."""
+
+    def __init__(self, vocab=30522, hidden=768, layers=12, heads=12, seq=128):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, hidden)
+        self.positions = nn.Embedding(seq, hidden)
+        self.norm = nn.LayerNorm(hidden)
+        layer = nn.TransformerEncoderLayer(hidden, heads, 4 * hidden, batch_first=True, activation="gelu")
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.pool = nn.Linear(hidden, hidden)
+
+    def forward(self, tokens):
+        positions = torch.arange(tokens.shape[1], device=tokens.device).unsqueeze(0)
+        x = self.norm(self.tokens(tokens) + self.positions(positions))
+        return torch.tanh(self.pool(self.encoder(x)[:, 0]))
+
+
+class WithControlFlow(nn.Module):
+    """Data-dependent control flow: scripted, it keeps a prim::If that capture must refuse."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, x):
+        if bool(x.sum() > 0):
+            return self.linear(x)
+        return x
+
+
+def torchvision_model(name, **kwargs):
+    import torchvision
+
+    return getattr(torchvision.models, name)(weights=None, **kwargs)
+
+
+# name: (constructor, input shapes, input dtype)
+MODELS = {
+    "mlp": (Mlp, [[8, 32]], "float32"),
+    "two_tower": (TwoTower, [[8, 64]], "float32"),
+    "gnmt_small": (lambda: Gnmt(vocab=100, hidden=32, layers=4), [[2, 6], [2, 5]], "int64"),
+    "gnmt_small_unrolled": (lambda: Gnmt(vocab=100, hidden=32, layers=4, unrolled=True), [[2, 6], [2, 5]], "int64"),
+    "rnnlm_small": (lambda: RnnLm(vocab=100, hidden=32), [[2, 8]], "int64"),
+    "bert_small": (lambda: Bert(vocab=100, hidden=32, layers=2, heads=2, seq=16), [[2, 16]], "int64"),
+    "resnet18": (lambda: torchvision_model("resnet18"), [[1, 3, 64, 64]], "float32"),
+    "control_flow": (WithControlFlow, [[2, 4]], "float32"),
+    # The benchmark models at the papers' sizes (made on demand, not by the unit tests).
+    "inception_v3": (lambda: torchvision_model("inception_v3", aux_logits=False, init_weights=False), [[1, 3, 299, 299]], "float32"),
+    "resnet50": (lambda: torchvision_model("resnet50"), [[1, 3, 224, 224]], "float32"),
+    "gnmt4": (lambda: Gnmt(vocab=32000, hidden=1024, layers=4), [[1, 40], [1, 40]], "int64"),
+    "gnmt4_unrolled": (lambda: Gnmt(vocab=32000, hidden=1024, layers=4, unrolled=True), [[1, 40], [1, 40]], "int64"),
+    "rnnlm": (lambda: RnnLm(vocab=10000, hidden=2048, layers=2), [[1, 40]], "int64"),
+    "bert_base": (lambda: Bert(), [[1, 128]], "int64"),
+}
+SMALL = ["mlp", "two_tower", "gnmt_small", "gnmt_small_unrolled", "rnnlm_small", "bert_small", "resnet18",
+         "control_flow"]
+SCRIPTED = {"control_flow"}
+
+
+def make(name, out_dir):
+    build, shapes, dtype = MODELS[name]
+    torch.manual_seed(0)
+    model = build().eval()
+    if dtype == "int64":
+        inputs = tuple(torch.randint(0, 100, shape) for shape in shapes)
+    else:
+        inputs = tuple(torch.randn(shape) for shape in shapes)
+    # Traced with autograd on, as for training: inference-only fast paths (the fused
+    # transformer layer) would hide the ops we want to place.
+    if name in SCRIPTED:
+        compiled = torch.jit.script(model)
+    else:
+        compiled = torch.jit.trace(model, inputs, check_trace=False)
+    compiled.save(os.path.join(out_dir, name + ".pt"))
+    with open(os.path.join(out_dir, name + ".json"), "w") as f:
+        json.dump({"inputs": shapes, "dtype": dtype}, f)
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    out_dir = sys.argv[1]
+    os.makedirs(out_dir, exist_ok=True)
+    names = sys.argv[2:] or SMALL
+    for name in names:
+        if name not in MODELS:
+            sys.exit(f"unknown model {name}; known: {', '.join(MODELS)}")
+        make(name, out_dir)
+        print(f"{out_dir}/{name}.pt")
+
+
+if __name__ == "__main__":
+    main()

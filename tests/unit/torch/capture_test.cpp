@@ -1,0 +1,148 @@
+// Capture of real TorchScript models, traced at test time by tests/models/make_models.py.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+#include <torch/csrc/jit/serialization/import.h>
+
+#include "placement/capture.h"
+#include "placement/serialization.h"
+
+namespace placement {
+namespace {
+
+std::string model(const std::string& name) { return std::string(MODEL_DIR) + "/" + name + ".pt"; }
+
+OpGraph capture_model(const std::string& name) {
+  std::ifstream in(std::string(MODEL_DIR) + "/" + name + ".json");
+  const auto spec = nlohmann::json::parse(in);
+  return capture_file(model(name), spec["inputs"].get<std::vector<std::vector<int64_t>>>(), spec["dtype"]);
+}
+
+std::map<std::string, int> kinds(const OpGraph& g) {
+  std::map<std::string, int> count;
+  for (const auto& op : g.ops) ++count[op.kind];
+  return count;
+}
+
+const Op& named(const OpGraph& g, const std::string& name) {
+  for (const auto& op : g.ops)
+    if (op.name == name) return op;
+  throw std::runtime_error("no op named " + name);
+}
+
+TEST(Capture, MlpOpsNamesParametersAndEdges) {
+  const OpGraph g = capture_model("mlp");
+  ASSERT_EQ(g.ops.size(), 3u);
+  EXPECT_EQ(g.name, "mlp");
+  const Op& l1 = named(g, "layer1/linear");
+  EXPECT_EQ(l1.kind, "aten::linear");
+  EXPECT_EQ(l1.parameter_bytes, (32u * 64 + 64) * 4);
+  EXPECT_EQ(l1.outputs.at(0).shape, (std::vector<int64_t>{8, 64}));
+  EXPECT_EQ(l1.outputs.at(0).dtype, "float32");
+  EXPECT_EQ(l1.outputs.at(0).bytes, 8u * 64 * 4);
+  EXPECT_EQ(named(g, "act/relu").parameter_bytes, 0u);
+  EXPECT_EQ(named(g, "layer2/linear").outputs.at(0).shape, (std::vector<int64_t>{8, 10}));
+  ASSERT_EQ(g.edges.size(), 2u);
+  EXPECT_EQ(g.edges[0].bytes, 8u * 64 * 4);
+  EXPECT_NO_THROW(g.validate());
+}
+
+TEST(Capture, BranchesJoinWithOneEdgePerProducer) {
+  const OpGraph g = capture_model("two_tower");
+  const Op& cat = named(g, "cat");
+  int into_cat = 0;
+  for (const auto& e : g.edges) into_cat += e.dst == cat.id;
+  EXPECT_EQ(into_cat, 2) << "the list plumbing is folded: cat depends on both towers";
+  EXPECT_NO_THROW(named(g, "left.0.0/linear"));
+  EXPECT_NO_THROW(named(g, "right.2.1/tanh"));
+}
+
+TEST(Capture, RecurrentModelsPerLayerAndUnrolled) {
+  const OpGraph layered = capture_model("gnmt_small");
+  EXPECT_EQ(kinds(layered)["aten::lstm"], 8) << "one op per LSTM layer, 4 encoder + 4 decoder";
+  EXPECT_NO_THROW(named(layered, "encoder.3/lstm"));
+  EXPECT_NO_THROW(named(layered, "attention/softmax"));
+  const OpGraph unrolled = capture_model("gnmt_small_unrolled");
+  // A traced LSTMCell is recorded as its gate ops: one unsafe_chunk (the four gates) per cell.
+  EXPECT_EQ(kinds(unrolled)["aten::unsafe_chunk"], 4 * 6 + 4 * 5) << "one cell per layer and time step";
+  EXPECT_NO_THROW(named(unrolled, "decoder.3/unsafe_chunk.4")) << "the 5th step of the last decoder layer";
+  EXPECT_GT(unrolled.ops.size(), 4 * layered.ops.size());
+  EXPECT_EQ(kinds(capture_model("rnnlm_small"))["aten::lstm"], 2);
+}
+
+TEST(Capture, ResNetCountsEveryParameterOnce) {
+  const OpGraph g = capture_model("resnet18");
+  EXPECT_EQ(kinds(g)["aten::_convolution"] + kinds(g)["aten::conv2d"], 20);
+  EXPECT_EQ(named(g, "conv1/_convolution").parameter_bytes, 64u * 3 * 7 * 7 * 4);
+  // Parameters plus the batch-norm running statistics the graph reads.
+  const torch::jit::Module m = torch::jit::load(model("resnet18"));
+  uint64_t expected = 0;
+  for (const auto& p : m.parameters()) expected += p.numel() * p.element_size();
+  for (const auto& b : m.named_buffers())
+    if (b.name.find("num_batches_tracked") == std::string::npos) expected += b.value.numel() * b.value.element_size();
+  uint64_t captured = 0;
+  for (const auto& op : g.ops) captured += op.parameter_bytes;
+  EXPECT_EQ(captured, expected);
+}
+
+TEST(Capture, TransformerIsCapturedOpByOp) {
+  const OpGraph g = capture_model("bert_small");
+  EXPECT_EQ(kinds(g).count("aten::_transformer_encoder_layer_fwd"), 0u) << "no fused inference fast path";
+  EXPECT_GE(kinds(g)["aten::layer_norm"], 2 * 2 + 1);
+  EXPECT_NO_THROW(named(g, "encoder.layers.1.linear2/linear"));
+}
+
+TEST(Capture, SameModelSameFingerprint) {
+  EXPECT_EQ(capture_model("two_tower").fingerprint(), capture_model("two_tower").fingerprint());
+  EXPECT_NE(capture_model("two_tower").fingerprint(), capture_model("mlp").fingerprint());
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const CaptureError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Capture, BadInputsAreNamed) {
+  const std::string not_torchscript = std::string(MODEL_DIR) + "/mlp.json";
+  EXPECT_NE(error_of([&] { capture_file(not_torchscript, {{8, 32}}); }).find(not_torchscript + ": not a TorchScript file"),
+            std::string::npos);
+  const std::string shape = error_of([&] { capture_file(model("mlp"), {{8, 33}}); });
+  EXPECT_NE(shape.find("aten::linear in layer1 failed on the example inputs"), std::string::npos) << shape;
+  EXPECT_NE(error_of([&] { capture_file(model("mlp"), {{8, 32}, {8, 32}}); }).find("takes 1 input(s), 2 given"),
+            std::string::npos);
+  const std::string flow = error_of([&] { capture_file(model("control_flow"), {{2, 4}}); });
+  EXPECT_NE(flow.find("control flow (prim::If"), std::string::npos) << flow;
+  EXPECT_NE(error_of([&] { capture_file(model("mlp"), {{8, 32}}, "complex"); }).find("unknown input dtype 'complex'"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace placement
+
+namespace placement {
+namespace {
+
+// The command line a person uses: placementctl capture, which runs placementctl-capture.
+TEST(CaptureCommand, WritesAGraphFileThatLoadsBack) {
+  const std::string out = std::string(MODEL_DIR) + "/gnmt_small.graph.json";
+  const std::string command = std::string(PLACEMENTCTL_BIN) + " capture " + model("gnmt_small") +
+                              " --input 2x6 --input 2x5 --dtype int64 -o " + out + " > /dev/null";
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  const OpGraph g = load_graph_file(out);
+  EXPECT_EQ(g.name, "gnmt_small");
+  EXPECT_EQ(g.fingerprint(), capture_model("gnmt_small").fingerprint());
+  const std::string bad = std::string(PLACEMENTCTL_BIN) + " capture " + model("gnmt_small") + " --input 2x6 2> /dev/null";
+  EXPECT_NE(std::system(bad.c_str()), 0) << "one input for a model that takes two";
+}
+
+}  // namespace
+}  // namespace placement
