@@ -1,0 +1,63 @@
+#pragma once
+// Placed execution: run a captured model for training under any Placement. Implemented in
+// libplacement_torch; LibTorch types are only forward-declared here.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "placement/devices.h"
+#include "placement/graph.h"
+#include "placement/placement.h"
+
+namespace torch::jit {
+struct Module;
+}  // namespace torch::jit
+namespace at {
+class Tensor;
+}  // namespace at
+namespace c10 {
+struct IValue;
+}  // namespace c10
+
+namespace placement {
+
+/// A TorchScript module executed op by op with every op on its placed device: each op's tensor
+/// inputs are moved to its device (recorded by autograd, so loss.backward() crosses devices as
+/// usual), factory ops create their tensors there, and each parameter lives on the device of its
+/// first consumer. With all ops on one device the numbers equal the plain module's.
+///
+/// Logical CPU devices ("cpu:0", "cpu:1") share the host; a tensor crossing between two of them is
+/// copied (clone), so the cross-device path runs on machines without a GPU.
+///
+/// Not thread-safe. The module is shared, not copied: the parameters trained are the module's own
+/// (an optimizer built over parameters() before or after set_placement() keeps working, because
+/// parameters move in place).
+class PlacedModule {
+ public:
+  /// `graph` must be capture()'s result for this module (checked: same ops in the same order).
+  /// Starts with every op on device 0 of `devices`.
+  PlacedModule(const torch::jit::Module& module, OpGraph graph, DeviceSet devices);
+  ~PlacedModule();
+  PlacedModule(const PlacedModule&) = delete;
+  PlacedModule& operator=(const PlacedModule&) = delete;
+
+  /// Validates `placement` (sizes, pins), moves each parameter and buffer to its first consumer's
+  /// device and routes ops accordingly. Call between steps.
+  void set_placement(const Placement& placement);
+  const Placement& placement() const;
+  const OpGraph& graph() const;
+  const DeviceSet& devices() const;
+
+  /// One forward pass with autograd on. Inputs are moved to the devices of the ops that read them.
+  std::vector<c10::IValue> forward(const std::vector<c10::IValue>& inputs);
+
+  /// The module's parameters (requires_grad), for the optimizer.
+  std::vector<at::Tensor> parameters() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace placement

@@ -1,0 +1,138 @@
+#include "placement/engine.h"
+
+#include <unordered_map>
+
+#include <ATen/core/grad_mode.h>
+#include <torch/csrc/jit/api/module.h>
+
+#include "placement/capture.h"
+#include "program.h"
+
+namespace placement {
+
+using detail::Program;
+using torch::jit::Node;
+using torch::jit::Value;
+
+namespace {
+
+c10::Device physical(const Device& d) {
+  return d.kind == DeviceKind::kCuda ? c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(d.index))
+                                     : c10::Device(c10::DeviceType::CPU);
+}
+
+}  // namespace
+
+struct PlacedModule::Impl {
+  Impl(const torch::jit::Module& m, OpGraph g, DeviceSet d)
+      : module(m), program(m), graph(std::move(g)), devices(std::move(d)) {}
+
+  torch::jit::Module module;
+  Program program;
+  OpGraph graph;
+  DeviceSet devices;
+  Placement placement;
+  std::vector<c10::Device> device_of;  // physical device per DeviceSet index
+  std::unordered_map<const Node*, int> op_of_node;
+  /// The logical device a value lives on (op outputs, parameters); absent: unknown (graph inputs,
+  /// plumbing), which is moved physically but never copied between logical devices.
+  std::unordered_map<const Value*, int> home;
+
+  // The object a GetAttr chain reads, resolved from the module.
+  c10::IValue resolve(const Value* value) const {
+    if (value == program.graph().inputs()[0]) return module._ivalue();
+    const Node* node = value->node();
+    return resolve(node->input()).toObject()->getAttr(node->s(c10::attr::name));
+  }
+
+  at::Tensor move(const at::Tensor& t, int from, int to) const {
+    const c10::Device target = device_of[to];
+    if (t.device() != target) return t.to(target);
+    if (from >= 0 && from != to) return t.clone();  // between logical devices of one physical device
+    return t;
+  }
+};
+
+PlacedModule::PlacedModule(const torch::jit::Module& module, OpGraph graph, DeviceSet devices)
+    : impl_(std::make_unique<Impl>(module, std::move(graph), std::move(devices))) {
+  impl_->devices.validate();
+  for (const auto& d : impl_->devices.devices) impl_->device_of.push_back(physical(d));
+  int next = 0;
+  for (const Node* node : impl_->program.graph().nodes()) {
+    if (!Program::is_tensor_op(node)) continue;
+    if (next >= static_cast<int>(impl_->graph.ops.size()) || impl_->graph.ops[next].kind != node->kind().toQualString())
+      throw CaptureError("the graph does not belong to this module (op " + std::to_string(next) +
+                         " differs); capture the module again");
+    impl_->op_of_node[node] = next++;
+  }
+  if (next != static_cast<int>(impl_->graph.ops.size()))
+    throw CaptureError("the graph has " + std::to_string(impl_->graph.ops.size()) + " ops, the module " +
+                       std::to_string(next) + "; capture the module again");
+  set_placement(Placement::single(impl_->graph, 0));
+}
+
+PlacedModule::~PlacedModule() = default;
+
+void PlacedModule::set_placement(const Placement& placement) {
+  Impl& s = *impl_;
+  placement.validate(s.graph, s.devices);
+  std::unordered_map<const Value*, int> home;
+  std::unordered_map<const c10::TensorImpl*, int> parameter_home;
+  for (const Node* node : s.program.graph().nodes()) {
+    auto op = s.op_of_node.find(node);
+    if (op == s.op_of_node.end()) continue;
+    const int device = placement.device_of_op[op->second];
+    for (const Value* out : node->outputs()) home[out] = device;
+    for (const Value* in : node->inputs()) {
+      if (in->node()->kind() != c10::prim::GetAttr || home.count(in)) continue;
+      const c10::IValue value = s.resolve(in);
+      if (!value.isTensor()) continue;
+      // A parameter lives on its first consumer's device, wherever else it is read from.
+      const auto [it, first] = parameter_home.emplace(value.toTensor().unsafeGetTensorImpl(), device);
+      home[in] = it->second;
+      if (!first) continue;
+      at::Tensor tensor = value.toTensor();
+      if (tensor.device() != s.device_of[device]) {
+        at::NoGradGuard no_grad;
+        tensor.set_data(tensor.to(s.device_of[device]));  // in place: optimizers keep their tensor
+      }
+    }
+  }
+  s.home = std::move(home);
+  s.placement = placement;
+}
+
+const Placement& PlacedModule::placement() const { return impl_->placement; }
+const OpGraph& PlacedModule::graph() const { return impl_->graph; }
+const DeviceSet& PlacedModule::devices() const { return impl_->devices; }
+
+std::vector<c10::IValue> PlacedModule::forward(const std::vector<c10::IValue>& inputs) {
+  const Impl& s = *impl_;
+  auto before = [&s](const Node* node, std::vector<c10::IValue>& stack) {
+    auto op = s.op_of_node.find(node);
+    if (op == s.op_of_node.end()) return;
+    const int device = s.placement.device_of_op[op->second];
+    for (size_t i = 0; i < stack.size(); ++i) {
+      c10::IValue& value = stack[i];
+      if (value.isTensor()) {
+        auto from = s.home.find(node->inputs()[i]);
+        value = s.move(value.toTensor(), from == s.home.end() ? -1 : from->second, device);
+      } else if (value.isTensorList()) {
+        c10::List<at::Tensor> moved;
+        for (const at::Tensor& t : value.toTensorList().vec()) moved.push_back(s.move(t, -1, device));
+        value = moved;
+      } else if (value.isDevice()) {
+        value = s.device_of[device];  // factory ops (zeros, arange) create on the op's device
+      }
+    }
+  };
+  return s.program.run(inputs, before);
+}
+
+std::vector<at::Tensor> PlacedModule::parameters() const {
+  std::vector<at::Tensor> out;
+  for (const at::Tensor& p : impl_->module.parameters()) out.push_back(p);
+  return out;
+}
+
+}  // namespace placement

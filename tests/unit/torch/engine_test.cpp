@@ -1,0 +1,155 @@
+// The placed engine against the plain TorchScript module, on models traced at test time.
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <random>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/jit/python/update_graph_executor_opt.h>
+#include <torch/csrc/jit/serialization/import.h>
+#include <torch/optim/sgd.h>
+
+#include "placement/capture.h"
+#include "placement/engine.h"
+
+namespace placement {
+namespace {
+
+struct Model {
+  torch::jit::Module module;
+  std::vector<c10::IValue> inputs;
+  OpGraph graph;
+};
+
+Model load(const std::string& name) {
+  // The plain module runs through the JIT's simple executor so that its gradients come from the
+  // same eager autograd formulas the placed engine uses (the optimizing executor may substitute
+  // symbolic derivatives).
+  torch::jit::setGraphExecutorOptimize(false);
+  std::ifstream in(std::string(MODEL_DIR) + "/" + name + ".json");
+  const auto spec = nlohmann::json::parse(in);
+  Model m;
+  m.module = torch::jit::load(std::string(MODEL_DIR) + "/" + name + ".pt");
+  at::manual_seed(1);
+  for (const at::Tensor& t : example_inputs(spec["inputs"].get<std::vector<std::vector<int64_t>>>(), spec["dtype"]))
+    m.inputs.emplace_back(t);
+  std::vector<at::Tensor> tensors;
+  for (const auto& v : m.inputs) tensors.push_back(v.toTensor());
+  m.graph = capture(m.module, tensors, name);
+  return m;
+}
+
+DeviceSet cpus(int n) {
+  std::vector<Device> list;
+  for (int i = 0; i < n; ++i) list.push_back({DeviceKind::kCpu, i, 1ull << 34, 1.0});
+  return DeviceSet::uniform(list, 10e9, 1e-5);
+}
+
+at::Tensor loss_of(const c10::IValue& out) { return out.toTensor().pow(2).mean(); }
+
+std::vector<at::Tensor> gradients(torch::jit::Module& module) {
+  std::vector<at::Tensor> out;
+  for (const at::Tensor& p : module.parameters()) out.push_back(p.grad().defined() ? p.grad().clone() : at::Tensor());
+  return out;
+}
+
+void zero_grad(torch::jit::Module& module) {
+  for (at::Tensor p : module.parameters())
+    if (p.grad().defined()) p.mutable_grad() = at::Tensor();
+}
+
+class SingleDevice : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SingleDevice, OutputsLossAndGradientsEqualThePlainModuleBitwise) {
+  Model m = load(GetParam());
+  const at::Tensor plain_out = m.module.forward(m.inputs).toTensor();
+  const at::Tensor plain_loss = loss_of(plain_out);
+  plain_loss.backward();
+  const auto plain_grads = gradients(m.module);
+  zero_grad(m.module);
+
+  PlacedModule placed(m.module, m.graph, cpus(2));
+  placed.set_placement(Placement::single(m.graph, 1));
+  const at::Tensor out = placed.forward(m.inputs).at(0).toTensor();
+  const at::Tensor loss = loss_of(out);
+  loss.backward();
+  EXPECT_TRUE(at::equal(out, plain_out));
+  EXPECT_TRUE(at::equal(loss, plain_loss));
+  const auto grads = gradients(m.module);
+  ASSERT_EQ(grads.size(), plain_grads.size());
+  for (size_t i = 0; i < grads.size(); ++i) {
+    ASSERT_EQ(grads[i].defined(), plain_grads[i].defined()) << "parameter " << i;
+    if (grads[i].defined()) {
+      EXPECT_TRUE(at::equal(grads[i], plain_grads[i])) << "gradient of parameter " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, SingleDevice, ::testing::Values("mlp", "two_tower", "gnmt_small", "rnnlm_small", "resnet18"));
+
+// 20 SGD steps of the same data: the plain module, and the placed one with its ops spread over
+// three logical devices.
+std::vector<double> train(Model& m, const Placement* placement, int steps) {
+  std::unique_ptr<PlacedModule> placed;
+  if (placement) {
+    placed = std::make_unique<PlacedModule>(m.module, m.graph, cpus(3));
+    placed->set_placement(*placement);
+  }
+  std::vector<at::Tensor> params;
+  for (const at::Tensor& p : m.module.parameters()) params.push_back(p);
+  torch::optim::SGD sgd(params, torch::optim::SGDOptions(0.01).momentum(0.9));
+  std::vector<double> losses;
+  for (int step = 0; step < steps; ++step) {
+    sgd.zero_grad();
+    const at::Tensor out = placed ? placed->forward(m.inputs).at(0).toTensor() : m.module.forward(m.inputs).toTensor();
+    const at::Tensor loss = loss_of(out);
+    loss.backward();
+    sgd.step();
+    losses.push_back(loss.item<double>());
+  }
+  return losses;
+}
+
+class Spread : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Spread, TwentyTrainingStepsMatchThePlainModule) {
+  Model plain = load(GetParam());
+  const auto expected = train(plain, nullptr, 20);
+  Model placed = load(GetParam());  // fresh weights, identical to plain's (same file)
+  std::mt19937 rng(5);
+  Placement p;
+  for (size_t i = 0; i < placed.graph.ops.size(); ++i) p.device_of_op.push_back(static_cast<int>(rng() % 3));
+  const auto losses = train(placed, &p, 20);
+  ASSERT_EQ(losses.size(), expected.size());
+  for (size_t i = 0; i < losses.size(); ++i)
+    EXPECT_NEAR(losses[i], expected[i], 1e-5 * std::abs(expected[i])) << "step " << i;
+  EXPECT_LT(losses.back(), losses.front()) << "it trains";
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, Spread, ::testing::Values("two_tower", "gnmt_small", "gnmt_small_unrolled", "bert_small"));
+
+TEST(PlacedModule, ParametersMoveInPlaceAndBadPlacementsAreRefused) {
+  Model m = load("two_tower");
+  PlacedModule placed(m.module, m.graph, cpus(2));
+  std::vector<const c10::TensorImpl*> before;
+  for (const auto& p : placed.parameters()) before.push_back(p.unsafeGetTensorImpl());
+  Placement split = Placement::single(m.graph, 0);
+  for (size_t i = 0; i < split.device_of_op.size(); i += 2) split.device_of_op[i] = 1;
+  placed.set_placement(split);
+  std::vector<const c10::TensorImpl*> after;
+  for (const auto& p : placed.parameters()) after.push_back(p.unsafeGetTensorImpl());
+  EXPECT_EQ(before, after) << "an optimizer built earlier still holds the trained tensors";
+  EXPECT_THROW(placed.set_placement(Placement{{0, 1}}), std::invalid_argument);
+  Placement foreign = split;
+  foreign.device_of_op[0] = 7;
+  EXPECT_THROW(placed.set_placement(foreign), std::invalid_argument);
+  EXPECT_EQ(placed.placement(), split) << "a refused placement changes nothing";
+  Model other = load("mlp");
+  EXPECT_THROW(PlacedModule(m.module, other.graph, cpus(2)), CaptureError);
+}
+
+}  // namespace
+}  // namespace placement
