@@ -10,7 +10,14 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/jit/serialization/import.h>
+#include <torch/optim/sgd.h>
+
 #include "placement/capture.h"
+#include "placement/profiler.h"
 #include "placement/serialization.h"
 
 namespace {
@@ -50,16 +57,50 @@ int main(int argc, char** argv) {
   std::string model, output, dtype = "float32";
   std::vector<std::string> inputs;
   bool list = false;
+  std::string profile_on;
+  int profile_steps = 5;
   app.add_option("MODEL", model, "TorchScript file (torch.jit.save)")->required()->check(CLI::ExistingFile);
   app.add_option("--input", inputs, "shape of each forward() input, e.g. 1x3x224x224")->required();
   app.add_option("--dtype", dtype, "input dtype: float32, float64, int64 (token ids), int32")->capture_default_str();
   app.add_option("-o,--output", output, "write the graph here (JSON); default: a summary only");
   app.add_flag("--list", list, "print every op: id, name, kind, output shape, parameter bytes");
+  app.add_option("--profile", profile_on, "measure each op during real training steps on this device (cpu)");
+  app.add_option("--profile-steps", profile_steps, "measured steps (after 2 warm-up steps)")->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
   try {
     std::vector<std::vector<int64_t>> shapes;
     for (const auto& s : inputs) shapes.push_back(parse_shape(s));
-    const placement::OpGraph graph = placement::capture_file(model, shapes, dtype);
+    placement::OpGraph graph = placement::capture_file(model, shapes, dtype);
+    if (!profile_on.empty()) {
+      // Training steps with a mean-square loss over the first output and SGD: what is timed is
+      // the model's own forward, backward and update.
+      const placement::Device device = placement::parse_device_name(profile_on);
+      if (device.kind != placement::DeviceKind::kCpu)
+        throw std::invalid_argument("--profile " + profile_on + ": only cpu profiling is available in this version");
+      const uint64_t memory = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+      torch::jit::Module module = torch::jit::load(model);
+      std::vector<c10::IValue> args;
+      for (const at::Tensor& t : placement::example_inputs(shapes, dtype)) args.emplace_back(t);
+      placement::PlacedModule placed(module, graph, placement::DeviceSet::uniform({{device.kind, device.index, memory, 1.0}}, 1e9, 0));
+      torch::optim::SGD sgd(placed.parameters(), torch::optim::SGDOptions(1e-4));
+      const auto profiles = placement::profile_steps(
+          placed, [&] { placed.forward(args).at(0).toTensor().to(at::kFloat).pow(2).mean().backward(); },
+          [&] {
+            sgd.step();
+            sgd.zero_grad();
+          },
+          {2, profile_steps});
+      placement::record_profiles(graph, placed, profiles);
+      double forward = 0, backward = 0, update = 0;
+      for (const auto& p : profiles) {
+        forward += p.forward_s;
+        backward += p.backward_s;
+        update += p.update_s;
+      }
+      std::printf("profile on %s (median of %d steps): forward %.2f ms, backward %.2f ms, update %.2f ms\n",
+                  profile_on.c_str(), profile_steps, forward * 1e3, backward * 1e3, update * 1e3);
+    }
     uint64_t params = 0, activations = 0;
     std::map<std::string, int> kinds;
     for (const auto& op : graph.ops) {

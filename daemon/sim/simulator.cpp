@@ -120,6 +120,15 @@ SimulationResult Simulator::simulate(const Placement& placement) const {
   std::vector<Cost> costs(n);
   for (size_t u = 0; u < n; ++u) costs[u] = cost(static_cast<int>(u), dev[u]);
 
+  // Execution resources: each GPU is its own; CPU devices may share the host.
+  std::vector<size_t> resource(D);
+  for (size_t d = 0, host = D; d < D; ++d) {
+    resource[d] = d;
+    if (options_.cpu_devices_share_host && devices_.devices[d].kind == DeviceKind::kCpu) {
+      if (host == D) host = d;
+      resource[d] = host;
+    }
+  }
   std::vector<double> device_free(D, 0.0), link_free(D * D, 0.0);
   // When a tensor reaches a device over a link; it is sent once per (producer, destination).
   std::vector<double> arrival(n * D, -1.0);
@@ -147,8 +156,9 @@ SimulationResult Simulator::simulate(const Placement& placement) const {
       if (when < 0) when = transfer(dev[e.src], dev[v], forward_end[e.src], e.bytes);
       ready = std::max(ready, when);
     }
-    const double start = std::max(ready, device_free[dev[v]]);
-    forward_end[v] = device_free[dev[v]] = start + costs[v].forward;
+    double& free = device_free[resource[dev[v]]];
+    const double start = std::max(ready, free);
+    forward_end[v] = free = start + costs[v].forward;
     result.busy_s[dev[v]] += costs[v].forward;
     forward_done = std::max(forward_done, forward_end[v]);
   }
@@ -166,8 +176,9 @@ SimulationResult Simulator::simulate(const Placement& placement) const {
       const auto& e = graph_.edges[out_edges_[i]];
       ready = std::max(ready, dev[e.dst] == dev[u] ? backward_end[e.dst] : transfer(dev[e.dst], dev[u], backward_end[e.dst], e.bytes));
     }
-    const double start = std::max(ready, device_free[dev[u]]);
-    backward_end[u] = device_free[dev[u]] = start + costs[u].backward;
+    double& free = device_free[resource[dev[u]]];
+    const double start = std::max(ready, free);
+    backward_end[u] = free = start + costs[u].backward;
     result.busy_s[dev[u]] += costs[u].backward;
     backward_done = std::max(backward_done, backward_end[u]);
   }
@@ -175,7 +186,7 @@ SimulationResult Simulator::simulate(const Placement& placement) const {
 
   // optimizer.step() runs after loss.backward() returns; devices update their own parameters.
   std::vector<double> update(D, 0.0);
-  for (size_t u = 0; u < n; ++u) update[dev[u]] += std::max(costs[u].update, 0.0);
+  for (size_t u = 0; u < n; ++u) update[resource[dev[u]]] += std::max(costs[u].update, 0.0);
   double step = backward_done;
   for (size_t d = 0; d < D; ++d) {
     result.busy_s[d] += update[d];

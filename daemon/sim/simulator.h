@@ -18,6 +18,9 @@ struct SimulatorOptions {
   double optimizer_state_factor = 2.0;
   /// Fraction of each device's memory kept free ([devices].memory_headroom_fraction).
   double memory_headroom_fraction = 0.0;
+  /// CPU devices are one host: their ops run one at a time, never in parallel with each other
+  /// (logical CPU devices "cpu:0", "cpu:1" stand in for GPUs in tests, but share the cores).
+  bool cpu_devices_share_host = true;
 };
 
 /// Memory a placement needs on one device, by what it is for.
@@ -43,7 +46,8 @@ struct SimulationResult {
   size_t transfers = 0;
 };
 
-/// Model (documented in docs/simulator.md): each device runs its ops one at a time in the graph's
+/// Model (documented in docs/simulator.md): each device (all CPU devices together, by default)
+/// runs its ops one at a time in the graph's
 /// topological order, devices in parallel; an op starts when its device is free and its inputs have
 /// arrived; a tensor crosses a link once per destination device, links carry one transfer at a time
 /// (latency + bytes / bandwidth). Backward runs in reverse order after the forward pass, gradients

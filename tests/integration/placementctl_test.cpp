@@ -105,14 +105,14 @@ namespace {
 TEST(Placementctl, SimulateReportsStepTimeMemoryAndTheBound) {
   DaemonProcess paths;  // only for its temp dir
   OpGraph g = two_chains(3);
-  for (auto& op : g.ops) op.profile["cpu"] = {0.001, 0.002, 0.0, 4096};
+  for (auto& op : g.ops) op.profile["cuda"] = {0.001, 0.002, 0.0, 4096};
   write_json_file(paths.dir + "/g.json", to_json(g));
   std::ofstream(paths.dir + "/topo.toml") << "[defaults]\nbandwidth_gbs = 10\n"
-                                             "[[device]]\nname = \"cpu:0\"\nmemory_gib = 1\n"
-                                             "[[device]]\nname = \"cpu:1\"\nmemory_gib = 1\n";
+                                             "[[device]]\nname = \"cuda:0\"\nmemory_gib = 1\n"
+                                             "[[device]]\nname = \"cuda:1\"\nmemory_gib = 1\n";
   Placement split = Placement::single(g, 0);
   for (int i = 3; i < 6; ++i) split.device_of_op[i] = 1;
-  const DeviceSet d = devices(2);
+  const DeviceSet d = devices(2, DeviceKind::kCuda);
   write_json_file(paths.dir + "/p.json", to_json(split, d));
   const CommandResult r = run_command({placementctl_bin(), "--json", "simulate", "--graph", paths.dir + "/g.json",
                                        "--devices", paths.dir + "/topo.toml", "--placement", paths.dir + "/p.json"});
@@ -128,10 +128,10 @@ TEST(Placementctl, SimulateReportsStepTimeMemoryAndTheBound) {
   const CommandResult all = run_command({placementctl_bin(), "simulate", "--graph", paths.dir + "/g.json", "--devices",
                                          paths.dir + "/topo.toml"});
   ASSERT_EQ(all.exit_code, 0) << all.err;
-  EXPECT_NE(all.out.find("all on cpu:0"), std::string::npos) << all.out;
-  EXPECT_NE(all.out.find("all on cpu:1"), std::string::npos);
+  EXPECT_NE(all.out.find("all on cuda:0"), std::string::npos) << all.out;
+  EXPECT_NE(all.out.find("all on cuda:1"), std::string::npos);
 
-  std::ofstream(paths.dir + "/bad.toml") << "[[device]]\nname = \"cpu:0\"\n";
+  std::ofstream(paths.dir + "/bad.toml") << "[[device]]\nname = \"cpu:0\"\n";  // no memory
   const CommandResult bad = run_command({placementctl_bin(), "simulate", "--graph", paths.dir + "/g.json", "--devices",
                                          paths.dir + "/bad.toml"});
   EXPECT_EQ(bad.exit_code, 1);

@@ -22,6 +22,15 @@ struct IValue;
 
 namespace placement {
 
+/// Sees every op of PlacedModule::forward (the profiler uses it). Called on the forward thread.
+class OpObserver {
+ public:
+  virtual ~OpObserver();
+  virtual void before(int op) = 0;
+  /// `outputs` are the op's results, on the op's device.
+  virtual void after(int op, const std::vector<c10::IValue>& outputs) = 0;
+};
+
 /// A TorchScript module executed op by op with every op on its placed device: each op's tensor
 /// inputs are moved to its device (recorded by autograd, so loss.backward() crosses devices as
 /// usual), factory ops create their tensors there, and each parameter lives on the device of its
@@ -54,6 +63,9 @@ class PlacedModule {
 
   /// The module's parameters (requires_grad), for the optimizer.
   std::vector<at::Tensor> parameters() const;
+
+  /// Routes the next forward passes through `observer` (nullptr: none). Not owned.
+  void set_observer(OpObserver* observer);
 
  private:
   struct Impl;

@@ -32,6 +32,7 @@ struct PlacedModule::Impl {
   OpGraph graph;
   DeviceSet devices;
   Placement placement;
+  OpObserver* observer = nullptr;
   std::vector<c10::Device> device_of;  // physical device per DeviceSet index
   std::unordered_map<const Node*, int> op_of_node;
   /// The logical device a value lives on (op outputs, parameters); absent: unknown (graph inputs,
@@ -126,8 +127,20 @@ std::vector<c10::IValue> PlacedModule::forward(const std::vector<c10::IValue>& i
       }
     }
   };
-  return s.program.run(inputs, before);
+  if (!s.observer) return s.program.run(inputs, before);
+  auto observed_before = [&s, &before](const Node* node, std::vector<c10::IValue>& stack) {
+    before(node, stack);
+    if (auto op = s.op_of_node.find(node); op != s.op_of_node.end()) s.observer->before(op->second);
+  };
+  auto observed_after = [&s](const Node* node, std::vector<c10::IValue>& stack) {
+    if (auto op = s.op_of_node.find(node); op != s.op_of_node.end()) s.observer->after(op->second, stack);
+  };
+  return s.program.run(inputs, observed_before, observed_after);
 }
+
+void PlacedModule::set_observer(OpObserver* observer) { impl_->observer = observer; }
+
+OpObserver::~OpObserver() = default;
 
 std::vector<at::Tensor> PlacedModule::parameters() const {
   std::vector<at::Tensor> out;

@@ -41,7 +41,7 @@ TEST(Simulator, ChainOnOneDeviceIsTheSumOfItsOps) {
 TEST(Simulator, SplitChainPaysTheLinkBothWays) {
   // op0 on d0, op1 on d1: forward 1 + 1 (send) + 1; backward 2 (op1) + 1 (gradient back) + 2 (op0);
   // each device then updates its own op in parallel: + 0.5.
-  const Simulator sim(profiled(placement::testing::chain(2, 1000000000)), slow_links(2));
+  const Simulator sim(profiled(placement::testing::chain(2, 1000000000)), slow_links(2), {2.0, 0.0, false});
   const auto r = sim.simulate(Placement{{0, 1}});
   EXPECT_DOUBLE_EQ(r.forward_s, 3.0);
   EXPECT_DOUBLE_EQ(r.backward_s, 8.0);
@@ -51,9 +51,10 @@ TEST(Simulator, SplitChainPaysTheLinkBothWays) {
 }
 
 TEST(Simulator, IndependentChainsRunInParallel) {
-  // Two chains of 4 joined at the end; tiny tensors so links cost nothing noticeable.
+  // Two chains of 4 joined at the end; tiny tensors so links cost nothing noticeable. The two
+  // devices must be really separate (GPUs, or CPUs not modelled as one host).
   OpGraph g = profiled(placement::testing::two_chains(4), 0.0);
-  const Simulator sim(g, slow_links(2));
+  const Simulator sim(g, slow_links(2), {2.0, 0.0, false});
   Placement one = Placement::single(g, 0);
   Placement split = one;
   for (int i = 4; i < 8; ++i) split.device_of_op[i] = 1;
@@ -62,6 +63,14 @@ TEST(Simulator, IndependentChainsRunInParallel) {
   EXPECT_DOUBLE_EQ(serial, 9 * 3.0);
   EXPECT_NEAR(parallel, 5 * 3.0, 1e-3);  // 4 ops per chain in parallel + the join
   EXPECT_LT(parallel, serial);
+}
+
+TEST(Simulator, CpuDevicesShareTheHostByDefault) {
+  OpGraph g = profiled(placement::testing::two_chains(4), 0.0);
+  const Simulator sim(g, slow_links(2));
+  Placement split = Placement::single(g, 0);
+  for (int i = 4; i < 8; ++i) split.device_of_op[i] = 1;
+  EXPECT_NEAR(sim.simulate(split).step_time_s, 9 * 3.0, 1e-3) << "no parallelism between logical CPU devices";
 }
 
 TEST(Simulator, SpeedScalesTimes) {
@@ -81,10 +90,10 @@ TEST(Simulator, OutOfMemoryNamesTheDeviceAndTheBytes) {
   EXPECT_NE(r.invalid_reason.find("has 3.00 GiB"), std::string::npos);
   EXPECT_EQ(r.memory[0].parameters, 4ull << 30);
   // Plain SGD keeps no state: 2 GiB fits.
-  const Simulator sgd(g, slow_links(2, 3ull << 30), {0.0, 0.0});
+  const Simulator sgd(g, slow_links(2, 3ull << 30), {0.0, 0.0, true});
   EXPECT_TRUE(sgd.check_memory(Placement{{0, 1}}).valid);
   // Headroom counts against capacity.
-  const Simulator tight(g, slow_links(2, 3ull << 30), {0.0, 0.5});
+  const Simulator tight(g, slow_links(2, 3ull << 30), {0.0, 0.5, true});
   EXPECT_FALSE(tight.check_memory(Placement{{0, 1}}).valid);
 }
 
@@ -111,7 +120,7 @@ TEST(Simulator, MissingProfileIsNamed) {
 
 TEST(Simulator, NoPlacementBeatsTheLowerBound) {
   OpGraph g = profiled(placement::testing::two_chains(6));
-  const Simulator sim(g, slow_links(3));
+  const Simulator sim(g, slow_links(3), {2.0, 0.0, false});
   const double bound = sim.lower_bound_s();
   EXPECT_DOUBLE_EQ(bound, std::max(7 * 3.0, (13 * 3.5) / 3));
   std::mt19937_64 rng(3);

@@ -1,0 +1,176 @@
+#include "placement/profiler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <unordered_set>
+
+#include <ATen/SequenceNumber.h>
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/cuda.h>
+
+namespace placement {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+// Accumulates one step's times per op; backward hooks may run on autograd's device threads.
+class Recorder : public OpObserver {
+ public:
+  Recorder(size_t ops, const PlacedModule& module) : forward_(ops, 0.0), backward_(ops, 0.0), module_(module) {}
+
+  void before(int op) override {
+    sync(op);
+    sequence_start_ = at::sequence_number::peek();
+    start_ = Clock::now();
+  }
+
+  void after(int op, const std::vector<c10::IValue>& outputs) override {
+    sync(op);
+    forward_[op] += seconds_since(start_);
+    const uint64_t sequence_end = at::sequence_number::peek();
+    if (activation_bytes_.size() < forward_.size()) activation_bytes_.assign(forward_.size(), 0);
+    uint64_t kept = 0;
+    for (const c10::IValue& v : outputs) {
+      if (!v.isTensor()) continue;
+      const at::Tensor& t = v.toTensor();
+      if (t.requires_grad()) kept += static_cast<uint64_t>(t.numel()) * t.element_size();
+      if (t.grad_fn()) hook(t.grad_fn(), op, sequence_end);
+    }
+    activation_bytes_[op] = kept;
+  }
+
+  // Times every autograd node this op created: those reachable from its outputs whose sequence
+  // number was handed out while the op ran.
+  void hook(const std::shared_ptr<torch::autograd::Node>& root, int op, uint64_t sequence_end) {
+    std::vector<torch::autograd::Node*> work{root.get()};
+    while (!work.empty()) {
+      torch::autograd::Node* node = work.back();
+      work.pop_back();
+      if (!node || node->sequence_nr() < sequence_start_ || node->sequence_nr() >= sequence_end) continue;
+      if (!hooked_.insert(node).second) continue;
+      auto started = std::make_shared<Clock::time_point>();
+      node->add_pre_hook(std::make_unique<PreHook>(started));
+      node->add_post_hook(std::make_unique<PostHook>(started, this, op));
+      for (const auto& edge : node->next_edges()) work.push_back(edge.function.get());
+    }
+  }
+
+  void add_backward(int op, double seconds) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    backward_[op] += seconds;
+  }
+
+  /// Ends a step: returns its per-op times and clears the accumulators.
+  void take(std::vector<double>& forward, std::vector<double>& backward) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    forward.swap(forward_);
+    backward.swap(backward_);
+    forward_.assign(forward.size(), 0.0);
+    backward_.assign(backward.size(), 0.0);
+    hooked_.clear();
+  }
+
+  const std::vector<uint64_t>& activation_bytes() const { return activation_bytes_; }
+
+ private:
+  struct PreHook : torch::autograd::FunctionPreHook {
+    explicit PreHook(std::shared_ptr<Clock::time_point> s) : started(std::move(s)) {}
+    torch::autograd::variable_list operator()(const torch::autograd::variable_list& grads) override {
+      *started = Clock::now();
+      return grads;
+    }
+    std::shared_ptr<Clock::time_point> started;
+  };
+  struct PostHook : torch::autograd::FunctionPostHook {
+    PostHook(std::shared_ptr<Clock::time_point> s, Recorder* r, int o) : started(std::move(s)), recorder(r), op(o) {}
+    torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                              const torch::autograd::variable_list&) override {
+      recorder->add_backward(op, seconds_since(*started));
+      return outputs;
+    }
+    std::shared_ptr<Clock::time_point> started;
+    Recorder* recorder;
+    int op;
+  };
+
+  // GPU work is asynchronous: wait for it so the op's time is its own.
+  void sync(int op) {
+    const Device& d = module_.devices().devices[module_.placement().device_of_op[op]];
+    if (d.kind == DeviceKind::kCuda) torch::cuda::synchronize(d.index);
+  }
+
+  std::vector<double> forward_, backward_;
+  std::vector<uint64_t> activation_bytes_;
+  const PlacedModule& module_;
+  std::unordered_set<const torch::autograd::Node*> hooked_;
+  std::mutex mutex_;
+  uint64_t sequence_start_ = 0;
+  Clock::time_point start_;
+};
+
+}  // namespace
+
+std::vector<OpProfile> profile_steps(PlacedModule& module, const std::function<void()>& forward_backward,
+                                     const std::function<void()>& update, const ProfileOptions& options) {
+  const size_t n = module.graph().ops.size();
+  for (int i = 0; i < options.warmup_steps; ++i) {
+    forward_backward();
+    update();
+  }
+  Recorder recorder(n, module);
+  module.set_observer(&recorder);
+  std::vector<std::vector<double>> forward(n), backward(n);
+  std::vector<double> updates;
+  try {
+    for (int step = 0; step < options.steps; ++step) {
+      forward_backward();
+      std::vector<double> f, b;
+      recorder.take(f, b);
+      for (size_t i = 0; i < n; ++i) {
+        forward[i].push_back(f[i]);
+        backward[i].push_back(b[i]);
+      }
+      const auto start = Clock::now();
+      update();
+      updates.push_back(seconds_since(start));
+    }
+  } catch (...) {
+    module.set_observer(nullptr);
+    throw;
+  }
+  module.set_observer(nullptr);
+
+  uint64_t total_parameter_bytes = 0;
+  for (const auto& op : module.graph().ops) total_parameter_bytes += op.parameter_bytes;
+  const double update_s = median(updates);
+  std::vector<OpProfile> profiles(n);
+  for (size_t i = 0; i < n; ++i) {
+    profiles[i].forward_s = median(forward[i]);
+    profiles[i].backward_s = median(backward[i]);
+    profiles[i].update_s = total_parameter_bytes == 0 ? 0.0
+        : update_s * static_cast<double>(module.graph().ops[i].parameter_bytes) / static_cast<double>(total_parameter_bytes);
+    profiles[i].activation_bytes = i < recorder.activation_bytes().size() ? recorder.activation_bytes()[i] : 0;
+  }
+  return profiles;
+}
+
+void record_profiles(OpGraph& graph, const PlacedModule& module, const std::vector<OpProfile>& profiles) {
+  for (size_t i = 0; i < graph.ops.size() && i < profiles.size(); ++i) {
+    const Device& d = module.devices().devices[module.placement().device_of_op[i]];
+    graph.ops[i].profile[to_string(d.kind)] = profiles[i];
+  }
+}
+
+}  // namespace placement
