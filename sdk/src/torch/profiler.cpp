@@ -30,15 +30,22 @@ class Recorder : public OpObserver {
  public:
   Recorder(size_t ops, const PlacedModule& module) : forward_(ops, 0.0), backward_(ops, 0.0), module_(module) {}
 
+  // Each op is charged from the end of the previous op to its own end, so the interpreter's work
+  // in between (plumbing, dispatch) is counted and the ops' times add up to the real step.
   void before(int op) override {
     sync(op);
     sequence_start_ = at::sequence_number::peek();
-    start_ = Clock::now();
+    if (!forward_started_) {
+      last_forward_end_ = Clock::now();
+      forward_started_ = true;
+    }
   }
 
   void after(int op, const std::vector<c10::IValue>& outputs) override {
     sync(op);
-    forward_[op] += seconds_since(start_);
+    const auto now = Clock::now();
+    forward_[op] += std::chrono::duration<double>(now - last_forward_end_).count();
+    last_forward_end_ = now;
     const uint64_t sequence_end = at::sequence_number::peek();
     if (activation_bytes_.size() < forward_.size()) activation_bytes_.assign(forward_.size(), 0);
     uint64_t kept = 0;
@@ -67,9 +74,15 @@ class Recorder : public OpObserver {
     }
   }
 
-  void add_backward(int op, double seconds) {
+  // Backward nodes run one after another on CPU: charge each from the end of the previous timed
+  // node (covering untimed ones in between, such as gradient accumulation) or from its own start.
+  void add_backward(int op, Clock::time_point started) {
     std::lock_guard<std::mutex> lock(mutex_);
-    backward_[op] += seconds;
+    const auto now = Clock::now();
+    const auto from = backward_started_ && last_backward_end_ < started ? last_backward_end_ : started;
+    backward_[op] += std::chrono::duration<double>(now - from).count();
+    last_backward_end_ = now;
+    backward_started_ = true;
   }
 
   /// Ends a step: returns its per-op times and clears the accumulators.
@@ -80,6 +93,7 @@ class Recorder : public OpObserver {
     forward_.assign(forward.size(), 0.0);
     backward_.assign(backward.size(), 0.0);
     hooked_.clear();
+    forward_started_ = backward_started_ = false;
   }
 
   const std::vector<uint64_t>& activation_bytes() const { return activation_bytes_; }
@@ -97,7 +111,7 @@ class Recorder : public OpObserver {
     PostHook(std::shared_ptr<Clock::time_point> s, Recorder* r, int o) : started(std::move(s)), recorder(r), op(o) {}
     torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
                                               const torch::autograd::variable_list&) override {
-      recorder->add_backward(op, seconds_since(*started));
+      recorder->add_backward(op, *started);
       return outputs;
     }
     std::shared_ptr<Clock::time_point> started;
@@ -117,7 +131,8 @@ class Recorder : public OpObserver {
   std::unordered_set<const torch::autograd::Node*> hooked_;
   std::mutex mutex_;
   uint64_t sequence_start_ = 0;
-  Clock::time_point start_;
+  bool forward_started_ = false, backward_started_ = false;
+  Clock::time_point last_forward_end_, last_backward_end_;
 };
 
 }  // namespace
