@@ -8,6 +8,10 @@
 #include <fstream>
 #include <sstream>
 
+#ifdef PLACEMENT_HAVE_ZLIB
+#include <zlib.h>
+#endif
+
 #include <nlohmann/json.hpp>
 
 #include "json_reader.h"
@@ -231,10 +235,59 @@ Placement placement_from_json(const json& doc, const OpGraph& graph, const Devic
   return p;
 }
 
+namespace {
+
+bool gzipped(const std::string& path) { return path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0; }
+
+std::string read_gzip(const std::string& path) {
+#ifdef PLACEMENT_HAVE_ZLIB
+  gzFile f = ::gzopen(path.c_str(), "rb");
+  if (!f) throw FormatError(path + ": cannot open: " + std::strerror(errno));
+  std::string text;
+  char buf[1 << 16];
+  int n;
+  while ((n = ::gzread(f, buf, sizeof(buf))) > 0) text.append(buf, static_cast<size_t>(n));
+  int err = 0;
+  const char* message = ::gzerror(f, &err);
+  const std::string problem = n < 0 ? std::string(message) : std::string();
+  ::gzclose(f);
+  if (n < 0) throw FormatError(path + ": not a valid gzip file: " + problem);
+  return text;
+#else
+  throw FormatError(path + ": this build has no gzip support (zlib was not found)");
+#endif
+}
+
+std::string gzip(const std::string& path, const std::string& text) {
+#ifdef PLACEMENT_HAVE_ZLIB
+  uLongf size = ::compressBound(static_cast<uLong>(text.size())) + 64;
+  std::string out(size, '\0');
+  z_stream z{};
+  // windowBits 15 + 16: a gzip wrapper, so `zcat` reads the files too.
+  if (::deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    throw std::runtime_error(path + ": cannot start compression");
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  z.avail_in = static_cast<uInt>(text.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  const int rc = ::deflate(&z, Z_FINISH);
+  ::deflateEnd(&z);
+  if (rc != Z_STREAM_END) throw std::runtime_error(path + ": compression failed");
+  out.resize(z.total_out);
+  return out;
+#else
+  (void)text;
+  throw std::runtime_error(path + ": this build has no gzip support (zlib was not found)");
+#endif
+}
+
+}  // namespace
+
 json read_json_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw FormatError(path + ": cannot open: " + std::strerror(errno));
   try {
+    if (gzipped(path)) return json::parse(read_gzip(path));
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw FormatError(path + ": cannot open: " + std::strerror(errno));
     return json::parse(in);
   } catch (const json::parse_error& e) {
     throw FormatError(path + ": not valid JSON: " + e.what());
@@ -242,7 +295,7 @@ json read_json_file(const std::string& path) {
 }
 
 void write_json_file(const std::string& path, const json& doc, int indent) {
-  const std::string text = doc.dump(indent) + "\n";
+  const std::string text = gzipped(path) ? gzip(path, doc.dump(indent) + "\n") : doc.dump(indent) + "\n";
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw std::runtime_error(tmp + ": cannot create: " + std::strerror(errno));

@@ -8,13 +8,7 @@
 #include <vector>
 
 #include "placement/graph.h"
-
-namespace torch::jit {
-struct Module;
-}  // namespace torch::jit
-namespace at {
-class Tensor;
-}  // namespace at
+#include "placement/torch_fwd.h"
 
 namespace placement {
 

@@ -9,16 +9,8 @@
 #include "placement/devices.h"
 #include "placement/graph.h"
 #include "placement/placement.h"
+#include "placement/torch_fwd.h"
 
-namespace torch::jit {
-struct Module;
-}  // namespace torch::jit
-namespace at {
-class Tensor;
-}  // namespace at
-namespace c10 {
-struct IValue;
-}  // namespace c10
 
 namespace placement {
 

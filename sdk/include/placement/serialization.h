@@ -37,9 +37,10 @@ Measurement measurement_from_json(const nlohmann::json& doc);
 Placement placement_from_json(const nlohmann::json& doc, const OpGraph& graph,
                               const DeviceSet& devices);
 
-/// Reads a JSON file (".json", or gzip-free plain text only); errors are prefixed with the path.
+/// Reads a JSON file, gzip-compressed if the name ends in ".gz"; errors are prefixed with the path.
 nlohmann::json read_json_file(const std::string& path);
-/// Writes atomically: a temporary file in the same directory, fsync, then rename over `path`.
+/// Writes atomically: a temporary file in the same directory, fsync, then rename over `path`;
+/// gzip-compressed if the name ends in ".gz".
 void write_json_file(const std::string& path, const nlohmann::json& doc, int indent = 1);
 
 OpGraph load_graph_file(const std::string& path);

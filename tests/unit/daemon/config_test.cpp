@@ -3,19 +3,13 @@
 #include <toml++/toml.h>
 
 #include "config.h"
+#include "config_errors.h"
 
 namespace placementd {
 namespace {
 
 std::vector<std::string> errors_of(const std::string& text) {
-  try {
-    parse_config(text, "t.toml", "/plugins");
-  } catch (const ConfigInvalid& e) {
-    std::vector<std::string> out;
-    for (const auto& err : e.errors()) out.push_back(err.str());
-    return out;
-  }
-  return {};
+  return testing::config_errors([&] { parse_config(text, "t.toml", "/plugins"); });
 }
 
 TEST(Config, EmptyFileGivesDefaults) {

@@ -84,6 +84,17 @@ TEST(Serialization, PlacementWithAForeignDeviceIsRejected) {
             std::string::npos);
 }
 
+TEST(Serialization, GzipFilesRoundTrip) {
+  const std::string path = std::filesystem::temp_directory_path() / ("g." + std::to_string(::getpid()) + ".json.gz");
+  const OpGraph g = testing::two_chains(50);
+  write_json_file(path, to_json(g));
+  EXPECT_EQ(load_graph_file(path), g);
+  EXPECT_LT(std::filesystem::file_size(path), to_json(g).dump(1).size() / 4) << "compressed";
+  std::ofstream(path) << "not gzip at all";
+  EXPECT_THROW(load_graph_file(path), FormatError);
+  std::filesystem::remove(path);
+}
+
 TEST(Serialization, FilesAreWrittenAtomicallyAndErrorsNameTheFile) {
   const std::string dir = std::filesystem::temp_directory_path() / ("ser." + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

@@ -2,6 +2,9 @@
 
 #include <random>
 
+#include <filesystem>
+
+#include "placement/serialization.h"
 #include "sim/simulator.h"
 #include "test_graphs.h"
 
@@ -129,6 +132,28 @@ TEST(Simulator, NoPlacementBeatsTheLowerBound) {
     for (size_t u = 0; u < g.ops.size(); ++u) p.device_of_op.push_back(static_cast<int>(rng() % 3));
     EXPECT_GE(sim.simulate(p).step_time_s + 1e-9, bound);
   }
+}
+
+}  // namespace
+}  // namespace placementd::sim
+
+namespace placementd::sim {
+namespace {
+
+// The profiled graphs shipped in tests/data/graphs stay loadable, fully profiled and simulatable.
+TEST(ShippedGraphs, LoadAndSimulateOnTheHost) {
+  int seen = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(GRAPH_DIR)) {
+    const placement::OpGraph g = placement::load_graph_file(entry.path().string());
+    for (const auto& op : g.ops) ASSERT_EQ(op.profile.count("cpu"), 1u) << entry.path() << ": " << op.name;
+    const Simulator sim(g, placement::testing::devices(1, DeviceKind::kCpu, 1ull << 40));
+    const auto r = sim.simulate(Placement::single(g, 0));
+    double total = 0;
+    for (const auto& op : g.ops) total += op.profile.at("cpu").forward_s + op.profile.at("cpu").backward_s + op.profile.at("cpu").update_s;
+    EXPECT_NEAR(r.step_time_s, total, 1e-9 * total) << entry.path() << ": one device runs everything in sequence";
+    ++seen;
+  }
+  EXPECT_GE(seen, 6);
 }
 
 }  // namespace

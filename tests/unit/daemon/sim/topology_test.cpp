@@ -1,20 +1,13 @@
 #include <gtest/gtest.h>
 
 #include "sim/topology.h"
-#include "source_pos.h"
+#include "config_errors.h"
 
 namespace placementd::sim {
 namespace {
 
 std::vector<std::string> errors_of(const std::string& text) {
-  try {
-    parse_topology(text, "t.toml");
-  } catch (const ConfigInvalid& e) {
-    std::vector<std::string> out;
-    for (const auto& err : e.errors()) out.push_back(err.str());
-    return out;
-  }
-  return {};
+  return placementd::testing::config_errors([&] { parse_topology(text, "t.toml"); });
 }
 
 TEST(Topology, ShippedFilesLoad) {
