@@ -18,6 +18,7 @@ grep -q "^ExecStart=$configured_prefix/bin/placementd --config $configured_prefi
   "$prefix/lib/systemd/system/placementd.service" || { echo "ExecStart does not name the configured prefix"; exit 1; }
 out=$("$prefix/bin/placementd" --check-config "$prefix/etc/placementd/placementd.toml")
 echo "$out"
-[[ "$out" == *"OK (3 plugins)"* ]] || { echo "installed daemon did not find its plugins"; exit 1; }
+built=$(find "$build/lib/placementd/plugins" -name '*.so' | wc -l)
+[[ "$out" == *"OK ($built plugins)"* ]] || { echo "installed daemon did not find its $built plugins"; exit 1; }
 mv "$prefix" "$prefix.moved" && trap 'rm -rf "$prefix.moved"' EXIT
 "$prefix.moved/bin/placementctl" config check "$prefix.moved/etc/placementd/placementd.toml"

@@ -80,7 +80,7 @@ TEST(Reload, BrokenPluginLibrariesAreSkippedWithOneLineEach) {
   EXPECT_NE(log.find("skipping plugin " + (extra / "single_device_dup.so").string() + ": duplicate placer name"),
             std::string::npos) << log;
   const json plugins = daemon.client().request(MessageType::kListPlugins, json::object(), MessageType::kPluginList);
-  EXPECT_EQ(plugins["plugins"].size(), 3u);
+  EXPECT_EQ(plugins["plugins"].size(), built_plugin_count());
   EXPECT_EQ(plugins["skipped"].size(), 3u);
 
   // A plugin added later is picked up by a reload; the skipped ones are reported again.

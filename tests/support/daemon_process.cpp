@@ -86,6 +86,13 @@ std::string test_plugin_dir() { return TEST_PLUGIN_DIR; }
 std::string hold_job_bin() { return HOLD_JOB_BIN; }
 std::string example_graph() { return EXAMPLE_GRAPH; }
 
+size_t built_plugin_count() {
+  size_t n = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(plugin_dir()))
+    n += entry.path().extension() == ".so" ? 1 : 0;
+  return n;
+}
+
 CommandResult run_command(const std::vector<std::string>& argv) {
   const std::string dir = make_temp_dir();
   const std::string out = dir + "/out", err = dir + "/err";
