@@ -74,7 +74,9 @@ TEST(ConfigCheck, NamesUnknownPluginsAndBadHyperparametersWithPositions) {
   registry.scan(c.plugin_dirs);
   const auto errors = check_plugins(c, registry);
   ASSERT_EQ(errors.size(), 3u);
-  EXPECT_EQ(errors[0].str(), "t.toml:2:10: policy.placer: no placer plugin named 'magic' is loaded (loaded: single_device)");
+  EXPECT_EQ(errors[0].str().rfind("t.toml:2:10: policy.placer: no placer plugin named 'magic' is loaded (loaded: ", 0), 0u)
+      << errors[0].str();
+  EXPECT_NE(errors[0].str().find("single_device"), std::string::npos) << "the loaded placers are listed";
   EXPECT_EQ(errors[1].str(), "t.toml:4:17: params.algorithm.reinforce.learning_rate: expected float, got string \"fast\"");
   EXPECT_EQ(errors[2].str().rfind("t.toml:7:11: rules[0].grouper: no grouper plugin named 'nope' is loaded (loaded: colocation", 0), 0u)
       << errors[2].str();
