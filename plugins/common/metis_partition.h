@@ -1,0 +1,25 @@
+#pragma once
+// METIS k-way min-cut partitioning shared by the metis grouper and the metis placer.
+
+#include <cstdint>
+#include <vector>
+
+namespace placement::plugins {
+
+/// An undirected weighted graph for METIS: vertex weights (work) and edges with weights (bytes).
+struct WeightedGraph {
+  std::vector<double> vertex_weight;
+  struct Link {
+    int a, b;
+    double weight;
+  };
+  std::vector<Link> links;
+};
+
+/// Splits `graph` into at most `parts` parts minimising the weight of cut links while balancing
+/// vertex weight within `imbalance`; deterministic for a given `seed`. Returns the part of every
+/// vertex, numbered densely from 0 in order of first appearance (METIS may leave parts empty).
+/// Throws std::runtime_error if METIS fails.
+std::vector<int> metis_partition(const WeightedGraph& graph, int parts, double imbalance, int64_t seed);
+
+}  // namespace placement::plugins
