@@ -1,0 +1,30 @@
+#pragma once
+
+#include <vector>
+
+#include "placement/placer.h"
+
+namespace placement::plugins {
+
+/// Earliest-finish-time list scheduling with memory as a hard constraint, in the spirit of Baechi's
+/// m-ETF (Jeon et al., SoCC'20), at group granularity: groups are taken in the order their first
+/// op appears in a topological order of the graph, and each goes to the device on which it would
+/// finish earliest (its inputs' arrival over the links, the device's queue, its compute time there)
+/// among the devices that still have memory for it. Deterministic; no trainable policy.
+class ListSchedulingPlacer : public Placer {
+ public:
+  /// `optimizer_state_factor`: optimizer bytes per parameter byte (2 for Adam) in the memory need;
+  /// `headroom`: fraction of each device's memory kept free.
+  ListSchedulingPlacer(double optimizer_state_factor, double headroom)
+      : optimizer_state_factor_(optimizer_state_factor), headroom_(headroom) {}
+
+  void prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices) override;
+  std::vector<int> place(std::mt19937_64& /*rng*/) override { return device_of_group_; }
+
+ private:
+  double optimizer_state_factor_;
+  double headroom_;
+  std::vector<int> device_of_group_;
+};
+
+}  // namespace placement::plugins
