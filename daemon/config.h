@@ -82,6 +82,9 @@ struct Config {
   std::string state_dir;
   uint32_t max_frame_bytes = 64u << 20;
   int64_t max_connections = 1024;
+  /// Partial frames buffered over all connections together; past this a connection that sends
+  /// more is closed ("busy"), so many slow uploads cannot exhaust the daemon's memory.
+  int64_t max_buffered_bytes = int64_t{512} << 20;
   /// A frame begun must complete within this time, or the connection is closed.
   int64_t frame_timeout_ms = 10000;
   /// Threads computing groupings and placements, off the I/O thread.

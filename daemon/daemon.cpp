@@ -62,7 +62,7 @@ Daemon::Daemon(const DaemonOptions& options) : options_(options), signals_(io_) 
   service_->set_reload_hook([this] { return reload(); });
   server_ = std::make_unique<Server>(io_, *service_);
   server_->set_limits({config_->max_frame_bytes, config_->max_connections, config_->frame_timeout_ms, 64u << 20,
-                       config_->admin_group});
+                       config_->admin_group, static_cast<size_t>(config_->max_buffered_bytes)});
 }
 
 Daemon::~Daemon() = default;
@@ -135,7 +135,7 @@ std::vector<std::string> Daemon::reload() {
       config_ = next;
       service_->set_config(next);
       server_->set_limits({next->max_frame_bytes, next->max_connections, next->frame_timeout_ms, 64u << 20,
-                           next->admin_group});
+                           next->admin_group, static_cast<size_t>(next->max_buffered_bytes)});
       spdlog::info("reloaded {} ({} plugins)", next->path, registry_.plugins().size());
     }
   } catch (const std::exception& e) {

@@ -91,6 +91,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void close() {
     if (closed_) return;
     closed_ = true;
+    release_input(input_.size());
     boost::system::error_code ignored;
     timer_.cancel();
     socket_.shutdown(stream_protocol::socket::shutdown_both, ignored);
@@ -115,6 +116,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     spdlog::info("uid {} pid {}: {}: {}; closing", state_.peer.uid, state_.peer.pid, code, message);
     send(MessageType::kError, 0, placement::protocol::error_body(code, message, true), true);
     // Nothing more is read from a stream that cannot be trusted.
+    release_input(input_.size());
     input_.clear();
     stop_reading_ = true;
   }
@@ -131,7 +133,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
         return;
       }
       input_.insert(input_.end(), chunk_.begin(), chunk_.begin() + n);
+      server_.buffered_ += n;
       parse();
+      if (stop_reading_) return;
+      // All connections' partial frames together stay under the cap: the one that would push past
+      // it is told so and closed, the others are untouched.
+      if (server_.buffered_ > server_.limits().max_buffered_bytes) {
+        fail(error::kBusy, "placementd's input buffers are full (daemon.max_buffered_bytes); retry later");
+        return;
+      }
       if (stop_reading_) return;
       arm_timer();
       read();
@@ -160,7 +170,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     if (stop_reading_) return;
     input_.erase(input_.begin(), input_.begin() + offset);
+    release_input(offset);
   }
+
+  void release_input(size_t bytes) { server_.buffered_ -= std::min(bytes, server_.buffered_); }
 
   void frame(const placement::protocol::Header& header, const uint8_t* payload) {
     const auto type = static_cast<MessageType>(header.type);
@@ -274,7 +287,7 @@ void Server::accept() {
         // Best effort: tell the client why, without waiting for it.
         const auto frame = placement::protocol::encode_frame(
             MessageType::kError, 0,
-            placement::protocol::error_body("busy", "placementd has " + std::to_string(connections_.size()) + " connections, the configured maximum", true));
+            placement::protocol::error_body(error::kBusy, "placementd has " + std::to_string(connections_.size()) + " connections, the configured maximum", true));
         ::send(socket.native_handle(), frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
         spdlog::warn("refused a connection: {} connections open (daemon.max_connections)", connections_.size());
       } else {

@@ -22,6 +22,8 @@ struct ServerLimits {
   /// Replies queued for a client that does not read; past this the connection is closed.
   size_t max_queued_bytes = 64u << 20;
   std::string admin_group;
+  /// Partial frames buffered over all connections (daemon.max_buffered_bytes).
+  size_t max_buffered_bytes = 512u << 20;
 };
 
 /// All I/O runs on one io_context thread; policy work is posted elsewhere by the Service and its
@@ -43,6 +45,8 @@ class Server {
   void close_all();
 
   size_t connection_count() const { return connections_.size(); }
+  /// Bytes of partial frames held for all connections now.
+  size_t buffered_bytes() const { return buffered_; }
   Service& service() { return service_; }
 
  private:
@@ -55,6 +59,7 @@ class Server {
   boost::asio::local::stream_protocol::acceptor acceptor_;
   ServerLimits limits_;
   std::set<std::shared_ptr<Connection>> connections_;
+  size_t buffered_ = 0;
   bool accepting_ = false;
 };
 

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -176,6 +177,45 @@ TEST_F(ProtocolRobustness, ThousandsOfConnectDisconnects) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   FAIL() << "connections were not released";
+}
+
+// Partial frames of all connections share one cap: the connection that would pass it is refused
+// ("busy") and closed; the one already uploading finishes undisturbed.
+TEST(InputBufferCap, SlowUploadsCannotExhaustMemory) {
+  DaemonProcess daemon({"max_frame_bytes = 65536\nmax_buffered_bytes = 100000\n"});
+  daemon.start();
+  const auto head = protocol::encode_header({1, static_cast<uint16_t>(MessageType::kStatus), 60000, 7});
+  std::vector<uint8_t> partial(head.begin(), head.end());
+  partial.resize(partial.size() + 50000, 0x00);
+  RawConnection first(daemon.socket), second(daemon.socket);
+  first.hello();
+  second.hello();
+  first.send(partial);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  second.send(partial);
+  auto refused = second.read_frame();
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->second.value("code", ""), protocol::error::kBusy);
+  EXPECT_TRUE(second.closed_by_peer());
+  // The first upload completes (its payload is not CBOR, which is its own, non-fatal problem) and
+  // the connection goes on working.
+  first.send(std::vector<uint8_t>(10000, 0x00));
+  auto answer = first.read_frame();
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->second.value("code", ""), protocol::error::kBadPayload);
+  first.send_frame(MessageType::kStatus, nlohmann::json::object(), 8);
+  auto status = first.read_frame();
+  ASSERT_TRUE(status);
+  EXPECT_EQ(status->first.type, static_cast<uint16_t>(MessageType::kStatusReply));
+  // The refused connection's bytes were released: a new upload of the same size fits again.
+  RawConnection third(daemon.socket);
+  third.hello();
+  third.send(partial);
+  third.send(std::vector<uint8_t>(10000, 0x00));
+  auto third_answer = third.read_frame();
+  ASSERT_TRUE(third_answer);
+  EXPECT_EQ(third_answer->second.value("code", ""), protocol::error::kBadPayload);
+  EXPECT_EQ(daemon.stop(), 0);
 }
 
 }  // namespace

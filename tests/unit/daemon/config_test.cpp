@@ -33,6 +33,7 @@ TEST(Config, ShippedFileHoldsEveryKeyWithItsDefault) {
   EXPECT_EQ(shipped.state_dir, defaults.state_dir);
   EXPECT_EQ(shipped.max_frame_bytes, defaults.max_frame_bytes);
   EXPECT_EQ(shipped.max_connections, defaults.max_connections);
+  EXPECT_EQ(shipped.max_buffered_bytes, defaults.max_buffered_bytes);
   EXPECT_EQ(shipped.frame_timeout_ms, defaults.frame_timeout_ms);
   EXPECT_EQ(shipped.policy_threads, defaults.policy_threads);
   EXPECT_EQ(shipped.log_level, defaults.log_level);
@@ -54,7 +55,7 @@ TEST(Config, ShippedFileHoldsEveryKeyWithItsDefault) {
   const toml::table doc = toml::parse_file(SHIPPED_CONFIG);
   for (const char* key : {"daemon.socket", "daemon.socket_mode", "daemon.admin_group", "daemon.state_dir",
                           "daemon.max_frame_bytes", "daemon.max_connections", "daemon.frame_timeout_ms",
-                          "daemon.policy_threads", "logging.level", "devices.allow", "devices.memory_headroom_fraction",
+                          "daemon.policy_threads", "daemon.max_buffered_bytes", "logging.level", "devices.allow", "devices.memory_headroom_fraction",
                           "policy.grouper", "policy.placer", "policy.algorithm", "exploration.steps_per_candidate",
                           "exploration.warmup_steps", "exploration.max_candidates", "exploration.max_overhead_fraction",
                           "exploration.failing_reward", "exploration.drift_threshold", "exploration.drift_steps"})
@@ -91,6 +92,13 @@ TEST(Config, MissingFileIsNamed) {
   } catch (const ConfigInvalid& e) {
     EXPECT_STREQ(e.what(), "/nonexistent/placementd.toml: cannot open config file");
   }
+}
+
+TEST(Config, BufferCapMustHoldOneLargestFrame) {
+  const auto errors = errors_of("[daemon]\nmax_frame_bytes = 1048576\nmax_buffered_bytes = 65536\n");
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("t.toml:3:22: daemon.max_buffered_bytes (65536) must be at least daemon.max_frame_bytes (1048576)"),
+            std::string::npos) << errors[0];
 }
 
 TEST(Config, WarmupMustLeaveStepsToMeasure) {
