@@ -42,6 +42,11 @@ std::string bound_path(int fd) {
   return addr.sun_path;
 }
 
+ServerLimits limits_from(const Config& c) {
+  return {c.max_frame_bytes, c.max_connections, c.frame_timeout_ms, 64u << 20, c.admin_group,
+          static_cast<size_t>(c.max_buffered_bytes)};
+}
+
 }  // namespace
 
 Daemon::Daemon(const DaemonOptions& options) : options_(options), signals_(io_) {
@@ -61,8 +66,7 @@ Daemon::Daemon(const DaemonOptions& options) : options_(options), signals_(io_) 
   service_ = std::make_unique<Service>(config_, registry_, *store_, socket_path_);
   service_->set_reload_hook([this] { return reload(); });
   server_ = std::make_unique<Server>(io_, *service_);
-  server_->set_limits({config_->max_frame_bytes, config_->max_connections, config_->frame_timeout_ms, 64u << 20,
-                       config_->admin_group, static_cast<size_t>(config_->max_buffered_bytes)});
+  server_->set_limits(limits_from(*config_));
 }
 
 Daemon::~Daemon() = default;
@@ -134,8 +138,7 @@ std::vector<std::string> Daemon::reload() {
       configure_logging(*next);
       config_ = next;
       service_->set_config(next);
-      server_->set_limits({next->max_frame_bytes, next->max_connections, next->frame_timeout_ms, 64u << 20,
-                           next->admin_group, static_cast<size_t>(next->max_buffered_bytes)});
+      server_->set_limits(limits_from(*next));
       spdlog::info("reloaded {} ({} plugins)", next->path, registry_.plugins().size());
     }
   } catch (const std::exception& e) {

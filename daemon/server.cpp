@@ -70,6 +70,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return;
     }
     state_.peer = {cred.uid, cred.gid, cred.pid, is_admin(cred.uid, cred.gid, server_.limits().admin_group)};
+    responder_ = make_responder();
     read();
   }
 
@@ -101,7 +102,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
  private:
-  Responder responder() {
+  // Built once per connection: every frame (hundreds of thousands of step reports a second) reuses it.
+  Responder make_responder() {
     std::weak_ptr<Connection> weak = shared_from_this();
     auto executor = socket_.get_executor();
     return [weak, executor](MessageType type, uint32_t rid, json body, bool close_after) {
@@ -200,7 +202,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       send(MessageType::kError, header.request_id, placement::protocol::error_body(error::kBadPayload, e.what(), false), false);
       return;
     }
-    server_.service().handle(state_, type, header.request_id, body, responder());
+    server_.service().handle(state_, type, header.request_id, body, responder_);
   }
 
   // A frame that has begun must complete in time, so a stalled client cannot hold a half frame.
@@ -245,6 +247,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   stream_protocol::socket socket_;
   asio::steady_timer timer_;
   ConnectionState state_;
+  Responder responder_;
   std::array<uint8_t, 65536> chunk_{};
   std::vector<uint8_t> input_;
   std::deque<std::vector<uint8_t>> queue_;

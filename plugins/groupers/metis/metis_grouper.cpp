@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "metis_partition.h"
+#include "placement_helpers.h"
 
 namespace placement::plugins {
 
@@ -10,14 +11,7 @@ Grouping MetisGrouper::group(const OpGraph& graph, const DeviceSet&, std::mt1993
   // Links weigh the bytes they carry (KiB); ops their compute time on the fastest profiled kind
   // (microseconds), or 1 when unprofiled.
   WeightedGraph weighted;
-  for (const Op& op : graph.ops) {
-    double micros = 0;
-    for (const auto& [kind, p] : op.profile) {
-      const double t = (p.forward_s + p.backward_s) * 1e6;
-      micros = micros == 0 ? t : std::min(micros, t);
-    }
-    weighted.vertex_weight.push_back(micros);
-  }
+  for (const Op& op : graph.ops) weighted.vertex_weight.push_back(fastest_compute_micros(op));
   for (const Edge& e : graph.edges) weighted.links.push_back({e.src, e.dst, static_cast<double>(e.bytes) / 1024.0});
   Grouping grouping;
   grouping.group_of_op = metis_partition(weighted, static_cast<int>(std::min<int64_t>(groups_, graph.ops.size())),

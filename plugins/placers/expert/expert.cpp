@@ -1,5 +1,7 @@
 #include "expert.h"
 
+#include "placement_helpers.h"
+
 #include <algorithm>
 #include <map>
 #include <stdexcept>
@@ -23,13 +25,7 @@ std::optional<int> ExpertPlacer::layer_of(const std::string& name) {
 }
 
 void ExpertPlacer::prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices) {
-  std::vector<int> usable;
-  for (size_t d = 0; d < devices.size(); ++d)
-    if (devices.devices[d].kind == DeviceKind::kCuda) usable.push_back(static_cast<int>(d));
-  if (!gpus_only_ || usable.empty()) {
-    usable.clear();
-    for (size_t d = 0; d < devices.size(); ++d) usable.push_back(static_cast<int>(d));
-  }
+  const std::vector<int> usable = usable_devices(devices, gpus_only_);
   if (usable.empty()) throw std::invalid_argument("expert: the device set is empty");
 
   // Layer of every op: its own, else inherited as documented.
