@@ -205,7 +205,7 @@ void Service::upload_graph(ConnectionState& conn, uint32_t rid, const json& body
       session->algorithm = registry_.create_algorithm(session->policy.algorithm, session->policy.algorithm_params);
       placement::Grouping grouping = session->grouper->group(graph, session->devices, session->rng);
       grouping.validate(graph);
-      session->placer->prepare(graph, grouping, session->devices);
+      session->placer->prepare(graph, grouping, session->devices, session->rng);
       placement::TrainablePolicy* policy = session->placer->policy();
       session->algorithm->reset({policy, session->policy.exploration.failing_reward});
       session->fingerprint = graph.fingerprint();

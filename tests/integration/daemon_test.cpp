@@ -125,7 +125,7 @@ TEST(Daemon, SecondInstanceOnTheSameSocketIsRefusedAndStaleSocketsAreReplaced) {
 TEST(Daemon, InvalidConfigAtStartIsReportedWithPositions) {
   DaemonProcess daemon({"", "[policy]\nalgorithm = \"telepathy\"\n"});
   EXPECT_THROW(daemon.start(), std::runtime_error);
-  EXPECT_NE(daemon.log().find("policy.algorithm: no algorithm plugin named 'telepathy' is loaded (loaded: reinforce)"),
+  EXPECT_NE(daemon.log().find("policy.algorithm: no algorithm plugin named 'telepathy' is loaded (loaded: "),
             std::string::npos)
       << daemon.log();
   EXPECT_NE(daemon.log().find(daemon.config_path + ":"), std::string::npos);

@@ -3,6 +3,7 @@
 // exact gradients and plain gradient ascent (so tests can compute every update by hand).
 
 #include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,16 @@ class TabularPolicy : public TrainablePolicy {
     for (size_t i = 0; i < l.size(); ++i) sum += p[i] = std::exp(l[i] - max);
     for (double& v : p) v /= sum;
     return p;
+  }
+
+  Action sample(std::mt19937_64& rng) const {
+    Action a;
+    for (size_t pos = 0; pos < logits.size(); ++pos) {
+      const std::vector<double> p = probs(static_cast<int>(pos));
+      std::discrete_distribution<int> pick(p.begin(), p.end());
+      a.push_back(pick(rng));
+    }
+    return a;
   }
 
   double log_prob(const Action& action) override {

@@ -24,7 +24,7 @@ std::optional<int> ExpertPlacer::layer_of(const std::string& name) {
   return std::nullopt;
 }
 
-void ExpertPlacer::prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices) {
+void ExpertPlacer::prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices, std::mt19937_64&) {
   const std::vector<int> usable = usable_devices(devices, gpus_only_);
   if (usable.empty()) throw std::invalid_argument("expert: the device set is empty");
 

@@ -19,7 +19,8 @@ class ExpertPlacer : public Placer {
   /// `gpus_only`: use only CUDA devices when the job has any (the papers' setting).
   explicit ExpertPlacer(bool gpus_only) : gpus_only_(gpus_only) {}
 
-  void prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices) override;
+  void prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices,
+               std::mt19937_64& rng) override;
   std::vector<int> place(std::mt19937_64& rng) override;
 
   /// The layer index in an op name: the first purely numeric component of its module path

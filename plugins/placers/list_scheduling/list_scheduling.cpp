@@ -21,7 +21,7 @@ double op_time(const Op& op, const Device& device) {
 
 }  // namespace
 
-void ListSchedulingPlacer::prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices) {
+void ListSchedulingPlacer::prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices, std::mt19937_64&) {
   const size_t D = devices.size();
   if (D == 0) throw std::invalid_argument("list_scheduling: the device set is empty");
   const auto members = grouping.members();

@@ -18,7 +18,8 @@ class ListSchedulingPlacer : public Placer {
   ListSchedulingPlacer(double optimizer_state_factor, double headroom)
       : optimizer_state_factor_(optimizer_state_factor), headroom_(headroom) {}
 
-  void prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices) override;
+  void prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices,
+               std::mt19937_64& rng) override;
   std::vector<int> place(std::mt19937_64& /*rng*/) override { return device_of_group_; }
 
  private:

@@ -8,7 +8,7 @@
 
 namespace placement::plugins {
 
-void MetisPlacer::prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices) {
+void MetisPlacer::prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices, std::mt19937_64&) {
   const std::vector<int> usable = usable_devices(devices, gpus_only_);
   if (usable.empty()) throw std::invalid_argument("metis placer: the device set is empty");
 

@@ -14,7 +14,8 @@ class MetisPlacer : public Placer {
  public:
   MetisPlacer(bool gpus_only, double imbalance, int64_t seed) : gpus_only_(gpus_only), imbalance_(imbalance), seed_(seed) {}
 
-  void prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices) override;
+  void prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices,
+               std::mt19937_64& rng) override;
   std::vector<int> place(std::mt19937_64& /*rng*/) override { return device_of_group_; }
 
  private:

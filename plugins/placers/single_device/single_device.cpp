@@ -4,7 +4,7 @@
 
 namespace placement::plugins {
 
-void SingleDevicePlacer::prepare(const OpGraph&, const Grouping& grouping, const DeviceSet& devices) {
+void SingleDevicePlacer::prepare(const OpGraph&, const Grouping& grouping, const DeviceSet& devices, std::mt19937_64&) {
   num_groups_ = grouping.num_groups;
   if (devices.devices.empty()) throw std::invalid_argument("single_device: the device set is empty");
   if (device_ != "fastest") {

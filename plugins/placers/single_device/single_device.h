@@ -14,7 +14,8 @@ class SingleDevicePlacer : public Placer {
   /// lowest index).
   explicit SingleDevicePlacer(std::string device) : device_(std::move(device)) {}
 
-  void prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices) override;
+  void prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices,
+               std::mt19937_64& rng) override;
   std::vector<int> place(std::mt19937_64& rng) override;
 
   /// The chosen device index (after prepare()).

@@ -18,8 +18,10 @@ class Placer {
   virtual ~Placer();
 
   /// Binds the placer to one problem (sizes networks, computes features). Called again whenever the
-  /// graph, grouping or device set changes. Throws std::invalid_argument if it cannot place it.
-  virtual void prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices) = 0;
+  /// graph, grouping or device set changes. Learned placers draw their initial parameters from
+  /// `rng`, so a seeded run is reproducible. Throws std::invalid_argument if it cannot place it.
+  virtual void prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices,
+                       std::mt19937_64& rng) = 0;
 
   /// A device index for every group. Stochastic placers sample from their policy with `rng`;
   /// deterministic ones return the same answer each time.

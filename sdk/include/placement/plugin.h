@@ -17,7 +17,7 @@ const char* to_string(PluginKind kind);
 PluginKind plugin_kind_from_string(const std::string& text);
 
 /// Bumped whenever an interface in this directory changes in a way a built plugin would notice.
-inline constexpr uint32_t kPluginApiVersion = 1;
+inline constexpr uint32_t kPluginApiVersion = 2;
 
 /// The API version folded with what else decides binary compatibility: the libstdc++ string ABI
 /// (std::string and std::vector cross the boundary) and the compiler's major version. A plugin

@@ -40,8 +40,8 @@ std::vector<int> place(const OpGraph& g, const DeviceSet& d, bool gpus_only = tr
   none.num_groups = static_cast<int>(g.ops.size());
   for (int i = 0; i < none.num_groups; ++i) none.group_of_op.push_back(i);
   ExpertPlacer placer(gpus_only);
-  placer.prepare(g, none, d);
   std::mt19937_64 rng(1);
+  placer.prepare(g, none, d, rng);
   return placer.place(rng);
 }
 
@@ -69,8 +69,8 @@ TEST(Expert, GroupsFollowTheMajorityOfTheirOps) {
   const OpGraph g = stack();
   Grouping halves{{0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1}, 2};
   ExpertPlacer placer(false);
-  placer.prepare(g, halves, testing::devices(4));
   std::mt19937_64 rng(1);
+  placer.prepare(g, halves, testing::devices(4), rng);
   EXPECT_EQ(placer.place(rng), (std::vector<int>{0, 3}));
 }
 
@@ -89,8 +89,8 @@ TEST(MetisPlacer, OnePartPerDeviceCuttingTheCheapLink) {
   none.num_groups = static_cast<int>(g.ops.size());
   for (int i = 0; i < none.num_groups; ++i) none.group_of_op.push_back(i);
   MetisPlacer placer(false, 0.5, 1);
-  placer.prepare(g, none, testing::devices(2));
   std::mt19937_64 rng(1);
+  placer.prepare(g, none, testing::devices(2), rng);
   const auto p = placer.place(rng);
   std::set<int> first(p.begin(), p.begin() + 6), second(p.begin() + 6, p.begin() + 12);
   ASSERT_EQ(first.size(), 1u);
@@ -101,7 +101,7 @@ TEST(MetisPlacer, OnePartPerDeviceCuttingTheCheapLink) {
   std::vector<Device> list = {{DeviceKind::kCpu, 0, 1 << 30, 1.0}, {DeviceKind::kCuda, 0, 1 << 30, 1.0},
                               {DeviceKind::kCuda, 1, 1 << 30, 1.0}};
   MetisPlacer gpus(true, 0.5, 1);
-  gpus.prepare(g, none, DeviceSet::uniform(list, 1e9, 0));
+  gpus.prepare(g, none, DeviceSet::uniform(list, 1e9, 0), rng);
   for (int d : gpus.place(rng)) EXPECT_NE(d, 0);
 }
 
@@ -133,8 +133,8 @@ DeviceSet gpus(int n, uint64_t memory, double bandwidth) {
 
 std::vector<int> schedule(const OpGraph& g, const DeviceSet& d) {
   ListSchedulingPlacer placer(2.0, 0.0);
-  placer.prepare(g, each_op_alone(g), d);
   std::mt19937_64 rng(1);
+  placer.prepare(g, each_op_alone(g), d, rng);
   return placer.place(rng);
 }
 

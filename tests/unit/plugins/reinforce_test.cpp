@@ -65,12 +65,7 @@ TEST(Reinforce, LearnsTheOptimumOfASmallPlacementProblem) {
   std::mt19937_64 rng(7);
   const Action best = {1, 0, 1};
   for (int i = 0; i < 2000; ++i) {
-    Action a;
-    for (int pos = 0; pos < 3; ++pos) {
-      const std::vector<double> p = policy.probs(pos);
-      std::discrete_distribution<int> pick(p.begin(), p.end());
-      a.push_back(pick(rng));
-    }
+    const Action a = policy.sample(rng);
     int wrong = 0;
     for (int pos = 0; pos < 3; ++pos) wrong += a[pos] != best[pos];
     r.observe(a, -std::sqrt(1.0 + wrong), true);

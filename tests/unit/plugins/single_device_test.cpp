@@ -10,8 +10,8 @@ std::vector<int> place(const std::string& device, const DeviceSet& d) {
   const OpGraph g = testing::chain(3);
   const Grouping grouping{{0, 1, 2}, 3};
   SingleDevicePlacer placer(device);
-  placer.prepare(g, grouping, d);
   std::mt19937_64 rng(1);
+  placer.prepare(g, grouping, d, rng);
   return placer.place(rng);
 }
 

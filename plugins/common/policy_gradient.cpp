@@ -1,0 +1,119 @@
+#include "policy_gradient.h"
+
+#include <cmath>
+
+namespace placement::plugins {
+
+int ppo_clip_step(TrainablePolicy& policy, const SampleBatch& batch, double clip_epsilon, double entropy_weight,
+                  const OptimizerSettings& settings) {
+  const double n = static_cast<double>(batch.actions.size());
+  std::vector<double> weights(batch.actions.size(), 0.0);
+  int clipped = 0;
+  for (size_t i = 0; i < batch.actions.size(); ++i) {
+    const double ratio = std::exp(policy.log_prob(batch.actions[i]) - batch.old_log_probs[i]);
+    const double a = batch.advantages[i];
+    if ((a > 0 && ratio > 1.0 + clip_epsilon) || (a < 0 && ratio < 1.0 - clip_epsilon)) {
+      ++clipped;
+      continue;
+    }
+    weights[i] = ratio * a / n;
+  }
+  policy.accumulate_gradient(batch.actions, weights, entropy_weight);
+  policy.apply_gradient(settings);
+  return clipped;
+}
+
+double kl_penalized_step(TrainablePolicy& policy, const SampleBatch& batch, double kl_weight, double entropy_weight,
+                         const OptimizerSettings& settings) {
+  const double n = static_cast<double>(batch.actions.size());
+  std::vector<double> weights(batch.actions.size());
+  double kl = 0.0;
+  for (size_t i = 0; i < batch.actions.size(); ++i) {
+    const double log_prob = policy.log_prob(batch.actions[i]);
+    kl += (batch.old_log_probs[i] - log_prob) / n;
+    weights[i] = (std::exp(log_prob - batch.old_log_probs[i]) * batch.advantages[i] + kl_weight) / n;
+  }
+  policy.accumulate_gradient(batch.actions, weights, entropy_weight);
+  policy.apply_gradient(settings);
+  return kl;
+}
+
+void cross_entropy_step(TrainablePolicy& policy, const std::vector<Action>& elites, double weight,
+                        const OptimizerSettings& settings) {
+  if (elites.empty()) return;
+  const std::vector<double> weights(elites.size(), weight / static_cast<double>(elites.size()));
+  policy.accumulate_gradient(elites, weights, 0.0);
+  policy.apply_gradient(settings);
+}
+
+std::vector<HyperParameter> ppo_hyperparameters() {
+  return {
+      {"clip_epsilon", 0.3, "PPO clipping range ε", 0.0, 1.0, {}},
+      {"minibatch", int64_t{10}, "samples per policy iteration", 1.0, 4096.0, {}},
+      {"epochs", int64_t{4}, "ascent steps per iteration", 1.0, 100.0, {}},
+      {"entropy_weight", 0.01, "weight of the policy entropy bonus", 0.0, 10.0, {}},
+      {"learning_rate", 0.01, "Adam learning rate", 0.0, 10.0, {}},
+      {"clip_norm", 1.0, "clip the gradient's L2 norm; 0 = off", 0.0, std::nullopt, {}},
+      {"baseline_decay", 0.95, "EMA decay of the reward baseline", 0.0, 0.9999, {}},
+  };
+}
+
+PpoSettings ppo_settings(const Params& p) {
+  PpoSettings s;
+  s.clip_epsilon = param_float(p, "clip_epsilon");
+  s.minibatch = param_int(p, "minibatch");
+  s.epochs = param_int(p, "epochs");
+  s.entropy_weight = param_float(p, "entropy_weight");
+  s.learning_rate = param_float(p, "learning_rate");
+  s.clip_norm = param_float(p, "clip_norm");
+  s.baseline_decay = param_float(p, "baseline_decay");
+  return s;
+}
+
+uint64_t ppo_iteration(TrainablePolicy& policy, const SampleBatch& batch, const PpoSettings& settings) {
+  uint64_t clipped = 0;
+  for (int64_t epoch = 0; epoch < settings.epochs; ++epoch)
+    clipped += static_cast<uint64_t>(ppo_clip_step(policy, batch, settings.clip_epsilon, settings.entropy_weight,
+                                                   {settings.learning_rate, settings.clip_norm}));
+  return clipped;
+}
+
+void BatchedPolicyGradient::reset(const AlgorithmContext& context) {
+  context_ = context;
+  baseline_ = EmaBaseline(baseline_decay_);
+  samples_ = 0;
+  updates_ = 0;
+  batch_ = SampleBatch{};
+}
+
+void BatchedPolicyGradient::observe(const Action& action, double reward, bool valid) {
+  ++samples_;
+  on_sample(action, reward, valid);
+  if (!context_.policy) return;
+  batch_.actions.push_back(action);
+  batch_.rewards.push_back(reward);
+  batch_.old_log_probs.push_back(context_.policy->log_prob(action));
+  if (static_cast<int64_t>(batch_.actions.size()) < batch_size_) return;
+
+  // Advantages against the baseline from before this batch (the first batch: its own mean).
+  if (!baseline_.started()) {
+    double mean = 0.0;
+    for (double r : batch_.rewards) mean += r / static_cast<double>(batch_.rewards.size());
+    baseline_ = EmaBaseline(baseline_decay_, mean);
+  }
+  for (double r : batch_.rewards) batch_.advantages.push_back(r - baseline_.value());
+  update(batch_);
+  ++updates_;
+  for (double r : batch_.rewards) baseline_.absorb(r);
+  batch_ = SampleBatch{};
+}
+
+AlgorithmStats BatchedPolicyGradient::stats() const {
+  AlgorithmStats s;
+  s.samples = samples_;
+  s.updates = updates_;
+  s.baseline = baseline_.value();
+  return s;
+}
+
+}  // namespace placement::plugins
