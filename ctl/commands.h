@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace placementctl {
 
@@ -23,5 +24,21 @@ int config_check(const Globals& g, const std::string& file);
 /// Offline: predicted step time and memory of a placement (or, without one, of every
 /// single-device placement), and the lower bound.
 int simulate(const Globals& g, const std::string& graph, const std::string& topology, const std::string& placement);
+
+struct OptimizeArgs {
+  std::string graph, topology;
+  std::string grouper = "colocation", placer = "seq2seq", algorithm = "reinforce";
+  int64_t budget = 500;
+  uint64_t seed = 1;
+  double noise = 0.02;
+  /// KIND.KEY=VALUE plugin hyperparameters.
+  std::vector<std::string> settings;
+  std::vector<std::string> plugin_dirs;
+  std::string out, plot;
+  /// "auto" (when stderr is a terminal), "on", "off".
+  std::string progress = "auto";
+};
+/// Offline: trains the policy against the simulator and compares it with the baselines.
+int optimize(const Globals& g, const OptimizeArgs& args);
 
 }  // namespace placementctl

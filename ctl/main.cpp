@@ -64,6 +64,23 @@ int main(int argc, char** argv) {
   simulate->add_option("--devices", topology, "device topology TOML")->required()->check(CLI::ExistingFile);
   simulate->add_option("--placement", placement_file, "placement JSON (default: every single-device placement)")
       ->check(CLI::ExistingFile);
+  auto* optimize = app.add_subcommand("optimize", "learn a placement against the simulator (offline)");
+  placementctl::OptimizeArgs opt;
+  optimize->add_option("--graph", opt.graph, "profiled OpGraph JSON")->required()->check(CLI::ExistingFile);
+  optimize->add_option("--devices", opt.topology, "device topology TOML")->required()->check(CLI::ExistingFile);
+  optimize->add_option("--grouper", opt.grouper, "grouper plugin")->capture_default_str();
+  optimize->add_option("--placer", opt.placer, "placer plugin")->capture_default_str();
+  optimize->add_option("--algorithm", opt.algorithm, "algorithm plugin")->capture_default_str();
+  optimize->add_option("--budget", opt.budget, "candidates to evaluate")->capture_default_str()->check(CLI::PositiveNumber);
+  optimize->add_option("--seed", opt.seed, "random seed (same seed, same result)")->capture_default_str();
+  optimize->add_option("--noise", opt.noise, "relative std. dev. of the simulated measurement")
+      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  optimize->add_option("--set", opt.settings, "plugin hyperparameter KIND.KEY=VALUE (repeatable)");
+  optimize->add_option("--plugin-dir", opt.plugin_dirs, "plugin directory (repeatable; default: the installed plugins)");
+  optimize->add_option("--out", opt.out, "write the best placement to this JSON file");
+  optimize->add_option("--plot", opt.plot, "write the learning curve to this SVG file");
+  optimize->add_option("--progress", opt.progress, "progress bar on stderr")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "on", "off"}));
   auto* capture = app.add_subcommand("capture", "capture a TorchScript model as an OpGraph (runs placementctl-capture)");
   capture->prefix_command();  // everything after `capture` goes to the helper as it is
   capture->set_help_flag();   // --help too
@@ -79,6 +96,7 @@ int main(int argc, char** argv) {
     if (*reload) return placementctl::reload(g);
     if (*check) return placementctl::config_check(g, file);
     if (*simulate) return placementctl::simulate(g, graph, topology, placement_file);
+    if (*optimize) return placementctl::optimize(g, opt);
   } catch (const placementd::ConfigInvalid& e) {
     std::cerr << e.what() << "\n";
     return 1;

@@ -9,7 +9,12 @@
 
 #include "placement/plugin_export.h"
 
-#ifndef PLACEMENT_TORCH_VERSION
+// The daemon does not link LibTorch, but learned plugins do, and two LibTorch builds cannot share
+// a process: plugins must match the LibTorch this build found. Only the version macros are used.
+#ifdef PLACEMENT_TORCH_HEADERS
+#include <torch/version.h>
+#define PLACEMENT_TORCH_VERSION TORCH_VERSION
+#else
 #define PLACEMENT_TORCH_VERSION ""
 #endif
 

@@ -55,8 +55,11 @@ Simulator::Simulator(OpGraph graph, placement::DeviceSet devices, SimulatorOptio
       activation = std::max(activation, p.activation_bytes);
       profiled = true;
     }
-    // Without a profile, what the op produces is what autograd would keep.
+    // Without a profile, what the op produces is what autograd would keep. An op without any
+    // profile (graph inputs, ops too cheap to time) costs nothing anywhere rather than being
+    // unplaceable: its data still moves over the links.
     activation_bytes_[u] = profiled ? activation : op.output_bytes();
+    if (!profiled) kind_cost_[u].assign(kKinds, Cost{0, 0, 0});
   }
 }
 

@@ -295,7 +295,10 @@ json read_json_file(const std::string& path) {
 }
 
 void write_json_file(const std::string& path, const json& doc, int indent) {
-  const std::string text = gzipped(path) ? gzip(path, doc.dump(indent) + "\n") : doc.dump(indent) + "\n";
+  write_file_atomically(path, gzipped(path) ? gzip(path, doc.dump(indent) + "\n") : doc.dump(indent) + "\n");
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw std::runtime_error(tmp + ": cannot create: " + std::strerror(errno));

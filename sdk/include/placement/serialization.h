@@ -42,6 +42,8 @@ nlohmann::json read_json_file(const std::string& path);
 /// Writes atomically: a temporary file in the same directory, fsync, then rename over `path`;
 /// gzip-compressed if the name ends in ".gz".
 void write_json_file(const std::string& path, const nlohmann::json& doc, int indent = 1);
+/// The same for any bytes (no compression).
+void write_file_atomically(const std::string& path, const std::string& contents);
 
 OpGraph load_graph_file(const std::string& path);
 

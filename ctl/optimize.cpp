@@ -1,0 +1,173 @@
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "offline/optimize.h"
+#include "paths.h"
+#include "placement/serialization.h"
+#include "plugin_registry.h"
+#include "sim/simulator.h"
+#include "sim/topology.h"
+#include "svg_plot.h"
+#include "table.h"
+
+namespace placementctl {
+
+using nlohmann::json;
+
+namespace {
+
+// "true"/"false", integers and decimals take their type; anything else is a string. The registry
+// accepts an integer where a float is declared, so "0" works for a float parameter too.
+placement::ParamValue parse_value(const std::string& text) {
+  if (text == "true") return true;
+  if (text == "false") return false;
+  try {
+    size_t used = 0;
+    const long long i = std::stoll(text, &used);
+    if (used == text.size()) return static_cast<int64_t>(i);
+  } catch (const std::exception&) {
+  }
+  try {
+    size_t used = 0;
+    const double d = std::stod(text, &used);
+    if (used == text.size()) return d;
+  } catch (const std::exception&) {
+  }
+  return text;
+}
+
+void apply_settings(const std::vector<std::string>& settings, placementd::offline::OptimizeOptions& o) {
+  for (const std::string& s : settings) {
+    const size_t dot = s.find('.'), eq = s.find('=');
+    if (dot == std::string::npos || eq == std::string::npos || dot > eq)
+      throw std::invalid_argument("--set " + s + ": expected KIND.KEY=VALUE, e.g. placer.hidden=128");
+    const std::string kind = s.substr(0, dot), key = s.substr(dot + 1, eq - dot - 1);
+    placement::ParamValue value = parse_value(s.substr(eq + 1));
+    if (kind == "grouper") o.grouper.params[key] = value;
+    else if (kind == "placer") o.placer.params[key] = value;
+    else if (kind == "algorithm") o.algorithm.params[key] = value;
+    else throw std::invalid_argument("--set " + s + ": KIND must be grouper, placer or algorithm");
+  }
+}
+
+json seconds_or_null(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+
+}  // namespace
+
+int optimize(const Globals& g, const OptimizeArgs& a) {
+  const placement::DeviceSet devices = placementd::sim::load_topology(a.topology);
+  const placementd::sim::Simulator simulator(placement::load_graph_file(a.graph), devices);
+  placementd::PluginRegistry registry;
+  registry.scan(a.plugin_dirs.empty() ? std::vector<std::string>{placementd::default_plugin_dir()} : a.plugin_dirs);
+
+  placementd::offline::OptimizeOptions o;
+  o.grouper.name = a.grouper;
+  o.placer.name = a.placer;
+  o.algorithm.name = a.algorithm;
+  o.budget = a.budget;
+  o.seed = a.seed;
+  o.noise = a.noise;
+  apply_settings(a.settings, o);
+  const bool bar = !g.json && (a.progress == "on" || (a.progress == "auto" && ::isatty(STDERR_FILENO)));
+  if (bar)
+    o.progress = [](int64_t done, int64_t total, std::optional<double> best) {
+      const double* b = best ? &*best : nullptr;
+      std::cerr << "\r" << progress_bar(static_cast<double>(done) / static_cast<double>(total), 30) << "  " << done
+                << "/" << total << "  best " << format_seconds(b) << "   " << std::flush;
+      if (done == total) std::cerr << "\n";
+    };
+
+  const placementd::offline::OptimizeResult r = placementd::offline::optimize(simulator, registry, o);
+  if (r.best_source.empty()) {
+    std::cerr << "placementctl: no valid placement found: every candidate and every baseline runs out of memory\n";
+    return 4;
+  }
+  if (!a.out.empty()) placement::write_json_file(a.out, placement::to_json(r.best, devices));
+  if (!a.plot.empty()) {
+    CurvePlot plot;
+    plot.title = simulator.graph().name + ": " + a.grouper + " + " + a.placer + " + " + a.algorithm + " (seed " +
+                 std::to_string(a.seed) + ")";
+    for (const auto& e : r.curve) {
+      plot.samples.push_back(e.step_time_s);
+      plot.best.push_back(e.best_so_far_s);
+    }
+    for (const auto& [name, t] : r.baselines)
+      if (t) plot.references.emplace_back(name, *t);
+    plot.references.emplace_back("lower bound", r.lower_bound_s);
+    write_curve_svg(a.plot, plot);
+  }
+
+  if (g.json) {
+    json baselines = json::object();
+    for (const auto& [name, t] : r.baselines) baselines[name] = seconds_or_null(t);
+    json curve = json::array();
+    for (const auto& e : r.curve) curve.push_back(seconds_or_null(e.best_so_far_s));
+    std::cout << json{{"graph", simulator.graph().name},
+                      {"ops", simulator.graph().ops.size()},
+                      {"groups", r.num_groups},
+                      {"devices", devices.size()},
+                      {"grouper", a.grouper},
+                      {"placer", a.placer},
+                      {"algorithm", a.algorithm},
+                      {"seed", a.seed},
+                      {"best_step_time_s", r.best_step_time_s},
+                      {"best_source", r.best_source},
+                      {"policy_best_step_time_s", seconds_or_null(r.policy_best_s)},
+                      {"baselines", baselines},
+                      {"baseline_errors", r.baseline_errors},
+                      {"lower_bound_s", r.lower_bound_s},
+                      {"evaluations", r.evaluations},
+                      {"evaluations_to_within_2pct",
+                       r.evaluations_to_within_2pct ? json(*r.evaluations_to_within_2pct) : json(nullptr)},
+                      {"invalid_rejected", r.invalid_rejected},
+                      {"invalid_by_device", r.invalid_by_device},
+                      {"best_so_far_s", curve},
+                      {"wall_s", r.wall_s}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+
+  std::cout << simulator.graph().name << ": " << simulator.graph().ops.size() << " ops in " << r.num_groups
+            << " groups on " << devices.size() << " devices; " << a.grouper << " + " << a.placer << " + "
+            << a.algorithm << ", seed " << a.seed << ", noise " << a.noise * 100 << "%\n\n";
+  std::cout << "learning curve (best simulated step time after N candidates):\n";
+  Table curve({"CANDIDATES", "BEST"});
+  for (int64_t n : {1, 10, 25, 50, 100, 200, 500, 1000, 2000, 5000, 10000})
+    if (n < r.evaluations) curve.add({std::to_string(n), format_seconds(r.curve[n - 1].best_so_far_s ? &*r.curve[n - 1].best_so_far_s : nullptr)});
+  curve.add({std::to_string(r.evaluations), format_seconds(r.policy_best_s ? &*r.policy_best_s : nullptr)});
+  curve.print(std::cout);
+  std::cout << "\n";
+  Table t({"PLACEMENT", "STEP", "VS BOUND"});
+  auto ratio = [&](double s) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.2fx", r.lower_bound_s > 0 ? s / r.lower_bound_s : 0.0);
+    return std::string(buf);
+  };
+  for (const auto& [name, s] : r.baselines)
+    t.add({name, s ? format_seconds(&*s) : (r.baseline_errors.count(name) ? "error" : "out of memory"),
+           s ? ratio(*s) : "-"});
+  t.add({"policy (" + a.placer + ")", format_seconds(r.policy_best_s ? &*r.policy_best_s : nullptr),
+         r.policy_best_s ? ratio(*r.policy_best_s) : "-"});
+  t.add({"best", format_seconds(&r.best_step_time_s), ratio(r.best_step_time_s)});
+  t.add({"lower bound", format_seconds(&r.lower_bound_s), "1.00x"});
+  t.print(std::cout);
+  std::cout << "\nbest from " << r.best_source << "; " << r.evaluations << " candidates evaluated";
+  if (r.evaluations_to_within_2pct) std::cout << ", within 2% of the policy's best after " << *r.evaluations_to_within_2pct;
+  std::cout << "; " << r.invalid_rejected << " rejected by the memory model";
+  for (const auto& [device, n] : r.invalid_by_device) std::cout << " (" << device << ": " << n << ")";
+  char wall[32];
+  std::snprintf(wall, sizeof(wall), "%.1f s", r.wall_s);
+  std::cout << "; " << wall << "\n";
+  for (const auto& [name, why] : r.baseline_errors) std::cout << "baseline " << name << ": " << why << "\n";
+  if (!a.out.empty()) std::cout << "best placement written to " << a.out << "\n";
+  if (!a.plot.empty()) std::cout << "learning curve written to " << a.plot << "\n";
+  return 0;
+}
+
+}  // namespace placementctl

@@ -1,0 +1,120 @@
+#include "optimize.h"
+
+#include <chrono>
+#include <cmath>
+#include <random>
+
+namespace placementd::offline {
+
+namespace {
+
+using placement::Placement;
+
+// What a placement costs, or nullopt when the memory model rejects it (devices at fault added).
+std::optional<double> evaluate(const sim::Simulator& simulator, const Placement& placement,
+                               std::map<std::string, int64_t>* rejected_on) {
+  const sim::SimulationResult memory = simulator.check_memory(placement);
+  if (!memory.valid) {
+    if (rejected_on)
+      for (size_t d = 0; d < memory.memory.size(); ++d)
+        if (memory.memory[d].peak() > memory.memory[d].capacity) ++(*rejected_on)[simulator.devices().devices[d].name()];
+    return std::nullopt;
+  }
+  return simulator.simulate(placement).step_time_s;
+}
+
+Placement placement_of(const placement::Grouping& grouping, const std::vector<int>& device_of_group,
+                       const sim::Simulator& simulator) {
+  Placement p = Placement::from_groups(grouping, device_of_group);
+  p.enforce_pins(simulator.graph(), simulator.devices());
+  p.validate(simulator.graph(), simulator.devices());
+  return p;
+}
+
+}  // namespace
+
+OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& registry, const OptimizeOptions& options) {
+  const auto started = std::chrono::steady_clock::now();
+  const placement::OpGraph& graph = simulator.graph();
+  const placement::DeviceSet& devices = simulator.devices();
+  std::mt19937_64 rng(options.seed);
+
+  auto grouper = registry.create_grouper(options.grouper.name, options.grouper.params);
+  auto placer = registry.create_placer(options.placer.name, options.placer.params);
+  auto algorithm = registry.create_algorithm(options.algorithm.name, options.algorithm.params);
+  const placement::Grouping grouping = grouper->group(graph, devices, rng);
+  grouping.validate(graph);
+  placer->prepare(graph, grouping, devices, rng);
+  placement::TrainablePolicy* policy = placer->policy();
+  algorithm->reset({policy, options.failing_reward});
+
+  OptimizeResult result;
+  result.num_groups = grouping.num_groups;
+  result.lower_bound_s = simulator.lower_bound_s();
+
+  // The policy's candidates. A deterministic placer has one answer: evaluating it again teaches
+  // nothing, so it is evaluated once.
+  std::normal_distribution<double> noise(0.0, 1.0);
+  std::optional<double> best_measured;
+  const int64_t budget = policy ? options.budget : std::min<int64_t>(options.budget, 1);
+  for (int64_t i = 0; i < budget; ++i) {
+    const std::vector<int> action = placer->place(rng);
+    const Placement candidate = placement_of(grouping, action, simulator);
+    Evaluation e;
+    e.step_time_s = evaluate(simulator, candidate, &result.invalid_by_device);
+    if (!e.step_time_s) {
+      ++result.invalid_rejected;
+      algorithm->observe(action, options.failing_reward, false);
+    } else {
+      e.valid = true;
+      // Measurement noise of a real step time; never below a tenth of the truth.
+      e.measured_s = *e.step_time_s * std::max(0.1, 1.0 + options.noise * noise(rng));
+      algorithm->observe(action, -std::sqrt(*e.measured_s), true);
+      // The best is chosen on what was measured, as a live session must; its true time is reported.
+      if (!best_measured || *e.measured_s < *best_measured) {
+        best_measured = e.measured_s;
+        result.policy_best_s = e.step_time_s;
+        result.best = candidate;
+      }
+    }
+    e.best_so_far_s = result.policy_best_s;
+    result.curve.push_back(e);
+    if (options.progress) options.progress(i + 1, budget, result.policy_best_s);
+  }
+  result.evaluations = static_cast<int64_t>(result.curve.size());
+  if (result.policy_best_s)
+    for (size_t i = 0; i < result.curve.size(); ++i)
+      if (result.curve[i].best_so_far_s && *result.curve[i].best_so_far_s <= 1.02 * *result.policy_best_s) {
+        result.evaluations_to_within_2pct = static_cast<int64_t>(i + 1);
+        break;
+      }
+
+  // Baselines, over the same grouping; the answer is never worse than the best of them.
+  if (result.policy_best_s) {
+    result.best_step_time_s = *result.policy_best_s;
+    result.best_source = "policy";
+  }
+  for (const std::string& name : options.baselines) {
+    if (!registry.has(placement::PluginKind::kPlacer, name)) continue;
+    try {
+      auto baseline = registry.create_placer(name, {});
+      std::mt19937_64 baseline_rng(options.seed);
+      baseline->prepare(graph, grouping, devices, baseline_rng);
+      const Placement p = placement_of(grouping, baseline->place(baseline_rng), simulator);
+      const std::optional<double> t = evaluate(simulator, p, nullptr);
+      result.baselines[name] = t;
+      if (t && (result.best_source.empty() || *t < result.best_step_time_s)) {
+        result.best_step_time_s = *t;
+        result.best = p;
+        result.best_source = "baseline:" + name;
+      }
+    } catch (const std::exception& e) {
+      result.baselines[name] = std::nullopt;
+      result.baseline_errors[name] = e.what();
+    }
+  }
+  result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return result;
+}
+
+}  // namespace placementd::offline

@@ -1,0 +1,79 @@
+#pragma once
+// Offline optimisation: the live session's grouper → placer → algorithm loop, run against the
+// simulator with measurement noise instead of a real job (placementctl optimize, warm starts,
+// learning tests and the papers' benchmark).
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "placement/params.h"
+#include "placement/placement.h"
+#include "plugin_registry.h"
+#include "sim/simulator.h"
+
+namespace placementd::offline {
+
+struct PluginChoice {
+  std::string name;
+  placement::Params params;
+};
+
+struct OptimizeOptions {
+  PluginChoice grouper{"colocation", {}};
+  PluginChoice placer{"seq2seq", {}};
+  PluginChoice algorithm{"reinforce", {}};
+  /// Candidate placements to evaluate (the policy's samples; memory-rejected ones included).
+  int64_t budget = 500;
+  uint64_t seed = 1;
+  /// Relative standard deviation of the simulated "measurement": measured = t·(1 + noise·N(0, 1)).
+  double noise = 0.02;
+  double failing_reward = -10.0;
+  /// Deterministic placers evaluated next to the policy; the ones not loaded are left out.
+  std::vector<std::string> baselines = {"single_device", "expert", "metis", "scotch", "mincut", "list_scheduling"};
+  /// Called after every evaluation: (done, budget, best simulated step time so far or nullopt).
+  std::function<void(int64_t, int64_t, std::optional<double>)> progress;
+};
+
+/// One evaluated candidate.
+struct Evaluation {
+  bool valid = false;
+  /// Simulated step time; nullopt for a candidate the memory model rejected.
+  std::optional<double> step_time_s;
+  /// What the algorithm was told it measured (noisy), nullopt when rejected.
+  std::optional<double> measured_s;
+  /// Best simulated step time among the policy's candidates so far (nullopt while none was valid).
+  std::optional<double> best_so_far_s;
+};
+
+struct OptimizeResult {
+  std::vector<Evaluation> curve;
+  /// The final answer: the best of the policy's candidates and of every valid baseline.
+  placement::Placement best;
+  double best_step_time_s = 0.0;
+  /// "policy" or "baseline:<name>".
+  std::string best_source;
+  /// Best of the policy's own candidates (nullopt if none was valid).
+  std::optional<double> policy_best_s;
+  /// Baseline name → simulated step time (nullopt where it is invalid or the placer refused).
+  std::map<std::string, std::optional<double>> baselines;
+  std::map<std::string, std::string> baseline_errors;
+  double lower_bound_s = 0.0;
+  int64_t evaluations = 0;
+  /// First evaluation (1-based) whose best-so-far is within 2% of the policy's final best.
+  std::optional<int64_t> evaluations_to_within_2pct;
+  /// Candidates the memory model rejected before "running" them, and why (device → count).
+  int64_t invalid_rejected = 0;
+  std::map<std::string, int64_t> invalid_by_device;
+  int num_groups = 0;
+  double wall_s = 0.0;
+};
+
+/// Runs the loop. Throws PluginError for unknown plugins or bad parameters, std::invalid_argument
+/// for problems the plugins or the simulator report. Deterministic for a given seed.
+OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& registry, const OptimizeOptions& options);
+
+}  // namespace placementd::offline

@@ -1,0 +1,257 @@
+#include "torch_policy.h"
+
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+
+#include <torch/types.h>  // before clip_grad.h, which is not self-contained
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/adam.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+#include <torch/utils.h>
+#include <torch/version.h>
+
+#include "hp_features.h"
+#include "policy_network.h"
+
+namespace placement::plugins {
+
+const char* linked_torch_version() { return TORCH_VERSION; }
+
+std::vector<HyperParameter> learned_placer_hyperparameters() {
+  return {
+      {"tanh_constant", 5.0, "C in logits = C·tanh(l / T) (HP)", 0.0, 100.0, {}},
+      {"temperature", 10.0, "T in logits = C·tanh(l / T) (HP)", 1e-3, 1000.0, {}},
+      {"logit_noise", 0.5, "std. dev. of Gaussian noise added to the logits of the first samples", 0.0, 100.0, {}},
+      {"noise_samples", int64_t{100}, "how many first samples get logit noise", 0.0, std::nullopt, {}},
+      {"vocabulary", int64_t{32}, "op kinds with their own type entry (the rest share 'other')", 1.0, 4096.0, {}},
+  };
+}
+
+LogitShaping logit_shaping(const Params& p) {
+  LogitShaping s;
+  s.tanh_constant = param_float(p, "tanh_constant");
+  s.temperature = param_float(p, "temperature");
+  s.noise_std = param_float(p, "logit_noise");
+  s.noise_samples = param_int(p, "noise_samples");
+  return s;
+}
+
+std::mutex& torch_init_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+Action PolicyNetwork::sample(const PolicyInputs& inputs,
+                             const std::function<int(const torch::Tensor&, int64_t)>& choose) {
+  const torch::Tensor raw = logits(inputs, {})[0];
+  Action action;
+  action.reserve(static_cast<size_t>(raw.size(0)));
+  for (int64_t i = 0; i < raw.size(0); ++i) action.push_back(choose(raw[i], i));
+  return action;
+}
+
+// ---------------------------------------------------------------------------------------------
+// TorchPolicy
+
+TorchPolicy::TorchPolicy(std::shared_ptr<PolicyNetwork> network, LogitShaping shaping) : shaping_(shaping) {
+  reset(std::move(network));
+}
+
+void TorchPolicy::reset(std::shared_ptr<PolicyNetwork> network) {
+  network_ = std::move(network);
+  optimizer_ = std::make_unique<torch::optim::Adam>(network_->parameters(), torch::optim::AdamOptions(0.01));
+  samples_drawn_ = 0;
+}
+
+TorchPolicy::~TorchPolicy() = default;
+
+void TorchPolicy::set_inputs(PolicyInputs inputs, torch::Tensor allowed) {
+  inputs_ = std::move(inputs);
+  allowed_ = std::move(allowed);
+  allowed_flat_.clear();
+  if (allowed_.defined()) {
+    const torch::Tensor flat = allowed_.to(torch::kUInt8).contiguous();
+    allowed_flat_.assign(flat.data_ptr<uint8_t>(), flat.data_ptr<uint8_t>() + flat.numel());
+  }
+}
+
+Action TorchPolicy::sample(std::mt19937_64& rng) {
+  torch::NoGradGuard no_grad;
+  const bool noisy = samples_drawn_ < shaping_.noise_samples && shaping_.noise_std > 0;
+  ++samples_drawn_;
+  std::normal_distribution<double> noise(0.0, shaping_.noise_std);
+  const int64_t choices = inputs_.choices;
+  std::vector<double> weights(static_cast<size_t>(choices));
+  auto choose = [&](const torch::Tensor& row, int64_t position) {
+    const torch::Tensor values = row.to(torch::kFloat64).contiguous();
+    const double* raw = values.data_ptr<double>();
+    double max = -INFINITY;
+    for (int64_t c = 0; c < choices; ++c) {
+      const bool ok = allowed_flat_.empty() || allowed_flat_[static_cast<size_t>(position * choices + c)];
+      double l = shaping_.tanh_constant * std::tanh(raw[c] / shaping_.temperature);
+      if (noisy) l += noise(rng);
+      weights[static_cast<size_t>(c)] = ok ? l : -INFINITY;
+      max = std::max(max, weights[static_cast<size_t>(c)]);
+    }
+    for (double& w : weights) w = std::isinf(w) ? 0.0 : std::exp(w - max);
+    std::discrete_distribution<int> pick(weights.begin(), weights.end());
+    return pick(rng);
+  };
+  return network_->sample(inputs_, choose);
+}
+
+void TorchPolicy::check_action(const Action& action) const {
+  const int64_t positions = inputs_.features.size(0);
+  if (static_cast<int64_t>(action.size()) != positions)
+    throw std::invalid_argument("action has " + std::to_string(action.size()) + " entries, the policy has " +
+                                std::to_string(positions) + " positions");
+  for (int a : action)
+    if (a < 0 || a >= inputs_.choices)
+      throw std::invalid_argument("action entry " + std::to_string(a) + " is outside [0, " +
+                                  std::to_string(inputs_.choices) + ")");
+}
+
+torch::Tensor TorchPolicy::log_distribution(const std::vector<Action>& actions) {
+  for (const Action& a : actions) check_action(a);
+  torch::Tensor shaped = shaping_.tanh_constant * torch::tanh(network_->logits(inputs_, actions) / shaping_.temperature);
+  if (allowed_.defined()) shaped = shaped.masked_fill(allowed_.logical_not().unsqueeze(0), -1e9);
+  return torch::log_softmax(shaped, -1);
+}
+
+namespace {
+
+torch::Tensor action_tensor(const std::vector<Action>& actions) {
+  std::vector<int64_t> flat;
+  for (const Action& a : actions) flat.insert(flat.end(), a.begin(), a.end());
+  return torch::tensor(flat, torch::kInt64).view({static_cast<int64_t>(actions.size()), -1});
+}
+
+}  // namespace
+
+double TorchPolicy::log_prob(const Action& action) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor logp = log_distribution({action});
+  const torch::Tensor chosen = action_tensor({action}).unsqueeze(-1);
+  return logp.expand({1, logp.size(1), logp.size(2)}).gather(2, chosen).sum().item<double>();
+}
+
+void TorchPolicy::accumulate_gradient(const std::vector<Action>& actions, const std::vector<double>& weights,
+                                      double entropy_weight) {
+  if (actions.size() != weights.size()) throw std::invalid_argument("actions and weights differ in length");
+  if (actions.empty()) return;
+  const torch::Tensor logp = log_distribution(actions);
+  const int64_t S = static_cast<int64_t>(actions.size());
+  const torch::Tensor per_sample =
+      logp.expand({S, logp.size(1), logp.size(2)}).gather(2, action_tensor(actions).unsqueeze(-1)).sum({1, 2});
+  torch::Tensor objective = (per_sample * torch::tensor(weights, torch::kFloat64).to(per_sample.dtype())).sum();
+  if (entropy_weight != 0.0) {
+    // Masked entries have p = 0; their p·log p is 0, not NaN.
+    const torch::Tensor entropy = -(logp.exp() * logp).nan_to_num(0.0).sum({1, 2}).mean();
+    objective = objective + entropy_weight * entropy;
+  }
+  (-objective).backward();
+}
+
+void TorchPolicy::apply_gradient(const OptimizerSettings& settings) {
+  if (settings.clip_norm > 0) torch::nn::utils::clip_grad_norm_(network_->parameters(), settings.clip_norm);
+  for (auto& group : optimizer_->param_groups())
+    static_cast<torch::optim::AdamOptions&>(group.options()).lr(settings.learning_rate);
+  optimizer_->step();
+  optimizer_->zero_grad();
+}
+
+std::string TorchPolicy::save_state() const {
+  torch::serialize::OutputArchive archive;
+  network_->save(archive);
+  torch::serialize::OutputArchive optimizer;
+  optimizer_->save(optimizer);
+  archive.write("optimizer", optimizer);
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+void TorchPolicy::load_state(const std::string& state) {
+  try {
+    std::istringstream in(state);
+    torch::serialize::InputArchive archive;
+    archive.load_from(in);
+    network_->load(archive);
+    torch::serialize::InputArchive optimizer;
+    if (archive.try_read("optimizer", optimizer)) optimizer_->load(optimizer);
+  } catch (const c10::Error& e) {
+    throw std::invalid_argument(std::string("policy state does not fit this network: ") + e.what_without_backtrace());
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// LearnedPlacer
+
+struct LearnedPlacer::State {
+  int64_t width = 0, positions = 0, choices = 0;
+  std::unique_ptr<TorchPolicy> policy;
+};
+
+LearnedPlacer::LearnedPlacer(std::string name, NetworkFactory factory, LogitShaping shaping, int vocabulary)
+    : name_(std::move(name)), factory_(std::move(factory)), shaping_(shaping), vocabulary_(vocabulary),
+      state_(std::make_unique<State>()) {
+  // Policy networks are small; more intra-op threads than one only contend with the daemon's own.
+  static std::once_flag once;
+  std::call_once(once, [] { torch::set_num_threads(1); });
+}
+
+LearnedPlacer::~LearnedPlacer() = default;
+
+void LearnedPlacer::prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices,
+                            std::mt19937_64& rng) {
+  if (devices.size() == 0) throw std::invalid_argument(name_ + ": the device set is empty");
+  const OpFeatures ops = op_features(graph, vocabulary_);
+  const GroupFeatures groups = group_features(graph, grouping, ops);
+  const int64_t G = groups.num_groups, D = static_cast<int64_t>(devices.size());
+
+  // A group with an op pinned to a device kind may only go to devices of that kind, and a profiled
+  // op only to device kinds it was profiled on (elsewhere its cost is unknown).
+  torch::Tensor allowed = torch::ones({G, D}, torch::kBool);
+  auto a = allowed.accessor<bool, 2>();
+  for (const Op& op : graph.ops)
+    for (int64_t d = 0; d < D; ++d) {
+      const DeviceKind kind = devices.devices[static_cast<size_t>(d)].kind;
+      if ((op.pinned && kind != *op.pinned) || (!op.profile.empty() && !op.profile.count(to_string(kind))))
+        a[grouping.group_of_op[op.id]][d] = false;
+    }
+  for (int64_t g = 0; g < G; ++g)
+    if (!allowed[g].any().item<bool>()) allowed[g].fill_(true);  // conflicting pins: enforce_pins decides
+
+  PolicyInputs inputs;
+  inputs.features = torch::from_blob(const_cast<float*>(groups.rows.data()), {G, groups.width}, torch::kFloat32).clone();
+  inputs.adjacency = torch::from_blob(const_cast<float*>(groups.adjacency.data()), {G, G}, torch::kFloat32).clone();
+  inputs.choices = D;
+
+  if (!state_->policy || state_->width != groups.width || state_->positions != G || state_->choices != D) {
+    std::shared_ptr<PolicyNetwork> network;
+    {
+      std::lock_guard<std::mutex> lock(torch_init_mutex());
+      torch::manual_seed(rng());
+      network = factory_(groups.width, G, D);
+    }
+    if (state_->policy)
+      state_->policy->reset(std::move(network));
+    else
+      state_->policy = std::make_unique<TorchPolicy>(std::move(network), shaping_);
+    state_->width = groups.width;
+    state_->positions = G;
+    state_->choices = D;
+  }
+  state_->policy->set_inputs(std::move(inputs), allowed);
+}
+
+std::vector<int> LearnedPlacer::place(std::mt19937_64& rng) {
+  if (!state_->policy) throw std::logic_error(name_ + ": place() before prepare()");
+  return state_->policy->sample(rng);
+}
+
+TrainablePolicy* LearnedPlacer::policy() { return state_->policy.get(); }
+
+}  // namespace placement::plugins
