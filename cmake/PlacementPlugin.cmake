@@ -26,6 +26,7 @@ function(placement_add_plugin KIND NAME)
     INSTALL_RPATH "$ORIGIN/../../..")
   target_link_options(${mod} PRIVATE
     "-Wl,--version-script=${PROJECT_SOURCE_DIR}/cmake/plugin.map" "-Wl,--no-undefined")
+  set_property(GLOBAL APPEND PROPERTY PLACEMENT_PLUGIN_TARGETS ${mod})
   install(TARGETS ${mod} LIBRARY DESTINATION ${PLACEMENT_PLUGIN_INSTALL_DIR}/${KIND}s)
   if(PLACEMENT_BUILD_TESTS)
     add_test(NAME plugin_load.${KIND}.${NAME}

@@ -79,6 +79,7 @@ int main(int argc, char** argv) {
   optimize->add_option("--plugin-dir", opt.plugin_dirs, "plugin directory (repeatable; default: the installed plugins)");
   optimize->add_option("--out", opt.out, "write the best placement to this JSON file");
   optimize->add_option("--plot", opt.plot, "write the learning curve to this SVG file");
+  optimize->add_flag("--json", g.json, "print one JSON object instead of tables");
   optimize->add_option("--progress", opt.progress, "progress bar on stderr")
       ->capture_default_str()->check(CLI::IsMember({"auto", "on", "off"}));
   auto* capture = app.add_subcommand("capture", "capture a TorchScript model as an OpGraph (runs placementctl-capture)");

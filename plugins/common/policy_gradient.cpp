@@ -9,8 +9,9 @@ int ppo_clip_step(TrainablePolicy& policy, const SampleBatch& batch, double clip
   const double n = static_cast<double>(batch.actions.size());
   std::vector<double> weights(batch.actions.size(), 0.0);
   int clipped = 0;
+  const std::vector<double> log_probs = policy.log_probs(batch.actions);
   for (size_t i = 0; i < batch.actions.size(); ++i) {
-    const double ratio = std::exp(policy.log_prob(batch.actions[i]) - batch.old_log_probs[i]);
+    const double ratio = std::exp(log_probs[i] - batch.old_log_probs[i]);
     const double a = batch.advantages[i];
     if ((a > 0 && ratio > 1.0 + clip_epsilon) || (a < 0 && ratio < 1.0 - clip_epsilon)) {
       ++clipped;
@@ -28,8 +29,9 @@ double kl_penalized_step(TrainablePolicy& policy, const SampleBatch& batch, doub
   const double n = static_cast<double>(batch.actions.size());
   std::vector<double> weights(batch.actions.size());
   double kl = 0.0;
+  const std::vector<double> log_probs = policy.log_probs(batch.actions);
   for (size_t i = 0; i < batch.actions.size(); ++i) {
-    const double log_prob = policy.log_prob(batch.actions[i]);
+    const double log_prob = log_probs[i];
     kl += (batch.old_log_probs[i] - log_prob) / n;
     weights[i] = (std::exp(log_prob - batch.old_log_probs[i]) * batch.advantages[i] + kl_weight) / n;
   }
@@ -92,8 +94,9 @@ void BatchedPolicyGradient::observe(const Action& action, double reward, bool va
   if (!context_.policy) return;
   batch_.actions.push_back(action);
   batch_.rewards.push_back(reward);
-  batch_.old_log_probs.push_back(context_.policy->log_prob(action));
   if (static_cast<int64_t>(batch_.actions.size()) < batch_size_) return;
+  // The policy has not changed since these samples were drawn: one batched pass gives log π_old.
+  batch_.old_log_probs = context_.policy->log_probs(batch_.actions);
 
   // Advantages against the baseline from before this batch (the first batch: its own mean).
   if (!baseline_.started()) {

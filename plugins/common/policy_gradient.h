@@ -67,8 +67,8 @@ PpoSettings ppo_settings(const Params& params);
 uint64_t ppo_iteration(TrainablePolicy& policy, const SampleBatch& batch, const PpoSettings& settings);
 
 /// Collects `batch_size` samples with log π_old and EMA-baseline advantages, then hands the batch to
-/// update(). log π_old is read in observe(): the policy only changes inside update(), so every
-/// sample of a batch was drawn from the parameters observe() sees.
+/// update(). log π_old is read when the batch is full: the policy only changes inside update(), so
+/// every sample of a batch was drawn from the parameters it has then.
 class BatchedPolicyGradient : public Algorithm {
  public:
   BatchedPolicyGradient(int64_t batch_size, double baseline_decay)

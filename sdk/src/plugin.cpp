@@ -29,6 +29,13 @@ PluginKind plugin_kind_from_string(const std::string& text) {
 }
 
 TrainablePolicy::~TrainablePolicy() = default;
+
+std::vector<double> TrainablePolicy::log_probs(const std::vector<Action>& actions) {
+  std::vector<double> out;
+  out.reserve(actions.size());
+  for (const Action& a : actions) out.push_back(log_prob(a));
+  return out;
+}
 Grouper::~Grouper() = default;
 Placer::~Placer() = default;
 Algorithm::~Algorithm() = default;

@@ -140,5 +140,59 @@ TEST(Placementctl, SimulateReportsStepTimeMemoryAndTheBound) {
   EXPECT_NE(bad.err.find(paths.dir + "/bad.toml:1:1: device cpu:0 has no memory_gib"), std::string::npos) << bad.err;
 }
 
+TEST(Placementctl, OptimizeReportsBaselinesBoundAndIsReproducible) {
+  DaemonProcess paths;  // only for its temp dir
+  OpGraph g = two_chains(4);
+  profile_all(g, DeviceKind::kCuda, 1e-3);
+  write_json_file(paths.dir + "/g.json", to_json(g));
+  std::ofstream(paths.dir + "/topo.toml") << "[defaults]\nbandwidth_gbs = 10\n"
+                                             "[[device]]\nname = \"cuda:0\"\nmemory_gib = 1\n"
+                                             "[[device]]\nname = \"cuda:1\"\nmemory_gib = 1\n";
+  const std::vector<std::string> args = {placementctl_bin(), "optimize", "--graph", paths.dir + "/g.json",
+                                         "--devices", paths.dir + "/topo.toml", "--grouper", "none",
+                                         "--placer", "feedforward", "--algorithm", "ppo", "--budget", "60",
+                                         "--seed", "5", "--json"};
+  std::vector<std::string> with_files = args;
+  for (const std::string& a : std::vector<std::string>{"--out", paths.dir + "/best.json", "--plot", paths.dir + "/curve.svg"})
+    with_files.push_back(a);
+  const CommandResult r = run_command(with_files);
+  if (r.exit_code != 0 && r.err.find("no placer plugin named 'feedforward'") != std::string::npos)
+    GTEST_SKIP() << "built without LibTorch";
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json out = json::parse(r.out);
+  for (const char* key : {"best_step_time_s", "baselines", "lower_bound_s", "evaluations",
+                          "evaluations_to_within_2pct", "invalid_rejected"})
+    EXPECT_TRUE(out.contains(key)) << key;
+  EXPECT_EQ(out["evaluations"].get<int>(), 60);
+  EXPECT_TRUE(out["baselines"].contains("single_device"));
+  const double best = out["best_step_time_s"].get<double>();
+  EXPECT_GE(best, out["lower_bound_s"].get<double>());
+  for (const auto& [name, t] : out["baselines"].items())
+    if (!t.is_null()) EXPECT_LE(best, t.get<double>()) << name;
+
+  // The written placement simulates to the reported time; the plot is an SVG.
+  const CommandResult sim = run_command({placementctl_bin(), "--json", "simulate", "--graph", paths.dir + "/g.json",
+                                         "--devices", paths.dir + "/topo.toml", "--placement",
+                                         paths.dir + "/best.json"});
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  EXPECT_DOUBLE_EQ(json::parse(sim.out)["placements"][0]["step_time_s"].get<double>(), best);
+  std::ifstream svg(paths.dir + "/curve.svg");
+  std::string head(5, '\0');
+  svg.read(head.data(), 5);
+  EXPECT_EQ(head, "<svg ");
+
+  const CommandResult again = run_command(args);
+  EXPECT_EQ(json::parse(again.out)["best_so_far_s"], out["best_so_far_s"]) << "same seed, same curve";
+
+  std::vector<std::string> bad = args;
+  bad.push_back("--set");
+  bad.push_back("placer.hidden=-3");
+  const CommandResult refused = run_command(bad);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("hidden"), std::string::npos) << refused.err;
+  bad.back() = "hidden=3";
+  EXPECT_NE(run_command(bad).err.find("expected KIND.KEY=VALUE"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace placement::testing

@@ -10,6 +10,8 @@ namespace placement::testing {
 OpGraph chain(int n, uint64_t bytes = 1024);
 /// Two independent chains of `length` ops that meet in a final "join" op.
 OpGraph two_chains(int length);
+/// Gives every op the same profile on `kind` (forward; backward twice that).
+void profile_all(OpGraph& graph, DeviceKind kind, double forward_s);
 /// `count` devices of `kind` with `memory` bytes each, uniform 10 GB/s links.
 DeviceSet devices(int count, DeviceKind kind = DeviceKind::kCpu, uint64_t memory = 1ull << 30);
 

@@ -65,6 +65,7 @@ class TorchPolicy : public TrainablePolicy {
   PolicyNetwork& network() { return *network_; }
 
   double log_prob(const Action& action) override;
+  std::vector<double> log_probs(const std::vector<Action>& actions) override;
   void accumulate_gradient(const std::vector<Action>& actions, const std::vector<double>& weights,
                            double entropy_weight) override;
   void apply_gradient(const OptimizerSettings& settings) override;

@@ -130,11 +130,19 @@ torch::Tensor action_tensor(const std::vector<Action>& actions) {
 
 }  // namespace
 
-double TorchPolicy::log_prob(const Action& action) {
+double TorchPolicy::log_prob(const Action& action) { return log_probs({action})[0]; }
+
+std::vector<double> TorchPolicy::log_probs(const std::vector<Action>& actions) {
+  if (actions.empty()) return {};
   torch::NoGradGuard no_grad;
-  const torch::Tensor logp = log_distribution({action});
-  const torch::Tensor chosen = action_tensor({action}).unsqueeze(-1);
-  return logp.expand({1, logp.size(1), logp.size(2)}).gather(2, chosen).sum().item<double>();
+  const torch::Tensor logp = log_distribution(actions);
+  const int64_t S = static_cast<int64_t>(actions.size());
+  const torch::Tensor sums = logp.expand({S, logp.size(1), logp.size(2)})
+                                 .gather(2, action_tensor(actions).unsqueeze(-1))
+                                 .sum({1, 2})
+                                 .to(torch::kFloat64)
+                                 .contiguous();
+  return std::vector<double>(sums.data_ptr<double>(), sums.data_ptr<double>() + S);
 }
 
 void TorchPolicy::accumulate_gradient(const std::vector<Action>& actions, const std::vector<double>& weights,

@@ -12,8 +12,8 @@ namespace {
 class FeedforwardNetwork : public PolicyNetwork {
  public:
   FeedforwardNetwork(int64_t width, int64_t hidden, int64_t devices)
-      : in_(register_module("in", torch::nn::Linear(width, hidden))),
-        mid_(register_module("mid", torch::nn::Linear(hidden, hidden))),
+      : in_(register_module("input_layer", torch::nn::Linear(width, hidden))),
+        mid_(register_module("hidden_layer", torch::nn::Linear(hidden, hidden))),
         out_(register_module("out", torch::nn::Linear(hidden, devices))) {}
 
   torch::Tensor logits(const PolicyInputs& inputs, const std::vector<Action>&) override {

@@ -24,6 +24,9 @@ class TrainablePolicy {
 
   /// log π(action) under the current parameters.
   virtual double log_prob(const Action& action) = 0;
+  /// log π(a) for several actions. The default calls log_prob() for each; policies that can score
+  /// a batch in one pass (teacher-forced decoders) override it.
+  virtual std::vector<double> log_probs(const std::vector<Action>& actions);
 
   /// Adds ∇θ [ Σᵢ weights[i] · log π(actions[i]) + entropy_weight · H(π) ] to the gradient buffer.
   /// Every policy-gradient method here is such a weighted sum: REINFORCE weighs by the advantage,

@@ -1,0 +1,144 @@
+// Learning tests: the real plugins, trained against the simulator on small graphs whose optimum is
+// known. Each algorithm runs with the placer it is paired with in its paper (ColocRL/HP: reinforce +
+// seq2seq after; EAGLE: ppo + seq2seq before, ppo + gcn; Spotlight; Post), default
+// hyperparameters except the seq2seq width; the policy itself
+// (not the baselines the answer also includes) has to find the optimum within a fixed budget.
+#include <gtest/gtest.h>
+
+#include "offline/optimize.h"
+#include "plugin_registry.h"
+#include "test_graphs.h"
+
+namespace placementd::offline {
+namespace {
+
+using placement::DeviceKind;
+
+const PluginRegistry& registry() {
+  static PluginRegistry* r = [] {
+    auto* registry = new PluginRegistry;
+    registry->scan({PLUGIN_DIR});
+    return registry;
+  }();
+  return *r;
+}
+
+struct Pairing {
+  std::string algorithm, placer;
+  placement::Params placer_params;
+  placement::Params algorithm_params;
+};
+
+std::string name_of(const ::testing::TestParamInfo<Pairing>& info) {
+  std::string attention;
+  if (auto it = info.param.placer_params.find("attention"); it != info.param.placer_params.end())
+    attention = "_" + std::get<std::string>(it->second);
+  return info.param.algorithm + "_" + info.param.placer + attention;
+}
+
+class Learning : public ::testing::TestWithParam<Pairing> {
+ protected:
+  void SetUp() override {
+    if (!registry().has(placement::PluginKind::kPlacer, GetParam().placer))
+      GTEST_SKIP() << "placer " << GetParam().placer << " not built (no LibTorch)";
+  }
+
+  OptimizeResult run(const sim::Simulator& simulator, int64_t budget, uint64_t seed = 3) {
+    OptimizeOptions o;
+    o.grouper = {"none", {}};
+    o.placer = {GetParam().placer, GetParam().placer_params};
+    o.algorithm = {GetParam().algorithm, GetParam().algorithm_params};
+    o.budget = budget;
+    o.seed = seed;
+    return optimize(simulator, registry(), o);
+  }
+};
+
+// Two independent chains of 6 heavy ops that meet in a join: one chain per GPU halves the step
+// (1 of the 2^13 placements' worth of structure has to be found, not guessed).
+TEST_P(Learning, TwoIndependentChainsGoToTwoDevices) {
+  placement::OpGraph g = placement::testing::two_chains(6);
+  placement::testing::profile_all(g, DeviceKind::kCuda, 1e-3);
+  const sim::Simulator simulator(g, placement::testing::devices(2, DeviceKind::kCuda));
+  const double split = simulator.simulate(placement::Placement{{0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0}}).step_time_s;
+  const OptimizeResult r = run(simulator, 400);
+  ASSERT_TRUE(r.policy_best_s);
+  EXPECT_LE(*r.policy_best_s, split * 1.02) << "optimum " << split << " s";
+  EXPECT_LT(split, r.baselines.at("single_device").value() * 0.6);
+}
+
+// 8 ops of 300 MiB parameters each (Adam: ×4 with gradients and moments) on two 6 GiB devices:
+// nothing fits on one device; only splits near the middle do.
+TEST_P(Learning, AGraphThatOnlyFitsWhenSplit) {
+  placement::OpGraph g = placement::testing::chain(8);
+  for (auto& op : g.ops) op.parameter_bytes = 300ull << 20;
+  placement::testing::profile_all(g, DeviceKind::kCuda, 1e-3);
+  const sim::Simulator simulator(g, placement::testing::devices(2, DeviceKind::kCuda, 6ull << 30));
+  const OptimizeResult r = run(simulator, 300);
+  EXPECT_FALSE(r.baselines.at("single_device").has_value()) << "all on one device must not fit";
+  ASSERT_TRUE(r.policy_best_s) << "the policy never found a placement that fits";
+  EXPECT_GT(r.invalid_rejected, 0) << "out-of-memory candidates are rejected, not run";
+  // Any valid split costs the same compute; the best has a single crossing.
+  const double one_cut = simulator.simulate(placement::Placement{{0, 0, 0, 0, 1, 1, 1, 1}}).step_time_s;
+  EXPECT_LE(*r.policy_best_s, one_cut * 1.02);
+}
+
+// A chain whose activations are large: any split pays transfers and gains no parallelism.
+TEST_P(Learning, AChainWhereAnySplitIsWorseStaysTogether) {
+  placement::OpGraph g = placement::testing::chain(8, 64ull << 20);
+  placement::testing::profile_all(g, DeviceKind::kCuda, 1e-3);
+  const sim::Simulator simulator(g, placement::testing::devices(2, DeviceKind::kCuda));
+  const double together = simulator.simulate(placement::Placement::single(g, 0)).step_time_s;
+  const OptimizeResult r = run(simulator, 300);
+  ASSERT_TRUE(r.policy_best_s);
+  EXPECT_LE(*r.policy_best_s, together * 1.02);
+}
+
+TEST_P(Learning, SameSeedSameResult) {
+  placement::OpGraph g = placement::testing::two_chains(4);
+  placement::testing::profile_all(g, DeviceKind::kCuda, 1e-3);
+  const sim::Simulator simulator(g, placement::testing::devices(2, DeviceKind::kCuda));
+  const OptimizeResult a = run(simulator, 40, 11), b = run(simulator, 40, 11), c = run(simulator, 40, 12);
+  ASSERT_EQ(a.curve.size(), b.curve.size());
+  for (size_t i = 0; i < a.curve.size(); ++i) {
+    EXPECT_EQ(a.curve[i].measured_s, b.curve[i].measured_s) << "candidate " << i;
+  }
+  EXPECT_EQ(a.best.device_of_op, b.best.device_of_op);
+  bool differs = false;
+  for (size_t i = 0; i < a.curve.size(); ++i) differs |= a.curve[i].measured_s != c.curve[i].measured_s;
+  EXPECT_TRUE(differs) << "another seed gives other samples";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    PapersPairings, Learning,
+    // seq2seq at the papers' 256 hidden units costs ~0.1 s per update on a 2-core CI machine
+    // (bench/policy_bench); 64 keeps these tests to seconds and changes no code path. REINFORCE at
+    // HP's Adam lr 0.1 collapses onto an early sample here (a 27 ms placement instead of 21 ms on
+    // the two-chain graph), so it runs at 0.01, the learning rate EAGLE uses for PPO.
+    ::testing::Values(Pairing{"reinforce", "seq2seq", {{"attention", std::string("after")}, {"hidden", int64_t{64}}}, {{"learning_rate", 0.01}}},
+                      Pairing{"ppo", "seq2seq", {{"attention", std::string("before")}, {"hidden", int64_t{64}}}},
+                      Pairing{"spotlight", "seq2seq", {{"hidden", int64_t{64}}}},
+                      Pairing{"post", "feedforward", {}},
+                      Pairing{"ppo", "gcn", {}}),
+    name_of);
+
+TEST(Optimize, DeterministicPlacerIsEvaluatedOnceAndBaselinesAreReported) {
+  placement::OpGraph g = placement::testing::two_chains(3);
+  placement::testing::profile_all(g, DeviceKind::kCuda, 1e-3);
+  const sim::Simulator simulator(g, placement::testing::devices(2, DeviceKind::kCuda));
+  OptimizeOptions o;
+  o.grouper = {"none", {}};
+  o.placer = {"single_device", {}};
+  o.budget = 50;
+  const OptimizeResult r = optimize(simulator, registry(), o);
+  EXPECT_EQ(r.evaluations, 1);
+  EXPECT_TRUE(r.baselines.count("list_scheduling"));
+  EXPECT_TRUE(r.baselines.count("single_device"));
+  EXPECT_FALSE(r.baselines.count("scotch")) << "plugins that are not loaded are left out";
+  EXPECT_DOUBLE_EQ(r.lower_bound_s, simulator.lower_bound_s());
+  for (const auto& [name, t] : r.baselines)
+    if (t) EXPECT_LE(r.best_step_time_s, *t) << "never worse than baseline " << name;
+}
+
+}  // namespace
+}  // namespace placementd::offline
