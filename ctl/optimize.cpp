@@ -150,8 +150,7 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
     return std::string(buf);
   };
   for (const auto& [name, s] : r.baselines)
-    t.add({name, s ? format_seconds(&*s) : (r.baseline_errors.count(name) ? "error" : "out of memory"),
-           s ? ratio(*s) : "-"});
+    t.add({name, s ? format_seconds(&*s) : "invalid", s ? ratio(*s) : "-"});
   t.add({"policy (" + a.placer + ")", format_seconds(r.policy_best_s ? &*r.policy_best_s : nullptr),
          r.policy_best_s ? ratio(*r.policy_best_s) : "-"});
   t.add({"best", format_seconds(&r.best_step_time_s), ratio(r.best_step_time_s)});

@@ -10,17 +10,26 @@ namespace {
 
 using placement::Placement;
 
-// What a placement costs, or nullopt when the memory model rejects it (devices at fault added).
+// What a placement costs, or nullopt with the reason when it cannot be a candidate: the memory
+// model rejects it (devices at fault counted), or an op sits on a device kind it has no profile for.
 std::optional<double> evaluate(const sim::Simulator& simulator, const Placement& placement,
-                               std::map<std::string, int64_t>* rejected_on) {
+                               std::map<std::string, int64_t>* rejected_on, std::string* why = nullptr) {
   const sim::SimulationResult memory = simulator.check_memory(placement);
   if (!memory.valid) {
     if (rejected_on)
       for (size_t d = 0; d < memory.memory.size(); ++d)
         if (memory.memory[d].peak() > memory.memory[d].capacity) ++(*rejected_on)[simulator.devices().devices[d].name()];
+    if (why) *why = memory.invalid_reason;
     return std::nullopt;
   }
-  return simulator.simulate(placement).step_time_s;
+  try {
+    return simulator.simulate(placement).step_time_s;
+  } catch (const std::invalid_argument& e) {
+    // Its cost is unknown, so it is not a candidate.
+    if (rejected_on) ++(*rejected_on)["unprofiled device kind"];
+    if (why) *why = e.what();
+    return std::nullopt;
+  }
 }
 
 Placement placement_of(const placement::Grouping& grouping, const std::vector<int>& device_of_group,
@@ -101,8 +110,10 @@ OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& r
       std::mt19937_64 baseline_rng(options.seed);
       baseline->prepare(graph, grouping, devices, baseline_rng);
       const Placement p = placement_of(grouping, baseline->place(baseline_rng), simulator);
-      const std::optional<double> t = evaluate(simulator, p, nullptr);
+      std::string why;
+      const std::optional<double> t = evaluate(simulator, p, nullptr, &why);
       result.baselines[name] = t;
+      if (!t) result.baseline_errors[name] = why;
       if (t && (result.best_source.empty() || *t < result.best_step_time_s)) {
         result.best_step_time_s = *t;
         result.best = p;

@@ -60,12 +60,14 @@ struct OptimizeResult {
   std::optional<double> policy_best_s;
   /// Baseline name → simulated step time (nullopt where it is invalid or the placer refused).
   std::map<std::string, std::optional<double>> baselines;
+  /// Why a baseline has no time: out of memory (with device and bytes), unprofiled, or its error.
   std::map<std::string, std::string> baseline_errors;
   double lower_bound_s = 0.0;
   int64_t evaluations = 0;
   /// First evaluation (1-based) whose best-so-far is within 2% of the policy's final best.
   std::optional<int64_t> evaluations_to_within_2pct;
-  /// Candidates the memory model rejected before "running" them, and why (device → count).
+  /// Candidates rejected before being "run": out of memory (counted per device at fault) or an op
+  /// on a device kind it has no profile for (counted as "unprofiled device kind").
   int64_t invalid_rejected = 0;
   std::map<std::string, int64_t> invalid_by_device;
   int num_groups = 0;

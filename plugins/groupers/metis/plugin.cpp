@@ -11,7 +11,7 @@ PluginInfo info() {
   i.version = "1.0.0";
   i.summary = "EAGLE: METIS k-way min-cut on the byte-weighted op graph";
   i.hyperparameters = {
-      {"groups", int64_t{256}, "number of groups (at most the number of ops; HP/EAGLE: <= 256)", 1.0, 100000.0, {}},
+      {"groups", int64_t{256}, "number of groups (at most one per 4 ops; HP/EAGLE: <= 256)", 1.0, 100000.0, {}},
       {"imbalance", 0.03, "allowed load imbalance between groups (METIS ubvec - 1)", 0.001, 10.0, {}},
       {"seed", int64_t{1}, "METIS random seed", 0.0, 2147483647.0, {}},
   };
