@@ -167,8 +167,11 @@ TEST(Placementctl, OptimizeReportsBaselinesBoundAndIsReproducible) {
   EXPECT_TRUE(out["baselines"].contains("single_device"));
   const double best = out["best_step_time_s"].get<double>();
   EXPECT_GE(best, out["lower_bound_s"].get<double>());
-  for (const auto& [name, t] : out["baselines"].items())
-    if (!t.is_null()) EXPECT_LE(best, t.get<double>()) << name;
+  for (const auto& [name, t] : out["baselines"].items()) {
+    if (!t.is_null()) {
+      EXPECT_LE(best, t.get<double>()) << name;
+    }
+  }
 
   // The written placement simulates to the reported time; the plot is an SVG.
   const CommandResult sim = run_command({placementctl_bin(), "--json", "simulate", "--graph", paths.dir + "/g.json",

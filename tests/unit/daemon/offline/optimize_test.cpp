@@ -136,8 +136,11 @@ TEST(Optimize, DeterministicPlacerIsEvaluatedOnceAndBaselinesAreReported) {
   EXPECT_TRUE(r.baselines.count("single_device"));
   EXPECT_FALSE(r.baselines.count("scotch")) << "plugins that are not loaded are left out";
   EXPECT_DOUBLE_EQ(r.lower_bound_s, simulator.lower_bound_s());
-  for (const auto& [name, t] : r.baselines)
-    if (t) EXPECT_LE(r.best_step_time_s, *t) << "never worse than baseline " << name;
+  for (const auto& [name, t] : r.baselines) {
+    if (t) {
+      EXPECT_LE(r.best_step_time_s, *t) << "never worse than baseline " << name;
+    }
+  }
 }
 
 }  // namespace
