@@ -11,7 +11,7 @@ PluginInfo info() {
   i.version = "1.0.0";
   i.summary = "baseline: METIS k-way min-cut of the group graph, one part per device";
   i.hyperparameters = {
-      {"gpus_only", false, "partition over CUDA devices only when the job has any", std::nullopt, std::nullopt, {}},
+      {"gpus_only", true, "partition over CUDA devices only when the job has any (as in the papers)", std::nullopt, std::nullopt, {}},
       {"imbalance", 0.03, "allowed load imbalance between devices (METIS ubvec - 1)", 0.001, 10.0, {}},
       {"seed", int64_t{1}, "METIS random seed", 0.0, 2147483647.0, {}},
   };

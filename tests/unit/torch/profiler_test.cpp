@@ -42,7 +42,8 @@ struct Fixture {
 
 TEST(Profiler, EveryOpIsTimedAndTheTimesAccountForTheStep) {
   Fixture f("resnet18");
-  const auto profiles = profile_steps(*f.placed, [&] { f.forward_backward(); }, [&] { f.update(); }, {1, 3});
+  // Medians of 5 (not 3): on a loaded 2-core machine one slow step in three skewed the sums below.
+  const auto profiles = profile_steps(*f.placed, [&] { f.forward_backward(); }, [&] { f.update(); }, {2, 5});
   ASSERT_EQ(profiles.size(), f.graph.ops.size());
   double forward = 0, backward = 0, update = 0;
   for (size_t i = 0; i < profiles.size(); ++i) {
@@ -59,7 +60,7 @@ TEST(Profiler, EveryOpIsTimedAndTheTimesAccountForTheStep) {
   }
   // A plain measured step, for scale: the ops' own times must make up most of it.
   std::vector<double> steps;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 5; ++i) {
     const auto start = std::chrono::steady_clock::now();
     f.forward_backward();
     steps.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -67,8 +68,8 @@ TEST(Profiler, EveryOpIsTimedAndTheTimesAccountForTheStep) {
   }
   std::sort(steps.begin(), steps.end());
   EXPECT_GT(backward, forward * 0.5) << "backward is rarely much cheaper than forward";
-  EXPECT_GT(forward + backward, 0.4 * steps[1]);
-  EXPECT_LT(forward + backward, 1.5 * steps[1]);
+  EXPECT_GT(forward + backward, 0.4 * steps[2]) << "median step " << steps[2] << " s";
+  EXPECT_LT(forward + backward, 1.5 * steps[2]) << "median step " << steps[2] << " s";
   EXPECT_GT(update, 0.0);
 
   record_profiles(f.graph, *f.placed, profiles);
@@ -78,7 +79,8 @@ TEST(Profiler, EveryOpIsTimedAndTheTimesAccountForTheStep) {
 
 TEST(Profiler, RecurrentModelBackwardIsAttributedToItsLayers) {
   Fixture f("gnmt_small");
-  const auto profiles = profile_steps(*f.placed, [&] { f.forward_backward(); }, [&] { f.update(); }, {1, 3});
+  // Medians of 5 (not 3): on a loaded 2-core machine one slow step in three skewed the sums below.
+  const auto profiles = profile_steps(*f.placed, [&] { f.forward_backward(); }, [&] { f.update(); }, {2, 5});
   for (size_t i = 0; i < profiles.size(); ++i) {
     if (f.graph.ops[i].kind == "aten::lstm") {
       EXPECT_GT(profiles[i].backward_s, 0.0) << f.graph.ops[i].name;
