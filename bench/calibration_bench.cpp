@@ -22,6 +22,7 @@
 #include <torch/optim/sgd.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "placement/capture.h"
 #include "placement/profiler.h"
 #include "sim/simulator.h"
@@ -31,10 +32,7 @@ using placement::Placement;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using placement::bench::median;
 
 // Time of cloning `bytes` on this host: what moving a tensor between two logical CPUs costs.
 double clone_seconds(int64_t bytes) {
@@ -52,12 +50,7 @@ double clone_seconds(int64_t bytes) {
 
 int main(int argc, char** argv) {
   std::string dir = argc > 1 ? argv[1] : "";
-  if (dir.empty()) {
-    char tmpl[] = "/tmp/calib.XXXXXX";
-    dir = ::mkdtemp(tmpl);
-    const std::string cmd = "/usr/bin/python3 " SOURCE_DIR "/tests/models/make_models.py " + dir + " > /dev/null";
-    if (std::system(cmd.c_str()) != 0) return 1;
-  }
+  if (dir.empty()) dir = placement::bench::trace_models(SOURCE_DIR, "calib");
   at::set_num_threads(1);
   const double latency = clone_seconds(4);
   // 1 MiB: the size of the activations these models move; far larger clones measure mostly the

@@ -20,6 +20,7 @@
 #include <torch/optim/sgd.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "placement/capture.h"
 #include "placement/engine.h"
 
@@ -27,10 +28,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using placement::bench::median;
 
 }  // namespace
 
@@ -39,12 +37,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> names;
   for (int i = 2; i < argc; ++i) names.push_back(argv[i]);
   if (names.empty()) names = {"mlp", "two_tower", "gnmt_small", "gnmt_small_unrolled", "rnnlm_small", "bert_small", "resnet18"};
-  if (dir.empty()) {
-    char tmpl[] = "/tmp/overhead.XXXXXX";
-    dir = ::mkdtemp(tmpl);
-    const std::string cmd = "/usr/bin/python3 " SOURCE_DIR "/tests/models/make_models.py " + dir + " > /dev/null";
-    if (std::system(cmd.c_str()) != 0) return 1;
-  }
+  if (dir.empty()) dir = placement::bench::trace_models(SOURCE_DIR, "overhead");
   std::printf("threads: %d intra-op; device: cpu\n", at::get_num_threads());
   std::printf("%-20s %6s %12s %12s %9s\n", "model", "ops", "plain", "placed", "overhead");
   const uint64_t memory = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));

@@ -15,12 +15,15 @@
 
 #include <CLI/CLI.hpp>
 
+#include "bench_util.h"
 #include "offline/optimize.h"
 #include "placement/serialization.h"
 #include "sim/simulator.h"
 #include "sim/topology.h"
 
 namespace {
+
+using placement::bench::median;
 
 using placementd::offline::OptimizeOptions;
 using placementd::offline::OptimizeResult;
@@ -30,11 +33,6 @@ struct Configuration {
   std::string grouper, placer, algorithm;
   placement::Params grouper_params, placer_params;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
 }  // namespace
 

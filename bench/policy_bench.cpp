@@ -6,17 +6,15 @@
 #include <cstdio>
 #include <vector>
 
+#include "bench_util.h"
 #include "placement/placement.h"
 #include "plugin_registry.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using placement::bench::median;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using Clock = std::chrono::steady_clock;
 
 placement::OpGraph layered_graph(int groups) {
   placement::OpGraph g;

@@ -76,9 +76,8 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
   const bool bar = !g.json && (a.progress == "on" || (a.progress == "auto" && ::isatty(STDERR_FILENO)));
   if (bar)
     o.progress = [](int64_t done, int64_t total, std::optional<double> best) {
-      const double* b = best ? &*best : nullptr;
       std::cerr << "\r" << progress_bar(static_cast<double>(done) / static_cast<double>(total), 30) << "  " << done
-                << "/" << total << "  best " << format_seconds(b) << "   " << std::flush;
+                << "/" << total << "  best " << format_seconds(best) << "   " << std::flush;
       if (done == total) std::cerr << "\n";
     };
 
@@ -139,8 +138,8 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
   std::cout << "learning curve (best simulated step time after N candidates):\n";
   Table curve({"CANDIDATES", "BEST"});
   for (int64_t n : {1, 10, 25, 50, 100, 200, 500, 1000, 2000, 5000, 10000})
-    if (n < r.evaluations) curve.add({std::to_string(n), format_seconds(r.curve[n - 1].best_so_far_s ? &*r.curve[n - 1].best_so_far_s : nullptr)});
-  curve.add({std::to_string(r.evaluations), format_seconds(r.policy_best_s ? &*r.policy_best_s : nullptr)});
+    if (n < r.evaluations) curve.add({std::to_string(n), format_seconds(r.curve[n - 1].best_so_far_s)});
+  curve.add({std::to_string(r.evaluations), format_seconds(r.policy_best_s)});
   curve.print(std::cout);
   std::cout << "\n";
   Table t({"PLACEMENT", "STEP", "VS BOUND"});
@@ -150,8 +149,8 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
     return std::string(buf);
   };
   for (const auto& [name, s] : r.baselines)
-    t.add({name, s ? format_seconds(&*s) : "invalid", s ? ratio(*s) : "-"});
-  t.add({"policy (" + a.placer + ")", format_seconds(r.policy_best_s ? &*r.policy_best_s : nullptr),
+    t.add({name, s ? format_seconds(s) : "invalid", s ? ratio(*s) : "-"});
+  t.add({"policy (" + a.placer + ")", format_seconds(r.policy_best_s),
          r.policy_best_s ? ratio(*r.policy_best_s) : "-"});
   t.add({"best", format_seconds(&r.best_step_time_s), ratio(r.best_step_time_s)});
   t.add({"lower bound", format_seconds(&r.lower_bound_s), "1.00x"});

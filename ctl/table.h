@@ -1,6 +1,7 @@
 #pragma once
 // Aligned plain-text tables for placementctl's human output.
 
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -25,6 +26,9 @@ class Table {
 
 /// "1.23 ms", "45.6 s"; "-" for a missing value.
 std::string format_seconds(const double* seconds);
+inline std::string format_seconds(const std::optional<double>& seconds) {
+  return format_seconds(seconds ? &*seconds : nullptr);
+}
 /// "12.5%".
 std::string format_percent(double fraction);
 /// "[#####.....] 50%" progress bar of `width` cells.

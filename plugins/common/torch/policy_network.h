@@ -42,10 +42,13 @@ class PolicyNetwork : public torch::nn::Module {
   /// that are not autoregressive may return [1 × positions × choices] (it broadcasts).
   virtual torch::Tensor logits(const PolicyInputs& inputs, const std::vector<Action>& actions) = 0;
 
-  /// Draws one action. `choose(row, i)` turns position i's raw logits [choices] into a choice
-  /// (shaping, masking, noise and the random draw live in the caller). The default scores all
-  /// positions at once; autoregressive networks override it to decode step by step.
-  virtual Action sample(const PolicyInputs& inputs, const std::function<int(const torch::Tensor&, int64_t)>& choose);
+  /// Turns position i's raw logits (`choices` contiguous floats) into a choice: shaping, masking,
+  /// noise and the random draw live in the caller, in plain C++ rather than one tensor op per row.
+  using Chooser = std::function<int(const float* raw_logits, int64_t position)>;
+
+  /// Draws one action. The default scores all positions at once; autoregressive networks override
+  /// it to decode step by step.
+  virtual Action sample(const PolicyInputs& inputs, const Chooser& choose);
 };
 
 /// TrainablePolicy over a PolicyNetwork: shaped, masked softmax per position; Adam on the

@@ -43,12 +43,12 @@ std::mutex& torch_init_mutex() {
   return mutex;
 }
 
-Action PolicyNetwork::sample(const PolicyInputs& inputs,
-                             const std::function<int(const torch::Tensor&, int64_t)>& choose) {
-  const torch::Tensor raw = logits(inputs, {})[0];
+Action PolicyNetwork::sample(const PolicyInputs& inputs, const Chooser& choose) {
+  const torch::Tensor raw = logits(inputs, {})[0].to(torch::kFloat32).contiguous();
+  const float* rows = raw.data_ptr<float>();
   Action action;
   action.reserve(static_cast<size_t>(raw.size(0)));
-  for (int64_t i = 0; i < raw.size(0); ++i) action.push_back(choose(raw[i], i));
+  for (int64_t i = 0; i < raw.size(0); ++i) action.push_back(choose(rows + i * raw.size(1), i));
   return action;
 }
 
@@ -84,13 +84,11 @@ Action TorchPolicy::sample(std::mt19937_64& rng) {
   std::normal_distribution<double> noise(0.0, shaping_.noise_std);
   const int64_t choices = inputs_.choices;
   std::vector<double> weights(static_cast<size_t>(choices));
-  auto choose = [&](const torch::Tensor& row, int64_t position) {
-    const torch::Tensor values = row.to(torch::kFloat64).contiguous();
-    const double* raw = values.data_ptr<double>();
+  auto choose = [&](const float* raw, int64_t position) {
     double max = -INFINITY;
     for (int64_t c = 0; c < choices; ++c) {
       const bool ok = allowed_flat_.empty() || allowed_flat_[static_cast<size_t>(position * choices + c)];
-      double l = shaping_.tanh_constant * std::tanh(raw[c] / shaping_.temperature);
+      double l = shaping_.tanh_constant * std::tanh(static_cast<double>(raw[c]) / shaping_.temperature);
       if (noisy) l += noise(rng);
       weights[static_cast<size_t>(c)] = ok ? l : -INFINITY;
       max = std::max(max, weights[static_cast<size_t>(c)]);
@@ -229,8 +227,12 @@ void LearnedPlacer::prepare(const OpGraph& graph, const Grouping& grouping, cons
       if ((op.pinned && kind != *op.pinned) || (!op.profile.empty() && !op.profile.count(to_string(kind))))
         a[grouping.group_of_op[op.id]][d] = false;
     }
-  for (int64_t g = 0; g < G; ++g)
-    if (!allowed[g].any().item<bool>()) allowed[g].fill_(true);  // conflicting pins: enforce_pins decides
+  for (int64_t g = 0; g < G; ++g) {
+    bool any = false;
+    for (int64_t d = 0; d < D; ++d) any = any || a[g][d];
+    if (!any)  // conflicting pins: enforce_pins decides
+      for (int64_t d = 0; d < D; ++d) a[g][d] = true;
+  }
 
   PolicyInputs inputs;
   inputs.features = torch::from_blob(const_cast<float*>(groups.rows.data()), {G, groups.width}, torch::kFloat32).clone();

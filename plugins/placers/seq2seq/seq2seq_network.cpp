@@ -53,14 +53,14 @@ class Seq2SeqNetwork : public PolicyNetwork {
     return torch::stack(steps, 1);
   }
 
-  Action sample(const PolicyInputs& inputs,
-                const std::function<int(const torch::Tensor&, int64_t)>& choose) override {
+  Action sample(const PolicyInputs& inputs, const Chooser& choose) override {
     const int64_t G = inputs.features.size(0);
     Decoder d = start(inputs, 1);
     Action action;
     action.reserve(static_cast<size_t>(G));
     for (int64_t i = 0; i < G; ++i) {
-      const int c = choose(step(d, i)[0], i);
+      const torch::Tensor row = step(d, i)[0].to(torch::kFloat32).contiguous();
+      const int c = choose(row.data_ptr<float>(), i);
       action.push_back(c);
       d.previous = torch::full({1}, c, torch::kInt64);
     }

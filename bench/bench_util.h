@@ -1,0 +1,33 @@
+#pragma once
+// What several benchmarks need: medians, and the test models traced into a fresh directory.
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace placement::bench {
+
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+/// Traces tests/models/make_models.py into a new directory under /tmp (Debian's python3-torch) and
+/// returns it; throws std::runtime_error saying which step failed.
+inline std::string trace_models(const std::string& source_dir, const std::string& prefix) {
+  std::string tmpl = "/tmp/" + prefix + ".XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr)
+    throw std::runtime_error("cannot create a directory from " + tmpl + ": " + std::strerror(errno));
+  const std::string cmd = "/usr/bin/python3 " + source_dir + "/tests/models/make_models.py " + tmpl + " > /dev/null";
+  if (std::system(cmd.c_str()) != 0) throw std::runtime_error("tracing the test models failed: " + cmd);
+  return tmpl;
+}
+
+}  // namespace placement::bench
