@@ -1,12 +1,14 @@
 #include "commands.h"
 
 #include <iostream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "config_check.h"
 #include "paths.h"
 #include "placement/client.h"
+#include "svg_plot.h"
 #include "table.h"
 
 namespace placementctl {
@@ -67,8 +69,8 @@ int status(const Globals& g) {
   return 0;
 }
 
-int jobs(const Globals& g, bool all) {
-  const json list = ask(g, MessageType::kListJobs, {{"all", all}}, MessageType::kJobList);
+int jobs(const Globals& g, bool all, bool finished) {
+  const json list = ask(g, MessageType::kListJobs, {{"all", all}, {"finished", finished}}, MessageType::kJobList);
   if (g.json) {
     std::cout << list["jobs"].dump(2) << "\n";
     return 0;
@@ -79,19 +81,17 @@ int jobs(const Globals& g, bool all) {
   }
   Table t({"ID", "NAME", "UID", "STATE", "STEPS", "CANDIDATES", "START", "BEST", "SPEEDUP", "OVERHEAD", "BUDGET"});
   for (const json& j : list["jobs"]) {
-    const double max = j["max_candidates"].get<double>();
-    const double tried = j["candidates_tried"].get<double>();
     t.add({std::to_string(j["id"].get<uint64_t>()), j["name"].get<std::string>(), std::to_string(j["uid"].get<uint64_t>()),
            j["state"].get<std::string>(), std::to_string(j["steps"].get<uint64_t>()),
            std::to_string(j["candidates_tried"].get<uint64_t>()), seconds(j["start_step_time_s"]),
            seconds(j["best_step_time_s"]), speedup(j), format_percent(j["exploration_overhead"].get<double>()),
-           progress_bar(max > 0 ? tried / max : 1.0, 10)});
+           progress_bar(j["budget_used"].get<double>(), 10)});
   }
   t.print(std::cout);
   return 0;
 }
 
-int job_show(const Globals& g, uint64_t id) {
+int job_show(const Globals& g, uint64_t id, const std::string& plot_path) {
   const json j = ask(g, MessageType::kJobShow, {{"id", id}}, MessageType::kJobInfo);
   if (g.json) {
     std::cout << j.dump(2) << "\n";
@@ -107,6 +107,14 @@ int job_show(const Globals& g, uint64_t id) {
   head.add({"steps", std::to_string(j["steps"].get<uint64_t>()) + " (" + std::to_string(j["failed_steps"].get<uint64_t>()) + " failed)"});
   head.add({"start / best", seconds(j["start_step_time_s"]) + " / " + seconds(j["best_step_time_s"]) + " (" + speedup(j) + ")"});
   head.add({"exploration overhead", format_percent(j["exploration_overhead"].get<double>())});
+  const uint64_t expected = j["expected_steps"].get<uint64_t>();
+  head.add({"exploration", std::to_string(j["exploration_steps"].get<uint64_t>()) + " steps" +
+                               (expected ? " of " + std::to_string(expected) + " expected" : std::string()) + ", budget " +
+                               progress_bar(j["budget_used"].get<double>(), 20)});
+  head.add({"candidates", std::to_string(j["candidates_tried"].get<uint64_t>()) + " run, " +
+                              std::to_string(j["rejected"].get<uint64_t>()) + " rejected by the memory model, " +
+                              std::to_string(j["repeats_scored"].get<uint64_t>()) + " repeats scored, " +
+                              std::to_string(j["reexplorations"].get<uint64_t>()) + " re-explorations"});
   head.align_numbers(false);
   head.print(std::cout);
   std::cout << "\n";
@@ -120,6 +128,21 @@ int job_show(const Globals& g, uint64_t id) {
            std::to_string(c["failures"].get<uint64_t>()), seconds(c["median_step_time_s"]), spread});
   }
   t.print(std::cout);
+  if (!plot_path.empty()) {
+    CurvePlot plot;
+    plot.title = "job " + std::to_string(id) + " '" + j["name"].get<std::string>() + "': median step time per candidate";
+    std::optional<double> best;
+    for (const json& c : j["candidates"]) {
+      std::optional<double> median;
+      if (c["median_step_time_s"].is_number() && c["failures"].get<uint64_t>() == 0) median = c["median_step_time_s"].get<double>();
+      if (median && (!best || *median < *best)) best = median;
+      plot.samples.push_back(median);
+      plot.best.push_back(best);
+    }
+    if (!j["start_step_time_s"].is_null()) plot.references.emplace_back("start", j["start_step_time_s"].get<double>());
+    write_curve_svg(plot_path, plot);
+    std::cout << "\nlearning curve written to " << plot_path << "\n";
+  }
   return 0;
 }
 

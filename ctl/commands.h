@@ -15,8 +15,9 @@ struct Globals {
 };
 
 int status(const Globals& g);
-int jobs(const Globals& g, bool all);
-int job_show(const Globals& g, uint64_t id);
+int jobs(const Globals& g, bool all, bool finished);
+/// `plot`: where to write the learning curve as SVG (empty: none).
+int job_show(const Globals& g, uint64_t id, const std::string& plot);
 int plugins(const Globals& g);
 int reload(const Globals& g);
 /// Works offline: no daemon needed.

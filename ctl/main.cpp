@@ -45,12 +45,16 @@ int main(int argc, char** argv) {
   app.add_option("--timeout-ms", g.timeout_ms, "limit for each request")->check(CLI::PositiveNumber);
 
   auto* status = app.add_subcommand("status", "daemon status");
-  auto* jobs = app.add_subcommand("jobs", "attached jobs (your own; all of them for admins)");
+  auto* jobs = app.add_subcommand("jobs", "attached and recently finished jobs (your own; all of them for admins)");
   bool all = false;
   jobs->add_flag("--all", all, "every user's jobs (root or the admin group)");
+  bool finished = false;
+  jobs->add_flag("--finished", finished, "also the last 32 jobs that detached");
   auto* show = jobs->add_subcommand("show", "one job in detail");
   uint64_t job_id = 0;
   show->add_option("ID", job_id, "job id (see `placementctl jobs`)")->required();
+  std::string job_plot;
+  show->add_option("--plot", job_plot, "write the learning curve (step time per candidate, best so far) as SVG");
   auto* plugins = app.add_subcommand("plugins", "loaded plugins with their hyperparameters, and skipped files");
   auto* reload = app.add_subcommand("reload", "reload the daemon's config and plugins (root or the admin group)");
   auto* config = app.add_subcommand("config", "configuration files");
@@ -91,8 +95,8 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::err);  // plugin scanning in `config check` logs through spdlog
   try {
     if (*status) return placementctl::status(g);
-    if (*show) return placementctl::job_show(g, job_id);
-    if (*jobs) return placementctl::jobs(g, all);
+    if (*show) return placementctl::job_show(g, job_id, job_plot);
+    if (*jobs) return placementctl::jobs(g, all, finished);
     if (*plugins) return placementctl::plugins(g);
     if (*reload) return placementctl::reload(g);
     if (*check) return placementctl::config_check(g, file);

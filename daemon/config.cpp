@@ -69,7 +69,7 @@ class Checker : public TomlChecker {
                    std::map<std::string, double>* set_keys) {
     only(t, where,
          {"steps_per_candidate", "warmup_steps", "max_candidates", "max_overhead_fraction",
-          "failing_reward", "drift_threshold", "drift_steps"});
+          "failing_reward", "drift_threshold", "drift_steps", "converge_candidates"});
     auto note = [&](const char* key, double v) {
       if (set_keys) (*set_keys)[key] = v;
     };
@@ -87,6 +87,8 @@ class Checker : public TomlChecker {
       note("drift_threshold", e.drift_threshold);
     if (get_int(t, "drift_steps", where, e.drift_steps, 1, 10000000))
       note("drift_steps", static_cast<double>(e.drift_steps));
+    if (get_int(t, "converge_candidates", where, e.converge_candidates, 0, 10000000))
+      note("converge_candidates", static_cast<double>(e.converge_candidates));
   }
 
   void policy_names(const toml::table& t, const std::string& where, std::string* grouper,
@@ -329,6 +331,7 @@ EffectivePolicy effective_policy(const Config& config, const std::string& job, u
       else if (key == "failing_reward") e.failing_reward = v;
       else if (key == "drift_threshold") e.drift_threshold = v;
       else if (key == "drift_steps") e.drift_steps = static_cast<int64_t>(v);
+      else if (key == "converge_candidates") e.converge_candidates = static_cast<int64_t>(v);
     }
   }
   return out;

@@ -43,12 +43,14 @@ struct ExplorationConfig {
   double drift_threshold = 0.10;
   /// ... for this many consecutive steps.
   int64_t drift_steps = 50;
+  /// Exploration ends early after this many candidates in a row without a 1% gain (0: never).
+  int64_t converge_candidates = 30;
 };
 
 /// The grouper/placer/algorithm triple and its exploration settings.
 struct PolicyChoice {
   std::string grouper = "colocation";
-  std::string placer = "single_device";
+  std::string placer = "feedforward";
   std::string algorithm = "reinforce";
   SourcePos grouper_pos, placer_pos, algorithm_pos;
 };

@@ -6,6 +6,7 @@
 #include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
 
+#include "exploration.h"
 #include "placement/serialization.h"
 #include "version.h"
 
@@ -146,6 +147,10 @@ void Service::attach(ConnectionState& conn, uint32_t rid, const json& body, cons
   session->pid = conn.peer.pid;
   session->sdk_version = body.value("sdk_version", "");
   session->torch_version = body.value("torch_version", "");
+  if (auto it = body.find("expected_steps"); it != body.end()) {
+    if (!it->is_number_unsigned()) throw RequestError(error::kBadPayload, "'expected_steps' must be a non-negative integer");
+    session->expected_steps = it->get<uint64_t>();
+  }
   if (!body.contains("devices")) throw RequestError(error::kBadPayload, "'devices' is missing");
   try {
     session->devices = placement::devices_from_json(body.at("devices"));
@@ -191,10 +196,20 @@ void Service::upload_graph(ConnectionState& conn, uint32_t rid, const json& body
     throw RequestError(error::kBadPayload, std::string("graph: ") + e.what());
   }
   auto session = conn.session;
+  std::optional<placement::Placement> start;
+  if (auto it = body.find("placement"); it != body.end()) {
+    try {
+      start = placement::placement_from_json(*it, graph, session->devices);
+    } catch (const std::exception& e) {
+      throw RequestError(error::kBadPayload, std::string("placement: ") + e.what());
+    }
+  }
+  const double headroom = config()->memory_headroom_fraction;
   // Building the policy objects and grouping can take a while on big graphs: off the I/O thread.
-  boost::asio::post(*session->strand, [this, session, graph = std::move(graph), rid, respond]() mutable {
+  boost::asio::post(*session->strand, [this, session, graph = std::move(graph), start, headroom, rid, respond]() mutable {
     std::lock_guard<std::mutex> lock(session->mutex);
     try {
+      if (session->graph) throw RequestError(error::kUnexpected, "the graph was already uploaded");
       for (const auto& op : graph.ops)
         if (op.pinned && std::none_of(session->devices.devices.begin(), session->devices.devices.end(),
                                       [&](const placement::Device& d) { return d.kind == *op.pinned; }))
@@ -210,18 +225,32 @@ void Service::upload_graph(ConnectionState& conn, uint32_t rid, const json& body
       session->algorithm->reset({policy, session->policy.exploration.failing_reward});
       session->fingerprint = graph.fingerprint();
       if (auto stored = store_.best(graph, session->devices)) session->cached = stored->placement;
+      bool resumed = false;
+      if (policy)
+        if (auto state = store_.policy_state(graph, session->devices, policy_key(*session))) {
+          try {
+            policy->load_state(*state);
+            resumed = true;
+          } catch (const std::exception& e) {
+            spdlog::warn("job {} '{}': stored policy state not used: {}", session->id, session->job, e.what());
+          }
+        }
+      sim::SimulatorOptions memory_options;
+      memory_options.memory_headroom_fraction = headroom;
+      session->memory_model.emplace(graph, session->devices, memory_options);
+      session->job_start = std::move(start);
       session->grouping = std::move(grouping);
       session->graph = std::move(graph);
-      session->state = SessionState::kReady;
-      spdlog::info("job {} '{}': graph {} with {} ops in {} groups{}", session->id, session->job, session->fingerprint,
+      spdlog::info("job {} '{}': graph {} with {} ops in {} groups{}{}", session->id, session->job, session->fingerprint,
                    session->graph->ops.size(), session->grouping->num_groups,
-                   session->cached ? ", stored best placement found" : "");
+                   session->cached ? ", stored best placement found" : "", resumed ? ", policy state resumed" : "");
       respond(MessageType::kGraphAccepted, rid,
               {{"fingerprint", session->fingerprint},
                {"ops", session->graph->ops.size()},
                {"edges", session->graph->edges.size()},
                {"groups", session->grouping->num_groups},
-               {"cached", session->cached.has_value()}},
+               {"cached", session->cached.has_value()},
+               {"policy_resumed", resumed}},
               false);
     } catch (const RequestError& e) {
       respond(MessageType::kError, rid, placement::protocol::error_body(e.code, e.what(), false), false);
@@ -239,25 +268,15 @@ void Service::request_placement(ConnectionState& conn, uint32_t rid, const Respo
     std::lock_guard<std::mutex> lock(session->mutex);
     try {
       if (!session->graph) throw RequestError(error::kUnexpected, "upload the graph before requesting a placement");
-      CandidateRecord record;
-      if (session->cached && session->candidates.empty()) {
-        record.placement = *session->cached;
-        record.reason = "cached";
+      // The first request starts the session; a later one gets the placement in force again.
+      Directive d;
+      if (session->candidates.empty()) {
+        d = start_session(*session);
       } else {
-        const std::vector<int> device_of_group = session->placer->place(session->rng);
-        record.placement = placement::Placement::from_groups(*session->grouping, device_of_group);
-        record.reason = session->candidates.empty() ? "start" : "policy";
+        const CandidateRecord& c = session->candidates.at(session->current_candidate);
+        d = {c.id, c.reason, c.placement};
       }
-      record.placement.enforce_pins(*session->graph, session->devices);
-      record.placement.validate(*session->graph, session->devices);
-      record.id = session->candidates.size() + 1;
-      session->current_candidate = record.id;
-      session->state = SessionState::kRunning;
-      const json body = {{"placement_id", record.id},
-                         {"reason", record.reason},
-                         {"placement", placement::to_json(record.placement, session->devices)}};
-      session->candidates[record.id] = std::move(record);
-      respond(MessageType::kPlacementDirective, rid, body, false);
+      respond(MessageType::kPlacementDirective, rid, directive_body(*session, d), false);
     } catch (const RequestError& e) {
       respond(MessageType::kError, rid, placement::protocol::error_body(e.code, e.what(), false), false);
     } catch (const std::exception& e) {
@@ -271,23 +290,25 @@ void Service::step_report(ConnectionState& conn, uint32_t rid, const json& body,
   ++reports_received;
   if (!conn.session) throw RequestError(error::kUnexpected, "step report from a connection that is not attached");
   const placement::Measurement m = placement::measurement_from_json(body);
-  Session& s = *conn.session;
-  std::lock_guard<std::mutex> lock(s.mutex);
-  auto it = s.candidates.find(m.placement_id);
-  if (it == s.candidates.end()) {
-    ++s.stray_reports;
-    return;  // one-way: a report for a placement we never sent is counted, not answered
-  }
-  ++s.steps;
-  s.measured_seconds += m.step_time_s;
-  if (m.ok) {
-    it->second.step_times.push_back(m.step_time_s);
-  } else {
-    ++it->second.failures;
-    ++s.failed_steps;
+  auto session = conn.session;
+  {
+    std::lock_guard<std::mutex> lock(session->mutex);
+    // One-way: a report for a placement we never sent is counted, not answered.
+    if (!record_report(*session, m)) return;
   }
   (void)rid;
-  (void)respond;
+  // Training the policy may take seconds: on the session's strand, while the job keeps stepping.
+  // The next directive is pushed unsolicited (request id 0).
+  boost::asio::post(*session->strand, [this, session, respond] {
+    std::lock_guard<std::mutex> lock(session->mutex);
+    if (session->state == SessionState::kDetached) return;
+    try {
+      if (auto d = advance_session(*session, store_))
+        respond(MessageType::kPlacementDirective, 0, directive_body(*session, *d), false);
+    } catch (const std::exception& e) {
+      spdlog::error("job {} '{}': policy step failed, the job keeps its placement: {}", session->id, session->job, e.what());
+    }
+  });
 }
 
 void Service::detach(ConnectionState& conn, uint32_t rid, const Responder& respond) {
@@ -297,30 +318,13 @@ void Service::detach(ConnectionState& conn, uint32_t rid, const Responder& respo
   json best = nullptr;
   {
     std::lock_guard<std::mutex> lock(session->mutex);
-    persisted = persist(*session);
+    persisted = persist_session(*session, store_);
     if (const CandidateRecord* b = session->best()) best = *b->median(session->policy.exploration.warmup_steps);
-    session->state = SessionState::kDetached;
   }
-  {
-    std::lock_guard<std::mutex> lock(sessions_mutex_);
-    sessions_.erase(session->id);
-  }
+  finish(session);
   conn.session.reset();
   spdlog::info("job {} '{}' detached", session->id, session->job);
   respond(MessageType::kDetached, rid, {{"best_step_time_s", best}, {"persisted", persisted}}, false);
-}
-
-bool Service::persist(Session& session) {
-  if (!session.graph) return false;
-  const CandidateRecord* b = session.best();
-  if (!b) return false;
-  try {
-    return store_.offer(*session.graph, session.devices,
-                        {b->placement, *b->median(session.policy.exploration.warmup_steps), session.job});
-  } catch (const std::exception& e) {
-    spdlog::error("job {} '{}': cannot persist its best placement: {}", session.id, session.job, e.what());
-    return false;
-  }
 }
 
 void Service::disconnected(ConnectionState& conn) {
@@ -328,15 +332,23 @@ void Service::disconnected(ConnectionState& conn) {
   auto session = conn.session;
   {
     std::lock_guard<std::mutex> lock(session->mutex);
-    persist(*session);
-    session->state = SessionState::kDetached;
+    persist_session(*session, store_);
   }
-  {
-    std::lock_guard<std::mutex> lock(sessions_mutex_);
-    sessions_.erase(session->id);
-  }
+  finish(session);
   conn.session.reset();
   spdlog::info("job {} '{}' disconnected without detach; session closed", session->id, session->job);
+}
+
+void Service::finish(const std::shared_ptr<Session>& session) {
+  {
+    std::lock_guard<std::mutex> lock(session->mutex);
+    session->state = SessionState::kDetached;
+    session->detached_steady = std::chrono::steady_clock::now();
+  }
+  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  sessions_.erase(session->id);
+  finished_.push_back(session);
+  if (finished_.size() > kFinishedKept) finished_.pop_front();
 }
 
 size_t Service::persist_all() {
@@ -348,16 +360,19 @@ size_t Service::persist_all() {
   size_t written = 0;
   for (auto& s : all) {
     std::lock_guard<std::mutex> lock(s->mutex);
-    written += persist(*s) ? 1 : 0;
+    written += persist_session(*s, store_) ? 1 : 0;
   }
   return written;
 }
 
-std::vector<std::shared_ptr<Session>> Service::visible_sessions(const Peer& peer) const {
+std::vector<std::shared_ptr<Session>> Service::visible_sessions(const Peer& peer, bool finished) const {
   std::lock_guard<std::mutex> lock(sessions_mutex_);
   std::vector<std::shared_ptr<Session>> out;
   for (const auto& [id, s] : sessions_)
     if (peer.admin || s->uid == peer.uid) out.push_back(s);
+  if (finished)
+    for (const auto& s : finished_)
+      if (peer.admin || s->uid == peer.uid) out.push_back(s);
   return out;
 }
 
@@ -389,10 +404,11 @@ void Service::status(ConnectionState& conn, uint32_t rid, const Responder& respo
 
 void Service::list_jobs(ConnectionState& conn, uint32_t rid, const json& body, const Responder& respond) {
   const bool all = body.value("all", false);
+  const bool finished = body.value("finished", false);
   if (all && !conn.peer.admin)
     throw RequestError(error::kPermissionDenied, "listing every user's jobs needs root or the admin group '" + config()->admin_group + "'");
   json jobs = json::array();
-  for (const auto& s : visible_sessions(conn.peer)) {
+  for (const auto& s : visible_sessions(conn.peer, finished)) {
     if (!all && s->uid != conn.peer.uid && !conn.peer.admin) continue;
     std::lock_guard<std::mutex> lock(s->mutex);
     jobs.push_back(s->summary());
@@ -404,7 +420,7 @@ void Service::show_job(ConnectionState& conn, uint32_t rid, const json& body, co
   auto it = body.find("id");
   if (it == body.end() || !it->is_number_unsigned()) throw RequestError(error::kBadPayload, "'id' must be a job id");
   const uint64_t id = it->get<uint64_t>();
-  for (const auto& s : visible_sessions(conn.peer)) {
+  for (const auto& s : visible_sessions(conn.peer, true)) {
     if (s->id != id) continue;
     std::lock_guard<std::mutex> lock(s->mutex);
     respond(MessageType::kJobInfo, rid, s->detail(), false);

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -89,9 +90,9 @@ class Service {
   void list_plugins(uint32_t rid, const Responder& respond);
   void reload(ConnectionState& conn, uint32_t rid, const Responder& respond);
 
-  /// Sessions the peer may see: its own uid's, or all for an admin.
-  std::vector<std::shared_ptr<Session>> visible_sessions(const Peer& peer) const;
-  bool persist(Session& session);
+  /// Sessions the peer may see: its own uid's, or all for an admin; with `finished`, the recently
+  /// detached ones too.
+  std::vector<std::shared_ptr<Session>> visible_sessions(const Peer& peer, bool finished = false) const;
 
   mutable std::mutex config_mutex_;
   std::shared_ptr<const Config> config_;
@@ -101,8 +102,14 @@ class Service {
   ReloadHook reload_;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 
+  /// Ends a session: marks it detached, moves it to the recently finished ones.
+  void finish(const std::shared_ptr<Session>& session);
+
   mutable std::mutex sessions_mutex_;
   std::map<uint64_t, std::shared_ptr<Session>> sessions_;
+  /// The last kFinishedKept detached sessions, oldest first (placementctl jobs --finished, jobs show).
+  std::deque<std::shared_ptr<Session>> finished_;
+  static constexpr size_t kFinishedKept = 32;
   uint64_t next_session_id_ = 1;
 
   /// Groupings and placements are computed here, never on the I/O thread.

@@ -13,8 +13,10 @@ using nlohmann::json;
 const char* to_string(SessionState state) {
   switch (state) {
     case SessionState::kAttached: return "attached";
-    case SessionState::kReady: return "ready";
-    case SessionState::kRunning: return "running";
+    case SessionState::kProfiling: return "profiling";
+    case SessionState::kExploring: return "exploring";
+    case SessionState::kExploiting: return "exploiting";
+    case SessionState::kReexploring: return "re-exploring";
     case SessionState::kDetached: return "detached";
   }
   return "unknown";
@@ -35,6 +37,7 @@ const CandidateRecord* Session::best() const {
   const CandidateRecord* best = nullptr;
   std::optional<double> best_time;
   for (const auto& [id, c] : candidates) {
+    if (c.stale) continue;
     const auto m = c.median(policy.exploration.warmup_steps);
     if (m && (!best_time || *m < *best_time)) {
       best = &c;
@@ -61,7 +64,18 @@ json Session::summary() const {
     if (!b || id != b->id)
       for (double t : c.step_times) off_best += t;
   const double overhead = measured_seconds > 0 ? off_best / measured_seconds : 0.0;
-  const auto uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - attached_steady).count();
+  json speedup = nullptr;
+  if (!start.is_null() && !best_time.is_null() && best_time.get<double>() > 0)
+    speedup = start.get<double>() / best_time.get<double>();
+  // How much of the exploration budget is spent: candidates against max_candidates, and steps
+  // against max_overhead_fraction of the steps the job said it will run.
+  const auto& e = policy.exploration;
+  double budget_used = e.max_candidates > 0 ? static_cast<double>(candidates.size()) / e.max_candidates : 1.0;
+  if (expected_steps > 0 && e.max_overhead_fraction > 0)
+    budget_used = std::max(budget_used, exploration_steps / (e.max_overhead_fraction * expected_steps));
+  if (state == SessionState::kExploiting || state == SessionState::kDetached) budget_used = 1.0;
+  const auto end = detached_steady ? *detached_steady : std::chrono::steady_clock::now();
+  const auto uptime = std::chrono::duration<double>(end - attached_steady).count();
   return {{"id", id},
           {"name", job},
           {"uid", uid},
@@ -82,6 +96,13 @@ json Session::summary() const {
           {"current_step_time_s", current},
           {"best_step_time_s", best_time},
           {"exploration_overhead", overhead},
+          {"exploration_steps", exploration_steps},
+          {"expected_steps", expected_steps},
+          {"budget_used", std::min(budget_used, 1.0)},
+          {"speedup", speedup},
+          {"rejected", rejected},
+          {"repeats_scored", repeats_scored},
+          {"reexplorations", reexplorations},
           {"attached_s", uptime}};
 }
 
@@ -92,6 +113,7 @@ json Session::detail() const {
     const auto m = c.median(policy.exploration.warmup_steps);
     list.push_back({{"id", id},
                     {"reason", c.reason},
+                    {"stale", c.stale},
                     {"placement_fingerprint", c.placement.fingerprint()},
                     {"ops_per_device", c.placement.ops_per_device(devices.size())},
                     {"steps", c.step_times.size()},
@@ -102,6 +124,7 @@ json Session::detail() const {
   j["device_names"] = json::array();
   for (const auto& d : devices.devices) j["device_names"].push_back(d.name());
   j["stray_reports"] = stray_reports;
+  j["rejected_by_device"] = rejected_by_device;
   return j;
 }
 

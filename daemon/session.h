@@ -24,20 +24,27 @@
 #include "placement/grouper.h"
 #include "placement/placement.h"
 #include "placement/placer.h"
+#include "sim/simulator.h"
 
 namespace placementd {
 
-enum class SessionState { kAttached, kReady, kRunning, kDetached };
+/// attached → (graph) → profiling (the start placement is measured) → exploring → exploiting
+/// (→ re-exploring on drift → exploiting) → detached.
+enum class SessionState { kAttached, kProfiling, kExploring, kExploiting, kReexploring, kDetached };
 const char* to_string(SessionState state);
 
 /// Everything measured under one placement directive.
 struct CandidateRecord {
   uint64_t id = 0;
   placement::Placement placement;
-  /// "start", "cached", "policy".
+  /// "start", "cached", "policy", "re-measure" (the best again after drift).
   std::string reason;
   std::vector<double> step_times;
   uint64_t failures = 0;
+  /// The policy's sample behind this placement; nullopt for start, cached and re-measured ones.
+  std::optional<std::vector<int>> action;
+  /// Measured before a drift: no longer comparable with what runs now.
+  bool stale = false;
   /// Median of the measured steps after `warmup` discarded ones; nullopt while too few.
   std::optional<double> median(int64_t warmup) const;
 };
@@ -54,6 +61,8 @@ struct Session {
   SessionState state = SessionState::kAttached;
   std::chrono::system_clock::time_point attached_at;
   std::chrono::steady_clock::time_point attached_steady;
+  /// Set when the session ends (attached_s then stops growing).
+  std::optional<std::chrono::steady_clock::time_point> detached_steady;
 
   placement::DeviceSet devices;
   std::optional<placement::OpGraph> graph;
@@ -67,11 +76,32 @@ struct Session {
 
   /// A placement from the store for this (graph, devices), offered first.
   std::optional<placement::Placement> cached;
+  /// The placement the job runs when it attaches (all on its first device unless it says otherwise).
+  std::optional<placement::Placement> job_start;
+  /// Memory model for pre-screening candidates (built from the uploaded graph and devices).
+  std::optional<sim::Simulator> memory_model;
   std::map<uint64_t, CandidateRecord> candidates;
   uint64_t current_candidate = 0;
   uint64_t steps = 0;
   uint64_t failed_steps = 0;
   double measured_seconds = 0.0;
+  /// Steps the job expects to run (0: unknown); bounds exploration by max_overhead_fraction.
+  uint64_t expected_steps = 0;
+  /// Steps run while exploring (on candidates that were not the best known when they ran).
+  uint64_t exploration_steps = 0;
+  /// Policy samples the memory model rejected before they ran, and the devices at fault.
+  uint64_t rejected = 0;
+  std::map<std::string, uint64_t> rejected_by_device;
+  /// Policy samples scored from an earlier measurement of the same placement instead of running.
+  uint64_t repeats_scored = 0;
+  /// Candidates in a row that did not beat the best by more than 1%.
+  int64_t since_improvement = 0;
+  /// Consecutive steps on the best placement slower than best × (1 + drift_threshold).
+  int64_t drift_count = 0;
+  uint64_t reexplorations = 0;
+  int64_t reexplore_left = 0;
+  /// A finished candidate waits for the policy thread (no second advance is queued meanwhile).
+  bool advance_pending = false;
   /// Step reports that did not match this session (unknown placement id).
   uint64_t stray_reports = 0;
 
@@ -79,7 +109,7 @@ struct Session {
   /// Policy work for this session runs here, in the order it was asked for.
   std::optional<boost::asio::strand<boost::asio::thread_pool::executor_type>> strand;
 
-  /// Candidate with the lowest median step time, or nullptr.
+  /// Candidate with the lowest median step time among the ones not stale, or nullptr.
   const CandidateRecord* best() const;
   /// Summary for `placementctl jobs` (caller holds the mutex).
   nlohmann::json summary() const;

@@ -1,6 +1,9 @@
 #include "store.h"
 
+#include <cctype>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -15,6 +18,7 @@ using nlohmann::json;
 Store::Store(std::string state_dir) : dir_(std::move(state_dir)) {
   std::error_code ec;
   fs::create_directories(fs::path(dir_) / "placements", ec);
+  if (!ec) fs::create_directories(fs::path(dir_) / "policies", ec);
   if (ec) throw std::runtime_error("state directory " + dir_ + ": " + ec.message());
 }
 
@@ -51,6 +55,33 @@ bool Store::offer(const placement::OpGraph& graph, const placement::DeviceSet& d
                     {"placement", placement::to_json(candidate.placement, devices)}};
   placement::write_json_file(path_for(graph, devices), doc, -1);
   return true;
+}
+
+std::string Store::policy_path(const placement::OpGraph& graph, const placement::DeviceSet& devices,
+                               const std::string& key) const {
+  for (char c : key)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '+')
+      throw std::invalid_argument("policy key '" + key + "' has characters unfit for a file name");
+  return (fs::path(dir_) / "policies" / (graph.fingerprint() + "-" + devices.fingerprint() + "-" + key + ".bin")).string();
+}
+
+void Store::save_policy_state(const placement::OpGraph& graph, const placement::DeviceSet& devices,
+                              const std::string& key, const std::string& state) {
+  placement::write_file_atomically(policy_path(graph, devices, key), state);
+}
+
+std::optional<std::string> Store::policy_state(const placement::OpGraph& graph, const placement::DeviceSet& devices,
+                                               const std::string& key) const {
+  const std::string path = policy_path(graph, devices, key);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  if (in.bad()) {
+    spdlog::warn("ignoring stored policy state {}: read error", path);
+    return std::nullopt;
+  }
+  return contents.str();
 }
 
 }  // namespace placementd

@@ -32,8 +32,17 @@ class Store {
   /// Records `candidate` if it beats what is stored (or nothing is). Returns true if written.
   bool offer(const placement::OpGraph& graph, const placement::DeviceSet& devices, const StoredPlacement& candidate);
 
+  /// A learned policy's parameters and optimiser state (TrainablePolicy::save_state) for this graph,
+  /// device set and `key` (grouper+placer+algorithm), so the next run resumes learning.
+  void save_policy_state(const placement::OpGraph& graph, const placement::DeviceSet& devices,
+                         const std::string& key, const std::string& state);
+  std::optional<std::string> policy_state(const placement::OpGraph& graph, const placement::DeviceSet& devices,
+                                          const std::string& key) const;
+
  private:
   std::string path_for(const placement::OpGraph& graph, const placement::DeviceSet& devices) const;
+  std::string policy_path(const placement::OpGraph& graph, const placement::DeviceSet& devices,
+                          const std::string& key) const;
   std::string dir_;
 };
 

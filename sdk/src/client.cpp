@@ -5,6 +5,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -171,6 +172,7 @@ json Client::read_frame(protocol::Header* header) {
 
 json Client::request(MessageType type, const json& body, MessageType expected_reply) {
   flush_pending(true);
+  if (next_request_id_ == 0) ++next_request_id_;  // 0 marks what the daemon pushes unasked
   const uint32_t id = next_request_id_++;
   const auto frame =
       protocol::encode_frame(type, id, body, version_ ? version_ : protocol::kMaxVersion);
@@ -190,6 +192,10 @@ json Client::request(MessageType type, const json& body, MessageType expected_re
       }
       throw ServerError(code, message, fatal);
     }
+    if (header.request_id == 0) {
+      pushed_.push_back(std::move(reply));
+      continue;
+    }
     if (header.request_id != id) continue;  // a stale reply to a request that timed out
     if (reply_type != expected_reply)
       throw ConnectionError("expected " + protocol::to_string(expected_reply) + " from placementd, got " +
@@ -198,8 +204,25 @@ json Client::request(MessageType type, const json& body, MessageType expected_re
   }
 }
 
+std::vector<json> Client::take_pushed() {
+  std::vector<json> out;
+  out.swap(pushed_);
+  return out;
+}
+
+bool Client::poll_readable(int timeout_ms) {
+  flush_pending(false);
+  pollfd p{fd_, POLLIN, 0};
+  int r;
+  do r = ::poll(&p, 1, std::max(timeout_ms, 0));
+  while (r < 0 && errno == EINTR);
+  // A hang-up or error is "readable": read_frame() then reports what happened.
+  return r > 0;
+}
+
 bool Client::send_oneway(MessageType type, const json& body, size_t max_pending_bytes) {
   if (!flush_pending(false) && pending_.size() > max_pending_bytes) return false;
+  if (next_request_id_ == 0) ++next_request_id_;
   const auto frame = protocol::encode_frame(type, next_request_id_++, body, version_);
   pending_.insert(pending_.end(), frame.begin(), frame.end());
   flush_pending(false);

@@ -126,6 +126,37 @@ class Bert(nn.Module):
         return torch.tanh(self.pool(self.encoder(x)[:, 0]))
 
 
+class InceptionBlock(nn.Module):
+    """Four parallel branches (1x1; 1x1-3x3; 1x1-5x5; pool-1x1) concatenated, as in GoogLeNet."""
+
+    def __init__(self, cin, c):
+        super().__init__()
+        self.b1 = nn.Sequential(nn.Conv2d(cin, c, 1), nn.ReLU())
+        self.b3 = nn.Sequential(nn.Conv2d(cin, c, 1), nn.ReLU(), nn.Conv2d(c, c, 3, padding=1), nn.ReLU())
+        self.b5 = nn.Sequential(nn.Conv2d(cin, c, 1), nn.ReLU(), nn.Conv2d(c, c, 5, padding=2), nn.ReLU())
+        self.pool = nn.Sequential(nn.MaxPool2d(3, 1, 1), nn.Conv2d(cin, c, 1), nn.ReLU())
+
+    def forward(self, x):
+        return torch.cat([self.b1(x), self.b3(x), self.b5(x), self.pool(x)], 1)
+
+
+class InceptionNet(nn.Module):
+    """A small Inception-style CNN for 32x32 images: a stem and three inception blocks."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
+        self.block1 = InceptionBlock(32, 16)
+        self.block2 = InceptionBlock(64, 32)
+        self.reduce = nn.MaxPool2d(2)
+        self.block3 = InceptionBlock(128, 32)
+        self.head = nn.Linear(128, classes)
+
+    def forward(self, x):
+        x = self.block3(self.reduce(self.block2(self.block1(self.stem(x)))))
+        return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+
 class WithControlFlow(nn.Module):
     """Data-dependent control flow: scripted, it keeps a prim::If that capture must refuse."""
 
@@ -155,6 +186,9 @@ MODELS = {
     "bert_small": (lambda: Bert(vocab=100, hidden=32, layers=2, heads=2, seq=16), [[2, 16]], "int64"),
     "resnet18": (lambda: torchvision_model("resnet18"), [[1, 3, 64, 64]], "float32"),
     "control_flow": (WithControlFlow, [[2, 4]], "float32"),
+    # The example jobs' models (examples/train_gnmt, examples/train_inception).
+    "gnmt_example": (lambda: Gnmt(vocab=1000, hidden=128, layers=4), [[16, 20], [16, 20]], "int64"),
+    "inception_example": (InceptionNet, [[16, 3, 32, 32]], "float32"),
     # The benchmark models at the papers' sizes (made on demand, not by the unit tests).
     "inception_v3": (lambda: torchvision_model("inception_v3", aux_logits=False, init_weights=False), [[1, 3, 299, 299]], "float32"),
     "resnet50": (lambda: torchvision_model("resnet50"), [[1, 3, 224, 224]], "float32"),
@@ -164,7 +198,7 @@ MODELS = {
     "bert_base": (lambda: Bert(), [[1, 128]], "int64"),
 }
 SMALL = ["mlp", "two_tower", "gnmt_small", "gnmt_small_unrolled", "rnnlm_small", "bert_small", "resnet18",
-         "control_flow"]
+         "control_flow", "gnmt_example", "inception_example"]
 SCRIPTED = {"control_flow"}
 
 

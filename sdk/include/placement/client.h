@@ -78,6 +78,17 @@ class Client {
   const nlohmann::json& welcome() const;
   /// Errors the daemon sent about one-way messages, oldest first (cleared by the call).
   std::vector<std::string> take_async_errors();
+  /// Frames the daemon pushed unasked (request id 0: placement directives) that arrived while
+  /// request() waited for its reply, oldest first (cleared by the call).
+  std::vector<nlohmann::json> take_pushed();
+
+  /// Sends what send_oneway() kept, then waits up to `timeout_ms` for a frame to read. Returns true
+  /// when read_frame() will not wait for the frame to start.
+  bool poll_readable(int timeout_ms);
+  /// The socket, for poll() next to other descriptors.
+  int native_handle() const { return fd_; }
+  /// The limit for connecting, for each request's round trip and for a frame once it started.
+  void set_timeout_ms(int timeout_ms) { timeout_ms_ = timeout_ms; }
 
  private:
   void write_all(const uint8_t* data, size_t size);
@@ -90,6 +101,7 @@ class Client {
   uint32_t next_request_id_ = 1;
   std::vector<uint8_t> pending_;
   std::vector<std::string> async_errors_;
+  std::vector<nlohmann::json> pushed_;
   struct WelcomeHolder;
   std::unique_ptr<WelcomeHolder> welcome_;
 };

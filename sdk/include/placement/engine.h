@@ -2,7 +2,9 @@
 // Placed execution: run a captured model for training under any Placement. Implemented in
 // libplacement_torch; LibTorch types are only forward-declared here.
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,12 @@
 
 
 namespace placement {
+
+/// What a placement change moved.
+struct MigrationStats {
+  uint64_t bytes = 0;
+  uint64_t tensors = 0;
+};
 
 /// Sees every op of PlacedModule::forward (the profiler uses it). Called on the forward thread.
 class OpObserver {
@@ -44,8 +52,16 @@ class PlacedModule {
   PlacedModule& operator=(const PlacedModule&) = delete;
 
   /// Validates `placement` (sizes, pins), moves each parameter and buffer to its first consumer's
-  /// device and routes ops accordingly. Call between steps.
-  void set_placement(const Placement& placement);
+  /// device and routes ops accordingly. Call between steps. All or nothing: every tensor is copied
+  /// to its new device before any is switched over, so a failed copy (out of memory) leaves the
+  /// old placement intact. A tensor changing between logical devices of one physical device is
+  /// copied too (values stay bitwise equal).
+  MigrationStats set_placement(const Placement& placement);
+  /// The logical device (index into devices()) a parameter or buffer lives on; nullopt for a
+  /// tensor that is not one of the module's, or that no op reads.
+  std::optional<int> device_of(const at::Tensor& parameter) const;
+  /// The physical device behind a logical one.
+  c10::Device physical_device(int device) const;
   const Placement& placement() const;
   const OpGraph& graph() const;
   const DeviceSet& devices() const;

@@ -10,4 +10,8 @@ class Tensor;
 }  // namespace at
 namespace c10 {
 struct IValue;
+struct Device;
 }  // namespace c10
+namespace torch::optim {
+class Optimizer;
+}  // namespace torch::optim

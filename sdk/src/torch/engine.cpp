@@ -38,6 +38,8 @@ struct PlacedModule::Impl {
   /// The logical device a value lives on (op outputs, parameters); absent: unknown (graph inputs,
   /// plumbing), which is moved physically but never copied between logical devices.
   std::unordered_map<const Value*, int> home;
+  /// The logical device of each parameter and buffer under the current placement.
+  std::unordered_map<const c10::TensorImpl*, int> parameter_home;
 
   // The object a GetAttr chain reads, resolved from the module.
   c10::IValue resolve(const Value* value) const {
@@ -74,11 +76,18 @@ PlacedModule::PlacedModule(const torch::jit::Module& module, OpGraph graph, Devi
 
 PlacedModule::~PlacedModule() = default;
 
-void PlacedModule::set_placement(const Placement& placement) {
+MigrationStats PlacedModule::set_placement(const Placement& placement) {
   Impl& s = *impl_;
   placement.validate(s.graph, s.devices);
   std::unordered_map<const Value*, int> home;
   std::unordered_map<const c10::TensorImpl*, int> parameter_home;
+  // Copies first, commit after: if a copy fails (out of memory), nothing has changed.
+  struct Move {
+    at::Tensor tensor;
+    at::Tensor data;
+  };
+  std::vector<Move> moves;
+  MigrationStats stats;
   for (const Node* node : s.program.graph().nodes()) {
     auto op = s.op_of_node.find(node);
     if (op == s.op_of_node.end()) continue;
@@ -89,19 +98,35 @@ void PlacedModule::set_placement(const Placement& placement) {
       const c10::IValue value = s.resolve(in);
       if (!value.isTensor()) continue;
       // A parameter lives on its first consumer's device, wherever else it is read from.
-      const auto [it, first] = parameter_home.emplace(value.toTensor().unsafeGetTensorImpl(), device);
+      const at::Tensor& tensor = value.toTensor();
+      const auto [it, first] = parameter_home.emplace(tensor.unsafeGetTensorImpl(), device);
       home[in] = it->second;
       if (!first) continue;
-      at::Tensor tensor = value.toTensor();
-      if (tensor.device() != s.device_of[device]) {
-        at::NoGradGuard no_grad;
-        tensor.set_data(tensor.to(s.device_of[device]));  // in place: optimizers keep their tensor
-      }
+      const auto was = s.parameter_home.find(tensor.unsafeGetTensorImpl());
+      const bool logical_move = was != s.parameter_home.end() && was->second != device;
+      if (tensor.device() == s.device_of[device] && !logical_move) continue;
+      at::NoGradGuard no_grad;
+      // Logical devices of one physical device get their own copy, as separate GPUs would.
+      at::Tensor data = tensor.device() != s.device_of[device] ? tensor.to(s.device_of[device]) : tensor.clone();
+      stats.bytes += static_cast<uint64_t>(tensor.numel()) * tensor.element_size();
+      ++stats.tensors;
+      moves.push_back({tensor, std::move(data)});
     }
   }
+  for (Move& m : moves) m.tensor.set_data(m.data);  // in place: optimizers keep their tensor
   s.home = std::move(home);
+  s.parameter_home = std::move(parameter_home);
   s.placement = placement;
+  return stats;
 }
+
+std::optional<int> PlacedModule::device_of(const at::Tensor& parameter) const {
+  const auto it = impl_->parameter_home.find(parameter.unsafeGetTensorImpl());
+  if (it == impl_->parameter_home.end()) return std::nullopt;
+  return it->second;
+}
+
+c10::Device PlacedModule::physical_device(int device) const { return impl_->device_of.at(device); }
 
 const Placement& PlacedModule::placement() const { return impl_->placement; }
 const OpGraph& PlacedModule::graph() const { return impl_->graph; }

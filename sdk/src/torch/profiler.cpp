@@ -11,13 +11,14 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/cuda.h>
 
+#include "stopwatch.h"
+
 namespace placement {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+using detail::Clock;
+using detail::seconds_since;
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0.0;

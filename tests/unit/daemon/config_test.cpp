@@ -52,13 +52,15 @@ TEST(Config, ShippedFileHoldsEveryKeyWithItsDefault) {
   EXPECT_EQ(a.failing_reward, b.failing_reward);
   EXPECT_EQ(a.drift_threshold, b.drift_threshold);
   EXPECT_EQ(a.drift_steps, b.drift_steps);
+  EXPECT_EQ(a.converge_candidates, b.converge_candidates);
   const toml::table doc = toml::parse_file(SHIPPED_CONFIG);
   for (const char* key : {"daemon.socket", "daemon.socket_mode", "daemon.admin_group", "daemon.state_dir",
                           "daemon.max_frame_bytes", "daemon.max_connections", "daemon.frame_timeout_ms",
                           "daemon.policy_threads", "daemon.max_buffered_bytes", "logging.level", "devices.allow", "devices.memory_headroom_fraction",
                           "policy.grouper", "policy.placer", "policy.algorithm", "exploration.steps_per_candidate",
                           "exploration.warmup_steps", "exploration.max_candidates", "exploration.max_overhead_fraction",
-                          "exploration.failing_reward", "exploration.drift_threshold", "exploration.drift_steps"})
+                          "exploration.failing_reward", "exploration.drift_threshold", "exploration.drift_steps",
+                          "exploration.converge_candidates"})
     EXPECT_TRUE(doc.at_path(key)) << key << " is missing from etc/placementd.toml";
 }
 

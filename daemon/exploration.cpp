@@ -1,0 +1,212 @@
+#include "exploration.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "placement/serialization.h"
+
+namespace placementd {
+
+using placement::Placement;
+
+namespace {
+
+// Policy samples drawn per advance before giving up on finding one worth running: a converged
+// policy keeps drawing placements it already measured, which is the signal to stop exploring.
+constexpr int kSamplesPerAdvance = 64;
+// A candidate must beat the best by this much to count as progress for convergence.
+constexpr double kImprovement = 0.01;
+
+bool exploring(SessionState s) { return s == SessionState::kExploring || s == SessionState::kReexploring; }
+
+Directive issue(Session& s, Placement placement, std::string reason, std::optional<std::vector<int>> action) {
+  CandidateRecord record;
+  record.id = s.candidates.empty() ? 1 : s.candidates.rbegin()->first + 1;
+  record.placement = std::move(placement);
+  record.reason = std::move(reason);
+  record.action = std::move(action);
+  s.current_candidate = record.id;
+  Directive d{record.id, record.reason, record.placement};
+  s.candidates[record.id] = std::move(record);
+  return d;
+}
+
+// The measured candidate with this placement, if any (repeats are scored, not run again).
+const CandidateRecord* measured(const Session& s, const std::string& fingerprint) {
+  for (const auto& [id, c] : s.candidates)
+    if (!c.stale && c.median(s.policy.exploration.warmup_steps) && c.placement.fingerprint() == fingerprint) return &c;
+  return nullptr;
+}
+
+double reward_of(double step_time_s) { return -std::sqrt(step_time_s); }
+
+// Why exploration should end now, or empty.
+std::string exhausted(const Session& s) {
+  const ExplorationConfig& e = s.policy.exploration;
+  if (s.state == SessionState::kReexploring) return s.reexplore_left <= 0 ? "re-exploration budget spent" : "";
+  if (static_cast<int64_t>(s.candidates.size()) >= e.max_candidates) return "max_candidates reached";
+  if (s.expected_steps > 0 && s.exploration_steps >= e.max_overhead_fraction * static_cast<double>(s.expected_steps))
+    return "max_overhead_fraction of the expected steps spent";
+  if (e.converge_candidates > 0 && s.since_improvement >= e.converge_candidates)
+    return "converged (" + std::to_string(s.since_improvement) + " candidates without a 1% gain)";
+  if (!s.placer->policy() && s.candidates.size() >= 2) return "the placer is deterministic";
+  return "";
+}
+
+Directive exploit(Session& s, const std::string& why) {
+  const CandidateRecord* best = s.best();
+  s.state = SessionState::kExploiting;
+  s.drift_count = 0;
+  s.current_candidate = best->id;
+  spdlog::info("job {} '{}': exploiting placement {} ({:.6f} s/step, {} candidates): {}", s.id, s.job, best->id,
+               *best->median(s.policy.exploration.warmup_steps), s.candidates.size(), why);
+  return {best->id, "best", best->placement};
+}
+
+// Scores the candidate that just finished (or failed) and trains the policy on it.
+void score(Session& s, CandidateRecord& c) {
+  const ExplorationConfig& e = s.policy.exploration;
+  std::optional<double> best_time;
+  for (const auto& [id, other] : s.candidates)
+    if (id != c.id && !other.stale)
+      if (auto m = other.median(e.warmup_steps); m && (!best_time || *m < *best_time)) best_time = m;
+  const std::optional<double> median = c.failures == 0 ? c.median(e.warmup_steps) : std::nullopt;
+  if (c.action) {
+    if (median) s.algorithm->observe(*c.action, reward_of(*median), true);
+    else s.algorithm->observe(*c.action, e.failing_reward, false);
+  }
+  if (median && (!best_time || *median < (1.0 - kImprovement) * *best_time)) s.since_improvement = 0;
+  else ++s.since_improvement;
+}
+
+// Nothing ran well and nothing is left to try: back to the placement the job started on.
+Directive fall_back(Session& s, const std::string& why) {
+  spdlog::warn("job {} '{}': no candidate measured well ({}); keeping the start placement", s.id, s.job, why);
+  s.state = SessionState::kExploiting;
+  return issue(s, s.candidates.begin()->second.placement, "start", std::nullopt);
+}
+
+}  // namespace
+
+std::string policy_key(const Session& s) {
+  return s.policy.grouper + "+" + s.policy.placer + "+" + s.policy.algorithm;
+}
+
+nlohmann::json directive_body(const Session& s, const Directive& d) {
+  return {{"placement_id", d.placement_id},
+          {"reason", d.reason},
+          {"state", to_string(s.state)},
+          {"placement", placement::to_json(d.placement, s.devices)}};
+}
+
+Directive start_session(Session& s) {
+  s.state = SessionState::kProfiling;
+  if (s.cached) return issue(s, *s.cached, "cached", std::nullopt);
+  Placement start = s.job_start ? *s.job_start : Placement::single(*s.graph, 0);
+  start.enforce_pins(*s.graph, s.devices);
+  return issue(s, std::move(start), "start", std::nullopt);
+}
+
+bool record_report(Session& s, const placement::Measurement& m) {
+  auto it = s.candidates.find(m.placement_id);
+  if (it == s.candidates.end()) {
+    ++s.stray_reports;
+    return false;
+  }
+  CandidateRecord& c = it->second;
+  ++s.steps;
+  s.measured_seconds += m.step_time_s;
+  if (m.ok) c.step_times.push_back(m.step_time_s);
+  else {
+    ++c.failures;
+    ++s.failed_steps;
+  }
+  if (exploring(s.state) && c.id == s.current_candidate && c.reason != "re-measure") ++s.exploration_steps;
+  if (s.advance_pending || c.id != s.current_candidate) return false;
+  const ExplorationConfig& e = s.policy.exploration;
+  bool due = false;
+  if (s.state == SessionState::kExploiting) {
+    const CandidateRecord* best = s.best();
+    const auto best_time = best ? best->median(e.warmup_steps) : std::nullopt;
+    if (m.ok && best_time && m.step_time_s > *best_time * (1.0 + e.drift_threshold)) ++s.drift_count;
+    else s.drift_count = 0;
+    due = s.drift_count >= e.drift_steps;
+  } else if (s.state == SessionState::kProfiling || exploring(s.state)) {
+    due = !m.ok || static_cast<int64_t>(c.step_times.size()) >= e.steps_per_candidate;
+  }
+  if (due) s.advance_pending = true;
+  return due;
+}
+
+std::optional<Directive> advance_session(Session& s, Store& store) {
+  s.advance_pending = false;
+  const ExplorationConfig& e = s.policy.exploration;
+  auto current = s.candidates.find(s.current_candidate);
+  if (current == s.candidates.end()) return std::nullopt;
+
+  if (s.state == SessionState::kExploiting) {
+    // Drift: what was measured before no longer describes this machine. Re-measure the best,
+    // then let the (already trained) policy try a few placements around it.
+    for (auto& [id, c] : s.candidates) c.stale = true;
+    s.state = SessionState::kReexploring;
+    s.reexplore_left = std::max<int64_t>(3, e.max_candidates / 10);
+    ++s.reexplorations;
+    s.since_improvement = 0;
+    spdlog::info("job {} '{}': step time drifted {}% above the best for {} steps; re-exploring", s.id, s.job,
+                 static_cast<int>(e.drift_threshold * 100), e.drift_steps);
+    return issue(s, current->second.placement, "re-measure", std::nullopt);
+  }
+
+  score(s, current->second);
+  if (s.state == SessionState::kReexploring && current->second.reason != "re-measure") --s.reexplore_left;
+  if (s.state == SessionState::kProfiling) s.state = SessionState::kExploring;
+  // The policy's state is written on progress and every 10 candidates (it can be megabytes).
+  persist_session(s, store, s.since_improvement == 0 || s.candidates.size() % 10 == 0);
+
+  const CandidateRecord* best = s.best();
+  if (const std::string why = exhausted(s); !why.empty()) return best ? exploit(s, why) : fall_back(s, why);
+
+  for (int attempt = 0; attempt < kSamplesPerAdvance; ++attempt) {
+    std::vector<int> action = s.placer->place(s.rng);
+    Placement p = Placement::from_groups(*s.grouping, action);
+    p.enforce_pins(*s.graph, s.devices);
+    p.validate(*s.graph, s.devices);
+    const sim::SimulationResult memory = s.memory_model->check_memory(p);
+    if (!memory.valid) {
+      ++s.rejected;
+      for (size_t d = 0; d < memory.memory.size(); ++d)
+        if (memory.memory[d].peak() > memory.memory[d].capacity) ++s.rejected_by_device[s.devices.devices[d].name()];
+      s.algorithm->observe(action, e.failing_reward, false);
+      continue;
+    }
+    if (const CandidateRecord* known = measured(s, p.fingerprint())) {
+      ++s.repeats_scored;
+      s.algorithm->observe(action, reward_of(*known->median(e.warmup_steps)), true);
+      if (!s.placer->policy()) break;  // a deterministic placer answers the same again
+      continue;
+    }
+    return issue(s, std::move(p), s.state == SessionState::kReexploring ? "re-explore" : "policy", std::move(action));
+  }
+  const std::string why = "the policy only proposes placements already measured or rejected";
+  return best ? exploit(s, why) : fall_back(s, why);
+}
+
+bool persist_session(Session& s, Store& store, bool with_policy) {
+  if (!s.graph) return false;
+  bool written = false;
+  try {
+    if (const CandidateRecord* b = s.best())
+      written = store.offer(*s.graph, s.devices, {b->placement, *b->median(s.policy.exploration.warmup_steps), s.job});
+    if (with_policy && s.placer)
+      if (const placement::TrainablePolicy* policy = s.placer->policy())
+        store.save_policy_state(*s.graph, s.devices, policy_key(s), policy->save_state());
+  } catch (const std::exception& e) {
+    spdlog::error("job {} '{}': cannot persist its state: {}", s.id, s.job, e.what());
+  }
+  return written;
+}
+
+}  // namespace placementd

@@ -1,0 +1,177 @@
+#include "live_training.h"
+
+#include <cstdio>
+#include <iostream>
+#include <map>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <torch/optim/adam.h>
+
+#include "placement/capture.h"
+#include "placement/client.h"
+#include "placement/job.h"
+
+namespace examples {
+
+namespace {
+
+using nlohmann::json;
+
+// "encoder.0/aten::lstm" → "encoder.0": the model part an op belongs to (two scope levels).
+std::string part_of(const std::string& op_name) {
+  const size_t slash = op_name.find('/');
+  if (slash == std::string::npos) return "(top level)";
+  std::string scope = op_name.substr(0, slash);
+  const size_t first = scope.find('.');
+  if (first != std::string::npos) {
+    const size_t second = scope.find('.', first + 1);
+    if (second != std::string::npos) scope.resize(second);
+  }
+  return scope.empty() ? "(top level)" : scope;
+}
+
+std::string ms(const json& seconds) {
+  if (!seconds.is_number()) return "-";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f ms", seconds.get<double>() * 1e3);
+  return text;
+}
+
+// The daemon's view of this job (placementctl jobs show), or null when it is not reachable.
+json daemon_view(const std::string& socket, uint64_t session) {
+  try {
+    placement::Client client({socket, "example summary", 5000});
+    return client.request(placement::protocol::MessageType::kJobShow, {{"id", session}},
+                          placement::protocol::MessageType::kJobInfo);
+  } catch (const std::exception& e) {
+    std::cerr << "(placementd not reachable for the summary: " << e.what() << ")\n";
+    return nullptr;
+  }
+}
+
+void print_summary(const placement::Job& job, const json& view, double wall_s) {
+  const placement::JobStats stats = job.stats();
+  std::printf("\n== summary\n");
+  std::printf("%-34s %llu in %.1f s\n", "steps", static_cast<unsigned long long>(stats.steps), wall_s);
+  if (!view.is_null()) {
+    std::printf("%-34s %s\n", "placementd state", view.value("state", "").c_str());
+    std::printf("%-34s %s\n", "start placement step time", ms(view["start_step_time_s"]).c_str());
+    std::printf("%-34s %s\n", "best placement step time", ms(view["best_step_time_s"]).c_str());
+    if (view["speedup"].is_number()) std::printf("%-34s %.2fx\n", "speed-up vs start", view["speedup"].get<double>());
+    std::printf("%-34s %llu (+%llu rejected by the memory model, %llu repeats scored without running)\n",
+                "candidates tried", view.value("candidates_tried", 0ull), view.value("rejected", 0ull),
+                view.value("repeats_scored", 0ull));
+    std::printf("%-34s %llu\n", "steps spent exploring", view.value("exploration_steps", 0ull));
+    std::printf("%-34s %.1f%% of measured step time\n", "exploration overhead",
+                100.0 * view.value("exploration_overhead", 0.0));
+  } else {
+    std::printf("%-34s %s\n", "placementd", "not reachable: trained on the placement in force");
+  }
+  std::printf("%-34s %llu (%.1f MB moved in %.1f ms), %llu failed swaps, %llu steps retried\n", "placement swaps",
+              static_cast<unsigned long long>(stats.swaps), stats.migrated_bytes / 1e6, stats.migration_seconds * 1e3,
+              static_cast<unsigned long long>(stats.failed_swaps), static_cast<unsigned long long>(stats.retried_steps));
+  std::printf("%-34s %llu (%s, %s)\n", "placement in force", static_cast<unsigned long long>(stats.placement_id),
+              stats.reason.c_str(), stats.state.c_str());
+  std::printf("where it puts each part of the model:\n");
+  std::map<std::string, std::map<std::string, int>> parts;
+  const placement::Placement& p = job.placement();
+  for (size_t i = 0; i < job.graph().ops.size(); ++i)
+    ++parts[part_of(job.graph().ops[i].name)][job.devices().devices[p.device_of_op[i]].name()];
+  for (const auto& [part, devices] : parts) {
+    std::printf("  %-24s", part.c_str());
+    for (const auto& [device, ops] : devices) std::printf(" %s: %d ops", device.c_str(), ops);
+    std::printf("\n");
+  }
+}
+
+}  // namespace
+
+bool parse_options(int argc, char** argv, const std::string& name, const std::string& description,
+                   LiveOptions* o, int* code) {
+  CLI::App app{description, name};
+  app.add_option("--model", o->model, "TorchScript file (tests/models/make_models.py)")->required()->check(CLI::ExistingFile);
+  app.add_option("--steps", o->steps, "training steps")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--job", o->job, "job name")->capture_default_str();
+  app.add_option("--socket", o->socket, "placementd socket (default: $PLACEMENTD_SOCKET or the system default)");
+  app.add_option("--devices", o->devices, "devices (default: cpu:0,cpu:1)")->delimiter(',');
+  app.add_option("--log-every", o->log_every, "print progress every N steps")->capture_default_str();
+  app.add_option("--seed", o->seed, "data and initialisation seed")->capture_default_str();
+  app.add_option("--start", o->start, "start placement")->check(CLI::IsMember({"first", "interleaved"}))->capture_default_str();
+  app.add_option("--losses", o->losses_file, "write each step's loss (hex float) to this file");
+  app.add_option("--lr", o->learning_rate, "Adam learning rate")->capture_default_str();
+  bool no_daemon = false;
+  app.add_flag("--no-daemon", no_daemon, "train without placementd (the control run)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    *code = app.exit(e);
+    return false;
+  }
+  o->use_daemon = !no_daemon;
+  return true;
+}
+
+int run_live(const LiveOptions& o, const ExampleModel& m) {
+  try {
+    torch::jit::Module module = torch::jit::load(o.model);
+    placement::JobOptions options;
+    options.socket_path = o.socket;
+    options.devices = o.devices;
+    options.expected_steps = static_cast<uint64_t>(o.steps);
+    options.use_daemon = o.use_daemon;
+    if (o.start == "interleaved") {
+      const size_t ops = placement::capture(module, m.example_inputs).ops.size();
+      const int devices = static_cast<int>(o.devices.empty() ? 2 : o.devices.size());
+      for (size_t i = 0; i < ops; ++i) options.start_device_of_op.push_back(static_cast<int>(i % devices));
+    }
+    const auto started = std::chrono::steady_clock::now();
+    auto job = placement::attach(o.job, module, m.example_inputs, options);
+    const auto status = job->daemon();
+    std::printf("job '%s': %zu ops on %zu devices; placementd %s\n", o.job.c_str(), job->graph().ops.size(),
+                job->devices().size(),
+                !o.use_daemon      ? "not used"
+                : status.connected ? ("session " + std::to_string(status.session)).c_str()
+                                   : ("not reachable (" + status.last_error + "); training anyway").c_str());
+    std::fflush(stdout);
+    torch::optim::Adam optimizer(job->parameters(), torch::optim::AdamOptions(o.learning_rate));
+    FILE* losses = o.losses_file.empty() ? nullptr : std::fopen(o.losses_file.c_str(), "w");
+    if (!o.losses_file.empty() && !losses) throw std::runtime_error("cannot write " + o.losses_file);
+    double window_s = 0;
+    for (int64_t step = 0; step < o.steps; ++step) {
+      const Batch batch = m.batch(step);
+      const at::Tensor loss = job->step(
+          batch.inputs, [&](const std::vector<c10::IValue>& out) { return m.loss(out.at(0).toTensor(), batch.target); },
+          optimizer);
+      const double value = loss.item<double>();
+      if (losses) std::fprintf(losses, "%a\n", value);
+      window_s += job->stats().last_step_s;
+      if ((step + 1) % o.log_every == 0 || step + 1 == o.steps) {
+        const placement::JobStats s = job->stats();
+        const auto d = job->daemon();
+        std::printf("step %6lld  loss %.4f  %7.2f ms/step  placement %llu (%s, %s)%s\n",
+                    static_cast<long long>(step + 1), value, 1e3 * window_s / o.log_every,
+                    static_cast<unsigned long long>(s.placement_id), s.reason.c_str(), s.state.c_str(),
+                    o.use_daemon && !d.connected ? "  [placementd away]" : "");
+        std::fflush(stdout);
+        window_s = 0;
+      }
+    }
+    if (losses) std::fclose(losses);
+    const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    json view = nullptr;
+    if (o.use_daemon && job->daemon().connected)
+      view = daemon_view(o.socket.empty() ? placement::default_socket_path() : o.socket, job->daemon().session);
+    print_summary(*job, view, wall_s);
+    const auto final_status = job->detach();
+    if (o.use_daemon)
+      std::printf("detached: %s (attached %llu time%s)\n", final_status.detached.empty() ? "no answer" : final_status.detached.c_str(),
+                  static_cast<unsigned long long>(final_status.attaches), final_status.attaches == 1 ? "" : "s");
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace examples

@@ -1,0 +1,115 @@
+#pragma once
+// The job API: what a training loop writes to let placementd place its model while it trains.
+//
+//   auto job = placement::attach("gnmt-train", module, example_inputs);
+//   torch::optim::Adam optimizer(job->parameters(), 1e-3);
+//   for (...) job->step({src, tgt}, loss_fn, optimizer);
+//
+// Implemented in libplacement_torch; LibTorch types are only forward-declared here.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "placement/devices.h"
+#include "placement/engine.h"
+#include "placement/graph.h"
+#include "placement/job_channel.h"
+#include "placement/placement.h"
+#include "placement/torch_fwd.h"
+
+namespace placement {
+
+struct JobOptions {
+  /// Empty: $PLACEMENTD_SOCKET, else the system default.
+  std::string socket_path;
+  /// The devices placementd may use for this job, e.g. {"cpu", "cuda:0", "cuda:1"}. Empty: two
+  /// logical CPU devices ("cpu:0", "cpu:1"), which is what a machine without a GPU offers.
+  std::vector<std::string> devices;
+  /// Memory per device in bytes (the memory model's capacity). 0: for CPU devices the host's
+  /// memory divided among them; CUDA devices need it given.
+  uint64_t memory_bytes = 0;
+  /// Steps the job intends to run (0: unknown); placementd then bounds exploration to its
+  /// configured fraction of them.
+  uint64_t expected_steps = 0;
+  /// false: never contact placementd, train on the start placement (the control run).
+  bool use_daemon = true;
+  /// How often to try reaching placementd again while it is away.
+  int reconnect_interval_ms = 1000;
+  /// The job's own starting placement; empty: every op on the first device.
+  std::vector<int> start_device_of_op;
+};
+
+/// The outputs of the module's forward → the loss to minimise.
+using LossFunction = std::function<at::Tensor(const std::vector<c10::IValue>& outputs)>;
+
+struct JobStats {
+  uint64_t steps = 0;
+  /// Placement changes applied at step boundaries.
+  uint64_t swaps = 0;
+  uint64_t migrated_bytes = 0;
+  double migration_seconds = 0.0;
+  /// Steps that failed on a candidate placement and were run again on the last good one.
+  uint64_t retried_steps = 0;
+  /// Placement changes that failed and were rolled back.
+  uint64_t failed_swaps = 0;
+  /// The daemon's id of the placement in force (0: the job's own, not from placementd).
+  uint64_t placement_id = 0;
+  /// The reason and session state of the directive in force ("start", "best"; "exploring", ...).
+  std::string reason;
+  std::string state;
+  double last_step_s = 0.0;
+};
+
+/// A model in training whose placement placementd chooses. Not thread-safe: the training thread
+/// uses it. If placementd is unreachable or dies, the job keeps training on its current
+/// placement and re-attaches when the daemon is back.
+class Job {
+ public:
+  /// Captures `module` with `example_inputs`, builds the placed module on the job's start
+  /// placement and starts talking to placementd in the background. Throws CaptureError for a model
+  /// that cannot be captured, std::invalid_argument for bad options; never for daemon problems.
+  Job(std::string name, const torch::jit::Module& module, const std::vector<at::Tensor>& example_inputs,
+      JobOptions options = {});
+  ~Job();
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+
+  /// The module's parameters, for the optimizer (they stay the same tensors across placements).
+  std::vector<at::Tensor> parameters() const;
+
+  /// One training step: applies a pending placement (migrating parameters, buffers and optimizer
+  /// state), runs forward, `loss`, backward, optimizer.step() and zero_grad(), times it and reports
+  /// the time to placementd without waiting. If forward or backward throws under a placement
+  /// placementd proposed (out of memory included), the gradients are discarded, the job moves back
+  /// to the last placement that ran, reports the failure and runs the same batch there: no batch
+  /// is lost and the parameters end as if the candidate was never tried. An error under the last
+  /// good placement itself is the model's own and is rethrown. Returns the loss (detached).
+  at::Tensor step(const std::vector<c10::IValue>& inputs, const LossFunction& loss,
+                  torch::optim::Optimizer& optimizer);
+
+  const Placement& placement() const;
+  const OpGraph& graph() const;
+  const DeviceSet& devices() const;
+  PlacedModule& module();
+  JobStats stats() const;
+  /// The daemon connection's state (connected, session, attaches, reports sent/dropped).
+  JobChannel::Status daemon() const;
+  /// Detaches from placementd (the destructor does it too) and returns the final connection status.
+  JobChannel::Status detach();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Same as the constructor, for the `auto job = placement::attach(...)` spelling.
+std::unique_ptr<Job> attach(std::string name, const torch::jit::Module& module,
+                            const std::vector<at::Tensor>& example_inputs, JobOptions options = {});
+
+/// A DeviceSet for device names as JobOptions takes them ("cpu", "cpu:1", "cuda:0").
+DeviceSet job_devices(const std::vector<std::string>& names, uint64_t memory_bytes);
+
+}  // namespace placement

@@ -1,0 +1,109 @@
+#pragma once
+// A job's line to placementd, run by a background thread so the training loop never waits on it:
+// it attaches (and re-attaches after the daemon restarts), uploads the graph, sends step reports
+// and receives placement directives. Torch-free; placement::Job (job.h) drives it.
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "placement/devices.h"
+#include "placement/graph.h"
+#include "placement/placement.h"
+
+namespace placement {
+
+class Client;
+
+struct JobChannelOptions {
+  /// Empty: default_socket_path() ($PLACEMENTD_SOCKET, else the system default).
+  std::string socket_path;
+  std::string job;
+  DeviceSet devices;
+  OpGraph graph;
+  /// The placement the job starts on (sent with the graph; the daemon measures it first).
+  Placement start;
+  /// Steps the job intends to run (0: unknown); lets the daemon bound exploration to a fraction.
+  uint64_t expected_steps = 0;
+  std::string sdk_version = "0.1.0";
+  std::string torch_version;
+  /// Pause between attempts to reach the daemon while it is away.
+  int reconnect_interval_ms = 1000;
+  /// Limit for one round trip (attach, detach); the graph upload gets ten times as long.
+  int timeout_ms = 5000;
+};
+
+/// A placement the daemon asked for.
+struct DirectiveMessage {
+  uint64_t placement_id = 0;
+  /// "start", "cached", "policy", "best", "re-measure", "re-explore".
+  std::string reason;
+  /// The session's state when it was sent ("profiling", "exploring", "exploiting", ...).
+  std::string state;
+  Placement placement;
+  /// Which attachment it belongs to (a re-attach starts a new one); reports carry it back.
+  uint64_t generation = 0;
+};
+
+class JobChannel {
+ public:
+  /// Starts the background thread; never throws because the daemon is missing (it keeps trying).
+  explicit JobChannel(JobChannelOptions options);
+  /// Detaches (bounded by timeout_ms) and stops the thread.
+  ~JobChannel();
+  JobChannel(const JobChannel&) = delete;
+  JobChannel& operator=(const JobChannel&) = delete;
+
+  /// The newest directive not taken yet (it supersedes older ones), or nullopt. Never blocks.
+  std::optional<DirectiveMessage> take_directive();
+  /// Queues a step report of the placement `generation`/`report.placement_id`. Never blocks;
+  /// reports of an earlier attachment are dropped (that session is gone).
+  void report(uint64_t generation, const Measurement& report);
+  /// Waits up to `timeout_ms` for the first directive (e.g. to start on the stored best placement);
+  /// returns at once, false, when the first attempt to reach the daemon failed.
+  bool wait_for_directive(int timeout_ms);
+
+  struct Status {
+    bool connected = false;
+    uint64_t session = 0;
+    /// Successful attaches (more than one: the daemon went away and came back).
+    uint64_t attaches = 0;
+    /// Attempts to attach, successful or not.
+    uint64_t attempts = 0;
+    uint64_t reports_sent = 0;
+    uint64_t reports_dropped = 0;
+    std::string last_error;
+    /// The daemon's answer to the last detach: best step time (or null) and whether it persisted.
+    std::string detached;
+  };
+  Status status() const;
+  /// Sends the last reports, detaches and stops the thread (the destructor does it too). Returns
+  /// the final status, `detached` filled when the daemon answered.
+  Status close();
+
+ private:
+  void run();
+  bool connect();
+  void pump(int wait_ms);
+  void wake();
+
+  JobChannelOptions options_;
+  std::unique_ptr<Client> client_;  // background thread only
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::pair<uint64_t, Measurement>> reports_;
+  std::optional<DirectiveMessage> directive_;
+  Status status_;
+  uint64_t generation_ = 0;
+  std::atomic<bool> stop_{false};
+  int wake_pipe_[2] = {-1, -1};
+  std::thread thread_;
+};
+
+}  // namespace placement

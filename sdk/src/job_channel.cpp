@@ -1,0 +1,196 @@
+#include "placement/job_channel.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "placement/client.h"
+#include "placement/serialization.h"
+
+namespace placement {
+
+using nlohmann::json;
+using protocol::MessageType;
+
+namespace {
+
+// Reports kept while the daemon does not take them; older ones are dropped beyond this.
+constexpr size_t kMaxQueuedReports = 10000;
+
+}  // namespace
+
+JobChannel::JobChannel(JobChannelOptions options) : options_(std::move(options)) {
+  if (::pipe2(wake_pipe_, O_NONBLOCK | O_CLOEXEC) != 0) throw std::runtime_error("JobChannel: pipe2 failed");
+  thread_ = std::thread([this] { run(); });
+}
+
+JobChannel::~JobChannel() {
+  close();
+  ::close(wake_pipe_[0]);
+  ::close(wake_pipe_[1]);
+}
+
+JobChannel::Status JobChannel::close() {
+  if (thread_.joinable()) {
+    stop_ = true;
+    cv_.notify_all();
+    wake();
+    thread_.join();
+  }
+  return status();
+}
+
+void JobChannel::wake() {
+  const char byte = 1;
+  // Full pipe: the thread is awake anyway.
+  [[maybe_unused]] const ssize_t n = ::write(wake_pipe_[1], &byte, 1);
+}
+
+std::optional<DirectiveMessage> JobChannel::take_directive() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::optional<DirectiveMessage> out;
+  out.swap(directive_);
+  return out;
+}
+
+void JobChannel::report(uint64_t generation, const Measurement& report) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (reports_.size() >= kMaxQueuedReports) {
+      reports_.pop_front();
+      ++status_.reports_dropped;
+    }
+    reports_.emplace_back(generation, report);
+  }
+  wake();
+}
+
+bool JobChannel::wait_for_directive(int timeout_ms) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  // A daemon that is not there fails the first attempt at once: no reason to wait then.
+  cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [this] {
+    return directive_.has_value() || stop_ || (status_.attempts > 0 && !status_.connected);
+  });
+  return directive_.has_value();
+}
+
+JobChannel::Status JobChannel::status() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return status_;
+}
+
+bool JobChannel::connect() {
+  try {
+    auto client = std::make_unique<Client>(ClientOptions{options_.socket_path, "placement job " + options_.job, options_.timeout_ms});
+    json attach = {{"job", options_.job},
+                   {"devices", to_json(options_.devices)},
+                   {"sdk_version", options_.sdk_version},
+                   {"torch_version", options_.torch_version}};
+    if (options_.expected_steps > 0) attach["expected_steps"] = options_.expected_steps;
+    const json attached = client->request(MessageType::kAttach, attach, MessageType::kAttached);
+    // Grouping a large graph takes the daemon a while.
+    client->set_timeout_ms(options_.timeout_ms * 10);
+    client->request(MessageType::kGraphUpload,
+                    {{"graph", to_json(options_.graph)}, {"placement", to_json(options_.start, options_.devices)}},
+                    MessageType::kGraphAccepted);
+    client->set_timeout_ms(options_.timeout_ms);
+    const json first = client->request(MessageType::kPlacementRequest, json::object(), MessageType::kPlacementDirective);
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++generation_;
+    // Reports still queued belong to the previous attachment.
+    status_.reports_dropped += reports_.size();
+    reports_.clear();
+    directive_ = DirectiveMessage{first.at("placement_id").get<uint64_t>(), first.value("reason", ""),
+                                  first.value("state", ""),
+                                  placement_from_json(first.at("placement"), options_.graph, options_.devices), generation_};
+    status_.connected = true;
+    ++status_.attempts;
+    status_.session = attached.at("session").get<uint64_t>();
+    ++status_.attaches;
+    status_.last_error.clear();
+    client_ = std::move(client);
+    cv_.notify_all();
+    return true;
+  } catch (const std::exception& e) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    status_.connected = false;
+    ++status_.attempts;
+    status_.last_error = e.what();
+    cv_.notify_all();
+    return false;
+  }
+}
+
+void JobChannel::pump(int wait_ms) {
+  std::deque<std::pair<uint64_t, Measurement>> reports;
+  uint64_t generation;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    reports.swap(reports_);
+    generation = generation_;
+  }
+  uint64_t sent = 0, dropped = 0;
+  for (const auto& [gen, m] : reports) {
+    if (gen == generation && client_->send_oneway(MessageType::kStepReport, to_json(m))) ++sent;
+    else ++dropped;
+  }
+  pollfd fds[2] = {{client_->native_handle(), POLLIN, 0}, {wake_pipe_[0], POLLIN, 0}};
+  const int r = ::poll(fds, 2, wait_ms);
+  if (r > 0 && (fds[1].revents & POLLIN)) {
+    char drain[256];
+    while (::read(wake_pipe_[0], drain, sizeof(drain)) > 0) {
+    }
+  }
+  std::optional<DirectiveMessage> directive;
+  std::string error;
+  if (r > 0 && fds[0].revents != 0) {
+    protocol::Header header;
+    const json body = client_->read_frame(&header);
+    const auto type = static_cast<MessageType>(header.type);
+    if (type == MessageType::kPlacementDirective) {
+      directive = DirectiveMessage{body.at("placement_id").get<uint64_t>(), body.value("reason", ""), body.value("state", ""),
+                                   placement_from_json(body.at("placement"), options_.graph, options_.devices), generation};
+    } else if (type == MessageType::kError) {
+      error = body.value("code", "error") + ": " + body.value("message", "");
+      if (body.value("fatal", false)) throw ConnectionError("placementd closed the connection: " + error);
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  status_.reports_sent += sent;
+  status_.reports_dropped += dropped;
+  if (directive) directive_ = std::move(directive);
+  if (!error.empty()) status_.last_error = error;
+}
+
+void JobChannel::run() {
+  while (!stop_) {
+    if (!client_ && !connect()) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait_for(lock, std::chrono::milliseconds(options_.reconnect_interval_ms), [this] { return stop_.load(); });
+      continue;
+    }
+    try {
+      pump(200);
+    } catch (const std::exception& e) {
+      // The daemon went away (or broke the protocol): keep training, come back when it is back.
+      client_.reset();
+      std::lock_guard<std::mutex> lock(mutex_);
+      status_.connected = false;
+      status_.last_error = e.what();
+    }
+  }
+  if (!client_) return;
+  try {
+    pump(0);  // the last reports
+    const json detached = client_->request(MessageType::kDetach, json::object(), MessageType::kDetached);
+    std::lock_guard<std::mutex> lock(mutex_);
+    status_.detached = detached.dump();
+  } catch (const std::exception& e) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    status_.last_error = e.what();
+  }
+}
+
+}  // namespace placement

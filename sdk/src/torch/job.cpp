@@ -1,0 +1,197 @@
+#include "placement/job.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <optional>
+
+#include <torch/cuda.h>
+#include <torch/csrc/jit/api/module.h>
+#include <torch/optim/optimizer.h>
+#include <torch/version.h>
+
+#include "optimizer_state.h"
+#include "placement/capture.h"
+
+#include "stopwatch.h"
+
+namespace placement {
+
+namespace {
+
+using detail::Clock;
+using detail::seconds_since;
+
+uint64_t host_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 8ull << 30;
+}
+
+}  // namespace
+
+DeviceSet job_devices(const std::vector<std::string>& names, uint64_t memory_bytes) {
+  const std::vector<std::string> chosen = names.empty() ? std::vector<std::string>{"cpu:0", "cpu:1"} : names;
+  size_t cpus = 0;
+  std::vector<Device> list;
+  for (const std::string& name : chosen) {
+    list.push_back(parse_device_name(name));
+    cpus += list.back().kind == DeviceKind::kCpu ? 1 : 0;
+  }
+  for (Device& d : list) {
+    if (memory_bytes > 0) d.memory_bytes = memory_bytes;
+    else if (d.kind == DeviceKind::kCpu) d.memory_bytes = host_memory_bytes() / cpus;
+    else throw std::invalid_argument("device " + d.name() + ": give its memory (JobOptions::memory_bytes)");
+  }
+  // Live sessions measure step times; of this set the daemon only uses names and capacities
+  // (the memory model), so the links get nominal figures.
+  return DeviceSet::uniform(std::move(list), 10e9, 10e-6);
+}
+
+struct Job::Impl {
+  struct InForce {
+    Placement placement;
+    uint64_t id = 0;  // 0: the job's own placement, not one of placementd's
+    uint64_t generation = 0;
+    std::string reason, state;
+  };
+
+  torch::jit::Module module;
+  OpGraph graph;
+  DeviceSet devices;
+  std::unique_ptr<PlacedModule> placed;
+  std::unique_ptr<JobChannel> channel;
+  bool any_cuda = false;
+  InForce current;
+  bool current_ran = false;  // a step succeeded under `current`
+  std::optional<InForce> last_good;
+  JobStats stats;
+
+  // Moves the module and the optimizer's state to `target`; on failure everything stays as it was.
+  bool switch_to(InForce target, torch::optim::Optimizer* optimizer) {
+    const auto started = Clock::now();
+    const Placement before = placed->placement();
+    const ParameterHomes homes_before = parameter_homes(*placed);
+    try {
+      const MigrationStats moved = placed->set_placement(target.placement);
+      try {
+        if (optimizer) stats.migrated_bytes += migrate_optimizer_state(*optimizer, *placed, homes_before);
+      } catch (...) {
+        placed->set_placement(before);
+        throw;
+      }
+      stats.migrated_bytes += moved.bytes;
+    } catch (const std::exception& e) {
+      ++stats.failed_swaps;
+      if (channel && target.id != 0)
+        channel->report(target.generation, {target.id, stats.steps, 0.0, false, std::string("migration: ") + e.what()});
+      return false;
+    }
+    stats.migration_seconds += seconds_since(started);
+    ++stats.swaps;
+    if (current_ran) last_good = current;
+    current = std::move(target);
+    current_ran = false;
+    return true;
+  }
+
+  at::Tensor forward_backward(const std::vector<c10::IValue>& inputs, const LossFunction& loss_fn) {
+    const std::vector<c10::IValue> outputs = placed->forward(inputs);
+    at::Tensor loss = loss_fn(outputs);
+    loss.backward();
+    return loss;
+  }
+
+  void report(bool ok, double seconds, const std::string& error) {
+    if (channel && current.id != 0) channel->report(current.generation, {current.id, stats.steps, seconds, ok, error});
+  }
+};
+
+Job::Job(std::string name, const torch::jit::Module& module, const std::vector<at::Tensor>& example_inputs,
+         JobOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  s.module = module;
+  s.graph = capture(module, example_inputs, name);
+  s.devices = job_devices(options.devices, options.memory_bytes);
+  for (const Device& d : s.devices.devices) s.any_cuda |= d.kind == DeviceKind::kCuda;
+  s.placed = std::make_unique<PlacedModule>(s.module, s.graph, s.devices);
+  Placement start = Placement::single(s.graph, 0);
+  if (!options.start_device_of_op.empty()) start.device_of_op = options.start_device_of_op;
+  start.enforce_pins(s.graph, s.devices);
+  s.placed->set_placement(start);
+  s.current = {start, 0, 0, "own", ""};
+  if (!options.use_daemon) return;
+  JobChannelOptions channel;
+  channel.socket_path = options.socket_path;
+  channel.job = std::move(name);
+  channel.devices = s.devices;
+  channel.graph = s.graph;
+  channel.start = start;
+  channel.expected_steps = options.expected_steps;
+  channel.torch_version = TORCH_VERSION;
+  channel.reconnect_interval_ms = options.reconnect_interval_ms;
+  s.channel = std::make_unique<JobChannel>(std::move(channel));
+  // Start where placementd says (a stored best placement) when it answers at once; when it is not
+  // there, do not wait for it.
+  s.channel->wait_for_directive(10000);
+}
+
+Job::~Job() = default;
+
+std::unique_ptr<Job> attach(std::string name, const torch::jit::Module& module,
+                            const std::vector<at::Tensor>& example_inputs, JobOptions options) {
+  return std::make_unique<Job>(std::move(name), module, example_inputs, std::move(options));
+}
+
+std::vector<at::Tensor> Job::parameters() const { return impl_->placed->parameters(); }
+
+at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction& loss,
+                     torch::optim::Optimizer& optimizer) {
+  Impl& s = *impl_;
+  if (s.channel)
+    if (std::optional<DirectiveMessage> d = s.channel->take_directive())
+      s.switch_to({std::move(d->placement), d->placement_id, d->generation, d->reason, d->state}, &optimizer);
+  auto started = Clock::now();
+  at::Tensor value;
+  try {
+    value = s.forward_backward(inputs, loss);
+  } catch (const std::exception& e) {
+    // Only a placement placementd proposed is blamed; under the last good one it is the model's.
+    if (!s.last_good || s.current.id == 0) throw;
+    s.report(false, seconds_since(started), e.what());
+    for (at::Tensor& p : s.placed->parameters()) p.mutable_grad() = at::Tensor();
+    s.current_ran = false;
+    if (!s.switch_to(*s.last_good, &optimizer)) throw;
+    ++s.stats.retried_steps;
+    started = Clock::now();
+    value = s.forward_backward(inputs, loss);
+  }
+  optimizer.step();
+  optimizer.zero_grad();
+  if (s.any_cuda) torch::cuda::synchronize();
+  const double seconds = seconds_since(started);
+  s.current_ran = true;
+  s.report(true, seconds, "");
+  ++s.stats.steps;
+  s.stats.last_step_s = seconds;
+  return value.detach();
+}
+
+const Placement& Job::placement() const { return impl_->placed->placement(); }
+const OpGraph& Job::graph() const { return impl_->graph; }
+const DeviceSet& Job::devices() const { return impl_->devices; }
+PlacedModule& Job::module() { return *impl_->placed; }
+
+JobStats Job::stats() const {
+  JobStats out = impl_->stats;
+  out.placement_id = impl_->current.id;
+  out.reason = impl_->current.reason;
+  out.state = impl_->current.state;
+  return out;
+}
+
+JobChannel::Status Job::daemon() const { return impl_->channel ? impl_->channel->status() : JobChannel::Status{}; }
+
+JobChannel::Status Job::detach() { return impl_->channel ? impl_->channel->close() : JobChannel::Status{}; }
+
+}  // namespace placement

@@ -1,0 +1,101 @@
+#include "optimizer_state.h"
+
+#include <functional>
+#include <type_traits>
+#include <vector>
+
+#include <torch/optim/adagrad.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/optimizer.h>
+#include <torch/optim/rmsprop.h>
+#include <torch/optim/sgd.h>
+
+namespace placement {
+
+namespace {
+
+// The key torch::optim files a parameter's state under: a string of the TensorImpl address in
+// LibTorch 1.x, the address itself in 2.x.
+template <class Map>
+typename Map::key_type state_key(const Map&, c10::TensorImpl* impl) {
+  using Key = typename Map::key_type;
+  if constexpr (std::is_same_v<Key, std::string>) return c10::guts::to_string(impl);
+  else return static_cast<Key>(impl);
+}
+
+// One state tensor to replace: the getter's value and how to install the copy.
+struct StateTensor {
+  at::Tensor value;
+  std::function<void(at::Tensor)> install;
+};
+
+// The tensors of one parameter's state; throws for a state type this does not know.
+std::vector<StateTensor> state_tensors(torch::optim::OptimizerParamState& state) {
+  namespace o = torch::optim;
+  std::vector<StateTensor> out;
+  auto add = [&out](const at::Tensor& t, std::function<void(at::Tensor)> install) {
+    if (t.defined()) out.push_back({t, std::move(install)});
+  };
+  // Adam and AdamW keep the same moments under different types.
+  auto add_moments = [&add](auto* a) {
+    add(a->exp_avg(), [a](at::Tensor t) { a->exp_avg(t); });
+    add(a->exp_avg_sq(), [a](at::Tensor t) { a->exp_avg_sq(t); });
+    add(a->max_exp_avg_sq(), [a](at::Tensor t) { a->max_exp_avg_sq(t); });
+  };
+  if (auto* a = dynamic_cast<o::AdamParamState*>(&state)) {
+    add_moments(a);
+  } else if (auto* w = dynamic_cast<o::AdamWParamState*>(&state)) {
+    add_moments(w);
+  } else if (auto* sgd = dynamic_cast<o::SGDParamState*>(&state)) {
+    add(sgd->momentum_buffer(), [sgd](at::Tensor t) { sgd->momentum_buffer(t); });
+  } else if (auto* r = dynamic_cast<o::RMSpropParamState*>(&state)) {
+    add(r->square_avg(), [r](at::Tensor t) { r->square_avg(t); });
+    add(r->momentum_buffer(), [r](at::Tensor t) { r->momentum_buffer(t); });
+    add(r->grad_avg(), [r](at::Tensor t) { r->grad_avg(t); });
+  } else if (auto* g = dynamic_cast<o::AdagradParamState*>(&state)) {
+    add(g->sum(), [g](at::Tensor t) { g->sum(t); });
+  } else {
+    throw std::invalid_argument(std::string("cannot move optimizer state of type ") + typeid(state).name() +
+                                " (Adam, AdamW, SGD, RMSprop and Adagrad are supported)");
+  }
+  return out;
+}
+
+}  // namespace
+
+ParameterHomes parameter_homes(const PlacedModule& module) {
+  ParameterHomes homes;
+  for (const at::Tensor& p : module.parameters())
+    if (auto d = module.device_of(p)) homes[p.unsafeGetTensorImpl()] = *d;
+  return homes;
+}
+
+uint64_t migrate_optimizer_state(torch::optim::Optimizer& optimizer, const PlacedModule& module,
+                                 const ParameterHomes& before) {
+  auto& states = optimizer.state();
+  std::vector<std::pair<std::function<void(at::Tensor)>, at::Tensor>> staged;
+  std::vector<at::Tensor> moved_parameters;
+  uint64_t bytes = 0;
+  at::NoGradGuard no_grad;
+  for (auto& group : optimizer.param_groups())
+    for (at::Tensor& p : group.params()) {
+      const auto now = module.device_of(p);
+      const auto was = before.find(p.unsafeGetTensorImpl());
+      if (!now || was == before.end() || was->second == *now) continue;
+      moved_parameters.push_back(p);
+      auto it = states.find(state_key(states, p.unsafeGetTensorImpl()));
+      if (it == states.end() || !it->second) continue;  // no step yet: no state
+      const c10::Device target = module.physical_device(*now);
+      for (StateTensor& s : state_tensors(*it->second)) {
+        at::Tensor copy = s.value.device() == target ? s.value.clone() : s.value.to(target);
+        bytes += static_cast<uint64_t>(s.value.numel()) * s.value.element_size();
+        staged.emplace_back(std::move(s.install), std::move(copy));
+      }
+    }
+  for (auto& [install, tensor] : staged) install(std::move(tensor));
+  for (at::Tensor& p : moved_parameters) p.mutable_grad() = at::Tensor();
+  return bytes;
+}
+
+}  // namespace placement

@@ -1,0 +1,261 @@
+// The job API against a real placementd process: placements change between steps, a failing
+// candidate costs no batch and leaves no trace in the parameters, and jobs survive the daemon.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <torch/csrc/jit/serialization/import.h>
+#include <torch/optim/adam.h>
+
+#include "daemon_process.h"
+#include "placement/capture.h"
+#include "placement/job.h"
+
+namespace placement {
+namespace {
+
+using nlohmann::json;
+using testing::DaemonOptions;
+using testing::DaemonProcess;
+
+// Short candidates so a test sees many swaps in few steps; one group per op, so the policy has
+// many placements to propose.
+DaemonOptions fast_exploration(int64_t max_candidates = 12) {
+  DaemonOptions o;
+  o.log_level = "info";
+  o.extra = "[policy]\ngrouper = \"none\"\n[exploration]\nsteps_per_candidate = 3\nwarmup_steps = 1\nmax_candidates = " +
+            std::to_string(max_candidates) + "\nconverge_candidates = 0\n";
+  return o;
+}
+
+struct Model {
+  torch::jit::Module module;
+  std::vector<at::Tensor> inputs;
+};
+
+Model load(const std::string& name) {
+  std::ifstream in(std::string(MODEL_DIR) + "/" + name + ".json");
+  const auto spec = json::parse(in);
+  Model m{torch::jit::load(std::string(MODEL_DIR) + "/" + name + ".pt"), {}};
+  at::manual_seed(1);
+  m.inputs = example_inputs(spec["inputs"].get<std::vector<std::vector<int64_t>>>(), spec["dtype"]);
+  return m;
+}
+
+at::Tensor mean_square(const std::vector<c10::IValue>& out) { return out.at(0).toTensor().pow(2).mean(); }
+
+std::vector<at::Tensor> snapshot(const Job& job) {
+  std::vector<at::Tensor> out;
+  for (const at::Tensor& p : job.parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+void expect_bitwise_equal(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(at::equal(a[i], b[i])) << "parameter " << i;
+}
+
+// Trains `steps` steps of a fresh copy of `name`; `loss` may throw to inject failures.
+std::vector<at::Tensor> train(const std::string& name, JobOptions options, int steps, const LossFunction& loss,
+                              JobStats* stats = nullptr, std::vector<uint64_t>* placements = nullptr) {
+  Model m = load(name);
+  Job job(name, m.module, m.inputs, options);
+  torch::optim::Adam optimizer(job.parameters(), torch::optim::AdamOptions(0.01));
+  for (int i = 0; i < steps; ++i) {
+    at::manual_seed(100 + i);
+    const std::vector<c10::IValue> batch = {at::randn(m.inputs[0].sizes())};
+    job.step(batch, loss, optimizer);
+    if (placements) placements->push_back(job.stats().placement_id);
+  }
+  if (stats) *stats = job.stats();
+  auto out = snapshot(job);
+  job.detach();
+  return out;
+}
+
+TEST(LiveJob, PlacementsChangeBetweenStepsAndTrainingMatchesARunWithoutSwaps) {
+  DaemonProcess daemon(fast_exploration());
+  daemon.start();
+  JobOptions live;
+  live.socket_path = daemon.socket;
+  JobStats stats;
+  std::vector<uint64_t> placements;
+  // The model is tiny: a few milliseconds per step, as real models take, give placementd time to
+  // answer (the job never waits for it).
+  auto slow_loss = [](const std::vector<c10::IValue>& out) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    return mean_square(out);
+  };
+  const auto with_swaps = train("two_tower", live, 40, slow_loss, &stats, &placements);
+  JobOptions alone;
+  alone.use_daemon = false;
+  const auto without = train("two_tower", alone, 40, mean_square);
+  EXPECT_GE(stats.swaps, 4u) << daemon.log();
+  EXPECT_EQ(stats.steps, 40u);
+  EXPECT_GT(stats.migrated_bytes, 0u) << "parameters are copied between logical devices";
+  EXPECT_GT(std::set<uint64_t>(placements.begin(), placements.end()).size(), 3u);
+  expect_bitwise_equal(with_swaps, without);
+}
+
+TEST(LiveJob, AFailingCandidateLosesNoBatchAndLeavesNoTrace) {
+  DaemonProcess daemon(fast_exploration());
+  daemon.start();
+  // The "model" fails whenever its last op runs on cpu:1 under a placement placementd proposed
+  // (as an out-of-memory there would); the job's own placement keeps it on cpu:0.
+  Job* current = nullptr;
+  auto flaky = [&current](const std::vector<c10::IValue>& out) {
+    if (current && current->placement().device_of_op.back() == 1) throw std::runtime_error("injected failure on cpu:1");
+    return mean_square(out);
+  };
+  Model m = load("two_tower");
+  JobOptions live;
+  live.socket_path = daemon.socket;
+  Job job("flaky", m.module, m.inputs, live);
+  current = &job;
+  torch::optim::Adam optimizer(job.parameters(), torch::optim::AdamOptions(0.01));
+  for (int i = 0; i < 60; ++i) {
+    at::manual_seed(100 + i);
+    const at::Tensor loss = job.step({at::randn(m.inputs[0].sizes())}, flaky, optimizer);
+    EXPECT_TRUE(loss.defined());
+  }
+  const JobStats stats = job.stats();
+  const auto with_failures = snapshot(job);
+  // What the daemon saw, before the job detaches.
+  placement::Client client = daemon.client();
+  json info;
+  for (int tries = 0; tries < 100; ++tries) {  // the last reports are one-way: give them a moment
+    info = client.request(protocol::MessageType::kJobShow, {{"id", job.daemon().session}}, protocol::MessageType::kJobInfo);
+    if (info["failed_steps"].get<uint64_t>() >= stats.retried_steps) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  job.detach();
+  EXPECT_GT(stats.retried_steps, 0u) << "no candidate put the last op on cpu:1; " << daemon.log();
+  EXPECT_EQ(info["failed_steps"].get<uint64_t>(), stats.retried_steps);
+  EXPECT_EQ(stats.steps, 60u) << "every batch trained exactly once";
+
+  JobOptions alone;
+  alone.use_daemon = false;
+  expect_bitwise_equal(with_failures, train("two_tower", alone, 60, mean_square));
+}
+
+TEST(LiveJob, KeepsTrainingWithoutTheDaemonAndReattachesWhenItIsBack) {
+  DaemonProcess daemon(fast_exploration(1000));
+  JobOptions live;
+  live.socket_path = daemon.socket;
+  live.reconnect_interval_ms = 50;
+  Model m = load("two_tower");
+  // No daemon yet: attach does not wait, training runs on the job's own placement.
+  Job job("patient", m.module, m.inputs, live);
+  torch::optim::Adam optimizer(job.parameters(), torch::optim::AdamOptions(0.01));
+  auto step = [&](int i) {
+    at::manual_seed(100 + i);
+    job.step({at::randn(m.inputs[0].sizes())}, mean_square, optimizer);
+  };
+  int i = 0;
+  for (; i < 5; ++i) step(i);
+  EXPECT_FALSE(job.daemon().connected);
+  EXPECT_EQ(job.stats().placement_id, 0u);
+
+  daemon.start();
+  auto wait_attached = [&](uint64_t attaches) {
+    for (int tries = 0; tries < 400 && job.daemon().attaches < attaches; ++tries, ++i) step(i);
+    return job.daemon().attaches >= attaches;
+  };
+  ASSERT_TRUE(wait_attached(1)) << job.daemon().last_error;
+  // Until the second candidate runs: the first was measured and persisted before it was sent.
+  for (int tries = 0; tries < 2000 && job.stats().placement_id < 2; ++tries, ++i) step(i);
+  ASSERT_GE(job.stats().placement_id, 2u) << "runs placementd's placements once attached\n" << daemon.log();
+
+  // kill -9 mid-exploration: the job notices, keeps stepping, and attaches to the new daemon.
+  daemon.stop(SIGKILL);
+  const uint64_t before = job.stats().steps;
+  for (int n = 0; n < 20; ++n, ++i) step(i);
+  EXPECT_EQ(job.stats().steps, before + 20) << "no step lost or blocked while the daemon is gone";
+  daemon.start();
+  ASSERT_TRUE(wait_attached(2)) << job.daemon().last_error;
+  for (int n = 0; n < 10; ++n, ++i) step(i);
+  EXPECT_NE(daemon.log().find("stored best placement found"), std::string::npos)
+      << "the new session resumes from what the killed daemon persisted\n" << daemon.log();
+  const auto final_params = snapshot(job);
+  job.detach();
+
+  JobOptions alone;
+  alone.use_daemon = false;
+  expect_bitwise_equal(final_params, train("two_tower", alone, i, mean_square));
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(LiveJob, TwoExampleJobsAtOnceSwapPlacementsAndTrainExactlyLikeRunsWithoutPlacementd) {
+  DaemonOptions options = fast_exploration();
+  options.extra += "max_overhead_fraction = 0.5\n";
+  DaemonProcess daemon(options);
+  daemon.start();
+  const std::string dir = daemon.dir;
+  auto args = [&](const char* bin, const char* model, const std::string& losses, bool live) {
+    std::vector<std::string> argv = {bin, "--model", std::string(MODEL_DIR) + "/" + model, "--steps", "40",
+                                     "--log-every", "10", "--losses", dir + "/" + losses};
+    if (live) argv.insert(argv.end(), {"--socket", daemon.socket});
+    else argv.push_back("--no-daemon");
+    return argv;
+  };
+  testing::Child gnmt(args(TRAIN_GNMT_BIN, "gnmt_example.pt", "gnmt.live", true));
+  testing::Child inception(args(TRAIN_INCEPTION_BIN, "inception_example.pt", "inception.live", true));
+  ASSERT_EQ(gnmt.wait(120000), 0) << gnmt.err() << gnmt.out();
+  ASSERT_EQ(inception.wait(120000), 0) << inception.err() << inception.out();
+  EXPECT_NE(daemon.log().find("'gnmt-example' attached"), std::string::npos);
+  EXPECT_NE(daemon.log().find("'inception-example' attached"), std::string::npos);
+  for (const testing::Child* job : {&gnmt, &inception}) {
+    const std::string out = job->out();
+    const size_t at = out.find("placement swaps");
+    ASSERT_NE(at, std::string::npos) << out;
+    EXPECT_GE(std::stoi(out.substr(out.find_first_of("0123456789", at))), 3) << out << daemon.log();
+    EXPECT_NE(out.find("candidates tried"), std::string::npos) << out;
+  }
+  testing::Child gnmt_alone(args(TRAIN_GNMT_BIN, "gnmt_example.pt", "gnmt.alone", false));
+  testing::Child inception_alone(args(TRAIN_INCEPTION_BIN, "inception_example.pt", "inception.alone", false));
+  ASSERT_EQ(gnmt_alone.wait(120000), 0) << gnmt_alone.err();
+  ASSERT_EQ(inception_alone.wait(120000), 0) << inception_alone.err();
+  for (const char* name : {"gnmt", "inception"}) {
+    const std::string live = read_file(dir + "/" + name + ".live");
+    EXPECT_EQ(std::count(live.begin(), live.end(), '\n'), 40) << name;
+    EXPECT_EQ(live, read_file(dir + "/" + name + ".alone")) << name << ": the losses differ from the run without swaps";
+  }
+}
+
+TEST(LiveJob, TheDaemonClosesTheSessionOfAJobThatDies) {
+  DaemonProcess daemon(fast_exploration());
+  daemon.start();
+  testing::Child job({TRAIN_INCEPTION_BIN, "--model", std::string(MODEL_DIR) + "/inception_example.pt", "--socket",
+                      daemon.socket, "--steps", "100000", "--log-every", "5"});
+  ASSERT_TRUE(job.wait_for_output("step      5", 60000)) << job.err();
+  placement::Client client = daemon.client();
+  auto jobs = [&client] {
+    return client.request(protocol::MessageType::kListJobs, json::object(), protocol::MessageType::kJobList)["jobs"];
+  };
+  ASSERT_EQ(jobs().size(), 1u);
+  job.signal(SIGKILL);
+  job.wait();
+  bool gone = false;
+  for (int tries = 0; tries < 100 && !gone; ++tries) {
+    gone = jobs().empty();
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(gone) << daemon.log();
+  EXPECT_NE(daemon.log().find("disconnected without detach"), std::string::npos);
+  EXPECT_NE(daemon.log().find("inception-example"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace placement
