@@ -319,7 +319,12 @@ void Service::detach(ConnectionState& conn, uint32_t rid, const Responder& respo
   {
     std::lock_guard<std::mutex> lock(session->mutex);
     persisted = persist_session(*session, store_);
-    if (const CandidateRecord* b = session->best()) best = *b->median(session->policy.exploration.warmup_steps);
+    if (const CandidateRecord* b = session->best()) {
+      best = *b->median(session->policy.exploration.warmup_steps);
+      // Written now or after an earlier candidate: what counts is that the store holds it.
+      if (auto stored = store_.best(*session->graph, session->devices))
+        persisted = persisted || stored->step_time_s <= best.get<double>();
+    }
   }
   finish(session);
   conn.session.reset();

@@ -1,13 +1,31 @@
 #!/usr/bin/env bash
 # README command 1, the main job: install what is missing, build, start placementd with the
-# default config on a temporary socket, run the most complete flow that exists against it, and
-# print a summary. Today that flow is a job that attaches, uploads the bundled two-tower MLP graph
-# and receives its placement; the live example job replaces it once training runs through the SDK.
+# default config on a temporary socket, train the Inception-style example job attached to it on
+# the devices present (two logical CPU devices on a machine without a GPU), and print the job's
+# summary, placementctl's view of it and the learning-curve plot's path.
+#
+#   scripts/run.sh [--steps N] [--example inception|gnmt] [--out DIR]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
+steps=1200
+example=inception
+out=$root/build/run
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --steps) steps=$2; shift 2 ;;
+    --example) example=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "usage: $0 [--steps N] [--example inception|gnmt] [--out DIR]" >&2; exit 2 ;;
+  esac
+done
+case "$example" in
+  inception|gnmt) ;;
+  *) echo "--example must be inception or gnmt" >&2; exit 2 ;;
+esac
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh" >/dev/null
+mkdir -p "$out"
 work=$(mktemp -d /tmp/placementd.XXXXXX)
 socket=$work/placementd.sock
 cleanup() {
@@ -15,6 +33,13 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+
+echo "== tracing the example model (tests/models/make_models.py, Debian's python3-torch)"
+/usr/bin/python3 "$root/tests/models/make_models.py" "$work/models" "${example}_example" >/dev/null
+
+# CUDA devices need the GPU build and their memory given (JobOptions::memory_bytes); the live GPU
+# run is scripts/gpu-live.sh's, not this one's.
+devices=cpu:0,cpu:1
 echo "== placementd (default config $root/etc/placementd.toml, socket $socket)"
 "$build/bin/placementd" --config "$root/etc/placementd.toml" --socket "$socket" --state-dir "$work/state" \
   2>"$work/placementd.log" &
@@ -22,11 +47,17 @@ daemon=$!
 for _ in $(seq 100); do [ -S "$socket" ] && break; sleep 0.05; done
 "$build/bin/placementctl" --socket "$socket" status
 echo
-echo "== plugins"
-"$build/bin/placementctl" --socket "$socket" plugins
+echo "== the ${example} example job trains $steps steps on $devices while placementd places it"
+echo "   (it starts from a naive placement that alternates consecutive ops between the devices, so"
+echo "   there is something to find on logical CPU devices; on one host no split beats one device)"
+"$build/bin/train_${example}" --model "$work/models/${example}_example.pt" --socket "$socket" --devices "$devices" \
+  --steps "$steps" --log-every $((steps / 10)) --start interleaved
 echo
-echo "== a job attaches, uploads its graph and receives a placement"
-"$build/bin/attach_graph" --socket "$socket" --graph "$root/examples/graphs/two_tower_mlp.json" --devices cpu:0,cpu:1
+echo "== placementctl jobs --finished"
+"$build/bin/placementctl" --socket "$socket" jobs --finished
+echo
+echo "== placementctl jobs show 1 --plot $out/learning-curve.svg"
+"$build/bin/placementctl" --socket "$socket" jobs show 1 --plot "$out/learning-curve.svg"
 echo
 echo "== daemon log"
 kill -TERM "$daemon"

@@ -18,6 +18,10 @@ namespace {
 
 // Reports kept while the daemon does not take them; older ones are dropped beyond this.
 constexpr size_t kMaxQueuedReports = 10000;
+// Reports wait at most this long in the queue...
+constexpr int kSendIntervalMs = 10;
+// ...or until this many are queued.
+constexpr size_t kWakeAtReports = 64;
 
 }  // namespace
 
@@ -56,6 +60,7 @@ std::optional<DirectiveMessage> JobChannel::take_directive() {
 }
 
 void JobChannel::report(uint64_t generation, const Measurement& report) {
+  size_t queued;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (reports_.size() >= kMaxQueuedReports) {
@@ -63,8 +68,11 @@ void JobChannel::report(uint64_t generation, const Measurement& report) {
       ++status_.reports_dropped;
     }
     reports_.emplace_back(generation, report);
+    queued = reports_.size();
   }
-  wake();
+  // The thread sends what is queued every kSendInterval anyway; waking it for each report would
+  // cost the training loop a context switch per step. A failure is news the daemon acts on at once.
+  if (!report.ok || queued >= kWakeAtReports) wake();
 }
 
 bool JobChannel::wait_for_directive(int timeout_ms) {
@@ -172,7 +180,7 @@ void JobChannel::run() {
       continue;
     }
     try {
-      pump(200);
+      pump(kSendIntervalMs);
     } catch (const std::exception& e) {
       // The daemon went away (or broke the protocol): keep training, come back when it is back.
       client_.reset();
