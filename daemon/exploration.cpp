@@ -1,6 +1,7 @@
 #include "exploration.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include <nlohmann/json.hpp>
@@ -74,6 +75,8 @@ void score(Session& s, CandidateRecord& c) {
     if (id != c.id && !other.stale)
       if (auto m = other.median(e.warmup_steps); m && (!best_time || *m < *best_time)) best_time = m;
   const std::optional<double> median = c.failures == 0 ? c.median(e.warmup_steps) : std::nullopt;
+  c.measured_at_step = s.steps;
+  c.measured_at_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.attached_steady).count();
   if (c.action) {
     if (median) s.algorithm->observe(*c.action, reward_of(*median), true);
     else s.algorithm->observe(*c.action, e.failing_reward, false);
@@ -124,7 +127,10 @@ bool record_report(Session& s, const placement::Measurement& m) {
     ++c.failures;
     ++s.failed_steps;
   }
-  if (exploring(s.state) && c.id == s.current_candidate && c.reason != "re-measure") ++s.exploration_steps;
+  if (exploring(s.state) && c.id == s.current_candidate && c.reason != "re-measure") {
+    ++s.exploration_steps;
+    s.exploration_seconds += m.step_time_s;
+  }
   if (s.advance_pending || c.id != s.current_candidate) return false;
   const ExplorationConfig& e = s.policy.exploration;
   bool due = false;

@@ -45,6 +45,9 @@ struct CandidateRecord {
   std::optional<std::vector<int>> action;
   /// Measured before a drift: no longer comparable with what runs now.
   bool stale = false;
+  /// The session's step count and seconds since attach when its measurement was complete.
+  std::optional<uint64_t> measured_at_step;
+  std::optional<double> measured_at_s;
   /// Median of the measured steps after `warmup` discarded ones; nullopt while too few.
   std::optional<double> median(int64_t warmup) const;
 };
@@ -87,8 +90,10 @@ struct Session {
   double measured_seconds = 0.0;
   /// Steps the job expects to run (0: unknown); bounds exploration by max_overhead_fraction.
   uint64_t expected_steps = 0;
-  /// Steps run while exploring (on candidates that were not the best known when they ran).
+  /// Steps run, and their measured seconds, on exploration candidates (not the start placement,
+  /// not the best being exploited, not a re-measurement of it).
   uint64_t exploration_steps = 0;
+  double exploration_seconds = 0.0;
   /// Policy samples the memory model rejected before they ran, and the devices at fault.
   uint64_t rejected = 0;
   std::map<std::string, uint64_t> rejected_by_device;
@@ -109,7 +114,8 @@ struct Session {
   /// Policy work for this session runs here, in the order it was asked for.
   std::optional<boost::asio::strand<boost::asio::thread_pool::executor_type>> strand;
 
-  /// Candidate with the lowest median step time among the ones not stale, or nullptr.
+  /// While exploiting, the placement in force; else the candidate with the lowest median step
+  /// time among the ones not stale; nullptr while none has a median.
   const CandidateRecord* best() const;
   /// Summary for `placementctl jobs` (caller holds the mutex).
   nlohmann::json summary() const;

@@ -63,6 +63,9 @@ void print_summary(const placement::Job& job, const json& view, double wall_s) {
                 "candidates tried", view.value("candidates_tried", 0ull), view.value("rejected", 0ull),
                 view.value("repeats_scored", 0ull));
     std::printf("%-34s %llu\n", "steps spent exploring", view.value("exploration_steps", 0ull));
+    if (view["steps_to_within_2pct"].is_number())
+      std::printf("%-34s step %llu, %.1f s after attach\n", "within 2% of the best found by",
+                  view["steps_to_within_2pct"].get<unsigned long long>(), view["seconds_to_within_2pct"].get<double>());
     std::printf("%-34s %.1f%% of measured step time\n", "exploration overhead",
                 100.0 * view.value("exploration_overhead", 0.0));
   } else {

@@ -252,6 +252,15 @@ TEST_F(Exploration, ARealAlgorithmFindsTheFastestPlacement) {
   EXPECT_EQ(s.best()->placement.device_of_op, (std::vector<int>{1, 1, 1, 1}));
   EXPECT_DOUBLE_EQ(*s.best()->median(1), 4.0);
   EXPECT_DOUBLE_EQ(s.summary()["speedup"].get<double>(), 2.0);
+  // The search got within 2% when the first all-on-cpu:1 candidate finished measuring.
+  uint64_t first_optimal_step = 0;
+  for (const auto& [id, c] : s.candidates)
+    if (c.placement.device_of_op == std::vector<int>{1, 1, 1, 1}) {
+      first_optimal_step = *c.measured_at_step;
+      break;
+    }
+  EXPECT_EQ(s.summary()["steps_to_within_2pct"].get<uint64_t>(), first_optimal_step);
+  EXPECT_EQ(first_optimal_step % 4, 0u) << "measured after whole candidates of 4 steps";
 }
 
 TEST_F(Exploration, TheNextSessionStartsFromThePersistedBest) {
