@@ -223,6 +223,31 @@ TEST(LiveJob, TwoExampleJobsAtOnceSwapPlacementsAndTrainExactlyLikeRunsWithoutPl
     EXPECT_GE(std::stoi(out.substr(out.find_first_of("0123456789", at))), 3) << out << daemon.log();
     EXPECT_NE(out.find("candidates tried"), std::string::npos) << out;
   }
+  // placementctl's view of the finished jobs: the keys issue #5 names, and the learning curve.
+  const testing::CommandResult listed =
+      testing::run_command({testing::placementctl_bin(), "--socket", daemon.socket, "--json", "jobs", "--finished"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  const json jobs = json::parse(listed.out);
+  ASSERT_EQ(jobs.size(), 2u) << listed.out;
+  for (const json& j : jobs) {
+    for (const char* key : {"name", "state", "steps", "candidates_tried", "start_step_time_s", "best_step_time_s",
+                            "exploration_overhead", "speedup", "budget_used", "steps_to_within_2pct"})
+      EXPECT_TRUE(j.contains(key)) << key;
+    EXPECT_EQ(j["state"], "detached");
+    EXPECT_EQ(j["steps"].get<uint64_t>(), 40u);
+    EXPECT_GE(j["candidates_tried"].get<uint64_t>(), 3u);
+    EXPECT_LE(j["best_step_time_s"].get<double>(), j["start_step_time_s"].get<double>()) << "never worse than the start";
+    EXPECT_GT(j["exploration_overhead"].get<double>(), 0.0);
+    EXPECT_LT(j["exploration_overhead"].get<double>(), 1.0);
+  }
+  const std::string svg = dir + "/curve.svg";
+  const testing::CommandResult shown = testing::run_command(
+      {testing::placementctl_bin(), "--socket", daemon.socket, "jobs", "show", std::to_string(jobs[0]["id"].get<uint64_t>()),
+       "--plot", svg});
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_NE(shown.out.find("CANDIDATE"), std::string::npos) << shown.out;
+  EXPECT_EQ(read_file(svg).rfind("<svg", 0), 0u) << read_file(svg).substr(0, 200);
+
   testing::Child gnmt_alone(args(TRAIN_GNMT_BIN, "gnmt_example.pt", "gnmt.alone", false));
   testing::Child inception_alone(args(TRAIN_INCEPTION_BIN, "inception_example.pt", "inception.alone", false));
   ASSERT_EQ(gnmt_alone.wait(120000), 0) << gnmt_alone.err();
