@@ -24,12 +24,7 @@ std::vector<int> metis_partition(const WeightedGraph& graph, int parts, double i
   std::vector<int> dense(static_cast<size_t>(n), 0);
   if (parts <= 1 || n <= 1) return dense;
   // Undirected, no self loops, each link listed from both ends, parallel links merged.
-  std::vector<std::map<idx_t, double>> adjacency(n);
-  for (const auto& link : graph.links) {
-    if (link.a == link.b) continue;
-    adjacency[link.a][link.b] += link.weight;
-    adjacency[link.b][link.a] += link.weight;
-  }
+  const std::vector<std::map<int, double>> adjacency = graph.adjacency();
   std::vector<idx_t> xadj{0}, adjncy, adjwgt, vwgt;
   for (idx_t u = 0; u < n; ++u) {
     for (const auto& [v, w] : adjacency[u]) {

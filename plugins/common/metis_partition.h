@@ -4,17 +4,9 @@
 #include <cstdint>
 #include <vector>
 
-namespace placement::plugins {
+#include "weighted_graph.h"
 
-/// An undirected weighted graph for METIS: vertex weights (work) and edges with weights (bytes).
-struct WeightedGraph {
-  std::vector<double> vertex_weight;
-  struct Link {
-    int a, b;
-    double weight;
-  };
-  std::vector<Link> links;
-};
+namespace placement::plugins {
 
 /// Splits `graph` into at most `parts` parts minimising the weight of cut links while balancing
 /// vertex weight within `imbalance`; deterministic for a given `seed`. Returns the part of every

@@ -1,14 +1,25 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
+#include <string>
 
 #include "expert.h"
 #include "list_scheduling.h"
 #include "metis_placer.h"
+#include "mincut_placer.h"
+#include "scotch_placer.h"
 #include "test_graphs.h"
 
 namespace placement::plugins {
 namespace {
+
+Grouping each_op_alone(const OpGraph& g) {
+  Grouping grouping;
+  grouping.num_groups = static_cast<int>(g.ops.size());
+  for (int i = 0; i < grouping.num_groups; ++i) grouping.group_of_op.push_back(i);
+  return grouping;
+}
 
 TEST(Expert, LayerIndexComesFromTheModulePath) {
   EXPECT_EQ(ExpertPlacer::layer_of("encoder.layers.3.self_attn/linear.1"), 3);
@@ -36,12 +47,9 @@ OpGraph stack() {
 }
 
 std::vector<int> place(const OpGraph& g, const DeviceSet& d, bool gpus_only = true) {
-  Grouping none;
-  none.num_groups = static_cast<int>(g.ops.size());
-  for (int i = 0; i < none.num_groups; ++i) none.group_of_op.push_back(i);
   ExpertPlacer placer(gpus_only);
   std::mt19937_64 rng(1);
-  placer.prepare(g, none, d, rng);
+  placer.prepare(g, each_op_alone(g), d, rng);
   return placer.place(rng);
 }
 
@@ -85,9 +93,7 @@ TEST(MetisPlacer, OnePartPerDeviceCuttingTheCheapLink) {
   OpGraph g = testing::two_chains(6);
   for (auto& e : g.edges) e.bytes = 1 << 30;
   g.edges.back().bytes = 1;  // chain 1 -> join: the cheap edge
-  Grouping none;
-  none.num_groups = static_cast<int>(g.ops.size());
-  for (int i = 0; i < none.num_groups; ++i) none.group_of_op.push_back(i);
+  const Grouping none = each_op_alone(g);
   MetisPlacer placer(false, 0.5, 1);
   std::mt19937_64 rng(1);
   placer.prepare(g, none, testing::devices(2), rng);
@@ -105,18 +111,6 @@ TEST(MetisPlacer, OnePartPerDeviceCuttingTheCheapLink) {
   for (int d : gpus.place(rng)) EXPECT_NE(d, 0);
 }
 
-}  // namespace
-}  // namespace placement::plugins
-
-namespace placement::plugins {
-namespace {
-
-Grouping each_op_alone(const OpGraph& g) {
-  Grouping grouping;
-  grouping.num_groups = static_cast<int>(g.ops.size());
-  for (int i = 0; i < grouping.num_groups; ++i) grouping.group_of_op.push_back(i);
-  return grouping;
-}
 
 OpGraph profiled_chains(int length, uint64_t bytes) {
   OpGraph g = testing::two_chains(length);
@@ -176,6 +170,97 @@ TEST(ListScheduling, MemoryIsAHardConstraint) {
   const auto count0 = std::count(p.begin(), p.end(), 0);
   EXPECT_EQ(count0, 3);
   EXPECT_EQ(static_cast<long>(p.size()) - count0, 3);
+}
+
+
+std::vector<int> prepared(Placer& placer, const OpGraph& g, const DeviceSet& d) {
+  std::mt19937_64 rng(1);
+  placer.prepare(g, each_op_alone(g), d, rng);
+  return placer.place(rng);
+}
+
+// `n` independent ops of equal work (1 ms forward on cuda), no traffic.
+OpGraph independent_ops(int n) {
+  OpGraph g;
+  for (int i = 0; i < n; ++i) g.ops.push_back({i, "op." + std::to_string(i), "aten::x", {}, 0, {}, {}});
+  testing::profile_all(g, DeviceKind::kCuda, 1e-3);
+  return g;
+}
+
+DeviceSet gpu_set(std::vector<double> speeds) {
+  std::vector<Device> list;
+  for (size_t i = 0; i < speeds.size(); ++i) list.push_back({DeviceKind::kCuda, static_cast<int>(i), 1ull << 34, speeds[i]});
+  return DeviceSet::uniform(list, 1e10, 1e-5);
+}
+
+TEST(ScotchPlacer, CutsTheCheapLinkBetweenTwoHeavyChains) {
+  OpGraph g = testing::two_chains(6);
+  testing::profile_all(g, DeviceKind::kCpu, 1e-3);
+  for (auto& e : g.edges) e.bytes = 1 << 30;
+  g.edges.back().bytes = 1;  // chain 1 -> join: the cheap edge
+  ScotchPlacer placer(false, 0.2, 1);
+  const auto p = prepared(placer, g, testing::devices(2));
+  const std::set<int> first(p.begin(), p.begin() + 6), second(p.begin() + 6, p.begin() + 12);
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_NE(*first.begin(), *second.begin()) << "each chain on its own device";
+  EXPECT_EQ(p[12], *first.begin()) << "the join with the chain it is tied to by the heavy edge";
+}
+
+TEST(ScotchPlacer, GivesAFasterDeviceAProportionateShare) {
+  const auto p = [] {
+    ScotchPlacer placer(false, 0.05, 1);
+    return prepared(placer, independent_ops(16), gpu_set({3.0, 1.0}));
+  }();
+  const auto on_fast = std::count(p.begin(), p.end(), 0);
+  EXPECT_GE(on_fast, 11) << "3:1 speeds: 12 of 16 equal ops on the fast device";
+  EXPECT_LE(on_fast, 13);
+}
+
+TEST(ScotchPlacer, KeepsHeavyTrafficOnTheFastLinks) {
+  // A -> B and C -> D carry 1 GiB, B -> C 1 KiB. Devices {0,1} and {2,3} are NVLink pairs (300 GB/s),
+  // across pairs PCIe (16 GB/s): A and B must share a pair, C and D the other.
+  OpGraph g;
+  for (int i = 0; i < 4; ++i) g.ops.push_back({i, std::string(1, static_cast<char>('A' + i)), "aten::x", {}, 0, {}, {}});
+  g.edges = {{0, 1, 1ull << 30}, {1, 2, 1024}, {2, 3, 1ull << 30}};
+  testing::profile_all(g, DeviceKind::kCuda, 1e-3);
+  DeviceSet d = gpu_set({1, 1, 1, 1});
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) d.bandwidth[i][j] = (i / 2 == j / 2) ? 300e9 : 16e9;
+  ScotchPlacer placer(false, 0.05, 1);
+  const auto p = prepared(placer, g, d);
+  EXPECT_EQ(std::set<int>(p.begin(), p.end()).size(), 4u) << "balanced: one op per device";
+  EXPECT_EQ(p[0] / 2, p[1] / 2) << "A and B over NVLink";
+  EXPECT_EQ(p[2] / 2, p[3] / 2) << "C and D over NVLink";
+}
+
+TEST(ScotchPlacer, SameSeedSamePlacementAndGpusOnlyLeavesTheCpuOut) {
+  OpGraph g = testing::chain(40, 1 << 20);
+  testing::profile_all(g, DeviceKind::kCuda, 1e-3);
+  std::vector<Device> list = {{DeviceKind::kCpu, 0, 1ull << 34, 0.05}};
+  for (int i = 0; i < 3; ++i) list.push_back({DeviceKind::kCuda, i, 1ull << 34, 1.0});
+  const DeviceSet d = DeviceSet::uniform(list, 1e10, 1e-5);
+  ScotchPlacer a(false, 0.05, 7), b(false, 0.05, 7);
+  EXPECT_EQ(prepared(a, g, d), prepared(b, g, d));
+  ScotchPlacer gpus(true, 0.05, 7);
+  for (int dev : prepared(gpus, g, d)) EXPECT_NE(dev, 0);
+}
+
+TEST(MincutPlacer, BalancesOverTheGpusOnlyIgnoringSpeeds) {
+  std::vector<Device> list = {{DeviceKind::kCpu, 0, 1ull << 34, 1.0}, {DeviceKind::kCuda, 0, 1ull << 34, 3.0},
+                              {DeviceKind::kCuda, 1, 1ull << 34, 1.0}};
+  MincutPlacer placer(0.05, 1);
+  const auto p = prepared(placer, independent_ops(16), DeviceSet::uniform(list, 1e10, 1e-5));
+  EXPECT_EQ(std::count(p.begin(), p.end(), 0), 0) << "the CPU gets nothing";
+  EXPECT_EQ(std::count(p.begin(), p.end(), 1), 8) << "a plain min-cut splits evenly whatever the speeds";
+  // Without GPUs it partitions over what there is, and a heavy chain is cut once.
+  OpGraph chain = testing::chain(8, 1 << 20);
+  testing::profile_all(chain, DeviceKind::kCpu, 1e-3);
+  MincutPlacer cpus(0.05, 1);
+  const auto q = prepared(cpus, chain, testing::devices(2));
+  int switches = 0;
+  for (size_t i = 1; i < q.size(); ++i) switches += q[i] != q[i - 1];
+  EXPECT_EQ(switches, 1) << "one cut: two contiguous halves";
 }
 
 }  // namespace

@@ -130,11 +130,12 @@ TEST(Optimize, DeterministicPlacerIsEvaluatedOnceAndBaselinesAreReported) {
   o.grouper = {"none", {}};
   o.placer = {"single_device", {}};
   o.budget = 50;
+  o.baselines.push_back("no_such_placer");
   const OptimizeResult r = optimize(simulator, registry(), o);
   EXPECT_EQ(r.evaluations, 1);
-  EXPECT_TRUE(r.baselines.count("list_scheduling"));
-  EXPECT_TRUE(r.baselines.count("single_device"));
-  EXPECT_FALSE(r.baselines.count("scotch")) << "plugins that are not loaded are left out";
+  for (const char* name : {"single_device", "expert", "metis", "scotch", "mincut", "list_scheduling"})
+    EXPECT_TRUE(r.baselines.count(name)) << name;
+  EXPECT_FALSE(r.baselines.count("no_such_placer")) << "plugins that are not loaded are left out";
   EXPECT_DOUBLE_EQ(r.lower_bound_s, simulator.lower_bound_s());
   for (const auto& [name, t] : r.baselines) {
     if (t) {

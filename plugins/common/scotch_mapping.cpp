@@ -1,0 +1,156 @@
+#include "scotch_mapping.h"
+
+// scotch.h uses FILE and the fixed-width types without including their headers.
+#include <cstdint>
+#include <cstdio>
+
+#include <scotch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+namespace placement::plugins {
+
+namespace {
+
+void check(int rc, const char* call) {
+  if (rc != 0) throw std::runtime_error(std::string("Scotch: ") + call + " failed");
+}
+
+// Scotch weights are integers (32-bit in Debian's build). Work and traffic are scaled by the caller
+// to µs and KiB; keep them positive and far enough from overflow that sums stay in range.
+SCOTCH_Num clamp_weight(double w) {
+  return static_cast<SCOTCH_Num>(
+      std::clamp(std::round(w), 1.0, static_cast<double>(std::numeric_limits<SCOTCH_Num>::max() / 4096)));
+}
+
+// Ratios survive the rounding to integers when the smallest value becomes 16.
+std::vector<SCOTCH_Num> integer_ratios(const std::vector<double>& values) {
+  double smallest = std::numeric_limits<double>::infinity();
+  for (double v : values)
+    if (v > 0) smallest = std::min(smallest, v);
+  std::vector<SCOTCH_Num> out;
+  for (double v : values) out.push_back(clamp_weight(std::isfinite(smallest) ? 16.0 * v / smallest : 1.0));
+  return out;
+}
+
+// Owners of the Scotch structures, so that every exit path frees them.
+struct Graph {
+  SCOTCH_Graph g;
+  Graph() { check(SCOTCH_graphInit(&g), "SCOTCH_graphInit"); }
+  ~Graph() { SCOTCH_graphExit(&g); }
+};
+struct Arch {
+  SCOTCH_Arch a;
+  Arch() { check(SCOTCH_archInit(&a), "SCOTCH_archInit"); }
+  ~Arch() { SCOTCH_archExit(&a); }
+};
+struct Strat {
+  SCOTCH_Strat s;
+  Strat() { check(SCOTCH_stratInit(&s), "SCOTCH_stratInit"); }
+  ~Strat() { SCOTCH_stratExit(&s); }
+};
+struct Context {
+  SCOTCH_Context c;
+  Context() { check(SCOTCH_contextInit(&c), "SCOTCH_contextInit"); }
+  ~Context() { SCOTCH_contextExit(&c); }
+};
+
+// CSR arrays for SCOTCH_graphBuild; the graph keeps pointers into them.
+struct Csr {
+  std::vector<SCOTCH_Num> vert{0}, vload, edge, eload;
+};
+
+Csr to_csr(const std::vector<std::map<int, double>>& adjacency, const std::vector<SCOTCH_Num>& vload) {
+  Csr csr;
+  csr.vload = vload;
+  for (const auto& neighbours : adjacency) {
+    for (const auto& [v, w] : neighbours) {
+      csr.edge.push_back(v);
+      csr.eload.push_back(clamp_weight(w));
+    }
+    csr.vert.push_back(static_cast<SCOTCH_Num>(csr.edge.size()));
+  }
+  return csr;
+}
+
+void build(Graph& graph, Csr& csr) {
+  const SCOTCH_Num n = static_cast<SCOTCH_Num>(csr.vload.size());
+  check(SCOTCH_graphBuild(&graph.g, 0, n, csr.vert.data(), nullptr, csr.vload.data(), nullptr,
+                          static_cast<SCOTCH_Num>(csr.edge.size()), csr.edge.data(), csr.eload.data()),
+        "SCOTCH_graphBuild");
+  check(SCOTCH_graphCheck(&graph.g), "SCOTCH_graphCheck");
+}
+
+}  // namespace
+
+TargetMachine target_machine(const DeviceSet& devices, const std::vector<int>& usable) {
+  TargetMachine target;
+  for (int d : usable) {
+    target.power.push_back(devices.devices[d].speed);
+    std::vector<double> row;
+    for (int e : usable) {
+      const double bandwidth = d == e ? 0.0 : devices.bandwidth[d][e];
+      row.push_back(d == e ? 0.0 : devices.latency[d][e] + (bandwidth > 0 ? 1048576.0 / bandwidth : 1.0));
+    }
+    target.distance.push_back(std::move(row));
+  }
+  return target;
+}
+
+std::vector<int> scotch_map(const WeightedGraph& graph, const TargetMachine& target, double imbalance, int64_t seed) {
+  const size_t n = graph.vertex_weight.size(), processors = target.power.size();
+  if (processors == 0) throw std::invalid_argument("Scotch mapping: the target machine has no processors");
+  if (n == 0 || processors == 1) return std::vector<int>(n, 0);
+
+  // The target: a complete graph over the processors, loads = compute power, edge loads = distance
+  // (Scotch's decomposition-defined architecture takes distances as shortest paths over it).
+  std::vector<std::map<int, double>> machine(processors);
+  std::vector<double> distances;
+  for (size_t i = 0; i < processors; ++i)
+    for (size_t j = 0; j < processors; ++j)
+      if (i != j) distances.push_back(std::max(target.distance[i][j], target.distance[j][i]));
+  const std::vector<SCOTCH_Num> distance_ratio = integer_ratios(distances);
+  size_t k = 0;
+  for (size_t i = 0; i < processors; ++i)
+    for (size_t j = 0; j < processors; ++j)
+      if (i != j) machine[i][static_cast<int>(j)] = static_cast<double>(distance_ratio[k++]);
+  Csr machine_csr = to_csr(machine, integer_ratios(target.power));
+  Graph machine_graph;
+  build(machine_graph, machine_csr);
+
+  std::vector<SCOTCH_Num> vload;
+  for (double w : graph.vertex_weight) vload.push_back(clamp_weight(w));
+  Csr csr = to_csr(graph.adjacency(), vload);
+  Graph source;
+  build(source, csr);
+
+  // A context of our own, seeded here, for both the target's decomposition and the mapping: Scotch's
+  // global generator would make a second call in the process differ from the first, and concurrent
+  // sessions would share it. One thread, because the deterministic option alone does not make
+  // threaded runs repeatable, and group graphs are small.
+  Context context;
+  check(SCOTCH_contextThreadSpawn(&context.c, 1, nullptr), "SCOTCH_contextThreadSpawn");
+  check(SCOTCH_contextRandomClone(&context.c), "SCOTCH_contextRandomClone");
+  check(SCOTCH_contextOptionSetNum(&context.c, SCOTCH_OPTIONNUMDETERMINISTIC, 1), "SCOTCH_contextOptionSetNum");
+  SCOTCH_contextRandomSeed(&context.c, static_cast<SCOTCH_Num>(seed));
+  Graph bound_machine, bound;
+  check(SCOTCH_contextBindGraph(&context.c, &machine_graph.g, &bound_machine.g), "SCOTCH_contextBindGraph");
+  check(SCOTCH_contextBindGraph(&context.c, &source.g, &bound.g), "SCOTCH_contextBindGraph");
+  Arch arch;
+  Strat arch_strat;
+  check(SCOTCH_archBuild0(&arch.a, &bound_machine.g, 0, nullptr, &arch_strat.s), "SCOTCH_archBuild0");
+
+  Strat strat;
+  check(SCOTCH_stratGraphMapBuild(&strat.s, SCOTCH_STRATQUALITY, static_cast<SCOTCH_Num>(processors), imbalance),
+        "SCOTCH_stratGraphMapBuild");
+  std::vector<SCOTCH_Num> part(n, 0);
+  check(SCOTCH_graphMap(&bound.g, &arch.a, &strat.s, part.data()), "SCOTCH_graphMap");
+  return std::vector<int>(part.begin(), part.end());
+}
+
+}  // namespace placement::plugins
