@@ -7,6 +7,10 @@
 // from an H100 are captured, each op gets a synthetic cuda profile = cpu profile / --gpu-speedup
 // (default 20); the CPU keeps its measured one. Figures are therefore about the search, not about
 // real H100 step times.
+//
+// --imitate BASELINE runs every configuration a second time with the policy warm-started from that
+// baseline's placement (same seeds) and prints, for both, the evaluations until the run is within
+// 2% of the cold run's final best: what the warm start saves.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -46,6 +50,10 @@ int main(int argc, char** argv) {
   app.add_option("--hidden", hidden, "seq2seq hidden units (papers: 256)")->capture_default_str();
   app.add_option("--gpu-speedup", speedup, "synthetic cuda profile = cpu / this")->capture_default_str();
   app.add_option("--models", models, "graphs under tests/data/graphs")->capture_default_str();
+  std::string imitate;
+  std::vector<std::string> only;
+  app.add_option("--imitate", imitate, "also run each configuration warm-started from this baseline placer");
+  app.add_option("--only", only, "configurations whose label starts with one of these (default: all)");
   CLI11_PARSE(app, argc, argv);
 
   placementd::PluginRegistry registry;
@@ -79,27 +87,44 @@ int main(int argc, char** argv) {
     const placementd::sim::Simulator simulator(graph, devices);
     const double bound = simulator.lower_bound_s();
     std::printf("== %s: %zu ops, lower bound %.3f ms\n", model.c_str(), graph.ops.size(), bound * 1e3);
-    std::printf("%-44s %7s %12s %10s %14s %9s %9s\n", "configuration", "groups", "best_ms", "vs_bound", "evals_to_2pct",
-                "wall_s", "rejected");
+    std::printf("%-44s %7s %12s %10s %14s %9s %9s %13s\n", "configuration", "groups", "best_ms", "vs_bound",
+                "evals_to_2pct", "wall_s", "rejected", "to_cold_2pct");
     bool baselines_printed = false;
     for (const Configuration& c : configurations) {
       if (!registry.has(placement::PluginKind::kPlacer, c.placer)) continue;
-      std::vector<double> best, evals, wall, rejected;
+      if (!only.empty() && std::none_of(only.begin(), only.end(), [&](const std::string& prefix) {
+            return c.label.rfind(prefix, 0) == 0;
+          }))
+        continue;
+      // Index 0: cold; 1: warm-started from --imitate.
+      std::vector<double> best[2], evals[2], to_cold[2], wall[2], rejected[2];
       int groups = 0;
       OptimizeResult last;
       for (int64_t seed = 1; seed <= seeds; ++seed) {
-        OptimizeOptions o;
-        o.grouper = {c.grouper, c.grouper_params};
-        o.placer = {c.placer, c.placer_params};
-        o.algorithm = {c.algorithm, {}};
-        o.budget = budget;
-        o.seed = static_cast<uint64_t>(seed);
-        last = placementd::offline::optimize(simulator, registry, o);
-        best.push_back(last.policy_best_s.value_or(0.0));
-        evals.push_back(static_cast<double>(last.evaluations_to_within_2pct.value_or(budget)));
-        wall.push_back(last.wall_s);
-        rejected.push_back(static_cast<double>(last.invalid_rejected));
-        groups = last.num_groups;
+        double cold_best = 0;
+        for (int warm = 0; warm < (imitate.empty() ? 1 : 2); ++warm) {
+          OptimizeOptions o;
+          o.grouper = {c.grouper, c.grouper_params};
+          o.placer = {c.placer, c.placer_params};
+          o.algorithm = {c.algorithm, {}};
+          o.budget = budget;
+          o.seed = static_cast<uint64_t>(seed);
+          if (warm) o.imitation.baseline = imitate;
+          last = placementd::offline::optimize(simulator, registry, o);
+          if (!warm) cold_best = last.policy_best_s.value_or(0.0);
+          best[warm].push_back(last.policy_best_s.value_or(0.0));
+          evals[warm].push_back(static_cast<double>(last.evaluations_to_within_2pct.value_or(budget)));
+          double n = static_cast<double>(budget);
+          for (size_t i = 0; i < last.curve.size(); ++i)
+            if (last.curve[i].best_so_far_s && *last.curve[i].best_so_far_s <= 1.02 * cold_best) {
+              n = static_cast<double>(i + 1);
+              break;
+            }
+          to_cold[warm].push_back(n);
+          wall[warm].push_back(last.wall_s);
+          rejected[warm].push_back(static_cast<double>(last.invalid_rejected));
+          groups = last.num_groups;
+        }
       }
       if (!baselines_printed) {
         for (const auto& [name, t] : last.baselines)
@@ -111,8 +136,12 @@ int main(int argc, char** argv) {
                         "-", "-");
         baselines_printed = true;
       }
-      std::printf("%-44s %7d %12.3f %10.2f %14.0f %9.1f %9.0f\n", c.label.c_str(), groups, median(best) * 1e3,
-                  median(best) / bound, median(evals), median(wall), median(rejected));
+      for (int warm = 0; warm < (imitate.empty() ? 1 : 2); ++warm) {
+        const std::string label = warm ? "  + warm start (" + imitate + ")" : c.label;
+        std::printf("%-44s %7d %12.3f %10.2f %14.0f %9.1f %9.0f %13.0f\n", label.c_str(), groups,
+                    median(best[warm]) * 1e3, median(best[warm]) / bound, median(evals[warm]), median(wall[warm]),
+                    median(rejected[warm]), median(to_cold[warm]));
+      }
       std::fflush(stdout);
     }
     std::printf("\n");

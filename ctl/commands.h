@@ -32,6 +32,9 @@ struct OptimizeArgs {
   int64_t budget = 500;
   uint64_t seed = 1;
   double noise = 0.02;
+  /// Warm start: the baseline placer the policy imitates first ("": none), and its step limit.
+  std::string imitate;
+  int64_t imitation_steps = 200;
   /// KIND.KEY=VALUE plugin hyperparameters.
   std::vector<std::string> settings;
   std::vector<std::string> plugin_dirs;

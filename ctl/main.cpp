@@ -79,6 +79,10 @@ int main(int argc, char** argv) {
   optimize->add_option("--seed", opt.seed, "random seed (same seed, same result)")->capture_default_str();
   optimize->add_option("--noise", opt.noise, "relative std. dev. of the simulated measurement")
       ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  optimize->add_option("--imitate", opt.imitate,
+                       "warm start: the policy first learns this baseline placer's placement (e.g. list_scheduling)");
+  optimize->add_option("--imitation-steps", opt.imitation_steps, "supervised steps of the warm start at most")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   optimize->add_option("--set", opt.settings, "plugin hyperparameter KIND.KEY=VALUE (repeatable)");
   optimize->add_option("--plugin-dir", opt.plugin_dirs, "plugin directory (repeatable; default: the installed plugins)");
   optimize->add_option("--out", opt.out, "write the best placement to this JSON file");

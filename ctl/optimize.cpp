@@ -57,6 +57,17 @@ void apply_settings(const std::vector<std::string>& settings, placementd::offlin
 
 json seconds_or_null(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
 
+json warm_start_json(const std::optional<placementd::offline::ImitationResult>& w) {
+  if (!w) return nullptr;
+  json j{{"baseline", w->baseline},
+         {"baseline_step_time_s", seconds_or_null(w->baseline_step_time_s)},
+         {"steps", w->steps},
+         {"probability_before", w->probability_before},
+         {"probability_after", w->probability_after}};
+  j["skipped"] = w->skipped.empty() ? json(nullptr) : json(w->skipped);
+  return j;
+}
+
 }  // namespace
 
 int optimize(const Globals& g, const OptimizeArgs& a) {
@@ -72,6 +83,8 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
   o.budget = a.budget;
   o.seed = a.seed;
   o.noise = a.noise;
+  o.imitation.baseline = a.imitate;
+  o.imitation.max_steps = a.imitation_steps;
   apply_settings(a.settings, o);
   const bool bar = !g.json && (a.progress == "on" || (a.progress == "auto" && ::isatty(STDERR_FILENO)));
   if (bar)
@@ -125,6 +138,7 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
                        r.evaluations_to_within_2pct ? json(*r.evaluations_to_within_2pct) : json(nullptr)},
                       {"invalid_rejected", r.invalid_rejected},
                       {"invalid_by_device", r.invalid_by_device},
+                      {"warm_start", warm_start_json(r.imitation)},
                       {"best_so_far_s", curve},
                       {"wall_s", r.wall_s}}
                      .dump(2)
@@ -135,6 +149,18 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
   std::cout << simulator.graph().name << ": " << simulator.graph().ops.size() << " ops in " << r.num_groups
             << " groups on " << devices.size() << " devices; " << a.grouper << " + " << a.placer << " + "
             << a.algorithm << ", seed " << a.seed << ", noise " << a.noise * 100 << "%\n\n";
+  if (r.imitation) {
+    if (!r.imitation->skipped.empty()) {
+      std::cout << "warm start skipped: " << r.imitation->skipped << "\n\n";
+    } else {
+      char line[160];
+      std::snprintf(line, sizeof(line), "warm start: imitated %s (%s) in %lld steps; per-group probability %.2f -> %.2f\n\n",
+                    r.imitation->baseline.c_str(), format_seconds(r.imitation->baseline_step_time_s).c_str(),
+                    static_cast<long long>(r.imitation->steps), r.imitation->probability_before,
+                    r.imitation->probability_after);
+      std::cout << line;
+    }
+  }
   std::cout << "learning curve (best simulated step time after N candidates):\n";
   Table curve({"CANDIDATES", "BEST"});
   for (int64_t n : {1, 10, 25, 50, 100, 200, 500, 1000, 2000, 5000, 10000})

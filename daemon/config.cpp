@@ -177,7 +177,9 @@ void read_document(const toml::table& root, const std::string& file, Config& con
   }
 
   if (const toml::table* t = c.table(root, "policy", "[policy]")) {
-    c.only(*t, "[policy]", {"grouper", "placer", "algorithm"});
+    c.only(*t, "[policy]", {"grouper", "placer", "algorithm", "warm_start"});
+    if (c.get_string(*t, "warm_start", "policy", config.policy.warm_start))
+      config.policy.warm_start_pos = c.pos(*t->get("warm_start"));
     SourcePos positions[3];
     c.policy_names(*t, "policy", &config.policy.grouper, &config.policy.placer,
                    &config.policy.algorithm, positions);
@@ -292,6 +294,7 @@ EffectivePolicy effective_policy(const Config& config, const std::string& job, u
   out.grouper = config.policy.grouper;
   out.placer = config.policy.placer;
   out.algorithm = config.policy.algorithm;
+  out.warm_start = config.policy.warm_start;
   out.exploration = config.exploration;
   auto params_for = [](const PluginParamTables& tables, PluginKind kind, const std::string& name) {
     auto it = tables.find({kind, name});

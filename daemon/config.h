@@ -52,7 +52,9 @@ struct PolicyChoice {
   std::string grouper = "colocation";
   std::string placer = "feedforward";
   std::string algorithm = "reinforce";
-  SourcePos grouper_pos, placer_pos, algorithm_pos;
+  /// Baseline placer a fresh policy imitates before its first live candidate ("": none).
+  std::string warm_start;
+  SourcePos grouper_pos, placer_pos, algorithm_pos, warm_start_pos;
 };
 
 /// A per-job override, matched on the job name (glob) and/or the job's uid; the first match wins.
@@ -130,6 +132,8 @@ Config load_config_collecting(const std::string& path, const std::string& defaul
 /// The policy in force for a job: the config's defaults with the first matching rule applied.
 struct EffectivePolicy {
   std::string grouper, placer, algorithm;
+  /// [policy] warm_start: the baseline placer to imitate first, "" for none.
+  std::string warm_start;
   placement::Params grouper_params, placer_params, algorithm_params;
   ExplorationConfig exploration;
   /// Index of the rule that matched, or -1.

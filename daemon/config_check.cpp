@@ -48,6 +48,9 @@ std::vector<ConfigError> check_plugins(const Config& config, const PluginRegistr
   check_name(registry, PluginKind::kGrouper, config.policy.grouper, pos_or_file(config.policy.grouper_pos), "policy.grouper", errors);
   check_name(registry, PluginKind::kPlacer, config.policy.placer, pos_or_file(config.policy.placer_pos), "policy.placer", errors);
   check_name(registry, PluginKind::kAlgorithm, config.policy.algorithm, pos_or_file(config.policy.algorithm_pos), "policy.algorithm", errors);
+  if (!config.policy.warm_start.empty())
+    check_name(registry, PluginKind::kPlacer, config.policy.warm_start, pos_or_file(config.policy.warm_start_pos),
+               "policy.warm_start", errors);
   check_tables(registry, config.params, "params", errors);
   for (size_t i = 0; i < config.rules.size(); ++i) {
     const JobRule& rule = config.rules[i];

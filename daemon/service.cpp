@@ -238,6 +238,20 @@ void Service::upload_graph(ConnectionState& conn, uint32_t rid, const json& body
       sim::SimulatorOptions memory_options;
       memory_options.memory_headroom_fraction = headroom;
       session->memory_model.emplace(graph, session->devices, memory_options);
+      // A fresh policy first imitates the configured baseline, so its first live candidates are a
+      // heuristic's rather than uniform noise; a resumed one has learned more than that already.
+      if (!resumed && !session->policy.warm_start.empty()) {
+        offline::ImitationOptions imitation;
+        imitation.baseline = session->policy.warm_start;
+        session->warm_start = offline::imitate_baseline(policy, *session->memory_model, registry_, grouping,
+                                                        imitation, session->rng());
+        if (session->warm_start->skipped.empty())
+          spdlog::info("job {} '{}': policy warm-started from {} in {} steps (per-group probability {:.2f} -> {:.2f})",
+                       session->id, session->job, imitation.baseline, session->warm_start->steps,
+                       session->warm_start->probability_before, session->warm_start->probability_after);
+        else
+          spdlog::warn("job {} '{}': no warm start: {}", session->id, session->job, session->warm_start->skipped);
+      }
       session->job_start = std::move(start);
       session->grouping = std::move(grouping);
       session->graph = std::move(graph);

@@ -140,6 +140,14 @@ json Session::detail() const {
   for (const auto& d : devices.devices) j["device_names"].push_back(d.name());
   j["stray_reports"] = stray_reports;
   j["rejected_by_device"] = rejected_by_device;
+  if (warm_start)
+    j["warm_start"] = {{"baseline", warm_start->baseline},
+                       {"steps", warm_start->steps},
+                       {"probability_before", warm_start->probability_before},
+                       {"probability_after", warm_start->probability_after},
+                       {"skipped", warm_start->skipped.empty() ? json(nullptr) : json(warm_start->skipped)}};
+  else
+    j["warm_start"] = nullptr;
   return j;
 }
 

@@ -24,6 +24,7 @@
 #include "placement/grouper.h"
 #include "placement/placement.h"
 #include "placement/placer.h"
+#include "offline/warm_start.h"
 #include "sim/simulator.h"
 
 namespace placementd {
@@ -83,6 +84,9 @@ struct Session {
   std::optional<placement::Placement> job_start;
   /// Memory model for pre-screening candidates (built from the uploaded graph and devices).
   std::optional<sim::Simulator> memory_model;
+  /// What [policy] warm_start did before the first candidate (nullopt: not configured, or the
+  /// policy state was resumed from an earlier run).
+  std::optional<offline::ImitationResult> warm_start;
   std::map<uint64_t, CandidateRecord> candidates;
   uint64_t current_candidate = 0;
   uint64_t steps = 0;

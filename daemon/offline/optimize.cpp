@@ -60,6 +60,8 @@ OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& r
   OptimizeResult result;
   result.num_groups = grouping.num_groups;
   result.lower_bound_s = simulator.lower_bound_s();
+  if (!options.imitation.baseline.empty())
+    result.imitation = imitate_baseline(policy, simulator, registry, grouping, options.imitation, options.seed);
 
   // The policy's candidates. A deterministic placer has one answer: evaluating it again teaches
   // nothing, so it is evaluated once.

@@ -14,6 +14,7 @@
 #include "placement/placement.h"
 #include "plugin_registry.h"
 #include "sim/simulator.h"
+#include "warm_start.h"
 
 namespace placementd::offline {
 
@@ -34,6 +35,8 @@ struct OptimizeOptions {
   double failing_reward = -10.0;
   /// Deterministic placers evaluated next to the policy; the ones not loaded are left out.
   std::vector<std::string> baselines = {"single_device", "expert", "metis", "scotch", "mincut", "list_scheduling"};
+  /// Warm start: the policy first imitates this baseline's placement (imitation.baseline empty: no).
+  ImitationOptions imitation;
   /// Called after every evaluation: (done, budget, best simulated step time so far or nullopt).
   std::function<void(int64_t, int64_t, std::optional<double>)> progress;
 };
@@ -71,6 +74,8 @@ struct OptimizeResult {
   int64_t invalid_rejected = 0;
   std::map<std::string, int64_t> invalid_by_device;
   int num_groups = 0;
+  /// What the warm start did, when one was asked for.
+  std::optional<ImitationResult> imitation;
   double wall_s = 0.0;
 };
 

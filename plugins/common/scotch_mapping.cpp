@@ -88,10 +88,19 @@ void build(Graph& graph, Csr& csr) {
 
 }  // namespace
 
-TargetMachine target_machine(const DeviceSet& devices, const std::vector<int>& usable) {
+TargetMachine target_machine(const OpGraph& graph, const DeviceSet& devices, const std::vector<int>& usable) {
+  // Total forward + backward time per profiled device kind; the fastest kind's total is the unit.
+  std::map<std::string, double> total;
+  for (const Op& op : graph.ops)
+    for (const auto& [kind, p] : op.profile) total[kind] += p.forward_s + p.backward_s;
+  double fastest = 0;
+  for (const auto& [kind, t] : total)
+    if (t > 0) fastest = fastest == 0 ? t : std::min(fastest, t);
   TargetMachine target;
   for (int d : usable) {
-    target.power.push_back(devices.devices[d].speed);
+    const auto it = total.find(to_string(devices.devices[d].kind));
+    const double relative = fastest > 0 && it != total.end() && it->second > 0 ? fastest / it->second : 1.0;
+    target.power.push_back(devices.devices[d].speed * relative);
     std::vector<double> row;
     for (int e : usable) {
       const double bandwidth = d == e ? 0.0 : devices.bandwidth[d][e];

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "placement/devices.h"
+#include "placement/graph.h"
 #include "weighted_graph.h"
 
 namespace placement::plugins {
@@ -16,10 +17,11 @@ struct TargetMachine {
   std::vector<std::vector<double>> distance;
 };
 
-/// `devices` restricted to `usable` (indices into it): power from each device's speed, distance from
-/// the time a 1 MiB transfer takes on the link (latency + 1 MiB / bandwidth), so slow or high-latency
-/// links look far.
-TargetMachine target_machine(const DeviceSet& devices, const std::vector<int>& usable);
+/// `devices` restricted to `usable` (indices into it). Power: the device's speed over the graph's
+/// total profiled compute time on its kind (a CPU whose profile is 20× a GPU's gets 1/20 of the
+/// power), or the speed alone when the graph has no profiles. Distance: the time a 1 MiB transfer
+/// takes on the link (latency + 1 MiB / bandwidth), so slow or high-latency links look far.
+TargetMachine target_machine(const OpGraph& graph, const DeviceSet& devices, const std::vector<int>& usable);
 
 /// Scotch's static mapping of `graph` onto `target`: minimises Σ traffic × distance while giving each
 /// processor work in proportion to its power, within `imbalance`. Returns the processor (index into

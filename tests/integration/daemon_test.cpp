@@ -1,5 +1,6 @@
 // The daemon as jobs use it: real placementd, real clients, many at once.
 
+#include <fstream>
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -90,6 +91,28 @@ TEST(Daemon, ReportsAreCountedAndTheBestPlacementSurvivesARestart) {
   EXPECT_TRUE(accepted["cached"].get<bool>());
   const json directive = c.request(MessageType::kPlacementRequest, json::object(), MessageType::kPlacementDirective);
   EXPECT_EQ(directive["reason"].get<std::string>(), "cached");
+}
+
+TEST(Daemon, AFreshPolicyIsWarmStartedFromTheConfiguredBaseline) {
+  if (!std::ifstream(plugin_dir() + "/placers/feedforward.so")) GTEST_SKIP() << "built without LibTorch";
+  DaemonOptions options;
+  options.extra = "[policy]\nplacer = \"feedforward\"\nwarm_start = \"metis\"\n";
+  DaemonProcess daemon(options);
+  daemon.start();
+  Client c = daemon.client();
+  const OpGraph graph = load_graph_file(example_graph());
+  run_job(c, "warm", graph, 3, 0.02);
+  const json jobs = c.request(MessageType::kListJobs, json::object(), MessageType::kJobList);
+  ASSERT_EQ(jobs["jobs"].size(), 1u);
+  const json shown =
+      c.request(MessageType::kJobShow, {{"id", jobs["jobs"][0]["id"]}}, MessageType::kJobInfo);
+  const json& w = shown["warm_start"];
+  ASSERT_TRUE(w.is_object()) << shown.dump();
+  EXPECT_EQ(w["baseline"], "metis");
+  EXPECT_TRUE(w["skipped"].is_null()) << w.dump();
+  EXPECT_GT(w["steps"].get<int>(), 0);
+  EXPECT_GE(w["probability_after"].get<double>(), 0.9);
+  EXPECT_NE(daemon.log().find("policy warm-started from metis"), std::string::npos) << daemon.log();
 }
 
 TEST(Daemon, JobThatDiesIsCleanedUp) {

@@ -140,14 +140,19 @@ TEST(Placementctl, SimulateReportsStepTimeMemoryAndTheBound) {
   EXPECT_NE(bad.err.find(paths.dir + "/bad.toml:1:1: device cpu:0 has no memory_gib"), std::string::npos) << bad.err;
 }
 
-TEST(Placementctl, OptimizeReportsBaselinesBoundAndIsReproducible) {
-  DaemonProcess paths;  // only for its temp dir
+// g.json: two profiled chains of 4 ops and a join; topo.toml: two 1 GiB GPUs over 10 GB/s.
+void write_optimize_inputs(const std::string& dir) {
   OpGraph g = two_chains(4);
   profile_all(g, DeviceKind::kCuda, 1e-3);
-  write_json_file(paths.dir + "/g.json", to_json(g));
-  std::ofstream(paths.dir + "/topo.toml") << "[defaults]\nbandwidth_gbs = 10\n"
+  write_json_file(dir + "/g.json", to_json(g));
+  std::ofstream(dir + "/topo.toml") << "[defaults]\nbandwidth_gbs = 10\n"
                                              "[[device]]\nname = \"cuda:0\"\nmemory_gib = 1\n"
                                              "[[device]]\nname = \"cuda:1\"\nmemory_gib = 1\n";
+}
+
+TEST(Placementctl, OptimizeReportsBaselinesBoundAndIsReproducible) {
+  DaemonProcess paths;  // only for its temp dir
+  write_optimize_inputs(paths.dir);
   const std::vector<std::string> args = {placementctl_bin(), "optimize", "--graph", paths.dir + "/g.json",
                                          "--devices", paths.dir + "/topo.toml", "--grouper", "none",
                                          "--placer", "feedforward", "--algorithm", "ppo", "--budget", "60",
@@ -195,6 +200,29 @@ TEST(Placementctl, OptimizeReportsBaselinesBoundAndIsReproducible) {
   EXPECT_NE(refused.err.find("hidden"), std::string::npos) << refused.err;
   bad.back() = "hidden=3";
   EXPECT_NE(run_command(bad).err.find("expected KIND.KEY=VALUE"), std::string::npos);
+}
+
+TEST(Placementctl, OptimizeWarmStartsFromABaseline) {
+  DaemonProcess paths;  // only for its temp dir
+  write_optimize_inputs(paths.dir);
+  std::vector<std::string> args = {placementctl_bin(), "optimize", "--graph", paths.dir + "/g.json", "--devices",
+                                   paths.dir + "/topo.toml", "--grouper", "none", "--placer", "feedforward",
+                                   "--budget", "5", "--imitate", "list_scheduling"};
+  const CommandResult human = run_command(args);
+  if (human.exit_code != 0 && human.err.find("no placer plugin named 'feedforward'") != std::string::npos)
+    GTEST_SKIP() << "built without LibTorch";
+  ASSERT_EQ(human.exit_code, 0) << human.err;
+  EXPECT_NE(human.out.find("warm start: imitated list_scheduling"), std::string::npos) << human.out;
+  args.push_back("--json");
+  const json out = json::parse(run_command(args).out);
+  const json& w = out["warm_start"];
+  EXPECT_EQ(w["baseline"], "list_scheduling");
+  EXPECT_TRUE(w["skipped"].is_null());
+  EXPECT_GE(w["probability_after"].get<double>(), 0.9);
+  EXPECT_EQ(w["baseline_step_time_s"], out["baselines"]["list_scheduling"]);
+  args[args.size() - 2] = "nope";  // --imitate nope --json
+  EXPECT_NE(json::parse(run_command(args).out)["warm_start"]["skipped"].get<std::string>().find("'nope' is not loaded"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -11,7 +11,7 @@ void ScotchPlacer::prepare(const OpGraph& graph, const Grouping& grouping, const
   const std::vector<int> usable = usable_devices(devices, gpus_only_);
   if (usable.empty()) throw std::invalid_argument("scotch placer: the device set is empty");
   const std::vector<int> processor =
-      scotch_map(group_graph(graph, grouping), target_machine(devices, usable), imbalance_, seed_);
+      scotch_map(group_graph(graph, grouping), target_machine(graph, devices, usable), imbalance_, seed_);
   device_of_group_.clear();
   for (int p : processor) device_of_group_.push_back(usable[p]);
 }

@@ -82,5 +82,20 @@ TEST(ConfigCheck, NamesUnknownPluginsAndBadHyperparametersWithPositions) {
       << errors[2].str();
 }
 
+TEST(ConfigCheck, WarmStartNamesALoadedPlacer) {
+  PluginRegistry registry;
+  const Config good = parse_config("[policy]\nwarm_start = \"metis\"\n", "t.toml", PLUGIN_DIR);
+  registry.scan(good.plugin_dirs);
+  EXPECT_EQ(good.policy.warm_start, "metis");
+  EXPECT_TRUE(check_plugins(good, registry).empty());
+  EXPECT_EQ(effective_policy(good, "any", 0).warm_start, "metis");
+  const Config bad = parse_config("[policy]\nwarm_start = \"teacher\"\n", "t.toml", PLUGIN_DIR);
+  const auto errors = check_plugins(bad, registry);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].str().rfind("t.toml:2:14: policy.warm_start: no placer plugin named 'teacher' is loaded", 0), 0u)
+      << errors[0].str();
+  EXPECT_TRUE(default_config(PLUGIN_DIR).policy.warm_start.empty()) << "off unless configured";
+}
+
 }  // namespace
 }  // namespace placementd

@@ -217,6 +217,16 @@ TEST(ScotchPlacer, GivesAFasterDeviceAProportionateShare) {
   EXPECT_LE(on_fast, 13);
 }
 
+TEST(ScotchPlacer, PowerComesFromTheProfilesOfEachDeviceKind) {
+  // The CPU profile is 20× the GPU's: the CPU gets about 1/21 of 42 equal ops, not half.
+  OpGraph g = independent_ops(42);
+  for (auto& op : g.ops) op.profile["cpu"] = {20e-3, 40e-3, 0.0, 0};
+  std::vector<Device> list = {{DeviceKind::kCpu, 0, 1ull << 34, 1.0}, {DeviceKind::kCuda, 0, 1ull << 34, 1.0}};
+  ScotchPlacer placer(false, 0.05, 1);
+  const auto p = prepared(placer, g, DeviceSet::uniform(list, 1e10, 1e-5));
+  EXPECT_LE(std::count(p.begin(), p.end(), 0), 3);
+}
+
 TEST(ScotchPlacer, KeepsHeavyTrafficOnTheFastLinks) {
   // A -> B and C -> D carry 1 GiB, B -> C 1 KiB. Devices {0,1} and {2,3} are NVLink pairs (300 GB/s),
   // across pairs PCIe (16 GB/s): A and B must share a pair, C and D the other.

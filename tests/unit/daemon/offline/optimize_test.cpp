@@ -5,8 +5,8 @@
 // (not the baselines the answer also includes) has to find the optimum within a fixed budget.
 #include <gtest/gtest.h>
 
+#include "built_plugins.h"
 #include "offline/optimize.h"
-#include "plugin_registry.h"
 #include "test_graphs.h"
 
 namespace placementd::offline {
@@ -14,14 +14,7 @@ namespace {
 
 using placement::DeviceKind;
 
-const PluginRegistry& registry() {
-  static PluginRegistry* r = [] {
-    auto* registry = new PluginRegistry;
-    registry->scan({PLUGIN_DIR});
-    return registry;
-  }();
-  return *r;
-}
+const PluginRegistry& registry() { return built_plugins(); }
 
 struct Pairing {
   std::string algorithm, placer;

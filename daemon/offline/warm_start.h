@@ -1,0 +1,57 @@
+#pragma once
+// Warm start (issue #4, "better than the papers"): before a policy samples anything, teach it a
+// baseline's placement by supervised steps, so its first candidates are as good as a good heuristic
+// instead of uniform noise; the simulator (optimize) or live steps then improve on it.
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "placement/placement.h"
+#include "placement/policy.h"
+#include "plugin_registry.h"
+#include "sim/simulator.h"
+
+namespace placementd::offline {
+
+struct ImitationOptions {
+  /// Baseline placer whose placement the policy learns ("" = no imitation).
+  std::string baseline;
+  /// Supervised steps at most.
+  int64_t max_steps = 200;
+  /// Adam step size of the supervised steps (the algorithms' own rates are for noisy rewards).
+  double learning_rate = 0.05;
+  /// Stop once the policy gives each group the baseline's device with this probability on average
+  /// (geometric mean over groups).
+  double target_probability = 0.9;
+};
+
+struct ImitationResult {
+  std::string baseline;
+  /// The baseline's placement (device per group) and its simulated step time.
+  std::vector<int> action;
+  std::optional<double> baseline_step_time_s;
+  int64_t steps = 0;
+  /// Geometric-mean probability per group of the baseline's device, before and after.
+  double probability_before = 0.0;
+  double probability_after = 0.0;
+  /// Why nothing was imitated (no trainable policy, baseline not loaded, out of memory ...); empty
+  /// when it was.
+  std::string skipped;
+};
+
+/// Cross-entropy steps raising log π(target) until the per-group probability reaches
+/// options.target_probability or options.max_steps were taken.
+ImitationResult imitate(placement::TrainablePolicy& policy, const std::vector<int>& target,
+                        const ImitationOptions& options);
+
+/// Places `grouping` with the baseline placer named in `options`, checks the placement against the
+/// simulator's memory model, and has `policy` imitate it. Never throws for a baseline that cannot be
+/// used: the result says why it was skipped.
+ImitationResult imitate_baseline(placement::TrainablePolicy* policy, const sim::Simulator& simulator,
+                                 const PluginRegistry& registry, const placement::Grouping& grouping,
+                                 const ImitationOptions& options, uint64_t seed);
+
+}  // namespace placementd::offline
