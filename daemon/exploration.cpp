@@ -53,7 +53,7 @@ std::string exhausted(const Session& s) {
     return "max_overhead_fraction of the expected steps spent";
   if (e.converge_candidates > 0 && s.since_improvement >= e.converge_candidates)
     return "converged (" + std::to_string(s.since_improvement) + " candidates without a 1% gain)";
-  if (!s.placer->policy() && s.candidates.size() >= 2) return "the placer is deterministic";
+  if (!s.pipeline->policy() && s.candidates.size() >= 2) return "the placer is deterministic";
   return "";
 }
 
@@ -124,7 +124,11 @@ bool record_report(Session& s, const placement::Measurement& m) {
   s.measured_seconds += m.step_time_s;
   if (m.ok) c.step_times.push_back(m.step_time_s);
   else {
-    ++c.failures;
+    if (c.failures++ == 0) {
+      c.error = m.error;
+      spdlog::info("job {} '{}': a step failed under placement {} ({}): {}", s.id, s.job, c.id, c.reason,
+                   m.error.empty() ? "no reason given" : m.error);
+    }
     ++s.failed_steps;
   }
   if (exploring(s.state) && c.id == s.current_candidate && c.reason != "re-measure") {
@@ -176,8 +180,9 @@ std::optional<Directive> advance_session(Session& s, Store& store) {
   if (const std::string why = exhausted(s); !why.empty()) return best ? exploit(s, why) : fall_back(s, why);
 
   for (int attempt = 0; attempt < kSamplesPerAdvance; ++attempt) {
-    std::vector<int> action = s.placer->place(s.rng);
-    Placement p = Placement::from_groups(*s.grouping, action);
+    PolicyPipeline::Sample sample = s.pipeline->sample(s.rng);
+    placement::Action action = std::move(sample.action);
+    Placement p = std::move(sample.placement);
     p.enforce_pins(*s.graph, s.devices);
     p.validate(*s.graph, s.devices);
     const sim::SimulationResult memory = s.memory_model->check_memory(p);
@@ -191,7 +196,7 @@ std::optional<Directive> advance_session(Session& s, Store& store) {
     if (const CandidateRecord* known = measured(s, p.fingerprint())) {
       ++s.repeats_scored;
       s.algorithm->observe(action, reward_of(*known->median(e.warmup_steps)), true);
-      if (!s.placer->policy()) break;  // a deterministic placer answers the same again
+      if (!s.pipeline->policy()) break;  // a deterministic placer answers the same again
       continue;
     }
     return issue(s, std::move(p), s.state == SessionState::kReexploring ? "re-explore" : "policy", std::move(action));
@@ -206,8 +211,8 @@ bool persist_session(Session& s, Store& store, bool with_policy) {
   try {
     if (const CandidateRecord* b = s.best())
       written = store.offer(*s.graph, s.devices, {b->placement, *b->median(s.policy.exploration.warmup_steps), s.job});
-    if (with_policy && s.placer)
-      if (const placement::TrainablePolicy* policy = s.placer->policy())
+    if (with_policy && s.pipeline)
+      if (const placement::TrainablePolicy* policy = s.pipeline->policy())
         store.save_policy_state(*s.graph, s.devices, policy_key(s), policy->save_state());
   } catch (const std::exception& e) {
     spdlog::error("job {} '{}': cannot persist its state: {}", s.id, s.job, e.what());

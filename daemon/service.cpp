@@ -208,6 +208,12 @@ void Service::upload_graph(ConnectionState& conn, uint32_t rid, const json& body
   // Building the policy objects and grouping can take a while on big graphs: off the I/O thread.
   boost::asio::post(*session->strand, [this, session, graph = std::move(graph), start, headroom, rid, respond]() mutable {
     std::lock_guard<std::mutex> lock(session->mutex);
+    bool taken = false;  // the session holds this upload's graph: undo on failure
+    auto undo = [&] {
+      if (!taken) return;
+      session->pipeline.reset();
+      session->graph.reset();
+    };
     try {
       if (session->graph) throw RequestError(error::kUnexpected, "the graph was already uploaded");
       for (const auto& op : graph.ops)
@@ -218,16 +224,19 @@ void Service::upload_graph(ConnectionState& conn, uint32_t rid, const json& body
       session->grouper = registry_.create_grouper(session->policy.grouper, session->policy.grouper_params);
       session->placer = registry_.create_placer(session->policy.placer, session->policy.placer_params);
       session->algorithm = registry_.create_algorithm(session->policy.algorithm, session->policy.algorithm_params);
-      placement::Grouping grouping = session->grouper->group(graph, session->devices, session->rng);
-      grouping.validate(graph);
-      session->placer->prepare(graph, grouping, session->devices, session->rng);
-      placement::TrainablePolicy* policy = session->placer->policy();
+      session->graph = std::move(graph);
+      taken = true;
+      const placement::OpGraph& g = *session->graph;
+      session->pipeline =
+          std::make_unique<PolicyPipeline>(*session->grouper, *session->placer, g, session->devices, session->rng);
+      const placement::Grouping& grouping = session->pipeline->grouping();
+      placement::TrainablePolicy* policy = session->pipeline->policy();
       session->algorithm->reset({policy, session->policy.exploration.failing_reward});
-      session->fingerprint = graph.fingerprint();
-      if (auto stored = store_.best(graph, session->devices)) session->cached = stored->placement;
+      session->fingerprint = g.fingerprint();
+      if (auto stored = store_.best(g, session->devices)) session->cached = stored->placement;
       bool resumed = false;
       if (policy)
-        if (auto state = store_.policy_state(graph, session->devices, policy_key(*session))) {
+        if (auto state = store_.policy_state(g, session->devices, policy_key(*session))) {
           try {
             policy->load_state(*state);
             resumed = true;
@@ -237,14 +246,14 @@ void Service::upload_graph(ConnectionState& conn, uint32_t rid, const json& body
         }
       sim::SimulatorOptions memory_options;
       memory_options.memory_headroom_fraction = headroom;
-      session->memory_model.emplace(graph, session->devices, memory_options);
+      session->memory_model.emplace(g, session->devices, memory_options);
       // A fresh policy first imitates the configured baseline, so its first live candidates are a
       // heuristic's rather than uniform noise; a resumed one has learned more than that already.
       if (!resumed && !session->policy.warm_start.empty()) {
         offline::ImitationOptions imitation;
         imitation.baseline = session->policy.warm_start;
         session->warm_start = offline::imitate_baseline(policy, *session->memory_model, registry_, grouping,
-                                                        imitation, session->rng());
+                                                        imitation, session->rng(), session->pipeline->action_for({}));
         if (session->warm_start->skipped.empty())
           spdlog::info("job {} '{}': policy warm-started from {} in {} steps (per-group probability {:.2f} -> {:.2f})",
                        session->id, session->job, imitation.baseline, session->warm_start->steps,
@@ -253,22 +262,23 @@ void Service::upload_graph(ConnectionState& conn, uint32_t rid, const json& body
           spdlog::warn("job {} '{}': no warm start: {}", session->id, session->job, session->warm_start->skipped);
       }
       session->job_start = std::move(start);
-      session->grouping = std::move(grouping);
-      session->graph = std::move(graph);
-      spdlog::info("job {} '{}': graph {} with {} ops in {} groups{}{}", session->id, session->job, session->fingerprint,
-                   session->graph->ops.size(), session->grouping->num_groups,
+      spdlog::info("job {} '{}': graph {} with {} ops in {} groups{}{}{}", session->id, session->job, session->fingerprint,
+                   session->graph->ops.size(), grouping.num_groups,
+                   session->pipeline->learned_grouping() ? " (learned grouping, regrouped every sample)" : "",
                    session->cached ? ", stored best placement found" : "", resumed ? ", policy state resumed" : "");
       respond(MessageType::kGraphAccepted, rid,
               {{"fingerprint", session->fingerprint},
                {"ops", session->graph->ops.size()},
                {"edges", session->graph->edges.size()},
-               {"groups", session->grouping->num_groups},
+               {"groups", grouping.num_groups},
                {"cached", session->cached.has_value()},
                {"policy_resumed", resumed}},
               false);
     } catch (const RequestError& e) {
+      undo();
       respond(MessageType::kError, rid, placement::protocol::error_body(e.code, e.what(), false), false);
     } catch (const std::exception& e) {
+      undo();
       spdlog::warn("job {} '{}': graph rejected: {}", session->id, session->job, e.what());
       respond(MessageType::kError, rid, placement::protocol::error_body(error::kBadPayload, e.what(), false), false);
     }

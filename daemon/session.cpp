@@ -96,7 +96,7 @@ json Session::summary() const {
           {"state", to_string(state)},
           {"fingerprint", fingerprint},
           {"ops", graph ? graph->ops.size() : 0},
-          {"groups", grouping ? grouping->num_groups : 0},
+          {"groups", pipeline ? pipeline->grouping().num_groups : 0},
           {"devices", devices.size()},
           {"grouper", policy.grouper},
           {"placer", policy.placer},
@@ -133,6 +133,7 @@ json Session::detail() const {
                     {"ops_per_device", c.placement.ops_per_device(devices.size())},
                     {"steps", c.step_times.size()},
                     {"failures", c.failures},
+                    {"error", c.error.empty() ? json(nullptr) : json(c.error)},
                     {"median_step_time_s", m ? json(*m) : json(nullptr)}});
   }
   j["candidates"] = list;

@@ -25,6 +25,7 @@
 #include "placement/placement.h"
 #include "placement/placer.h"
 #include "offline/warm_start.h"
+#include "policy_pipeline.h"
 #include "sim/simulator.h"
 
 namespace placementd {
@@ -42,6 +43,8 @@ struct CandidateRecord {
   std::string reason;
   std::vector<double> step_times;
   uint64_t failures = 0;
+  /// What the job said of the first failed step under it (an out-of-memory, an exception).
+  std::string error;
   /// The policy's sample behind this placement; nullopt for start, cached and re-measured ones.
   std::optional<std::vector<int>> action;
   /// Measured before a drift: no longer comparable with what runs now.
@@ -75,7 +78,9 @@ struct Session {
   std::unique_ptr<placement::Grouper> grouper;
   std::unique_ptr<placement::Placer> placer;
   std::unique_ptr<placement::Algorithm> algorithm;
-  std::optional<placement::Grouping> grouping;
+  /// Grouper → placer over `graph` and `devices` (which it refers to): draws the candidates and
+  /// holds the policy the algorithm trains.
+  std::unique_ptr<PolicyPipeline> pipeline;
   std::mt19937_64 rng;
 
   /// A placement from the store for this (graph, devices), offered first.

@@ -1,5 +1,7 @@
 #include "optimize.h"
 
+#include "policy_pipeline.h"
+
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -51,17 +53,18 @@ OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& r
   auto grouper = registry.create_grouper(options.grouper.name, options.grouper.params);
   auto placer = registry.create_placer(options.placer.name, options.placer.params);
   auto algorithm = registry.create_algorithm(options.algorithm.name, options.algorithm.params);
-  const placement::Grouping grouping = grouper->group(graph, devices, rng);
-  grouping.validate(graph);
-  placer->prepare(graph, grouping, devices, rng);
-  placement::TrainablePolicy* policy = placer->policy();
+  PolicyPipeline pipeline(*grouper, *placer, graph, devices, rng);
+  // With a learned grouper, baselines and the warm start use its first grouping.
+  const placement::Grouping grouping = pipeline.grouping();
+  placement::TrainablePolicy* policy = pipeline.policy();
   algorithm->reset({policy, options.failing_reward});
 
   OptimizeResult result;
   result.num_groups = grouping.num_groups;
   result.lower_bound_s = simulator.lower_bound_s();
   if (!options.imitation.baseline.empty())
-    result.imitation = imitate_baseline(policy, simulator, registry, grouping, options.imitation, options.seed);
+    result.imitation = imitate_baseline(policy, simulator, registry, grouping, options.imitation, options.seed,
+                                        pipeline.action_for({}));
 
   // The policy's candidates. A deterministic placer has one answer: evaluating it again teaches
   // nothing, so it is evaluated once.
@@ -69,8 +72,11 @@ OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& r
   std::optional<double> best_measured;
   const int64_t budget = policy ? options.budget : std::min<int64_t>(options.budget, 1);
   for (int64_t i = 0; i < budget; ++i) {
-    const std::vector<int> action = placer->place(rng);
-    const Placement candidate = placement_of(grouping, action, simulator);
+    const PolicyPipeline::Sample sample = pipeline.sample(rng);
+    const std::vector<int>& action = sample.action;
+    Placement candidate = sample.placement;
+    candidate.enforce_pins(graph, devices);
+    candidate.validate(graph, devices);
     Evaluation e;
     e.step_time_s = evaluate(simulator, candidate, &result.invalid_by_device);
     if (!e.step_time_s) {

@@ -34,7 +34,7 @@ ImitationResult imitate(placement::TrainablePolicy& policy, const std::vector<in
 
 ImitationResult imitate_baseline(placement::TrainablePolicy* policy, const sim::Simulator& simulator,
                                  const PluginRegistry& registry, const placement::Grouping& grouping,
-                                 const ImitationOptions& options, uint64_t seed) {
+                                 const ImitationOptions& options, uint64_t seed, const placement::Action& prefix) {
   ImitationResult skipped;
   skipped.baseline = options.baseline;
   if (options.baseline.empty()) {
@@ -71,7 +71,9 @@ ImitationResult imitate_baseline(placement::TrainablePolicy* policy, const sim::
     skipped.skipped = options.baseline + ": " + e.what();
     return skipped;
   }
-  ImitationResult r = imitate(*policy, target, options);
+  placement::Action action = prefix;
+  action.insert(action.end(), target.begin(), target.end());
+  ImitationResult r = imitate(*policy, action, options);
   r.baseline_step_time_s = skipped.baseline_step_time_s;
   return r;
 }

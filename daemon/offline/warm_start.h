@@ -50,8 +50,11 @@ ImitationResult imitate(placement::TrainablePolicy& policy, const std::vector<in
 /// Places `grouping` with the baseline placer named in `options`, checks the placement against the
 /// simulator's memory model, and has `policy` imitate it. Never throws for a baseline that cannot be
 /// used: the result says why it was skipped.
+/// `prefix` goes before the baseline's devices in the imitated action (the grouping, when the
+/// policy is a learned grouper's and placer's joint one; empty otherwise).
 ImitationResult imitate_baseline(placement::TrainablePolicy* policy, const sim::Simulator& simulator,
                                  const PluginRegistry& registry, const placement::Grouping& grouping,
-                                 const ImitationOptions& options, uint64_t seed);
+                                 const ImitationOptions& options, uint64_t seed,
+                                 const placement::Action& prefix = {});
 
 }  // namespace placementd::offline

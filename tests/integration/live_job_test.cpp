@@ -146,6 +146,31 @@ TEST(LiveJob, AFailingCandidateLosesNoBatchAndLeavesNoTrace) {
   expect_bitwise_equal(with_failures, train("two_tower", alone, 60, mean_square));
 }
 
+TEST(LiveJob, AnEngineeredOutOfMemoryOnASmallDeviceLosesNoBatch) {
+  // cpu:1 may hold 64 KiB — less than two_tower's activations — while placementd plans with the
+  // host's memory, so its memory model lets candidates through that then run out of memory.
+  DaemonProcess daemon(fast_exploration());
+  daemon.start();
+  JobOptions live;
+  live.socket_path = daemon.socket;
+  live.memory_limit_bytes = {0, 64 << 10};
+  JobStats stats;
+  const auto with_oom = train("two_tower", live, 60, mean_square, &stats);
+  EXPECT_GT(stats.retried_steps, 0u) << "no candidate ran out of memory on cpu:1; " << daemon.log();
+  EXPECT_EQ(stats.steps, 60u) << "every batch trained exactly once";
+  EXPECT_NE(daemon.log().find("out of memory on cpu:1 (its memory limit)"), std::string::npos) << daemon.log();
+
+  JobOptions alone;
+  alone.use_daemon = false;
+  alone.memory_limit_bytes = {0, 64 << 10};
+  expect_bitwise_equal(with_oom, train("two_tower", alone, 60, mean_square));
+  // The limit is real: the job's own placement on cpu:1 fails outright.
+  JobOptions on_small = alone;
+  Model m = load("two_tower");
+  on_small.start_device_of_op.assign(Job("probe", m.module, m.inputs, alone).placement().device_of_op.size(), 1);
+  EXPECT_THROW(train("two_tower", on_small, 1, mean_square), std::runtime_error);
+}
+
 TEST(LiveJob, KeepsTrainingWithoutTheDaemonAndReattachesWhenItIsBack) {
   DaemonProcess daemon(fast_exploration(1000));
   JobOptions live;

@@ -40,6 +40,13 @@ struct JobOptions {
   int reconnect_interval_ms = 1000;
   /// The job's own starting placement; empty: every op on the first device.
   std::vector<int> start_device_of_op;
+  /// Per device (in `devices` order), a limit on the bytes a step may hold on a logical CPU device
+  /// — its parameters, their gradients and the outputs of its ops; past it the step fails like an
+  /// out-of-memory on a GPU, and a placement placementd proposed is rolled back as for any failure.
+  /// 0 or absent: no limit (CUDA devices always have their allocator's). For exercising the
+  /// failure path without a GPU and for emulating GPU capacities on one host; placementd is not
+  /// told (it plans with `memory_bytes`).
+  std::vector<uint64_t> memory_limit_bytes;
 };
 
 /// The outputs of the module's forward → the loss to minimise.

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <stdexcept>
 #include <optional>
 
 #include <torch/cuda.h>
@@ -10,6 +12,7 @@
 #include <torch/optim/optimizer.h>
 #include <torch/version.h>
 
+#include "memory_limit.h"
 #include "optimizer_state.h"
 #include "placement/capture.h"
 
@@ -59,6 +62,7 @@ struct Job::Impl {
   OpGraph graph;
   DeviceSet devices;
   std::unique_ptr<PlacedModule> placed;
+  std::unique_ptr<detail::DeviceMemoryLimit> memory_limit;
   std::unique_ptr<JobChannel> channel;
   bool any_cuda = false;
   InForce current;
@@ -95,6 +99,7 @@ struct Job::Impl {
   }
 
   at::Tensor forward_backward(const std::vector<c10::IValue>& inputs, const LossFunction& loss_fn) {
+    if (memory_limit) memory_limit->begin_forward();
     const std::vector<c10::IValue> outputs = placed->forward(inputs);
     at::Tensor loss = loss_fn(outputs);
     loss.backward();
@@ -115,6 +120,13 @@ Job::Job(std::string name, const torch::jit::Module& module, const std::vector<a
   s.devices = job_devices(options.devices, options.memory_bytes);
   for (const Device& d : s.devices.devices) s.any_cuda |= d.kind == DeviceKind::kCuda;
   s.placed = std::make_unique<PlacedModule>(s.module, s.graph, s.devices);
+  if (std::any_of(options.memory_limit_bytes.begin(), options.memory_limit_bytes.end(), [](uint64_t b) { return b > 0; })) {
+    if (options.memory_limit_bytes.size() > s.devices.size())
+      throw std::invalid_argument("memory_limit_bytes has " + std::to_string(options.memory_limit_bytes.size()) +
+                                  " entries for " + std::to_string(s.devices.size()) + " devices");
+    s.memory_limit = std::make_unique<detail::DeviceMemoryLimit>(*s.placed, options.memory_limit_bytes);
+    s.placed->set_observer(s.memory_limit.get());
+  }
   Placement start = Placement::single(s.graph, 0);
   if (!options.start_device_of_op.empty()) start.device_of_op = options.start_device_of_op;
   start.enforce_pins(s.graph, s.devices);

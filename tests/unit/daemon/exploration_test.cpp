@@ -28,6 +28,17 @@ class TabularPlacer : public placement::Placer {
   std::unique_ptr<placement::testing::TabularPolicy> table;
 };
 
+// Every op its own group.
+class OneGroupPerOp : public placement::Grouper {
+ public:
+  placement::Grouping group(const placement::OpGraph& graph, const placement::DeviceSet&, std::mt19937_64&) override {
+    placement::Grouping g;
+    g.num_groups = static_cast<int>(graph.ops.size());
+    for (int i = 0; i < g.num_groups; ++i) g.group_of_op.push_back(i);
+    return g;
+  }
+};
+
 // Remembers what the session told it.
 class RecordingAlgorithm : public placement::Algorithm {
  public:
@@ -58,12 +69,12 @@ class Exploration : public ::testing::Test {
   void make_session(std::unique_ptr<placement::Algorithm> algorithm = nullptr, uint64_t memory = 1ull << 30) {
     s.graph = placement::testing::chain(4, 1024);
     s.devices = placement::testing::devices(2, placement::DeviceKind::kCpu, memory);
-    s.grouping = placement::Grouping{{0, 1, 2, 3}, 4};
+    s.grouper = std::make_unique<OneGroupPerOp>();
     s.placer = std::make_unique<TabularPlacer>();
-    s.placer->prepare(*s.graph, *s.grouping, s.devices, s.rng);
+    s.pipeline = std::make_unique<PolicyPipeline>(*s.grouper, *s.placer, *s.graph, s.devices, s.rng);
     if (!algorithm) algorithm = std::make_unique<RecordingAlgorithm>();
     s.algorithm = std::move(algorithm);
-    s.algorithm->reset({s.placer->policy(), s.policy.exploration.failing_reward});
+    s.algorithm->reset({s.pipeline->policy(), s.policy.exploration.failing_reward});
     s.memory_model.emplace(*s.graph, s.devices);
     s.policy.exploration.steps_per_candidate = 4;
     s.policy.exploration.warmup_steps = 1;
