@@ -44,6 +44,25 @@ const CandidateRecord* measured(const Session& s, const std::string& fingerprint
 
 double reward_of(double step_time_s) { return -std::sqrt(step_time_s); }
 
+// A job that did not say how many steps it will run gets its overhead budget as a pace: once the
+// time on exploration candidates exceeds max_overhead_fraction of all measured time, exploration
+// pauses on the best placement, and resumes when the job's own time has brought the fraction down
+// to half of that. The overhead stays bounded whatever the job's length, and a long job keeps
+// improving in bursts. The first few candidates always run: there is no best to fall back on yet.
+constexpr size_t kCandidatesBeforePacing = 3;
+constexpr double kResumeAtFractionOfBudget = 0.5;
+
+bool over_pace(const Session& s) {
+  const ExplorationConfig& e = s.policy.exploration;
+  return s.expected_steps == 0 && s.candidates.size() >= kCandidatesBeforePacing &&
+         s.exploration_seconds > e.max_overhead_fraction * s.measured_seconds;
+}
+
+bool may_resume(const Session& s) {
+  return s.exploration_seconds <=
+         kResumeAtFractionOfBudget * s.policy.exploration.max_overhead_fraction * s.measured_seconds;
+}
+
 // Why exploration should end now, or empty.
 std::string exhausted(const Session& s) {
   const ExplorationConfig& e = s.policy.exploration;
@@ -144,6 +163,7 @@ bool record_report(Session& s, const placement::Measurement& m) {
     if (m.ok && best_time && m.step_time_s > *best_time * (1.0 + e.drift_threshold)) ++s.drift_count;
     else s.drift_count = 0;
     due = s.drift_count >= e.drift_steps;
+    due = due || (s.paused && may_resume(s));
   } else if (s.state == SessionState::kProfiling || exploring(s.state)) {
     due = !m.ok || static_cast<int64_t>(c.step_times.size()) >= e.steps_per_candidate;
   }
@@ -157,9 +177,16 @@ std::optional<Directive> advance_session(Session& s, Store& store) {
   auto current = s.candidates.find(s.current_candidate);
   if (current == s.candidates.end()) return std::nullopt;
 
-  if (s.state == SessionState::kExploiting) {
+  const bool resuming = s.state == SessionState::kExploiting && s.paused && s.drift_count < e.drift_steps;
+  if (resuming) {
+    s.paused = false;
+    s.state = SessionState::kExploring;
+    spdlog::info("job {} '{}': exploration overhead down to {:.1f}% of the job's time; exploring again", s.id, s.job,
+                 100.0 * s.exploration_seconds / s.measured_seconds);
+  } else if (s.state == SessionState::kExploiting) {
     // Drift: what was measured before no longer describes this machine. Re-measure the best,
     // then let the (already trained) policy try a few placements around it.
+    s.paused = false;
     for (auto& [id, c] : s.candidates) c.stale = true;
     s.state = SessionState::kReexploring;
     s.reexplore_left = std::max<int64_t>(3, e.max_candidates / 10);
@@ -170,14 +197,24 @@ std::optional<Directive> advance_session(Session& s, Store& store) {
     return issue(s, current->second.placement, "re-measure", std::nullopt);
   }
 
-  score(s, current->second);
-  if (s.state == SessionState::kReexploring && current->second.reason != "re-measure") --s.reexplore_left;
-  if (s.state == SessionState::kProfiling) s.state = SessionState::kExploring;
-  // The policy's state is written on progress and every 10 candidates (it can be megabytes).
-  persist_session(s, store, s.since_improvement == 0 || s.candidates.size() % 10 == 0);
+  const CandidateRecord* best = nullptr;
+  if (!resuming) {  // the placement that ran was the best, already scored
+    score(s, current->second);
+    if (s.state == SessionState::kReexploring && current->second.reason != "re-measure") --s.reexplore_left;
+    if (s.state == SessionState::kProfiling) s.state = SessionState::kExploring;
+    // The policy's state is written on progress and every 10 candidates (it can be megabytes).
+    persist_session(s, store, s.since_improvement == 0 || s.candidates.size() % 10 == 0);
 
-  const CandidateRecord* best = s.best();
-  if (const std::string why = exhausted(s); !why.empty()) return best ? exploit(s, why) : fall_back(s, why);
+    best = s.best();
+    if (const std::string why = exhausted(s); !why.empty()) return best ? exploit(s, why) : fall_back(s, why);
+    if (best && s.state == SessionState::kExploring && over_pace(s)) {
+      s.paused = true;
+      return exploit(s, "paused: exploration took " +
+                            std::to_string(static_cast<int>(100.0 * s.exploration_seconds / s.measured_seconds)) +
+                            "% of the job's time (max_overhead_fraction; the job gave no expected_steps)");
+    }
+  }
+  best = s.best();
 
   for (int attempt = 0; attempt < kSamplesPerAdvance; ++attempt) {
     PolicyPipeline::Sample sample = s.pipeline->sample(s.rng);

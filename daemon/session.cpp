@@ -86,7 +86,9 @@ json Session::summary() const {
   double budget_used = e.max_candidates > 0 ? static_cast<double>(candidates.size()) / e.max_candidates : 1.0;
   if (expected_steps > 0 && e.max_overhead_fraction > 0)
     budget_used = std::max(budget_used, exploration_steps / (e.max_overhead_fraction * expected_steps));
-  if (state == SessionState::kExploiting || state == SessionState::kDetached) budget_used = 1.0;
+  if (expected_steps == 0 && e.max_overhead_fraction > 0 && measured_seconds > 0)
+    budget_used = std::max(budget_used, exploration_seconds / (e.max_overhead_fraction * measured_seconds));
+  if ((state == SessionState::kExploiting && !paused) || state == SessionState::kDetached) budget_used = 1.0;
   const auto end = detached_steady ? *detached_steady : std::chrono::steady_clock::now();
   const auto uptime = std::chrono::duration<double>(end - attached_steady).count();
   return {{"id", id},
@@ -112,6 +114,7 @@ json Session::summary() const {
           {"exploration_steps", exploration_steps},
           {"expected_steps", expected_steps},
           {"budget_used", std::min(budget_used, 1.0)},
+          {"paused", paused},
           {"speedup", speedup},
           {"steps_to_within_2pct", steps_to_2pct},
           {"seconds_to_within_2pct", seconds_to_2pct},

@@ -103,6 +103,9 @@ struct Session {
   /// not the best being exploited, not a re-measurement of it).
   uint64_t exploration_steps = 0;
   double exploration_seconds = 0.0;
+  /// Exploiting only until the job's time brings exploration back under its pace (jobs without
+  /// expected_steps); exploration then resumes.
+  bool paused = false;
   /// Policy samples the memory model rejected before they ran, and the devices at fault.
   uint64_t rejected = 0;
   std::map<std::string, uint64_t> rejected_by_device;

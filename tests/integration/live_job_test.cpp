@@ -28,11 +28,14 @@ using testing::DaemonProcess;
 
 // Short candidates so a test sees many swaps in few steps; one group per op, so the policy has
 // many placements to propose.
-DaemonOptions fast_exploration(int64_t max_candidates = 12) {
+// Without expected_steps the overhead budget paces exploration by the job's time; 1.0 turns that
+// off for tests that want many swaps in few steps.
+DaemonOptions fast_exploration(int64_t max_candidates = 12, double max_overhead_fraction = 1.0) {
   DaemonOptions o;
   o.log_level = "info";
   o.extra = "[policy]\ngrouper = \"none\"\n[exploration]\nsteps_per_candidate = 3\nwarmup_steps = 1\nmax_candidates = " +
-            std::to_string(max_candidates) + "\nconverge_candidates = 0\n";
+            std::to_string(max_candidates) + "\nconverge_candidates = 0\nmax_overhead_fraction = " +
+            std::to_string(max_overhead_fraction) + "\n";
   return o;
 }
 
@@ -155,7 +158,12 @@ TEST(LiveJob, AnEngineeredOutOfMemoryOnASmallDeviceLosesNoBatch) {
   live.socket_path = daemon.socket;
   live.memory_limit_bytes = {0, 64 << 10};
   JobStats stats;
-  const auto with_oom = train("two_tower", live, 60, mean_square, &stats);
+  // A few milliseconds per step, as real models take, so placementd's candidates arrive in time.
+  auto slow_loss = [](const std::vector<c10::IValue>& out) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    return mean_square(out);
+  };
+  const auto with_oom = train("two_tower", live, 60, slow_loss, &stats);
   EXPECT_GT(stats.retried_steps, 0u) << "no candidate ran out of memory on cpu:1; " << daemon.log();
   EXPECT_EQ(stats.steps, 60u) << "every batch trained exactly once";
   EXPECT_NE(daemon.log().find("out of memory on cpu:1 (its memory limit)"), std::string::npos) << daemon.log();
@@ -223,8 +231,7 @@ std::string read_file(const std::string& path) {
 }
 
 TEST(LiveJob, TwoExampleJobsAtOnceSwapPlacementsAndTrainExactlyLikeRunsWithoutPlacementd) {
-  DaemonOptions options = fast_exploration();
-  options.extra += "max_overhead_fraction = 0.5\n";
+  DaemonOptions options = fast_exploration(12, 0.5);
   DaemonProcess daemon(options);
   daemon.start();
   const std::string dir = daemon.dir;

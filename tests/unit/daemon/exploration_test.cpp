@@ -81,6 +81,7 @@ class Exploration : public ::testing::Test {
     s.policy.exploration.max_candidates = 10;
     s.policy.exploration.converge_candidates = 0;
     s.policy.exploration.drift_steps = 3;
+    s.policy.exploration.max_overhead_fraction = 1.0;  // no pacing, unless a test sets one
   }
   RecordingAlgorithm& recorder() { return static_cast<RecordingAlgorithm&>(*s.algorithm); }
 
@@ -221,6 +222,47 @@ TEST_F(Exploration, ExpectedStepsBoundTheExplorationOverhead) {
   EXPECT_GE(s.exploration_steps, 10u);
   EXPECT_LE(s.exploration_steps, 12u);
   EXPECT_EQ(s.summary()["budget_used"].get<double>(), 1.0);
+}
+
+TEST_F(Exploration, WithoutExpectedStepsExplorationIsPacedByTheJobsTime) {
+  make_session();
+  s.policy.exploration.max_candidates = 1000;
+  s.policy.exploration.max_overhead_fraction = 0.25;
+  std::optional<Directive> d = start_session(s);
+  while (d && s.state != SessionState::kExploiting) d = run_candidate(*d);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->reason, "best");
+  EXPECT_TRUE(s.paused);
+  EXPECT_TRUE(s.summary()["paused"].get<bool>());
+  EXPECT_GE(s.candidates.size(), 3u) << "the first candidates always run";
+  EXPECT_GT(s.exploration_seconds, 0.25 * s.measured_seconds);
+
+  for (int cycle = 0; cycle < 2; ++cycle) {
+    // The job trains on the best; exploration resumes once its share is down to half the budget.
+    const double best_time = *s.best()->median(1);
+    for (int guard = 0; !record_report(s, {d->placement_id, step++, best_time, true, ""}); ++guard)
+      ASSERT_LT(guard, 100000) << "never resumed";
+    EXPECT_LE(s.exploration_seconds, 0.125 * s.measured_seconds);
+    EXPECT_GT(s.exploration_seconds, 0.125 * (s.measured_seconds - best_time)) << "resumes at the first chance";
+    d = advance_session(s, *store);
+    ASSERT_TRUE(d);
+    EXPECT_EQ(s.state, SessionState::kExploring);
+    EXPECT_FALSE(s.paused);
+    EXPECT_EQ(d->reason, "policy");
+    // New candidates until the pace is exceeded again, by at most the last candidate's time.
+    const size_t before = s.candidates.size();
+    double last_candidate = 0;
+    while (d && s.state != SessionState::kExploiting) {
+      const double explored = s.exploration_seconds;
+      d = run_candidate(*d);
+      last_candidate = s.exploration_seconds - explored;
+    }
+    ASSERT_TRUE(d);
+    EXPECT_TRUE(s.paused) << "cycle " << cycle;
+    EXPECT_GT(s.candidates.size(), before);
+    EXPECT_GT(s.exploration_seconds, 0.25 * s.measured_seconds);
+    EXPECT_LE(s.exploration_seconds - last_candidate, 0.25 * (s.measured_seconds - last_candidate));
+  }
 }
 
 TEST_F(Exploration, StopsEarlyWhenCandidatesStopImproving) {
