@@ -8,16 +8,22 @@
 //     is memcpy; migration also allocates its destination).
 //     Target: >= 80% of the copy bandwidth.
 //
-//   live_bench [MODEL_DIR]   (default: traces the small test models)
+//     With --devices A,B (e.g. cpu,cuda:0 on the GPU machine) migration runs between those two and
+//     the copy goes from a buffer on A into one on B, so the link is the real one.
+//
+//   live_bench [MODEL_DIR] [--devices A,B]   (default: traces the small test models; cpu:0,cpu:1)
 
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
+#include <stdexcept>
 #include <thread>
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 #include <torch/csrc/jit/serialization/import.h>
+#include <torch/cuda.h>
 #include <torch/optim/adam.h>
 
 #include "bench_util.h"
@@ -89,22 +95,31 @@ void overhead(const std::string& dir, const std::string& name, const std::string
   live.detach();
 }
 
-void migration(const std::string& dir, const std::string& name) {
+void migration(const std::string& dir, const std::string& name, const std::vector<std::string>& devices) {
   Model m = load(dir, name);
   const placement::OpGraph graph = placement::capture(m.module, m.inputs);
-  placement::PlacedModule placed(m.module, graph, placement::job_devices({}, 0));
+  // Memory only matters to placementd's memory model, which this does not consult.
+  placement::PlacedModule placed(m.module, graph, placement::job_devices(devices, 1ull << 30));
+  const bool cuda = placed.physical_device(0).is_cuda() || placed.physical_device(1).is_cuda();
   const placement::Placement on0 = placement::Placement::single(graph, 0), on1 = placement::Placement::single(graph, 1);
   uint64_t bytes = 0;
   for (const at::Tensor& p : placed.parameters()) bytes += static_cast<uint64_t>(p.numel()) * p.element_size();
   std::vector<double> migrate_bw, copy_bw;
-  const at::Tensor block = at::empty({static_cast<int64_t>(bytes)}, at::kByte).fill_(1);
-  at::Tensor target = at::zeros_like(block);
+  const at::Tensor block =
+      at::empty({static_cast<int64_t>(bytes)}, at::TensorOptions(placed.physical_device(0)).dtype(at::kByte)).fill_(1);
+  at::Tensor target = at::zeros({static_cast<int64_t>(bytes)}, at::TensorOptions(placed.physical_device(1)).dtype(at::kByte));
+  auto sync = [cuda] {
+    if (cuda) torch::cuda::synchronize();
+  };
   for (int round = 0; round < 20; ++round) {
+    sync();
     auto t = Clock::now();
     const placement::MigrationStats s = placed.set_placement(round % 2 == 0 ? on1 : on0);
+    sync();
     migrate_bw.push_back(s.bytes / seconds(t));
     t = Clock::now();
     target.copy_(block);
+    sync();
     copy_bw.push_back(bytes / seconds(t));
   }
   const double mb = median(migrate_bw), cb = median(copy_bw);
@@ -115,7 +130,22 @@ void migration(const std::string& dir, const std::string& name) {
 
 int main(int argc, char** argv) {
   try {
-    const std::string dir = argc > 1 ? argv[1] : placement::bench::trace_models(SOURCE_DIR, "live_bench");
+    std::string dir;
+    std::vector<std::string> devices = {"cpu:0", "cpu:1"};
+    for (int i = 1; i < argc; ++i) {
+      const std::string arg = argv[i];
+      if (arg == "--devices" && i + 1 < argc) {
+        devices.clear();
+        std::stringstream list(argv[++i]);
+        for (std::string d; std::getline(list, d, ',');) devices.push_back(d);
+        if (devices.size() != 2) throw std::invalid_argument("--devices takes two devices, e.g. cpu,cuda:0");
+      } else if (dir.empty() && arg.rfind("--", 0) != 0) {
+        dir = arg;
+      } else {
+        throw std::invalid_argument("usage: live_bench [MODEL_DIR] [--devices A,B]");
+      }
+    }
+    if (dir.empty()) dir = placement::bench::trace_models(SOURCE_DIR, "live_bench");
     placement::testing::DaemonOptions options;
     options.log_level = "warn";
     options.extra = "[exploration]\nmax_candidates = 1\n";
@@ -125,9 +155,9 @@ int main(int argc, char** argv) {
     std::printf("%-12s %10s %10s %10s %14s %14s\n", "model", "engine", "job alone", "job live", "SDK overhead",
                 "with daemon");
     for (const char* name : {"mlp", "two_tower", "gnmt_small"}) overhead(dir, name, daemon.socket);
-    std::printf("\nmigration between two logical CPU devices (all parameters), median of 20\n");
-    std::printf("%-12s %10s %14s %14s %9s\n", "model", "MB", "migrate GB/s", "memcpy GB/s", "ratio");
-    for (const char* name : {"two_tower", "gnmt_example", "resnet18", "bert_small"}) migration(dir, name);
+    std::printf("\nmigration %s -> %s and back (all parameters), median of 20\n", devices[0].c_str(), devices[1].c_str());
+    std::printf("%-12s %10s %14s %14s %9s\n", "model", "MB", "migrate GB/s", "copy GB/s", "ratio");
+    for (const char* name : {"two_tower", "gnmt_example", "resnet18", "bert_small"}) migration(dir, name, devices);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "live_bench: %s\n", e.what());
     return 1;

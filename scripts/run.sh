@@ -38,7 +38,7 @@ echo "== tracing the example model (tests/models/make_models.py, Debian's python
 /usr/bin/python3 "$root/tests/models/make_models.py" "$work/models" "${example}_example" >/dev/null
 
 # CUDA devices need the GPU build and their memory given (JobOptions::memory_bytes); the live GPU
-# run is scripts/gpu-live.sh's, not this one's.
+# run is scripts/gpu-run.sh's, not this one's.
 devices=cpu:0,cpu:1
 echo "== placementd (default config $root/etc/placementd.toml, socket $socket)"
 "$build/bin/placementd" --config "$root/etc/placementd.toml" --socket "$socket" --state-dir "$work/state" \

@@ -98,6 +98,8 @@ bool parse_options(int argc, char** argv, const std::string& name, const std::st
   app.add_option("--job", o->job, "job name")->capture_default_str();
   app.add_option("--socket", o->socket, "placementd socket (default: $PLACEMENTD_SOCKET or the system default)");
   app.add_option("--devices", o->devices, "devices (default: cpu:0,cpu:1)")->delimiter(',');
+  app.add_option("--memory-gib", o->memory_gib, "memory per device for placementd's memory model (needed for cuda)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--log-every", o->log_every, "print progress every N steps")->capture_default_str();
   app.add_option("--seed", o->seed, "data and initialisation seed")->capture_default_str();
   app.add_option("--start", o->start, "start placement")->check(CLI::IsMember({"first", "interleaved"}))->capture_default_str();
@@ -121,6 +123,7 @@ int run_live(const LiveOptions& o, const ExampleModel& m) {
     placement::JobOptions options;
     options.socket_path = o.socket;
     options.devices = o.devices;
+    options.memory_bytes = static_cast<uint64_t>(o.memory_gib * static_cast<double>(1ull << 30));
     options.expected_steps = static_cast<uint64_t>(o.steps);
     options.use_daemon = o.use_daemon;
     if (o.start == "interleaved") {

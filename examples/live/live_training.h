@@ -16,6 +16,9 @@ struct LiveOptions {
   std::string job;    // job name shown by placementctl
   std::string socket;
   std::vector<std::string> devices;
+  /// Memory per device for placementd's memory model, GiB (0: CPU devices share the host's; CUDA
+  /// devices need it).
+  double memory_gib = 0.0;
   int64_t steps = 300;
   int64_t log_every = 50;
   uint64_t seed = 0;
