@@ -179,6 +179,37 @@ TEST(LiveJob, AnEngineeredOutOfMemoryOnASmallDeviceLosesNoBatch) {
   EXPECT_THROW(train("two_tower", on_small, 1, mean_square), std::runtime_error);
 }
 
+TEST(LiveJob, AStoredBestThatNoLongerFitsFallsBackToTheJobsOwnPlacement) {
+  DaemonProcess daemon(fast_exploration());
+  daemon.start();
+  Model m = load("two_tower");
+  const size_t ops = Job("probe", m.module, m.inputs, [] {
+                       JobOptions o;
+                       o.use_daemon = false;
+                       return o;
+                     }()).placement().device_of_op.size();
+  // Run 1: cpu:0 holds nothing (1-byte limit), the job starts all on cpu:1, so the best placementd
+  // measures — and stores — is all on cpu:1.
+  JobOptions first;
+  first.socket_path = daemon.socket;
+  first.memory_limit_bytes = {1, 0};
+  first.start_device_of_op.assign(ops, 1);
+  train("two_tower", first, 20, mean_square);
+  // Run 2: now cpu:1 is the one without memory. placementd's first directive is the stored best,
+  // which fails at once; the job falls back to its own placement and loses no batch.
+  JobOptions second;
+  second.socket_path = daemon.socket;
+  second.memory_limit_bytes = {0, 1};
+  JobStats stats;
+  const auto trained = train("two_tower", second, 10, mean_square, &stats);
+  EXPECT_NE(daemon.log().find("stored best placement found"), std::string::npos) << daemon.log();
+  EXPECT_GE(stats.retried_steps, 1u);
+  EXPECT_EQ(stats.steps, 10u);
+  JobOptions alone;
+  alone.use_daemon = false;
+  expect_bitwise_equal(trained, train("two_tower", alone, 10, mean_square));
+}
+
 TEST(LiveJob, KeepsTrainingWithoutTheDaemonAndReattachesWhenItIsBack) {
   DaemonProcess daemon(fast_exploration(1000));
   JobOptions live;

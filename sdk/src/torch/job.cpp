@@ -132,6 +132,9 @@ Job::Job(std::string name, const torch::jit::Module& module, const std::vector<a
   start.enforce_pins(s.graph, s.devices);
   s.placed->set_placement(start);
   s.current = {start, 0, 0, "own", ""};
+  // The job's own placement is where a failing first directive (a stored best that no longer fits,
+  // say) falls back to: a failure under it is the model's, not placementd's.
+  s.last_good = s.current;
   if (!options.use_daemon) return;
   JobChannelOptions channel;
   channel.socket_path = options.socket_path;
