@@ -24,6 +24,13 @@ json ask(const Globals& g, MessageType type, const json& body, MessageType reply
   return client.request(type, body, reply);
 }
 
+// "exploiting (paused)" while a job of unknown length waits for its exploration pace to allow more.
+std::string state_of(const json& job) {
+  std::string state = job["state"].get<std::string>();
+  if (job.value("paused", false)) state += " (paused)";
+  return state;
+}
+
 std::string seconds(const json& value) {
   if (!value.is_number()) return "-";
   const double s = value.get<double>();
@@ -83,7 +90,7 @@ int jobs(const Globals& g, bool all, bool finished) {
   Table t({"ID", "NAME", "UID", "STATE", "STEPS", "CANDIDATES", "START", "BEST", "SPEEDUP", "OVERHEAD", "BUDGET"});
   for (const json& j : list["jobs"]) {
     t.add({std::to_string(j["id"].get<uint64_t>()), j["name"].get<std::string>(), std::to_string(j["uid"].get<uint64_t>()),
-           j["state"].get<std::string>(), std::to_string(j["steps"].get<uint64_t>()),
+           state_of(j), std::to_string(j["steps"].get<uint64_t>()),
            std::to_string(j["candidates_tried"].get<uint64_t>()), seconds(j["start_step_time_s"]),
            seconds(j["best_step_time_s"]), speedup(j), format_percent(j["exploration_overhead"].get<double>()),
            progress_bar(j["budget_used"].get<double>(), 10)});
@@ -99,7 +106,7 @@ int job_show(const Globals& g, uint64_t id, const std::string& plot_path) {
     return 0;
   }
   Table head({"job " + std::to_string(id), j["name"].get<std::string>()});
-  head.add({"state", j["state"].get<std::string>()});
+  head.add({"state", state_of(j)});
   head.add({"uid / pid", std::to_string(j["uid"].get<uint64_t>()) + " / " + std::to_string(j["pid"].get<int64_t>())});
   head.add({"graph", j["fingerprint"].get<std::string>() + " (" + std::to_string(j["ops"].get<uint64_t>()) + " ops, " +
                          std::to_string(j["groups"].get<int64_t>()) + " groups)"});
