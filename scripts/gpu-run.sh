@@ -2,7 +2,8 @@
 # The GPU run (issues #3 and #5): on a machine with a CUDA GPU and the pip LibTorch (see
 # ../shared/gpu/README.md: run ../shared/gpu/stage-deps.sh on the development machine and copy
 # .gpu-deps/ along), build against that LibTorch, run the test suite, then placementd with the live
-# example jobs on `cpu,cuda:0`, live_bench, and write what was measured — with the date, the
+# example jobs on `cpu,cuda:0`, the engine overhead on cuda:0 at the papers' batch sizes, live_bench,
+# and write what was measured — with the date, the
 # hardware and the commit — to OUT/gpu-run.md. Its figures go into docs/benchmarks.md.
 #
 #   scripts/gpu-run.sh [--out DIR] [--devices LIST] [--memory-gib G] [--steps N]
@@ -108,6 +109,21 @@ done
 "$build/bin/placementctl" --socket "$socket" --json jobs --finished >"$out/jobs.json"
 "$build/bin/placementctl" --socket "$socket" jobs show 1 --plot "$out/inception-curve.svg" >"$out/inception-show.txt"
 "$build/bin/placementctl" --socket "$socket" jobs show 2 --plot "$out/gnmt-curve.svg" >"$out/gnmt-show.txt"
+
+echo "== engine overhead on ${devices##*,}"
+models=(mlp two_tower gnmt_small bert_small resnet18)
+if [[ $devices == *cuda* ]]; then  # the papers' sizes only where they take seconds, not hours
+  big=(inception_v3 inception_v3_bs32 resnet50_bs64 gnmt4_bs256)
+  "$python" "$root/tests/models/make_models.py" "$work/models" "${big[@]}" >/dev/null
+  models+=("${big[@]}")
+fi
+"$build/bin/engine_overhead_bench" --device "${devices##*,}" "$work/models" "${models[@]}" >"$out/engine_overhead.log" 2>&1 || true
+log "## engine overhead (plain module vs PlacedModule, all on ${devices##*,})"
+log
+log '```'
+tee -a "$report" <"$out/engine_overhead.log" >/dev/null
+log '```'
+log
 
 echo "== live_bench"
 "$build/bin/live_bench" "$work/models" --devices "$(echo "$devices" | cut -d, -f1,2)" >"$out/live_bench.log" 2>&1 || true

@@ -196,6 +196,11 @@ MODELS = {
     "gnmt4_unrolled": (lambda: Gnmt(vocab=32000, hidden=1024, layers=4, unrolled=True), [[1, 40], [1, 40]], "int64"),
     "rnnlm": (lambda: RnnLm(vocab=10000, hidden=2048, layers=2), [[1, 40]], "int64"),
     "bert_base": (lambda: Bert(), [[1, 128]], "int64"),
+    # GPU-bound batches for the engine overhead on a GPU (issue #3; scripts/gpu-run.sh).
+    "inception_v3_bs32": (lambda: torchvision_model("inception_v3", aux_logits=False, init_weights=False),
+                          [[32, 3, 299, 299]], "float32"),
+    "resnet50_bs64": (lambda: torchvision_model("resnet50"), [[64, 3, 224, 224]], "float32"),
+    "gnmt4_bs256": (lambda: Gnmt(vocab=32000, hidden=1024, layers=4), [[256, 40], [256, 40]], "int64"),
 }
 SMALL = ["mlp", "two_tower", "gnmt_small", "gnmt_small_unrolled", "rnnlm_small", "bert_small", "resnet18",
          "control_flow", "gnmt_example", "inception_example"]
