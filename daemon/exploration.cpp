@@ -44,6 +44,25 @@ const CandidateRecord* measured(const Session& s, const std::string& fingerprint
 
 double reward_of(double step_time_s) { return -std::sqrt(step_time_s); }
 
+// "All on one device, if it fits" (issue #4: the answer is never worse than that baseline): every op
+// on the first GPU, or on device 0 without one; nullopt when that is what already ran or the memory
+// model says it does not fit.
+std::optional<Placement> single_device_candidate(const Session& s) {
+  int device = 0;
+  for (size_t d = 0; d < s.devices.size(); ++d)
+    if (s.devices.devices[d].kind == placement::DeviceKind::kCuda) {
+      device = static_cast<int>(d);
+      break;
+    }
+  Placement p = Placement::single(*s.graph, device);
+  p.enforce_pins(*s.graph, s.devices);
+  const std::string fingerprint = p.fingerprint();
+  for (const auto& [id, c] : s.candidates)
+    if (c.placement.fingerprint() == fingerprint) return std::nullopt;
+  if (!s.memory_model->check_memory(p).valid) return std::nullopt;
+  return p;
+}
+
 // A job that did not say how many steps it will run gets its overhead budget as a pace: once the
 // time on exploration candidates exceeds max_overhead_fraction of all measured time, exploration
 // pauses on the best placement, and resumes when the job's own time has brought the fraction down
@@ -215,6 +234,10 @@ std::optional<Directive> advance_session(Session& s, Store& store) {
     }
   }
   best = s.best();
+  if (!s.single_device_tried) {
+    s.single_device_tried = true;
+    if (std::optional<Placement> p = single_device_candidate(s)) return issue(s, std::move(*p), "single device", std::nullopt);
+  }
 
   for (int attempt = 0; attempt < kSamplesPerAdvance; ++attempt) {
     PolicyPipeline::Sample sample = s.pipeline->sample(s.rng);

@@ -39,7 +39,7 @@ const char* to_string(SessionState state);
 struct CandidateRecord {
   uint64_t id = 0;
   placement::Placement placement;
-  /// "start", "cached", "policy", "re-measure" (the best again after drift).
+  /// "start", "cached", "single device", "policy", "re-explore", "re-measure" (the best again after drift).
   std::string reason;
   std::vector<double> step_times;
   uint64_t failures = 0;
@@ -106,6 +106,8 @@ struct Session {
   /// Exploiting only until the job's time brings exploration back under its pace (jobs without
   /// expected_steps); exploration then resumes.
   bool paused = false;
+  /// Whether "all on one device" was offered as a candidate (once, right after the start).
+  bool single_device_tried = false;
   /// Policy samples the memory model rejected before they ran, and the devices at fault.
   uint64_t rejected = 0;
   std::map<std::string, uint64_t> rejected_by_device;

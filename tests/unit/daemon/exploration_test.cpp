@@ -125,6 +125,32 @@ TEST_F(Exploration, ProfilesTheJobsOwnPlacementFirstThenSamplesThePolicy) {
   EXPECT_DOUBLE_EQ(stored->step_time_s, 8.0);
 }
 
+TEST_F(Exploration, AllOnOneDeviceIsTriedRightAfterAStartThatSplits) {
+  make_session();
+  s.job_start = Placement{{0, 1, 0, 1}};
+  const auto second = run_candidate(start_session(s));
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->reason, "single device");
+  EXPECT_EQ(second->placement.device_of_op, (std::vector<int>{0, 0, 0, 0}));
+  const auto third = run_candidate(*second);
+  ASSERT_TRUE(third);
+  EXPECT_EQ(third->reason, "policy");
+  EXPECT_TRUE(recorder().observations.empty()) << "neither is a sample of the policy";
+}
+
+TEST_F(Exploration, AllOnOneDeviceIsNotOfferedWhenItDoesNotFit) {
+  make_session(nullptr, 1 << 20);
+  for (auto& op : s.graph->ops) op.parameter_bytes = 100 << 10;
+  s.memory_model.emplace(*s.graph, s.devices);
+  ASSERT_FALSE(s.memory_model->check_memory(Placement::single(*s.graph, 0)).valid) << "premise: one device is too small";
+  ASSERT_TRUE(s.memory_model->check_memory(Placement{{0, 1, 0, 1}}).valid) << "premise: the split fits";
+  s.job_start = Placement{{0, 1, 0, 1}};
+  const auto next = run_candidate(start_session(s));
+  ASSERT_TRUE(next);
+  EXPECT_NE(next->reason, "single device");
+  for (const auto& [id, c] : s.candidates) EXPECT_NE(c.reason, "single device");
+}
+
 TEST_F(Exploration, RewardIsMinusRootOfTheMedianAfterWarmup) {
   make_session();
   const auto second = run_candidate(start_session(s));
