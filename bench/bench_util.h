@@ -22,12 +22,12 @@ inline double median(std::vector<double> v) {
 /// Traces tests/models/make_models.py into a new directory under /tmp (Debian's python3-torch) and
 /// returns it; throws std::runtime_error saying which step failed.
 inline std::string trace_models(const std::string& source_dir, const std::string& prefix) {
-  std::string tmpl = "/tmp/" + prefix + ".XXXXXX";
-  if (::mkdtemp(tmpl.data()) == nullptr)
-    throw std::runtime_error("cannot create a directory from " + tmpl + ": " + std::strerror(errno));
-  const std::string cmd = "/usr/bin/python3 " + source_dir + "/tests/models/make_models.py " + tmpl + " > /dev/null";
+  std::string dir = "/tmp/" + prefix + ".XXXXXX";  // mkdtemp(3) turns the six X's into a unique name
+  if (::mkdtemp(dir.data()) == nullptr)
+    throw std::runtime_error("cannot create a directory under /tmp for " + prefix + ": " + std::strerror(errno));
+  const std::string cmd = "/usr/bin/python3 " + source_dir + "/tests/models/make_models.py " + dir + " > /dev/null";
   if (std::system(cmd.c_str()) != 0) throw std::runtime_error("tracing the test models failed: " + cmd);
-  return tmpl;
+  return dir;
 }
 
 }  // namespace placement::bench

@@ -48,6 +48,16 @@ std::string speedup(const json& job) {
 
 }  // namespace
 
+std::string describe_warm_start(const json& w) {
+  if (!w["skipped"].is_null()) return "skipped: " + w["skipped"].get<std::string>();
+  std::string baseline = w["baseline"].get<std::string>();
+  if (w["baseline_step_time_s"].is_number()) baseline += " (" + seconds(w["baseline_step_time_s"]) + ")";
+  char probabilities[64];
+  std::snprintf(probabilities, sizeof(probabilities), "per-group probability %.2f -> %.2f",
+                w["probability_before"].get<double>(), w["probability_after"].get<double>());
+  return "imitated " + baseline + " in " + std::to_string(w["steps"].get<int64_t>()) + " steps; " + probabilities;
+}
+
 int status(const Globals& g) {
   const json s = ask(g, MessageType::kStatus, json::object(), MessageType::kStatusReply);
   if (g.json) {
@@ -112,17 +122,7 @@ int job_show(const Globals& g, uint64_t id, const std::string& plot_path) {
                          std::to_string(j["groups"].get<int64_t>()) + " groups)"});
   head.add({"policy", j["grouper"].get<std::string>() + " / " + j["placer"].get<std::string>() + " / " +
                           j["algorithm"].get<std::string>()});
-  if (const json& w = j.value("warm_start", json()); w.is_object()) {
-    if (w["skipped"].is_null()) {
-      char line[160];
-      std::snprintf(line, sizeof(line), "imitated %s in %llu steps (per-group probability %.2f -> %.2f)",
-                    w["baseline"].get<std::string>().c_str(), static_cast<unsigned long long>(w["steps"].get<uint64_t>()),
-                    w["probability_before"].get<double>(), w["probability_after"].get<double>());
-      head.add({"warm start", line});
-    } else {
-      head.add({"warm start", "skipped: " + w["skipped"].get<std::string>()});
-    }
-  }
+  if (const json& w = j.value("warm_start", json()); w.is_object()) head.add({"warm start", describe_warm_start(w)});
   head.add({"steps", std::to_string(j["steps"].get<uint64_t>()) + " (" + std::to_string(j["failed_steps"].get<uint64_t>()) + " failed)"});
   head.add({"start / best", seconds(j["start_step_time_s"]) + " / " + seconds(j["best_step_time_s"]) + " (" + speedup(j) + ")"});
   head.add({"exploration overhead", format_percent(j["exploration_overhead"].get<double>())});

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace placementctl {
 
 struct Globals {
@@ -44,5 +46,9 @@ struct OptimizeArgs {
 };
 /// Offline: trains the policy against the simulator and compares it with the baselines.
 int optimize(const Globals& g, const OptimizeArgs& args);
+
+/// One line on what a warm start did, from its JSON (jobs show, optimize): "imitated metis in 12
+/// steps; per-group probability 0.50 -> 0.91" or "skipped: <why>".
+std::string describe_warm_start(const nlohmann::json& warm_start);
 
 }  // namespace placementctl

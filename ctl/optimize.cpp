@@ -57,16 +57,6 @@ void apply_settings(const std::vector<std::string>& settings, placementd::offlin
 
 json seconds_or_null(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
 
-json warm_start_json(const std::optional<placementd::offline::ImitationResult>& w) {
-  if (!w) return nullptr;
-  json j{{"baseline", w->baseline},
-         {"baseline_step_time_s", seconds_or_null(w->baseline_step_time_s)},
-         {"steps", w->steps},
-         {"probability_before", w->probability_before},
-         {"probability_after", w->probability_after}};
-  j["skipped"] = w->skipped.empty() ? json(nullptr) : json(w->skipped);
-  return j;
-}
 
 }  // namespace
 
@@ -138,7 +128,7 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
                        r.evaluations_to_within_2pct ? json(*r.evaluations_to_within_2pct) : json(nullptr)},
                       {"invalid_rejected", r.invalid_rejected},
                       {"invalid_by_device", r.invalid_by_device},
-                      {"warm_start", warm_start_json(r.imitation)},
+                      {"warm_start", r.imitation ? placementd::offline::to_json(*r.imitation) : json(nullptr)},
                       {"best_so_far_s", curve},
                       {"wall_s", r.wall_s}}
                      .dump(2)
@@ -149,18 +139,7 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
   std::cout << simulator.graph().name << ": " << simulator.graph().ops.size() << " ops in " << r.num_groups
             << " groups on " << devices.size() << " devices; " << a.grouper << " + " << a.placer << " + "
             << a.algorithm << ", seed " << a.seed << ", noise " << a.noise * 100 << "%\n\n";
-  if (r.imitation) {
-    if (!r.imitation->skipped.empty()) {
-      std::cout << "warm start skipped: " << r.imitation->skipped << "\n\n";
-    } else {
-      char line[160];
-      std::snprintf(line, sizeof(line), "warm start: imitated %s (%s) in %lld steps; per-group probability %.2f -> %.2f\n\n",
-                    r.imitation->baseline.c_str(), format_seconds(r.imitation->baseline_step_time_s).c_str(),
-                    static_cast<long long>(r.imitation->steps), r.imitation->probability_before,
-                    r.imitation->probability_after);
-      std::cout << line;
-    }
-  }
+  if (r.imitation) std::cout << "warm start: " << describe_warm_start(placementd::offline::to_json(*r.imitation)) << "\n\n";
   std::cout << "learning curve (best simulated step time after N candidates):\n";
   Table curve({"CANDIDATES", "BEST"});
   for (int64_t n : {1, 10, 25, 50, 100, 200, 500, 1000, 2000, 5000, 10000})

@@ -216,7 +216,6 @@ std::optional<Directive> advance_session(Session& s, Store& store) {
     return issue(s, current->second.placement, "re-measure", std::nullopt);
   }
 
-  const CandidateRecord* best = nullptr;
   if (!resuming) {  // the placement that ran was the best, already scored
     score(s, current->second);
     if (s.state == SessionState::kReexploring && current->second.reason != "re-measure") --s.reexplore_left;
@@ -224,16 +223,15 @@ std::optional<Directive> advance_session(Session& s, Store& store) {
     // The policy's state is written on progress and every 10 candidates (it can be megabytes).
     persist_session(s, store, s.since_improvement == 0 || s.candidates.size() % 10 == 0);
 
-    best = s.best();
-    if (const std::string why = exhausted(s); !why.empty()) return best ? exploit(s, why) : fall_back(s, why);
-    if (best && s.state == SessionState::kExploring && over_pace(s)) {
+    const bool any_best = s.best() != nullptr;
+    if (const std::string why = exhausted(s); !why.empty()) return any_best ? exploit(s, why) : fall_back(s, why);
+    if (any_best && s.state == SessionState::kExploring && over_pace(s)) {
       s.paused = true;
       return exploit(s, "paused: exploration took " +
                             std::to_string(static_cast<int>(100.0 * s.exploration_seconds / s.measured_seconds)) +
                             "% of the job's time (max_overhead_fraction; the job gave no expected_steps)");
     }
   }
-  best = s.best();
   if (!s.single_device_tried) {
     s.single_device_tried = true;
     if (std::optional<Placement> p = single_device_candidate(s)) return issue(s, std::move(*p), "single device", std::nullopt);
@@ -243,13 +241,10 @@ std::optional<Directive> advance_session(Session& s, Store& store) {
     PolicyPipeline::Sample sample = s.pipeline->sample(s.rng);
     placement::Action action = std::move(sample.action);
     Placement p = std::move(sample.placement);
-    p.enforce_pins(*s.graph, s.devices);
-    p.validate(*s.graph, s.devices);
     const sim::SimulationResult memory = s.memory_model->check_memory(p);
     if (!memory.valid) {
       ++s.rejected;
-      for (size_t d = 0; d < memory.memory.size(); ++d)
-        if (memory.memory[d].peak() > memory.memory[d].capacity) ++s.rejected_by_device[s.devices.devices[d].name()];
+      for (size_t d : memory.over_capacity()) ++s.rejected_by_device[s.devices.devices[d].name()];
       s.algorithm->observe(action, e.failing_reward, false);
       continue;
     }
@@ -262,7 +257,7 @@ std::optional<Directive> advance_session(Session& s, Store& store) {
     return issue(s, std::move(p), s.state == SessionState::kReexploring ? "re-explore" : "policy", std::move(action));
   }
   const std::string why = "the policy only proposes placements already measured or rejected";
-  return best ? exploit(s, why) : fall_back(s, why);
+  return s.best() ? exploit(s, why) : fall_back(s, why);
 }
 
 bool persist_session(Session& s, Store& store, bool with_policy) {

@@ -113,7 +113,10 @@ PolicyPipeline::Sample PolicyPipeline::sample(std::mt19937_64& rng) {
     placer_.prepare(graph_, grouping_, devices_, rng);
   }
   const std::vector<int> devices = placer_.place(rng);
-  return {action_for(devices), placement::Placement::from_groups(grouping_, devices)};
+  placement::Placement p = placement::Placement::from_groups(grouping_, devices);
+  p.enforce_pins(graph_, devices_);
+  p.validate(graph_, devices_);
+  return {action_for(devices), std::move(p)};
 }
 
 Action PolicyPipeline::action_for(const std::vector<int>& device_of_group) const {

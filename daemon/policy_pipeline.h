@@ -31,7 +31,7 @@ class PolicyPipeline {
   struct Sample {
     /// What the algorithm observes (device per group, preceded by the grouping when it is learned).
     placement::Action action;
-    /// Device per op (pins not yet enforced).
+    /// Device per op, pins enforced, checked against the graph and devices.
     placement::Placement placement;
   };
   /// Draws one candidate.

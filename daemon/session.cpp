@@ -70,8 +70,6 @@ json Session::summary() const {
   json speedup = nullptr;
   if (!start.is_null() && !best_time.is_null() && best_time.get<double>() > 0)
     speedup = start.get<double>() / best_time.get<double>();
-  // How much of the exploration budget is spent: candidates against max_candidates, and steps
-  // against max_overhead_fraction of the steps the job said it will run.
   // When the search first got within 2% of the best it has now (issue #5's convergence figure).
   json steps_to_2pct = nullptr, seconds_to_2pct = nullptr;
   if (b)
@@ -82,6 +80,9 @@ json Session::summary() const {
       seconds_to_2pct = *c.measured_at_s;
       break;
     }
+  // How much of the exploration budget is spent: candidates against max_candidates, and steps
+  // against max_overhead_fraction of the steps the job said it will run (or, without them, of the
+  // time measured so far: the pace).
   const auto& e = policy.exploration;
   double budget_used = e.max_candidates > 0 ? static_cast<double>(candidates.size()) / e.max_candidates : 1.0;
   if (expected_steps > 0 && e.max_overhead_fraction > 0)
@@ -144,14 +145,7 @@ json Session::detail() const {
   for (const auto& d : devices.devices) j["device_names"].push_back(d.name());
   j["stray_reports"] = stray_reports;
   j["rejected_by_device"] = rejected_by_device;
-  if (warm_start)
-    j["warm_start"] = {{"baseline", warm_start->baseline},
-                       {"steps", warm_start->steps},
-                       {"probability_before", warm_start->probability_before},
-                       {"probability_after", warm_start->probability_after},
-                       {"skipped", warm_start->skipped.empty() ? json(nullptr) : json(warm_start->skipped)}};
-  else
-    j["warm_start"] = nullptr;
+  j["warm_start"] = warm_start ? offline::to_json(*warm_start) : json(nullptr);
   return j;
 }
 

@@ -81,7 +81,7 @@ if ((!skip_tests)); then
   log
 fi
 
-work=$(mktemp -d /tmp/placementd-gpu.XXXXXX)
+work=$(mktemp -d -t placementd-gpu.XXXXXX)  # mktemp fills in the X's
 socket=$work/placementd.sock
 cleanup() {
   [ -n "${daemon:-}" ] && kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null

@@ -19,8 +19,7 @@ std::optional<double> evaluate(const sim::Simulator& simulator, const Placement&
   const sim::SimulationResult memory = simulator.check_memory(placement);
   if (!memory.valid) {
     if (rejected_on)
-      for (size_t d = 0; d < memory.memory.size(); ++d)
-        if (memory.memory[d].peak() > memory.memory[d].capacity) ++(*rejected_on)[simulator.devices().devices[d].name()];
+      for (size_t d : memory.over_capacity()) ++(*rejected_on)[simulator.devices().devices[d].name()];
     if (why) *why = memory.invalid_reason;
     return std::nullopt;
   }
@@ -74,9 +73,7 @@ OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& r
   for (int64_t i = 0; i < budget; ++i) {
     const PolicyPipeline::Sample sample = pipeline.sample(rng);
     const std::vector<int>& action = sample.action;
-    Placement candidate = sample.placement;
-    candidate.enforce_pins(graph, devices);
-    candidate.validate(graph, devices);
+    const Placement& candidate = sample.placement;
     Evaluation e;
     e.step_time_s = evaluate(simulator, candidate, &result.invalid_by_device);
     if (!e.step_time_s) {

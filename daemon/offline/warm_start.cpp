@@ -15,6 +15,16 @@ double per_group_probability(placement::TrainablePolicy& policy, const std::vect
 
 }  // namespace
 
+nlohmann::json to_json(const ImitationResult& r) {
+  using nlohmann::json;
+  return {{"baseline", r.baseline},
+          {"baseline_step_time_s", r.baseline_step_time_s ? json(*r.baseline_step_time_s) : json(nullptr)},
+          {"steps", r.steps},
+          {"probability_before", r.probability_before},
+          {"probability_after", r.probability_after},
+          {"skipped", r.skipped.empty() ? json(nullptr) : json(r.skipped)}};
+}
+
 ImitationResult imitate(placement::TrainablePolicy& policy, const std::vector<int>& target,
                         const ImitationOptions& options) {
   ImitationResult r;

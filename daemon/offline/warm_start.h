@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "placement/placement.h"
 #include "placement/policy.h"
 #include "plugin_registry.h"
@@ -41,6 +43,10 @@ struct ImitationResult {
   /// when it was.
   std::string skipped;
 };
+
+/// {baseline, baseline_step_time_s, steps, probability_before, probability_after, skipped}; the
+/// optional ones are null when absent (placementctl optimize --json, jobs show).
+nlohmann::json to_json(const ImitationResult& result);
 
 /// Cross-entropy steps raising log π(target) until the per-group probability reaches
 /// options.target_probability or options.max_steps were taken.

@@ -44,6 +44,14 @@ struct SimulationResult {
   std::vector<MemoryUse> memory;
   uint64_t transferred_bytes = 0;
   size_t transfers = 0;
+
+  /// Indices of the devices whose peak memory exceeds their capacity (why it is invalid).
+  std::vector<size_t> over_capacity() const {
+    std::vector<size_t> out;
+    for (size_t d = 0; d < memory.size(); ++d)
+      if (memory[d].peak() > memory[d].capacity) out.push_back(d);
+    return out;
+  }
 };
 
 /// Model (documented in docs/simulator.md): each device (all CPU devices together, by default)

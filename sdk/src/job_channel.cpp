@@ -23,6 +23,11 @@ constexpr int kSendIntervalMs = 10;
 // ...or until this many are queued.
 constexpr size_t kWakeAtReports = 64;
 
+DirectiveMessage directive_from(const json& body, const JobChannelOptions& o, uint64_t generation) {
+  return {body.at("placement_id").get<uint64_t>(), body.value("reason", ""), body.value("state", ""),
+          placement_from_json(body.at("placement"), o.graph, o.devices), generation};
+}
+
 }  // namespace
 
 JobChannel::JobChannel(JobChannelOptions options) : options_(std::move(options)) {
@@ -110,9 +115,7 @@ bool JobChannel::connect() {
     // Reports still queued belong to the previous attachment.
     status_.reports_dropped += reports_.size();
     reports_.clear();
-    directive_ = DirectiveMessage{first.at("placement_id").get<uint64_t>(), first.value("reason", ""),
-                                  first.value("state", ""),
-                                  placement_from_json(first.at("placement"), options_.graph, options_.devices), generation_};
+    directive_ = directive_from(first, options_, generation_);
     status_.connected = true;
     ++status_.attempts;
     status_.session = attached.at("session").get<uint64_t>();
@@ -158,8 +161,7 @@ void JobChannel::pump(int wait_ms) {
     const json body = client_->read_frame(&header);
     const auto type = static_cast<MessageType>(header.type);
     if (type == MessageType::kPlacementDirective) {
-      directive = DirectiveMessage{body.at("placement_id").get<uint64_t>(), body.value("reason", ""), body.value("state", ""),
-                                   placement_from_json(body.at("placement"), options_.graph, options_.devices), generation};
+      directive = directive_from(body, options_, generation);
     } else if (type == MessageType::kError) {
       error = body.value("code", "error") + ": " + body.value("message", "");
       if (body.value("fatal", false)) throw ConnectionError("placementd closed the connection: " + error);

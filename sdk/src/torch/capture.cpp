@@ -10,6 +10,7 @@
 #include <torch/csrc/jit/serialization/import.h>
 
 #include "program.h"
+#include "tensor_bytes.h"
 
 namespace placement {
 
@@ -18,6 +19,9 @@ using torch::jit::Node;
 using torch::jit::Value;
 
 namespace {
+
+using detail::bytes_of;
+using detail::tensors_in;
 
 std::string dtype_name(c10::ScalarType type) {
   switch (type) {
@@ -43,24 +47,6 @@ TensorInfo describe_tensor(const at::Tensor& t) {
   return info;
 }
 
-// Every tensor an IValue holds directly or in a list/tuple.
-void tensors_in(const c10::IValue& value, std::vector<at::Tensor>& out) {
-  if (value.isTensor()) out.push_back(value.toTensor());
-  else if (value.isTensorList())
-    for (const at::Tensor& t : value.toTensorList().vec()) out.push_back(t);
-  else if (value.isList())
-    for (const c10::IValue& v : value.toListRef()) tensors_in(v, out);
-  else if (value.isTuple())
-    for (const c10::IValue& v : value.toTupleRef().elements()) tensors_in(v, out);
-}
-
-uint64_t bytes_of(const c10::IValue& value) {
-  std::vector<at::Tensor> tensors;
-  tensors_in(value, tensors);
-  uint64_t total = 0;
-  for (const auto& t : tensors) total += static_cast<uint64_t>(t.numel()) * t.element_size();
-  return total;
-}
 
 std::string short_kind(const Node* node) {
   const std::string kind = node->kind().toUnqualString();

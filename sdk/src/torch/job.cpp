@@ -67,7 +67,9 @@ struct Job::Impl {
   bool any_cuda = false;
   InForce current;
   bool current_ran = false;  // a step succeeded under `current`
-  std::optional<InForce> last_good;
+  // Where a failing placementd placement falls back to: the last one a step succeeded under, and
+  // before any did, the job's own (a failure under that is the model's, not placementd's).
+  InForce last_good;
   JobStats stats;
 
   // Moves the module and the optimizer's state to `target`; on failure everything stays as it was.
@@ -132,8 +134,6 @@ Job::Job(std::string name, const torch::jit::Module& module, const std::vector<a
   start.enforce_pins(s.graph, s.devices);
   s.placed->set_placement(start);
   s.current = {start, 0, 0, "own", ""};
-  // The job's own placement is where a failing first directive (a stored best that no longer fits,
-  // say) falls back to: a failure under it is the model's, not placementd's.
   s.last_good = s.current;
   if (!options.use_daemon) return;
   JobChannelOptions channel;
@@ -172,11 +172,11 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
     value = s.forward_backward(inputs, loss);
   } catch (const std::exception& e) {
     // Only a placement placementd proposed is blamed; under the last good one it is the model's.
-    if (!s.last_good || s.current.id == 0) throw;
+    if (s.current.id == 0) throw;
     s.report(false, seconds_since(started), e.what());
     for (at::Tensor& p : s.placed->parameters()) p.mutable_grad() = at::Tensor();
     s.current_ran = false;
-    if (!s.switch_to(*s.last_good, &optimizer)) throw;
+    if (!s.switch_to(s.last_good, &optimizer)) throw;
     ++s.stats.retried_steps;
     started = Clock::now();
     value = s.forward_backward(inputs, loss);

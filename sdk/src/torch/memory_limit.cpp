@@ -3,29 +3,9 @@
 #include <stdexcept>
 #include <string>
 
-#include <ATen/core/ivalue.h>
-#include <ATen/core/Tensor.h>
+#include "tensor_bytes.h"
 
 namespace placement::detail {
-
-namespace {
-
-uint64_t tensor_bytes(const c10::IValue& v) {
-  if (v.isTensor()) {
-    const at::Tensor& t = v.toTensor();
-    return t.defined() ? static_cast<uint64_t>(t.numel()) * t.element_size() : 0;
-  }
-  uint64_t sum = 0;
-  if (v.isTensorList())
-    for (const at::Tensor& t : v.toTensorVector()) sum += static_cast<uint64_t>(t.numel()) * t.element_size();
-  else if (v.isTuple())
-    for (const c10::IValue& e : v.toTupleRef().elements()) sum += tensor_bytes(e);
-  else if (v.isList())
-    for (const c10::IValue& e : v.toListRef()) sum += tensor_bytes(e);
-  return sum;
-}
-
-}  // namespace
 
 DeviceMemoryLimit::DeviceMemoryLimit(const PlacedModule& module, std::vector<uint64_t> limits)
     : module_(module), limits_(std::move(limits)) {
@@ -45,7 +25,7 @@ void DeviceMemoryLimit::before(int) {}
 
 void DeviceMemoryLimit::after(int op, const std::vector<c10::IValue>& outputs) {
   const size_t d = static_cast<size_t>(module_.placement().device_of_op.at(static_cast<size_t>(op)));
-  for (const c10::IValue& v : outputs) held_[d] += tensor_bytes(v);
+  for (const c10::IValue& v : outputs) held_[d] += bytes_of(v);
   if (limits_[d] > 0 && held_[d] > limits_[d])
     throw std::runtime_error("out of memory on " + module_.devices().devices[d].name() + " (its memory limit): op " +
                              std::to_string(op) + " '" + module_.graph().ops[static_cast<size_t>(op)].name +
