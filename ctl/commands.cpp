@@ -55,7 +55,15 @@ std::string describe_warm_start(const json& w) {
   char probabilities[64];
   std::snprintf(probabilities, sizeof(probabilities), "per-group probability %.2f -> %.2f",
                 w["probability_before"].get<double>(), w["probability_after"].get<double>());
-  return "imitated " + baseline + " in " + std::to_string(w["steps"].get<int64_t>()) + " steps; " + probabilities;
+  std::string searched;
+  if (w.contains("search_evaluations")) {
+    searched = " (searched " + std::to_string(w["search_evaluations"].get<int64_t>()) + " placements from " +
+               w["search_start"].get<std::string>();
+    if (w["search_start_step_time_s"].is_number()) searched += " at " + seconds(w["search_start_step_time_s"]);
+    searched += ")";
+  }
+  return "imitated " + baseline + searched + " in " + std::to_string(w["steps"].get<int64_t>()) + " steps; " +
+         probabilities;
 }
 
 int status(const Globals& g) {

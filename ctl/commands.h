@@ -34,9 +34,13 @@ struct OptimizeArgs {
   int64_t budget = 500;
   uint64_t seed = 1;
   double noise = 0.02;
-  /// Warm start: the baseline placer the policy imitates first ("": none), and its step limit.
+  /// Warm start: the baseline placer the policy imitates first, or "simulator" for a search of the
+  /// planning model ("": none), and its step limit.
   std::string imitate;
   int64_t imitation_steps = 200;
+  /// The simulator warm start: placements it simulates, and the planning model's log-normal error.
+  int64_t search_evaluations = 20000;
+  double model_error = 0.2;
   /// KIND.KEY=VALUE plugin hyperparameters.
   std::vector<std::string> settings;
   std::vector<std::string> plugin_dirs;

@@ -80,7 +80,15 @@ int main(int argc, char** argv) {
   optimize->add_option("--noise", opt.noise, "relative std. dev. of the simulated measurement")
       ->capture_default_str()->check(CLI::Range(0.0, 1.0));
   optimize->add_option("--imitate", opt.imitate,
-                       "warm start: the policy first learns this baseline placer's placement (e.g. list_scheduling)");
+                       "warm start: the policy first learns this baseline placer's placement (e.g. list_scheduling), "
+                       "or 'simulator': the best placement a search of a planning model finds");
+  optimize->add_option("--search-evaluations", opt.search_evaluations,
+                       "--imitate simulator: placements the search simulates")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  optimize->add_option("--model-error", opt.model_error,
+                       "--imitate simulator: log-normal error of the planning model's op times and bandwidths "
+                       "(the candidates are timed on the exact simulator)")
+      ->capture_default_str()->check(CLI::Range(0.0, 2.0));
   optimize->add_option("--imitation-steps", opt.imitation_steps, "supervised steps of the warm start at most")
       ->capture_default_str()->check(CLI::PositiveNumber);
   optimize->add_option("--set", opt.settings, "plugin hyperparameter KIND.KEY=VALUE (repeatable)");

@@ -75,6 +75,8 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
   o.noise = a.noise;
   o.imitation.baseline = a.imitate;
   o.imitation.max_steps = a.imitation_steps;
+  o.imitation.search.evaluations = a.search_evaluations;
+  o.model_error = a.model_error;
   apply_settings(a.settings, o);
   const bool bar = !g.json && (a.progress == "on" || (a.progress == "auto" && ::isatty(STDERR_FILENO)));
   if (bar)

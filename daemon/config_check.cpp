@@ -1,5 +1,7 @@
 #include "config_check.h"
 
+#include "offline/warm_start.h"
+
 #include <algorithm>
 
 namespace placementd {
@@ -48,7 +50,8 @@ std::vector<ConfigError> check_plugins(const Config& config, const PluginRegistr
   check_name(registry, PluginKind::kGrouper, config.policy.grouper, pos_or_file(config.policy.grouper_pos), "policy.grouper", errors);
   check_name(registry, PluginKind::kPlacer, config.policy.placer, pos_or_file(config.policy.placer_pos), "policy.placer", errors);
   check_name(registry, PluginKind::kAlgorithm, config.policy.algorithm, pos_or_file(config.policy.algorithm_pos), "policy.algorithm", errors);
-  if (!config.policy.warm_start.empty())
+  // "simulator" is the search, not a placer; it needs the placers it may start from, not a plugin of its own.
+  if (!config.policy.warm_start.empty() && config.policy.warm_start != offline::kSimulatorWarmStart)
     check_name(registry, PluginKind::kPlacer, config.policy.warm_start, pos_or_file(config.policy.warm_start_pos),
                "policy.warm_start", errors);
   check_tables(registry, config.params, "params", errors);

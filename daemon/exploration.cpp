@@ -236,6 +236,12 @@ std::optional<Directive> advance_session(Session& s, Store& store) {
     s.single_device_tried = true;
     if (std::optional<Placement> p = single_device_candidate(s)) return issue(s, std::move(*p), "single device", std::nullopt);
   }
+  // A warm-started policy's first candidate is what it imitated, not a sample around it.
+  if (!s.warm_start_tried && s.warm_start && s.warm_start->skipped.empty()) {
+    s.warm_start_tried = true;
+    if (!measured(s, s.warm_start->placement.fingerprint()) && s.memory_model->check_memory(s.warm_start->placement).valid)
+      return issue(s, s.warm_start->placement, "warm start", s.warm_start->action);
+  }
 
   for (int attempt = 0; attempt < kSamplesPerAdvance; ++attempt) {
     PolicyPipeline::Sample sample = s.pipeline->sample(s.rng);

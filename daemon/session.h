@@ -108,6 +108,8 @@ struct Session {
   bool paused = false;
   /// Whether "all on one device" was offered as a candidate (once, right after the start).
   bool single_device_tried = false;
+  /// Whether the warm start's placement (its policy's mode) was issued as a candidate.
+  bool warm_start_tried = false;
   /// Policy samples the memory model rejected before they ran, and the devices at fault.
   uint64_t rejected = 0;
   std::map<std::string, uint64_t> rejected_by_device;

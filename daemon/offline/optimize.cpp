@@ -1,6 +1,7 @@
 #include "optimize.h"
 
 #include "policy_pipeline.h"
+#include "sim/model_error.h"
 
 #include <chrono>
 #include <cmath>
@@ -61,9 +62,21 @@ OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& r
   OptimizeResult result;
   result.num_groups = grouping.num_groups;
   result.lower_bound_s = simulator.lower_bound_s();
-  if (!options.imitation.baseline.empty())
-    result.imitation = imitate_baseline(policy, simulator, registry, grouping, options.imitation, options.seed,
-                                        pipeline.action_for({}));
+  if (!options.imitation.baseline.empty()) {
+    if (options.imitation.baseline == kSimulatorWarmStart) {
+      // The seed's complement: the model's errors must not correlate with the measurement noise.
+      const sim::Simulator model = sim::with_model_error(simulator, options.model_error, ~options.seed);
+      result.imitation = imitate_baseline(policy, model, registry, grouping, options.imitation, options.seed,
+                                          pipeline.action_for({}));
+    } else {
+      result.imitation = imitate_baseline(policy, simulator, registry, grouping, options.imitation, options.seed,
+                                          pipeline.action_for({}));
+    }
+  }
+  // A warm-started policy's first candidate is what it imitated (its mode), not a sample around it.
+  std::optional<PolicyPipeline::Sample> first;
+  if (result.imitation && result.imitation->skipped.empty())
+    first = PolicyPipeline::Sample{result.imitation->action, result.imitation->placement};
 
   // The policy's candidates. A deterministic placer has one answer: evaluating it again teaches
   // nothing, so it is evaluated once.
@@ -71,7 +84,7 @@ OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& r
   std::optional<double> best_measured;
   const int64_t budget = policy ? options.budget : std::min<int64_t>(options.budget, 1);
   for (int64_t i = 0; i < budget; ++i) {
-    const PolicyPipeline::Sample sample = pipeline.sample(rng);
+    const PolicyPipeline::Sample sample = i == 0 && first ? *first : pipeline.sample(rng);
     const std::vector<int>& action = sample.action;
     const Placement& candidate = sample.placement;
     Evaluation e;

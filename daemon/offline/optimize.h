@@ -35,8 +35,13 @@ struct OptimizeOptions {
   double failing_reward = -10.0;
   /// Deterministic placers evaluated next to the policy; the ones not loaded are left out.
   std::vector<std::string> baselines = {"single_device", "expert", "metis", "scotch", "mincut", "list_scheduling"};
-  /// Warm start: the policy first imitates this baseline's placement (imitation.baseline empty: no).
+  /// Warm start: the policy first imitates this baseline's placement (imitation.baseline empty: no),
+  /// which is then its first candidate.
   ImitationOptions imitation;
+  /// The simulator warm start searches a planning model whose op times and link bandwidths are off
+  /// by this log-normal sigma (sim::with_model_error), as a profile-based model is off from a real
+  /// job; the candidates are evaluated on the true simulator. 0 would let the search see the truth.
+  double model_error = 0.2;
   /// Called after every evaluation: (done, budget, best simulated step time so far or nullopt).
   std::function<void(int64_t, int64_t, std::optional<double>)> progress;
 };

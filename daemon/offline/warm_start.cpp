@@ -1,5 +1,6 @@
 #include "warm_start.h"
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <stdexcept>
@@ -17,12 +18,18 @@ double per_group_probability(placement::TrainablePolicy& policy, const std::vect
 
 nlohmann::json to_json(const ImitationResult& r) {
   using nlohmann::json;
-  return {{"baseline", r.baseline},
+  json j = {{"baseline", r.baseline},
           {"baseline_step_time_s", r.baseline_step_time_s ? json(*r.baseline_step_time_s) : json(nullptr)},
           {"steps", r.steps},
           {"probability_before", r.probability_before},
           {"probability_after", r.probability_after},
           {"skipped", r.skipped.empty() ? json(nullptr) : json(r.skipped)}};
+  if (r.search_evaluations > 0) {
+    j["search_start"] = r.search_start;
+    j["search_start_step_time_s"] = r.search_start_step_time_s ? json(*r.search_start_step_time_s) : json(nullptr);
+    j["search_evaluations"] = r.search_evaluations;
+  }
+  return j;
 }
 
 ImitationResult imitate(placement::TrainablePolicy& policy, const std::vector<int>& target,
@@ -42,49 +49,111 @@ ImitationResult imitate(placement::TrainablePolicy& policy, const std::vector<in
   return r;
 }
 
+namespace {
+
+// The placement (device per group) the placer `name` gives `grouping`, checked against the memory
+// model, and its simulated time (nullopt when the graph is not profiled for it). Throws with the
+// reason when the placer fails or its placement does not fit.
+std::pair<std::vector<int>, std::optional<double>> place_with(const std::string& name, const sim::Simulator& simulator,
+                                                             const PluginRegistry& registry,
+                                                             const placement::Grouping& grouping, uint64_t seed) {
+  auto placer = registry.create_placer(name, {});
+  std::mt19937_64 rng(seed);
+  placer->prepare(simulator.graph(), grouping, simulator.devices(), rng);
+  std::vector<int> devices = placer->place(rng);
+  placement::Placement p = placement::Placement::from_groups(grouping, devices);
+  p.enforce_pins(simulator.graph(), simulator.devices());
+  const sim::SimulationResult memory = simulator.check_memory(p);
+  if (!memory.valid) throw std::invalid_argument(name + "'s placement does not fit: " + memory.invalid_reason);
+  std::optional<double> time;
+  try {
+    time = simulator.simulate(p).step_time_s;
+  } catch (const std::invalid_argument&) {
+    // Unprofiled ops (a live job before its profile): the placement is still a sensible start.
+  }
+  return {std::move(devices), time};
+}
+
+// The simulator warm start's target: annealing from the fastest heuristic placement that fits.
+std::vector<int> search(const sim::Simulator& simulator, const PluginRegistry& registry,
+                        const placement::Grouping& grouping, const ImitationOptions& options, uint64_t seed,
+                        ImitationResult& r) {
+  const auto& ops = simulator.graph().ops;
+  if (std::none_of(ops.begin(), ops.end(), [](const placement::Op& op) { return !op.profile.empty(); }))
+    throw std::invalid_argument("the graph has no profile, so the simulator cannot time its placements "
+                                "(capture it with profiles: placementctl capture MODEL --profile cpu)");
+  std::vector<int> start;
+  std::string why;
+  for (const std::string& name : kSearchStarts) {
+    if (!registry.has(placement::PluginKind::kPlacer, name)) continue;
+    try {
+      auto [devices, time] = place_with(name, simulator, registry, grouping, seed);
+      if (!time) {
+        why = "the graph has no profile for every device kind it may use, so the simulator cannot time it "
+              "(capture it with profiles for these devices)";
+        continue;
+      }
+      if (!r.search_start_step_time_s || *time < *r.search_start_step_time_s) {
+        r.search_start = name;
+        r.search_start_step_time_s = time;
+        start = std::move(devices);
+      }
+    } catch (const std::exception& e) {
+      if (why.empty()) why = e.what();
+    }
+  }
+  if (start.empty())
+    throw std::invalid_argument("no heuristic placement to start the search from" + (why.empty() ? "" : ": " + why));
+  sim::AnnealOptions anneal = options.search;
+  anneal.seed = seed;
+  sim::AnnealResult found = sim::anneal(simulator, grouping, std::move(start), anneal);
+  r.search_evaluations = found.evaluations;
+  r.baseline_step_time_s = found.step_time_s;
+  return std::move(found.device_of_group);
+}
+
+}  // namespace
+
 ImitationResult imitate_baseline(placement::TrainablePolicy* policy, const sim::Simulator& simulator,
                                  const PluginRegistry& registry, const placement::Grouping& grouping,
                                  const ImitationOptions& options, uint64_t seed, const placement::Action& prefix) {
-  ImitationResult skipped;
-  skipped.baseline = options.baseline;
+  ImitationResult found;
+  found.baseline = options.baseline;
   if (options.baseline.empty()) {
-    skipped.skipped = "no baseline to imitate";
-    return skipped;
+    found.skipped = "no baseline to imitate";
+    return found;
   }
   if (!policy) {
-    skipped.skipped = "the placer is deterministic: nothing to warm-start";
-    return skipped;
+    found.skipped = "the placer is deterministic: nothing to warm-start";
+    return found;
   }
-  if (!registry.has(placement::PluginKind::kPlacer, options.baseline)) {
-    skipped.skipped = "placer plugin '" + options.baseline + "' is not loaded";
-    return skipped;
+  const bool searching = options.baseline == kSimulatorWarmStart;
+  if (!searching && !registry.has(placement::PluginKind::kPlacer, options.baseline)) {
+    found.skipped = "placer plugin '" + options.baseline + "' is not loaded";
+    return found;
   }
   std::vector<int> target;
   try {
-    auto baseline = registry.create_placer(options.baseline, {});
-    std::mt19937_64 rng(seed);
-    baseline->prepare(simulator.graph(), grouping, simulator.devices(), rng);
-    target = baseline->place(rng);
-    placement::Placement p = placement::Placement::from_groups(grouping, target);
-    p.enforce_pins(simulator.graph(), simulator.devices());
-    const sim::SimulationResult memory = simulator.check_memory(p);
-    if (!memory.valid) {
-      skipped.skipped = options.baseline + "'s placement does not fit: " + memory.invalid_reason;
-      return skipped;
-    }
-    try {
-      skipped.baseline_step_time_s = simulator.simulate(p).step_time_s;
-    } catch (const std::invalid_argument&) {
-      // Unprofiled ops (a live job before its profile): the baseline is still a sensible start.
+    if (searching) {
+      target = search(simulator, registry, grouping, options, seed, found);
+    } else {
+      auto placed = place_with(options.baseline, simulator, registry, grouping, seed);
+      target = std::move(placed.first);
+      found.baseline_step_time_s = placed.second;
     }
   } catch (const std::exception& e) {
-    skipped.skipped = options.baseline + ": " + e.what();
-    return skipped;
+    found.skipped = searching ? std::string("simulator search: ") + e.what() : e.what();
+    return found;
   }
   placement::Action action = prefix;
   action.insert(action.end(), target.begin(), target.end());
   ImitationResult r = imitate(*policy, action, options);
-  r.baseline_step_time_s = skipped.baseline_step_time_s;
+  r.placement = placement::Placement::from_groups(grouping, target);
+  r.placement.enforce_pins(simulator.graph(), simulator.devices());
+  r.baseline_step_time_s = found.baseline_step_time_s;
+  r.search_start = found.search_start;
+  r.search_start_step_time_s = found.search_start_step_time_s;
+  r.search_evaluations = found.search_evaluations;
   return r;
 }
 

@@ -1,7 +1,9 @@
 #pragma once
 // Warm start (issue #4, "better than the papers"): before a policy samples anything, teach it a
 // baseline's placement by supervised steps, so its first candidates are as good as a good heuristic
-// instead of uniform noise; the simulator (optimize) or live steps then improve on it.
+// instead of uniform noise; the simulator (optimize) or live steps then improve on it. The baseline
+// "simulator" is a search instead of a heuristic: simulated annealing against the simulator (the
+// planning model) from the best heuristic placement, whose answer the policy then imitates.
 
 #include <cstdint>
 #include <optional>
@@ -14,13 +16,21 @@
 #include "placement/placement.h"
 #include "placement/policy.h"
 #include "plugin_registry.h"
+#include "sim/annealing.h"
 #include "sim/simulator.h"
 
 namespace placementd::offline {
 
+/// The warm start that searches the simulator instead of running one baseline placer.
+inline constexpr const char* kSimulatorWarmStart = "simulator";
+/// The heuristics the simulator search may start from (the best valid one on the model is used).
+inline const std::vector<std::string> kSearchStarts = {"list_scheduling", "metis", "single_device"};
+
 struct ImitationOptions {
-  /// Baseline placer whose placement the policy learns ("" = no imitation).
+  /// Baseline placer whose placement the policy learns, or kSimulatorWarmStart ("" = no imitation).
   std::string baseline;
+  /// The simulator search (kSimulatorWarmStart only).
+  sim::AnnealOptions search;
   /// Supervised steps at most.
   int64_t max_steps = 200;
   /// Adam step size of the supervised steps (the algorithms' own rates are for noisy rewards).
@@ -32,9 +42,16 @@ struct ImitationOptions {
 
 struct ImitationResult {
   std::string baseline;
-  /// The baseline's placement (device per group) and its simulated step time.
-  std::vector<int> action;
+  /// The imitated action (the grouping first, for a learned grouper's joint policy), and its
+  /// placement's simulated step time (on the simulator the warm start was given).
+  placement::Action action;
+  /// The same as a placement of the ops (pins enforced): the warm-started policy's first candidate.
+  placement::Placement placement;
   std::optional<double> baseline_step_time_s;
+  /// The simulator search: the heuristic it started from, that start's step time, placements simulated.
+  std::string search_start;
+  std::optional<double> search_start_step_time_s;
+  int64_t search_evaluations = 0;
   int64_t steps = 0;
   /// Geometric-mean probability per group of the baseline's device, before and after.
   double probability_before = 0.0;
@@ -44,7 +61,8 @@ struct ImitationResult {
   std::string skipped;
 };
 
-/// {baseline, baseline_step_time_s, steps, probability_before, probability_after, skipped}; the
+/// {baseline, baseline_step_time_s, steps, probability_before, probability_after, skipped}, and
+/// {search_start, search_start_step_time_s, search_evaluations} after a simulator search; the
 /// optional ones are null when absent (placementctl optimize --json, jobs show).
 nlohmann::json to_json(const ImitationResult& result);
 
@@ -53,9 +71,10 @@ nlohmann::json to_json(const ImitationResult& result);
 ImitationResult imitate(placement::TrainablePolicy& policy, const std::vector<int>& target,
                         const ImitationOptions& options);
 
-/// Places `grouping` with the baseline placer named in `options`, checks the placement against the
-/// simulator's memory model, and has `policy` imitate it. Never throws for a baseline that cannot be
-/// used: the result says why it was skipped.
+/// Places `grouping` with the baseline placer named in `options` (or searches `simulator` for it,
+/// with kSimulatorWarmStart), checks the placement against the simulator's memory model, and has
+/// `policy` imitate it. Never throws for a baseline that cannot be used: the result says why it was
+/// skipped (a simulator search needs a graph profiled for the devices it may use).
 /// `prefix` goes before the baseline's devices in the imitated action (the grouping, when the
 /// policy is a learned grouper's and placer's joint one; empty otherwise).
 ImitationResult imitate_baseline(placement::TrainablePolicy* policy, const sim::Simulator& simulator,

@@ -84,6 +84,7 @@ class Simulator {
 
   const placement::OpGraph& graph() const { return graph_; }
   const placement::DeviceSet& devices() const { return devices_; }
+  const SimulatorOptions& options() const { return options_; }
 
  private:
   struct Cost {

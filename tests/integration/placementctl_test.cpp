@@ -223,6 +223,23 @@ TEST(Placementctl, OptimizeWarmStartsFromABaseline) {
   args[args.size() - 2] = "nope";  // --imitate nope --json
   EXPECT_NE(json::parse(run_command(args).out)["warm_start"]["skipped"].get<std::string>().find("'nope' is not loaded"),
             std::string::npos);
+
+  // The simulator search: its answer is the first candidate, timed on the exact simulator.
+  args[args.size() - 2] = "simulator";
+  args.insert(args.end() - 1, {"--search-evaluations", "300", "--model-error", "0.1"});
+  const json searched = json::parse(run_command(args).out);
+  const json& s = searched["warm_start"];
+  EXPECT_EQ(s["baseline"], "simulator");
+  EXPECT_TRUE(s["skipped"].is_null()) << s.dump();
+  EXPECT_GT(s["search_evaluations"].get<int64_t>(), 0);
+  EXPECT_LE(s["search_evaluations"].get<int64_t>(), 300);
+  EXPECT_TRUE(s["search_start_step_time_s"].is_number());
+  args.pop_back();  // human output
+  const CommandResult shown = run_command(args);
+  EXPECT_NE(shown.out.find("warm start: imitated simulator"), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("(searched "), std::string::npos) << shown.out;
+  args.insert(args.end(), {"--model-error", "-1"});
+  EXPECT_NE(run_command(args).exit_code, 0) << "a negative model error is refused";
 }
 
 }  // namespace

@@ -138,6 +138,36 @@ TEST_F(Exploration, AllOnOneDeviceIsTriedRightAfterAStartThatSplits) {
   EXPECT_TRUE(recorder().observations.empty()) << "neither is a sample of the policy";
 }
 
+TEST_F(Exploration, AWarmStartsPlacementIsItsFirstCandidateAndScoredAsItsAction) {
+  make_session();
+  offline::ImitationResult warm;
+  warm.baseline = "simulator";
+  warm.action = {1, 1, 0, 1};
+  warm.placement = Placement{{1, 1, 0, 1}};
+  s.warm_start = warm;
+  const auto second = run_candidate(start_session(s));  // start all on 0: single device is that
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->reason, "warm start");
+  EXPECT_EQ(second->placement.device_of_op, (std::vector<int>{1, 1, 0, 1}));
+  const auto third = run_candidate(*second);
+  ASSERT_TRUE(third);
+  EXPECT_EQ(third->reason, "policy");
+  ASSERT_EQ(recorder().observations.size(), 1u);
+  EXPECT_EQ(recorder().observations[0].action, warm.action);
+  EXPECT_DOUBLE_EQ(recorder().observations[0].reward, -std::sqrt(5.0)) << "median of 1+1+2+1 time units";
+}
+
+TEST_F(Exploration, ASkippedWarmStartOffersNothing) {
+  make_session();
+  offline::ImitationResult warm;
+  warm.baseline = "simulator";
+  warm.skipped = "simulator search: the graph has no profile";
+  s.warm_start = warm;
+  const auto next = run_candidate(start_session(s));
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->reason, "policy");
+}
+
 TEST_F(Exploration, AllOnOneDeviceIsNotOfferedWhenItDoesNotFit) {
   make_session(nullptr, 1 << 20);
   for (auto& op : s.graph->ops) op.parameter_bytes = 100 << 10;

@@ -95,6 +95,9 @@ TEST(ConfigCheck, WarmStartNamesALoadedPlacer) {
   EXPECT_EQ(errors[0].str().rfind("t.toml:2:14: policy.warm_start: no placer plugin named 'teacher' is loaded", 0), 0u)
       << errors[0].str();
   EXPECT_TRUE(default_config(PLUGIN_DIR).policy.warm_start.empty()) << "off unless configured";
+  // The simulator search is not a placer plugin, and is accepted.
+  const Config search = parse_config("[policy]\nwarm_start = \"simulator\"\n", "t.toml", PLUGIN_DIR);
+  EXPECT_TRUE(check_plugins(search, registry).empty());
 }
 
 }  // namespace

@@ -53,9 +53,11 @@ TEST_F(WarmStart, TheFirstCandidatesAreTheImitatedBaselines) {
   EXPECT_GT(r.imitation->steps, 0);
   EXPECT_LE(r.imitation->steps, 200);
   ASSERT_TRUE(r.imitation->baseline_step_time_s);
+  EXPECT_EQ(r.curve.front().step_time_s, r.imitation->baseline_step_time_s) << "the first candidate is the mode";
   int as_baseline = 0;
-  for (const Evaluation& e : r.curve) as_baseline += e.step_time_s == r.imitation->baseline_step_time_s;
-  EXPECT_GE(as_baseline, 6) << "0.99 per group over 13 groups: ~88% of samples are the baseline's placement";
+  for (size_t i = 0; i < 5; ++i) as_baseline += r.curve[i].step_time_s == r.imitation->baseline_step_time_s;
+  EXPECT_GE(as_baseline, 4) << "0.99 per group over 13 groups: ~88% of samples are the baseline's placement "
+                               "(until the algorithm's updates move the policy)";
   EXPECT_DOUBLE_EQ(*r.curve.front().best_so_far_s, *r.imitation->baseline_step_time_s);
 }
 
@@ -83,6 +85,51 @@ TEST_F(WarmStart, ReachesTheOptimumInFewerEvaluationsThanFromScratch) {
   EXPECT_GT(cold, 3 * warm) << "cold " << cold << " vs warm " << warm;
   std::printf("evaluations to the optimum over 3 seeds: cold %lld, warm %lld\n", static_cast<long long>(cold),
               static_cast<long long>(warm));
+}
+
+TEST_F(WarmStart, TheSimulatorSearchFindsTheOptimumBeforeTheFirstCandidate) {
+  // The search runs on a planning model 20% off (optimize's default model error), which does not
+  // move the optimum of a graph this clear-cut; the first candidate, timed on the true simulator,
+  // is that optimum.
+  const sim::Simulator simulator = two_chains();
+  const double optimum =
+      simulator.simulate(placement::Placement{{0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0}}).step_time_s;
+  OptimizeOptions o;
+  o.grouper = {"none", {}};
+  o.placer = {"feedforward", {}};
+  o.algorithm = {"reinforce", {}};
+  o.budget = 5;
+  o.imitation.baseline = kSimulatorWarmStart;
+  o.imitation.search.evaluations = 2000;
+  const OptimizeResult r = optimize(simulator, built_plugins(), o);
+  ASSERT_TRUE(r.imitation);
+  ASSERT_EQ(r.imitation->skipped, "");
+  EXPECT_GT(r.imitation->search_evaluations, 500);
+  EXPECT_LE(r.imitation->search_evaluations, 2000);
+  EXPECT_FALSE(r.imitation->search_start.empty());
+  EXPECT_TRUE(r.imitation->search_start_step_time_s);
+  EXPECT_GT(r.imitation->steps, 0);
+  ASSERT_TRUE(r.curve.front().step_time_s);
+  EXPECT_LE(*r.curve.front().step_time_s, optimum * 1.0001) << "the first candidate is the search's answer";
+  const nlohmann::json j = to_json(*r.imitation);
+  EXPECT_EQ(j["search_evaluations"], r.imitation->search_evaluations);
+  EXPECT_EQ(j["baseline"], "simulator");
+}
+
+TEST_F(WarmStart, TheSimulatorSearchNeedsProfiles) {
+  // A live graph before its profile: nothing to time, so no search, and the reason says so.
+  placement::OpGraph g = placement::testing::two_chains(3);
+  const sim::Simulator unprofiled(g, placement::testing::devices(2, DeviceKind::kCuda));
+  OptimizeOptions o;
+  o.grouper = {"none", {}};
+  o.placer = {"feedforward", {}};
+  o.budget = 1;
+  o.imitation.baseline = kSimulatorWarmStart;
+  const OptimizeResult r = optimize(unprofiled, built_plugins(), o);
+  ASSERT_TRUE(r.imitation);
+  EXPECT_NE(r.imitation->skipped.find("simulator search"), std::string::npos) << r.imitation->skipped;
+  EXPECT_NE(r.imitation->skipped.find("profile"), std::string::npos) << r.imitation->skipped;
+  EXPECT_EQ(r.imitation->steps, 0);
 }
 
 TEST_F(WarmStart, SaysWhyItImitatedNothing) {
