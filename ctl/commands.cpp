@@ -50,20 +50,16 @@ std::string speedup(const json& job) {
 
 std::string describe_warm_start(const json& w) {
   if (!w["skipped"].is_null()) return "skipped: " + w["skipped"].get<std::string>();
-  std::string baseline = w["baseline"].get<std::string>();
-  if (w["baseline_step_time_s"].is_number()) baseline += " (" + seconds(w["baseline_step_time_s"]) + ")";
   char probabilities[64];
   std::snprintf(probabilities, sizeof(probabilities), "per-group probability %.2f -> %.2f",
                 w["probability_before"].get<double>(), w["probability_after"].get<double>());
-  std::string searched;
-  if (w.contains("search_evaluations")) {
-    searched = " (searched " + std::to_string(w["search_evaluations"].get<int64_t>()) + " placements from " +
-               w["search_start"].get<std::string>();
-    if (w["search_start_step_time_s"].is_number()) searched += " at " + seconds(w["search_start_step_time_s"]);
-    searched += ")";
-  }
-  return "imitated " + baseline + searched + " in " + std::to_string(w["steps"].get<int64_t>()) + " steps; " +
-         probabilities;
+  const std::string imitated = " in " + std::to_string(w["steps"].get<int64_t>()) + " steps; " + probabilities;
+  auto time_of = [&](const char* key) { return w[key].is_number() ? " (" + seconds(w[key]) + ")" : std::string(); };
+  if (w.contains("search_evaluations"))
+    return "searched " + std::to_string(w["search_evaluations"].get<int64_t>()) + " simulated placements from " +
+           w["search_start"].get<std::string>() + time_of("search_start_step_time_s") + " to one" +
+           time_of("baseline_step_time_s") + " on the planning model, imitated" + imitated;
+  return "imitated " + w["baseline"].get<std::string>() + time_of("baseline_step_time_s") + imitated;
 }
 
 int status(const Globals& g) {

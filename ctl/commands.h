@@ -52,7 +52,8 @@ struct OptimizeArgs {
 int optimize(const Globals& g, const OptimizeArgs& args);
 
 /// One line on what a warm start did, from its JSON (jobs show, optimize): "imitated metis in 12
-/// steps; per-group probability 0.50 -> 0.91" or "skipped: <why>".
+/// steps; per-group probability 0.50 -> 0.91", "searched N simulated placements from ... imitated
+/// in ..." for the simulator warm start, or "skipped: <why>".
 std::string describe_warm_start(const nlohmann::json& warm_start);
 
 }  // namespace placementctl

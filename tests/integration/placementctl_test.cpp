@@ -236,8 +236,8 @@ TEST(Placementctl, OptimizeWarmStartsFromABaseline) {
   EXPECT_TRUE(s["search_start_step_time_s"].is_number());
   args.pop_back();  // human output
   const CommandResult shown = run_command(args);
-  EXPECT_NE(shown.out.find("warm start: imitated simulator"), std::string::npos) << shown.out;
-  EXPECT_NE(shown.out.find("(searched "), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("warm start: searched "), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find(" on the planning model, imitated in "), std::string::npos) << shown.out;
   args.insert(args.end(), {"--model-error", "-1"});
   EXPECT_NE(run_command(args).exit_code, 0) << "a negative model error is refused";
 }
