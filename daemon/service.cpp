@@ -18,6 +18,10 @@ using nlohmann::json;
 
 namespace {
 
+// The live simulator warm start runs on the daemon's loop, between two messages: a second at most
+// (~10,000 placements of a 5,000-op graph, the full 20,000 of anything smaller than ~2,500 ops).
+constexpr double kLiveSearchSeconds = 1.0;
+
 // A request that is well framed but wrong in content; answered with an error frame, the
 // connection stays open.
 struct RequestError : std::runtime_error {
@@ -252,6 +256,7 @@ void Service::upload_graph(ConnectionState& conn, uint32_t rid, const json& body
       if (!resumed && !session->policy.warm_start.empty()) {
         offline::ImitationOptions imitation;
         imitation.baseline = session->policy.warm_start;
+        imitation.search.max_seconds = kLiveSearchSeconds;
         session->warm_start = offline::imitate_baseline(policy, *session->memory_model, registry_, grouping,
                                                         imitation, session->rng(), session->pipeline->action_for({}));
         if (session->warm_start->skipped.empty())

@@ -1,5 +1,6 @@
 #include "sim/annealing.h"
 
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -64,7 +65,11 @@ AnnealResult anneal(const Simulator& simulator, const placement::Grouping& group
   placement::Placement placement = placement_of(current);
   double current_time = *first;
   const double t0 = options.start_temperature * *first;
+  const auto started = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < options.evaluations; ++i) {
+    if (options.max_seconds > 0 && i % 64 == 0 &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() > options.max_seconds)
+      break;
     const double temperature =
         t0 * std::pow(options.cooling, static_cast<double>(i) / static_cast<double>(std::max<int64_t>(options.evaluations, 1)));
     // Half the moves send one group elsewhere; half swap two groups' devices, which keeps the

@@ -21,6 +21,9 @@ struct AnnealOptions {
   double start_temperature = 0.02;
   /// Last temperature over the first; the schedule is geometric in between.
   double cooling = 1e-3;
+  /// Stop after this much wall time (0: no limit; then the result depends on the seed alone). The
+  /// daemon runs the search between two messages, where seconds would stall every other job.
+  double max_seconds = 0.0;
 };
 
 struct AnnealResult {

@@ -103,6 +103,10 @@ bool parse_options(int argc, char** argv, const std::string& name, const std::st
   app.add_option("--log-every", o->log_every, "print progress every N steps")->capture_default_str();
   app.add_option("--seed", o->seed, "data and initialisation seed")->capture_default_str();
   app.add_option("--start", o->start, "start placement")->check(CLI::IsMember({"first", "interleaved"}))->capture_default_str();
+  app.add_option("--profiles", o->profiles_file,
+                 "profiled capture of this model (placementctl capture MODEL --input ... --profile cpu -o FILE): "
+                 "lets placementd's simulator time placements ([policy] warm_start = \"simulator\")")
+      ->check(CLI::ExistingFile);
   app.add_option("--losses", o->losses_file, "write each step's loss (hex float) to this file");
   app.add_option("--lr", o->learning_rate, "Adam learning rate")->capture_default_str();
   bool no_daemon = false;
@@ -126,6 +130,7 @@ int run_live(const LiveOptions& o, const ExampleModel& m) {
     options.memory_bytes = static_cast<uint64_t>(o.memory_gib * static_cast<double>(1ull << 30));
     options.expected_steps = static_cast<uint64_t>(o.steps);
     options.use_daemon = o.use_daemon;
+    options.profile_graph_file = o.profiles_file;
     if (o.start == "interleaved") {
       const size_t ops = placement::capture(module, m.example_inputs).ops.size();
       const int devices = static_cast<int>(o.devices.empty() ? 2 : o.devices.size());

@@ -26,6 +26,8 @@ struct LiveOptions {
   /// "first" (every op on the first device) or "interleaved" (consecutive ops alternate devices:
   /// a poor start, so a CPU-only machine has something to improve).
   std::string start = "first";
+  /// A profiled capture of the model (placementctl capture --profile -o FILE) to upload with the graph.
+  std::string profiles_file;
   /// Write every step's loss here (hex floats, one per line) to compare runs bitwise.
   std::string losses_file;
   double learning_rate = 1e-3;

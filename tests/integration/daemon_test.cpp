@@ -115,6 +115,36 @@ TEST(Daemon, AFreshPolicyIsWarmStartedFromTheConfiguredBaseline) {
   EXPECT_NE(daemon.log().find("policy warm-started from metis"), std::string::npos) << daemon.log();
 }
 
+TEST(Daemon, TheSimulatorWarmStartSearchesAProfiledGraphAndSaysWhyNotOtherwise) {
+  if (!std::ifstream(plugin_dir() + "/placers/feedforward.so")) GTEST_SKIP() << "built without LibTorch";
+  DaemonOptions options;
+  options.extra = "[policy]\ngrouper = \"name_prefix\"\nplacer = \"feedforward\"\nwarm_start = \"simulator\"\n";
+  DaemonProcess daemon(options);
+  daemon.start();
+  auto warm_start_of = [&](const std::string& job, const OpGraph& graph) {
+    Client c = daemon.client();
+    run_job(c, job, graph, 1, 0.02);
+    const json jobs = c.request(MessageType::kListJobs, json::object(), MessageType::kJobList);
+    json shown;
+    for (const json& j : jobs["jobs"])
+      if (j["name"] == job) shown = c.request(MessageType::kJobShow, {{"id", j["id"]}}, MessageType::kJobInfo);
+    c.request(MessageType::kDetach, json::object(), MessageType::kDetached);
+    return shown["warm_start"];
+  };
+  // Inception-V3 with the CPU profiles of tests/data/graphs, on two logical CPU devices.
+  const json searched = warm_start_of("profiled", load_graph_file(std::string(GRAPH_DIR) + "/inception_v3.json.gz"));
+  ASSERT_TRUE(searched.is_object());
+  EXPECT_TRUE(searched["skipped"].is_null()) << searched.dump();
+  EXPECT_EQ(searched["baseline"], "simulator");
+  EXPECT_GT(searched["search_evaluations"].get<int64_t>(), 0);
+  EXPECT_TRUE(searched["baseline_step_time_s"].is_number());
+  EXPECT_NE(daemon.log().find("policy warm-started from simulator"), std::string::npos) << daemon.log();
+  // The example graph carries no profile: nothing to search, and the job is told why.
+  const json skipped = warm_start_of("unprofiled", load_graph_file(example_graph()));
+  ASSERT_TRUE(skipped.is_object());
+  EXPECT_NE(skipped["skipped"].get<std::string>().find("has no profile"), std::string::npos) << skipped.dump();
+}
+
 TEST(Daemon, JobThatDiesIsCleanedUp) {
   DaemonProcess daemon;
   daemon.start();

@@ -18,6 +18,7 @@
 #include "daemon_process.h"
 #include "placement/capture.h"
 #include "placement/job.h"
+#include "placement/serialization.h"
 
 namespace placement {
 namespace {
@@ -68,7 +69,8 @@ void expect_bitwise_equal(const std::vector<at::Tensor>& a, const std::vector<at
 
 // Trains `steps` steps of a fresh copy of `name`; `loss` may throw to inject failures.
 std::vector<at::Tensor> train(const std::string& name, JobOptions options, int steps, const LossFunction& loss,
-                              JobStats* stats = nullptr, std::vector<uint64_t>* placements = nullptr) {
+                              JobStats* stats = nullptr, std::vector<uint64_t>* placements = nullptr,
+                              std::set<std::string>* reasons = nullptr) {
   Model m = load(name);
   Job job(name, m.module, m.inputs, options);
   torch::optim::Adam optimizer(job.parameters(), torch::optim::AdamOptions(0.01));
@@ -77,6 +79,7 @@ std::vector<at::Tensor> train(const std::string& name, JobOptions options, int s
     const std::vector<c10::IValue> batch = {at::randn(m.inputs[0].sizes())};
     job.step(batch, loss, optimizer);
     if (placements) placements->push_back(job.stats().placement_id);
+    if (reasons) reasons->insert(job.stats().reason);
   }
   if (stats) *stats = job.stats();
   auto out = snapshot(job);
@@ -177,6 +180,54 @@ TEST(LiveJob, AnEngineeredOutOfMemoryOnASmallDeviceLosesNoBatch) {
   Model m = load("two_tower");
   on_small.start_device_of_op.assign(Job("probe", m.module, m.inputs, alone).placement().device_of_op.size(), 1);
   EXPECT_THROW(train("two_tower", on_small, 1, mean_square), std::runtime_error);
+}
+
+TEST(LiveJob, ProfilesFromACaptureFileLetTheDaemonSearchItsSimulator) {
+  // The user's workflow: placementctl capture --profile writes the profiled graph once; jobs pass it.
+  DaemonOptions options = fast_exploration(4);
+  options.extra += "[policy]\ngrouper = \"none\"\nplacer = \"feedforward\"\nwarm_start = \"simulator\"\n";
+  options.extra.erase(0, std::string("[policy]\ngrouper = \"none\"\n").size());
+  DaemonProcess daemon(options);
+  if (!std::ifstream(testing::plugin_dir() + "/placers/feedforward.so")) GTEST_SKIP() << "built without LibTorch";
+  const std::string file = daemon.dir + "/two_tower.profiled.json";
+  const testing::CommandResult captured =
+      testing::run_command({testing::placementctl_bin(), "capture", std::string(MODEL_DIR) + "/two_tower.pt", "--input",
+                            "8x64", "--profile", "cpu", "--profile-steps", "3", "-o", file});
+  ASSERT_EQ(captured.exit_code, 0) << captured.err << captured.out;
+  daemon.start();
+  JobOptions live;
+  live.socket_path = daemon.socket;
+  live.profile_graph_file = file;
+  // On logical CPU devices all-on-one is the fastest, and the job's own placement: give the devices
+  // too little memory for that, and start interleaved, so the search has a better split to offer.
+  const OpGraph profiled = load_graph_file(file);
+  uint64_t need = 0;
+  for (const Op& op : profiled.ops) need += 4 * op.parameter_bytes + op.output_bytes();
+  live.memory_bytes = need * 3 / 4;
+  for (size_t i = 0; i < profiled.ops.size(); ++i) live.start_device_of_op.push_back(static_cast<int>(i % 2));
+  JobStats stats;
+  auto slow_loss = [](const std::vector<c10::IValue>& out) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    return mean_square(out);
+  };
+  std::set<std::string> reasons;
+  train("two_tower", live, 30, slow_loss, &stats, nullptr, &reasons);
+  EXPECT_NE(daemon.log().find("policy warm-started from simulator"), std::string::npos) << daemon.log();
+  EXPECT_EQ(reasons.count("warm start"), 1u) << "the search's answer ran as a candidate\n" << daemon.log();
+  EXPECT_EQ(stats.steps, 30u);
+
+  // Another model's profiles are refused, naming the file.
+  JobOptions wrong;
+  wrong.use_daemon = false;
+  wrong.profile_graph_file = std::string(MODEL_DIR) + "/gnmt_small.graph.json";
+  Model m = load("two_tower");
+  try {
+    Job job("two_tower", m.module, m.inputs, wrong);
+    FAIL() << "a graph of another model was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("gnmt_small.graph.json is not a capture of this model"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(LiveJob, AStoredBestThatNoLongerFitsFallsBackToTheJobsOwnPlacement) {

@@ -47,6 +47,11 @@ struct JobOptions {
   /// failure path without a GPU and for emulating GPU capacities on one host; placementd is not
   /// told (it plans with `memory_bytes`).
   std::vector<uint64_t> memory_limit_bytes;
+  /// An OpGraph JSON of this same model and inputs with per-op profiles (`placementctl capture
+  /// MODEL --input ... --profile cpu -o FILE`): its profiles go up with the graph, so placementd's
+  /// simulator can time placements (the "simulator" warm start, list_scheduling). Empty: none. The
+  /// job refuses a file captured from another model or other input shapes (the fingerprints differ).
+  std::string profile_graph_file;
 };
 
 /// The outputs of the module's forward → the loss to minimise.

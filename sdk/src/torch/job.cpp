@@ -15,6 +15,7 @@
 #include "memory_limit.h"
 #include "optimizer_state.h"
 #include "placement/capture.h"
+#include "placement/serialization.h"
 
 #include "stopwatch.h"
 
@@ -28,6 +29,22 @@ using detail::seconds_since;
 uint64_t host_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 8ull << 30;
+}
+
+// Copies the profiles of the graph in `path` into `graph`, which must be the same capture.
+void adopt_profiles(OpGraph& graph, const std::string& path) {
+  OpGraph profiled;
+  try {
+    profiled = load_graph_file(path);
+  } catch (const std::exception& e) {
+    throw std::invalid_argument("profile graph " + path + ": " + e.what());
+  }
+  if (profiled.fingerprint() != graph.fingerprint())
+    throw std::invalid_argument("profile graph " + path + " is not a capture of this model and these inputs (fingerprint " +
+                                profiled.fingerprint() + ", " + std::to_string(profiled.ops.size()) +
+                                " ops; this job's graph: " + graph.fingerprint() + ", " +
+                                std::to_string(graph.ops.size()) + " ops); capture it again");
+  for (size_t i = 0; i < graph.ops.size(); ++i) graph.ops[i].profile = profiled.ops[i].profile;
 }
 
 }  // namespace
@@ -119,6 +136,7 @@ Job::Job(std::string name, const torch::jit::Module& module, const std::vector<a
   Impl& s = *impl_;
   s.module = module;
   s.graph = capture(module, example_inputs, name);
+  if (!options.profile_graph_file.empty()) adopt_profiles(s.graph, options.profile_graph_file);
   s.devices = job_devices(options.devices, options.memory_bytes);
   for (const Device& d : s.devices.devices) s.any_cuda |= d.kind == DeviceKind::kCuda;
   s.placed = std::make_unique<PlacedModule>(s.module, s.graph, s.devices);

@@ -107,5 +107,16 @@ TEST(Annealing, SameSeedSameAnswer) {
   EXPECT_THROW(anneal(sim, grouping, std::vector<int>(12, 0), o), std::invalid_argument);
 }
 
+TEST(Annealing, StopsAtItsTimeLimit) {
+  const Simulator sim = two_chains();
+  AnnealOptions o;
+  o.evaluations = int64_t{1} << 40;  // hours of work without the limit
+  o.max_seconds = 0.05;
+  const AnnealResult r = anneal(sim, singletons(sim.graph()), std::vector<int>(13, 0), o);
+  EXPECT_GT(r.evaluations, 0);
+  EXPECT_LT(r.evaluations, int64_t{1} << 40);
+  EXPECT_LE(r.step_time_s, r.start_step_time_s);
+}
+
 }  // namespace
 }  // namespace placementd::sim
