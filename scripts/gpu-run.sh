@@ -78,6 +78,9 @@ if ((!skip_tests)); then
   else
     log "tests: FAILED — $(grep -E 'tests passed' "$out/ctest.log" | tail -1); see ctest.log"
   fi
+  # The migration's CUDA copy paths are checked only here (tests/unit/torch/transfer_test.cpp).
+  log "CUDA copy paths: $(grep -E 'CudaTransfer\.' "$out/ctest.log" | grep -oE 'CudaTransfer\.[A-Za-z]+ \.+ *[*A-Za-z]+' |
+    sed -E 's/ \.+ */ /' | paste -sd';' -)"
   log
 fi
 

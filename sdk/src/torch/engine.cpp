@@ -7,6 +7,7 @@
 
 #include "placement/capture.h"
 #include "program.h"
+#include "transfer.h"
 
 namespace placement {
 
@@ -81,12 +82,10 @@ MigrationStats PlacedModule::set_placement(const Placement& placement) {
   placement.validate(s.graph, s.devices);
   std::unordered_map<const Value*, int> home;
   std::unordered_map<const c10::TensorImpl*, int> parameter_home;
-  // Copies first, commit after: if a copy fails (out of memory), nothing has changed.
-  struct Move {
-    at::Tensor tensor;
-    at::Tensor data;
-  };
-  std::vector<Move> moves;
+  // Copies first, commit after: if a copy fails (out of memory), nothing has changed. All copies
+  // go in one batch, so GPU-to-GPU ones share one NCCL group and CPU-to-GPU ones the staging.
+  std::vector<at::Tensor> moved;
+  std::vector<detail::CopyRequest> copies;
   MigrationStats stats;
   for (const Node* node : s.program.graph().nodes()) {
     auto op = s.op_of_node.find(node);
@@ -105,15 +104,16 @@ MigrationStats PlacedModule::set_placement(const Placement& placement) {
       const auto was = s.parameter_home.find(tensor.unsafeGetTensorImpl());
       const bool logical_move = was != s.parameter_home.end() && was->second != device;
       if (tensor.device() == s.device_of[device] && !logical_move) continue;
-      at::NoGradGuard no_grad;
-      // Logical devices of one physical device get their own copy, as separate GPUs would.
-      at::Tensor data = tensor.device() != s.device_of[device] ? tensor.to(s.device_of[device]) : tensor.clone();
+      // Logical devices of one physical device get their own copy (a clone), as separate GPUs would.
       stats.bytes += static_cast<uint64_t>(tensor.numel()) * tensor.element_size();
       ++stats.tensors;
-      moves.push_back({tensor, std::move(data)});
+      moved.push_back(tensor);
+      copies.push_back({tensor.detach(), s.device_of[device]});
     }
   }
-  for (Move& m : moves) m.tensor.set_data(m.data);  // in place: optimizers keep their tensor
+  at::NoGradGuard no_grad;
+  const std::vector<at::Tensor> data = detail::copy_all(copies);
+  for (size_t i = 0; i < moved.size(); ++i) moved[i].set_data(data[i]);  // in place: optimizers keep their tensor
   s.home = std::move(home);
   s.parameter_home = std::move(parameter_home);
   s.placement = placement;

@@ -11,6 +11,8 @@
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 
+#include "transfer.h"
+
 namespace placement {
 
 namespace {
@@ -74,7 +76,8 @@ ParameterHomes parameter_homes(const PlacedModule& module) {
 uint64_t migrate_optimizer_state(torch::optim::Optimizer& optimizer, const PlacedModule& module,
                                  const ParameterHomes& before) {
   auto& states = optimizer.state();
-  std::vector<std::pair<std::function<void(at::Tensor)>, at::Tensor>> staged;
+  std::vector<std::function<void(at::Tensor)>> installs;
+  std::vector<detail::CopyRequest> copies;
   std::vector<at::Tensor> moved_parameters;
   uint64_t bytes = 0;
   at::NoGradGuard no_grad;
@@ -88,12 +91,14 @@ uint64_t migrate_optimizer_state(torch::optim::Optimizer& optimizer, const Place
       if (it == states.end() || !it->second) continue;  // no step yet: no state
       const c10::Device target = module.physical_device(*now);
       for (StateTensor& s : state_tensors(*it->second)) {
-        at::Tensor copy = s.value.device() == target ? s.value.clone() : s.value.to(target);
         bytes += static_cast<uint64_t>(s.value.numel()) * s.value.element_size();
-        staged.emplace_back(std::move(s.install), std::move(copy));
+        installs.push_back(std::move(s.install));
+        copies.push_back({s.value, target});
       }
     }
-  for (auto& [install, tensor] : staged) install(std::move(tensor));
+  // One batch, copies before installs: a failed copy leaves the state as it was.
+  std::vector<at::Tensor> copied = detail::copy_all(copies);
+  for (size_t i = 0; i < installs.size(); ++i) installs[i](std::move(copied[i]));
   for (at::Tensor& p : moved_parameters) p.mutable_grad() = at::Tensor();
   return bytes;
 }

@@ -1,0 +1,19 @@
+#pragma once
+// The CUDA and NCCL half of transfer.h, compiled only where the CUDA toolkit and NCCL were found
+// (PLACEMENT_CUDA_COPY_PATHS). Uses the CUDA runtime and NCCL directly on the tensors' memory,
+// so it needs no CUDA build of LibTorch's headers; LibTorch allocates the destinations.
+
+#include <vector>
+
+#include "transfer.h"
+
+namespace placement::detail {
+
+#ifdef PLACEMENT_CUDA_COPY_PATHS
+/// Copies requests[i] for every i in `which` (contiguous sources, at least one end a GPU, the two
+/// ends different) into out[i]. On return every copy is complete; on a throw `out` is left partly
+/// filled and the caller discards it.
+void cuda_copy(const std::vector<CopyRequest>& requests, const std::vector<size_t>& which, std::vector<at::Tensor>& out);
+#endif
+
+}  // namespace placement::detail
