@@ -57,6 +57,30 @@ void apply_settings(const std::vector<std::string>& settings, placementd::offlin
 
 json seconds_or_null(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
 
+// Libraries under the plugins write to stdout (libmetis prints "***Cannot bisect a graph with 0
+// vertices!" when asked for many parts): while it lives, fd 1 is stderr, so stdout carries only
+// placementctl's own output (the JSON with --json).
+class LibraryOutputToStderr {
+ public:
+  LibraryOutputToStderr() {
+    std::cout.flush();
+    std::fflush(stdout);
+    saved_ = ::dup(STDOUT_FILENO);
+    if (saved_ >= 0) ::dup2(STDERR_FILENO, STDOUT_FILENO);
+  }
+  ~LibraryOutputToStderr() {
+    std::fflush(stdout);
+    if (saved_ < 0) return;
+    ::dup2(saved_, STDOUT_FILENO);
+    ::close(saved_);
+  }
+  LibraryOutputToStderr(const LibraryOutputToStderr&) = delete;
+  LibraryOutputToStderr& operator=(const LibraryOutputToStderr&) = delete;
+
+ private:
+  int saved_ = -1;
+};
+
 
 }  // namespace
 
@@ -86,7 +110,10 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
       if (done == total) std::cerr << "\n";
     };
 
-  const placementd::offline::OptimizeResult r = placementd::offline::optimize(simulator, registry, o);
+  const placementd::offline::OptimizeResult r = [&] {
+    LibraryOutputToStderr quiet;
+    return placementd::offline::optimize(simulator, registry, o);
+  }();
   if (r.best_source.empty()) {
     std::cerr << "placementctl: no valid placement found: every candidate and every baseline runs out of memory\n";
     return 4;

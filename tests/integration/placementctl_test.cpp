@@ -202,6 +202,20 @@ TEST(Placementctl, OptimizeReportsBaselinesBoundAndIsReproducible) {
   EXPECT_NE(run_command(bad).err.find("expected KIND.KEY=VALUE"), std::string::npos);
 }
 
+TEST(Placementctl, OptimizeJsonIsNotMixedWithWhatLibrariesPrint) {
+  // libmetis prints "***Cannot bisect a graph with 0 vertices!" to stdout when asked for 256 parts
+  // of the unrolled GNMT; placementctl sends it to stderr, so stdout is the JSON alone.
+  const CommandResult r = run_command({placementctl_bin(), "optimize", "--graph",
+                                       std::string(GRAPH_DIR) + "/gnmt4_unrolled.json.gz", "--devices",
+                                       std::string(SOURCE_TOPOLOGY_DIR) + "/4xh100_cpu_pcie5.toml", "--grouper",
+                                       "metis", "--set", "grouper.groups=256", "--placer", "metis", "--budget", "1",
+                                       "--plugin-dir", plugin_dir(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json out;
+  ASSERT_NO_THROW(out = json::parse(r.out)) << r.out.substr(0, 300);
+  EXPECT_GT(out["groups"].get<int>(), 100);
+}
+
 TEST(Placementctl, OptimizeWarmStartsFromABaseline) {
   DaemonProcess paths;  // only for its temp dir
   write_optimize_inputs(paths.dir);
