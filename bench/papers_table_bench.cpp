@@ -36,6 +36,22 @@ using placementd::offline::OptimizeResult;
 
 constexpr int kMaxGroups = 1024;
 
+// "list_scheduling 39.26" for the fastest valid baseline of a run (the baselines place the run's
+// own grouping: a finer grouping helps them as much as the policy).
+std::string best_baseline(const OptimizeResult& r) {
+  std::string name;
+  double best = 0;
+  for (const auto& [n, t] : r.baselines)
+    if (t && (name.empty() || *t < best)) {
+      name = n;
+      best = *t;
+    }
+  if (name.empty()) return "none valid";
+  char buf[96];
+  std::snprintf(buf, sizeof(buf), "%s %.3f", name.c_str(), best * 1e3);
+  return buf;
+}
+
 struct Configuration {
   std::string label;
   std::string grouper, placer, algorithm;
@@ -103,8 +119,8 @@ int main(int argc, char** argv) {
     const placementd::sim::Simulator simulator(graph, devices);
     const double bound = simulator.lower_bound_s();
     std::printf("== %s: %zu ops, lower bound %.3f ms\n", model.c_str(), graph.ops.size(), bound * 1e3);
-    std::printf("%-44s %7s %12s %10s %14s %9s %9s %13s\n", "configuration", "groups", "best_ms", "vs_bound",
-                "evals_to_2pct", "wall_s", "rejected", "to_cold_2pct");
+    std::printf("%-44s %7s %12s %10s %14s %9s %9s %13s  %s\n", "configuration", "groups", "best_ms", "vs_bound",
+                "evals_to_2pct", "wall_s", "rejected", "to_cold_2pct", "best baseline on these groups");
     {
       // The baselines place ColocRL's colocation groups, whichever configurations run (a learned
       // grouper's first grouping is random, so baselines on it would say little).
@@ -172,9 +188,9 @@ int main(int argc, char** argv) {
       }
       for (int warm = 0; warm < (imitate.empty() ? 1 : 2); ++warm) {
         const std::string label = warm ? "  + warm start (" + imitate + ")" : c.label;
-        std::printf("%-44s %7d %12.3f %10.2f %14.0f %9.1f %9.0f %13.0f\n", label.c_str(), groups,
+        std::printf("%-44s %7d %12.3f %10.2f %14.0f %9.1f %9.0f %13.0f  %s\n", label.c_str(), groups,
                     median(best[warm]) * 1e3, median(best[warm]) / bound, median(evals[warm]), median(wall[warm]),
-                    median(rejected[warm]), median(to_cold[warm]));
+                    median(rejected[warm]), median(to_cold[warm]), warm ? "" : best_baseline(last).c_str());
       }
       std::fflush(stdout);
     }
