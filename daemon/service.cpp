@@ -18,8 +18,9 @@ using nlohmann::json;
 
 namespace {
 
-// The live simulator warm start runs on the daemon's loop, between two messages: a second at most
-// (~10,000 placements of a 5,000-op graph, the full 20,000 of anything smaller than ~2,500 ops).
+// The live simulator warm start runs on the session's policy strand before the graph is accepted,
+// so the job's first directive waits for it: a second at most (~10,000 placements of a 5,000-op
+// graph, the full 20,000 of anything smaller than ~2,500 ops).
 constexpr double kLiveSearchSeconds = 1.0;
 
 // A request that is well framed but wrong in content; answered with an error frame, the

@@ -22,7 +22,7 @@ struct AnnealOptions {
   /// Last temperature over the first; the schedule is geometric in between.
   double cooling = 1e-3;
   /// Stop after this much wall time (0: no limit; then the result depends on the seed alone). The
-  /// daemon runs the search between two messages, where seconds would stall every other job.
+  /// daemon runs the search before answering a job's graph upload, which must not take long.
   double max_seconds = 0.0;
 };
 
