@@ -6,6 +6,7 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include "cuda_transfer.h"
 #include "transfer.h"
 
 namespace placement::detail {
@@ -62,6 +63,18 @@ TEST_F(CudaTransfer, HostToDeviceAndBackAreBitwiseEqualAndEndPinned) {
   EXPECT_EQ(back[2].numel(), 0);
   EXPECT_TRUE(back[0].is_pinned()) << "so that moving it to a GPU again is one DMA";
 }
+
+#ifdef PLACEMENT_CUDA_COPY_PATHS
+TEST_F(CudaTransfer, TheNcclPathWorksOnOneGpu) {
+  // A one-device communicator sending to itself: what a one-GPU machine can check of the NCCL path.
+  const at::Tensor a = torch::randn({(int64_t{64} << 18) + 5}, torch::TensorOptions().device(cuda(0)));
+  std::vector<at::Tensor> out(1);
+  cuda_copy({{a, cuda(0)}}, {0}, out);
+  EXPECT_EQ(out[0].device(), cuda(0));
+  EXPECT_NE(out[0].data_ptr(), a.data_ptr());
+  EXPECT_TRUE(at::equal(out[0].cpu(), a.cpu()));
+}
+#endif
 
 TEST_F(CudaTransfer, GpuToGpuGoesThroughNccl) {
   if (torch::cuda::device_count() < 2) GTEST_SKIP() << "one GPU: nothing to move between";
