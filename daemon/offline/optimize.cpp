@@ -1,5 +1,6 @@
 #include "optimize.h"
 
+#include "baseline.h"
 #include "policy_pipeline.h"
 #include "sim/model_error.h"
 
@@ -13,33 +14,21 @@ namespace {
 
 using placement::Placement;
 
-// What a placement costs, or nullopt with the reason when it cannot be a candidate: the memory
-// model rejects it (devices at fault counted), or an op sits on a device kind it has no profile for.
+// What a candidate costs, or nullopt when it cannot be one: the memory model rejects it (devices
+// at fault counted), or an op sits on a device kind it has no profile for.
 std::optional<double> evaluate(const sim::Simulator& simulator, const Placement& placement,
-                               std::map<std::string, int64_t>* rejected_on, std::string* why = nullptr) {
+                               std::map<std::string, int64_t>& rejected_on) {
   const sim::SimulationResult memory = simulator.check_memory(placement);
   if (!memory.valid) {
-    if (rejected_on)
-      for (size_t d : memory.over_capacity()) ++(*rejected_on)[simulator.devices().devices[d].name()];
-    if (why) *why = memory.invalid_reason;
+    for (size_t d : memory.over_capacity()) ++rejected_on[simulator.devices().devices[d].name()];
     return std::nullopt;
   }
   try {
     return simulator.simulate(placement).step_time_s;
-  } catch (const std::invalid_argument& e) {
-    // Its cost is unknown, so it is not a candidate.
-    if (rejected_on) ++(*rejected_on)["unprofiled device kind"];
-    if (why) *why = e.what();
+  } catch (const std::invalid_argument&) {
+    ++rejected_on["unprofiled device kind"];  // its cost is unknown, so it is not a candidate
     return std::nullopt;
   }
-}
-
-Placement placement_of(const placement::Grouping& grouping, const std::vector<int>& device_of_group,
-                       const sim::Simulator& simulator) {
-  Placement p = Placement::from_groups(grouping, device_of_group);
-  p.enforce_pins(simulator.graph(), simulator.devices());
-  p.validate(simulator.graph(), simulator.devices());
-  return p;
 }
 
 }  // namespace
@@ -88,7 +77,7 @@ OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& r
     const std::vector<int>& action = sample.action;
     const Placement& candidate = sample.placement;
     Evaluation e;
-    e.step_time_s = evaluate(simulator, candidate, &result.invalid_by_device);
+    e.step_time_s = evaluate(simulator, candidate, result.invalid_by_device);
     if (!e.step_time_s) {
       ++result.invalid_rejected;
       algorithm->observe(action, options.failing_reward, false);
@@ -124,14 +113,11 @@ OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& r
   for (const std::string& name : options.baselines) {
     if (!registry.has(placement::PluginKind::kPlacer, name)) continue;
     try {
-      auto baseline = registry.create_placer(name, {});
-      std::mt19937_64 baseline_rng(options.seed);
-      baseline->prepare(graph, grouping, devices, baseline_rng);
-      const Placement p = placement_of(grouping, baseline->place(baseline_rng), simulator);
-      std::string why;
-      const std::optional<double> t = evaluate(simulator, p, nullptr, &why);
+      const BaselinePlacement b = place_baseline(name, simulator, registry, grouping, options.seed);
+      const std::optional<double>& t = b.step_time_s;
+      const Placement& p = b.placement;
       result.baselines[name] = t;
-      if (!t) result.baseline_errors[name] = why;
+      if (!t) result.baseline_errors[name] = b.why;
       if (t && (result.best_source.empty() || *t < result.best_step_time_s)) {
         result.best_step_time_s = *t;
         result.best = p;

@@ -1,5 +1,7 @@
 #include "warm_start.h"
 
+#include "baseline.h"
+
 #include <algorithm>
 #include <cmath>
 #include <exception>
@@ -51,27 +53,13 @@ ImitationResult imitate(placement::TrainablePolicy& policy, const std::vector<in
 
 namespace {
 
-// The placement (device per group) the placer `name` gives `grouping`, checked against the memory
-// model, and its simulated time (nullopt when the graph is not profiled for it). Throws with the
-// reason when the placer fails or its placement does not fit.
-std::pair<std::vector<int>, std::optional<double>> place_with(const std::string& name, const sim::Simulator& simulator,
-                                                             const PluginRegistry& registry,
-                                                             const placement::Grouping& grouping, uint64_t seed) {
-  auto placer = registry.create_placer(name, {});
-  std::mt19937_64 rng(seed);
-  placer->prepare(simulator.graph(), grouping, simulator.devices(), rng);
-  std::vector<int> devices = placer->place(rng);
-  placement::Placement p = placement::Placement::from_groups(grouping, devices);
-  p.enforce_pins(simulator.graph(), simulator.devices());
-  const sim::SimulationResult memory = simulator.check_memory(p);
-  if (!memory.valid) throw std::invalid_argument(name + "'s placement does not fit: " + memory.invalid_reason);
-  std::optional<double> time;
-  try {
-    time = simulator.simulate(p).step_time_s;
-  } catch (const std::invalid_argument&) {
-    // Unprofiled ops (a live job before its profile): the placement is still a sensible start.
-  }
-  return {std::move(devices), time};
+// The placement of the placer `name` and its simulated time (nullopt when the graph is not
+// profiled for it); throws with the reason when the placer fails or its placement does not fit.
+BaselinePlacement fitting_baseline(const std::string& name, const sim::Simulator& simulator,
+                                   const PluginRegistry& registry, const placement::Grouping& grouping, uint64_t seed) {
+  BaselinePlacement b = place_baseline(name, simulator, registry, grouping, seed);
+  if (!b.fits) throw std::invalid_argument(name + "'s placement does not fit: " + b.why);
+  return b;
 }
 
 // The simulator warm start's target: annealing from the fastest heuristic placement that fits.
@@ -87,16 +75,16 @@ std::vector<int> search(const sim::Simulator& simulator, const PluginRegistry& r
   for (const std::string& name : kSearchStarts) {
     if (!registry.has(placement::PluginKind::kPlacer, name)) continue;
     try {
-      auto [devices, time] = place_with(name, simulator, registry, grouping, seed);
-      if (!time) {
+      BaselinePlacement b = fitting_baseline(name, simulator, registry, grouping, seed);
+      if (!b.step_time_s) {
         why = "the graph has no profile for every device kind it may use, so the simulator cannot time it "
               "(capture it with profiles for these devices)";
         continue;
       }
-      if (!r.search_start_step_time_s || *time < *r.search_start_step_time_s) {
+      if (!r.search_start_step_time_s || *b.step_time_s < *r.search_start_step_time_s) {
         r.search_start = name;
-        r.search_start_step_time_s = time;
-        start = std::move(devices);
+        r.search_start_step_time_s = b.step_time_s;
+        start = std::move(b.device_of_group);
       }
     } catch (const std::exception& e) {
       if (why.empty()) why = e.what();
@@ -137,9 +125,9 @@ ImitationResult imitate_baseline(placement::TrainablePolicy* policy, const sim::
     if (searching) {
       target = search(simulator, registry, grouping, options, seed, found);
     } else {
-      auto placed = place_with(options.baseline, simulator, registry, grouping, seed);
-      target = std::move(placed.first);
-      found.baseline_step_time_s = placed.second;
+      BaselinePlacement b = fitting_baseline(options.baseline, simulator, registry, grouping, seed);
+      target = std::move(b.device_of_group);
+      found.baseline_step_time_s = b.step_time_s;
     }
   } catch (const std::exception& e) {
     found.skipped = searching ? std::string("simulator search: ") + e.what() : e.what();

@@ -38,27 +38,23 @@ std::vector<SCOTCH_Num> integer_ratios(const std::vector<double>& values) {
   return out;
 }
 
-// Owners of the Scotch structures, so that every exit path frees them.
-struct Graph {
-  SCOTCH_Graph g;
-  Graph() { check(SCOTCH_graphInit(&g), "SCOTCH_graphInit"); }
-  ~Graph() { SCOTCH_graphExit(&g); }
+// Owner of one Scotch structure, so that every exit path frees it.
+template <class T, int (*Init)(T*), void (*Exit)(T*)>
+class Owned {
+ public:
+  Owned() { check(Init(&value_), "SCOTCH_*Init"); }
+  ~Owned() { Exit(&value_); }
+  Owned(const Owned&) = delete;
+  Owned& operator=(const Owned&) = delete;
+  T* get() { return &value_; }
+
+ private:
+  T value_;
 };
-struct Arch {
-  SCOTCH_Arch a;
-  Arch() { check(SCOTCH_archInit(&a), "SCOTCH_archInit"); }
-  ~Arch() { SCOTCH_archExit(&a); }
-};
-struct Strat {
-  SCOTCH_Strat s;
-  Strat() { check(SCOTCH_stratInit(&s), "SCOTCH_stratInit"); }
-  ~Strat() { SCOTCH_stratExit(&s); }
-};
-struct Context {
-  SCOTCH_Context c;
-  Context() { check(SCOTCH_contextInit(&c), "SCOTCH_contextInit"); }
-  ~Context() { SCOTCH_contextExit(&c); }
-};
+using Graph = Owned<SCOTCH_Graph, SCOTCH_graphInit, SCOTCH_graphExit>;
+using Arch = Owned<SCOTCH_Arch, SCOTCH_archInit, SCOTCH_archExit>;
+using Strat = Owned<SCOTCH_Strat, SCOTCH_stratInit, SCOTCH_stratExit>;
+using Context = Owned<SCOTCH_Context, SCOTCH_contextInit, SCOTCH_contextExit>;
 
 // CSR arrays for SCOTCH_graphBuild; the graph keeps pointers into them.
 struct Csr {
@@ -80,10 +76,10 @@ Csr to_csr(const std::vector<std::map<int, double>>& adjacency, const std::vecto
 
 void build(Graph& graph, Csr& csr) {
   const SCOTCH_Num n = static_cast<SCOTCH_Num>(csr.vload.size());
-  check(SCOTCH_graphBuild(&graph.g, 0, n, csr.vert.data(), nullptr, csr.vload.data(), nullptr,
+  check(SCOTCH_graphBuild(graph.get(), 0, n, csr.vert.data(), nullptr, csr.vload.data(), nullptr,
                           static_cast<SCOTCH_Num>(csr.edge.size()), csr.edge.data(), csr.eload.data()),
         "SCOTCH_graphBuild");
-  check(SCOTCH_graphCheck(&graph.g), "SCOTCH_graphCheck");
+  check(SCOTCH_graphCheck(graph.get()), "SCOTCH_graphCheck");
 }
 
 }  // namespace
@@ -143,22 +139,22 @@ std::vector<int> scotch_map(const WeightedGraph& graph, const TargetMachine& tar
   // sessions would share it. One thread, because the deterministic option alone does not make
   // threaded runs repeatable, and group graphs are small.
   Context context;
-  check(SCOTCH_contextThreadSpawn(&context.c, 1, nullptr), "SCOTCH_contextThreadSpawn");
-  check(SCOTCH_contextRandomClone(&context.c), "SCOTCH_contextRandomClone");
-  check(SCOTCH_contextOptionSetNum(&context.c, SCOTCH_OPTIONNUMDETERMINISTIC, 1), "SCOTCH_contextOptionSetNum");
-  SCOTCH_contextRandomSeed(&context.c, static_cast<SCOTCH_Num>(seed));
+  check(SCOTCH_contextThreadSpawn(context.get(), 1, nullptr), "SCOTCH_contextThreadSpawn");
+  check(SCOTCH_contextRandomClone(context.get()), "SCOTCH_contextRandomClone");
+  check(SCOTCH_contextOptionSetNum(context.get(), SCOTCH_OPTIONNUMDETERMINISTIC, 1), "SCOTCH_contextOptionSetNum");
+  SCOTCH_contextRandomSeed(context.get(), static_cast<SCOTCH_Num>(seed));
   Graph bound_machine, bound;
-  check(SCOTCH_contextBindGraph(&context.c, &machine_graph.g, &bound_machine.g), "SCOTCH_contextBindGraph");
-  check(SCOTCH_contextBindGraph(&context.c, &source.g, &bound.g), "SCOTCH_contextBindGraph");
+  check(SCOTCH_contextBindGraph(context.get(), machine_graph.get(), bound_machine.get()), "SCOTCH_contextBindGraph");
+  check(SCOTCH_contextBindGraph(context.get(), source.get(), bound.get()), "SCOTCH_contextBindGraph");
   Arch arch;
   Strat arch_strat;
-  check(SCOTCH_archBuild0(&arch.a, &bound_machine.g, 0, nullptr, &arch_strat.s), "SCOTCH_archBuild0");
+  check(SCOTCH_archBuild0(arch.get(), bound_machine.get(), 0, nullptr, arch_strat.get()), "SCOTCH_archBuild0");
 
   Strat strat;
-  check(SCOTCH_stratGraphMapBuild(&strat.s, SCOTCH_STRATQUALITY, static_cast<SCOTCH_Num>(processors), imbalance),
+  check(SCOTCH_stratGraphMapBuild(strat.get(), SCOTCH_STRATQUALITY, static_cast<SCOTCH_Num>(processors), imbalance),
         "SCOTCH_stratGraphMapBuild");
   std::vector<SCOTCH_Num> part(n, 0);
-  check(SCOTCH_graphMap(&bound.g, &arch.a, &strat.s, part.data()), "SCOTCH_graphMap");
+  check(SCOTCH_graphMap(bound.get(), arch.get(), strat.get(), part.data()), "SCOTCH_graphMap");
   return std::vector<int>(part.begin(), part.end());
 }
 
