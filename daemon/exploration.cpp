@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "live_profiles.h"
 #include "placement/serialization.h"
 
 namespace placementd {
@@ -140,6 +141,7 @@ nlohmann::json directive_body(const Session& s, const Directive& d) {
   return {{"placement_id", d.placement_id},
           {"reason", d.reason},
           {"state", to_string(s.state)},
+          {"profile", wants_profile(s, d.placement)},
           {"placement", placement::to_json(d.placement, s.devices)}};
 }
 
@@ -160,7 +162,9 @@ bool record_report(Session& s, const placement::Measurement& m) {
   CandidateRecord& c = it->second;
   ++s.steps;
   s.measured_seconds += m.step_time_s;
-  if (m.ok) c.step_times.push_back(m.step_time_s);
+  // A profiled step is slower by its instrumentation: a step of the job, no measurement.
+  if (m.profiled) ++s.profiled_steps;
+  else if (m.ok) c.step_times.push_back(m.step_time_s);
   else {
     if (c.failures++ == 0) {
       c.error = m.error;
@@ -179,7 +183,7 @@ bool record_report(Session& s, const placement::Measurement& m) {
   if (s.state == SessionState::kExploiting) {
     const CandidateRecord* best = s.best();
     const auto best_time = best ? best->median(e.warmup_steps) : std::nullopt;
-    if (m.ok && best_time && m.step_time_s > *best_time * (1.0 + e.drift_threshold)) ++s.drift_count;
+    if (m.ok && !m.profiled && best_time && m.step_time_s > *best_time * (1.0 + e.drift_threshold)) ++s.drift_count;
     else s.drift_count = 0;
     due = s.drift_count >= e.drift_steps;
     due = due || (s.paused && may_resume(s));

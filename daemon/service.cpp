@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "exploration.h"
+#include "live_profiles.h"
 #include "placement/serialization.h"
 #include "version.h"
 
@@ -18,9 +19,9 @@ using nlohmann::json;
 
 namespace {
 
-// The live simulator warm start runs on the session's policy strand before the graph is accepted,
-// so the job's first directive waits for it: a second at most (~10,000 placements of a 5,000-op
-// graph, the full 20,000 of anything smaller than ~2,500 ops).
+// The live simulator warm start runs on the session's policy strand while the job trains on its
+// start placement, and is done before the policy's first sample; its search takes a second at
+// most (~10,000 placements of a 5,000-op graph, the full 20,000 of anything smaller than ~2,500 ops).
 constexpr double kLiveSearchSeconds = 1.0;
 
 // A request that is well framed but wrong in content; answered with an error frame, the
@@ -91,6 +92,7 @@ void Service::handle(ConnectionState& conn, MessageType type, uint32_t rid, cons
       case MessageType::kGraphUpload: return upload_graph(conn, rid, body, respond);
       case MessageType::kPlacementRequest: return request_placement(conn, rid, respond);
       case MessageType::kStepReport: return step_report(conn, rid, body, respond);
+      case MessageType::kProfileReport: return profile_report(conn, rid, body, respond);
       case MessageType::kDetach: return detach(conn, rid, respond);
       case MessageType::kStatus: return status(conn, rid, respond);
       case MessageType::kListJobs: return list_jobs(conn, rid, body, respond);
@@ -155,6 +157,12 @@ void Service::attach(ConnectionState& conn, uint32_t rid, const json& body, cons
   if (auto it = body.find("expected_steps"); it != body.end()) {
     if (!it->is_number_unsigned()) throw RequestError(error::kBadPayload, "'expected_steps' must be a non-negative integer");
     session->expected_steps = it->get<uint64_t>();
+  }
+  session->protocol_version = conn.version;
+  if (auto it = body.find("profile_steps"); it != body.end()) {
+    if (!it->is_number_unsigned() || it->get<uint64_t>() > 1000)
+      throw RequestError(error::kBadPayload, "'profile_steps' must be an integer from 0 to 1000");
+    session->job_profile_steps = it->get<int64_t>();
   }
   if (!body.contains("devices")) throw RequestError(error::kBadPayload, "'devices' is missing");
   try {
@@ -254,19 +262,9 @@ void Service::upload_graph(ConnectionState& conn, uint32_t rid, const json& body
       session->memory_model.emplace(g, session->devices, memory_options);
       // A fresh policy first imitates the configured baseline, so its first live candidates are a
       // heuristic's rather than uniform noise; a resumed one has learned more than that already.
-      if (!resumed && !session->policy.warm_start.empty()) {
-        offline::ImitationOptions imitation;
-        imitation.baseline = session->policy.warm_start;
-        imitation.search.max_seconds = kLiveSearchSeconds;
-        session->warm_start = offline::imitate_baseline(policy, *session->memory_model, registry_, grouping,
-                                                        imitation, session->rng(), session->pipeline->action_for({}));
-        if (session->warm_start->skipped.empty())
-          spdlog::info("job {} '{}': policy warm-started from {} in {} steps (per-group probability {:.2f} -> {:.2f})",
-                       session->id, session->job, imitation.baseline, session->warm_start->steps,
-                       session->warm_start->probability_before, session->warm_start->probability_after);
-        else
-          spdlog::warn("job {} '{}': no warm start: {}", session->id, session->job, session->warm_start->skipped);
-      }
+      // It runs once the job trains (warm_start()), so the first directive does not wait for it.
+      session->policy_resumed = resumed;
+      session->warm_start_pending = !resumed && !session->policy.warm_start.empty();
       session->job_start = std::move(start);
       spdlog::info("job {} '{}': graph {} with {} ops in {} groups{}{}{}", session->id, session->job, session->fingerprint,
                    session->graph->ops.size(), grouping.num_groups,
@@ -294,19 +292,28 @@ void Service::upload_graph(ConnectionState& conn, uint32_t rid, const json& body
 void Service::request_placement(ConnectionState& conn, uint32_t rid, const Responder& respond) {
   if (!conn.session) throw RequestError(error::kUnexpected, "attach before requesting a placement");
   auto session = conn.session;
-  boost::asio::post(*session->strand, [session, rid, respond] {
+  boost::asio::post(*session->strand, [this, session, rid, respond] {
     std::lock_guard<std::mutex> lock(session->mutex);
     try {
       if (!session->graph) throw RequestError(error::kUnexpected, "upload the graph before requesting a placement");
       // The first request starts the session; a later one gets the placement in force again.
       Directive d;
-      if (session->candidates.empty()) {
+      const bool first = session->candidates.empty();
+      if (first) {
         d = start_session(*session);
       } else {
         const CandidateRecord& c = session->candidates.at(session->current_candidate);
         d = {c.id, c.reason, c.placement};
       }
       respond(MessageType::kPlacementDirective, rid, directive_body(*session, d), false);
+      // The job trains from here on; the warm start runs now unless it waits for the job's
+      // profiles (the start directive asks for them).
+      if (first && session->warm_start_pending) {
+        const bool profiles_coming = wants_profile(*session, d.placement);
+        boost::asio::post(*session->strand, [this, session, profiles_coming] {
+          warm_start(session, profiles_coming ? WarmStartWhen::kProfiled : WarmStartWhen::kNow);
+        });
+      }
     } catch (const RequestError& e) {
       respond(MessageType::kError, rid, placement::protocol::error_body(e.code, e.what(), false), false);
     } catch (const std::exception& e) {
@@ -330,6 +337,7 @@ void Service::step_report(ConnectionState& conn, uint32_t rid, const json& body,
   // Training the policy may take seconds: on the session's strand, while the job keeps stepping.
   // The next directive is pushed unsolicited (request id 0).
   boost::asio::post(*session->strand, [this, session, respond] {
+    warm_start(session, WarmStartWhen::kBeforeFirstSample);
     std::lock_guard<std::mutex> lock(session->mutex);
     if (session->state == SessionState::kDetached) return;
     try {
@@ -339,6 +347,61 @@ void Service::step_report(ConnectionState& conn, uint32_t rid, const json& body,
       spdlog::error("job {} '{}': policy step failed, the job keeps its placement: {}", session->id, session->job, e.what());
     }
   });
+}
+
+void Service::profile_report(ConnectionState& conn, uint32_t rid, const json& body, const Responder& respond) {
+  if (!conn.session) throw RequestError(error::kUnexpected, "profile report from a connection that is not attached");
+  if (conn.version < placement::protocol::kProfileReportVersion)
+    throw RequestError(error::kUnexpected, "profile_report needs protocol version " +
+                                               std::to_string(placement::protocol::kProfileReportVersion));
+  placement::ProfileReport report = placement::profile_report_from_json(body);
+  auto session = conn.session;
+  boost::asio::post(*session->strand, [this, session, report = std::move(report), rid, respond] {
+    {
+      std::lock_guard<std::mutex> lock(session->mutex);
+      if (session->state == SessionState::kDetached) return;
+      try {
+        apply_profiles(*session, report);
+      } catch (const std::exception& e) {
+        ++protocol_errors;
+        spdlog::warn("job {} '{}': profile report not used: {}", session->id, session->job, e.what());
+        respond(MessageType::kError, rid, placement::protocol::error_body(error::kBadPayload, e.what(), false), false);
+        return;
+      }
+      std::set<std::string> kinds;
+      for (const auto& entry : report.ops) kinds.insert(entry.kind);
+      std::string names;
+      for (const auto& k : kinds) names += (names.empty() ? "" : ", ") + k;
+      spdlog::info("job {} '{}': profiles of {} ops ({}) measured over {} steps under placement {}", session->id,
+                   session->job, report.ops.size(), names, report.steps, report.placement_id);
+    }
+    warm_start(session, WarmStartWhen::kProfiled);
+  });
+}
+
+void Service::warm_start(const std::shared_ptr<Session>& session, WarmStartWhen when) {
+  // Under the session's lock like all policy work (detach persists the policy's state from the I/O
+  // thread), so a report arriving meanwhile waits for it; this happens once per session.
+  std::lock_guard<std::mutex> lock(session->mutex);
+  if (!session->warm_start_pending || session->state == SessionState::kDetached) return;
+  // Before the first sample it runs on what there is: profiles of some device kind never came
+  // (its candidate failed, or the job does not profile).
+  const bool ready = when == WarmStartWhen::kNow || fully_profiled(*session) ||
+                     (when == WarmStartWhen::kBeforeFirstSample && session->single_device_tried);
+  if (!ready) return;
+  session->warm_start_pending = false;
+  offline::ImitationOptions imitation;
+  imitation.baseline = session->policy.warm_start;
+  imitation.search.max_seconds = kLiveSearchSeconds;
+  session->warm_start = offline::imitate_baseline(session->pipeline->policy(), *session->memory_model, registry_,
+                                                  session->pipeline->grouping(), imitation, session->rng(),
+                                                  session->pipeline->action_for({}));
+  if (session->warm_start->skipped.empty())
+    spdlog::info("job {} '{}': policy warm-started from {} in {} steps (per-group probability {:.2f} -> {:.2f})",
+                 session->id, session->job, imitation.baseline, session->warm_start->steps,
+                 session->warm_start->probability_before, session->warm_start->probability_after);
+  else
+    spdlog::warn("job {} '{}': no warm start: {}", session->id, session->job, session->warm_start->skipped);
 }
 
 void Service::detach(ConnectionState& conn, uint32_t rid, const Responder& respond) {

@@ -83,6 +83,13 @@ class Service {
   void upload_graph(ConnectionState& conn, uint32_t rid, const json& body, const Responder& respond);
   void request_placement(ConnectionState& conn, uint32_t rid, const Responder& respond);
   void step_report(ConnectionState& conn, uint32_t rid, const json& body, const Responder& respond);
+  void profile_report(ConnectionState& conn, uint32_t rid, const json& body, const Responder& respond);
+  /// When a pending [policy] warm_start runs: once the graph has profiles for every device kind of
+  /// the job; at once; or, at the latest, before the policy's first sample (after the start and
+  /// the single-device candidate).
+  enum class WarmStartWhen { kProfiled, kNow, kBeforeFirstSample };
+  /// On the session's strand: runs [policy] warm_start if it is pending and `when` is met.
+  void warm_start(const std::shared_ptr<Session>& session, WarmStartWhen when);
   void detach(ConnectionState& conn, uint32_t rid, const Responder& respond);
   void status(ConnectionState& conn, uint32_t rid, const Responder& respond);
   void list_jobs(ConnectionState& conn, uint32_t rid, const json& body, const Responder& respond);

@@ -53,6 +53,14 @@ const CandidateRecord* Session::best() const {
   return best;
 }
 
+std::set<std::string> Session::profiled_kinds() const {
+  std::set<std::string> kinds;
+  if (graph)
+    for (const placement::Op& op : graph->ops)
+      for (const auto& [kind, profile] : op.profile) kinds.insert(kind);
+  return kinds;
+}
+
 json Session::summary() const {
   const int64_t warmup = policy.exploration.warmup_steps;
   const CandidateRecord* b = best();
@@ -122,6 +130,8 @@ json Session::summary() const {
           {"rejected", rejected},
           {"repeats_scored", repeats_scored},
           {"reexplorations", reexplorations},
+          {"profiled_kinds", profiled_kinds()},
+          {"profiled_steps", profiled_steps},
           {"attached_s", uptime}};
 }
 
@@ -144,6 +154,7 @@ json Session::detail() const {
   j["device_names"] = json::array();
   for (const auto& d : devices.devices) j["device_names"].push_back(d.name());
   j["stray_reports"] = stray_reports;
+  j["profile_reports"] = profile_reports;
   j["rejected_by_device"] = rejected_by_device;
   j["warm_start"] = warm_start ? offline::to_json(*warm_start) : json(nullptr);
   return j;

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,18 @@ struct Session {
   /// What [policy] warm_start did before the first candidate (nullopt: not configured, or the
   /// policy state was resumed from an earlier run).
   std::optional<offline::ImitationResult> warm_start;
+  /// The warm start is configured, the policy was not resumed, and it has not run yet: it waits
+  /// for the job's profiles of every device kind (the simulator needs them), at most until the
+  /// policy's first sample.
+  bool warm_start_pending = false;
+  bool policy_resumed = false;
+  /// The protocol version of the job's connection, and how many steps it profiles when a
+  /// directive asks it to (0: it does not; protocol 1 jobs never do).
+  uint16_t protocol_version = 1;
+  int64_t job_profile_steps = 0;
+  /// profile_report messages merged into `graph`, and steps the job ran under its profiler.
+  uint64_t profile_reports = 0;
+  uint64_t profiled_steps = 0;
   std::map<uint64_t, CandidateRecord> candidates;
   uint64_t current_candidate = 0;
   uint64_t steps = 0;
@@ -133,6 +146,8 @@ struct Session {
   /// While exploiting, the placement in force; else the candidate with the lowest median step
   /// time among the ones not stale; nullptr while none has a median.
   const CandidateRecord* best() const;
+  /// The device kinds ("cpu", "cuda") some op of the graph has a profile for.
+  std::set<std::string> profiled_kinds() const;
   /// Summary for `placementctl jobs` (caller holds the mutex).
   nlohmann::json summary() const;
   /// summary() plus per-candidate detail (caller holds the mutex).

@@ -25,7 +25,7 @@ constexpr size_t kWakeAtReports = 64;
 
 DirectiveMessage directive_from(const json& body, const JobChannelOptions& o, uint64_t generation) {
   return {body.at("placement_id").get<uint64_t>(), body.value("reason", ""), body.value("state", ""),
-          placement_from_json(body.at("placement"), o.graph, o.devices), generation};
+          body.value("profile", false), placement_from_json(body.at("placement"), o.graph, o.devices), generation};
 }
 
 }  // namespace
@@ -80,6 +80,14 @@ void JobChannel::report(uint64_t generation, const Measurement& report) {
   if (!report.ok || queued >= kWakeAtReports) wake();
 }
 
+void JobChannel::send_profiles(uint64_t generation, ProfileReport report) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    profiles_.emplace_back(generation, std::move(report));
+  }
+  wake();
+}
+
 bool JobChannel::wait_for_directive(int timeout_ms) {
   std::unique_lock<std::mutex> lock(mutex_);
   // A daemon that is not there fails the first attempt at once: no reason to wait then.
@@ -102,6 +110,7 @@ bool JobChannel::connect() {
                    {"sdk_version", options_.sdk_version},
                    {"torch_version", options_.torch_version}};
     if (options_.expected_steps > 0) attach["expected_steps"] = options_.expected_steps;
+    if (client->version() >= protocol::kProfileReportVersion) attach["profile_steps"] = options_.profile_steps;
     const json attached = client->request(MessageType::kAttach, attach, MessageType::kAttached);
     // Grouping a large graph takes the daemon a while.
     client->set_timeout_ms(options_.timeout_ms * 10);
@@ -136,16 +145,24 @@ bool JobChannel::connect() {
 
 void JobChannel::pump(int wait_ms) {
   std::deque<std::pair<uint64_t, Measurement>> reports;
+  std::deque<std::pair<uint64_t, ProfileReport>> profiles;
   uint64_t generation;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     reports.swap(reports_);
+    profiles.swap(profiles_);
     generation = generation_;
   }
-  uint64_t sent = 0, dropped = 0;
+  uint64_t sent = 0, dropped = 0, profiles_sent = 0;
   for (const auto& [gen, m] : reports) {
     if (gen == generation && client_->send_oneway(MessageType::kStepReport, to_json(m))) ++sent;
     else ++dropped;
+  }
+  for (const auto& [gen, p] : profiles) {
+    p.apply(options_.graph);
+    if (gen == generation && client_->version() >= protocol::kProfileReportVersion &&
+        client_->send_oneway(MessageType::kProfileReport, to_json(p)))
+      ++profiles_sent;
   }
   pollfd fds[2] = {{client_->native_handle(), POLLIN, 0}, {wake_pipe_[0], POLLIN, 0}};
   const int r = ::poll(fds, 2, wait_ms);
@@ -170,6 +187,7 @@ void JobChannel::pump(int wait_ms) {
   std::lock_guard<std::mutex> lock(mutex_);
   status_.reports_sent += sent;
   status_.reports_dropped += dropped;
+  status_.profiles_sent += profiles_sent;
   if (directive) directive_ = std::move(directive);
   if (!error.empty()) status_.last_error = error;
 }

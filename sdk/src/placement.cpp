@@ -100,7 +100,7 @@ bool Placement::operator==(const Placement& o) const { return device_of_op == o.
 
 bool Measurement::operator==(const Measurement& o) const {
   return placement_id == o.placement_id && step == o.step && step_time_s == o.step_time_s &&
-         ok == o.ok && error == o.error;
+         ok == o.ok && error == o.error && profiled == o.profiled;
 }
 
 }  // namespace placement

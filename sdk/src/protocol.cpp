@@ -29,6 +29,7 @@ constexpr TypeName kTypeNames[] = {
     {MessageType::kStepReport, "step_report"},
     {MessageType::kDetach, "detach"},
     {MessageType::kDetached, "detached"},
+    {MessageType::kProfileReport, "profile_report"},
     {MessageType::kStatus, "status"},
     {MessageType::kStatusReply, "status_reply"},
     {MessageType::kListJobs, "list_jobs"},

@@ -44,6 +44,22 @@ TensorInfo tensor_from_json(const JsonReader& r) {
   return t;
 }
 
+// The fields of one OpProfile (the caller checks which keys the object may hold).
+OpProfile profile_from_json(const JsonReader& p) {
+  OpProfile prof;
+  prof.forward_s = p.field("forward_s").number();
+  prof.backward_s = p.field("backward_s").number();
+  if (p.has("update_s")) prof.update_s = p.field("update_s").number();
+  if (p.has("activation_bytes")) prof.activation_bytes = p.field("activation_bytes").uint();
+  if (!(prof.forward_s >= 0 && prof.backward_s >= 0 && prof.update_s >= 0)) p.fail("times must be >= 0");
+  return prof;
+}
+
+json profile_json(const OpProfile& p) {
+  return {{"forward_s", p.forward_s}, {"backward_s", p.backward_s}, {"update_s", p.update_s},
+          {"activation_bytes", p.activation_bytes}};
+}
+
 Op op_from_json(const JsonReader& r) {
   r.object({"id", "name", "kind", "outputs", "parameter_bytes", "pinned", "profile"});
   Op op;
@@ -67,17 +83,9 @@ Op op_from_json(const JsonReader& r) {
   if (r.has("profile")) {
     const JsonReader profile = r.field("profile");
     profile.object({"cpu", "cuda"});
-    for (const auto& item : profile.value().items()) {
-      const JsonReader p = profile.field(item.key().c_str());
-      p.object({"forward_s", "backward_s", "update_s", "activation_bytes"});
-      OpProfile prof;
-      prof.forward_s = p.field("forward_s").number();
-      prof.backward_s = p.field("backward_s").number();
-      if (p.has("update_s")) prof.update_s = p.field("update_s").number();
-      if (p.has("activation_bytes")) prof.activation_bytes = p.field("activation_bytes").uint();
-      if (!(prof.forward_s >= 0 && prof.backward_s >= 0 && prof.update_s >= 0)) p.fail("times must be >= 0");
-      op.profile[item.key()] = prof;
-    }
+    for (const auto& item : profile.value().items())
+      op.profile[item.key()] =
+          profile_from_json(profile.field(item.key().c_str()).object({"forward_s", "backward_s", "update_s", "activation_bytes"}));
   }
   return op;
 }
@@ -95,11 +103,7 @@ json to_json(const OpGraph& graph) {
     if (op.pinned) j["pinned"] = to_string(*op.pinned);
     if (!op.profile.empty()) {
       json profile = json::object();
-      for (const auto& [kind, p] : op.profile)
-        profile[kind] = {{"forward_s", p.forward_s},
-                         {"backward_s", p.backward_s},
-                         {"update_s", p.update_s},
-                         {"activation_bytes", p.activation_bytes}};
+      for (const auto& [kind, p] : op.profile) profile[kind] = profile_json(p);
       j["profile"] = profile;
     }
     ops.push_back(std::move(j));
@@ -189,12 +193,13 @@ json to_json(const Measurement& m) {
             {"step_time_s", m.step_time_s},
             {"ok", m.ok}};
   if (!m.error.empty()) j["error"] = m.error;
+  if (m.profiled) j["profiled"] = true;
   return j;
 }
 
 Measurement measurement_from_json(const json& doc) {
   const JsonReader r(doc, "");
-  r.object({"placement_id", "step", "step_time_s", "ok", "error"});
+  r.object({"placement_id", "step", "step_time_s", "ok", "error", "profiled"});
   Measurement m;
   m.placement_id = r.field("placement_id").uint();
   m.step = r.field("step").uint();
@@ -202,7 +207,44 @@ Measurement measurement_from_json(const json& doc) {
   if (!(m.step_time_s >= 0)) r.field("step_time_s").fail("must be >= 0");
   m.ok = r.field("ok").boolean();
   if (r.has("error")) m.error = r.field("error").string();
+  if (r.has("profiled")) m.profiled = r.field("profiled").boolean();
   return m;
+}
+
+json to_json(const ProfileReport& report) {
+  json ops = json::array();
+  for (const ProfileReport::Entry& e : report.ops) {
+    json j = profile_json(e.profile);
+    j["op"] = e.op;
+    j["kind"] = e.kind;
+    ops.push_back(std::move(j));
+  }
+  return {{"placement_id", report.placement_id}, {"steps", report.steps}, {"ops", ops}};
+}
+
+ProfileReport profile_report_from_json(const json& doc) {
+  const JsonReader r(doc, "");
+  r.object({"placement_id", "steps", "ops"});
+  ProfileReport report;
+  report.placement_id = r.field("placement_id").uint();
+  report.steps = r.field("steps").uint();
+  const JsonReader ops = r.field("ops");
+  for (size_t i = 0; i < ops.array_size(); ++i) {
+    const JsonReader e = ops.element(i);
+    e.object({"op", "kind", "forward_s", "backward_s", "update_s", "activation_bytes"});
+    ProfileReport::Entry entry;
+    entry.op = e.field("op").small_int();
+    if (entry.op < 0) e.field("op").fail("must be >= 0");
+    entry.kind = e.field("kind").string();
+    try {
+      (void)device_kind_from_string(entry.kind);
+    } catch (const std::invalid_argument& error) {
+      e.field("kind").fail(error.what());
+    }
+    entry.profile = profile_from_json(e);
+    report.ops.push_back(std::move(entry));
+  }
+  return report;
 }
 
 json to_json(const Placement& placement, const DeviceSet& devices) {

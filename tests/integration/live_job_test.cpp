@@ -230,6 +230,69 @@ TEST(LiveJob, ProfilesFromACaptureFileLetTheDaemonSearchItsSimulator) {
   }
 }
 
+// The daemon's simulator warm start, given to a job as it comes: no capture file, the job
+// measures its own first steps when the daemon asks.
+DaemonOptions simulator_warm_start() {
+  DaemonOptions options = fast_exploration(4);
+  options.extra += "[policy]\ngrouper = \"none\"\nplacer = \"feedforward\"\nwarm_start = \"simulator\"\n";
+  options.extra.erase(0, std::string("[policy]\ngrouper = \"none\"\n").size());
+  return options;
+}
+
+// As in the capture-file test: too little memory for all-on-one, an interleaved start.
+JobOptions tight_interleaved(const std::string& socket, const std::string& model) {
+  Model m = load(model);
+  const OpGraph graph = capture(m.module, m.inputs, model);
+  JobOptions live;
+  live.socket_path = socket;
+  uint64_t need = 0;
+  for (const Op& op : graph.ops) need += 4 * op.parameter_bytes + op.output_bytes();
+  live.memory_bytes = need * 3 / 4;
+  for (size_t i = 0; i < graph.ops.size(); ++i) live.start_device_of_op.push_back(static_cast<int>(i % 2));
+  return live;
+}
+
+TEST(LiveJob, TheJobProfilesItsOwnStepsSoTheDaemonCanSearchItsSimulator) {
+  DaemonProcess daemon(simulator_warm_start());
+  if (!std::ifstream(testing::plugin_dir() + "/placers/feedforward.so")) GTEST_SKIP() << "built without LibTorch";
+  daemon.start();
+  const JobOptions live = tight_interleaved(daemon.socket, "two_tower");
+  auto slow_loss = [](const std::vector<c10::IValue>& out) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    return mean_square(out);
+  };
+  JobStats stats;
+  std::set<std::string> reasons;
+  const auto with_profiling = train("two_tower", live, 30, slow_loss, &stats, nullptr, &reasons);
+  const std::string log = daemon.log();
+  EXPECT_NE(log.find("measured over 3 steps under placement 1"), std::string::npos) << log;
+  EXPECT_NE(log.find("policy warm-started from simulator"), std::string::npos) << log;
+  EXPECT_EQ(reasons.count("warm start"), 1u) << "the search's answer ran as a candidate\n" << log;
+  EXPECT_EQ(stats.profiled_steps, 3u);
+  EXPECT_EQ(stats.profiles_sent, 1u);
+  EXPECT_EQ(stats.steps, 30u);
+  const json jobs = daemon.client().request(protocol::MessageType::kListJobs, {{"finished", true}},
+                                            protocol::MessageType::kJobList);
+  ASSERT_EQ(jobs["jobs"].size(), 1u);
+  EXPECT_EQ(jobs["jobs"][0]["profiled_kinds"], json::array({"cpu"}));
+  EXPECT_EQ(jobs["jobs"][0]["profiled_steps"], 3);
+
+  // Profiled steps are training steps like any other: the parameters end as without placementd.
+  JobOptions alone;
+  alone.use_daemon = false;
+  expect_bitwise_equal(with_profiling, train("two_tower", alone, 30, mean_square));
+
+  // A job that does not profile gets no warm start, and the daemon says why.
+  DaemonProcess plain(simulator_warm_start());
+  plain.start();
+  JobOptions quiet = tight_interleaved(plain.socket, "two_tower");
+  quiet.profile_steps = 0;
+  train("two_tower", quiet, 12, slow_loss, &stats);
+  EXPECT_EQ(stats.profiled_steps, 0u);
+  EXPECT_NE(plain.log().find("no warm start: simulator search: the graph has no profile"), std::string::npos)
+      << plain.log();
+}
+
 TEST(LiveJob, AStoredBestThatNoLongerFitsFallsBackToTheJobsOwnPlacement) {
   DaemonProcess daemon(fast_exploration());
   daemon.start();

@@ -61,7 +61,7 @@ TEST_F(ProtocolRobustness, GarbageBytesAreABadFrameAndClose) {
 TEST_F(ProtocolRobustness, OversizedLengthIsRefusedBeforeReadingIt) {
   RawConnection c(daemon_->socket);
   c.hello();
-  const auto head = protocol::encode_header({1, static_cast<uint16_t>(MessageType::kStatus), 1u << 30, 5});
+  const auto head = protocol::encode_header({c.version(), static_cast<uint16_t>(MessageType::kStatus), 1u << 30, 5});
   c.send({head.begin(), head.end()});
   EXPECT_NE(expect_error(c, protocol::error::kFrameTooLarge, true).find("exceeds the maximum of 65536"), std::string::npos);
 }
@@ -69,7 +69,7 @@ TEST_F(ProtocolRobustness, OversizedLengthIsRefusedBeforeReadingIt) {
 TEST_F(ProtocolRobustness, UnsupportedVersionIsRefusedInTheHandshake) {
   RawConnection c(daemon_->socket);
   c.send_frame(MessageType::kHello, {{"client", "future"}, {"min_version", 7}, {"max_version", 9}});
-  EXPECT_NE(expect_error(c, protocol::error::kUnsupportedVersion, true).find("speaks 1..1"), std::string::npos);
+  EXPECT_NE(expect_error(c, protocol::error::kUnsupportedVersion, true).find("speaks 1..2"), std::string::npos);
 }
 
 TEST_F(ProtocolRobustness, WrongVersionInALaterHeaderCloses) {
@@ -89,7 +89,7 @@ TEST_F(ProtocolRobustness, UnknownTypeIsAnsweredAndTheConnectionGoesOn) {
   RawConnection c(daemon_->socket);
   c.hello();
   const std::vector<uint8_t> payload = nlohmann::json::to_cbor(nlohmann::json::object());
-  auto head = protocol::encode_header({1, 777, static_cast<uint32_t>(payload.size()), 3});
+  auto head = protocol::encode_header({c.version(), 777, static_cast<uint32_t>(payload.size()), 3});
   std::vector<uint8_t> frame(head.begin(), head.end());
   frame.insert(frame.end(), payload.begin(), payload.end());
   c.send(frame);
@@ -105,7 +105,7 @@ TEST_F(ProtocolRobustness, PayloadThatIsNotCborIsABadPayload) {
   RawConnection c(daemon_->socket);
   c.hello();
   const std::vector<uint8_t> junk = {0xff, 0xfe, 0x01};
-  auto head = protocol::encode_header({1, static_cast<uint16_t>(MessageType::kStatus), 3, 9});
+  auto head = protocol::encode_header({c.version(), static_cast<uint16_t>(MessageType::kStatus), 3, 9});
   std::vector<uint8_t> frame(head.begin(), head.end());
   frame.insert(frame.end(), junk.begin(), junk.end());
   c.send(frame);
@@ -117,7 +117,7 @@ TEST_F(ProtocolRobustness, DeeplyNestedPayloadCannotOverflowTheStack) {
   c.hello();
   std::vector<uint8_t> deep(60000, 0x81);  // fits the test's 64 KiB frame limit
   deep.push_back(0x00);
-  auto head = protocol::encode_header({1, static_cast<uint16_t>(MessageType::kStatus), static_cast<uint32_t>(deep.size()), 6});
+  auto head = protocol::encode_header({c.version(), static_cast<uint16_t>(MessageType::kStatus), static_cast<uint32_t>(deep.size()), 6});
   std::vector<uint8_t> frame(head.begin(), head.end());
   frame.insert(frame.end(), deep.begin(), deep.end());
   c.send(frame);
@@ -147,6 +147,62 @@ TEST_F(ProtocolRobustness, GraphWithACycleIsRejectedWithItsCause) {
                           {"edges", {{0, 1, 4}, {1, 0, 4}}}};
   c.send_frame(MessageType::kGraphUpload, {{"graph", graph}});
   EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false), "graph: graph has a cycle through op 0 'a'");
+}
+
+TEST_F(ProtocolRobustness, ProfileReportsAreCheckedAndNeedVersion2) {
+  DeviceSet d = DeviceSet::uniform({{DeviceKind::kCpu, 0, 1 << 30, 1.0}}, 1e9, 0);
+  const nlohmann::json graph = {{"ops", {{{"id", 0}, {"name", "a"}, {"kind", "k"}}, {{"id", 1}, {"name", "b"}, {"kind", "k"}}}},
+                                {"edges", {{0, 1, 4}}}};
+  auto entry = [](nlohmann::json op, const char* kind, double forward) {
+    return nlohmann::json{{"op", op}, {"kind", kind}, {"forward_s", forward}, {"backward_s", 0.0}};
+  };
+  auto report = [](nlohmann::json ops) { return nlohmann::json{{"placement_id", 1}, {"steps", 3}, {"ops", ops}}; };
+  // Attaches `job` with the graph and returns its first directive.
+  auto start_job = [&](RawConnection& c, nlohmann::json attach) {
+    attach["devices"] = to_json(d);
+    c.send_frame(MessageType::kAttach, attach);
+    EXPECT_TRUE(c.read_frame());
+    c.send_frame(MessageType::kGraphUpload, {{"graph", graph}});
+    EXPECT_TRUE(c.read_frame());
+    c.send_frame(MessageType::kPlacementRequest, nlohmann::json::object());
+    auto directive = c.read_frame();
+    return directive ? directive->second : nlohmann::json();
+  };
+  {
+    // A version 1 job still trains with placementd; its directive never asks for profiles.
+    RawConnection old(daemon_->socket);
+    old.hello(1);
+    ASSERT_EQ(old.version(), 1);
+    EXPECT_FALSE(start_job(old, {{"job", "v1"}}).value("profile", true));
+    old.send_frame(MessageType::kProfileReport, report({entry(0, "cpu", 0.001)}));
+    EXPECT_EQ(expect_error(old, protocol::error::kUnexpected, false), "profile_report needs protocol version 2");
+  }
+  RawConnection c(daemon_->socket);
+  c.hello();
+  ASSERT_EQ(c.version(), 2);
+  EXPECT_TRUE(start_job(c, {{"job", "v2"}, {"profile_steps", 3}}).value("profile", false))
+      << "an unprofiled graph: the job is asked to profile";
+  c.send_frame(MessageType::kProfileReport, report({entry(0, "cpu", -1.0)}), 5);
+  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false), "ops[0]: times must be >= 0");
+  c.send_frame(MessageType::kProfileReport, report({entry(0, "tpu", 0.001)}), 6);
+  EXPECT_NE(expect_error(c, protocol::error::kBadPayload, false).find("ops[0].kind: "), std::string::npos);
+  c.send_frame(MessageType::kProfileReport, report({entry(7, "cpu", 0.001)}), 7);
+  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false), "profile entry 0: op 7 is not in the graph (2 ops)");
+  c.send_frame(MessageType::kProfileReport, report({entry(0, "cuda", 0.001)}), 8);
+  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false), "ops[0].kind: the job has no cuda device");
+  nlohmann::json stranger = report({entry(0, "cpu", 0.001)});
+  stranger["placement_id"] = 99;
+  c.send_frame(MessageType::kProfileReport, stranger, 9);
+  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false), "placement_id 99 was never issued to this job");
+  // A good one is taken without an answer; the session then lists the kind as profiled.
+  c.send_frame(MessageType::kProfileReport, report({entry(0, "cpu", 0.001), entry(1, "cpu", 0.002)}), 10);
+  for (int tries = 0; tries < 100; ++tries) {
+    const auto jobs = daemon_->client().request(MessageType::kListJobs, nlohmann::json::object(), MessageType::kJobList);
+    for (const auto& j : jobs["jobs"])
+      if (j["name"] == "v2" && j["profiled_kinds"] == nlohmann::json::array({"cpu"})) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  FAIL() << "the profiles were not taken";
 }
 
 TEST_F(ProtocolRobustness, ClientVanishingMidFrameHarmsNothing) {
@@ -184,7 +240,7 @@ TEST_F(ProtocolRobustness, ThousandsOfConnectDisconnects) {
 TEST(InputBufferCap, SlowUploadsCannotExhaustMemory) {
   DaemonProcess daemon({"max_frame_bytes = 65536\nmax_buffered_bytes = 100000\n"});
   daemon.start();
-  const auto head = protocol::encode_header({1, static_cast<uint16_t>(MessageType::kStatus), 60000, 7});
+  const auto head = protocol::encode_header({protocol::kMaxVersion, static_cast<uint16_t>(MessageType::kStatus), 60000, 7});
   std::vector<uint8_t> partial(head.begin(), head.end());
   partial.resize(partial.size() + 50000, 0x00);
   RawConnection first(daemon.socket), second(daemon.socket);

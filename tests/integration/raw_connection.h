@@ -39,14 +39,17 @@ class RawConnection {
     }
   }
   void send_frame(protocol::MessageType type, const nlohmann::json& body, uint32_t rid = 1) {
-    send(protocol::encode_frame(type, rid, body));
+    send(protocol::encode_frame(type, rid, body, version_));
   }
-  void hello() {
-    send_frame(protocol::MessageType::kHello, {{"client", "raw"}, {"min_version", 1}, {"max_version", 1}});
+  /// Handshakes for protocol versions 1..max_version; later frames carry the agreed one.
+  void hello(uint16_t max_version = protocol::kMaxVersion) {
+    send_frame(protocol::MessageType::kHello, {{"client", "raw"}, {"min_version", 1}, {"max_version", max_version}});
     auto reply = read_frame();
     if (!reply || reply->first.type != static_cast<uint16_t>(protocol::MessageType::kWelcome))
       throw std::runtime_error("no welcome");
+    version_ = reply->second.at("version").get<uint16_t>();
   }
+  uint16_t version() const { return version_; }
 
   /// The next frame, or nullopt if the daemon closed the connection (or nothing came in time).
   std::optional<std::pair<protocol::Header, nlohmann::json>> read_frame(int timeout_ms = 3000) {
@@ -80,6 +83,7 @@ class RawConnection {
     return true;
   }
   int fd_ = -1;
+  uint16_t version_ = protocol::kMaxVersion;
 };
 
 }  // namespace placement::testing

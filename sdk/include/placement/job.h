@@ -52,6 +52,12 @@ struct JobOptions {
   /// simulator can time placements (the "simulator" warm start, list_scheduling). Empty: none. The
   /// job refuses a file captured from another model or other input shapes (the fingerprints differ).
   std::string profile_graph_file;
+  /// When placementd asks (its simulator needs per-op costs on a device kind the graph has none
+  /// for), the job profiles this many of its training steps under the placement asked about,
+  /// after one warm-up step, and sends each op's median times and activation bytes. The steps are
+  /// real training steps, only slower by the instrumentation (a per-op device sync on GPUs); they
+  /// are reported as profiled so their time is no measurement of the placement. 0: never.
+  int profile_steps = 3;
 };
 
 /// The outputs of the module's forward → the loss to minimise.
@@ -67,6 +73,9 @@ struct JobStats {
   uint64_t retried_steps = 0;
   /// Placement changes that failed and were rolled back.
   uint64_t failed_swaps = 0;
+  /// Steps run under the per-op profiler (placementd asked for profiles), and profiles sent.
+  uint64_t profiled_steps = 0;
+  uint64_t profiles_sent = 0;
   /// The daemon's id of the placement in force (0: the job's own, not from placementd).
   uint64_t placement_id = 0;
   /// The reason and session state of the directive in force ("start", "best"; "exploring", ...).

@@ -35,6 +35,8 @@ struct JobChannelOptions {
   std::string torch_version;
   /// Pause between attempts to reach the daemon while it is away.
   int reconnect_interval_ms = 1000;
+  /// Steps the job profiles per-op when placementd asks (0: it never does; see JobOptions).
+  int profile_steps = 0;
   /// Limit for one round trip (attach, detach); the graph upload gets ten times as long.
   int timeout_ms = 5000;
 };
@@ -46,6 +48,8 @@ struct DirectiveMessage {
   std::string reason;
   /// The session's state when it was sent ("profiling", "exploring", "exploiting", ...).
   std::string state;
+  /// placementd asks the job to measure per-op costs under this placement (send_profiles).
+  bool profile = false;
   Placement placement;
   /// Which attachment it belongs to (a re-attach starts a new one); reports carry it back.
   uint64_t generation = 0;
@@ -65,6 +69,9 @@ class JobChannel {
   /// Queues a step report of the placement `generation`/`report.placement_id`. Never blocks;
   /// reports of an earlier attachment are dropped (that session is gone).
   void report(uint64_t generation, const Measurement& report);
+  /// Queues per-op profiles measured under placement `generation`/`report.placement_id`. Never
+  /// blocks. They also go up with the graph on every later attach (a restarted daemon has them).
+  void send_profiles(uint64_t generation, ProfileReport report);
   /// Waits up to `timeout_ms` for the first directive (e.g. to start on the stored best placement);
   /// returns at once, false, when the first attempt to reach the daemon failed.
   bool wait_for_directive(int timeout_ms);
@@ -78,6 +85,7 @@ class JobChannel {
     uint64_t attempts = 0;
     uint64_t reports_sent = 0;
     uint64_t reports_dropped = 0;
+    uint64_t profiles_sent = 0;
     std::string last_error;
     /// The daemon's answer to the last detach: best step time (or null) and whether it persisted.
     std::string detached;
@@ -98,6 +106,7 @@ class JobChannel {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<std::pair<uint64_t, Measurement>> reports_;
+  std::deque<std::pair<uint64_t, ProfileReport>> profiles_;
   std::optional<DirectiveMessage> directive_;
   Status status_;
   uint64_t generation_ = 0;

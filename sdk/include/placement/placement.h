@@ -55,6 +55,9 @@ struct Measurement {
   /// False when the step failed under that placement (and was retried on the last good one).
   bool ok = true;
   std::string error;
+  /// The step ran under the per-op profiler (see ProfileReport): it counts as a step of the
+  /// placement, but its time includes the instrumentation, so it is no measurement of it.
+  bool profiled = false;
 
   bool operator==(const Measurement& other) const;
 };

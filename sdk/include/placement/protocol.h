@@ -20,7 +20,11 @@ namespace placement::protocol {
 
 inline constexpr std::array<uint8_t, 4> kMagic = {'P', 'L', 'M', 'T'};
 inline constexpr uint16_t kMinVersion = 1;
-inline constexpr uint16_t kMaxVersion = 1;
+// Version 2 added per-op profiles measured by the job: profile_report, `profiled` in step_report,
+// `profile_steps` in attach and `profile` in placement_directive.
+inline constexpr uint16_t kMaxVersion = 2;
+/// The first version with profile_report.
+inline constexpr uint16_t kProfileReportVersion = 2;
 inline constexpr size_t kHeaderSize = 16;
 /// Default for the config key daemon.max_frame_bytes.
 inline constexpr uint32_t kDefaultMaxFrameBytes = 64u << 20;
@@ -39,6 +43,7 @@ enum class MessageType : uint16_t {
   kStepReport = 16,  // one-way
   kDetach = 17,
   kDetached = 18,
+  kProfileReport = 19,  // one-way, version 2
   // Administration and inspection.
   kStatus = 30,
   kStatusReply = 31,

@@ -14,6 +14,7 @@
 
 #include "memory_limit.h"
 #include "optimizer_state.h"
+#include "step_profiler.h"
 #include "placement/capture.h"
 #include "placement/serialization.h"
 
@@ -73,6 +74,13 @@ struct Job::Impl {
     uint64_t id = 0;  // 0: the job's own placement, not one of placementd's
     uint64_t generation = 0;
     std::string reason, state;
+    bool profile = false;  // placementd asked for per-op profiles under it
+  };
+  // Profiling placementd asked for: steps under `placement_id`, after `warmup_left` plain ones.
+  struct Profiling {
+    uint64_t placement_id = 0;
+    int warmup_left = 1;
+    std::unique_ptr<detail::StepProfiler> profiler;
   };
 
   torch::jit::Module module;
@@ -88,6 +96,8 @@ struct Job::Impl {
   // before any did, the job's own (a failure under that is the model's, not placementd's).
   InForce last_good;
   JobStats stats;
+  int profile_steps = 0;
+  std::optional<Profiling> profiling;
 
   // Moves the module and the optimizer's state to `target`; on failure everything stays as it was.
   bool switch_to(InForce target, torch::optim::Optimizer* optimizer) {
@@ -112,6 +122,8 @@ struct Job::Impl {
     stats.migration_seconds += seconds_since(started);
     ++stats.swaps;
     if (current_ran) last_good = current;
+    profiling.reset();
+    if (target.profile && profile_steps > 0) profiling = Profiling{target.id, 1, nullptr};
     current = std::move(target);
     current_ran = false;
     return true;
@@ -125,8 +137,37 @@ struct Job::Impl {
     return loss;
   }
 
-  void report(bool ok, double seconds, const std::string& error) {
-    if (channel && current.id != 0) channel->report(current.generation, {current.id, stats.steps, seconds, ok, error});
+  void report(bool ok, double seconds, const std::string& error, bool profiled = false) {
+    if (channel && current.id != 0)
+      channel->report(current.generation, {current.id, stats.steps, seconds, ok, error, profiled});
+  }
+
+  // Whether this step runs under the profiler (starting it on the first such step).
+  bool begin_profiled_step() {
+    if (!profiling || profiling->placement_id != current.id) return false;
+    if (profiling->warmup_left > 0) {
+      --profiling->warmup_left;
+      return false;
+    }
+    if (!profiling->profiler) profiling->profiler = std::make_unique<detail::StepProfiler>(*placed, memory_limit.get());
+    return true;
+  }
+
+  // After a profiled step: once enough are measured, the ops' medians go to placementd, each for
+  // the kind of device the op ran on, and into this job's graph.
+  void end_profiled_step() {
+    ++stats.profiled_steps;
+    if (profiling->profiler->steps() < profile_steps) return;
+    const std::vector<OpProfile> profiles = profiling->profiler->profiles();
+    ProfileReport out;
+    out.placement_id = profiling->placement_id;
+    out.steps = static_cast<uint64_t>(profile_steps);
+    for (size_t i = 0; i < profiles.size(); ++i)
+      out.ops.push_back({static_cast<int>(i), to_string(devices.devices[current.placement.device_of_op[i]].kind), profiles[i]});
+    profiling.reset();
+    out.apply(graph);
+    if (channel) channel->send_profiles(current.generation, std::move(out));
+    ++stats.profiles_sent;
   }
 };
 
@@ -140,6 +181,8 @@ Job::Job(std::string name, const torch::jit::Module& module, const std::vector<a
   s.devices = job_devices(options.devices, options.memory_bytes);
   for (const Device& d : s.devices.devices) s.any_cuda |= d.kind == DeviceKind::kCuda;
   s.placed = std::make_unique<PlacedModule>(s.module, s.graph, s.devices);
+  if (options.profile_steps < 0) throw std::invalid_argument("profile_steps must be >= 0");
+  s.profile_steps = options.profile_steps;
   if (std::any_of(options.memory_limit_bytes.begin(), options.memory_limit_bytes.end(), [](uint64_t b) { return b > 0; })) {
     if (options.memory_limit_bytes.size() > s.devices.size())
       throw std::invalid_argument("memory_limit_bytes has " + std::to_string(options.memory_limit_bytes.size()) +
@@ -163,6 +206,7 @@ Job::Job(std::string name, const torch::jit::Module& module, const std::vector<a
   channel.expected_steps = options.expected_steps;
   channel.torch_version = TORCH_VERSION;
   channel.reconnect_interval_ms = options.reconnect_interval_ms;
+  channel.profile_steps = options.profile_steps;
   s.channel = std::make_unique<JobChannel>(std::move(channel));
   // Start where placementd says (a stored best placement) when it answers at once; when it is not
   // there, do not wait for it.
@@ -183,12 +227,15 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
   Impl& s = *impl_;
   if (s.channel)
     if (std::optional<DirectiveMessage> d = s.channel->take_directive())
-      s.switch_to({std::move(d->placement), d->placement_id, d->generation, d->reason, d->state}, &optimizer);
+      s.switch_to({std::move(d->placement), d->placement_id, d->generation, d->reason, d->state, d->profile}, &optimizer);
+  bool profiled = s.begin_profiled_step();
   auto started = Clock::now();
   at::Tensor value;
   try {
     value = s.forward_backward(inputs, loss);
   } catch (const std::exception& e) {
+    s.profiling.reset();  // the candidate failed: nothing to profile, nor to retry under the profiler
+    profiled = false;
     // Only a placement placementd proposed is blamed; under the last good one it is the model's.
     if (s.current.id == 0) throw;
     s.report(false, seconds_since(started), e.what());
@@ -199,14 +246,18 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
     started = Clock::now();
     value = s.forward_backward(inputs, loss);
   }
+  if (profiled) s.profiling->profiler->end_forward_backward();
+  const auto update_started = Clock::now();
   optimizer.step();
   optimizer.zero_grad();
   if (s.any_cuda) torch::cuda::synchronize();
+  if (profiled) s.profiling->profiler->add_update(seconds_since(update_started));
   const double seconds = seconds_since(started);
   s.current_ran = true;
-  s.report(true, seconds, "");
+  s.report(true, seconds, "", profiled);
   ++s.stats.steps;
   s.stats.last_step_s = seconds;
+  if (profiled) s.end_profiled_step();
   return value.detach();
 }
 

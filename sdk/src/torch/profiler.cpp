@@ -11,14 +11,13 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/cuda.h>
 
+#include "step_profiler.h"
 #include "stopwatch.h"
 
 namespace placement {
+namespace detail {
 
 namespace {
-
-using detail::Clock;
-using detail::seconds_since;
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0.0;
@@ -26,14 +25,18 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+}  // namespace
+
 // Accumulates one step's times per op; backward hooks may run on autograd's device threads.
 class Recorder : public OpObserver {
  public:
-  Recorder(size_t ops, const PlacedModule& module) : forward_(ops, 0.0), backward_(ops, 0.0), module_(module) {}
+  Recorder(size_t ops, const PlacedModule& module, OpObserver* also)
+      : forward_(ops, 0.0), backward_(ops, 0.0), module_(module), also_(also) {}
 
   // Each op is charged from the end of the previous op to its own end, so the interpreter's work
   // in between (plumbing, dispatch) is counted and the ops' times add up to the real step.
   void before(int op) override {
+    if (also_) also_->before(op);
     sync(op);
     sequence_start_ = at::sequence_number::peek();
     if (!forward_started_) {
@@ -43,6 +46,7 @@ class Recorder : public OpObserver {
   }
 
   void after(int op, const std::vector<c10::IValue>& outputs) override {
+    if (also_) also_->after(op, outputs);
     sync(op);
     const auto now = Clock::now();
     forward_[op] += std::chrono::duration<double>(now - last_forward_end_).count();
@@ -129,6 +133,7 @@ class Recorder : public OpObserver {
   std::vector<double> forward_, backward_;
   std::vector<uint64_t> activation_bytes_;
   const PlacedModule& module_;
+  OpObserver* also_;
   std::unordered_set<const torch::autograd::Node*> hooked_;
   std::mutex mutex_;
   uint64_t sequence_start_ = 0;
@@ -136,50 +141,66 @@ class Recorder : public OpObserver {
   Clock::time_point last_forward_end_, last_backward_end_;
 };
 
-}  // namespace
+StepProfiler::StepProfiler(PlacedModule& module, OpObserver* also)
+    : module_(module),
+      also_(also),
+      recorder_(std::make_unique<Recorder>(module.graph().ops.size(), module, also)),
+      forward_(module.graph().ops.size()),
+      backward_(module.graph().ops.size()) {
+  module_.set_observer(recorder_.get());
+}
+
+StepProfiler::~StepProfiler() { module_.set_observer(also_); }
+
+void StepProfiler::end_forward_backward() {
+  std::vector<double> f, b;
+  recorder_->take(f, b);
+  for (size_t i = 0; i < forward_.size(); ++i) {
+    forward_[i].push_back(f[i]);
+    backward_[i].push_back(b[i]);
+  }
+}
+
+void StepProfiler::add_update(double seconds) { updates_.push_back(seconds); }
+
+void StepProfiler::discard_step() {
+  std::vector<double> f, b;
+  recorder_->take(f, b);
+}
+
+std::vector<OpProfile> StepProfiler::profiles() const {
+  const size_t n = forward_.size();
+  uint64_t total_parameter_bytes = 0;
+  for (const auto& op : module_.graph().ops) total_parameter_bytes += op.parameter_bytes;
+  const double update_s = median(updates_);
+  std::vector<OpProfile> profiles(n);
+  for (size_t i = 0; i < n; ++i) {
+    profiles[i].forward_s = median(forward_[i]);
+    profiles[i].backward_s = median(backward_[i]);
+    profiles[i].update_s = total_parameter_bytes == 0 ? 0.0
+        : update_s * static_cast<double>(module_.graph().ops[i].parameter_bytes) / static_cast<double>(total_parameter_bytes);
+    profiles[i].activation_bytes = i < recorder_->activation_bytes().size() ? recorder_->activation_bytes()[i] : 0;
+  }
+  return profiles;
+}
+
+}  // namespace detail
 
 std::vector<OpProfile> profile_steps(PlacedModule& module, const std::function<void()>& forward_backward,
                                      const std::function<void()>& update, const ProfileOptions& options) {
-  const size_t n = module.graph().ops.size();
   for (int i = 0; i < options.warmup_steps; ++i) {
     forward_backward();
     update();
   }
-  Recorder recorder(n, module);
-  module.set_observer(&recorder);
-  std::vector<std::vector<double>> forward(n), backward(n);
-  std::vector<double> updates;
-  try {
-    for (int step = 0; step < options.steps; ++step) {
-      forward_backward();
-      std::vector<double> f, b;
-      recorder.take(f, b);
-      for (size_t i = 0; i < n; ++i) {
-        forward[i].push_back(f[i]);
-        backward[i].push_back(b[i]);
-      }
-      const auto start = Clock::now();
-      update();
-      updates.push_back(seconds_since(start));
-    }
-  } catch (...) {
-    module.set_observer(nullptr);
-    throw;
+  detail::StepProfiler profiler(module);
+  for (int step = 0; step < options.steps; ++step) {
+    forward_backward();
+    profiler.end_forward_backward();
+    const auto start = detail::Clock::now();
+    update();
+    profiler.add_update(detail::seconds_since(start));
   }
-  module.set_observer(nullptr);
-
-  uint64_t total_parameter_bytes = 0;
-  for (const auto& op : module.graph().ops) total_parameter_bytes += op.parameter_bytes;
-  const double update_s = median(updates);
-  std::vector<OpProfile> profiles(n);
-  for (size_t i = 0; i < n; ++i) {
-    profiles[i].forward_s = median(forward[i]);
-    profiles[i].backward_s = median(backward[i]);
-    profiles[i].update_s = total_parameter_bytes == 0 ? 0.0
-        : update_s * static_cast<double>(module.graph().ops[i].parameter_bytes) / static_cast<double>(total_parameter_bytes);
-    profiles[i].activation_bytes = i < recorder.activation_bytes().size() ? recorder.activation_bytes()[i] : 0;
-  }
-  return profiles;
+  return profiler.profiles();
 }
 
 void record_profiles(OpGraph& graph, const PlacedModule& module, const std::vector<OpProfile>& profiles) {

@@ -125,6 +125,23 @@ TEST_F(Exploration, ProfilesTheJobsOwnPlacementFirstThenSamplesThePolicy) {
   EXPECT_DOUBLE_EQ(stored->step_time_s, 8.0);
 }
 
+TEST_F(Exploration, ProfiledStepsCountAsStepsButAreNoMeasurement) {
+  make_session();
+  const Directive first = start_session(s);
+  // Three steps under the job's profiler, slowed by it: not part of the median.
+  for (int i = 0; i < 3; ++i) {
+    placement::Measurement m{first.placement_id, step++, 80.0, true, ""};
+    m.profiled = true;
+    EXPECT_FALSE(record_report(s, m));
+  }
+  EXPECT_EQ(s.steps, 3u);
+  EXPECT_EQ(s.profiled_steps, 3u);
+  EXPECT_TRUE(s.candidates.at(first.placement_id).step_times.empty());
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(record_report(s, {first.placement_id, step++, 8.0, true, ""}));
+  ASSERT_TRUE(record_report(s, {first.placement_id, step++, 8.0, true, ""}));
+  EXPECT_EQ(*s.candidates.at(first.placement_id).median(s.policy.exploration.warmup_steps), 8.0);
+}
+
 TEST_F(Exploration, AllOnOneDeviceIsTriedRightAfterAStartThatSplits) {
   make_session();
   s.job_start = Placement{{0, 1, 0, 1}};

@@ -45,6 +45,38 @@ TEST(Serialization, DevicesPlacementMeasurementRoundTrip) {
   EXPECT_EQ(grouping_from_json(to_json(grouping), g), grouping);
 }
 
+TEST(Serialization, ProfileReportsRoundTripAndApplyToTheGraph) {
+  ProfileReport r;
+  r.placement_id = 4;
+  r.steps = 3;
+  r.ops = {{0, "cpu", {0.001, 0.002, 0.0005, 4096}}, {2, "cuda", {0.0001, 0.0002, 0.0, 0}}};
+  EXPECT_EQ(profile_report_from_json(json::from_cbor(json::to_cbor(to_json(r)))), r);
+  Measurement m{7, 42, 0.5, true, ""};
+  m.profiled = true;
+  EXPECT_EQ(measurement_from_json(to_json(m)), m);
+  EXPECT_FALSE(to_json(Measurement{7, 42, 0.5, true, ""}).contains("profiled")) << "protocol 1 daemons see no new key";
+
+  OpGraph g = testing::chain(3);
+  r.apply(g);
+  EXPECT_EQ(g.ops[0].profile.at("cpu"), (OpProfile{0.001, 0.002, 0.0005, 4096}));
+  EXPECT_EQ(g.ops[2].profile.count("cuda"), 1u);
+  EXPECT_TRUE(g.ops[1].profile.empty());
+  r.ops.push_back({3, "cpu", {}});
+  OpGraph untouched = testing::chain(3);
+  EXPECT_THROW(r.apply(untouched), std::invalid_argument);
+  EXPECT_EQ(untouched, testing::chain(3)) << "nothing applied when an entry does not fit";
+
+  json doc = to_json(r);
+  doc["ops"][1]["kind"] = "tpu";
+  EXPECT_NE(error_of([&] { profile_report_from_json(doc); }).find("ops[1].kind: "), std::string::npos);
+  doc = to_json(r);
+  doc["ops"][0]["backward_s"] = -1.0;
+  EXPECT_EQ(error_of([&] { profile_report_from_json(doc); }), "ops[0]: times must be >= 0");
+  doc = to_json(r);
+  doc["ops"][0]["op"] = -2;
+  EXPECT_EQ(error_of([&] { profile_report_from_json(doc); }), "ops[0].op: must be >= 0");
+}
+
 TEST(Serialization, ErrorsNameThePathOfTheFieldAtFault) {
   json doc = to_json(testing::chain(3));
   doc["ops"][1].erase("kind");
