@@ -4,7 +4,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <string>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 
 #include "bench_util.h"
 #include "placement/placement.h"
@@ -35,7 +38,15 @@ placement::OpGraph layered_graph(int groups) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  CLI::App app{"learned placers' sample and update cost"};
+  std::vector<std::string> only;
+  std::vector<int> group_counts = {16, 64, 256};
+  int repeats = 7;
+  app.add_option("--only", only, "placers to run (feedforward, gcn, seq2seq); default all");
+  app.add_option("--groups", group_counts, "group counts")->capture_default_str();
+  app.add_option("--repeats", repeats, "repetitions; medians are printed")->capture_default_str()->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
   placementd::PluginRegistry registry;
   registry.scan({PLUGIN_DIR});
   std::vector<placement::Device> list;
@@ -55,7 +66,8 @@ int main() {
   };
   for (const Variant& v : variants) {
     if (!registry.has(placement::PluginKind::kPlacer, v.placer)) continue;
-    for (int groups : {16, 64, 256}) {
+    if (!only.empty() && std::find(only.begin(), only.end(), v.placer) == only.end()) continue;
+    for (int groups : group_counts) {
       const placement::OpGraph g = layered_graph(groups);
       placement::Grouping grouping;
       grouping.num_groups = groups;
@@ -65,7 +77,7 @@ int main() {
       placer->prepare(g, grouping, devices, rng);
       placement::TrainablePolicy* policy = placer->policy();
       std::vector<double> sample_ms, update_ms;
-      for (int rep = 0; rep < 7; ++rep) {
+      for (int rep = 0; rep < repeats; ++rep) {
         auto t0 = Clock::now();
         std::vector<placement::Action> batch;
         for (int s = 0; s < 10; ++s) batch.push_back(placer->place(rng));

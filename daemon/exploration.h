@@ -34,7 +34,7 @@ nlohmann::json directive_body(const Session& session, const Directive& directive
 /// job's own. Enters profiling.
 Directive start_session(Session& session);
 
-/// Records one step report (cheap: called on the I/O thread). Returns true when the policy has to
+/// Records one step report (cheap; on the session's strand). Returns true when the policy has to
 /// run advance_session() now: the current candidate finished (k good steps) or failed, or the
 /// best placement drifted. Reports of earlier placements still count for their own candidate.
 bool record_report(Session& session, const placement::Measurement& report);

@@ -328,15 +328,18 @@ void Service::step_report(ConnectionState& conn, uint32_t rid, const json& body,
   if (!conn.session) throw RequestError(error::kUnexpected, "step report from a connection that is not attached");
   const placement::Measurement m = placement::measurement_from_json(body);
   auto session = conn.session;
-  {
-    std::lock_guard<std::mutex> lock(session->mutex);
-    // One-way: a report for a placement we never sent is counted, not answered.
-    if (!record_report(*session, m)) return;
-  }
   (void)rid;
-  // Training the policy may take seconds: on the session's strand, while the job keeps stepping.
-  // The next directive is pushed unsolicited (request id 0).
-  boost::asio::post(*session->strand, [this, session, respond] {
+  // On the session's strand, never on the I/O thread: training the policy may hold the session
+  // for seconds, and the I/O thread must not wait for that (every connection would stall, and
+  // half-received frames of other jobs would time out). The job does not wait either: the next
+  // directive is pushed unsolicited (request id 0).
+  boost::asio::post(*session->strand, [this, session, m, respond] {
+    {
+      std::lock_guard<std::mutex> lock(session->mutex);
+      if (session->state == SessionState::kDetached) return;
+      // One-way: a report for a placement we never sent is counted, not answered.
+      if (!record_report(*session, m)) return;
+    }
     warm_start(session, WarmStartWhen::kBeforeFirstSample);
     std::lock_guard<std::mutex> lock(session->mutex);
     if (session->state == SessionState::kDetached) return;
@@ -407,34 +410,39 @@ void Service::warm_start(const std::shared_ptr<Session>& session, WarmStartWhen 
 void Service::detach(ConnectionState& conn, uint32_t rid, const Responder& respond) {
   if (!conn.session) throw RequestError(error::kUnexpected, "this connection is not attached");
   auto session = conn.session;
-  bool persisted;
-  json best = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(session->mutex);
-    persisted = persist_session(*session, store_);
-    if (const CandidateRecord* b = session->best()) {
-      best = *b->median(session->policy.exploration.warmup_steps);
-      // Written now or after an earlier candidate: what counts is that the store holds it.
-      if (auto stored = store_.best(*session->graph, session->devices))
-        persisted = persisted || stored->step_time_s <= best.get<double>();
-    }
-  }
-  finish(session);
   conn.session.reset();
-  spdlog::info("job {} '{}' detached", session->id, session->job);
-  respond(MessageType::kDetached, rid, {{"best_step_time_s", best}, {"persisted", persisted}}, false);
+  // After the reports sent before it, and after any policy work in progress (its state is persisted).
+  boost::asio::post(*session->strand, [this, session, rid, respond] {
+    bool persisted;
+    json best = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(session->mutex);
+      persisted = persist_session(*session, store_);
+      if (const CandidateRecord* b = session->best()) {
+        best = *b->median(session->policy.exploration.warmup_steps);
+        // Written now or after an earlier candidate: what counts is that the store holds it.
+        if (auto stored = store_.best(*session->graph, session->devices))
+          persisted = persisted || stored->step_time_s <= best.get<double>();
+      }
+    }
+    finish(session);
+    spdlog::info("job {} '{}' detached", session->id, session->job);
+    respond(MessageType::kDetached, rid, {{"best_step_time_s", best}, {"persisted", persisted}}, false);
+  });
 }
 
 void Service::disconnected(ConnectionState& conn) {
   if (!conn.session) return;
   auto session = conn.session;
-  {
-    std::lock_guard<std::mutex> lock(session->mutex);
-    persist_session(*session, store_);
-  }
-  finish(session);
   conn.session.reset();
-  spdlog::info("job {} '{}' disconnected without detach; session closed", session->id, session->job);
+  boost::asio::post(*session->strand, [this, session] {
+    {
+      std::lock_guard<std::mutex> lock(session->mutex);
+      persist_session(*session, store_);
+    }
+    finish(session);
+    spdlog::info("job {} '{}' disconnected without detach; session closed", session->id, session->job);
+  });
 }
 
 void Service::finish(const std::shared_ptr<Session>& session) {
@@ -500,32 +508,49 @@ void Service::status(ConnectionState& conn, uint32_t rid, const Responder& respo
           false);
 }
 
+void Service::inspect(const ConnectionState& conn, std::function<void()> work) {
+  // An attached job's own connection sees its earlier reports counted: its session's strand runs
+  // them first.
+  if (conn.session) boost::asio::post(*conn.session->strand, std::move(work));
+  else boost::asio::post(policy_pool_, std::move(work));
+}
+
 void Service::list_jobs(ConnectionState& conn, uint32_t rid, const json& body, const Responder& respond) {
   const bool all = body.value("all", false);
   const bool finished = body.value("finished", false);
   if (all && !conn.peer.admin)
     throw RequestError(error::kPermissionDenied, "listing every user's jobs needs root or the admin group '" + config()->admin_group + "'");
-  json jobs = json::array();
-  for (const auto& s : visible_sessions(conn.peer, finished)) {
-    if (!all && s->uid != conn.peer.uid && !conn.peer.admin) continue;
-    std::lock_guard<std::mutex> lock(s->mutex);
-    jobs.push_back(s->summary());
-  }
-  respond(MessageType::kJobList, rid, {{"jobs", jobs}}, false);
+  // A session's lock may be held by its policy work for seconds: wait for it on a policy thread,
+  // not on the I/O thread.
+  inspect(conn, [this, peer = conn.peer, all, finished, rid, respond] {
+    json jobs = json::array();
+    for (const auto& s : visible_sessions(peer, finished)) {
+      if (!all && s->uid != peer.uid && !peer.admin) continue;
+      std::lock_guard<std::mutex> lock(s->mutex);
+      jobs.push_back(s->summary());
+    }
+    respond(MessageType::kJobList, rid, {{"jobs", jobs}}, false);
+  });
 }
 
 void Service::show_job(ConnectionState& conn, uint32_t rid, const json& body, const Responder& respond) {
   auto it = body.find("id");
   if (it == body.end() || !it->is_number_unsigned()) throw RequestError(error::kBadPayload, "'id' must be a job id");
   const uint64_t id = it->get<uint64_t>();
-  for (const auto& s : visible_sessions(conn.peer, true)) {
-    if (s->id != id) continue;
-    std::lock_guard<std::mutex> lock(s->mutex);
-    respond(MessageType::kJobInfo, rid, s->detail(), false);
-    return;
-  }
-  // Another user's job is reported exactly like a missing one: uids see only their own jobs.
-  throw RequestError(error::kNotFound, "no job " + std::to_string(id) + " visible to uid " + std::to_string(conn.peer.uid));
+  inspect(conn, [this, peer = conn.peer, id, rid, respond] {
+    for (const auto& s : visible_sessions(peer, true)) {
+      if (s->id != id) continue;
+      std::lock_guard<std::mutex> lock(s->mutex);
+      respond(MessageType::kJobInfo, rid, s->detail(), false);
+      return;
+    }
+    // Another user's job is reported exactly like a missing one: uids see only their own jobs.
+    ++protocol_errors;
+    respond(MessageType::kError, rid,
+            placement::protocol::error_body(error::kNotFound, "no job " + std::to_string(id) + " visible to uid " +
+                                                                  std::to_string(peer.uid), false),
+            false);
+  });
 }
 
 void Service::list_plugins(uint32_t rid, const Responder& respond) {

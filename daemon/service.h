@@ -95,6 +95,8 @@ class Service {
   void list_jobs(ConnectionState& conn, uint32_t rid, const json& body, const Responder& respond);
   void show_job(ConnectionState& conn, uint32_t rid, const json& body, const Responder& respond);
   void list_plugins(uint32_t rid, const Responder& respond);
+  /// Runs `work` (which locks sessions to read them) off the I/O thread.
+  void inspect(const ConnectionState& conn, std::function<void()> work);
   void reload(ConnectionState& conn, uint32_t rid, const Responder& respond);
 
   /// Sessions the peer may see: its own uid's, or all for an admin; with `finished`, the recently

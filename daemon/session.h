@@ -57,8 +57,9 @@ struct CandidateRecord {
   std::optional<double> median(int64_t warmup) const;
 };
 
-/// A job's session. All members are guarded by `mutex`; the I/O thread and the policy threads
-/// both touch sessions, one at a time.
+/// A job's session. All members are guarded by `mutex`. Its job's messages are handled on
+/// `strand` (in order); inspection (jobs, jobs show) reads it from other policy threads. The I/O
+/// thread never locks it: policy work holds the lock for as long as the policy takes.
 struct Session {
   uint64_t id = 0;
   std::string job;

@@ -93,6 +93,45 @@ TEST(Daemon, ReportsAreCountedAndTheBestPlacementSurvivesARestart) {
   EXPECT_EQ(directive["reason"].get<std::string>(), "cached");
 }
 
+// Policy work holds a session for as long as the policy takes (seconds for a big seq2seq); the
+// daemon's I/O thread never waits for it: other jobs, placementctl and this job's own reports go on.
+TEST(Daemon, SlowPolicyWorkStallsNoOtherConnection) {
+  DaemonOptions options;
+  options.plugin_dirs = {plugin_dir(), test_plugin_dir()};
+  options.extra = "[policy]\ngrouper = \"none\"\nplacer = \"slow\"\n[params.placer.slow]\nseconds = 3.0\n"
+                  "[exploration]\nsteps_per_candidate = 2\nwarmup_steps = 0\n";
+  DaemonProcess daemon(options);
+  daemon.start();
+  const OpGraph graph = load_graph_file(example_graph());
+  Client slow = daemon.client();
+  // Two reports finish the start candidate: the placer now takes 3 s to propose the next.
+  run_job(slow, "slow", graph, 2, 0.02);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto started = std::chrono::steady_clock::now();
+  auto elapsed_ms = [&] {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  };
+  Client other = daemon.client();
+  const json status = other.request(MessageType::kStatus, json::object(), MessageType::kStatusReply);
+  EXPECT_EQ(status["jobs_visible"].get<int>(), 1);
+  // Another job attaches, uploads its graph and gets its first placement meanwhile.
+  run_job(other, "other", graph, 3, 0.01);
+  // The slow job's reports are taken too (they wait on its strand, not on the I/O thread).
+  for (int i = 0; i < 20; ++i)
+    EXPECT_TRUE(slow.send_oneway(MessageType::kStepReport, to_json(Measurement{1, static_cast<uint64_t>(10 + i), 0.02, true, ""})));
+  const json again = daemon.client().request(MessageType::kStatus, json::object(), MessageType::kStatusReply);
+  EXPECT_LT(elapsed_ms(), 1500.0) << "the daemon answered only after the slow policy step";
+  EXPECT_GE(again["reports_received"].get<int>(), 25);
+  // And the slow job's next placement does come, once the placer has answered.
+  ASSERT_TRUE(slow.poll_readable(10000));
+  protocol::Header header;
+  const json pushed = slow.read_frame(&header);
+  EXPECT_EQ(header.type, static_cast<uint16_t>(MessageType::kPlacementDirective));
+  EXPECT_EQ(pushed["reason"].get<std::string>(), "policy");
+  EXPECT_GE(elapsed_ms(), 2000.0);
+  EXPECT_EQ(daemon.stop(), 0) << daemon.log();
+}
+
 TEST(Daemon, AFreshPolicyIsWarmStartedFromTheConfiguredBaseline) {
   if (!std::ifstream(plugin_dir() + "/placers/feedforward.so")) GTEST_SKIP() << "built without LibTorch";
   DaemonOptions options;
