@@ -11,7 +11,8 @@
 // --imitate BASELINE runs every configuration a second time with the policy warm-started from that
 // baseline's placement (same seeds) and prints, for both, the evaluations until the run is within
 // 2% of the cold run's final best: what the warm start saves. --imitate simulator warm-starts from a
-// search of a planning model that is --model-error off the simulator the candidates are timed on.
+// search of a planning model that is --model-error off the simulator the candidates are timed on;
+// the baselines plan on the same model.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -76,7 +77,7 @@ int main(int argc, char** argv) {
   app.add_option("--only", only, "configurations whose label starts with one of these (default: all)");
   double model_error = OptimizeOptions{}.model_error;
   int64_t search_evaluations = placementd::sim::AnnealOptions{}.evaluations;
-  app.add_option("--model-error", model_error, "--imitate simulator: the planning model's log-normal error")
+  app.add_option("--model-error", model_error, "the planning model's log-normal error (warm start and baselines)")
       ->capture_default_str();
   app.add_option("--search-evaluations", search_evaluations, "--imitate simulator: placements the search simulates")
       ->capture_default_str();

@@ -86,8 +86,9 @@ int main(int argc, char** argv) {
                        "--imitate simulator: placements the search simulates")
       ->capture_default_str()->check(CLI::PositiveNumber);
   optimize->add_option("--model-error", opt.model_error,
-                       "--imitate simulator: log-normal error of the planning model's op times and bandwidths "
-                       "(the candidates are timed on the exact simulator)")
+                       "log-normal error of the planning model's op times and bandwidths, which the warm "
+                       "start and the baseline placers plan on (their placements and the candidates are timed "
+                       "on the exact simulator)")
       ->capture_default_str()->check(CLI::Range(0.0, 2.0));
   optimize->add_option("--imitation-steps", opt.imitation_steps, "supervised steps of the warm start at most")
       ->capture_default_str()->check(CLI::PositiveNumber);

@@ -25,9 +25,12 @@ struct BaselinePlacement {
   std::string why;
 };
 
-/// Runs placer `name` (default hyperparameters, seeded) on `grouping`. Throws what the registry or
-/// the placer throws (plugin not loaded, placer refuses the problem).
+/// Runs placer `name` (default hyperparameters, seeded) on `grouping` of the graph and devices of
+/// `simulator`, and judges its placement on `judge` when given (the placer plans on a model, the
+/// truth times the answer), else on `simulator`. Throws what the registry or the placer throws
+/// (plugin not loaded, placer refuses the problem).
 BaselinePlacement place_baseline(const std::string& name, const sim::Simulator& simulator,
-                                 const PluginRegistry& registry, const placement::Grouping& grouping, uint64_t seed);
+                                 const PluginRegistry& registry, const placement::Grouping& grouping, uint64_t seed,
+                                 const sim::Simulator* judge = nullptr);
 
 }  // namespace placementd::offline

@@ -51,17 +51,14 @@ OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& r
   OptimizeResult result;
   result.num_groups = grouping.num_groups;
   result.lower_bound_s = simulator.lower_bound_s();
-  if (!options.imitation.baseline.empty()) {
-    if (options.imitation.baseline == kSimulatorWarmStart) {
-      // The seed's complement: the model's errors must not correlate with the measurement noise.
-      const sim::Simulator model = sim::with_model_error(simulator, options.model_error, ~options.seed);
-      result.imitation = imitate_baseline(policy, model, registry, grouping, options.imitation, options.seed,
-                                          pipeline.action_for({}));
-    } else {
-      result.imitation = imitate_baseline(policy, simulator, registry, grouping, options.imitation, options.seed,
-                                          pipeline.action_for({}));
-    }
-  }
+  // What every planner sees — the warm start's search, the baseline placers — is a model of the
+  // truth off by options.model_error, as profiles are off from real steps; the truth only times
+  // the placements they choose. The seed's complement: the model's errors must not correlate with
+  // the measurement noise.
+  const sim::Simulator model = sim::with_model_error(simulator, options.model_error, ~options.seed);
+  if (!options.imitation.baseline.empty())
+    result.imitation = imitate_baseline(policy, model, registry, grouping, options.imitation, options.seed,
+                                        pipeline.action_for({}), &simulator);
   // A warm-started policy's first candidate is what it imitated (its mode), not a sample around it.
   std::optional<PolicyPipeline::Sample> first;
   if (result.imitation && result.imitation->skipped.empty())
@@ -113,7 +110,7 @@ OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& r
   for (const std::string& name : options.baselines) {
     if (!registry.has(placement::PluginKind::kPlacer, name)) continue;
     try {
-      const BaselinePlacement b = place_baseline(name, simulator, registry, grouping, options.seed);
+      const BaselinePlacement b = place_baseline(name, model, registry, grouping, options.seed, &simulator);
       const std::optional<double>& t = b.step_time_s;
       const Placement& p = b.placement;
       result.baselines[name] = t;

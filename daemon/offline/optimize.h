@@ -38,9 +38,11 @@ struct OptimizeOptions {
   /// Warm start: the policy first imitates this baseline's placement (imitation.baseline empty: no),
   /// which is then its first candidate.
   ImitationOptions imitation;
-  /// The simulator warm start searches a planning model whose op times and link bandwidths are off
-  /// by this log-normal sigma (sim::with_model_error), as a profile-based model is off from a real
-  /// job; the candidates are evaluated on the true simulator. 0 would let the search see the truth.
+  /// Every planner — the warm start (its search, or the baseline it imitates) and the baseline
+  /// placers — plans on a model whose op times and link bandwidths are off by this log-normal
+  /// sigma (sim::with_model_error), as a profile-based model is off from a real job; the truth (the
+  /// graph's own profiles) only times the placements they choose, and the policy's candidates. 0
+  /// lets every planner see the truth.
   double model_error = 0.2;
   /// Called after every evaluation: (done, budget, best simulated step time so far or nullopt).
   std::function<void(int64_t, int64_t, std::optional<double>)> progress;

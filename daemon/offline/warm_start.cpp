@@ -56,8 +56,9 @@ namespace {
 // The placement of the placer `name` and its simulated time (nullopt when the graph is not
 // profiled for it); throws with the reason when the placer fails or its placement does not fit.
 BaselinePlacement fitting_baseline(const std::string& name, const sim::Simulator& simulator,
-                                   const PluginRegistry& registry, const placement::Grouping& grouping, uint64_t seed) {
-  BaselinePlacement b = place_baseline(name, simulator, registry, grouping, seed);
+                                   const PluginRegistry& registry, const placement::Grouping& grouping, uint64_t seed,
+                                   const sim::Simulator* judge = nullptr) {
+  BaselinePlacement b = place_baseline(name, simulator, registry, grouping, seed, judge);
   if (!b.fits) throw std::invalid_argument(name + "'s placement does not fit: " + b.why);
   return b;
 }
@@ -104,7 +105,8 @@ std::vector<int> search(const sim::Simulator& simulator, const PluginRegistry& r
 
 ImitationResult imitate_baseline(placement::TrainablePolicy* policy, const sim::Simulator& simulator,
                                  const PluginRegistry& registry, const placement::Grouping& grouping,
-                                 const ImitationOptions& options, uint64_t seed, const placement::Action& prefix) {
+                                 const ImitationOptions& options, uint64_t seed, const placement::Action& prefix,
+                                 const sim::Simulator* judge) {
   ImitationResult found;
   found.baseline = options.baseline;
   if (options.baseline.empty()) {
@@ -125,7 +127,7 @@ ImitationResult imitate_baseline(placement::TrainablePolicy* policy, const sim::
     if (searching) {
       target = search(simulator, registry, grouping, options, seed, found);
     } else {
-      BaselinePlacement b = fitting_baseline(options.baseline, simulator, registry, grouping, seed);
+      BaselinePlacement b = fitting_baseline(options.baseline, simulator, registry, grouping, seed, judge);
       target = std::move(b.device_of_group);
       found.baseline_step_time_s = b.step_time_s;
     }

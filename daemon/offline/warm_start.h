@@ -24,7 +24,7 @@ namespace placementd::offline {
 /// The warm start that searches the simulator instead of running one baseline placer.
 inline constexpr const char* kSimulatorWarmStart = "simulator";
 /// The heuristics the simulator search may start from (the best valid one on the model is used).
-inline const std::vector<std::string> kSearchStarts = {"list_scheduling", "metis", "single_device"};
+inline const std::vector<std::string> kSearchStarts = {"list_scheduling", "metis", "expert", "single_device"};
 
 struct ImitationOptions {
   /// Baseline placer whose placement the policy learns, or kSimulatorWarmStart ("" = no imitation).
@@ -76,10 +76,12 @@ ImitationResult imitate(placement::TrainablePolicy& policy, const std::vector<in
 /// `policy` imitate it. Never throws for a baseline that cannot be used: the result says why it was
 /// skipped (a simulator search needs a graph profiled for the devices it may use).
 /// `prefix` goes before the baseline's devices in the imitated action (the grouping, when the
-/// policy is a learned grouper's and placer's joint one; empty otherwise).
+/// policy is a learned grouper's and placer's joint one; empty otherwise). `simulator` is the model
+/// the baseline or the search plans on; a baseline's placement is timed on `judge` when given (as
+/// place_baseline does), a search's times are the model's.
 ImitationResult imitate_baseline(placement::TrainablePolicy* policy, const sim::Simulator& simulator,
                                  const PluginRegistry& registry, const placement::Grouping& grouping,
                                  const ImitationOptions& options, uint64_t seed,
-                                 const placement::Action& prefix = {});
+                                 const placement::Action& prefix = {}, const sim::Simulator* judge = nullptr);
 
 }  // namespace placementd::offline

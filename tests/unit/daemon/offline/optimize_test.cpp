@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include "built_plugins.h"
+#include "offline/baseline.h"
 #include "offline/optimize.h"
+#include "sim/model_error.h"
 #include "test_graphs.h"
 
 namespace placementd::offline {
@@ -135,6 +137,33 @@ TEST(Optimize, DeterministicPlacerIsEvaluatedOnceAndBaselinesAreReported) {
       EXPECT_LE(r.best_step_time_s, *t) << "never worse than baseline " << name;
     }
   }
+}
+
+TEST(Optimize, BaselinesPlanOnTheSameModelAsTheSearchAndAreTimedOnTheTruth) {
+  placement::OpGraph g = placement::testing::two_chains(6);
+  for (placement::Op& op : g.ops) op.profile["cuda"] = {1e-3 * (1 + op.id % 4), 2e-3 * (1 + op.id % 3), 0.0, 0};
+  const sim::Simulator truth(g, placement::testing::devices(3, DeviceKind::kCuda));
+  placement::Grouping each_op;
+  each_op.num_groups = static_cast<int>(g.ops.size());
+  for (int i = 0; i < each_op.num_groups; ++i) each_op.group_of_op.push_back(i);
+  OptimizeOptions o;
+  o.grouper = {"none", {}};
+  o.placer = {"single_device", {}};
+  o.budget = 1;
+  o.seed = 11;
+  bool any_differs = false;
+  for (double sigma : {0.0, 0.8}) {
+    o.model_error = sigma;
+    const OptimizeResult r = optimize(truth, registry(), o);
+    const sim::Simulator model = sim::with_model_error(truth, sigma, ~o.seed);
+    for (const char* name : {"list_scheduling", "metis", "scotch"}) {
+      const BaselinePlacement planned = place_baseline(name, model, registry(), each_op, o.seed, &truth);
+      ASSERT_TRUE(r.baselines.at(name)) << name;
+      EXPECT_EQ(*r.baselines.at(name), planned.step_time_s) << name << " at sigma " << sigma;
+      if (sigma > 0) any_differs |= planned.step_time_s != place_baseline(name, truth, registry(), each_op, o.seed).step_time_s;
+    }
+  }
+  EXPECT_TRUE(any_differs) << "a model 80% off changes some heuristic's placement";
 }
 
 }  // namespace
