@@ -131,7 +131,8 @@ int job_show(const Globals& g, uint64_t id, const std::string& plot_path) {
   for (const json& k : j.value("profiled_kinds", json::array())) kinds += (kinds.empty() ? "" : ", ") + k.get<std::string>();
   head.add({"profiles", kinds.empty() ? std::string("none (the simulator cannot time placements)")
                                       : kinds + " (" + std::to_string(j.value("profile_reports", 0)) + " sent by the job, " +
-                                            std::to_string(j.value("profiled_steps", 0)) + " profiled steps)"});
+                                            std::to_string(j.value("profiled_steps", 0)) + " profiled steps, " +
+                                            seconds(j.value("profiling_overhead_s", json(0.0))) + " of overhead)"});
   head.add({"steps", std::to_string(j["steps"].get<uint64_t>()) + " (" + std::to_string(j["failed_steps"].get<uint64_t>()) + " failed)"});
   head.add({"start / best", seconds(j["start_step_time_s"]) + " / " + seconds(j["best_step_time_s"]) + " (" + speedup(j) + ")"});
   head.add({"exploration overhead", format_percent(j["exploration_overhead"].get<double>())});

@@ -45,25 +45,6 @@ const CandidateRecord* measured(const Session& s, const std::string& fingerprint
 
 double reward_of(double step_time_s) { return -std::sqrt(step_time_s); }
 
-// "All on one device, if it fits" (issue #4: the answer is never worse than that baseline): every op
-// on the first GPU, or on device 0 without one; nullopt when that is what already ran or the memory
-// model says it does not fit.
-std::optional<Placement> single_device_candidate(const Session& s) {
-  int device = 0;
-  for (size_t d = 0; d < s.devices.size(); ++d)
-    if (s.devices.devices[d].kind == placement::DeviceKind::kCuda) {
-      device = static_cast<int>(d);
-      break;
-    }
-  Placement p = Placement::single(*s.graph, device);
-  p.enforce_pins(*s.graph, s.devices);
-  const std::string fingerprint = p.fingerprint();
-  for (const auto& [id, c] : s.candidates)
-    if (c.placement.fingerprint() == fingerprint) return std::nullopt;
-  if (!s.memory_model->check_memory(p).valid) return std::nullopt;
-  return p;
-}
-
 // A job that did not say how many steps it will run gets its overhead budget as a pace: once the
 // time on exploration candidates exceeds max_overhead_fraction of all measured time, exploration
 // pauses on the best placement, and resumes when the job's own time has brought the fraction down
@@ -133,6 +114,22 @@ Directive fall_back(Session& s, const std::string& why) {
 
 }  // namespace
 
+std::optional<Placement> single_device_candidate(const Session& s) {
+  int device = 0;
+  for (size_t d = 0; d < s.devices.size(); ++d)
+    if (s.devices.devices[d].kind == placement::DeviceKind::kCuda) {
+      device = static_cast<int>(d);
+      break;
+    }
+  Placement p = Placement::single(*s.graph, device);
+  p.enforce_pins(*s.graph, s.devices);
+  const std::string fingerprint = p.fingerprint();
+  for (const auto& [id, c] : s.candidates)
+    if (c.placement.fingerprint() == fingerprint) return std::nullopt;
+  if (!s.memory_model->check_memory(p).valid) return std::nullopt;
+  return p;
+}
+
 std::string policy_key(const Session& s) {
   return s.policy.grouper + "+" + s.policy.placer + "+" + s.policy.algorithm;
 }
@@ -163,8 +160,12 @@ bool record_report(Session& s, const placement::Measurement& m) {
   ++s.steps;
   s.measured_seconds += m.step_time_s;
   // A profiled step is slower by its instrumentation: a step of the job, no measurement.
-  if (m.profiled) ++s.profiled_steps;
-  else if (m.ok) c.step_times.push_back(m.step_time_s);
+  if (m.profiled) {
+    ++s.profiled_steps;
+    c.profiled_times.push_back(m.step_time_s);
+  } else if (m.ok) {
+    c.step_times.push_back(m.step_time_s);
+  }
   else {
     if (c.failures++ == 0) {
       c.error = m.error;

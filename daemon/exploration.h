@@ -48,6 +48,11 @@ std::optional<Directive> advance_session(Session& session, Store& store);
 /// and SIGTERM). Returns true if the best placement was written.
 bool persist_session(Session& session, Store& store, bool with_policy = true);
 
+/// "All on one device, if it fits" (issue #4: the answer is never worse than that baseline): every op
+/// on the first GPU, or on device 0 without one, offered once right after the start; nullopt when
+/// that is what already ran or the memory model says it does not fit.
+std::optional<placement::Placement> single_device_candidate(const Session& session);
+
 /// The store's key for a session's policy state: grouper/placer/algorithm names.
 std::string policy_key(const Session& session);
 

@@ -1,20 +1,38 @@
 #include "live_profiles.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <stdexcept>
 
+#include "exploration.h"
 #include "placement/protocol.h"
 
 namespace placementd {
 
+bool can_profile(const Session& s) {
+  return s.protocol_version >= placement::protocol::kProfileReportVersion && s.job_profile_steps > 0;
+}
+
 bool wants_profile(const Session& s, const placement::Placement& p) {
-  if (s.protocol_version < placement::protocol::kProfileReportVersion || s.job_profile_steps <= 0 || !s.graph)
-    return false;
+  if (!can_profile(s) || !s.graph) return false;
   const std::set<std::string> have = s.profiled_kinds();
+  std::map<std::string, std::set<int>> unprofiled;  // kind → the devices of that kind `p` uses
   for (int d : p.device_of_op)
-    if (d >= 0 && static_cast<size_t>(d) < s.devices.size() && !have.count(to_string(s.devices.devices[d].kind)))
-      return true;
-  return false;
+    if (d >= 0 && static_cast<size_t>(d) < s.devices.size())
+      if (const std::string kind = to_string(s.devices.devices[d].kind); !have.count(kind)) unprofiled[kind].insert(d);
+  if (unprofiled.empty()) return false;
+  // Ops timed where a split sends their inputs between devices include those copies, which the
+  // simulator adds itself: when the placement splits a kind, wait for the all-on-one-device
+  // candidate that follows the start, if there will be one on that kind.
+  if (!s.single_device_tried)
+    if (const std::optional<placement::Placement> single = single_device_candidate(s)) {
+      const std::vector<int> counts = single->ops_per_device(s.devices.size());
+      const auto device = std::max_element(counts.begin(), counts.end()) - counts.begin();
+      for (const auto& [kind, on] : unprofiled)
+        if (on.size() > 1 && to_string(s.devices.devices[static_cast<size_t>(device)].kind) == kind) return false;
+    }
+  return true;
 }
 
 bool fully_profiled(const Session& s) {

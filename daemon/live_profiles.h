@@ -8,8 +8,13 @@
 
 namespace placementd {
 
-/// Whether the job should profile its steps under `placement`: it can (protocol 2, profile steps
-/// above 0), and the placement puts ops on a device kind the graph has no profile for.
+/// Whether the job profiles its steps when asked (protocol 2, profile steps above 0).
+bool can_profile(const Session& session);
+
+/// Whether the job should profile its steps under `placement`: it can, and the placement puts ops
+/// on a device kind the graph has no profile for — on one device of that kind, unless the
+/// all-on-one-device candidate that follows the start will not run on it (a split's op times
+/// include copies between devices).
 bool wants_profile(const Session& session, const placement::Placement& placement);
 
 /// Whether every device kind of the session's devices has profiles in its graph.

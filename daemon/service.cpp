@@ -307,9 +307,9 @@ void Service::request_placement(ConnectionState& conn, uint32_t rid, const Respo
       }
       respond(MessageType::kPlacementDirective, rid, directive_body(*session, d), false);
       // The job trains from here on; the warm start runs now unless it waits for the job's
-      // profiles (the start directive asks for them).
+      // profiles (the start or the all-on-one-device candidate after it asks for them).
       if (first && session->warm_start_pending) {
-        const bool profiles_coming = wants_profile(*session, d.placement);
+        const bool profiles_coming = can_profile(*session) && !fully_profiled(*session);
         boost::asio::post(*session->strand, [this, session, profiles_coming] {
           warm_start(session, profiles_coming ? WarmStartWhen::kProfiled : WarmStartWhen::kNow);
         });

@@ -53,6 +53,8 @@ struct CandidateRecord {
   /// The session's step count and seconds since attach when its measurement was complete.
   std::optional<uint64_t> measured_at_step;
   std::optional<double> measured_at_s;
+  /// Times of the steps the job ran under its per-op profiler here (not measurements).
+  std::vector<double> profiled_times;
   /// Median of the measured steps after `warmup` discarded ones; nullopt while too few.
   std::optional<double> median(int64_t warmup) const;
 };
@@ -147,6 +149,9 @@ struct Session {
   /// While exploiting, the placement in force; else the candidate with the lowest median step
   /// time among the ones not stale; nullptr while none has a median.
   const CandidateRecord* best() const;
+  /// What profiling cost beyond the placements' own step times, on candidates that are not
+  /// exploration (the start; an exploration candidate's steps all count as exploration already).
+  double profiling_overhead_seconds() const;
   /// The device kinds ("cpu", "cuda") some op of the graph has a profile for.
   std::set<std::string> profiled_kinds() const;
   /// Summary for `placementctl jobs` (caller holds the mutex).

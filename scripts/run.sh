@@ -4,19 +4,24 @@
 # the devices present (two logical CPU devices on a machine without a GPU), and print the job's
 # summary, placementctl's view of it and the learning-curve plot's path.
 #
-#   scripts/run.sh [--steps N] [--example inception|gnmt] [--out DIR]
+#   scripts/run.sh [--steps N] [--example inception|gnmt] [--out DIR] [--config FILE]
+#
+# --config: another daemon config (e.g. one with [policy] warm_start = "simulator"); default
+# etc/placementd.toml.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 steps=1200
 example=inception
 out=$root/build/run
+config=$root/etc/placementd.toml
 while [ $# -gt 0 ]; do
   case "$1" in
     --steps) steps=$2; shift 2 ;;
     --example) example=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    *) echo "usage: $0 [--steps N] [--example inception|gnmt] [--out DIR]" >&2; exit 2 ;;
+    --config) config=$(realpath "$2"); shift 2 ;;
+    *) echo "usage: $0 [--steps N] [--example inception|gnmt] [--out DIR] [--config FILE]" >&2; exit 2 ;;
   esac
 done
 case "$example" in
@@ -40,8 +45,8 @@ echo "== tracing the example model (tests/models/make_models.py, Debian's python
 # CUDA devices need the GPU build and their memory given (JobOptions::memory_bytes); the live GPU
 # run is scripts/gpu-run.sh's, not this one's.
 devices=cpu:0,cpu:1
-echo "== placementd (default config $root/etc/placementd.toml, socket $socket)"
-"$build/bin/placementd" --config "$root/etc/placementd.toml" --socket "$socket" --state-dir "$work/state" \
+echo "== placementd (config $config, socket $socket)"
+"$build/bin/placementd" --config "$config" --socket "$socket" --state-dir "$work/state" \
   2>"$work/placementd.log" &
 daemon=$!
 for _ in $(seq 100); do [ -S "$socket" ] && break; sleep 0.05; done

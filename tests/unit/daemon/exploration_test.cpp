@@ -140,6 +140,9 @@ TEST_F(Exploration, ProfiledStepsCountAsStepsButAreNoMeasurement) {
   for (int i = 0; i < 3; ++i) EXPECT_FALSE(record_report(s, {first.placement_id, step++, 8.0, true, ""}));
   ASSERT_TRUE(record_report(s, {first.placement_id, step++, 8.0, true, ""}));
   EXPECT_EQ(*s.candidates.at(first.placement_id).median(s.policy.exploration.warmup_steps), 8.0);
+  // What the profiler cost beyond the start's own 8 per step is overhead: 3 × (80 − 8) of 272.
+  EXPECT_DOUBLE_EQ(s.profiling_overhead_seconds(), 216.0);
+  EXPECT_DOUBLE_EQ(s.summary().at("exploration_overhead").get<double>(), 216.0 / 272.0);
 }
 
 TEST_F(Exploration, AllOnOneDeviceIsTriedRightAfterAStartThatSplits) {

@@ -65,6 +65,27 @@ TEST(LiveProfiles, AJobIsAskedToProfileWherePlacementsReachAnUnprofiledKind) {
   EXPECT_FALSE(wants_profile(fresh, on_cpu));
 }
 
+TEST(LiveProfiles, ASplitIsProfiledOnlyWhenNoAllOnOneCandidateFollows) {
+  // Two logical CPUs and an interleaved start: its op times would include the copies between
+  // cpu:0 and cpu:1, so the all-on-cpu:0 candidate that comes next is profiled instead.
+  for (uint64_t memory : {uint64_t{1} << 30, uint64_t{5000}}) {
+    Session s;
+    s.graph = placement::testing::chain(4, 1024);
+    s.devices = placement::testing::devices(2, DeviceKind::kCpu, memory);
+    s.memory_model.emplace(*s.graph, s.devices);
+    s.protocol_version = placement::protocol::kProfileReportVersion;
+    s.job_profile_steps = 3;
+    const Placement split{{0, 1, 0, 1}};
+    s.candidates[1].placement = split;
+    const bool single_fits = s.memory_model->check_memory(Placement::single(*s.graph, 0)).valid;
+    EXPECT_EQ(single_fits, memory > 5000) << "the second device set is too small for all-on-one";
+    EXPECT_EQ(wants_profile(s, split), !single_fits) << memory << " bytes per device";
+    s.single_device_tried = true;
+    EXPECT_TRUE(wants_profile(s, split)) << "nothing cleaner follows once the single device was offered";
+    EXPECT_TRUE(wants_profile(s, Placement::single(*s.graph, 0)));
+  }
+}
+
 TEST(LiveProfiles, MeasuredActivationsReachTheMemoryModel) {
   Session s;
   on_cpu_and_gpu(s);
