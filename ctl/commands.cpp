@@ -129,10 +129,13 @@ int job_show(const Globals& g, uint64_t id, const std::string& plot_path) {
   if (const json& w = j.value("warm_start", json()); w.is_object()) head.add({"warm start", describe_warm_start(w)});
   std::string kinds;
   for (const json& k : j.value("profiled_kinds", json::array())) kinds += (kinds.empty() ? "" : ", ") + k.get<std::string>();
+  // Profiling the start costs what it took beyond the start's own step time; on an exploration
+  // candidate it is part of that candidate's exploration time.
+  const double profiling_s = j.value("profiling_overhead_s", 0.0);
   head.add({"profiles", kinds.empty() ? std::string("none (the simulator cannot time placements)")
                                       : kinds + " (" + std::to_string(j.value("profile_reports", 0)) + " sent by the job, " +
-                                            std::to_string(j.value("profiled_steps", 0)) + " profiled steps, " +
-                                            seconds(j.value("profiling_overhead_s", json(0.0))) + " of overhead)"});
+                                            std::to_string(j.value("profiled_steps", 0)) + " profiled steps" +
+                                            (profiling_s > 0 ? ", " + seconds(json(profiling_s)) + " of overhead" : "") + ")"});
   head.add({"steps", std::to_string(j["steps"].get<uint64_t>()) + " (" + std::to_string(j["failed_steps"].get<uint64_t>()) + " failed)"});
   head.add({"start / best", seconds(j["start_step_time_s"]) + " / " + seconds(j["best_step_time_s"]) + " (" + speedup(j) + ")"});
   head.add({"exploration overhead", format_percent(j["exploration_overhead"].get<double>())});
