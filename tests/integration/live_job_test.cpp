@@ -351,6 +351,8 @@ TEST(LiveJob, KeepsTrainingWithoutTheDaemonAndReattachesWhenItIsBack) {
   // Until the second candidate runs: the first was measured and persisted before it was sent.
   for (int tries = 0; tries < 2000 && job.stats().placement_id < 2; ++tries, ++i) step(i);
   ASSERT_GE(job.stats().placement_id, 2u) << "runs placementd's placements once attached\n" << daemon.log();
+  EXPECT_EQ(job.stats().profiled_steps, 3u) << "the start placement (all on cpu:0) was profiled";
+  EXPECT_EQ(job.daemon().profiles_sent, 1u);
 
   // kill -9 mid-exploration: the job notices, keeps stepping, and attaches to the new daemon.
   daemon.stop(SIGKILL);
@@ -362,6 +364,12 @@ TEST(LiveJob, KeepsTrainingWithoutTheDaemonAndReattachesWhenItIsBack) {
   for (int n = 0; n < 10; ++n, ++i) step(i);
   EXPECT_NE(daemon.log().find("stored best placement found"), std::string::npos)
       << "the new session resumes from what the killed daemon persisted\n" << daemon.log();
+  // The profiles went up with the graph again: the new session has them and asks for none.
+  const json jobs = daemon.client().request(protocol::MessageType::kListJobs, json::object(), protocol::MessageType::kJobList);
+  ASSERT_EQ(jobs["jobs"].size(), 1u);
+  EXPECT_EQ(jobs["jobs"][0]["profiled_kinds"], json::array({"cpu"}));
+  EXPECT_EQ(jobs["jobs"][0]["profiled_steps"], 0);
+  EXPECT_EQ(job.stats().profiled_steps, 3u);
   const auto final_params = snapshot(job);
   job.detach();
 
