@@ -77,7 +77,10 @@ int main(int argc, char** argv) {
   app.add_option("--only", only, "configurations whose label starts with one of these (default: all)");
   double model_error = OptimizeOptions{}.model_error;
   int64_t search_evaluations = placementd::sim::AnnealOptions{}.evaluations;
+  int64_t search_ensemble = placementd::offline::ImitationOptions{}.search_ensemble;
   app.add_option("--model-error", model_error, "the planning model's log-normal error (warm start and baselines)")
+      ->capture_default_str();
+  app.add_option("--search-ensemble", search_ensemble, "--imitate simulator: model copies the search also times on")
       ->capture_default_str();
   app.add_option("--search-evaluations", search_evaluations, "--imitate simulator: placements the search simulates")
       ->capture_default_str();
@@ -170,6 +173,7 @@ int main(int argc, char** argv) {
           o.seed = static_cast<uint64_t>(seed);
           if (warm) o.imitation.baseline = imitate;
           o.imitation.search.evaluations = search_evaluations;
+          o.imitation.search_ensemble = search_ensemble;
           o.model_error = model_error;
           last = placementd::offline::optimize(simulator, registry, o);
           if (!warm) cold_best = last.policy_best_s.value_or(0.0);

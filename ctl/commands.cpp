@@ -56,7 +56,11 @@ std::string describe_warm_start(const json& w) {
   const std::string imitated = " in " + std::to_string(w["steps"].get<int64_t>()) + " steps; " + probabilities;
   auto time_of = [&](const char* key) { return w[key].is_number() ? " (" + seconds(w[key]) + ")" : std::string(); };
   if (w.contains("search_evaluations"))
-    return "searched " + std::to_string(w["search_evaluations"].get<int64_t>()) + " simulated placements from " +
+    return "searched " + std::to_string(w["search_evaluations"].get<int64_t>()) + " simulated placements" +
+           (w.value("search_ensemble", 0) > 0 ? " (each also on " + std::to_string(w.value("search_ensemble", 0)) +
+                                                    " perturbed copies of the model)"
+                                              : std::string()) +
+           " from " +
            w["search_start"].get<std::string>() + time_of("search_start_step_time_s") + " to one" +
            time_of("baseline_step_time_s") + " on the planning model, imitated" + imitated;
   return "imitated " + w["baseline"].get<std::string>() + time_of("baseline_step_time_s") + imitated;

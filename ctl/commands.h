@@ -40,6 +40,7 @@ struct OptimizeArgs {
   int64_t imitation_steps = 200;
   /// The simulator warm start: placements it simulates, and the planning model's log-normal error.
   int64_t search_evaluations = 20000;
+  int64_t search_ensemble = 4;
   double model_error = 0.2;
   /// KIND.KEY=VALUE plugin hyperparameters.
   std::vector<std::string> settings;

@@ -85,6 +85,10 @@ int main(int argc, char** argv) {
   optimize->add_option("--search-evaluations", opt.search_evaluations,
                        "--imitate simulator: placements the search simulates")
       ->capture_default_str()->check(CLI::PositiveNumber);
+  optimize->add_option("--search-ensemble", opt.search_ensemble,
+                       "--imitate simulator: copies of the planning model, each off by a log-normal 0.2, that "
+                       "the search also times placements on (it minimises their mean; 0: the model alone)")
+      ->capture_default_str()->check(CLI::Range(0, 64));
   optimize->add_option("--model-error", opt.model_error,
                        "log-normal error of the planning model's op times and bandwidths, which the warm "
                        "start and the baseline placers plan on (their placements and the candidates are timed "

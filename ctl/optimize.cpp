@@ -100,6 +100,7 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
   o.imitation.baseline = a.imitate;
   o.imitation.max_steps = a.imitation_steps;
   o.imitation.search.evaluations = a.search_evaluations;
+  o.imitation.search_ensemble = a.search_ensemble;
   o.model_error = a.model_error;
   apply_settings(a.settings, o);
   const bool bar = !g.json && (a.progress == "on" || (a.progress == "auto" && ::isatty(STDERR_FILENO)));

@@ -1,6 +1,7 @@
 #include "warm_start.h"
 
 #include "baseline.h"
+#include "sim/model_error.h"
 
 #include <algorithm>
 #include <cmath>
@@ -30,6 +31,7 @@ nlohmann::json to_json(const ImitationResult& r) {
     j["search_start"] = r.search_start;
     j["search_start_step_time_s"] = r.search_start_step_time_s ? json(*r.search_start_step_time_s) : json(nullptr);
     j["search_evaluations"] = r.search_evaluations;
+    j["search_ensemble"] = r.search_ensemble;
   }
   return j;
 }
@@ -95,9 +97,19 @@ std::vector<int> search(const sim::Simulator& simulator, const PluginRegistry& r
     throw std::invalid_argument("no heuristic placement to start the search from" + (why.empty() ? "" : ": " + why));
   sim::AnnealOptions anneal = options.search;
   anneal.seed = seed;
+  // The model's own uncertainty: copies of it off the way it may be off from the truth.
+  std::vector<sim::Simulator> ensemble;
+  ensemble.reserve(static_cast<size_t>(std::max<int64_t>(options.search_ensemble, 0)));
+  for (int64_t i = 0; i < options.search_ensemble; ++i)
+    ensemble.push_back(sim::with_model_error(simulator, options.search_ensemble_sigma, seed * 7919 + static_cast<uint64_t>(i) + 1));
+  for (const sim::Simulator& model : ensemble) anneal.ensemble.push_back(&model);
   sim::AnnealResult found = sim::anneal(simulator, grouping, std::move(start), anneal);
   r.search_evaluations = found.evaluations;
-  r.baseline_step_time_s = found.step_time_s;
+  r.search_ensemble = static_cast<int64_t>(ensemble.size());
+  // On the model itself, as the start's time is (the search minimised the ensemble's mean).
+  placement::Placement answer = placement::Placement::from_groups(grouping, found.device_of_group);
+  answer.enforce_pins(simulator.graph(), simulator.devices());
+  r.baseline_step_time_s = simulator.simulate(answer).step_time_s;
   return std::move(found.device_of_group);
 }
 
@@ -144,6 +156,7 @@ ImitationResult imitate_baseline(placement::TrainablePolicy* policy, const sim::
   r.search_start = found.search_start;
   r.search_start_step_time_s = found.search_start_step_time_s;
   r.search_evaluations = found.search_evaluations;
+  r.search_ensemble = found.search_ensemble;
   return r;
 }
 

@@ -31,6 +31,11 @@ struct ImitationOptions {
   std::string baseline;
   /// The simulator search (kSimulatorWarmStart only).
   sim::AnnealOptions search;
+  /// The search also times each placement on this many copies of its model, each off by a
+  /// log-normal `search_ensemble_sigma` (sim::with_model_error), and minimises the mean: a placement
+  /// that is only fast where the model is wrong is not what it wants. 0: the model alone.
+  int64_t search_ensemble = 4;
+  double search_ensemble_sigma = 0.2;
   /// Supervised steps at most.
   int64_t max_steps = 200;
   /// Adam step size of the supervised steps (the algorithms' own rates are for noisy rewards).
@@ -52,6 +57,8 @@ struct ImitationResult {
   std::string search_start;
   std::optional<double> search_start_step_time_s;
   int64_t search_evaluations = 0;
+  /// Model copies each placement was also timed on (ImitationOptions::search_ensemble).
+  int64_t search_ensemble = 0;
   int64_t steps = 0;
   /// Geometric-mean probability per group of the baseline's device, before and after.
   double probability_before = 0.0;
@@ -62,7 +69,7 @@ struct ImitationResult {
 };
 
 /// {baseline, baseline_step_time_s, steps, probability_before, probability_after, skipped}, and
-/// {search_start, search_start_step_time_s, search_evaluations} after a simulator search; the
+/// {search_start, search_start_step_time_s, search_evaluations, search_ensemble} after a simulator search; the
 /// optional ones are null when absent (placementctl optimize --json, jobs show).
 nlohmann::json to_json(const ImitationResult& result);
 

@@ -24,6 +24,19 @@ std::optional<double> step_time(const Simulator& simulator, const placement::Pla
   return std::nullopt;
 }
 
+// The mean over `simulator` and `ensemble`; nullopt when any of them rejects the placement.
+std::optional<double> mean_step_time(const Simulator& simulator, const std::vector<const Simulator*>& ensemble,
+                                     const placement::Placement& p, std::string* why = nullptr) {
+  std::optional<double> total = step_time(simulator, p, why);
+  for (const Simulator* model : ensemble) {
+    if (!total) return std::nullopt;
+    const std::optional<double> t = step_time(*model, p, why);
+    total = t ? std::optional<double>(*total + *t) : std::nullopt;
+  }
+  if (total) *total /= static_cast<double>(1 + ensemble.size());
+  return total;
+}
+
 }  // namespace
 
 AnnealResult anneal(const Simulator& simulator, const placement::Grouping& grouping, std::vector<int> start,
@@ -41,7 +54,7 @@ AnnealResult anneal(const Simulator& simulator, const placement::Grouping& group
     return p;
   };
   std::string why;
-  const std::optional<double> first = step_time(simulator, placement_of(start), &why);
+  const std::optional<double> first = mean_step_time(simulator, options.ensemble, placement_of(start), &why);
   if (!first) throw std::invalid_argument("the start of the search is not a valid placement: " + why);
 
   AnnealResult result;
@@ -88,7 +101,7 @@ AnnealResult anneal(const Simulator& simulator, const placement::Grouping& group
     assign(g, to);
     if (h >= 0) assign(h, was);
     ++result.evaluations;
-    const std::optional<double> t = step_time(simulator, placement);
+    const std::optional<double> t = mean_step_time(simulator, options.ensemble, placement);
     const bool accept = t && (*t <= current_time || uniform(rng) < std::exp((current_time - *t) / temperature));
     if (!accept) {
       assign(g, was);

@@ -24,6 +24,9 @@ struct AnnealOptions {
   /// Stop after this much wall time (0: no limit; then the result depends on the seed alone). The
   /// daemon runs the search before answering a job's graph upload, which must not take long.
   double max_seconds = 0.0;
+  /// More models to time every placement on: the search minimises the mean step time over
+  /// `simulator` and these (robust to what the models disagree on). Empty: `simulator` alone.
+  std::vector<const Simulator*> ensemble;
 };
 
 struct AnnealResult {

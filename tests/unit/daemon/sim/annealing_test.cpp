@@ -47,6 +47,27 @@ TEST(Annealing, SplitsTwoIndependentChainsOverTwoDevices) {
   EXPECT_DOUBLE_EQ(sim.simulate(Placement::from_groups(grouping, r.device_of_group)).step_time_s, r.step_time_s);
 }
 
+TEST(Annealing, WithAnEnsembleItMinimisesTheMeanOverTheModels) {
+  // One op on two GPUs. Model A: 1 ms on the first, 3 ms on the second; model B: 5 ms and 1 ms.
+  // A alone picks the first GPU; A and B together (means 3 and 2 ms) the second.
+  placement::OpGraph g = placement::testing::chain(1);
+  placement::testing::profile_all(g, DeviceKind::kCuda, 1e-3);
+  auto on = [&](double first_speed, double second_speed) {
+    return Simulator(g, placement::DeviceSet::uniform({{DeviceKind::kCuda, 0, 1ull << 30, first_speed},
+                                                        {DeviceKind::kCuda, 1, 1ull << 30, second_speed}},
+                                                       1e10, 1e-5));
+  };
+  const Simulator a = on(1.0, 1.0 / 3), b = on(0.2, 1.0);
+  AnnealOptions o;
+  o.evaluations = 200;
+  EXPECT_EQ(anneal(a, singletons(g), {1}, o).device_of_group, std::vector<int>{0});
+  o.ensemble = {&b};
+  const AnnealResult robust = anneal(a, singletons(g), {0}, o);
+  EXPECT_EQ(robust.device_of_group, std::vector<int>{1});
+  EXPECT_NEAR(robust.step_time_s, 0.5 * (a.simulate(Placement{{1}}).step_time_s + b.simulate(Placement{{1}}).step_time_s),
+              1e-12) << "the time it reports is the mean it minimised";
+}
+
 TEST(Annealing, NeverReturnsAPlacementThatDoesNotFit) {
   // 13 ops × 100 MiB of parameters (×4 with Adam: value, gradient, two moments) need 5.1 GiB; each
   // 3 GiB device holds about half of them.
