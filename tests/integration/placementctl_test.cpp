@@ -248,9 +248,14 @@ TEST(Placementctl, OptimizeWarmStartsFromABaseline) {
   EXPECT_GT(s["search_evaluations"].get<int64_t>(), 0);
   EXPECT_LE(s["search_evaluations"].get<int64_t>(), 300);
   EXPECT_TRUE(s["search_start_step_time_s"].is_number());
+  EXPECT_EQ(s["search_ensemble"], 4) << "by default each placement is also timed on 4 copies of the model";
   args.pop_back();  // human output
   const CommandResult shown = run_command(args);
   EXPECT_NE(shown.out.find("warm start: searched "), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("(each also on 4 perturbed copies of the model)"), std::string::npos) << shown.out;
+  args.insert(args.end(), {"--search-ensemble", "0", "--json"});
+  EXPECT_EQ(json::parse(run_command(args).out)["warm_start"]["search_ensemble"], 0);
+  args.resize(args.size() - 3);
   EXPECT_NE(shown.out.find(" on the planning model, imitated in "), std::string::npos) << shown.out;
   args.insert(args.end(), {"--model-error", "-1"});
   EXPECT_NE(run_command(args).exit_code, 0) << "a negative model error is refused";
