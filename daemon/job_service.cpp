@@ -164,7 +164,6 @@ void Service::upload_graph(ConnectionState& conn, uint32_t rid, const json& body
       // A fresh policy first imitates the configured baseline, so its first live candidates are a
       // heuristic's rather than uniform noise; a resumed one has learned more than that already.
       // It runs once the job trains (warm_start()), so the first directive does not wait for it.
-      session->policy_resumed = resumed;
       session->warm_start_pending = !resumed && !session->policy.warm_start.empty();
       session->job_start = std::move(start);
       spdlog::info("job {} '{}': graph {} with {} ops in {} groups{}{}{}", session->id, session->job, session->fingerprint,
@@ -212,7 +211,8 @@ void Service::request_placement(ConnectionState& conn, uint32_t rid, const Respo
       if (first && session->warm_start_pending) {
         const bool profiles_coming = can_profile(*session) && !fully_profiled(*session);
         boost::asio::post(*session->strand, [this, session, profiles_coming] {
-          warm_start(session, profiles_coming ? WarmStartWhen::kProfiled : WarmStartWhen::kNow);
+          std::lock_guard<std::mutex> lock(session->mutex);
+          warm_start(*session, profiles_coming ? WarmStartWhen::kProfiled : WarmStartWhen::kNow);
         });
       }
     } catch (const RequestError& e) {
@@ -235,16 +235,12 @@ void Service::step_report(ConnectionState& conn, uint32_t rid, const json& body,
   // half-received frames of other jobs would time out). The job does not wait either: the next
   // directive is pushed unsolicited (request id 0).
   boost::asio::post(*session->strand, [this, session, m, respond] {
-    {
-      std::lock_guard<std::mutex> lock(session->mutex);
-      if (session->state == SessionState::kDetached) return;
-      // One-way: a report for a placement we never sent is counted, not answered.
-      if (!record_report(*session, m)) return;
-    }
-    warm_start(session, WarmStartWhen::kBeforeFirstSample);
     std::lock_guard<std::mutex> lock(session->mutex);
     if (session->state == SessionState::kDetached) return;
+    // One-way: a report for a placement we never sent is counted, not answered.
+    if (!record_report(*session, m)) return;
     try {
+      warm_start(*session, WarmStartWhen::kBeforeFirstSample);
       if (auto d = advance_session(*session, store_))
         respond(MessageType::kPlacementDirective, 0, directive_body(*session, *d), false);
     } catch (const std::exception& e) {
@@ -261,51 +257,46 @@ void Service::profile_report(ConnectionState& conn, uint32_t rid, const json& bo
   placement::ProfileReport report = placement::profile_report_from_json(body);
   auto session = conn.session;
   boost::asio::post(*session->strand, [this, session, report = std::move(report), rid, respond] {
-    {
-      std::lock_guard<std::mutex> lock(session->mutex);
-      if (session->state == SessionState::kDetached) return;
-      try {
-        apply_profiles(*session, report);
-      } catch (const std::exception& e) {
-        ++protocol_errors;
-        spdlog::warn("job {} '{}': profile report not used: {}", session->id, session->job, e.what());
-        respond(MessageType::kError, rid, placement::protocol::error_body(error::kBadPayload, e.what(), false), false);
-        return;
-      }
-      std::set<std::string> kinds;
-      for (const auto& entry : report.ops) kinds.insert(entry.kind);
-      std::string names;
-      for (const auto& k : kinds) names += (names.empty() ? "" : ", ") + k;
-      spdlog::info("job {} '{}': profiles of {} ops ({}) measured over {} steps under placement {}", session->id,
-                   session->job, report.ops.size(), names, report.steps, report.placement_id);
+    std::lock_guard<std::mutex> lock(session->mutex);
+    if (session->state == SessionState::kDetached) return;
+    try {
+      apply_profiles(*session, report);
+    } catch (const std::exception& e) {
+      ++protocol_errors;
+      spdlog::warn("job {} '{}': profile report not used: {}", session->id, session->job, e.what());
+      respond(MessageType::kError, rid, placement::protocol::error_body(error::kBadPayload, e.what(), false), false);
+      return;
     }
-    warm_start(session, WarmStartWhen::kProfiled);
+    std::set<std::string> kinds;
+    for (const auto& entry : report.ops) kinds.insert(entry.kind);
+    std::string names;
+    for (const auto& k : kinds) names += (names.empty() ? "" : ", ") + k;
+    spdlog::info("job {} '{}': profiles of {} ops ({}) measured over {} steps under placement {}", session->id,
+                 session->job, report.ops.size(), names, report.steps, report.placement_id);
+    warm_start(*session, WarmStartWhen::kProfiled);
   });
 }
 
-void Service::warm_start(const std::shared_ptr<Session>& session, WarmStartWhen when) {
-  // Under the session's lock like all policy work (detach persists the policy's state from the I/O
-  // thread), so a report arriving meanwhile waits for it; this happens once per session.
-  std::lock_guard<std::mutex> lock(session->mutex);
-  if (!session->warm_start_pending || session->state == SessionState::kDetached) return;
+void Service::warm_start(Session& session, WarmStartWhen when) {
+  if (!session.warm_start_pending || session.state == SessionState::kDetached) return;
   // Before the first sample it runs on what there is: profiles of some device kind never came
   // (its candidate failed, or the job does not profile).
-  const bool ready = when == WarmStartWhen::kNow || fully_profiled(*session) ||
-                     (when == WarmStartWhen::kBeforeFirstSample && session->single_device_tried);
+  const bool ready = when == WarmStartWhen::kNow || fully_profiled(session) ||
+                     (when == WarmStartWhen::kBeforeFirstSample && session.single_device_tried);
   if (!ready) return;
-  session->warm_start_pending = false;
+  session.warm_start_pending = false;
   offline::ImitationOptions imitation;
-  imitation.baseline = session->policy.warm_start;
+  imitation.baseline = session.policy.warm_start;
   imitation.search.max_seconds = kLiveSearchSeconds;
-  session->warm_start = offline::imitate_baseline(session->pipeline->policy(), *session->memory_model, registry_,
-                                                  session->pipeline->grouping(), imitation, session->rng(),
-                                                  session->pipeline->action_for({}));
-  if (session->warm_start->skipped.empty())
+  session.warm_start = offline::imitate_baseline(session.pipeline->policy(), *session.memory_model, registry_,
+                                                 session.pipeline->grouping(), imitation, session.rng(),
+                                                 session.pipeline->action_for({}));
+  if (session.warm_start->skipped.empty())
     spdlog::info("job {} '{}': policy warm-started from {} in {} steps (per-group probability {:.2f} -> {:.2f})",
-                 session->id, session->job, imitation.baseline, session->warm_start->steps,
-                 session->warm_start->probability_before, session->warm_start->probability_after);
+                 session.id, session.job, imitation.baseline, session.warm_start->steps,
+                 session.warm_start->probability_before, session.warm_start->probability_after);
   else
-    spdlog::warn("job {} '{}': no warm start: {}", session->id, session->job, session->warm_start->skipped);
+    spdlog::warn("job {} '{}': no warm start: {}", session.id, session.job, session.warm_start->skipped);
 }
 
 void Service::detach(ConnectionState& conn, uint32_t rid, const Responder& respond) {

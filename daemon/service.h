@@ -88,8 +88,9 @@ class Service {
   /// the job; at once; or, at the latest, before the policy's first sample (after the start and
   /// the single-device candidate).
   enum class WarmStartWhen { kProfiled, kNow, kBeforeFirstSample };
-  /// On the session's strand: runs [policy] warm_start if it is pending and `when` is met.
-  void warm_start(const std::shared_ptr<Session>& session, WarmStartWhen when);
+  /// On the session's strand, its mutex held: runs [policy] warm_start if it is pending and `when`
+  /// is met (once per session; the job's messages wait on the strand meanwhile).
+  void warm_start(Session& session, WarmStartWhen when);
   void detach(ConnectionState& conn, uint32_t rid, const Responder& respond);
   void status(ConnectionState& conn, uint32_t rid, const Responder& respond);
   void list_jobs(ConnectionState& conn, uint32_t rid, const json& body, const Responder& respond);

@@ -100,7 +100,6 @@ struct Session {
   /// for the job's profiles of every device kind (the simulator needs them), at most until the
   /// policy's first sample.
   bool warm_start_pending = false;
-  bool policy_resumed = false;
   /// The protocol version of the job's connection, and how many steps it profiles when a
   /// directive asks it to (0: it does not; protocol 1 jobs never do).
   uint16_t protocol_version = 1;

@@ -36,11 +36,10 @@ nlohmann::json to_json(const ImitationResult& r) {
   return j;
 }
 
-ImitationResult imitate(placement::TrainablePolicy& policy, const std::vector<int>& target,
-                        const ImitationOptions& options) {
-  ImitationResult r;
-  r.baseline = options.baseline;
+void imitate(placement::TrainablePolicy& policy, const std::vector<int>& target, const ImitationOptions& options,
+             ImitationResult& r) {
   r.action = target;
+  r.steps = 0;
   r.probability_before = per_group_probability(policy, target);
   r.probability_after = r.probability_before;
   const placement::OptimizerSettings settings{options.learning_rate, 1.0};
@@ -50,7 +49,6 @@ ImitationResult imitate(placement::TrainablePolicy& policy, const std::vector<in
     ++r.steps;
     r.probability_after = per_group_probability(policy, target);
   }
-  return r;
 }
 
 namespace {
@@ -149,15 +147,10 @@ ImitationResult imitate_baseline(placement::TrainablePolicy* policy, const sim::
   }
   placement::Action action = prefix;
   action.insert(action.end(), target.begin(), target.end());
-  ImitationResult r = imitate(*policy, action, options);
-  r.placement = placement::Placement::from_groups(grouping, target);
-  r.placement.enforce_pins(simulator.graph(), simulator.devices());
-  r.baseline_step_time_s = found.baseline_step_time_s;
-  r.search_start = found.search_start;
-  r.search_start_step_time_s = found.search_start_step_time_s;
-  r.search_evaluations = found.search_evaluations;
-  r.search_ensemble = found.search_ensemble;
-  return r;
+  imitate(*policy, action, options, found);
+  found.placement = placement::Placement::from_groups(grouping, target);
+  found.placement.enforce_pins(simulator.graph(), simulator.devices());
+  return found;
 }
 
 }  // namespace placementd::offline

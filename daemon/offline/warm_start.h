@@ -74,9 +74,10 @@ struct ImitationResult {
 nlohmann::json to_json(const ImitationResult& result);
 
 /// Cross-entropy steps raising log π(target) until the per-group probability reaches
-/// options.target_probability or options.max_steps were taken.
-ImitationResult imitate(placement::TrainablePolicy& policy, const std::vector<int>& target,
-                        const ImitationOptions& options);
+/// options.target_probability or options.max_steps were taken. Sets `result`'s action, steps and
+/// probabilities (what is known of the target already stays).
+void imitate(placement::TrainablePolicy& policy, const std::vector<int>& target, const ImitationOptions& options,
+             ImitationResult& result);
 
 /// Places `grouping` with the baseline placer named in `options` (or searches `simulator` for it,
 /// with kSimulatorWarmStart), checks the placement against the simulator's memory model, and has
