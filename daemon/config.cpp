@@ -177,7 +177,8 @@ void read_document(const toml::table& root, const std::string& file, Config& con
   }
 
   if (const toml::table* t = c.table(root, "policy", "[policy]")) {
-    c.only(*t, "[policy]", {"grouper", "placer", "algorithm", "warm_start"});
+    c.only(*t, "[policy]", {"grouper", "placer", "algorithm", "warm_start", "warm_start_seconds"});
+    c.get_float(*t, "warm_start_seconds", "policy", config.policy.warm_start_seconds, 0.01, 600.0);
     if (c.get_string(*t, "warm_start", "policy", config.policy.warm_start))
       config.policy.warm_start_pos = c.pos(*t->get("warm_start"));
     SourcePos positions[3];
@@ -295,6 +296,7 @@ EffectivePolicy effective_policy(const Config& config, const std::string& job, u
   out.placer = config.policy.placer;
   out.algorithm = config.policy.algorithm;
   out.warm_start = config.policy.warm_start;
+  out.warm_start_seconds = config.policy.warm_start_seconds;
   out.exploration = config.exploration;
   auto params_for = [](const PluginParamTables& tables, PluginKind kind, const std::string& name) {
     auto it = tables.find({kind, name});

@@ -54,6 +54,8 @@ struct PolicyChoice {
   std::string algorithm = "reinforce";
   /// Baseline placer a fresh policy imitates before its first live candidate ("": none).
   std::string warm_start;
+  /// Wall time the "simulator" warm start's search may take on the session's policy thread.
+  double warm_start_seconds = 1.0;
   SourcePos grouper_pos, placer_pos, algorithm_pos, warm_start_pos;
 };
 
@@ -134,6 +136,8 @@ struct EffectivePolicy {
   std::string grouper, placer, algorithm;
   /// [policy] warm_start: the baseline placer to imitate first, "" for none.
   std::string warm_start;
+  /// [policy] warm_start_seconds: the simulator search's time limit.
+  double warm_start_seconds = 1.0;
   placement::Params grouper_params, placer_params, algorithm_params;
   ExplorationConfig exploration;
   /// Index of the rule that matched, or -1.

@@ -23,11 +23,6 @@ using nlohmann::json;
 
 namespace {
 
-// The live simulator warm start runs on the session's policy strand while the job trains on its
-// start placement, and is done before the policy's first sample; its search takes a second at
-// most (~10,000 placements of a 5,000-op graph, the full 20,000 of anything smaller than ~2,500 ops).
-constexpr double kLiveSearchSeconds = 1.0;
-
 std::string required_string(const json& body, const char* key, size_t max_size) {
   auto it = body.find(key);
   if (it == body.end() || !it->is_string())
@@ -287,7 +282,9 @@ void Service::warm_start(Session& session, WarmStartWhen when) {
   session.warm_start_pending = false;
   offline::ImitationOptions imitation;
   imitation.baseline = session.policy.warm_start;
-  imitation.search.max_seconds = kLiveSearchSeconds;
+  // The search runs on the session's policy strand while the job trains on its start placement
+  // and holds up only this job's next candidate; [policy] warm_start_seconds bounds it.
+  imitation.search.max_seconds = session.policy.warm_start_seconds;
   session.warm_start = offline::imitate_baseline(session.pipeline->policy(), *session.memory_model, registry_,
                                                  session.pipeline->grouping(), imitation, session.rng(),
                                                  session.pipeline->action_for({}));

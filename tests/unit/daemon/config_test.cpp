@@ -43,6 +43,7 @@ TEST(Config, ShippedFileHoldsEveryKeyWithItsDefault) {
   EXPECT_EQ(shipped.policy.grouper, defaults.policy.grouper);
   EXPECT_EQ(shipped.policy.placer, defaults.policy.placer);
   EXPECT_EQ(shipped.policy.algorithm, defaults.policy.algorithm);
+  EXPECT_EQ(shipped.policy.warm_start_seconds, defaults.policy.warm_start_seconds);
   const auto& a = shipped.exploration;
   const auto& b = defaults.exploration;
   EXPECT_EQ(a.steps_per_candidate, b.steps_per_candidate);
@@ -57,7 +58,8 @@ TEST(Config, ShippedFileHoldsEveryKeyWithItsDefault) {
   for (const char* key : {"daemon.socket", "daemon.socket_mode", "daemon.admin_group", "daemon.state_dir",
                           "daemon.max_frame_bytes", "daemon.max_connections", "daemon.frame_timeout_ms",
                           "daemon.policy_threads", "daemon.max_buffered_bytes", "logging.level", "devices.allow", "devices.memory_headroom_fraction",
-                          "policy.grouper", "policy.placer", "policy.algorithm", "exploration.steps_per_candidate",
+                          "policy.grouper", "policy.placer", "policy.algorithm", "policy.warm_start_seconds",
+                          "exploration.steps_per_candidate",
                           "exploration.warmup_steps", "exploration.max_candidates", "exploration.max_overhead_fraction",
                           "exploration.failing_reward", "exploration.drift_threshold", "exploration.drift_steps",
                           "exploration.converge_candidates"})
@@ -107,6 +109,19 @@ TEST(Config, WarmupMustLeaveStepsToMeasure) {
   const auto errors = errors_of("[exploration]\nsteps_per_candidate = 5\nwarmup_steps = 5\n");
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_NE(errors[0].find("warmup_steps (5) must be smaller than steps_per_candidate (5)"), std::string::npos);
+}
+
+// The live simulator search's time limit reaches every job's policy; a limit that would stall a
+// policy thread for long, or never let it search, is refused where it is written.
+TEST(Config, WarmStartSearchTimeIsBoundedAndReachesTheJobs) {
+  const Config c = parse_config("[policy]\nwarm_start = \"simulator\"\nwarm_start_seconds = 4.5\n", "t.toml", "/plugins");
+  EXPECT_EQ(effective_policy(c, "any-job", 1000).warm_start_seconds, 4.5);
+  EXPECT_EQ(effective_policy(parse_config("", "t.toml", "/plugins"), "any-job", 1000).warm_start_seconds, 1.0);
+  const auto errors = errors_of("[policy]\nwarm_start_seconds = 3600\n");
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0], "t.toml:2:22: policy.warm_start_seconds must be in [0.01, 600], got 3600");
+  EXPECT_EQ(errors_of("[policy]\nwarm_start_seconds = 0\n").size(), 1u);
+  EXPECT_EQ(errors_of("[policy]\nwarm_start_seconds = \"1s\"\n").size(), 1u);
 }
 
 TEST(Config, WrongTypesAreNotSilentlyDefaulted) {
