@@ -8,6 +8,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "offline/optimize.h"
+
 namespace placementctl {
 
 struct Globals {
@@ -28,20 +30,24 @@ int config_check(const Globals& g, const std::string& file);
 /// single-device placement), and the lower bound.
 int simulate(const Globals& g, const std::string& graph, const std::string& topology, const std::string& placement);
 
+// Defaults are the library's own (OptimizeOptions and what it holds), so the two cannot drift.
 struct OptimizeArgs {
   std::string graph, topology;
-  std::string grouper = "colocation", placer = "seq2seq", algorithm = "reinforce";
-  int64_t budget = 500;
-  uint64_t seed = 1;
-  double noise = 0.02;
+  std::string grouper = placementd::offline::OptimizeOptions{}.grouper.name,
+              placer = placementd::offline::OptimizeOptions{}.placer.name,
+              algorithm = placementd::offline::OptimizeOptions{}.algorithm.name;
+  int64_t budget = placementd::offline::OptimizeOptions{}.budget;
+  uint64_t seed = placementd::offline::OptimizeOptions{}.seed;
+  double noise = placementd::offline::OptimizeOptions{}.noise;
   /// Warm start: the baseline placer the policy imitates first, or "simulator" for a search of the
   /// planning model ("": none), and its step limit.
   std::string imitate;
-  int64_t imitation_steps = 200;
-  /// The simulator warm start: placements it simulates, and the planning model's log-normal error.
-  int64_t search_evaluations = 20000;
-  int64_t search_ensemble = 4;
-  double model_error = 0.2;
+  int64_t imitation_steps = placementd::offline::ImitationOptions{}.max_steps;
+  /// The simulator warm start: placements it simulates, the model copies it also times on, and the
+  /// planning model's log-normal error.
+  int64_t search_evaluations = placementd::sim::AnnealOptions{}.evaluations;
+  int64_t search_ensemble = placementd::offline::ImitationOptions{}.search_ensemble;
+  double model_error = placementd::offline::OptimizeOptions{}.model_error;
   /// KIND.KEY=VALUE plugin hyperparameters.
   std::vector<std::string> settings;
   std::vector<std::string> plugin_dirs;

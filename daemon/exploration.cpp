@@ -165,8 +165,7 @@ bool record_report(Session& s, const placement::Measurement& m) {
     c.profiled_times.push_back(m.step_time_s);
   } else if (m.ok) {
     c.step_times.push_back(m.step_time_s);
-  }
-  else {
+  } else {
     if (c.failures++ == 0) {
       c.error = m.error;
       spdlog::info("job {} '{}': a step failed under placement {} ({}): {}", s.id, s.job, c.id, c.reason,

@@ -163,11 +163,6 @@ void StepProfiler::end_forward_backward() {
 
 void StepProfiler::add_update(double seconds) { updates_.push_back(seconds); }
 
-void StepProfiler::discard_step() {
-  std::vector<double> f, b;
-  recorder_->take(f, b);
-}
-
 std::vector<OpProfile> StepProfiler::profiles() const {
   const size_t n = forward_.size();
   uint64_t total_parameter_bytes = 0;

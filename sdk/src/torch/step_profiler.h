@@ -26,9 +26,7 @@ class StepProfiler {
   void end_forward_backward();
   /// The same step's optimizer update, split among the ops by parameter bytes.
   void add_update(double seconds);
-  /// Forgets the times of a step that failed before end_forward_backward().
-  void discard_step();
-  /// Steps completed (end_forward_backward() calls).
+  /// Steps completed (add_update() calls).
   int steps() const { return static_cast<int>(updates_.size()); }
   /// Each op's median over the completed steps, for the kind of device it ran on.
   std::vector<OpProfile> profiles() const;
