@@ -7,6 +7,7 @@
 #include <csignal>
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <set>
 #include <thread>
@@ -67,14 +68,18 @@ void expect_bitwise_equal(const std::vector<at::Tensor>& a, const std::vector<at
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(at::equal(a[i], b[i])) << "parameter " << i;
 }
 
-// Trains `steps` steps of a fresh copy of `name`; `loss` may throw to inject failures.
+// Trains `steps` steps of a fresh copy of `name`; `loss` may throw to inject failures. With
+// `until`, training goes on past `steps` (up to ten times as many) until the job's stats satisfy
+// it: the daemon answers while the job trains, and on a loaded machine (CI runs tests in
+// parallel) its answers may come later than a fixed number of steps.
 std::vector<at::Tensor> train(const std::string& name, JobOptions options, int steps, const LossFunction& loss,
                               JobStats* stats = nullptr, std::vector<uint64_t>* placements = nullptr,
-                              std::set<std::string>* reasons = nullptr) {
+                              std::set<std::string>* reasons = nullptr,
+                              const std::function<bool(const JobStats&)>& until = nullptr) {
   Model m = load(name);
   Job job(name, m.module, m.inputs, options);
   torch::optim::Adam optimizer(job.parameters(), torch::optim::AdamOptions(0.01));
-  for (int i = 0; i < steps; ++i) {
+  for (int i = 0; i < steps || (until && !until(job.stats()) && i < 10 * steps); ++i) {
     at::manual_seed(100 + i);
     const std::vector<c10::IValue> batch = {at::randn(m.inputs[0].sizes())};
     job.step(batch, loss, optimizer);
@@ -86,6 +91,8 @@ std::vector<at::Tensor> train(const std::string& name, JobOptions options, int s
   job.detach();
   return out;
 }
+
+bool ran_warm_start(const JobStats& stats) { return stats.reason == "warm start"; }
 
 TEST(LiveJob, PlacementsChangeBetweenStepsAndTrainingMatchesARunWithoutSwaps) {
   DaemonProcess daemon(fast_exploration());
@@ -100,12 +107,13 @@ TEST(LiveJob, PlacementsChangeBetweenStepsAndTrainingMatchesARunWithoutSwaps) {
     std::this_thread::sleep_for(std::chrono::milliseconds(3));
     return mean_square(out);
   };
-  const auto with_swaps = train("two_tower", live, 40, slow_loss, &stats, &placements);
+  const auto with_swaps = train("two_tower", live, 40, slow_loss, &stats, &placements, nullptr,
+                                [](const JobStats& s) { return s.swaps >= 4; });
   JobOptions alone;
   alone.use_daemon = false;
-  const auto without = train("two_tower", alone, 40, mean_square);
+  const auto without = train("two_tower", alone, static_cast<int>(stats.steps), mean_square);
   EXPECT_GE(stats.swaps, 4u) << daemon.log();
-  EXPECT_EQ(stats.steps, 40u);
+  EXPECT_EQ(stats.steps, placements.size()) << "every batch trained exactly once";
   EXPECT_GT(stats.migrated_bytes, 0u) << "parameters are copied between logical devices";
   EXPECT_GT(std::set<uint64_t>(placements.begin(), placements.end()).size(), 3u);
   expect_bitwise_equal(with_swaps, without);
@@ -127,8 +135,10 @@ TEST(LiveJob, AFailingCandidateLosesNoBatchAndLeavesNoTrace) {
   Job job("flaky", m.module, m.inputs, live);
   current = &job;
   torch::optim::Adam optimizer(job.parameters(), torch::optim::AdamOptions(0.01));
-  for (int i = 0; i < 60; ++i) {
-    at::manual_seed(100 + i);
+  // 60 steps, or more until a candidate has failed (the daemon answers while the job trains).
+  int steps = 0;
+  for (; steps < 60 || (job.stats().retried_steps == 0 && steps < 600); ++steps) {
+    at::manual_seed(100 + steps);
     const at::Tensor loss = job.step({at::randn(m.inputs[0].sizes())}, flaky, optimizer);
     EXPECT_TRUE(loss.defined());
   }
@@ -145,11 +155,11 @@ TEST(LiveJob, AFailingCandidateLosesNoBatchAndLeavesNoTrace) {
   job.detach();
   EXPECT_GT(stats.retried_steps, 0u) << "no candidate put the last op on cpu:1; " << daemon.log();
   EXPECT_EQ(info["failed_steps"].get<uint64_t>(), stats.retried_steps);
-  EXPECT_EQ(stats.steps, 60u) << "every batch trained exactly once";
+  EXPECT_EQ(stats.steps, static_cast<uint64_t>(steps)) << "every batch trained exactly once";
 
   JobOptions alone;
   alone.use_daemon = false;
-  expect_bitwise_equal(with_failures, train("two_tower", alone, 60, mean_square));
+  expect_bitwise_equal(with_failures, train("two_tower", alone, steps, mean_square));
 }
 
 TEST(LiveJob, AnEngineeredOutOfMemoryOnASmallDeviceLosesNoBatch) {
@@ -166,15 +176,17 @@ TEST(LiveJob, AnEngineeredOutOfMemoryOnASmallDeviceLosesNoBatch) {
     std::this_thread::sleep_for(std::chrono::milliseconds(3));
     return mean_square(out);
   };
-  const auto with_oom = train("two_tower", live, 60, slow_loss, &stats);
+  std::vector<uint64_t> placements;
+  const auto with_oom = train("two_tower", live, 60, slow_loss, &stats, &placements, nullptr,
+                              [](const JobStats& s) { return s.retried_steps > 0; });
   EXPECT_GT(stats.retried_steps, 0u) << "no candidate ran out of memory on cpu:1; " << daemon.log();
-  EXPECT_EQ(stats.steps, 60u) << "every batch trained exactly once";
+  EXPECT_EQ(stats.steps, placements.size()) << "every batch trained exactly once";
   EXPECT_NE(daemon.log().find("out of memory on cpu:1 (its memory limit)"), std::string::npos) << daemon.log();
 
   JobOptions alone;
   alone.use_daemon = false;
   alone.memory_limit_bytes = {0, 64 << 10};
-  expect_bitwise_equal(with_oom, train("two_tower", alone, 60, mean_square));
+  expect_bitwise_equal(with_oom, train("two_tower", alone, static_cast<int>(stats.steps), mean_square));
   // The limit is real: the job's own placement on cpu:1 fails outright.
   JobOptions on_small = alone;
   Model m = load("two_tower");
@@ -211,10 +223,10 @@ TEST(LiveJob, ProfilesFromACaptureFileLetTheDaemonSearchItsSimulator) {
     return mean_square(out);
   };
   std::set<std::string> reasons;
-  train("two_tower", live, 30, slow_loss, &stats, nullptr, &reasons);
+  train("two_tower", live, 30, slow_loss, &stats, nullptr, &reasons, ran_warm_start);
   EXPECT_NE(daemon.log().find("policy warm-started from simulator"), std::string::npos) << daemon.log();
   EXPECT_EQ(reasons.count("warm start"), 1u) << "the search's answer ran as a candidate\n" << daemon.log();
-  EXPECT_EQ(stats.steps, 30u);
+  EXPECT_GE(stats.steps, 30u);
 
   // Another model's profiles are refused, naming the file.
   JobOptions wrong;
@@ -263,14 +275,14 @@ TEST(LiveJob, TheJobProfilesItsOwnStepsSoTheDaemonCanSearchItsSimulator) {
   };
   JobStats stats;
   std::set<std::string> reasons;
-  const auto with_profiling = train("two_tower", live, 30, slow_loss, &stats, nullptr, &reasons);
+  const auto with_profiling = train("two_tower", live, 30, slow_loss, &stats, nullptr, &reasons, ran_warm_start);
   const std::string log = daemon.log();
   EXPECT_NE(log.find("measured over 3 steps under placement 1"), std::string::npos) << log;
   EXPECT_NE(log.find("policy warm-started from simulator"), std::string::npos) << log;
   EXPECT_EQ(reasons.count("warm start"), 1u) << "the search's answer ran as a candidate\n" << log;
   EXPECT_EQ(stats.profiled_steps, 3u);
   EXPECT_EQ(stats.profiles_sent, 1u);
-  EXPECT_EQ(stats.steps, 30u);
+  EXPECT_GE(stats.steps, 30u);
   const json jobs = daemon.client().request(protocol::MessageType::kListJobs, {{"finished", true}},
                                             protocol::MessageType::kJobList);
   ASSERT_EQ(jobs["jobs"].size(), 1u);
@@ -280,7 +292,7 @@ TEST(LiveJob, TheJobProfilesItsOwnStepsSoTheDaemonCanSearchItsSimulator) {
   // Profiled steps are training steps like any other: the parameters end as without placementd.
   JobOptions alone;
   alone.use_daemon = false;
-  expect_bitwise_equal(with_profiling, train("two_tower", alone, 30, mean_square));
+  expect_bitwise_equal(with_profiling, train("two_tower", alone, static_cast<int>(stats.steps), mean_square));
 
   // A job that does not profile gets no warm start, and the daemon says why.
   DaemonProcess plain(simulator_warm_start());
