@@ -91,6 +91,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--search-evaluations", search_evaluations, "--imitate simulator: placements the search simulates")
       ->capture_default_str();
+  std::string selection = placementd::offline::name_of(OptimizeOptions{}.selection);
+  app.add_option("--selection", selection, "how a run's best is chosen among noisy measurements")
+      ->capture_default_str()
+      ->check(CLI::IsMember(placementd::offline::selection_names()));
   CLI11_PARSE(app, argc, argv);
 
   placementd::PluginRegistry registry;
@@ -186,6 +190,7 @@ int main(int argc, char** argv) {
           o.imitation.search.evaluations = search_evaluations;
           o.imitation.search_ensemble = search_ensemble;
           o.model_error = model_error;
+          o.selection = placementd::offline::selection_names().at(selection);
           last = placementd::offline::optimize(simulator, registry, o);
           if (!warm) cold_best = last.policy_best_s.value_or(0.0);
           best[warm].push_back(last.policy_best_s.value_or(0.0));

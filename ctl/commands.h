@@ -48,6 +48,8 @@ struct OptimizeArgs {
   int64_t search_evaluations = placementd::sim::AnnealOptions{}.evaluations;
   int64_t search_ensemble = placementd::offline::ImitationOptions{}.search_ensemble;
   double model_error = placementd::offline::OptimizeOptions{}.model_error;
+  /// A name of placementd::offline::selection_names().
+  std::string selection = placementd::offline::name_of(placementd::offline::OptimizeOptions{}.selection);
   /// KIND.KEY=VALUE plugin hyperparameters.
   std::vector<std::string> settings;
   std::vector<std::string> plugin_dirs;

@@ -94,6 +94,12 @@ int main(int argc, char** argv) {
                        "start and the baseline placers plan on (their placements and the candidates are timed "
                        "on the exact simulator)")
       ->capture_default_str()->check(CLI::Range(0.0, 2.0));
+  optimize->add_option("--selection", opt.selection,
+                       "how the policy's best is chosen among noisy measurements: 'model' (each measurement "
+                       "corrected by the planning model as far as the measurements show it is right) or "
+                       "'measured' (the lowest measurement)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(placementd::offline::selection_names()));
   optimize->add_option("--imitation-steps", opt.imitation_steps, "supervised steps of the warm start at most")
       ->capture_default_str()->check(CLI::PositiveNumber);
   optimize->add_option("--set", opt.settings, "plugin hyperparameter KIND.KEY=VALUE (repeatable)");

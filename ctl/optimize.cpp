@@ -102,6 +102,7 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
   o.imitation.search.evaluations = a.search_evaluations;
   o.imitation.search_ensemble = a.search_ensemble;
   o.model_error = a.model_error;
+  o.selection = placementd::offline::selection_names().at(a.selection);
   apply_settings(a.settings, o);
   const bool bar = !g.json && (a.progress == "on" || (a.progress == "auto" && ::isatty(STDERR_FILENO)));
   if (bar)
@@ -150,6 +151,9 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
                       {"best_step_time_s", r.best_step_time_s},
                       {"best_source", r.best_source},
                       {"policy_best_step_time_s", seconds_or_null(r.policy_best_s)},
+                      {"selection", a.selection},
+                      {"estimated_model_error",
+                       r.estimated_model_error ? json(*r.estimated_model_error) : json(nullptr)},
                       {"baselines", baselines},
                       {"baseline_errors", r.baseline_errors},
                       {"lower_bound_s", r.lower_bound_s},
@@ -197,6 +201,14 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
   char wall[32];
   std::snprintf(wall, sizeof(wall), "%.1f s", r.wall_s);
   std::cout << "; " << wall << "\n";
+  if (r.estimated_model_error) {
+    char error[32];
+    std::snprintf(error, sizeof(error), "%.1f%%", *r.estimated_model_error * 100);
+    std::cout << "policy's best chosen on measurements corrected by the planning model (its error there estimated at "
+              << error << ")\n";
+  } else {
+    std::cout << "policy's best chosen on its lowest measurement\n";
+  }
   for (const auto& [name, why] : r.baseline_errors) std::cout << "baseline " << name << ": " << why << "\n";
   if (!a.out.empty()) std::cout << "best placement written to " << a.out << "\n";
   if (!a.plot.empty()) std::cout << "learning curve written to " << a.plot << "\n";

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU run (issues #3 and #5): on a machine with a CUDA GPU and the pip LibTorch (see
-# ../shared/gpu/README.md: run ../shared/gpu/stage-deps.sh on the development machine and copy
+# ../shared/gpu/README.md: run scripts/stage-gpu-deps.sh (the shared stage-deps.sh plus Eigen) on the development machine and copy
 # .gpu-deps/ along), build against that LibTorch, run the test suite, then placementd with the live
 # example jobs on `cpu,cuda:0`, the engine overhead on cuda:0 at the papers' batch sizes, live_bench,
 # and write what was measured — with the date, the

@@ -8,7 +8,7 @@ set -euo pipefail
 packages=(
   cmake g++ ninja-build ccache pkg-config
   libboost-dev libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libsystemd-dev zlib1g-dev libmetis-dev libscotch-dev
-  libgtest-dev libgmock-dev
+  libgtest-dev libgmock-dev libeigen3-dev
   libtorch-dev libopenblas0-pthread python3-torch python3-torchvision
   systemd util-linux python3
 )

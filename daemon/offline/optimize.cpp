@@ -2,6 +2,7 @@
 
 #include "baseline.h"
 #include "policy_pipeline.h"
+#include "sim/model_assisted_selection.h"
 #include "sim/model_error.h"
 
 #include <chrono>
@@ -32,6 +33,18 @@ std::optional<double> evaluate(const sim::Simulator& simulator, const Placement&
 }
 
 }  // namespace
+
+const std::map<std::string, OptimizeOptions::Selection>& selection_names() {
+  static const std::map<std::string, OptimizeOptions::Selection> names = {
+      {"model", OptimizeOptions::Selection::kModelAssisted}, {"measured", OptimizeOptions::Selection::kMeasured}};
+  return names;
+}
+
+std::string name_of(OptimizeOptions::Selection selection) {
+  for (const auto& [name, s] : selection_names())
+    if (s == selection) return name;
+  return "unknown";
+}
 
 OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& registry, const OptimizeOptions& options) {
   const auto started = std::chrono::steady_clock::now();
@@ -67,6 +80,9 @@ OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& r
   // The policy's candidates. A deterministic placer has one answer: evaluating it again teaches
   // nothing, so it is evaluated once.
   std::normal_distribution<double> noise(0.0, 1.0);
+  const bool assisted = options.selection == OptimizeOptions::Selection::kModelAssisted;
+  sim::ModelAssistedSelection selection;
+  std::vector<double> truth_of;  // by evaluation: the truth of what the selection picks is reported
   std::optional<double> best_measured;
   const int64_t budget = policy ? options.budget : std::min<int64_t>(options.budget, 1);
   for (int64_t i = 0; i < budget; ++i) {
@@ -83,8 +99,17 @@ OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& r
       // Measurement noise of a real step time; never below a tenth of the truth.
       e.measured_s = *e.step_time_s * std::max(0.1, 1.0 + options.noise * noise(rng));
       algorithm->observe(action, -std::sqrt(*e.measured_s), true);
-      // The best is chosen on what was measured, as a live session must; its true time is reported.
-      if (!best_measured || *e.measured_s < *best_measured) {
+      // The best is chosen on what was measured (and what the planners' model predicts), as a
+      // live session must; its true time is reported.
+      if (assisted) {
+        truth_of.resize(static_cast<size_t>(i) + 1);
+        truth_of.back() = *e.step_time_s;
+        selection.add(candidate.device_of_op, model.simulate(candidate).step_time_s, *e.measured_s, options.noise,
+                      static_cast<size_t>(i));
+        const auto best = *selection.best();
+        result.policy_best_s = truth_of[best.tag];
+        result.best.device_of_op = *best.device_of_op;
+      } else if (!best_measured || *e.measured_s < *best_measured) {
         best_measured = e.measured_s;
         result.policy_best_s = e.step_time_s;
         result.best = candidate;
@@ -95,6 +120,7 @@ OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& r
     if (options.progress) options.progress(i + 1, budget, result.policy_best_s);
   }
   result.evaluations = static_cast<int64_t>(result.curve.size());
+  result.estimated_model_error = selection.model_error();
   if (result.policy_best_s)
     for (size_t i = 0; i < result.curve.size(); ++i)
       if (result.curve[i].best_so_far_s && *result.curve[i].best_so_far_s <= 1.02 * *result.policy_best_s) {

@@ -44,6 +44,12 @@ struct OptimizeOptions {
   /// graph's own profiles) only times the placements they choose, and the policy's candidates. 0
   /// lets every planner see the truth.
   double model_error = 0.2;
+  /// How the policy's best is chosen among its noisy measurements: kModelAssisted shrinks each
+  /// measurement toward the planners' model as far as the model has proven reliable
+  /// (sim::ModelAssistedSelection); kMeasured takes the lowest measurement, which with many
+  /// near-equal candidates is the luckiest one rather than the fastest.
+  enum class Selection { kModelAssisted, kMeasured };
+  Selection selection = Selection::kModelAssisted;
   /// Called after every evaluation: (done, budget, best simulated step time so far or nullopt).
   std::function<void(int64_t, int64_t, std::optional<double>)> progress;
 };
@@ -66,8 +72,12 @@ struct OptimizeResult {
   double best_step_time_s = 0.0;
   /// "policy" or "baseline:<name>".
   std::string best_source;
-  /// Best of the policy's own candidates (nullopt if none was valid).
+  /// Simulated step time of the policy's own candidate chosen as its best (nullopt if none was
+  /// valid).
   std::optional<double> policy_best_s;
+  /// The planners' model's relative error as the selection estimated it from the measurements
+  /// among its contenders (kModelAssisted; nullopt when it had too few, and for kMeasured).
+  std::optional<double> estimated_model_error;
   /// Baseline name → simulated step time (nullopt where it is invalid or the placer refused).
   std::map<std::string, std::optional<double>> baselines;
   /// Why a baseline has no time: out of memory (with device and bytes), unprofiled, or its error.
@@ -88,6 +98,11 @@ struct OptimizeResult {
 
 /// Runs the loop. Throws PluginError for unknown plugins or bad parameters, std::invalid_argument
 /// for problems the plugins or the simulator report. Deterministic for a given seed.
+/// OptimizeOptions::Selection by its name on command lines: "model", "measured".
+const std::map<std::string, OptimizeOptions::Selection>& selection_names();
+/// The name of a selection, as selection_names() spells it.
+std::string name_of(OptimizeOptions::Selection selection);
+
 OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& registry, const OptimizeOptions& options);
 
 }  // namespace placementd::offline

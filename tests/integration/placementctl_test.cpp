@@ -192,6 +192,19 @@ TEST(Placementctl, OptimizeReportsBaselinesBoundAndIsReproducible) {
   const CommandResult again = run_command(args);
   EXPECT_EQ(json::parse(again.out)["best_so_far_s"], out["best_so_far_s"]) << "same seed, same curve";
 
+  // The policy's best is chosen with the planning model's help unless asked otherwise.
+  EXPECT_EQ(out["selection"], "model");
+  EXPECT_TRUE(out.contains("estimated_model_error"));
+  std::vector<std::string> measured = args;
+  measured.insert(measured.end() - 1, {"--selection", "measured"});
+  const json by_measurement = json::parse(run_command(measured).out);
+  EXPECT_EQ(by_measurement["selection"], "measured");
+  EXPECT_TRUE(by_measurement["estimated_model_error"].is_null());
+  measured[measured.size() - 2] = "lowest";
+  const CommandResult unknown = run_command(measured);
+  EXPECT_EQ(unknown.exit_code, 105) << unknown.err;  // CLI11's validation error
+  EXPECT_NE(unknown.err.find("lowest"), std::string::npos) << unknown.err;
+
   std::vector<std::string> bad = args;
   bad.push_back("--set");
   bad.push_back("placer.hidden=-3");
