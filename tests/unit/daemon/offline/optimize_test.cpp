@@ -5,6 +5,8 @@
 // (not the baselines the answer also includes) has to find the optimum within a fixed budget.
 #include <gtest/gtest.h>
 
+#include <ostream>
+
 #include "built_plugins.h"
 #include "offline/baseline.h"
 #include "offline/optimize.h"
@@ -25,6 +27,9 @@ struct Pairing {
   placement::Params placer_params;
   placement::Params algorithm_params;
 };
+
+// What gtest prints for a parameter (test listings, failures) instead of its bytes.
+void PrintTo(const Pairing& p, std::ostream* os) { *os << p.algorithm << " + " << p.placer; }
 
 std::string name_of(const ::testing::TestParamInfo<Pairing>& info) {
   std::string attention;
