@@ -29,6 +29,7 @@
 #include "placement/serialization.h"
 #include "sim/simulator.h"
 #include "sim/topology.h"
+#include "test_graphs.h"
 
 namespace {
 
@@ -123,14 +124,7 @@ int main(int argc, char** argv) {
               static_cast<long long>(budget), static_cast<long long>(seeds), static_cast<long long>(hidden), speedup);
   for (const std::string& model : models) {
     placement::OpGraph graph = placement::load_graph_file(std::string(DATA_DIR "/graphs/") + model + ".json.gz");
-    for (auto& op : graph.ops)
-      if (auto it = op.profile.find("cpu"); it != op.profile.end()) {
-        placement::OpProfile cuda = it->second;
-        cuda.forward_s /= speedup;
-        cuda.backward_s /= speedup;
-        cuda.update_s /= speedup;
-        op.profile["cuda"] = cuda;
-      }
+    placement::testing::scaled_profile(graph, "cpu", "cuda", speedup);
     const placementd::sim::Simulator simulator(graph, devices);
     const double bound = simulator.lower_bound_s();
     std::printf("== %s: %zu ops, lower bound %.3f ms\n", model.c_str(), graph.ops.size(), bound * 1e3);

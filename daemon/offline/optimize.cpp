@@ -81,8 +81,7 @@ OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& r
   // nothing, so it is evaluated once.
   std::normal_distribution<double> noise(0.0, 1.0);
   const bool assisted = options.selection == OptimizeOptions::Selection::kModelAssisted;
-  sim::ModelAssistedSelection selection;
-  std::vector<double> truth_of;  // by evaluation: the truth of what the selection picks is reported
+  sim::ModelAssistedSelection selection;  // tagged with the evaluation's index in result.curve
   std::optional<double> best_measured;
   const int64_t budget = policy ? options.budget : std::min<int64_t>(options.budget, 1);
   for (int64_t i = 0; i < budget; ++i) {
@@ -102,12 +101,10 @@ OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& r
       // The best is chosen on what was measured (and what the planners' model predicts), as a
       // live session must; its true time is reported.
       if (assisted) {
-        truth_of.resize(static_cast<size_t>(i) + 1);
-        truth_of.back() = *e.step_time_s;
         selection.add(candidate.device_of_op, model.simulate(candidate).step_time_s, *e.measured_s, options.noise,
-                      static_cast<size_t>(i));
+                      result.curve.size());
         const auto best = *selection.best();
-        result.policy_best_s = truth_of[best.tag];
+        result.policy_best_s = best.tag == result.curve.size() ? e.step_time_s : result.curve[best.tag].step_time_s;
         result.best.device_of_op = *best.device_of_op;
       } else if (!best_measured || *e.measured_s < *best_measured) {
         best_measured = e.measured_s;

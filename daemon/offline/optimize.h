@@ -96,13 +96,13 @@ struct OptimizeResult {
   double wall_s = 0.0;
 };
 
-/// Runs the loop. Throws PluginError for unknown plugins or bad parameters, std::invalid_argument
-/// for problems the plugins or the simulator report. Deterministic for a given seed.
 /// OptimizeOptions::Selection by its name on command lines: "model", "measured".
 const std::map<std::string, OptimizeOptions::Selection>& selection_names();
 /// The name of a selection, as selection_names() spells it.
 std::string name_of(OptimizeOptions::Selection selection);
 
+/// Runs the loop. Throws PluginError for unknown plugins or bad parameters, std::invalid_argument
+/// for problems the plugins or the simulator report. Deterministic for a given seed.
 OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& registry, const OptimizeOptions& options);
 
 }  // namespace placementd::offline

@@ -179,13 +179,7 @@ TEST(Optimize, BaselinesPlanOnTheSameModelAsTheSearchAndAreTimedOnTheTruth) {
 TEST(Optimize, TheModelAssistedPickIsNoSlowerThanTheLowestMeasurement) {
   if (!registry().has(placement::PluginKind::kPlacer, "feedforward")) GTEST_SKIP() << "built without LibTorch";
   placement::OpGraph g = placement::load_graph_file(GRAPH_DIR "/bert_base.json.gz");
-  for (placement::Op& op : g.ops) {  // CPU-profiled capture: a synthetic GPU 20x faster
-    placement::OpProfile cuda = op.profile.at("cpu");
-    cuda.forward_s /= 20;
-    cuda.backward_s /= 20;
-    cuda.update_s /= 20;
-    op.profile["cuda"] = cuda;
-  }
+  placement::testing::scaled_profile(g, "cpu", "cuda", 20);  // CPU-profiled capture, as in the bench
   const sim::Simulator simulator(g, sim::load_topology(TOPOLOGY_DIR "/4xh100_cpu_pcie5.toml"));
   OptimizeOptions o;
   o.grouper = {"colocation", {}};
