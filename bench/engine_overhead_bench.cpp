@@ -5,7 +5,10 @@
 //
 //   engine_overhead_bench [--device cpu|cuda:N] [MODEL_DIR [MODEL ...]]
 //     (default: cpu, the small test models traced into a temp dir). On a GPU the module, its inputs
-//     and the placed ops are on that device and every step ends with a device synchronisation.
+//     and the placed ops are on that device and every step ends with a device synchronisation;
+//     trace the models on that device (make_models.py --device cuda:0), since a trace keeps the
+//     device of the tensors it creates. Each model is its own row: one that fails prints why and
+//     the others still run; the exit status is 1 when any row failed.
 
 #include <algorithm>
 #include <chrono>
@@ -34,6 +37,78 @@ namespace {
 
 using placement::bench::median;
 
+constexpr const char* kUsage =
+    "usage: engine_overhead_bench [--device cpu|cuda:N] [MODEL_DIR [MODEL ...]]\n"
+    "  Times a training step of each model's plain TorchScript module against the same step through\n"
+    "  PlacedModule with every op on DEVICE (alternating, medians after warm-up). MODEL_DIR holds\n"
+    "  MODEL.pt and MODEL.json as tests/models/make_models.py writes them (default: the small test\n"
+    "  models, traced into a temporary directory). Exit status 1 when any model's row failed.\n";
+
+struct Row {
+  size_t ops = 0;
+  double plain_s = 0, placed_s = 0;
+};
+
+Row measure(const std::string& dir, const std::string& name, const placement::Device& device, uint64_t memory) {
+  const bool cuda = device.kind == placement::DeviceKind::kCuda;
+  const c10::Device torch_device = cuda ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device.index)) : c10::Device(c10::kCPU);
+  auto sync = [cuda, &device] {
+    if (cuda) torch::cuda::synchronize(device.index);
+  };
+  std::ifstream in(dir + "/" + name + ".json");
+  if (!in) throw std::runtime_error(dir + "/" + name + ".json: cannot read it (trace the model with make_models.py)");
+  const auto spec = nlohmann::json::parse(in);
+  torch::jit::Module plain = torch::jit::load(dir + "/" + name + ".pt");
+  torch::jit::Module copy = torch::jit::load(dir + "/" + name + ".pt");
+  const auto tensors = placement::example_inputs(spec["inputs"].get<std::vector<std::vector<int64_t>>>(), spec["dtype"]);
+  plain.to(torch_device);
+  copy.to(torch_device);
+  std::vector<c10::IValue> inputs;
+  std::vector<at::Tensor> capture_inputs;
+  for (const at::Tensor& t : tensors) {
+    inputs.emplace_back(t.to(torch_device));
+    capture_inputs.push_back(t.to(torch_device));
+  }
+  // Memory only matters to the simulator, not to placed execution.
+  placement::PlacedModule placed(copy, placement::capture(copy, capture_inputs, name),
+                                 placement::DeviceSet::uniform({{device.kind, device.index, memory, 1.0}}, 1e9, 0));
+  std::vector<at::Tensor> plain_params;
+  for (const auto& p : plain.parameters()) plain_params.push_back(p);
+  torch::optim::SGD plain_sgd(plain_params, torch::optim::SGDOptions(1e-4));
+  torch::optim::SGD placed_sgd(placed.parameters(), torch::optim::SGDOptions(1e-4));
+  auto step_plain = [&] {
+    plain.forward(inputs).toTensor().pow(2).mean().backward();
+    plain_sgd.step();
+    plain_sgd.zero_grad();
+    sync();
+  };
+  auto step_placed = [&] {
+    placed.forward(inputs).at(0).toTensor().pow(2).mean().backward();
+    placed_sgd.step();
+    placed_sgd.zero_grad();
+    sync();
+  };
+  const int steps = name.rfind("resnet", 0) == 0 || name.rfind("inception", 0) == 0 || name.rfind("bert_base", 0) == 0 ? 20 : 60;
+  std::vector<double> a, b;
+  for (int i = 0; i < steps + 5; ++i) {
+    auto t0 = Clock::now();
+    step_plain();
+    auto t1 = Clock::now();
+    step_placed();
+    auto t2 = Clock::now();
+    if (i < 5) continue;
+    a.push_back(std::chrono::duration<double>(t1 - t0).count());
+    b.push_back(std::chrono::duration<double>(t2 - t1).count());
+  }
+  return {placed.graph().ops.size(), median(a), median(b)};
+}
+
+// The first line of an error: LibTorch appends its C++ backtrace.
+std::string first_line(std::string text) {
+  if (const auto cut = text.find('\n'); cut != std::string::npos) text.resize(cut);
+  return text;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -41,73 +116,45 @@ int main(int argc, char** argv) try {
   std::vector<std::string> names;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--device" && i + 1 < argc) device_name = argv[++i];
-    else if (dir.empty()) dir = arg;
-    else names.push_back(arg);
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (arg == "--device") {
+      if (i + 1 >= argc) throw std::invalid_argument("--device needs a value (cpu or cuda:N)");
+      device_name = argv[++i];
+    } else if (arg.rfind("-", 0) == 0) {
+      throw std::invalid_argument("unknown option " + arg);
+    } else if (dir.empty()) {
+      dir = arg;
+    } else {
+      names.push_back(arg);
+    }
   }
   const placement::Device device = placement::parse_device_name(device_name);
-  const bool cuda = device.kind == placement::DeviceKind::kCuda;
-  if (cuda && static_cast<int>(torch::cuda::device_count()) <= device.index)
+  if (device.kind == placement::DeviceKind::kCuda && static_cast<int>(torch::cuda::device_count()) <= device.index)
     throw std::invalid_argument(device_name + " asked for, but this LibTorch sees " +
                                 std::to_string(torch::cuda::device_count()) + " CUDA device(s)");
-  const c10::Device torch_device = cuda ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device.index)) : c10::Device(c10::kCPU);
-  auto sync = [cuda] {
-    if (cuda) torch::cuda::synchronize();
-  };
   if (names.empty()) names = {"mlp", "two_tower", "gnmt_small", "gnmt_small_unrolled", "rnnlm_small", "bert_small", "resnet18"};
   if (dir.empty()) dir = placement::bench::trace_models(SOURCE_DIR, "overhead");
   std::printf("threads: %d intra-op; device: %s\n", at::get_num_threads(), device_name.c_str());
   std::printf("%-20s %6s %12s %12s %9s\n", "model", "ops", "plain", "placed", "overhead");
   const uint64_t memory = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  int failed = 0;
   for (const std::string& name : names) {
-    std::ifstream in(dir + "/" + name + ".json");
-    const auto spec = nlohmann::json::parse(in);
-    torch::jit::Module plain = torch::jit::load(dir + "/" + name + ".pt");
-    torch::jit::Module copy = torch::jit::load(dir + "/" + name + ".pt");
-    const auto tensors = placement::example_inputs(spec["inputs"].get<std::vector<std::vector<int64_t>>>(), spec["dtype"]);
-    plain.to(torch_device);
-    std::vector<c10::IValue> inputs;
-    for (const at::Tensor& t : tensors) inputs.emplace_back(t.to(torch_device));
-    // Memory only matters to the simulator, not to placed execution.
-    placement::PlacedModule placed(copy, placement::capture(copy, tensors, name),
-                                   placement::DeviceSet::uniform({{device.kind, device.index, memory, 1.0}}, 1e9, 0));
-    std::vector<at::Tensor> plain_params;
-    for (const auto& p : plain.parameters()) plain_params.push_back(p);
-    torch::optim::SGD plain_sgd(plain_params, torch::optim::SGDOptions(1e-4));
-    torch::optim::SGD placed_sgd(placed.parameters(), torch::optim::SGDOptions(1e-4));
-    auto step_plain = [&] {
-      plain.forward(inputs).toTensor().pow(2).mean().backward();
-      plain_sgd.step();
-      plain_sgd.zero_grad();
-      sync();
-    };
-    auto step_placed = [&] {
-      placed.forward(inputs).at(0).toTensor().pow(2).mean().backward();
-      placed_sgd.step();
-      placed_sgd.zero_grad();
-      sync();
-    };
-    const int steps = name.rfind("resnet", 0) == 0 || name.rfind("inception", 0) == 0 || name.rfind("bert_base", 0) == 0 ? 20 : 60;
-    std::vector<double> a, b;
-    for (int i = 0; i < steps + 5; ++i) {
-      auto t0 = Clock::now();
-      step_plain();
-      auto t1 = Clock::now();
-      step_placed();
-      auto t2 = Clock::now();
-      if (i < 5) continue;
-      a.push_back(std::chrono::duration<double>(t1 - t0).count());
-      b.push_back(std::chrono::duration<double>(t2 - t1).count());
+    try {
+      const Row r = measure(dir, name, device, memory);
+      std::printf("%-20s %6zu %9.3f ms %9.3f ms %+8.1f%%\n", name.c_str(), r.ops, r.plain_s * 1e3, r.placed_s * 1e3,
+                  (r.placed_s / r.plain_s - 1) * 100);
+    } catch (const std::exception& e) {
+      ++failed;
+      std::printf("%-20s FAILED: %s\n", name.c_str(), first_line(e.what()).c_str());
     }
-    const double ma = median(a), mb = median(b);
-    std::printf("%-20s %6zu %9.3f ms %9.3f ms %+8.1f%%\n", name.c_str(), placed.graph().ops.size(), ma * 1e3, mb * 1e3,
-                (mb / ma - 1) * 100);
+    std::fflush(stdout);
   }
-  return 0;
-} catch (const c10::Error& e) {
-  std::fprintf(stderr, "engine_overhead_bench: %s\n", e.what_without_backtrace());
-  return 1;
+  if (failed > 0) std::fprintf(stderr, "engine_overhead_bench: %d of %zu models failed\n", failed, names.size());
+  return failed > 0 ? 1 : 0;
 } catch (const std::exception& e) {
-  std::fprintf(stderr, "engine_overhead_bench: %s\n", e.what());
-  return 1;
+  std::fprintf(stderr, "engine_overhead_bench: %s\n%s", first_line(e.what()).c_str(), kUsage);
+  return 2;
 }

@@ -14,6 +14,7 @@
 
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/jit/serialization/import.h>
+#include <torch/cuda.h>
 #include <torch/optim/sgd.h>
 
 #include "placement/capture.h"
@@ -64,7 +65,7 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", dtype, "input dtype: float32, float64, int64 (token ids), int32")->capture_default_str();
   app.add_option("-o,--output", output, "write the graph here (JSON); default: a summary only");
   app.add_flag("--list", list, "print every op: id, name, kind, output shape, parameter bytes");
-  app.add_option("--profile", profile_on, "measure each op during real training steps on this device (cpu)");
+  app.add_option("--profile", profile_on, "measure each op during real training steps on this device (cpu, cuda:N)");
   app.add_option("--profile-steps", profile_steps, "measured steps (after 2 warm-up steps)")->capture_default_str()
       ->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
@@ -76,8 +77,9 @@ int main(int argc, char** argv) {
       // Training steps with a mean-square loss over the first output and SGD: what is timed is
       // the model's own forward, backward and update.
       const placement::Device device = placement::parse_device_name(profile_on);
-      if (device.kind != placement::DeviceKind::kCpu)
-        throw std::invalid_argument("--profile " + profile_on + ": only cpu profiling is available in this version");
+      if (device.kind == placement::DeviceKind::kCuda && static_cast<int>(torch::cuda::device_count()) <= device.index)
+        throw std::invalid_argument("--profile " + profile_on + ": this LibTorch sees " +
+                                    std::to_string(torch::cuda::device_count()) + " CUDA device(s)");
       const uint64_t memory = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
       torch::jit::Module module = torch::jit::load(model);
       std::vector<c10::IValue> args;

@@ -10,11 +10,9 @@
 #include "placement/plugin_export.h"
 
 // The daemon does not link LibTorch, but learned plugins do, and two LibTorch builds cannot share
-// a process: plugins must match the LibTorch this build found. Only the version macros are used.
-#ifdef PLACEMENT_TORCH_HEADERS
-#include <torch/version.h>
-#define PLACEMENT_TORCH_VERSION TORCH_VERSION
-#else
+// a process: plugins must match the LibTorch this build found (its TORCH_VERSION, which CMake reads
+// from its headers: including them here would bring LibTorch's fmt beside spdlog's).
+#ifndef PLACEMENT_TORCH_VERSION
 #define PLACEMENT_TORCH_VERSION ""
 #endif
 

@@ -1,138 +1,256 @@
 #!/usr/bin/env bash
-# The GPU run (issues #3 and #5): on a machine with a CUDA GPU and the pip LibTorch (see
-# ../shared/gpu/README.md: run scripts/stage-gpu-deps.sh (the shared stage-deps.sh plus Eigen) on the development machine and copy
-# .gpu-deps/ along), build against that LibTorch, run the test suite, then placementd with the live
-# example jobs on `cpu,cuda:0`, the engine overhead on cuda:0 at the papers' batch sizes, live_bench,
-# and write what was measured — with the date, the
-# hardware and the commit — to OUT/gpu-run.md. Its figures go into docs/benchmarks.md.
+# The GPU run, in stages that each fit one call of the GPU machine (10 minutes, 8 files back). Each
+# stage writes OUT/STAGE.md (what it measured, with the date, hardware and commit) and
+# OUT/STAGE-logs.tar.gz (every log), and exits non-zero when anything in it failed. Later stages
+# reuse the build directory, which stays on a warm machine between calls. docs/gpu-runs/README.md
+# says how to run them with the device tool and what each records.
 #
-#   scripts/gpu-run.sh [--out DIR] [--devices LIST] [--memory-gib G] [--steps N]
-#                      [--build-dir DIR] [--skip-build] [--skip-tests]
+#   scripts/gpu-run.sh --stage build|test|engine|live|profiles [--cpu] [--out DIR] [--build-dir DIR]
+#                      [--devices LIST] [--memory-gib G] [--steps N] [--tests REGEX]
 #
-# With --devices cpu:0,cpu:1 --skip-build --build-dir build the same flow runs without a GPU, which
-# is how the script itself is checked.
+#   build     configure (LibTorch and CUDA forced on) and build; prints the build's feature line
+#   test      ctest (all tests, or --tests REGEX), and the CUDA tests' results by name
+#   engine    traces the models on the device, engine overhead vs the plain module per model
+#   live      placementd with the example jobs on DEVICES, live_bench
+#   profiles  per-op profiles of the test models on the device (placementctl capture --profile)
+#
+# --cpu runs the same stages without a GPU (devices cpu:0,cpu:1, CUDA not forced, the model
+# python /usr/bin/python3): how CI checks this script (tests/scripts/gpu_run_cpu_mode.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+usage() {
+  sed -n '8,9p' "$0" | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+stage=
+cpu=0
 out=${OUT:-$root/build-gpu/run}
-devices=cpu,cuda:0
+build=
+devices=
 memory_gib=60
-steps=2000
-build=$root/build-gpu
-skip_build=0
-skip_tests=0
+steps=
+tests=
 while [ $# -gt 0 ]; do
   case "$1" in
+    --stage) stage=${2:-}; shift 2 ;;
+    --cpu) cpu=1; shift ;;
     --out) out=$2; shift 2 ;;
+    --build-dir) build=$2; shift 2 ;;
     --devices) devices=$2; shift 2 ;;
     --memory-gib) memory_gib=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
-    --build-dir) build=$2; shift 2 ;;
-    --skip-build) skip_build=1; shift ;;
-    --skip-tests) skip_tests=1; shift ;;
-    *) echo "usage: $0 [--out DIR] [--devices LIST] [--memory-gib G] [--steps N] [--build-dir DIR] [--skip-build] [--skip-tests]" >&2
-       exit 2 ;;
+    --tests) tests=$2; shift 2 ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "gpu-run.sh: unknown argument $1" >&2; usage ;;
   esac
 done
+case "$stage" in build|test|engine|live|profiles) ;; *) echo "gpu-run.sh: --stage is one of build, test, engine, live, profiles" >&2; usage ;; esac
+if ((cpu)); then
+  build=${build:-$root/build}
+  devices=${devices:-cpu:0,cpu:1}
+  steps=${steps:-60}
+  python=/usr/bin/python3
+else
+  build=${build:-$root/build-gpu}
+  devices=${devices:-cpu,cuda:0}
+  steps=${steps:-2000}
+  # The GPU machine's pip torch, its CMake and ninja: on PATH, or in the venv that machine keeps them in.
+  [ -d /opt/torch/.venv/bin ] && export PATH="$PATH:/opt/torch/.venv/bin"
+  python=$(command -v python3)
+  "$python" -c 'import torch' 2>/dev/null || python=/opt/torch/.venv/bin/python3
+fi
+device=${devices##*,}  # the device the single-device stages use: the last one named
 mkdir -p "$out"
-# The pip torch (GPU machine) or Debian's (/usr/bin/python3): whichever python has torch.
-python=$(command -v python3)
-"$python" -c 'import torch' 2>/dev/null || python=/usr/bin/python3
-deps=$root/.gpu-deps
-[ -d "$deps" ] && export LD_LIBRARY_PATH="$deps/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
-report=$out/gpu-run.md
+logs=$(mktemp -d -t "gpu-run-$stage.XXXXXX")
+report=$out/$stage.md
+failures=0
 log() { echo "$@" | tee -a "$report"; }
+fail() {
+  log "FAILED: $*"
+  failures=$((failures + 1))
+}
+finish() {
+  tar -C "$logs" -czf "$out/$stage-logs.tar.gz" .
+  rm -rf "$logs"
+  if ((failures)); then
+    log
+    log "stage $stage: $failures failure(s)"
+  else
+    log
+    log "stage $stage: ok"
+  fi
+}
+trap finish EXIT
 : >"$report"
 
-log "# placementd GPU run"
+deps=$root/.gpu-deps
+[ -d "$deps" ] && export LD_LIBRARY_PATH="$deps/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+log "# placementd GPU run: stage $stage"
 log
 log "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-log "- commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-log "- host: $(hostname), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
-log "- cpu: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
+log "- commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+log "- host: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
 if command -v nvidia-smi >/dev/null; then
   log "- gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)"
 else
   log "- gpu: none (nvidia-smi not found)"
 fi
-log "- torch: $("$python" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)')"
-log "- devices: $devices, $memory_gib GiB each for the memory model; $steps steps per job"
+log "- torch: $("$python" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -1)"
+log "- devices: $devices; build: $build"
 log
 
-if ((!skip_build)); then
-  prefix=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
-  extra=()
-  if [ -d "$deps" ]; then
-    prefix="$prefix;$deps"
-    extra=(-DCMAKE_INCLUDE_PATH="$deps/include" -DCMAKE_LIBRARY_PATH="$deps/lib/x86_64-linux-gnu")
+need_build() {
+  if [ ! -x "$build/bin/placementd" ]; then
+    fail "no build in $build: run --stage build first (on the same warm machine)"
+    exit 1
   fi
-  echo "== building in $build (logs in $out)"
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
-    -DPLACEMENT_MODEL_PYTHON="$python" "${extra[@]}" >"$out/cmake.log" 2>&1
-  cmake --build "$build" -j"$(nproc)" >"$out/build.log" 2>&1
-fi
-
-if ((!skip_tests)); then
-  echo "== tests"
-  if OMP_NUM_THREADS=1 ctest --test-dir "$build" -j"$(nproc)" --output-on-failure --timeout 300 >"$out/ctest.log" 2>&1; then
-    log "tests: $(grep -E 'tests passed' "$out/ctest.log" | tail -1)"
-  else
-    log "tests: FAILED — $(grep -E 'tests passed' "$out/ctest.log" | tail -1); see ctest.log"
-  fi
-  # The migration's CUDA copy paths are checked only here (tests/unit/torch/transfer_test.cpp).
-  log "CUDA copy paths: $(grep -E 'CudaTransfer\.' "$out/ctest.log" | grep -oE 'CudaTransfer\.[A-Za-z]+ \.+ *[*A-Za-z]+' |
-    sed -E 's/ \.+ */ /' | paste -sd';' -)"
-  log
-fi
-
-work=$(mktemp -d -t placementd-gpu.XXXXXX)  # mktemp fills in the X's
-socket=$work/placementd.sock
-cleanup() {
-  [ -n "${daemon:-}" ] && kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
-  rm -rf "$work"
 }
-trap cleanup EXIT
-"$python" "$root/tests/models/make_models.py" "$work/models" >/dev/null  # the small set: examples and live_bench models
-"$build/bin/placementd" --config "$root/etc/placementd.toml" --socket "$socket" --state-dir "$work/state" \
-  2>"$out/placementd.log" &
-daemon=$!
-for _ in $(seq 100); do [ -S "$socket" ] && break; sleep 0.05; done
 
-# Each job starts with every op on the first device (the CPU) and lets placementd find better.
-for example in inception gnmt; do
-  echo "== $example example on $devices"
-  "$build/bin/train_$example" --model "$work/models/${example}_example.pt" --socket "$socket" --devices "$devices" \
-    --memory-gib "$memory_gib" --steps "$steps" --log-every $((steps / 5)) --start first >"$out/$example.log" 2>&1
-  log "## $example example"
+case "$stage" in
+build)
+  args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DPLACEMENT_WITH_TORCH=ON -DPLACEMENT_MODEL_PYTHON="$python")
+  if ((cpu)); then
+    args+=(-DPLACEMENT_BUILD_TESTS=ON -DPLACEMENT_BUILD_BENCH=ON)
+  else
+    prefix=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
+    [ -d "$deps" ] && prefix="$prefix;$deps"
+    args+=(-DPLACEMENT_WITH_CUDA=ON -DCMAKE_PREFIX_PATH="$prefix")
+    [ -d "$deps" ] && args+=(-DCMAKE_INCLUDE_PATH="$deps/include" -DCMAKE_LIBRARY_PATH="$deps/lib/x86_64-linux-gnu")
+  fi
+  started=$SECONDS
+  if cmake -S "$root" -B "$build" "${args[@]}" >"$logs/cmake.log" 2>&1; then
+    log "features: $(grep -o 'placementd features: .*' "$logs/cmake.log" | tail -1)"
+    if cmake --build "$build" -j"$(nproc)" >"$logs/build.log" 2>&1; then
+      log "built in $((SECONDS - started)) s: $("$build/bin/placementd" --version)"
+    else
+      fail "build; the first errors:"
+      grep -m 20 -E 'error|undefined reference' "$logs/build.log" | tee -a "$report" || true
+    fi
+  else
+    fail "configure; its last lines:"
+    tail -n 20 "$logs/cmake.log" | tee -a "$report"
+  fi
+  ;;
+test)
+  need_build
+  args=(--test-dir "$build" -j"$(nproc)" --output-on-failure --timeout 300)
+  [ -n "$tests" ] && args+=(-R "$tests")
+  if OMP_NUM_THREADS=1 ctest "${args[@]}" >"$logs/ctest.log" 2>&1 && ! grep -q 'No tests were found' "$logs/ctest.log"; then
+    log "tests: $(grep -E 'tests passed' "$logs/ctest.log" | tail -1)"
+  else
+    fail "tests: $(grep -E 'tests passed|No tests were found' "$logs/ctest.log" | tail -1)"
+    sed -n '/The following tests FAILED/,$p' "$logs/ctest.log" | tee -a "$report"
+  fi
+  # The tests that need a GPU skip elsewhere: say what each did here.
+  log
+  log "GPU tests:"
+  grep -oE '(Cuda|CudaTransfer)\.[A-Za-z]+ \.+ *[*A-Za-z]+( +[0-9.]+ sec)?' "$logs/ctest.log" |
+    sed -E 's/ \.+ */ /; s/^/- /' | tee -a "$report" || log "- none ran (filtered out by --tests)"
+  ;;
+engine)
+  need_build
+  models=(mlp two_tower gnmt_small bert_small rnnlm_small)
+  big=()
+  # The papers' sizes only where they take seconds, not minutes.
+  ((cpu)) || big=(resnet18 inception_v3 inception_v3_bs32 resnet50_bs64 gnmt4_bs256)
+  trace_on=cpu
+  [[ $device == cuda* ]] && trace_on=$device
+  if ! "$python" "$root/tests/models/make_models.py" --device "$trace_on" "$logs/models" "${models[@]}" "${big[@]}" \
+      >"$logs/trace.log" 2>&1; then
+    fail "tracing the models on $device; its last lines:"
+    tail -n 5 "$logs/trace.log" | tee -a "$report"
+    exit 1
+  fi
+  log "## engine overhead (plain module vs PlacedModule, all on $device)"
   log
   log '```'
-  sed -n '/== summary/,/placement in force/p' "$out/$example.log" | tee -a "$report"
+  "$build/bin/engine_overhead_bench" --device "$device" "$logs/models" "${models[@]}" "${big[@]}" \
+    >"$logs/engine_overhead.log" 2>&1 || fail "engine_overhead_bench (a row failed)"
+  tee -a "$report" <"$logs/engine_overhead.log" >/dev/null
   log '```'
+  ;;
+live)
+  need_build
+  # The examples' models and live_bench's.
+  "$python" "$root/tests/models/make_models.py" "$logs/models" inception_example gnmt_example mlp two_tower gnmt_small \
+    resnet18 bert_small >/dev/null
+  work=$(mktemp -d -t placementd-gpu.XXXXXX)
+  socket=$work/placementd.sock
+  "$build/bin/placementd" --config "$root/etc/placementd.toml" --socket "$socket" --state-dir "$work/state" \
+    2>"$logs/placementd.log" &
+  daemon=$!
+  stop_daemon() {
+    kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
+    rm -rf "$work"
+    finish
+  }
+  trap stop_daemon EXIT
+  # Loading the LibTorch plugins takes seconds on a cold machine: wait for the socket, not a guess.
+  for _ in $(seq 600); do
+    [ -S "$socket" ] && break
+    kill -0 "$daemon" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ ! -S "$socket" ]; then
+    fail "placementd did not open its socket in 60 s; its log:"
+    tail -n 20 "$logs/placementd.log" | tee -a "$report"
+    exit 1
+  fi
+  # Each job starts with its ops interleaved over the devices (what the README's example shows)
+  # and lets placementd find better.
+  for example in inception gnmt; do
+    echo "== $example example on $devices"
+    if "$build/bin/train_$example" --model "$logs/models/${example}_example.pt" --socket "$socket" --devices "$devices" \
+        --memory-gib "$memory_gib" --steps "$steps" --log-every $((steps / 5)) --start interleaved >"$logs/$example.log" 2>&1; then
+      log "## $example example ($steps steps on $devices)"
+      log
+      log '```'
+      sed -n '/== summary/,/placement in force/p' "$logs/$example.log" | tee -a "$report"
+      log '```'
+      log
+    else
+      fail "train_$example; its last lines:"
+      tail -n 10 "$logs/$example.log" | tee -a "$report"
+    fi
+  done
+  "$build/bin/placementctl" --socket "$socket" --json jobs --finished >"$logs/jobs.json" || fail "placementctl jobs"
+  log "## live_bench"
   log
-done
-"$build/bin/placementctl" --socket "$socket" --json jobs --finished >"$out/jobs.json"
-"$build/bin/placementctl" --socket "$socket" jobs show 1 --plot "$out/inception-curve.svg" >"$out/inception-show.txt"
-"$build/bin/placementctl" --socket "$socket" jobs show 2 --plot "$out/gnmt-curve.svg" >"$out/gnmt-show.txt"
-
-echo "== engine overhead on ${devices##*,}"
-models=(mlp two_tower gnmt_small bert_small resnet18)
-if [[ $devices == *cuda* ]]; then  # the papers' sizes only where they take seconds, not hours
-  big=(inception_v3 inception_v3_bs32 resnet50_bs64 gnmt4_bs256)
-  "$python" "$root/tests/models/make_models.py" "$work/models" "${big[@]}" >/dev/null
-  models+=("${big[@]}")
-fi
-"$build/bin/engine_overhead_bench" --device "${devices##*,}" "$work/models" "${models[@]}" >"$out/engine_overhead.log" 2>&1 || true
-log "## engine overhead (plain module vs PlacedModule, all on ${devices##*,})"
-log
-log '```'
-tee -a "$report" <"$out/engine_overhead.log" >/dev/null
-log '```'
-log
-
-echo "== live_bench"
-"$build/bin/live_bench" "$work/models" --devices "$(echo "$devices" | cut -d, -f1,2)" >"$out/live_bench.log" 2>&1 || true
-log "## live_bench"
-log
-log '```'
-tee -a "$report" <"$out/live_bench.log" >/dev/null
-log '```'
-echo "report: $report"
+  log '```'
+  "$build/bin/live_bench" "$logs/models" --devices "$(echo "$devices" | cut -d, -f1,2)" >"$logs/live_bench.log" 2>&1 ||
+    fail "live_bench"
+  tee -a "$report" <"$logs/live_bench.log" >/dev/null
+  log '```'
+  ;;
+profiles)
+  need_build
+  models=(mlp two_tower gnmt_small rnnlm_small bert_small)
+  ((cpu)) || models+=(resnet18 inception_example gnmt_example)
+  "$python" "$root/tests/models/make_models.py" "$logs/models" "${models[@]}" >/dev/null
+  kind=${device%%:*}
+  log "## per-op profiles on $device (placementctl capture --profile $kind)"
+  log
+  log "| model | ops | forward ms | backward ms | update ms | capture s |"
+  log "|---|---|---|---|---|---|"
+  for m in "${models[@]}"; do
+    inputs=$("$python" -c "import json,sys; s=json.load(open(sys.argv[1])); print(' '.join('--input ' + 'x'.join(map(str, i)) for i in s['inputs']), '--dtype', s['dtype'])" "$logs/models/$m.json")
+    started=$SECONDS
+    # shellcheck disable=SC2086  # $inputs is a list of options
+    if "$build/bin/placementctl" capture "$logs/models/$m.pt" $inputs --profile "$device" -o "$logs/$m.json" >"$logs/$m.log" 2>&1; then
+      row=$("$python" - "$logs/$m.json" "$kind" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+ops = g["ops"]
+total = lambda key: sum(op.get("profile", {}).get(sys.argv[2], {}).get(key, 0.0) for op in ops) * 1e3
+print(f'{len(ops)} | {total("forward_s"):.3f} | {total("backward_s"):.3f} | {total("update_s"):.3f}')
+PY
+)
+      log "| $m | $row | $((SECONDS - started)) |"
+    else
+      fail "capture of $m; its last lines:"
+      tail -n 5 "$logs/$m.log" | tee -a "$report"
+    fi
+  done
+  ;;
+esac
+((failures == 0))

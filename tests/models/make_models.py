@@ -1,11 +1,15 @@
 #!/usr/bin/python3
 """Traces the test and benchmark models to TorchScript at test time (no weights are committed).
 
-    make_models.py OUT_DIR [NAME ...]
+    make_models.py [--device DEVICE] OUT_DIR [NAME ...]
 
 For each model writes OUT_DIR/NAME.pt (torch.jit.trace with random weights) and OUT_DIR/NAME.json
 ({"inputs": [[shape...], ...], "dtype": "float32"|"int64"}). Without names, the small models used
-by the unit tests are made. Needs Debian's python3-torch / python3-torchvision (/usr/bin/python3).
+by the unit tests are made. Needs torch and torchvision (Debian's python3-torch for /usr/bin/python3).
+
+--device (default cpu) traces on that device, e.g. cuda:0: a trace records the device of the
+tensors it creates (an LSTM's zero state, a transformer's positions), so a model traced on the CPU
+cannot run as a plain module on a GPU. The weights are saved on that device too.
 
 The recurrent models are written with one module per layer (a traced nn.LSTM(num_layers=4) is one
 fused op), and GNMT also in an unrolled variant (one LSTMCell call per layer and time step), which
@@ -207,14 +211,14 @@ SMALL = ["mlp", "two_tower", "gnmt_small", "gnmt_small_unrolled", "rnnlm_small",
 SCRIPTED = {"control_flow"}
 
 
-def make(name, out_dir):
+def make(name, out_dir, device="cpu"):
     build, shapes, dtype = MODELS[name]
     torch.manual_seed(0)
-    model = build().eval()
+    model = build().eval().to(device)
     if dtype == "int64":
-        inputs = tuple(torch.randint(0, 100, shape) for shape in shapes)
+        inputs = tuple(torch.randint(0, 100, shape, device=device) for shape in shapes)
     else:
-        inputs = tuple(torch.randn(shape) for shape in shapes)
+        inputs = tuple(torch.randn(shape, device=device) for shape in shapes)
     # Traced with autograd on, as for training: inference-only fast paths (the fused
     # transformer layer) would hide the ops we want to place.
     if name in SCRIPTED:
@@ -227,15 +231,25 @@ def make(name, out_dir):
 
 
 def main():
-    if len(sys.argv) < 2:
+    args = sys.argv[1:]
+    if args and args[0] in ("-h", "--help"):
+        print(__doc__)
+        return
+    device = "cpu"
+    if args and args[0] == "--device":
+        if len(args) < 2:
+            sys.exit("--device needs a value (cpu, cuda:0, ...)")
+        device, args = args[1], args[2:]
+    if not args:
         sys.exit(__doc__)
-    out_dir = sys.argv[1]
+    out_dir = args[0]
     os.makedirs(out_dir, exist_ok=True)
-    names = sys.argv[2:] or SMALL
+    names = args[1:] or SMALL
     for name in names:
         if name not in MODELS:
             sys.exit(f"unknown model {name}; known: {', '.join(MODELS)}")
-        make(name, out_dir)
+    for name in names:
+        make(name, out_dir, device)
         print(f"{out_dir}/{name}.pt")
 
 

@@ -29,7 +29,7 @@ struct JobOptions {
   /// logical CPU devices ("cpu:0", "cpu:1"), which is what a machine without a GPU offers.
   std::vector<std::string> devices;
   /// Memory per device in bytes (the memory model's capacity). 0: for CPU devices the host's
-  /// memory divided among them; CUDA devices need it given.
+  /// memory divided among them, for a CUDA device its own memory as the device reports it.
   uint64_t memory_bytes = 0;
   /// Steps the job intends to run (0: unknown); placementd then bounds exploration to its
   /// configured fraction of them.
@@ -130,7 +130,17 @@ class Job {
 std::unique_ptr<Job> attach(std::string name, const torch::jit::Module& module,
                             const std::vector<at::Tensor>& example_inputs, JobOptions options = {});
 
-/// A DeviceSet for device names as JobOptions takes them ("cpu", "cpu:1", "cuda:0").
+/// A DeviceSet for device names as JobOptions takes them ("cpu", "cpu:1", "cuda:0"): each device's
+/// memory is `memory_bytes` when given, else a CPU's share of the host's memory and a GPU's own
+/// (read from the device), and its links are measured (measure_links).
 DeviceSet job_devices(const std::vector<std::string>& names, uint64_t memory_bytes);
+
+/// Times copies between each ordered pair of `devices` by the path a migration takes (a clone
+/// between logical devices of one physical device, pinned DMA between host and GPU, NCCL between
+/// GPUs; 4 KiB for the latency, 8 MiB for the bandwidth, median of 5) and writes the figures into
+/// its link matrices, so that placementd plans with this machine's links. A few milliseconds per
+/// pair of physical devices; logical devices of one physical device share its figures. Throws
+/// std::runtime_error naming the pair when a copy fails (a GPU this process cannot use).
+void measure_links(DeviceSet& devices);
 
 }  // namespace placement

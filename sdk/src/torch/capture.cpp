@@ -20,7 +20,6 @@ using torch::jit::Value;
 
 namespace {
 
-using detail::bytes_of;
 using detail::tensors_in;
 
 std::string dtype_name(c10::ScalarType type) {
@@ -68,6 +67,16 @@ OpGraph capture(const torch::jit::Module& module, const std::vector<at::Tensor>&
   std::map<std::string, int> names_used;
   int current = -1;
 
+  // Bytes of what an input carries from other ops, without module tensors a list may hold beside them.
+  auto activation_bytes = [&counted_parameters](const c10::IValue& value) {
+    std::vector<at::Tensor> tensors;
+    tensors_in(value, tensors);
+    uint64_t total = 0;
+    for (const at::Tensor& t : tensors)
+      if (t.defined() && !counted_parameters.count(t.unsafeGetTensorImpl()))
+        total += static_cast<uint64_t>(t.numel()) * t.element_size();
+    return total;
+  };
   auto before = [&](const Node* node, std::vector<c10::IValue>& stack) {
     current = -1;
     if (!Program::is_tensor_op(node)) return;
@@ -78,18 +87,15 @@ OpGraph capture(const torch::jit::Module& module, const std::vector<at::Tensor>&
     std::string base = (scope.empty() ? "" : scope + "/") + short_kind(node);
     const int seen = names_used[base]++;
     op.name = seen == 0 ? base : base + "." + std::to_string(seen);
+    // The module's tensors it reads, directly or through a list (an LSTM's weights): they live with
+    // their first consumer, and are no edge.
+    for (const at::Tensor& t : program.module_state_read_by(node))
+      if (counted_parameters.insert(t.unsafeGetTensorImpl()).second)
+        op.parameter_bytes += static_cast<uint64_t>(t.numel()) * t.element_size();
     for (size_t i = 0; i < node->inputs().size(); ++i) {
-      const Value* in = node->inputs()[i];
-      // A parameter or buffer read straight from the module: it lives with its first consumer.
-      if (in->node()->kind() == c10::prim::GetAttr && stack[i].isTensor()) {
-        const at::Tensor& t = stack[i].toTensor();
-        if (counted_parameters.insert(t.unsafeGetTensorImpl()).second)
-          op.parameter_bytes += static_cast<uint64_t>(t.numel()) * t.element_size();
-        continue;
-      }
-      auto it = producers.find(in);
-      if (it == producers.end()) continue;  // a graph input or a constant
-      const uint64_t bytes = bytes_of(stack[i]);
+      auto it = producers.find(node->inputs()[i]);
+      if (it == producers.end()) continue;  // a graph input, a constant or the module's own tensors
+      const uint64_t bytes = activation_bytes(stack[i]);
       for (int src : it->second) {
         uint64_t& b = edges[{src, op.id}];
         // A list input carries several producers' tensors; each edge gets that producer's share.

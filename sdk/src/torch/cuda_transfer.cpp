@@ -243,4 +243,10 @@ void cuda_copy(const std::vector<CopyRequest>& requests, const std::vector<size_
   }
 }
 
+uint64_t cuda_total_memory(int device) {
+  cudaDeviceProp properties{};
+  check(cudaGetDeviceProperties(&properties, device), "cudaGetDeviceProperties");
+  return static_cast<uint64_t>(properties.totalGlobalMem);
+}
+
 }  // namespace placement::detail

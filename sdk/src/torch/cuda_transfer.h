@@ -3,6 +3,7 @@
 // (PLACEMENT_CUDA_COPY_PATHS). Uses the CUDA runtime and NCCL directly on the tensors' memory,
 // so it needs no CUDA build of LibTorch's headers; LibTorch allocates the destinations.
 
+#include <cstdint>
 #include <vector>
 
 #include "transfer.h"
@@ -15,6 +16,8 @@ namespace placement::detail {
 /// copy_all clones those instead, but a one-GPU machine can check the NCCL path that way). On
 /// return every copy is complete; on a throw `out` is left partly filled and the caller discards it.
 void cuda_copy(const std::vector<CopyRequest>& requests, const std::vector<size_t>& which, std::vector<at::Tensor>& out);
+/// The GPU's memory in bytes; throws std::runtime_error naming the CUDA call that failed.
+uint64_t cuda_total_memory(int device);
 #endif
 
 }  // namespace placement::detail

@@ -6,23 +6,16 @@
 #include <torch/csrc/jit/api/module.h>
 
 #include "placement/capture.h"
+#include "physical_device.h"
 #include "program.h"
 #include "transfer.h"
 
 namespace placement {
 
+using detail::physical;
 using detail::Program;
 using torch::jit::Node;
 using torch::jit::Value;
-
-namespace {
-
-c10::Device physical(const Device& d) {
-  return d.kind == DeviceKind::kCuda ? c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(d.index))
-                                     : c10::Device(c10::DeviceType::CPU);
-}
-
-}  // namespace
 
 struct PlacedModule::Impl {
   Impl(const torch::jit::Module& m, OpGraph g, DeviceSet d)
@@ -36,17 +29,19 @@ struct PlacedModule::Impl {
   OpObserver* observer = nullptr;
   std::vector<c10::Device> device_of;  // physical device per DeviceSet index
   std::unordered_map<const Node*, int> op_of_node;
-  /// The logical device a value lives on (op outputs, parameters); absent: unknown (graph inputs,
-  /// plumbing), which is moved physically but never copied between logical devices.
+  /// The logical device an op's output lives on; absent: unknown (graph inputs, plumbing), which is
+  /// moved physically but never copied between logical devices.
   std::unordered_map<const Value*, int> home;
   /// The logical device of each parameter and buffer under the current placement.
   std::unordered_map<const c10::TensorImpl*, int> parameter_home;
 
-  // The object a GetAttr chain reads, resolved from the module.
-  c10::IValue resolve(const Value* value) const {
-    if (value == program.graph().inputs()[0]) return module._ivalue();
-    const Node* node = value->node();
-    return resolve(node->input()).toObject()->getAttr(node->s(c10::attr::name));
+  // The logical device a tensor input comes from: a module tensor's home, else the device of the op
+  // that produced `value` (nullptr or unknown: -1).
+  int home_of(const at::Tensor& t, const Value* value) const {
+    if (auto p = parameter_home.find(t.unsafeGetTensorImpl()); p != parameter_home.end()) return p->second;
+    if (!value) return -1;
+    auto it = home.find(value);
+    return it == home.end() ? -1 : it->second;
   }
 
   at::Tensor move(const at::Tensor& t, int from, int to) const {
@@ -92,14 +87,10 @@ MigrationStats PlacedModule::set_placement(const Placement& placement) {
     if (op == s.op_of_node.end()) continue;
     const int device = placement.device_of_op[op->second];
     for (const Value* out : node->outputs()) home[out] = device;
-    for (const Value* in : node->inputs()) {
-      if (in->node()->kind() != c10::prim::GetAttr || home.count(in)) continue;
-      const c10::IValue value = s.resolve(in);
-      if (!value.isTensor()) continue;
-      // A parameter lives on its first consumer's device, wherever else it is read from.
-      const at::Tensor& tensor = value.toTensor();
+    // A parameter or buffer lives on its first consumer's device, wherever else it is read from,
+    // also when it reaches the op inside a list (an LSTM's weights).
+    for (const at::Tensor& tensor : s.program.module_state_read_by(node)) {
       const auto [it, first] = parameter_home.emplace(tensor.unsafeGetTensorImpl(), device);
-      home[in] = it->second;
       if (!first) continue;
       const auto was = s.parameter_home.find(tensor.unsafeGetTensorImpl());
       const bool logical_move = was != s.parameter_home.end() && was->second != device;
@@ -141,11 +132,10 @@ std::vector<c10::IValue> PlacedModule::forward(const std::vector<c10::IValue>& i
     for (size_t i = 0; i < stack.size(); ++i) {
       c10::IValue& value = stack[i];
       if (value.isTensor()) {
-        auto from = s.home.find(node->inputs()[i]);
-        value = s.move(value.toTensor(), from == s.home.end() ? -1 : from->second, device);
+        value = s.move(value.toTensor(), s.home_of(value.toTensor(), node->inputs()[i]), device);
       } else if (value.isTensorList()) {
         c10::List<at::Tensor> moved;
-        for (const at::Tensor& t : value.toTensorList().vec()) moved.push_back(s.move(t, -1, device));
+        for (const at::Tensor& t : value.toTensorList().vec()) moved.push_back(s.move(t, s.home_of(t, nullptr), device));
         value = moved;
       } else if (value.isDevice()) {
         value = s.device_of[device];  // factory ops (zeros, arange) create on the op's device

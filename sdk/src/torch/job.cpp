@@ -7,14 +7,15 @@
 #include <stdexcept>
 #include <optional>
 
-#include <torch/cuda.h>
 #include <torch/csrc/jit/api/module.h>
 #include <torch/optim/optimizer.h>
 #include <torch/version.h>
 
+#include "device_sync.h"
 #include "memory_limit.h"
 #include "optimizer_state.h"
 #include "step_profiler.h"
+#include "transfer.h"
 #include "placement/capture.h"
 #include "placement/serialization.h"
 
@@ -59,13 +60,27 @@ DeviceSet job_devices(const std::vector<std::string>& names, uint64_t memory_byt
     cpus += list.back().kind == DeviceKind::kCpu ? 1 : 0;
   }
   for (Device& d : list) {
-    if (memory_bytes > 0) d.memory_bytes = memory_bytes;
-    else if (d.kind == DeviceKind::kCpu) d.memory_bytes = host_memory_bytes() / cpus;
-    else throw std::invalid_argument("device " + d.name() + ": give its memory (JobOptions::memory_bytes)");
+    if (memory_bytes > 0) {
+      d.memory_bytes = memory_bytes;
+    } else if (d.kind == DeviceKind::kCpu) {
+      d.memory_bytes = host_memory_bytes() / cpus;
+    } else {
+      std::optional<uint64_t> bytes;
+      try {
+        bytes = detail::cuda_memory_bytes(d.index);
+      } catch (const std::exception& e) {
+        throw std::invalid_argument("device " + d.name() + ": cannot read its memory (" + e.what() + ")");
+      }
+      if (!bytes)
+        throw std::invalid_argument("device " + d.name() + ": give its memory (JobOptions::memory_bytes); this build "
+                                    "of libplacement_torch has no CUDA paths to read it from the device");
+      d.memory_bytes = *bytes;
+    }
   }
-  // Live sessions measure step times; of this set the daemon only uses names and capacities
-  // (the memory model), so the links get nominal figures.
-  return DeviceSet::uniform(std::move(list), 10e9, 10e-6);
+  DeviceSet set;
+  set.devices = std::move(list);
+  measure_links(set);
+  return set;
 }
 
 struct Job::Impl {
@@ -250,7 +265,7 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
   const auto update_started = Clock::now();
   optimizer.step();
   optimizer.zero_grad();
-  if (s.any_cuda) torch::cuda::synchronize();
+  if (s.any_cuda) detail::synchronize_cuda_devices(s.devices);
   if (profiled) s.profiling->profiler->add_update(seconds_since(update_started));
   const double seconds = seconds_since(started);
   s.current_ran = true;

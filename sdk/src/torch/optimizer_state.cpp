@@ -1,7 +1,6 @@
 #include "optimizer_state.h"
 
 #include <functional>
-#include <type_traits>
 #include <vector>
 
 #include <torch/optim/adagrad.h>
@@ -11,20 +10,12 @@
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 
+#include "torch_compat.h"
 #include "transfer.h"
 
 namespace placement {
 
 namespace {
-
-// The key torch::optim files a parameter's state under: a string of the TensorImpl address in
-// LibTorch 1.x, the address itself in 2.x.
-template <class Map>
-typename Map::key_type state_key(const Map&, c10::TensorImpl* impl) {
-  using Key = typename Map::key_type;
-  if constexpr (std::is_same_v<Key, std::string>) return c10::guts::to_string(impl);
-  else return static_cast<Key>(impl);
-}
 
 // One state tensor to replace: the getter's value and how to install the copy.
 struct StateTensor {
@@ -87,7 +78,7 @@ uint64_t migrate_optimizer_state(torch::optim::Optimizer& optimizer, const Place
       const auto was = before.find(p.unsafeGetTensorImpl());
       if (!now || was == before.end() || was->second == *now) continue;
       moved_parameters.push_back(p);
-      auto it = states.find(state_key(states, p.unsafeGetTensorImpl()));
+      auto it = states.find(detail::optimizer_state_key(states, p.unsafeGetTensorImpl()));
       if (it == states.end() || !it->second) continue;  // no step yet: no state
       const c10::Device target = module.physical_device(*now);
       for (StateTensor& s : state_tensors(*it->second)) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <unordered_set>
 
@@ -11,6 +12,7 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/cuda.h>
 
+#include "device_sync.h"
 #include "step_profiler.h"
 #include "stopwatch.h"
 
@@ -73,21 +75,26 @@ class Recorder : public OpObserver {
       if (!node || node->sequence_nr() < sequence_start_ || node->sequence_nr() >= sequence_end) continue;
       if (!hooked_.insert(node).second) continue;
       auto started = std::make_shared<Clock::time_point>();
-      node->add_pre_hook(std::make_unique<PreHook>(started));
-      node->add_post_hook(std::make_unique<PostHook>(started, this, op));
+      const int device = cuda_index(op);
+      node->add_pre_hook(std::make_unique<PreHook>(started, device));
+      node->add_post_hook(std::make_unique<PostHook>(started, this, op, device));
       for (const auto& edge : node->next_edges()) work.push_back(edge.function.get());
     }
   }
 
-  // Backward nodes run one after another on CPU: charge each from the end of the previous timed
-  // node (covering untimed ones in between, such as gradient accumulation) or from its own start.
-  void add_backward(int op, Clock::time_point started) {
+  // Backward nodes of one device run one after another: LibTorch's autograd runs CPU nodes on the
+  // thread that called backward() and each GPU's nodes on a worker thread of that GPU's own, so
+  // devices proceed side by side. Each node is charged from the end of the previous timed node of
+  // its device (covering untimed ones in between, such as gradient accumulation) or from its own
+  // start. On a GPU the hooks synchronise it first, so a node's time is its kernels' and not
+  // their launch (this makes profiled steps slower, never the others).
+  void add_backward(int op, int device, Clock::time_point started) {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto now = Clock::now();
-    const auto from = backward_started_ && last_backward_end_ < started ? last_backward_end_ : started;
+    auto last = last_backward_end_.find(device);
+    const auto from = last != last_backward_end_.end() && last->second < started ? last->second : started;
     backward_[op] += std::chrono::duration<double>(now - from).count();
-    last_backward_end_ = now;
-    backward_started_ = true;
+    last_backward_end_[device] = now;
   }
 
   /// Ends a step: returns its per-op times and clears the accumulators.
@@ -98,37 +105,50 @@ class Recorder : public OpObserver {
     forward_.assign(forward.size(), 0.0);
     backward_.assign(backward.size(), 0.0);
     hooked_.clear();
-    forward_started_ = backward_started_ = false;
+    last_backward_end_.clear();
+    forward_started_ = false;
   }
 
   const std::vector<uint64_t>& activation_bytes() const { return activation_bytes_; }
 
  private:
+  static void sync_cuda(int device) {
+    if (device >= 0) torch::cuda::synchronize(device);
+  }
+
   struct PreHook : torch::autograd::FunctionPreHook {
-    explicit PreHook(std::shared_ptr<Clock::time_point> s) : started(std::move(s)) {}
+    PreHook(std::shared_ptr<Clock::time_point> s, int d) : started(std::move(s)), device(d) {}
     torch::autograd::variable_list operator()(const torch::autograd::variable_list& grads) override {
+      sync_cuda(device);  // work queued before this node is not its own
       *started = Clock::now();
       return grads;
     }
     std::shared_ptr<Clock::time_point> started;
+    int device;
   };
   struct PostHook : torch::autograd::FunctionPostHook {
-    PostHook(std::shared_ptr<Clock::time_point> s, Recorder* r, int o) : started(std::move(s)), recorder(r), op(o) {}
+    PostHook(std::shared_ptr<Clock::time_point> s, Recorder* r, int o, int d)
+        : started(std::move(s)), recorder(r), op(o), device(d) {}
     torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
                                               const torch::autograd::variable_list&) override {
-      recorder->add_backward(op, *started);
+      sync_cuda(device);
+      recorder->add_backward(op, device, *started);
       return outputs;
     }
     std::shared_ptr<Clock::time_point> started;
     Recorder* recorder;
     int op;
+    int device;
   };
 
-  // GPU work is asynchronous: wait for it so the op's time is its own.
-  void sync(int op) {
+  // The CUDA device index the op is placed on; -1 for a CPU.
+  int cuda_index(int op) const {
     const Device& d = module_.devices().devices[module_.placement().device_of_op[op]];
-    if (d.kind == DeviceKind::kCuda) torch::cuda::synchronize(d.index);
+    return d.kind == DeviceKind::kCuda ? d.index : -1;
   }
+
+  // GPU work is asynchronous: wait for it so the op's time is its own.
+  void sync(int op) { sync_cuda(cuda_index(op)); }
 
   std::vector<double> forward_, backward_;
   std::vector<uint64_t> activation_bytes_;
@@ -137,8 +157,9 @@ class Recorder : public OpObserver {
   std::unordered_set<const torch::autograd::Node*> hooked_;
   std::mutex mutex_;
   uint64_t sequence_start_ = 0;
-  bool forward_started_ = false, backward_started_ = false;
-  Clock::time_point last_forward_end_, last_backward_end_;
+  bool forward_started_ = false;
+  Clock::time_point last_forward_end_;
+  std::map<int, Clock::time_point> last_backward_end_;  // per device: -1 the CPU, else the CUDA index
 };
 
 StepProfiler::StepProfiler(PlacedModule& module, OpObserver* also)
@@ -193,6 +214,7 @@ std::vector<OpProfile> profile_steps(PlacedModule& module, const std::function<v
     profiler.end_forward_backward();
     const auto start = detail::Clock::now();
     update();
+    detail::synchronize_cuda_devices(module.devices());  // the update's kernels are its time
     profiler.add_update(detail::seconds_since(start));
   }
   return profiler.profiles();

@@ -1,8 +1,11 @@
 #include "program.h"
 
+#include <algorithm>
+
 #include <torch/csrc/jit/api/function_impl.h>
 
 #include "placement/capture.h"
+#include "tensor_bytes.h"
 
 namespace placement::detail {
 
@@ -39,6 +42,21 @@ void run_structural(const Node* node, std::vector<c10::IValue>& stack) {
     int64_t index = stack.at(1).toInt();
     if (index < 0) index += static_cast<int64_t>(elements.size());
     stack.assign(1, elements.at(static_cast<size_t>(index)));
+  }
+}
+
+// Whether a value of this type can carry tensors (a tensor, or a list, tuple or optional of them).
+bool may_hold_tensors(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::TensorType) return true;
+  for (const c10::TypePtr& contained : type->containedTypes())
+    if (may_hold_tensors(contained)) return true;
+  return false;
+}
+
+void append_unique(std::vector<at::Tensor>& to, const std::vector<at::Tensor>& from) {
+  for (const at::Tensor& t : from) {
+    const bool seen = std::any_of(to.begin(), to.end(), [&t](const at::Tensor& u) { return u.is_same(t); });
+    if (!seen) to.push_back(t);
   }
 }
 
@@ -95,6 +113,58 @@ void Program::inline_calls() {
   }
 }
 
+// Follows the module's tensors from the attribute reads that yield them, through list and tuple
+// plumbing, to the tensor ops that consume them. Statically, from the graph alone, so that the
+// engine places them before any forward pass: a parameter not found here would stay where it was
+// loaded and be copied to its consumer on every step.
+void Program::find_module_state() {
+  std::unordered_map<const torch::jit::Value*, c10::IValue> objects{{graph_->inputs()[0], module_._ivalue()}};
+  std::unordered_map<const torch::jit::Value*, std::vector<at::Tensor>> state;
+  auto state_of = [&state](const torch::jit::Value* v) -> const std::vector<at::Tensor>* {
+    auto it = state.find(v);
+    return it == state.end() ? nullptr : &it->second;
+  };
+  for (const Node* node : graph_->nodes()) {
+    const auto kind = node->kind();
+    if (kind == c10::prim::GetAttr) {
+      auto object = objects.find(node->input());
+      if (object == objects.end() || !object->second.isObject()) continue;
+      c10::IValue value = object->second.toObject()->getAttr(node->s(c10::attr::name));
+      if (value.isObject()) {
+        objects[node->output()] = std::move(value);
+      } else {
+        std::vector<at::Tensor> tensors;
+        tensors_in(value, tensors);  // a tensor, or a list or tuple attribute of them (a scripted RNN's _flat_weights)
+        if (!tensors.empty()) state[node->output()] = std::move(tensors);
+      }
+      continue;
+    }
+    std::vector<at::Tensor> read;
+    for (const torch::jit::Value* in : node->inputs())
+      if (const auto* s = state_of(in)) append_unique(read, *s);
+    if (read.empty()) continue;
+    if (is_tensor_op(node)) {
+      state_read_[node] = std::move(read);
+      continue;
+    }
+    // Taking apart a list or tuple built in the graph: each output is the element it was built from.
+    const Node* built = node->inputs().empty() ? nullptr : node->input(0)->node();
+    const bool unpacks_what_was_built =
+        built && ((kind == c10::prim::ListUnpack && built->kind() == c10::prim::ListConstruct) ||
+                  (kind == c10::prim::TupleUnpack && built->kind() == c10::prim::TupleConstruct)) &&
+        built->inputs().size() == node->outputs().size();
+    if (unpacks_what_was_built) {
+      for (size_t i = 0; i < node->outputs().size(); ++i)
+        if (const auto* s = state_of(built->input(i))) state[node->output(i)] = *s;
+      continue;
+    }
+    // Anything else that passes tensors on (list and tuple construction, indexing) may pass on any
+    // of its inputs' module tensors.
+    for (const torch::jit::Value* out : node->outputs())
+      if (may_hold_tensors(out->type())) state[out] = read;
+  }
+}
+
 Program::Program(const torch::jit::Module& module) : module_(module) {
   graph_ = module_.get_method("forward").graph()->copy();
   inline_calls();
@@ -110,6 +180,13 @@ Program::Program(const torch::jit::Module& module) : module_(module) {
     if (kind != c10::prim::Constant && kind != c10::prim::GetAttr && !is_structural(kind) && !node->maybeOperator())
       throw CaptureError("unsupported op " + describe(node) + ": it has no implementation in this LibTorch");
   }
+  find_module_state();
+}
+
+const std::vector<at::Tensor>& Program::module_state_read_by(const Node* node) const {
+  static const std::vector<at::Tensor> none;
+  auto it = state_read_.find(node);
+  return it == state_read_.end() ? none : it->second;
 }
 
 std::string Program::scope_of(const Node* node) const {

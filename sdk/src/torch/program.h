@@ -33,6 +33,12 @@ class Program {
   /// list/tuple/scalar plumbing.
   static bool is_tensor_op(const torch::jit::Node* node);
 
+  /// The module's own tensors (parameters, buffers, other tensor attributes) that a tensor op
+  /// reads, whether straight from an attribute or through lists and tuples built from attributes
+  /// (aten::lstm, gru and rnn_* take their weights as one list), each once, in input order. Empty
+  /// for other nodes. The tensors are the module's: their TensorImpls identify them.
+  const std::vector<at::Tensor>& module_state_read_by(const torch::jit::Node* node) const;
+
   /// Runs the graph node by node on `inputs`. `before` may rewrite a node's input stack (the
   /// engine moves tensors to the op's device there); `after` sees its outputs. Throws CaptureError
   /// naming the node when an op fails.
@@ -42,10 +48,12 @@ class Program {
 
  private:
   void inline_calls();
+  void find_module_state();
 
   torch::jit::Module module_;
   std::shared_ptr<torch::jit::Graph> graph_;
   std::unordered_map<const torch::jit::Node*, std::string> scopes_;
+  std::unordered_map<const torch::jit::Node*, std::vector<at::Tensor>> state_read_;
 };
 
 }  // namespace placement::detail

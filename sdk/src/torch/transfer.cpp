@@ -19,6 +19,14 @@ bool has_cuda_copy_paths() {
 #endif
 }
 
+std::optional<uint64_t> cuda_memory_bytes([[maybe_unused]] int device) {
+#ifdef PLACEMENT_CUDA_COPY_PATHS
+  return cuda_total_memory(device);
+#else
+  return std::nullopt;
+#endif
+}
+
 std::vector<at::Tensor> copy_all(const std::vector<CopyRequest>& requests) {
   std::vector<at::Tensor> out(requests.size());
   std::vector<size_t> cuda;

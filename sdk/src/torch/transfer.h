@@ -4,6 +4,8 @@
 // pinned host memory (pageable sources staged in chunks, GPU→CPU straight into pinned memory), and
 // everything else by Tensor::to. Private to libplacement_torch.
 
+#include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -29,6 +31,10 @@ CopyPath copy_path(c10::Device from, c10::Device to);
 
 /// Whether this build has the CUDA and NCCL copy paths (CUDA toolkit and NCCL found at build time).
 bool has_cuda_copy_paths();
+
+/// The memory of GPU `device` in bytes, read from the device; nullopt in a build without the CUDA
+/// paths. Throws std::runtime_error when the CUDA runtime cannot answer (no such device, no driver).
+std::optional<uint64_t> cuda_memory_bytes(int device);
 
 /// A copy of every request's source on its target, values bitwise equal, all complete (devices
 /// synchronised) when it returns. Throws std::runtime_error naming the failing CUDA or NCCL call

@@ -90,6 +90,31 @@ TEST(Capture, ResNetCountsEveryParameterOnce) {
   EXPECT_EQ(captured, expected);
 }
 
+// Bytes of the module's parameters and buffers (what capture must charge to the ops that read them).
+uint64_t module_state_bytes(const std::string& name) {
+  const torch::jit::Module m = torch::jit::load(model(name));
+  uint64_t bytes = 0;
+  for (const auto& p : m.parameters()) bytes += p.numel() * p.element_size();
+  for (const auto& b : m.buffers()) bytes += b.numel() * b.element_size();
+  return bytes;
+}
+
+TEST(Capture, WeightsPassedInAListAreCountedWithTheOpThatReadsThem) {
+  // aten::lstm takes its weights as one prim::ListConstruct of attribute reads, not as attributes.
+  for (const std::string name : {"gnmt_small", "rnnlm_small", "gnmt_example"}) {
+    const OpGraph g = capture_model(name);
+    uint64_t captured = 0;
+    for (const auto& op : g.ops) captured += op.parameter_bytes;
+    EXPECT_EQ(captured, module_state_bytes(name)) << name;
+  }
+  const OpGraph g = capture_model("rnnlm_small");
+  // One layer: LSTM(32, 32) with both biases, float32.
+  EXPECT_EQ(named(g, "layers.0/lstm").parameter_bytes, 4u * (4 * 32 * 32 * 2 + 4 * 32 * 2));
+  for (const auto& e : g.edges)
+    if (g.ops[e.dst].kind == "aten::lstm")
+      EXPECT_LT(e.bytes, 4u * 4 * 32 * 32) << "an edge into " << g.ops[e.dst].name << " carries the layer's weights";
+}
+
 TEST(Capture, TransformerIsCapturedOpByOp) {
   const OpGraph g = capture_model("bert_small");
   EXPECT_EQ(kinds(g).count("aten::_transformer_encoder_layer_fwd"), 0u) << "no fused inference fast path";

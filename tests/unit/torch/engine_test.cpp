@@ -14,39 +14,16 @@
 
 #include "placement/capture.h"
 #include "placement/engine.h"
+#include "traced_model.h"
 
 namespace placement {
 namespace {
 
-struct Model {
-  torch::jit::Module module;
-  std::vector<c10::IValue> inputs;
-  OpGraph graph;
-};
+using Model = testing::TracedModel;
+using testing::is_recurrent_weight;
 
-Model load(const std::string& name) {
-  // The plain module runs through the JIT's simple executor so that its gradients come from the
-  // same eager autograd formulas the placed engine uses (the optimizing executor may substitute
-  // symbolic derivatives).
-  torch::jit::setGraphExecutorOptimize(false);
-  std::ifstream in(std::string(MODEL_DIR) + "/" + name + ".json");
-  const auto spec = nlohmann::json::parse(in);
-  Model m;
-  m.module = torch::jit::load(std::string(MODEL_DIR) + "/" + name + ".pt");
-  at::manual_seed(1);
-  for (const at::Tensor& t : example_inputs(spec["inputs"].get<std::vector<std::vector<int64_t>>>(), spec["dtype"]))
-    m.inputs.emplace_back(t);
-  std::vector<at::Tensor> tensors;
-  for (const auto& v : m.inputs) tensors.push_back(v.toTensor());
-  m.graph = capture(m.module, tensors, name);
-  return m;
-}
-
-DeviceSet cpus(int n) {
-  std::vector<Device> list;
-  for (int i = 0; i < n; ++i) list.push_back({DeviceKind::kCpu, i, 1ull << 34, 1.0});
-  return DeviceSet::uniform(list, 10e9, 1e-5);
-}
+Model load(const std::string& name) { return testing::load_traced_model(name); }
+DeviceSet cpus(int n) { return testing::logical_cpus(n); }
 
 at::Tensor loss_of(const c10::IValue& out) { return out.toTensor().pow(2).mean(); }
 
@@ -130,6 +107,50 @@ TEST_P(Spread, TwentyTrainingStepsMatchThePlainModule) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, Spread, ::testing::Values("two_tower", "gnmt_small", "gnmt_small_unrolled", "bert_small"));
+
+// Every op of `kind` on device 1, the rest on device 0.
+Placement kind_on_device_1(const OpGraph& g, const std::string& kind) {
+  Placement p = Placement::single(g, 0);
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    if (g.ops[i].kind == kind) p.device_of_op[i] = 1;
+  return p;
+}
+
+TEST(PlacedModule, WeightsPassedInAListLiveWithTheOpThatReadsThem) {
+  for (const std::string name : {"gnmt_small", "rnnlm_small"}) {
+    Model m = load(name);
+    PlacedModule placed(m.module, m.graph, cpus(2));
+    const MigrationStats moved = placed.set_placement(kind_on_device_1(m.graph, "aten::lstm"));
+    uint64_t recurrent_bytes = 0;
+    for (const auto& p : m.module.named_parameters()) {
+      const std::optional<int> device = placed.device_of(p.value);
+      ASSERT_TRUE(device.has_value()) << name << ": " << p.name << " has no home";
+      const bool lstm = is_recurrent_weight(p.name);
+      if (lstm) recurrent_bytes += p.value.numel() * p.value.element_size();
+      EXPECT_EQ(*device, lstm ? 1 : 0) << name << ": " << p.name;
+    }
+    EXPECT_GT(recurrent_bytes, 0u) << name;
+    EXPECT_EQ(moved.bytes, recurrent_bytes) << name << ": exactly the recurrent weights move to device 1";
+  }
+}
+
+TEST(PlacedModule, EveryParameterAndBufferTheGraphReadsHasAHome) {
+  for (const std::string name : {"mlp", "two_tower", "gnmt_small", "gnmt_small_unrolled", "rnnlm_small", "bert_small", "resnet18"}) {
+    Model m = load(name);
+    PlacedModule placed(m.module, m.graph, cpus(3));
+    std::mt19937 rng(11);
+    Placement p;
+    for (size_t i = 0; i < m.graph.ops.size(); ++i) p.device_of_op.push_back(static_cast<int>(rng() % 3));
+    placed.set_placement(p);
+    for (const auto& t : m.module.named_parameters())
+      EXPECT_TRUE(placed.device_of(t.value).has_value()) << name << ": parameter " << t.name;
+    for (const auto& t : m.module.named_buffers()) {
+      // An eval-mode trace never reads the batch-norm step counter.
+      if (t.name.find("num_batches_tracked") != std::string::npos) continue;
+      EXPECT_TRUE(placed.device_of(t.value).has_value()) << name << ": buffer " << t.name;
+    }
+  }
+}
 
 TEST(PlacedModule, ParametersMoveInPlaceAndBadPlacementsAreRefused) {
   Model m = load("two_tower");

@@ -1,0 +1,166 @@
+// The placed engine, migration, links and the profiler on a GPU beside the CPU. Every test skips
+// without a CUDA device (CI has none); scripts/gpu-run.sh --stage test runs them on the GPU machine.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+#include <torch/csrc/jit/serialization/import.h>
+#include <torch/cuda.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/sgd.h>
+
+#include "optimizer_state.h"
+#include "placement/capture.h"
+#include "placement/engine.h"
+#include "placement/job.h"
+#include "placement/profiler.h"
+#include "torch_compat.h"
+#include "traced_model.h"
+
+namespace placement {
+namespace {
+
+using Model = testing::TracedModel;
+
+Model load(const std::string& name) { return testing::load_traced_model(name); }
+
+DeviceSet cpu_and_gpu() {
+  return DeviceSet::uniform({{DeviceKind::kCpu, 0, 1ull << 34, 1.0}, {DeviceKind::kCuda, 0, 1ull << 34, 1.0}}, 10e9, 1e-5);
+}
+
+class Cuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+// Training on cpu + cuda:0 follows the plain module on the CPU (not bitwise: GPU kernels sum in
+// another order).
+TEST_F(Cuda, TrainingSpreadOverCpuAndGpuFollowsThePlainModule) {
+  for (const std::string name : {"two_tower", "resnet18", "gnmt_small", "rnnlm_small", "bert_small"}) {
+    Model plain = load(name), m = load(name);
+    PlacedModule placed(m.module, m.graph, cpu_and_gpu());
+    Placement p = Placement::single(m.graph, 0);
+    for (size_t i = 0; i < p.device_of_op.size(); i += 2) p.device_of_op[i] = 1;
+    placed.set_placement(p);
+    std::vector<at::Tensor> plain_params;
+    for (const at::Tensor& t : plain.module.parameters()) plain_params.push_back(t);
+    torch::optim::SGD plain_sgd(plain_params, torch::optim::SGDOptions(0.01));
+    torch::optim::SGD sgd(placed.parameters(), torch::optim::SGDOptions(0.01));
+    for (int step = 0; step < 5; ++step) {
+      plain_sgd.zero_grad();
+      sgd.zero_grad();
+      const at::Tensor expected = plain.module.forward(plain.inputs).toTensor().pow(2).mean();
+      const at::Tensor loss = placed.forward(m.inputs).at(0).toTensor().pow(2).mean();
+      expected.backward();
+      loss.backward();
+      plain_sgd.step();
+      sgd.step();
+      EXPECT_NEAR(loss.item<double>(), expected.item<double>(), 1e-4 * std::abs(expected.item<double>()) + 1e-6)
+          << name << " step " << step;
+    }
+    for (const auto& t : m.module.named_parameters()) {
+      const std::optional<int> d = placed.device_of(t.value);
+      ASSERT_TRUE(d.has_value()) << name << ": " << t.name;
+      EXPECT_EQ(t.value.device(), placed.physical_device(*d)) << name << ": " << t.name;
+    }
+  }
+}
+
+TEST_F(Cuda, ASwapMovesRecurrentWeightsAndAdamStateToTheGpuAndBackBitwise) {
+  Model m = load("rnnlm_small");
+  PlacedModule placed(m.module, m.graph, cpu_and_gpu());
+  torch::optim::Adam adam(placed.parameters(), torch::optim::AdamOptions(0.01));
+  auto step = [&] {
+    adam.zero_grad();
+    placed.forward(m.inputs).at(0).toTensor().pow(2).mean().backward();
+    adam.step();
+  };
+  step();
+  step();
+  auto& states = adam.state();
+  auto moments = [&](const at::Tensor& p) {
+    auto& s = static_cast<torch::optim::AdamParamState&>(*states.at(detail::optimizer_state_key(states, p.unsafeGetTensorImpl())));
+    return std::make_pair(s.exp_avg(), s.exp_avg_sq());
+  };
+  std::vector<std::pair<at::Tensor, std::pair<at::Tensor, at::Tensor>>> before;
+  for (const at::Tensor& p : placed.parameters()) before.push_back({p.detach().clone(), moments(p)});
+
+  Placement gpu = Placement::single(m.graph, 1);
+  for (const Placement& target : {gpu, Placement::single(m.graph, 0)}) {
+    const ParameterHomes homes = parameter_homes(placed);
+    placed.set_placement(target);
+    migrate_optimizer_state(adam, placed, homes);
+    const c10::Device expected = placed.physical_device(target.device_of_op[0]);
+    size_t i = 0;
+    for (const at::Tensor& p : placed.parameters()) {
+      EXPECT_EQ(p.device(), expected);
+      EXPECT_TRUE(at::equal(p.detach().cpu(), before[i].first));
+      const auto [avg, avg_sq] = moments(p);
+      EXPECT_EQ(avg.device(), expected);
+      EXPECT_TRUE(at::equal(avg.cpu(), before[i].second.first.cpu()));
+      EXPECT_TRUE(at::equal(avg_sq.cpu(), before[i].second.second.cpu()));
+      ++i;
+    }
+  }
+  step();  // trains on after the round trip
+}
+
+TEST_F(Cuda, TheProfilerTimesGpuOpsByTheirKernelsNotTheirLaunches) {
+  Model m = load("resnet18");
+  PlacedModule placed(m.module, m.graph, cpu_and_gpu());
+  placed.set_placement(Placement::single(m.graph, 1));
+  torch::optim::SGD sgd(placed.parameters(), torch::optim::SGDOptions(1e-3));
+  auto forward_backward = [&] { placed.forward(m.inputs).at(0).toTensor().pow(2).mean().backward(); };
+  auto update = [&] {
+    sgd.step();
+    sgd.zero_grad();
+  };
+  const auto profiles = profile_steps(placed, forward_backward, update, {3, 5});
+  double forward = 0, backward = 0;
+  for (const OpProfile& p : profiles) {
+    forward += p.forward_s;
+    backward += p.backward_s;
+  }
+  // The same steps timed whole, synchronised after each phase.
+  std::vector<double> forward_wall, backward_wall;
+  for (int i = 0; i < 5; ++i) {
+    torch::cuda::synchronize(0);
+    auto start = std::chrono::steady_clock::now();
+    const at::Tensor loss = placed.forward(m.inputs).at(0).toTensor().pow(2).mean();
+    torch::cuda::synchronize(0);
+    auto mid = std::chrono::steady_clock::now();
+    loss.backward();
+    torch::cuda::synchronize(0);
+    forward_wall.push_back(std::chrono::duration<double>(mid - start).count());
+    backward_wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - mid).count());
+    update();
+  }
+  std::sort(forward_wall.begin(), forward_wall.end());
+  std::sort(backward_wall.begin(), backward_wall.end());
+  // Per-op synchronisation adds a little to each op; launch-only timing would leave backward far short.
+  EXPECT_GT(backward, 0.6 * backward_wall[2]) << "synchronised backward " << backward_wall[2] << " s";
+  EXPECT_LT(backward, 3.0 * backward_wall[2]) << "synchronised backward " << backward_wall[2] << " s";
+  EXPECT_GT(forward, 0.6 * forward_wall[2]) << "synchronised forward " << forward_wall[2] << " s";
+}
+
+TEST_F(Cuda, AJobReadsTheGpusMemoryAndMeasuresItsLinks) {
+  const DeviceSet set = job_devices({"cpu", "cuda:0"}, 0);
+  EXPECT_GT(set.devices[1].memory_bytes, 1ull << 30) << "read from the device";
+  for (size_t i = 0; i < 2; ++i)
+    for (size_t j = 0; j < 2; ++j)
+      if (i != j) {
+        EXPECT_GT(set.bandwidth[i][j], 1e9) << i << "->" << j << ": PCIe or better";
+        EXPECT_LT(set.bandwidth[i][j], 1e12) << i << "->" << j;
+        EXPECT_LT(set.latency[i][j], 1e-3) << i << "->" << j;
+      }
+}
+
+}  // namespace
+}  // namespace placement

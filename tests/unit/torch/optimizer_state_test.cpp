@@ -1,0 +1,101 @@
+// Moving optimizer state with its parameters when the placement changes, on a model whose weights
+// reach their op through a list (a traced nn.LSTM).
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+#include <torch/csrc/jit/serialization/import.h>
+#include <torch/optim/adam.h>
+
+#include "optimizer_state.h"
+#include "placement/capture.h"
+#include "placement/engine.h"
+#include "torch_compat.h"
+#include "traced_model.h"
+
+namespace placement {
+namespace {
+
+using testing::is_recurrent_weight;
+using testing::load_traced_model;
+
+DeviceSet cpus(int n) { return testing::logical_cpus(n); }
+
+double step(PlacedModule& placed, const std::vector<c10::IValue>& inputs, torch::optim::Adam& adam) {
+  adam.zero_grad();
+  const at::Tensor loss = placed.forward(inputs).at(0).toTensor().pow(2).mean();
+  loss.backward();
+  adam.step();
+  return loss.item<double>();
+}
+
+torch::optim::AdamParamState& adam_state(torch::optim::Adam& adam, const at::Tensor& p) {
+  auto& states = adam.state();
+  return static_cast<torch::optim::AdamParamState&>(
+      *states.at(detail::optimizer_state_key(states, p.unsafeGetTensorImpl())));
+}
+
+TEST(OptimizerState, ASwapMovesRecurrentWeightsAndTheirAdamStateBitwise) {
+  testing::TracedModel m = load_traced_model("rnnlm_small");
+  PlacedModule placed(m.module, m.graph, cpus(2));
+  torch::optim::Adam adam(placed.parameters(), torch::optim::AdamOptions(0.01));
+  for (int i = 0; i < 2; ++i) step(placed, m.inputs, adam);
+
+  struct Saved {
+    at::Tensor parameter, value, exp_avg, exp_avg_sq;
+  };
+  std::vector<Saved> saved;
+  uint64_t recurrent_bytes = 0;
+  for (const auto& p : m.module.named_parameters())
+    if (is_recurrent_weight(p.name)) {
+      auto& s = adam_state(adam, p.value);
+      saved.push_back({p.value, p.value.detach().clone(), s.exp_avg(), s.exp_avg_sq()});
+      recurrent_bytes += p.value.numel() * p.value.element_size();
+    }
+  ASSERT_EQ(saved.size(), 8u) << "two layers, two weights and two biases each";
+
+  const ParameterHomes before = parameter_homes(placed);
+  Placement lstm_on_1 = placed.placement();
+  for (size_t i = 0; i < m.graph.ops.size(); ++i)
+    if (m.graph.ops[i].kind == "aten::lstm") lstm_on_1.device_of_op[i] = 1;
+  const MigrationStats moved = placed.set_placement(lstm_on_1);
+  const uint64_t state_bytes = migrate_optimizer_state(adam, placed, before);
+  EXPECT_EQ(moved.bytes, recurrent_bytes);
+  EXPECT_EQ(state_bytes, 2 * recurrent_bytes) << "both Adam moments of every recurrent weight";
+  for (const Saved& s : saved) {
+    EXPECT_EQ(placed.device_of(s.parameter), 1);
+    EXPECT_TRUE(at::equal(s.parameter, s.value)) << "the weight's values survive the move";
+    auto& now = adam_state(adam, s.parameter);
+    EXPECT_FALSE(now.exp_avg().is_same(s.exp_avg)) << "device 1 holds a copy of its own";
+    EXPECT_TRUE(at::equal(now.exp_avg(), s.exp_avg));
+    EXPECT_TRUE(at::equal(now.exp_avg_sq(), s.exp_avg_sq));
+  }
+}
+
+TEST(OptimizerState, TrainingAcrossASwapEqualsTrainingWithoutOne) {
+  testing::TracedModel plain = load_traced_model("rnnlm_small");
+  PlacedModule unswapped(plain.module, plain.graph, cpus(2));
+  torch::optim::Adam plain_adam(unswapped.parameters(), torch::optim::AdamOptions(0.01));
+  std::vector<double> expected;
+  for (int i = 0; i < 6; ++i) expected.push_back(step(unswapped, plain.inputs, plain_adam));
+
+  testing::TracedModel m = load_traced_model("rnnlm_small");
+  PlacedModule placed(m.module, m.graph, cpus(2));
+  torch::optim::Adam adam(placed.parameters(), torch::optim::AdamOptions(0.01));
+  std::vector<double> losses;
+  for (int i = 0; i < 3; ++i) losses.push_back(step(placed, m.inputs, adam));
+  const ParameterHomes before = parameter_homes(placed);
+  Placement spread = placed.placement();
+  for (size_t i = 0; i < m.graph.ops.size(); i += 2) spread.device_of_op[i] = 1;
+  placed.set_placement(spread);
+  migrate_optimizer_state(adam, placed, before);
+  for (int i = 0; i < 3; ++i) losses.push_back(step(placed, m.inputs, adam));
+  ASSERT_EQ(losses.size(), expected.size());
+  for (size_t i = 0; i < losses.size(); ++i) EXPECT_EQ(losses[i], expected[i]) << "step " << i;
+}
+
+}  // namespace
+}  // namespace placement
