@@ -61,7 +61,7 @@ else
 fi
 device=${devices##*,}  # the device the single-device stages use: the last one named
 mkdir -p "$out"
-logs=$(mktemp -d -t "gpu-run-$stage.XXXXXX")
+logs=$(mktemp -d -t "gpu-run-$stage.XXXXXX")  # mktemp fills in the X's; packed and removed at exit
 report=$out/$stage.md
 failures=0
 log() { echo "$@" | tee -a "$report"; }
@@ -174,7 +174,7 @@ live)
   # The examples' models and live_bench's.
   "$python" "$root/tests/models/make_models.py" "$logs/models" inception_example gnmt_example mlp two_tower gnmt_small \
     resnet18 bert_small >/dev/null
-  work=$(mktemp -d -t placementd-gpu.XXXXXX)
+  work=$(mktemp -d -t placementd-gpu.XXXXXX)  # mktemp fills in the X's: the daemon's socket and state
   socket=$work/placementd.sock
   "$build/bin/placementd" --config "$root/etc/placementd.toml" --socket "$socket" --state-dir "$work/state" \
     2>"$logs/placementd.log" &

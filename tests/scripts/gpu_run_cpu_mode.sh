@@ -5,7 +5,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$1
-out=$(mktemp -d -t gpu-run-cpu.XXXXXX)
+out=$(mktemp -d -t gpu-run-cpu.XXXXXX)  # mktemp fills in the X's
 trap 'rm -rf "$out"' EXIT
 run() { "$root/scripts/gpu-run.sh" --cpu --build-dir "$build" --out "$out" "$@"; }
 check() {  # STAGE PATTERN: the summary says the stage is ok and holds PATTERN; its logs came back

@@ -5,17 +5,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 
 #include <ATen/ATen.h>
-#include <nlohmann/json.hpp>
-#include <torch/csrc/jit/serialization/import.h>
 #include <torch/cuda.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
 #include "optimizer_state.h"
-#include "placement/capture.h"
 #include "placement/engine.h"
 #include "placement/job.h"
 #include "placement/profiler.h"

@@ -2,17 +2,12 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <random>
 
 #include <ATen/ATen.h>
-#include <nlohmann/json.hpp>
 #include <torch/csrc/autograd/autograd.h>
-#include <torch/csrc/jit/python/update_graph_executor_opt.h>
-#include <torch/csrc/jit/serialization/import.h>
 #include <torch/optim/sgd.h>
 
-#include "placement/capture.h"
 #include "placement/engine.h"
 #include "traced_model.h"
 

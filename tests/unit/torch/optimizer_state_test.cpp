@@ -3,15 +3,10 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
-
 #include <ATen/ATen.h>
-#include <nlohmann/json.hpp>
-#include <torch/csrc/jit/serialization/import.h>
 #include <torch/optim/adam.h>
 
 #include "optimizer_state.h"
-#include "placement/capture.h"
 #include "placement/engine.h"
 #include "torch_compat.h"
 #include "traced_model.h"
