@@ -1,6 +1,7 @@
 // Engine overhead: a training step (forward, backward, SGD update) of the plain TorchScript module
 // against the same step through PlacedModule with every op on the same device. Steps alternate
-// between the two so machine noise hits both alike; medians over >= 20 steps after warm-up.
+// between the two so machine noise hits both alike; medians over >= 20 steps after warm-up. Also
+// the time one capture of the model takes (tracing excluded: it reads the saved TorchScript).
 // Issue #3 targets: <= 3% at GPU-bound batches, <= 10% at batch size 1.
 //
 //   engine_overhead_bench [--device cpu|cuda:N] [MODEL_DIR [MODEL ...]]
@@ -42,12 +43,23 @@ constexpr const char* kUsage =
     "  Times a training step of each model's plain TorchScript module against the same step through\n"
     "  PlacedModule with every op on DEVICE (alternating, medians after warm-up). MODEL_DIR holds\n"
     "  MODEL.pt and MODEL.json as tests/models/make_models.py writes them (default: the small test\n"
-    "  models, traced into a temporary directory). Exit status 1 when any model's row failed.\n";
+    "  models, traced into a temporary directory). 'capture' is one placement::capture of the model.\n"
+    "  Exit status 1 when any model's row failed.\n";
 
 struct Row {
   size_t ops = 0;
   double plain_s = 0, placed_s = 0;
+  double capture_s = 0;  // one placement::capture of the module (a forward pass op by op)
 };
+
+// What a step's loss is taken from: the output, or the first tensor in the tuple or dict it is (a
+// transformers model returns {"logits": ...}).
+at::Tensor first_tensor(const c10::IValue& value) {
+  if (value.isTensor()) return value.toTensor();
+  if (value.isTuple() && !value.toTupleRef().elements().empty()) return first_tensor(value.toTupleRef().elements()[0]);
+  if (value.isGenericDict() && !value.toGenericDict().empty()) return first_tensor(value.toGenericDict().begin()->value());
+  throw std::runtime_error("the model's output holds no tensor to take a loss from");
+}
 
 Row measure(const std::string& dir, const std::string& name, const placement::Device& device, uint64_t memory) {
   const bool cuda = device.kind == placement::DeviceKind::kCuda;
@@ -69,21 +81,25 @@ Row measure(const std::string& dir, const std::string& name, const placement::De
     inputs.emplace_back(t.to(torch_device));
     capture_inputs.push_back(t.to(torch_device));
   }
+  const auto c0 = Clock::now();
+  placement::OpGraph graph = placement::capture(copy, capture_inputs, name);
+  sync();
+  const double capture_s = std::chrono::duration<double>(Clock::now() - c0).count();
   // Memory only matters to the simulator, not to placed execution.
-  placement::PlacedModule placed(copy, placement::capture(copy, capture_inputs, name),
+  placement::PlacedModule placed(copy, std::move(graph),
                                  placement::DeviceSet::uniform({{device.kind, device.index, memory, 1.0}}, 1e9, 0));
   std::vector<at::Tensor> plain_params;
   for (const auto& p : plain.parameters()) plain_params.push_back(p);
   torch::optim::SGD plain_sgd(plain_params, torch::optim::SGDOptions(1e-4));
   torch::optim::SGD placed_sgd(placed.parameters(), torch::optim::SGDOptions(1e-4));
   auto step_plain = [&] {
-    plain.forward(inputs).toTensor().pow(2).mean().backward();
+    first_tensor(plain.forward(inputs)).pow(2).mean().backward();
     plain_sgd.step();
     plain_sgd.zero_grad();
     sync();
   };
   auto step_placed = [&] {
-    placed.forward(inputs).at(0).toTensor().pow(2).mean().backward();
+    first_tensor(placed.forward(inputs).at(0)).pow(2).mean().backward();
     placed_sgd.step();
     placed_sgd.zero_grad();
     sync();
@@ -100,7 +116,7 @@ Row measure(const std::string& dir, const std::string& name, const placement::De
     a.push_back(std::chrono::duration<double>(t1 - t0).count());
     b.push_back(std::chrono::duration<double>(t2 - t1).count());
   }
-  return {placed.graph().ops.size(), median(a), median(b)};
+  return {placed.graph().ops.size(), median(a), median(b), capture_s};
 }
 
 // The first line of an error: LibTorch appends its C++ backtrace.
@@ -135,17 +151,19 @@ int main(int argc, char** argv) try {
   if (device.kind == placement::DeviceKind::kCuda && static_cast<int>(torch::cuda::device_count()) <= device.index)
     throw std::invalid_argument(device_name + " asked for, but this LibTorch sees " +
                                 std::to_string(torch::cuda::device_count()) + " CUDA device(s)");
-  if (names.empty()) names = {"mlp", "two_tower", "gnmt_small", "gnmt_small_unrolled", "rnnlm_small", "bert_small", "resnet18"};
+  if (names.empty())
+    names = {"mlp", "two_tower", "gnmt_small", "gnmt_small_unrolled", "rnnlm_small", "bert_small", "resnet18",
+             "hf_bert", "hf_gpt2", "hf_llama"};
   if (dir.empty()) dir = placement::bench::trace_models(SOURCE_DIR, "overhead");
   std::printf("threads: %d intra-op; device: %s\n", at::get_num_threads(), device_name.c_str());
-  std::printf("%-20s %6s %12s %12s %9s\n", "model", "ops", "plain", "placed", "overhead");
+  std::printf("%-20s %6s %12s %12s %9s %12s\n", "model", "ops", "plain", "placed", "overhead", "capture");
   const uint64_t memory = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   int failed = 0;
   for (const std::string& name : names) {
     try {
       const Row r = measure(dir, name, device, memory);
-      std::printf("%-20s %6zu %9.3f ms %9.3f ms %+8.1f%%\n", name.c_str(), r.ops, r.plain_s * 1e3, r.placed_s * 1e3,
-                  (r.placed_s / r.plain_s - 1) * 100);
+      std::printf("%-20s %6zu %9.3f ms %9.3f ms %+8.1f%% %9.1f ms\n", name.c_str(), r.ops, r.plain_s * 1e3,
+                  r.placed_s * 1e3, (r.placed_s / r.plain_s - 1) * 100, r.capture_s * 1e3);
     } catch (const std::exception& e) {
       ++failed;
       std::printf("%-20s FAILED: %s\n", name.c_str(), first_line(e.what()).c_str());

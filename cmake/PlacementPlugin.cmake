@@ -24,6 +24,9 @@ function(placement_add_plugin KIND NAME)
     CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON
     LIBRARY_OUTPUT_DIRECTORY "${PLACEMENT_BUILD_PLUGIN_DIR}/${KIND}s"
     INSTALL_RPATH "$ORIGIN/../../..")
+  if("placement_plugins_torch" IN_LIST ARG_LIBRARIES)
+    set_property(TARGET ${mod} APPEND PROPERTY INSTALL_RPATH "${PLACEMENT_TORCH_RPATH}")
+  endif()
   target_link_options(${mod} PRIVATE
     "-Wl,--version-script=${PROJECT_SOURCE_DIR}/cmake/plugin.map" "-Wl,--no-undefined")
   set_property(GLOBAL APPEND PROPERTY PLACEMENT_PLUGIN_TARGETS ${mod})

@@ -14,10 +14,14 @@
 #   live      placementd with the example jobs on DEVICES, live_bench
 #   profiles  per-op profiles of the test models on the device (placementctl capture --profile)
 #
-# --cpu runs the same stages without a GPU (devices cpu:0,cpu:1, CUDA not forced, the model
-# python /usr/bin/python3): how CI checks this script (tests/scripts/gpu_run_cpu_mode.sh).
+# --cpu runs the same stages without a GPU (devices cpu:0,cpu:1, CUDA not forced, the torch of the
+# project's environment, .venv): how CI checks this script (tests/scripts/gpu_run_cpu_mode.sh).
+# On the GPU machine the build uses that machine's own torch 2.11 (its pip install), the same way
+# scripts/build.sh uses .venv's: LibTorch, CUDA runtime and NCCL from the wheel.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/python-env.sh
+. "$root/scripts/python-env.sh"
 usage() {
   sed -n '8,9p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
@@ -40,7 +44,7 @@ while [ $# -gt 0 ]; do
     --memory-gib) memory_gib=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --tests) tests=$2; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu-run.sh: unknown argument $1" >&2; usage ;;
   esac
 done
@@ -49,7 +53,7 @@ if ((cpu)); then
   build=${build:-$root/build}
   devices=${devices:-cpu:0,cpu:1}
   steps=${steps:-60}
-  python=/usr/bin/python3
+  python=$placement_python
 else
   build=${build:-$root/build-gpu}
   devices=${devices:-cpu,cuda:0}
@@ -109,10 +113,10 @@ need_build() {
 case "$stage" in
 build)
   args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DPLACEMENT_WITH_TORCH=ON -DPLACEMENT_MODEL_PYTHON="$python")
+  prefix=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
   if ((cpu)); then
-    args+=(-DPLACEMENT_BUILD_TESTS=ON -DPLACEMENT_BUILD_BENCH=ON)
+    args+=(-DPLACEMENT_BUILD_TESTS=ON -DPLACEMENT_BUILD_BENCH=ON -DCMAKE_PREFIX_PATH="$prefix")
   else
-    prefix=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
     [ -d "$deps" ] && prefix="$prefix;$deps"
     args+=(-DPLACEMENT_WITH_CUDA=ON -DCMAKE_PREFIX_PATH="$prefix")
     [ -d "$deps" ] && args+=(-DCMAKE_INCLUDE_PATH="$deps/include" -DCMAKE_LIBRARY_PATH="$deps/lib/x86_64-linux-gnu")
@@ -149,7 +153,7 @@ test)
   ;;
 engine)
   need_build
-  models=(mlp two_tower gnmt_small bert_small rnnlm_small)
+  models=(mlp two_tower gnmt_small bert_small rnnlm_small hf_bert hf_gpt2 hf_llama)
   big=()
   # The papers' sizes only where they take seconds, not minutes.
   ((cpu)) || big=(resnet18 inception_v3 inception_v3_bs32 resnet50_bs64 gnmt4_bs256)

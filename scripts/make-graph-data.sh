@@ -8,6 +8,8 @@
 #   scripts/make-graph-data.sh [MODEL ...]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/python-env.sh
+. "$root/scripts/python-env.sh"
 build=${BUILD_DIR:-$root/build}
 out=$root/tests/data/graphs
 models=("$@")
@@ -15,10 +17,10 @@ models=("$@")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$out"
-/usr/bin/python3 "$root/tests/models/make_models.py" "$tmp" "${models[@]}" >/dev/null
+"$placement_python" "$root/tests/models/make_models.py" "$tmp" "${models[@]}" >/dev/null
 printf '%-16s %8s %10s  %s\n' model "time(s)" "peak(MiB)" summary
 for m in "${models[@]}"; do
-  read -r dtype args < <(/usr/bin/python3 -c "
+  read -r dtype args < <("$placement_python" -c "
 import json; s = json.load(open('$tmp/$m.json'))
 print(s['dtype'], ' '.join('--input ' + 'x'.join(map(str, shape)) for shape in s['inputs']))")
   # shellcheck disable=SC2086

@@ -10,6 +10,8 @@
 # etc/placementd.toml.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/python-env.sh
+. "$root/scripts/python-env.sh"
 build=${BUILD_DIR:-$root/build}
 steps=1200
 example=inception
@@ -39,8 +41,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "== tracing the example model (tests/models/make_models.py, Debian's python3-torch)"
-/usr/bin/python3 "$root/tests/models/make_models.py" "$work/models" "${example}_example" >/dev/null
+echo "== tracing the example model (tests/models/make_models.py, torch $("$placement_python" -c 'import torch; print(torch.__version__)'))"
+"$placement_python" "$root/tests/models/make_models.py" "$work/models" "${example}_example" >/dev/null
 
 # CUDA devices need the GPU build and their memory given (JobOptions::memory_bytes); the live GPU
 # run is scripts/gpu-run.sh's, not this one's.

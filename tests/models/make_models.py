@@ -1,11 +1,16 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Traces the test and benchmark models to TorchScript at test time (no weights are committed).
 
     make_models.py [--device DEVICE] OUT_DIR [NAME ...]
 
 For each model writes OUT_DIR/NAME.pt (torch.jit.trace with random weights) and OUT_DIR/NAME.json
 ({"inputs": [[shape...], ...], "dtype": "float32"|"int64"}). Without names, the small models used
-by the unit tests are made. Needs torch and torchvision (Debian's python3-torch for /usr/bin/python3).
+by the unit tests are made. Needs torch, torchvision and transformers: the project's environment
+(.venv/bin/python, made by scripts/install-deps.sh), whose torch is the LibTorch the build links.
+
+The hf_* models are Hugging Face transformers (BERT masked LM, GPT-2, a Llama-style decoder) at
+small configs, built from their config classes with random weights (nothing is downloaded).
+Traced, they return a dict ({"logits": ...}), as transformers' models do.
 
 --device (default cpu) traces on that device, e.g. cuda:0: a trace records the device of the
 tensors it creates (an LSTM's zero state, a transformer's positions), so a model traced on the CPU
@@ -18,6 +23,11 @@ is what the papers' TensorFlow graphs were.
 import json
 import os
 import sys
+import warnings
+
+# torch.jit.trace/script/save warn that TorchScript is deprecated (PyTorch 2.11) on every call:
+# TorchScript is the format placementd captures, so the warning says nothing new here.
+warnings.filterwarnings("ignore", message=r"`torch\.jit\.\w+` is deprecated", category=DeprecationWarning)
 
 import torch
 from torch import nn
@@ -180,6 +190,26 @@ def torchvision_model(name, **kwargs):
     return getattr(torchvision.models, name)(weights=None, **kwargs)
 
 
+def hf_model(name):
+    """A transformers model at a small config, random weights, in its default (SDPA) attention."""
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    vocab, tokens = 128, dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    if name == "bert":
+        config = transformers.BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                         intermediate_size=64, max_position_embeddings=64, pad_token_id=0)
+        return transformers.BertForMaskedLM(config)
+    if name == "gpt2":
+        config = transformers.GPT2Config(vocab_size=vocab, n_embd=32, n_layer=2, n_head=2, n_positions=64,
+                                         use_cache=False, **tokens)
+        return transformers.GPT2LMHeadModel(config)
+    config = transformers.LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                      use_cache=False, **tokens)
+    return transformers.LlamaForCausalLM(config)
+
+
 # name: (constructor, input shapes, input dtype)
 MODELS = {
     "mlp": (Mlp, [[8, 32]], "float32"),
@@ -190,6 +220,9 @@ MODELS = {
     "bert_small": (lambda: Bert(vocab=100, hidden=32, layers=2, heads=2, seq=16), [[2, 16]], "int64"),
     "resnet18": (lambda: torchvision_model("resnet18"), [[1, 3, 64, 64]], "float32"),
     "control_flow": (WithControlFlow, [[2, 4]], "float32"),
+    "hf_bert": (lambda: hf_model("bert"), [[2, 16]], "int64"),
+    "hf_gpt2": (lambda: hf_model("gpt2"), [[2, 16]], "int64"),
+    "hf_llama": (lambda: hf_model("llama"), [[2, 16]], "int64"),
     # The example jobs' models (examples/train_gnmt, examples/train_inception).
     "gnmt_example": (lambda: Gnmt(vocab=1000, hidden=128, layers=4), [[16, 20], [16, 20]], "int64"),
     "inception_example": (InceptionNet, [[16, 3, 32, 32]], "float32"),
@@ -207,7 +240,7 @@ MODELS = {
     "gnmt4_bs256": (lambda: Gnmt(vocab=32000, hidden=1024, layers=4), [[256, 40], [256, 40]], "int64"),
 }
 SMALL = ["mlp", "two_tower", "gnmt_small", "gnmt_small_unrolled", "rnnlm_small", "bert_small", "resnet18",
-         "control_flow", "gnmt_example", "inception_example"]
+         "control_flow", "gnmt_example", "inception_example", "hf_bert", "hf_gpt2", "hf_llama"]
 SCRIPTED = {"control_flow"}
 
 
@@ -223,6 +256,13 @@ def make(name, out_dir, device="cpu"):
     # transformer layer) would hide the ops we want to place.
     if name in SCRIPTED:
         compiled = torch.jit.script(model)
+    elif name.startswith("hf_"):
+        # transformers checks shapes and masks in Python; traced, those checks become constants for
+        # these input shapes, which is what capture wants, so their TracerWarnings are noise here.
+        # strict=False: the output is a dict.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", torch.jit.TracerWarning)
+            compiled = torch.jit.trace(model, inputs, check_trace=False, strict=False)
     else:
         compiled = torch.jit.trace(model, inputs, check_trace=False)
     compiled.save(os.path.join(out_dir, name + ".pt"))

@@ -50,6 +50,29 @@ struct PlacedModule::Impl {
     if (from >= 0 && from != to) return t.clone();  // between logical devices of one physical device
     return t;
   }
+
+  // The tensors inside a list or tuple input, moved to `to`: an LSTM's weights (Tensor[]), the
+  // indices of aten::index (Tensor?[]), an RNN's state tuple. Their producers are not tracked
+  // through the container, so only a module tensor's home is known.
+  c10::IValue move_nested(const c10::IValue& value, int to) const {
+    if (value.isTensor()) return move(value.toTensor(), home_of(value.toTensor(), nullptr), to);
+    if (value.isTensorList()) {
+      c10::List<at::Tensor> moved;
+      for (const at::Tensor& t : value.toTensorList().vec()) moved.push_back(move(t, home_of(t, nullptr), to));
+      return moved;
+    }
+    if (value.isList()) {
+      c10::impl::GenericList moved(value.toList().elementType());
+      for (const c10::IValue& v : value.toListRef()) moved.push_back(move_nested(v, to));
+      return moved;
+    }
+    if (value.isTuple()) {
+      std::vector<c10::IValue> moved;
+      for (const c10::IValue& v : value.toTupleRef().elements()) moved.push_back(move_nested(v, to));
+      return c10::ivalue::Tuple::create(std::move(moved));
+    }
+    return value;
+  }
 };
 
 PlacedModule::PlacedModule(const torch::jit::Module& module, OpGraph graph, DeviceSet devices)
@@ -133,12 +156,10 @@ std::vector<c10::IValue> PlacedModule::forward(const std::vector<c10::IValue>& i
       c10::IValue& value = stack[i];
       if (value.isTensor()) {
         value = s.move(value.toTensor(), s.home_of(value.toTensor(), node->inputs()[i]), device);
-      } else if (value.isTensorList()) {
-        c10::List<at::Tensor> moved;
-        for (const at::Tensor& t : value.toTensorList().vec()) moved.push_back(s.move(t, s.home_of(t, nullptr), device));
-        value = moved;
       } else if (value.isDevice()) {
         value = s.device_of[device];  // factory ops (zeros, arange) create on the op's device
+      } else if ((value.isList() || value.isTuple()) && Program::may_hold_tensors(node->inputs()[i]->type())) {
+        value = s.move_nested(value, device);
       }
     }
   };

@@ -10,7 +10,6 @@
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 
-#include "torch_compat.h"
 #include "transfer.h"
 
 namespace placement {
@@ -78,7 +77,7 @@ uint64_t migrate_optimizer_state(torch::optim::Optimizer& optimizer, const Place
       const auto was = before.find(p.unsafeGetTensorImpl());
       if (!now || was == before.end() || was->second == *now) continue;
       moved_parameters.push_back(p);
-      auto it = states.find(detail::optimizer_state_key(states, p.unsafeGetTensorImpl()));
+      auto it = states.find(p.unsafeGetTensorImpl());  // torch::optim files state under the TensorImpl address
       if (it == states.end() || !it->second) continue;  // no step yet: no state
       const c10::Device target = module.physical_device(*now);
       for (StateTensor& s : state_tensors(*it->second)) {

@@ -14,10 +14,11 @@ using torch::jit::Node;
 namespace {
 
 // Structural instructions the TorchScript interpreter executes itself (they have no registered
-// operator): building and taking apart lists and tuples.
+// operator): building and taking apart lists and tuples, and building dicts (a traced Hugging Face
+// model returns {"logits": ...}).
 bool is_structural(c10::Symbol kind) {
   return kind == c10::prim::ListConstruct || kind == c10::prim::ListUnpack || kind == c10::prim::TupleConstruct ||
-         kind == c10::prim::TupleUnpack || kind == c10::prim::TupleIndex;
+         kind == c10::prim::TupleUnpack || kind == c10::prim::TupleIndex || kind == c10::prim::DictConstruct;
 }
 
 void run_structural(const Node* node, std::vector<c10::IValue>& stack) {
@@ -27,6 +28,11 @@ void run_structural(const Node* node, std::vector<c10::IValue>& stack) {
     list.reserve(stack.size());
     for (auto& v : stack) list.push_back(std::move(v));
     stack.assign(1, c10::IValue(std::move(list)));
+  } else if (kind == c10::prim::DictConstruct) {  // key, value, key, value, ...
+    const auto& type = node->output()->type()->expectRef<c10::DictType>();
+    c10::impl::GenericDict dict(type.getKeyType(), type.getValueType());
+    for (size_t i = 0; i + 1 < stack.size(); i += 2) dict.insert_or_assign(stack[i], stack[i + 1]);
+    stack.assign(1, c10::IValue(std::move(dict)));
   } else if (kind == c10::prim::TupleConstruct) {
     auto tuple = c10::ivalue::Tuple::create(std::vector<c10::IValue>(stack.begin(), stack.end()));
     stack.assign(1, c10::IValue(std::move(tuple)));
@@ -43,14 +49,6 @@ void run_structural(const Node* node, std::vector<c10::IValue>& stack) {
     if (index < 0) index += static_cast<int64_t>(elements.size());
     stack.assign(1, elements.at(static_cast<size_t>(index)));
   }
-}
-
-// Whether a value of this type can carry tensors (a tensor, or a list, tuple or optional of them).
-bool may_hold_tensors(const c10::TypePtr& type) {
-  if (type->kind() == c10::TypeKind::TensorType) return true;
-  for (const c10::TypePtr& contained : type->containedTypes())
-    if (may_hold_tensors(contained)) return true;
-  return false;
 }
 
 void append_unique(std::vector<at::Tensor>& to, const std::vector<at::Tensor>& from) {
@@ -181,6 +179,13 @@ Program::Program(const torch::jit::Module& module) : module_(module) {
       throw CaptureError("unsupported op " + describe(node) + ": it has no implementation in this LibTorch");
   }
   find_module_state();
+}
+
+bool Program::may_hold_tensors(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::TensorType) return true;
+  for (const c10::TypePtr& contained : type->containedTypes())
+    if (may_hold_tensors(contained)) return true;
+  return false;
 }
 
 const std::vector<at::Tensor>& Program::module_state_read_by(const Node* node) const {

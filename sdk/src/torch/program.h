@@ -32,6 +32,9 @@ class Program {
   /// True for nodes that compute tensors (become ops); false for constants, attribute reads and
   /// list/tuple/scalar plumbing.
   static bool is_tensor_op(const torch::jit::Node* node);
+  /// Whether a value of this type can carry tensors: a tensor, or a list, tuple, dict or optional
+  /// holding them.
+  static bool may_hold_tensors(const c10::TypePtr& type);
 
   /// The module's own tensors (parameters, buffers, other tensor attributes) that a tensor op
   /// reads, whether straight from an attribute or through lists and tuples built from attributes

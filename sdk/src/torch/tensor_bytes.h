@@ -10,7 +10,7 @@
 
 namespace placement::detail {
 
-/// Every tensor an IValue holds directly or in a list/tuple.
+/// Every tensor an IValue holds directly or in a list, tuple or dict.
 inline void tensors_in(const c10::IValue& value, std::vector<at::Tensor>& out) {
   if (value.isTensor()) out.push_back(value.toTensor());
   else if (value.isTensorList())
@@ -19,6 +19,8 @@ inline void tensors_in(const c10::IValue& value, std::vector<at::Tensor>& out) {
     for (const c10::IValue& v : value.toListRef()) tensors_in(v, out);
   else if (value.isTuple())
     for (const c10::IValue& v : value.toTupleRef().elements()) tensors_in(v, out);
+  else if (value.isGenericDict())
+    for (const auto& entry : value.toGenericDict()) tensors_in(entry.value(), out);
 }
 
 /// Bytes of the defined tensors `value` holds.

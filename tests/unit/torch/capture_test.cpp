@@ -110,9 +110,11 @@ TEST(Capture, WeightsPassedInAListAreCountedWithTheOpThatReadsThem) {
   const OpGraph g = capture_model("rnnlm_small");
   // One layer: LSTM(32, 32) with both biases, float32.
   EXPECT_EQ(named(g, "layers.0/lstm").parameter_bytes, 4u * (4 * 32 * 32 * 2 + 4 * 32 * 2));
-  for (const auto& e : g.edges)
-    if (g.ops[e.dst].kind == "aten::lstm")
+  for (const auto& e : g.edges) {
+    if (g.ops[e.dst].kind == "aten::lstm") {
       EXPECT_LT(e.bytes, 4u * 4 * 32 * 32) << "an edge into " << g.ops[e.dst].name << " carries the layer's weights";
+    }
+  }
 }
 
 TEST(Capture, TransformerIsCapturedOpByOp) {

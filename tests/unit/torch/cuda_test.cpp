@@ -15,7 +15,6 @@
 #include "placement/engine.h"
 #include "placement/job.h"
 #include "placement/profiler.h"
-#include "torch_compat.h"
 #include "traced_model.h"
 
 namespace placement {
@@ -82,7 +81,7 @@ TEST_F(Cuda, ASwapMovesRecurrentWeightsAndAdamStateToTheGpuAndBackBitwise) {
   step();
   auto& states = adam.state();
   auto moments = [&](const at::Tensor& p) {
-    auto& s = static_cast<torch::optim::AdamParamState&>(*states.at(detail::optimizer_state_key(states, p.unsafeGetTensorImpl())));
+    auto& s = static_cast<torch::optim::AdamParamState&>(*states.at(p.unsafeGetTensorImpl()));
     return std::make_pair(s.exp_avg(), s.exp_avg_sq());
   };
   std::vector<std::pair<at::Tensor, std::pair<at::Tensor, at::Tensor>>> before;

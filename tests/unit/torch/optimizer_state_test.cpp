@@ -8,7 +8,6 @@
 
 #include "optimizer_state.h"
 #include "placement/engine.h"
-#include "torch_compat.h"
 #include "traced_model.h"
 
 namespace placement {
@@ -30,7 +29,7 @@ double step(PlacedModule& placed, const std::vector<c10::IValue>& inputs, torch:
 torch::optim::AdamParamState& adam_state(torch::optim::Adam& adam, const at::Tensor& p) {
   auto& states = adam.state();
   return static_cast<torch::optim::AdamParamState&>(
-      *states.at(detail::optimizer_state_key(states, p.unsafeGetTensorImpl())));
+      *states.at(p.unsafeGetTensorImpl()));
 }
 
 TEST(OptimizerState, ASwapMovesRecurrentWeightsAndTheirAdamStateBitwise) {
