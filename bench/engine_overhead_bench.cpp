@@ -1,7 +1,7 @@
 // Engine overhead: a training step (forward, backward, SGD update) of the plain TorchScript module
 // against the same step through PlacedModule with every op on the same device. Steps alternate
 // between the two so machine noise hits both alike; medians over >= 20 steps after warm-up. Also
-// the time one capture of the model takes (tracing excluded: it reads the saved TorchScript).
+// the time a capture of the model takes (median of 5; tracing excluded: it reads the saved module).
 // Issue #3 targets: <= 3% at GPU-bound batches, <= 10% at batch size 1.
 //
 //   engine_overhead_bench [--device cpu|cuda:N] [MODEL_DIR [MODEL ...]]
@@ -43,13 +43,13 @@ constexpr const char* kUsage =
     "  Times a training step of each model's plain TorchScript module against the same step through\n"
     "  PlacedModule with every op on DEVICE (alternating, medians after warm-up). MODEL_DIR holds\n"
     "  MODEL.pt and MODEL.json as tests/models/make_models.py writes them (default: the small test\n"
-    "  models, traced into a temporary directory). 'capture' is one placement::capture of the model.\n"
+    "  models, traced into a temporary directory). 'capture': placement::capture, median of 5.\n"
     "  Exit status 1 when any model's row failed.\n";
 
 struct Row {
   size_t ops = 0;
   double plain_s = 0, placed_s = 0;
-  double capture_s = 0;  // one placement::capture of the module (a forward pass op by op)
+  double capture_s = 0;  // placement::capture of the module (a forward pass op by op), median of 5
 };
 
 // What a step's loss is taken from: the output, or the first tensor in the tuple or dict it is (a
@@ -81,10 +81,16 @@ Row measure(const std::string& dir, const std::string& name, const placement::De
     inputs.emplace_back(t.to(torch_device));
     capture_inputs.push_back(t.to(torch_device));
   }
-  const auto c0 = Clock::now();
-  placement::OpGraph graph = placement::capture(copy, capture_inputs, name);
-  sync();
-  const double capture_s = std::chrono::duration<double>(Clock::now() - c0).count();
+  // The median of 5 captures: the first call in a process also pays LibTorch's one-time set-up.
+  placement::OpGraph graph;
+  std::vector<double> captures;
+  for (int i = 0; i < 5; ++i) {
+    const auto c0 = Clock::now();
+    graph = placement::capture(copy, capture_inputs, name);
+    sync();
+    captures.push_back(std::chrono::duration<double>(Clock::now() - c0).count());
+  }
+  const double capture_s = median(captures);
   // Memory only matters to the simulator, not to placed execution.
   placement::PlacedModule placed(copy, std::move(graph),
                                  placement::DeviceSet::uniform({{device.kind, device.index, memory, 1.0}}, 1e9, 0));

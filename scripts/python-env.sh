@@ -2,4 +2,4 @@
 # makes it) and the Python in it, whose torch wheel the build links and the tests trace with.
 #   PLACEMENT_VENV  the environment's folder (default: .venv in the checkout)
 placement_venv=${PLACEMENT_VENV:-$root/.venv}
-placement_python=$placement_venv/bin/python
+placement_python=$placement_venv/bin/python3  # the name CMake picks too (PLACEMENT_MODEL_PYTHON)
