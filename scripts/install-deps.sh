@@ -5,7 +5,7 @@
 #   and NCCL, torchvision, transformers) into the project's virtual environment, .venv in the
 #   checkout or $PLACEMENT_VENV. The build links that torch; the tests trace their models with it.
 # Nothing is vendored or downloaded at build time. The environment is reused until the
-# requirements file changes (about 3 GB of wheels the first time; pip's cache keeps them).
+# requirements file changes (2.8 GB of wheels the first time; pip's cache keeps them).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=scripts/python-env.sh

@@ -35,10 +35,17 @@ class Cuda : public ::testing::Test {
   }
 };
 
+// A model's output tensor: a transformers model returns {"logits": ...}.
+at::Tensor output_tensor(const c10::IValue& out) {
+  return out.isGenericDict() ? out.toGenericDict().at("logits").toTensor() : out.toTensor();
+}
+
 // Training on cpu + cuda:0 follows the plain module on the CPU (not bitwise: GPU kernels sum in
-// another order).
+// another order). The transformers models also pass tensors to ops inside lists (aten::index's
+// Tensor?[] indices), which must reach the op's device.
 TEST_F(Cuda, TrainingSpreadOverCpuAndGpuFollowsThePlainModule) {
-  for (const std::string name : {"two_tower", "resnet18", "gnmt_small", "rnnlm_small", "bert_small"}) {
+  for (const std::string name :
+       {"two_tower", "resnet18", "gnmt_small", "rnnlm_small", "bert_small", "hf_bert", "hf_gpt2", "hf_llama"}) {
     Model plain = load(name), m = load(name);
     PlacedModule placed(m.module, m.graph, cpu_and_gpu());
     Placement p = Placement::single(m.graph, 0);
@@ -51,8 +58,8 @@ TEST_F(Cuda, TrainingSpreadOverCpuAndGpuFollowsThePlainModule) {
     for (int step = 0; step < 5; ++step) {
       plain_sgd.zero_grad();
       sgd.zero_grad();
-      const at::Tensor expected = plain.module.forward(plain.inputs).toTensor().pow(2).mean();
-      const at::Tensor loss = placed.forward(m.inputs).at(0).toTensor().pow(2).mean();
+      const at::Tensor expected = output_tensor(plain.module.forward(plain.inputs)).pow(2).mean();
+      const at::Tensor loss = output_tensor(placed.forward(m.inputs).at(0)).pow(2).mean();
       expected.backward();
       loss.backward();
       plain_sgd.step();
