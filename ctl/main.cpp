@@ -39,6 +39,9 @@ int run_capture_helper(const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   CLI::App app{"placementctl: inspect and steer placementd"};
   app.require_subcommand(1);
+  // Global options go before or after the subcommand (`placementctl jobs --json`, as systemctl,
+  // kubectl and git take them): a subcommand hands what it does not know to its parent.
+  app.fallthrough();
   placementctl::Globals g;
   app.add_option("--socket", g.socket, "placementd socket (default: $PLACEMENTD_SOCKET, then the system default)");
   app.add_flag("--json", g.json, "print JSON instead of tables");

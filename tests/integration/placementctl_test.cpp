@@ -51,12 +51,21 @@ TEST(Placementctl, StatusJobsAndPlugins) {
   ASSERT_EQ(show.exit_code, 0) << show.err;
   EXPECT_NE(show.out.find("cpu:0=20 cpu:1=0"), std::string::npos) << show.out;
 
+  // Global options after the subcommand, as the README writes them (and systemctl takes them).
+  const CommandResult after = run_command({ctl, "jobs", "--json", "--socket", daemon.socket, "--timeout-ms", "3000"});
+  ASSERT_EQ(after.exit_code, 0) << after.err;
+  EXPECT_EQ(json::parse(after.out).at(0)["name"], "mlp");
+  const CommandResult show_json = run_command({ctl, "jobs", "show", "1", "--socket", daemon.socket, "--json"});
+  ASSERT_EQ(show_json.exit_code, 0) << show_json.err;
+  EXPECT_EQ(json::parse(show_json.out)["candidates"].size(), j["candidates_tried"].get<size_t>()) << show_json.out;
+
   const CommandResult plugins = run_command({ctl, "--socket", daemon.socket, "plugins"});
   ASSERT_EQ(plugins.exit_code, 0);
   for (const char* name : {"colocation", "single_device", "reinforce", "learning_rate=0.1"})
     EXPECT_NE(plugins.out.find(name), std::string::npos) << name;
   const json pj = json::parse(run_command({ctl, "--socket", daemon.socket, "--json", "plugins"}).out);
   EXPECT_EQ(pj["plugins"].size(), built_plugin_count());
+  EXPECT_EQ(json::parse(run_command({ctl, "plugins", "--json", "--socket", daemon.socket}).out), pj);
   job.signal(SIGTERM);
   EXPECT_EQ(job.wait(), 0);
 }
