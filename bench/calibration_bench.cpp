@@ -25,7 +25,7 @@
 #include "bench_util.h"
 #include "placement/capture.h"
 #include "placement/profiler.h"
-#include "sim/simulator.h"
+#include "planning/sim/simulator.h"
 
 using Clock = std::chrono::steady_clock;
 using placement::Placement;

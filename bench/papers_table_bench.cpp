@@ -25,10 +25,10 @@
 #include <CLI/CLI.hpp>
 
 #include "bench_util.h"
-#include "offline/optimize.h"
 #include "placement/serialization.h"
-#include "sim/simulator.h"
-#include "sim/topology.h"
+#include "planning/offline/optimize.h"
+#include "planning/sim/simulator.h"
+#include "planning/sim/topology.h"
 #include "test_graphs.h"
 
 namespace {

@@ -11,7 +11,7 @@
 
 #include "bench_util.h"
 #include "placement/placement.h"
-#include "plugin_registry.h"
+#include "plugins/plugin_registry.h"
 
 namespace {
 

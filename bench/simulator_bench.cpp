@@ -11,8 +11,8 @@
 #include <random>
 #include <string>
 
-#include "sim/simulator.h"
-#include "sim/topology.h"
+#include "planning/sim/simulator.h"
+#include "planning/sim/topology.h"
 
 using Clock = std::chrono::steady_clock;
 

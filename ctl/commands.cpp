@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "config_check.h"
-#include "paths.h"
+#include "config/config_check.h"
+#include "config/paths.h"
 #include "placement/client.h"
 #include "svg_plot.h"
 #include "table.h"

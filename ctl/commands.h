@@ -8,7 +8,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "offline/optimize.h"
+#include "planning/offline/optimize.h"
 
 namespace placementctl {
 

@@ -11,8 +11,8 @@
 #include <spdlog/spdlog.h>
 
 #include "commands.h"
-#include "source_pos.h"
 #include "placement/client.h"
+#include "toml/source_pos.h"
 
 namespace {
 
@@ -114,6 +114,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::IsMember({"auto", "on", "off"}));
   auto* capture = app.add_subcommand("capture", "capture a TorchScript model as an OpGraph (runs placementctl-capture)");
   capture->prefix_command();  // everything after `capture` goes to the helper as it is
+  capture->fallthrough(false);
   capture->set_help_flag();   // --help too
   CLI11_PARSE(app, argc, argv);
 

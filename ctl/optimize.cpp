@@ -6,12 +6,12 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "offline/optimize.h"
-#include "paths.h"
+#include "config/paths.h"
 #include "placement/serialization.h"
-#include "plugin_registry.h"
-#include "sim/simulator.h"
-#include "sim/topology.h"
+#include "planning/offline/optimize.h"
+#include "planning/sim/simulator.h"
+#include "planning/sim/topology.h"
+#include "plugins/plugin_registry.h"
 #include "svg_plot.h"
 #include "table.h"
 

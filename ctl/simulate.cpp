@@ -4,8 +4,8 @@
 
 #include "commands.h"
 #include "placement/serialization.h"
-#include "sim/simulator.h"
-#include "sim/topology.h"
+#include "planning/sim/simulator.h"
+#include "planning/sim/topology.h"
 #include "table.h"
 
 namespace placementctl {

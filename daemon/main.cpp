@@ -5,10 +5,10 @@
 
 #include <CLI/CLI.hpp>
 
-#include "config_check.h"
-#include "daemon.h"
-#include "paths.h"
-#include "version.h"
+#include "config/config_check.h"
+#include "config/paths.h"
+#include "server/daemon.h"
+#include "server/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"placementd: learns where each operation of a training job should run, while it trains"};

@@ -98,12 +98,6 @@ Client::~Client() {
 
 const json& Client::welcome() const { return welcome_->body; }
 
-std::vector<std::string> Client::take_async_errors() {
-  std::vector<std::string> out;
-  out.swap(async_errors_);
-  return out;
-}
-
 void Client::write_all(const uint8_t* data, size_t size) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms_);
   while (size > 0) {
@@ -185,29 +179,20 @@ json Client::request(MessageType type, const json& body, MessageType expected_re
       const std::string code = reply.value("code", "unknown");
       const std::string message = reply.value("message", "");
       const bool fatal = reply.value("fatal", false);
-      // Errors about earlier one-way messages carry their (non-matching) request id.
-      if (header.request_id != id && !fatal) {
-        async_errors_.push_back(code + ": " + message);
-        continue;
-      }
+      // Errors about earlier one-way messages carry their (non-matching) request id: not this
+      // request's answer. (JobChannel reads those between its requests.)
+      if (header.request_id != id && !fatal) continue;
       throw ServerError(code, message, fatal);
     }
-    if (header.request_id == 0) {
-      pushed_.push_back(std::move(reply));
-      continue;
-    }
-    if (header.request_id != id) continue;  // a stale reply to a request that timed out
+    // Request id 0 is a directive the daemon pushed unasked, a non-matching one the late reply to
+    // a request that timed out: neither answers this request. A job's requests (attach, detach)
+    // come before its first step report and after its last, when nothing is pushed.
+    if (header.request_id != id) continue;
     if (reply_type != expected_reply)
       throw ConnectionError("expected " + protocol::to_string(expected_reply) + " from placementd, got " +
                             protocol::to_string(reply_type));
     return reply;
   }
-}
-
-std::vector<json> Client::take_pushed() {
-  std::vector<json> out;
-  out.swap(pushed_);
-  return out;
 }
 
 bool Client::poll_readable(int timeout_ms) {
@@ -227,11 +212,6 @@ bool Client::send_oneway(MessageType type, const json& body, size_t max_pending_
   pending_.insert(pending_.end(), frame.begin(), frame.end());
   flush_pending(false);
   return true;
-}
-
-void Client::send_raw(const std::vector<uint8_t>& bytes) {
-  flush_pending(true);
-  write_all(bytes.data(), bytes.size());
 }
 
 }  // namespace placement

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "source_pos.h"
+#include "toml/source_pos.h"
 
 namespace placementd::testing {
 

@@ -7,7 +7,7 @@
 #include <iostream>
 
 #include "placement/plugin.h"
-#include "plugin_registry.h"
+#include "plugins/plugin_registry.h"
 
 int main(int argc, char** argv) {
   if (argc != 4) {

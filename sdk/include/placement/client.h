@@ -67,8 +67,6 @@ class Client {
   bool send_oneway(protocol::MessageType type, const nlohmann::json& body,
                    size_t max_pending_bytes = 1 << 20);
 
-  /// Sends raw bytes as they are (tests use this to speak bad protocol).
-  void send_raw(const std::vector<uint8_t>& bytes);
   /// Reads one frame; throws ConnectionError on EOF or timeout. Returns the header and body.
   nlohmann::json read_frame(protocol::Header* header);
 
@@ -76,11 +74,6 @@ class Client {
   uint16_t version() const { return version_; }
   /// The Welcome body (server version, max frame size, the peer uid the daemon sees).
   const nlohmann::json& welcome() const;
-  /// Errors the daemon sent about one-way messages, oldest first (cleared by the call).
-  std::vector<std::string> take_async_errors();
-  /// Frames the daemon pushed unasked (request id 0: placement directives) that arrived while
-  /// request() waited for its reply, oldest first (cleared by the call).
-  std::vector<nlohmann::json> take_pushed();
 
   /// Sends what send_oneway() kept, then waits up to `timeout_ms` for a frame to read. Returns true
   /// when read_frame() will not wait for the frame to start.
@@ -100,8 +93,6 @@ class Client {
   uint16_t version_ = 0;
   uint32_t next_request_id_ = 1;
   std::vector<uint8_t> pending_;
-  std::vector<std::string> async_errors_;
-  std::vector<nlohmann::json> pushed_;
   struct WelcomeHolder;
   std::unique_ptr<WelcomeHolder> welcome_;
 };

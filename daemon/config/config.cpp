@@ -1,0 +1,353 @@
+#include "config/config.h"
+
+#include <fnmatch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "toml/toml_checker.h"
+
+namespace placementd {
+
+using placement::ParamValue;
+using placement::PluginKind;
+
+bool JobRule::matches(const std::string& job, uid_t job_uid) const {
+  if (job_glob && ::fnmatch(job_glob->c_str(), job.c_str(), 0) != 0) return false;
+  if (uid && *uid != job_uid) return false;
+  return true;
+}
+
+namespace {
+
+const char* kLogLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+
+// The config's own sections, on top of the generic checks.
+class Checker : public TomlChecker {
+ public:
+  using TomlChecker::TomlChecker;
+
+  // [params.<kind>.<name>] tables: each value becomes a plugin hyperparameter.
+  void plugin_params(const toml::table& params, const std::string& where, PluginParamTables& out) {
+    only(params, where, {"grouper", "placer", "algorithm"});
+    for (const char* kind_name : {"grouper", "placer", "algorithm"}) {
+      const toml::table* kind_table = table(params, kind_name, where + "." + kind_name);
+      if (!kind_table) continue;
+      const PluginKind kind = placement::plugin_kind_from_string(kind_name);
+      for (const auto& [plugin, node] : *kind_table) {
+        const std::string name = where + "." + kind_name + "." + std::string(plugin.str());
+        if (!node.is_table()) {
+          error(node, name + " must be a table of hyperparameters, got " + type_name(node));
+          continue;
+        }
+        PluginParamTable& entry = out[{kind, std::string(plugin.str())}];
+        entry.table = pos(node);
+        for (const auto& [key, value] : *node.as_table()) {
+          ParamValue v;
+          if (value.is_boolean()) v = value.value_exact<bool>().value();
+          else if (value.is_integer()) v = value.value_exact<int64_t>().value();
+          else if (value.is_floating_point()) v = value.value_exact<double>().value();
+          else if (value.is_string()) v = value.value_exact<std::string>().value();
+          else {
+            error(value, name + "." + std::string(key.str()) +
+                             " must be a boolean, integer, float or string, got " + type_name(value));
+            continue;
+          }
+          entry.values[std::string(key.str())] = v;
+          entry.where[std::string(key.str())] = pos(value);
+        }
+      }
+    }
+  }
+
+  void exploration(const toml::table& t, const std::string& where, ExplorationConfig& e,
+                   std::map<std::string, double>* set_keys) {
+    only(t, where,
+         {"steps_per_candidate", "warmup_steps", "max_candidates", "max_overhead_fraction",
+          "failing_reward", "drift_threshold", "drift_steps", "converge_candidates"});
+    auto note = [&](const char* key, double v) {
+      if (set_keys) (*set_keys)[key] = v;
+    };
+    if (get_int(t, "steps_per_candidate", where, e.steps_per_candidate, 2, 100000))
+      note("steps_per_candidate", static_cast<double>(e.steps_per_candidate));
+    if (get_int(t, "warmup_steps", where, e.warmup_steps, 0, 100000))
+      note("warmup_steps", static_cast<double>(e.warmup_steps));
+    if (get_int(t, "max_candidates", where, e.max_candidates, 0, 10000000))
+      note("max_candidates", static_cast<double>(e.max_candidates));
+    if (get_float(t, "max_overhead_fraction", where, e.max_overhead_fraction, 0.0, 1.0))
+      note("max_overhead_fraction", e.max_overhead_fraction);
+    if (get_float(t, "failing_reward", where, e.failing_reward, -1e9, 0.0))
+      note("failing_reward", e.failing_reward);
+    if (get_float(t, "drift_threshold", where, e.drift_threshold, 0.0, 100.0))
+      note("drift_threshold", e.drift_threshold);
+    if (get_int(t, "drift_steps", where, e.drift_steps, 1, 10000000))
+      note("drift_steps", static_cast<double>(e.drift_steps));
+    if (get_int(t, "converge_candidates", where, e.converge_candidates, 0, 10000000))
+      note("converge_candidates", static_cast<double>(e.converge_candidates));
+  }
+
+  void policy_names(const toml::table& t, const std::string& where, std::string* grouper,
+                    std::string* placer, std::string* algorithm, SourcePos* positions) {
+    const char* keys[] = {"grouper", "placer", "algorithm"};
+    std::string* outs[] = {grouper, placer, algorithm};
+    for (int i = 0; i < 3; ++i) {
+      if (get_string(t, keys[i], where, *outs[i])) {
+        positions[i] = pos(*t.get(keys[i]));
+        if (outs[i]->empty()) error(*t.get(keys[i]), where + "." + keys[i] + " must not be empty");
+      }
+    }
+  }
+
+};
+
+void check_exploration_consistency(const ExplorationConfig& e, const SourcePos& where,
+                                   std::vector<ConfigError>& errors) {
+  if (e.warmup_steps >= e.steps_per_candidate)
+    errors.push_back({where, "exploration.warmup_steps (" + std::to_string(e.warmup_steps) +
+                                 ") must be smaller than steps_per_candidate (" +
+                                 std::to_string(e.steps_per_candidate) +
+                                 "): no step would be left to measure"});
+}
+
+void read_document(const toml::table& root, const std::string& file, Config& config,
+                   std::vector<ConfigError>& errors) {
+  Checker c(file, errors);
+  c.only(root, "the top level",
+         {"daemon", "logging", "plugins", "devices", "policy", "exploration", "params", "rules"});
+
+  if (const toml::table* t = c.table(root, "daemon", "[daemon]")) {
+    c.only(*t, "[daemon]",
+           {"socket", "socket_mode", "admin_group", "state_dir", "max_frame_bytes",
+            "max_connections", "max_buffered_bytes", "frame_timeout_ms", "policy_threads"});
+    c.get_string(*t, "socket", "daemon", config.socket);
+    if (config.socket.size() >= 108)
+      c.error(*t->get("socket"), "daemon.socket is longer than the 107 bytes a Unix socket path may have");
+    int64_t mode = config.socket_mode;
+    if (c.get_int(*t, "socket_mode", "daemon", mode, 0, 0777)) config.socket_mode = static_cast<uint32_t>(mode);
+    c.get_string(*t, "admin_group", "daemon", config.admin_group);
+    c.get_string(*t, "state_dir", "daemon", config.state_dir);
+    int64_t frame = config.max_frame_bytes;
+    if (c.get_int(*t, "max_frame_bytes", "daemon", frame, 4096, int64_t{1} << 30))
+      config.max_frame_bytes = static_cast<uint32_t>(frame);
+    c.get_int(*t, "max_connections", "daemon", config.max_connections, 1, 1000000);
+    if (c.get_int(*t, "max_buffered_bytes", "daemon", config.max_buffered_bytes, 4096, int64_t{1} << 40) &&
+        config.max_buffered_bytes < static_cast<int64_t>(config.max_frame_bytes))
+      c.error(*t->get("max_buffered_bytes"), "daemon.max_buffered_bytes (" + std::to_string(config.max_buffered_bytes) +
+                                                 ") must be at least daemon.max_frame_bytes (" +
+                                                 std::to_string(config.max_frame_bytes) + "): one largest frame must fit");
+    c.get_int(*t, "frame_timeout_ms", "daemon", config.frame_timeout_ms, 10, 3600000);
+    c.get_int(*t, "policy_threads", "daemon", config.policy_threads, 1, 256);
+  }
+
+  if (const toml::table* t = c.table(root, "logging", "[logging]")) {
+    c.only(*t, "[logging]", {"level"});
+    std::string level;
+    if (c.get_string(*t, "level", "logging", level)) {
+      bool ok = false;
+      for (const char* l : kLogLevels) ok = ok || level == l;
+      if (ok) config.log_level = level;
+      else c.error(*t->get("level"), "logging.level must be one of trace, debug, info, warn, error, critical, off; got '" + level + "'");
+    }
+  }
+
+  if (const toml::table* t = c.table(root, "plugins", "[plugins]")) {
+    c.only(*t, "[plugins]", {"dirs"});
+    c.get_strings(*t, "dirs", "plugins", config.plugin_dirs);
+  }
+
+  if (const toml::table* t = c.table(root, "devices", "[devices]")) {
+    c.only(*t, "[devices]", {"allow", "memory_headroom_fraction"});
+    std::vector<std::string> allow;
+    if (c.get_strings(*t, "allow", "devices", allow)) {
+      bool ok = true;
+      for (const std::string& glob : allow) {
+        if (glob.rfind("cpu", 0) != 0 && glob.rfind("cuda", 0) != 0) {
+          c.error(*t->get("allow"), "devices.allow entry '" + glob + "' must start with cpu or cuda (e.g. \"cuda:*\")");
+          ok = false;
+        }
+      }
+      if (ok) config.allow = allow;
+    }
+    c.get_float(*t, "memory_headroom_fraction", "devices", config.memory_headroom_fraction, 0.0, 0.9);
+  }
+
+  if (const toml::table* t = c.table(root, "policy", "[policy]")) {
+    c.only(*t, "[policy]", {"grouper", "placer", "algorithm", "warm_start", "warm_start_seconds"});
+    c.get_float(*t, "warm_start_seconds", "policy", config.policy.warm_start_seconds, 0.01, 600.0);
+    if (c.get_string(*t, "warm_start", "policy", config.policy.warm_start))
+      config.policy.warm_start_pos = c.pos(*t->get("warm_start"));
+    SourcePos positions[3];
+    c.policy_names(*t, "policy", &config.policy.grouper, &config.policy.placer,
+                   &config.policy.algorithm, positions);
+    config.policy.grouper_pos = positions[0];
+    config.policy.placer_pos = positions[1];
+    config.policy.algorithm_pos = positions[2];
+  }
+
+  if (const toml::table* t = c.table(root, "exploration", "[exploration]")) {
+    c.exploration(*t, "exploration", config.exploration, nullptr);
+    check_exploration_consistency(config.exploration, c.pos(*t), errors);
+  }
+
+  if (const toml::table* t = c.table(root, "params", "[params]")) c.plugin_params(*t, "params", config.params);
+
+  if (const toml::node* rules = root.get("rules")) {
+    const toml::array* array = rules->as_array();
+    if (!array) {
+      c.error(*rules, "rules must be an array of tables ([[rules]]), got " + Checker::type_name(*rules));
+    } else {
+      for (size_t i = 0; i < array->size(); ++i) {
+        const toml::node& node = *array->get(i);
+        const std::string where = "rules[" + std::to_string(i) + "]";
+        if (!node.is_table()) {
+          c.error(node, where + " must be a table");
+          continue;
+        }
+        const toml::table& t = *node.as_table();
+        c.only(t, where, {"job", "uid", "grouper", "placer", "algorithm", "exploration", "params"});
+        JobRule rule;
+        rule.where = c.pos(node);
+        std::string glob;
+        if (c.get_string(t, "job", where, glob)) rule.job_glob = glob;
+        int64_t uid = 0;
+        if (c.get_int(t, "uid", where, uid, 0, 4294967294LL)) rule.uid = static_cast<uid_t>(uid);
+        if (!t.get("job") && !t.get("uid")) c.error(node, where + " matches every job: give it a job glob and/or a uid");
+        std::string g, p, a;
+        SourcePos positions[3];
+        c.policy_names(t, where, &g, &p, &a, positions);
+        if (t.get("grouper")) rule.grouper = g;
+        if (t.get("placer")) rule.placer = p;
+        if (t.get("algorithm")) rule.algorithm = a;
+        rule.grouper_pos = positions[0];
+        rule.placer_pos = positions[1];
+        rule.algorithm_pos = positions[2];
+        if (const toml::table* e = c.table(t, "exploration", where + ".exploration")) {
+          ExplorationConfig merged = config.exploration;
+          c.exploration(*e, where + ".exploration", merged, &rule.exploration);
+          check_exploration_consistency(merged, c.pos(*e), errors);
+        }
+        if (const toml::table* p2 = c.table(t, "params", where + ".params")) c.plugin_params(*p2, where + ".params", rule.params);
+        config.rules.push_back(std::move(rule));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Config default_config(const std::string& default_plugin_dir) {
+  Config config;
+  config.plugin_dirs = {default_plugin_dir};
+  return config;
+}
+
+Config parse_config_collecting(const std::string& text, const std::string& name,
+                               const std::string& default_plugin_dir, std::vector<ConfigError>& errors) {
+  Config config = default_config(default_plugin_dir);
+  config.path = name;
+  try {
+    const toml::table root = toml::parse(text, name);
+    read_document(root, name, config, errors);
+  } catch (const toml::parse_error& e) {
+    const auto& b = e.source().begin;
+    errors.push_back({{name, b.line, b.column}, "TOML syntax: " + std::string(e.description())});
+  }
+  sort_by_position(errors);
+  return config;
+}
+
+Config load_config_collecting(const std::string& path, const std::string& default_plugin_dir,
+                              std::vector<ConfigError>& errors) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    errors.push_back(file_error(path, "cannot open config file"));
+    return default_config(default_plugin_dir);
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  // An absolute path keeps messages and reloads right whatever the working directory becomes.
+  std::error_code ec;
+  const std::string absolute = std::filesystem::absolute(path, ec).lexically_normal().string();
+  return parse_config_collecting(text.str(), ec ? path : absolute, default_plugin_dir, errors);
+}
+
+Config parse_config(const std::string& text, const std::string& name, const std::string& default_plugin_dir) {
+  std::vector<ConfigError> errors;
+  Config config = parse_config_collecting(text, name, default_plugin_dir, errors);
+  if (!errors.empty()) throw ConfigInvalid(std::move(errors));
+  return config;
+}
+
+Config load_config(const std::string& path, const std::string& default_plugin_dir) {
+  std::vector<ConfigError> errors;
+  Config config = load_config_collecting(path, default_plugin_dir, errors);
+  if (!errors.empty()) throw ConfigInvalid(std::move(errors));
+  return config;
+}
+
+EffectivePolicy effective_policy(const Config& config, const std::string& job, uid_t uid) {
+  EffectivePolicy out;
+  out.grouper = config.policy.grouper;
+  out.placer = config.policy.placer;
+  out.algorithm = config.policy.algorithm;
+  out.warm_start = config.policy.warm_start;
+  out.warm_start_seconds = config.policy.warm_start_seconds;
+  out.exploration = config.exploration;
+  auto params_for = [](const PluginParamTables& tables, PluginKind kind, const std::string& name) {
+    auto it = tables.find({kind, name});
+    return it == tables.end() ? placement::Params{} : it->second.values;
+  };
+  const JobRule* rule = nullptr;
+  for (size_t i = 0; i < config.rules.size() && !rule; ++i) {
+    if (config.rules[i].matches(job, uid)) {
+      rule = &config.rules[i];
+      out.rule = static_cast<int>(i);
+    }
+  }
+  if (rule) {
+    if (rule->grouper) out.grouper = *rule->grouper;
+    if (rule->placer) out.placer = *rule->placer;
+    if (rule->algorithm) out.algorithm = *rule->algorithm;
+  }
+  out.grouper_params = params_for(config.params, PluginKind::kGrouper, out.grouper);
+  out.placer_params = params_for(config.params, PluginKind::kPlacer, out.placer);
+  out.algorithm_params = params_for(config.params, PluginKind::kAlgorithm, out.algorithm);
+  if (rule) {
+    // A rule's table overrides individual keys of the global one.
+    for (auto& [kind, target] : {std::pair{PluginKind::kGrouper, &out.grouper_params},
+                                 std::pair{PluginKind::kPlacer, &out.placer_params},
+                                 std::pair{PluginKind::kAlgorithm, &out.algorithm_params}}) {
+      const std::string& name = kind == PluginKind::kGrouper  ? out.grouper
+                                : kind == PluginKind::kPlacer ? out.placer
+                                                              : out.algorithm;
+      for (const auto& [key, value] : params_for(rule->params, kind, name)) (*target)[key] = value;
+    }
+    ExplorationConfig& e = out.exploration;
+    for (const auto& [key, v] : rule->exploration) {
+      if (key == "steps_per_candidate") e.steps_per_candidate = static_cast<int64_t>(v);
+      else if (key == "warmup_steps") e.warmup_steps = static_cast<int64_t>(v);
+      else if (key == "max_candidates") e.max_candidates = static_cast<int64_t>(v);
+      else if (key == "max_overhead_fraction") e.max_overhead_fraction = v;
+      else if (key == "failing_reward") e.failing_reward = v;
+      else if (key == "drift_threshold") e.drift_threshold = v;
+      else if (key == "drift_steps") e.drift_steps = static_cast<int64_t>(v);
+      else if (key == "converge_candidates") e.converge_candidates = static_cast<int64_t>(v);
+    }
+  }
+  return out;
+}
+
+std::string default_state_dir() {
+  if (const char* dir = std::getenv("STATE_DIRECTORY"); dir && *dir) return dir;  // systemd
+  if (::geteuid() == 0) return "/var/lib/placementd";
+  if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg && *xdg) return std::string(xdg) + "/placementd";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.local/state/placementd";
+  throw std::runtime_error("cannot derive a state directory (no HOME): pass --state-dir");
+}
+
+}  // namespace placementd

@@ -1,0 +1,167 @@
+#pragma once
+// placementd's configuration: the TOML schema (etc/placementd.toml documents every key), its
+// defaults, and a loader that reports every problem as "FILE:LINE:COL: message".
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "placement/params.h"
+#include "placement/plugin.h"
+#include "placement/protocol.h"
+#include "toml/source_pos.h"
+
+namespace placementd {
+
+/// Defaults of the [daemon] limits, for the config and the server alike (max_frame_bytes's is the
+/// protocol's, placement::protocol::kDefaultMaxFrameBytes, which clients share).
+inline constexpr int64_t kDefaultMaxConnections = 1024;
+inline constexpr int64_t kDefaultMaxBufferedBytes = int64_t{512} << 20;
+inline constexpr int64_t kDefaultFrameTimeoutMs = 10000;
+/// Replies queued for a client that does not read them; past this its connection is closed. Not a
+/// config key: a reply is at most as large as the largest frame a client may send, and a client
+/// that leaves one of those unread is not reading.
+inline constexpr size_t kMaxQueuedReplyBytes = placement::protocol::kDefaultMaxFrameBytes;
+
+/// Hyperparameters for one plugin, with where each came from.
+struct PluginParamTable {
+  placement::Params values;
+  std::map<std::string, SourcePos> where;
+  SourcePos table;
+};
+
+/// Key: kind and name, e.g. {kAlgorithm, "reinforce"}.
+using PluginParamKey = std::pair<placement::PluginKind, std::string>;
+using PluginParamTables = std::map<PluginParamKey, PluginParamTable>;
+
+struct ExplorationConfig {
+  /// Real steps each candidate placement runs for.
+  int64_t steps_per_candidate = 15;
+  /// Steps after a swap that are discarded before the median is taken.
+  int64_t warmup_steps = 5;
+  /// Candidates tried before the best placement is kept for good.
+  int64_t max_candidates = 100;
+  /// Largest fraction of the job's wall time that may be spent off the best known placement.
+  double max_overhead_fraction = 0.05;
+  /// Reward of an invalid or failing placement.
+  double failing_reward = -10.0;
+  /// Re-explore when the step time exceeds the best's by this fraction ...
+  double drift_threshold = 0.10;
+  /// ... for this many consecutive steps.
+  int64_t drift_steps = 50;
+  /// Exploration ends early after this many candidates in a row without a 1% gain (0: never).
+  int64_t converge_candidates = 30;
+};
+
+/// The grouper/placer/algorithm triple and its exploration settings.
+struct PolicyChoice {
+  std::string grouper = "colocation";
+  std::string placer = "feedforward";
+  std::string algorithm = "reinforce";
+  /// Baseline placer a fresh policy imitates before its first live candidate ("": none).
+  std::string warm_start;
+  /// Wall time the "simulator" warm start's search may take on the session's policy thread.
+  double warm_start_seconds = 1.0;
+  SourcePos grouper_pos, placer_pos, algorithm_pos, warm_start_pos;
+};
+
+/// A per-job override, matched on the job name (glob) and/or the job's uid; the first match wins.
+struct JobRule {
+  std::optional<std::string> job_glob;
+  std::optional<uid_t> uid;
+  std::optional<std::string> grouper, placer, algorithm;
+  SourcePos grouper_pos, placer_pos, algorithm_pos;
+  PluginParamTables params;
+  /// Exploration keys this rule sets (others come from [exploration]).
+  std::map<std::string, double> exploration;
+  SourcePos where;
+
+  bool matches(const std::string& job, uid_t job_uid) const;
+};
+
+struct Config {
+  /// The file it was read from ("" for built-in defaults).
+  std::string path;
+
+  // [daemon]
+  /// Empty: $XDG_RUNTIME_DIR/placementd.sock for a user, /run/placementd/placementd.sock for root.
+  std::string socket;
+  /// Mode of a socket the daemon creates itself (not one systemd hands over).
+  uint32_t socket_mode = 0660;
+  /// Members of this group (and root) may list all jobs and reload the config.
+  std::string admin_group = "placement";
+  /// Empty: $XDG_STATE_HOME/placementd for a user, /var/lib/placementd for root.
+  std::string state_dir;
+  uint32_t max_frame_bytes = placement::protocol::kDefaultMaxFrameBytes;
+  int64_t max_connections = kDefaultMaxConnections;
+  /// Partial frames buffered over all connections together; past this a connection that sends
+  /// more is closed ("busy"), so many slow uploads cannot exhaust the daemon's memory.
+  int64_t max_buffered_bytes = kDefaultMaxBufferedBytes;
+  /// A frame begun must complete within this time, or the connection is closed.
+  int64_t frame_timeout_ms = kDefaultFrameTimeoutMs;
+  /// Threads computing groupings and placements, off the I/O thread.
+  int64_t policy_threads = 2;
+
+  // [logging]
+  std::string log_level = "info";
+
+  // [plugins]
+  std::vector<std::string> plugin_dirs;
+
+  // [devices]
+  /// Device name globs jobs may be placed on ("cpu:*", "cuda:*").
+  std::vector<std::string> allow = {"cpu:*", "cuda:*"};
+  /// Fraction of each device's memory the memory model keeps free.
+  double memory_headroom_fraction = 0.10;
+
+  // [policy], [exploration], [grouper.X], [placer.X], [algorithm.X], [[rules]]
+  PolicyChoice policy;
+  ExplorationConfig exploration;
+  PluginParamTables params;
+  std::vector<JobRule> rules;
+};
+
+/// Built-in defaults (what an empty file gives), with plugin_dirs set to `default_plugin_dir`.
+Config default_config(const std::string& default_plugin_dir);
+
+/// Parses and checks a config file: TOML syntax, unknown keys, wrong types, out-of-range values.
+/// Throws ConfigInvalid with every error found. Plugin names and their hyperparameters are
+/// checked separately, against the loaded plugins (check_plugins()).
+Config load_config(const std::string& path, const std::string& default_plugin_dir);
+/// The same from a string (tests); `name` stands in for the file name in messages.
+Config parse_config(const std::string& text, const std::string& name,
+                    const std::string& default_plugin_dir);
+
+/// Like load_config(), but returns what could be read and appends the errors instead of throwing
+/// (so a checker can go on to check plugins and report everything at once).
+Config load_config_collecting(const std::string& path, const std::string& default_plugin_dir,
+                              std::vector<ConfigError>& errors);
+
+/// The policy in force for a job: the config's defaults with the first matching rule applied.
+struct EffectivePolicy {
+  std::string grouper, placer, algorithm;
+  /// [policy] warm_start: the baseline placer to imitate first, "" for none.
+  std::string warm_start;
+  /// [policy] warm_start_seconds: the simulator search's time limit.
+  double warm_start_seconds = 1.0;
+  placement::Params grouper_params, placer_params, algorithm_params;
+  ExplorationConfig exploration;
+  /// Index of the rule that matched, or -1.
+  int rule = -1;
+};
+
+/// Resolves rules for a job; plugin parameters are the raw ones (defaults are filled in when the
+/// plugin is created).
+EffectivePolicy effective_policy(const Config& config, const std::string& job, uid_t uid);
+
+/// The state directory when neither --state-dir nor the config names one: $STATE_DIRECTORY
+/// (systemd), /var/lib/placementd for root, else $XDG_STATE_HOME/placementd or
+/// ~/.local/state/placementd. Throws std::runtime_error if none can be derived.
+std::string default_state_dir();
+
+}  // namespace placementd

@@ -1,0 +1,59 @@
+#pragma once
+// The live session's state machine: which placement a job runs next, decided from its step
+// reports. Socket-free and thread-agnostic (the caller holds session.mutex), so tests drive it
+// directly with made-up step times.
+//
+//   profiling    the start placement (the stored best, else the job's own) runs k steps
+//   exploring    policy samples, pre-screened by the memory model, run k steps each; their
+//                reward (−√median, or the failing reward) trains the policy
+//   exploiting   the best measured placement runs for good; a drift of its step time starts...
+//   re-exploring a few more samples after re-measuring the best, then back to exploiting
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "live/session.h"
+#include "live/store.h"
+#include "placement/placement.h"
+
+namespace placementd {
+
+struct Directive {
+  uint64_t placement_id = 0;
+  std::string reason;
+  placement::Placement placement;
+};
+
+/// The placement_directive body for `directive` (state included, so the job can show it).
+nlohmann::json directive_body(const Session& session, const Directive& directive);
+
+/// After the graph is accepted: the first placement, the stored best if there is one, else the
+/// job's own. Enters profiling.
+Directive start_session(Session& session);
+
+/// Records one step report (cheap; on the session's strand). Returns true when the policy has to
+/// run advance_session() now: the current candidate finished (k good steps) or failed, or the
+/// best placement drifted. Reports of earlier placements still count for their own candidate.
+bool record_report(Session& session, const placement::Measurement& report);
+
+/// Policy work (seconds for big policies: run it off the I/O thread): scores the finished
+/// candidate, trains the policy on it, persists a new best and the policy state in `store`, and
+/// picks what runs next. nullopt: the job keeps its current placement.
+std::optional<Directive> advance_session(Session& session, Store& store);
+
+/// Persists the best placement and, with `with_policy`, the policy state (as on detach, disconnect
+/// and SIGTERM). Returns true if the best placement was written.
+bool persist_session(Session& session, Store& store, bool with_policy = true);
+
+/// "All on one device, if it fits" (issue #4: the answer is never worse than that baseline): every op
+/// on the first GPU, or on device 0 without one, offered once right after the start; nullopt when
+/// that is what already ran or the memory model says it does not fit.
+std::optional<placement::Placement> single_device_candidate(const Session& session);
+
+/// The store's key for a session's policy state: grouper/placer/algorithm names.
+std::string policy_key(const Session& session);
+
+}  // namespace placementd

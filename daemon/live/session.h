@@ -1,0 +1,162 @@
+#pragma once
+// One attached job: its graph, devices, policy objects and what it measured.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <nlohmann/json_fwd.hpp>
+
+#include "config/config.h"
+#include "placement/algorithm.h"
+#include "placement/devices.h"
+#include "placement/graph.h"
+#include "placement/grouper.h"
+#include "placement/placement.h"
+#include "placement/placer.h"
+#include "planning/offline/warm_start.h"
+#include "planning/policy_pipeline.h"
+#include "planning/sim/simulator.h"
+
+namespace placementd {
+
+/// attached → (graph) → profiling (the start placement is measured) → exploring → exploiting
+/// (→ re-exploring on drift → exploiting) → detached.
+enum class SessionState { kAttached, kProfiling, kExploring, kExploiting, kReexploring, kDetached };
+const char* to_string(SessionState state);
+
+/// Everything measured under one placement directive.
+struct CandidateRecord {
+  uint64_t id = 0;
+  placement::Placement placement;
+  /// "start", "cached", "single device", "policy", "re-explore", "re-measure" (the best again after drift).
+  std::string reason;
+  std::vector<double> step_times;
+  uint64_t failures = 0;
+  /// What the job said of the first failed step under it (an out-of-memory, an exception).
+  std::string error;
+  /// The policy's sample behind this placement; nullopt for start, cached and re-measured ones.
+  std::optional<std::vector<int>> action;
+  /// Measured before a drift: no longer comparable with what runs now.
+  bool stale = false;
+  /// The session's step count and seconds since attach when its measurement was complete.
+  std::optional<uint64_t> measured_at_step;
+  std::optional<double> measured_at_s;
+  /// Times of the steps the job ran under its per-op profiler here (not measurements).
+  std::vector<double> profiled_times;
+  /// Median of the measured steps after `warmup` discarded ones; nullopt while too few.
+  std::optional<double> median(int64_t warmup) const;
+};
+
+/// A job's session. All members are guarded by `mutex`. Its job's messages are handled on
+/// `strand` (in order); inspection (jobs, jobs show) reads it from other policy threads. The I/O
+/// thread never locks it: policy work holds the lock for as long as the policy takes.
+struct Session {
+  uint64_t id = 0;
+  std::string job;
+  uid_t uid = 0;
+  pid_t pid = 0;
+  std::string sdk_version;
+  std::string torch_version;
+  SessionState state = SessionState::kAttached;
+  std::chrono::system_clock::time_point attached_at;
+  std::chrono::steady_clock::time_point attached_steady;
+  /// Set when the session ends (attached_s then stops growing).
+  std::optional<std::chrono::steady_clock::time_point> detached_steady;
+
+  placement::DeviceSet devices;
+  std::optional<placement::OpGraph> graph;
+  std::string fingerprint;
+  EffectivePolicy policy;
+  std::unique_ptr<placement::Grouper> grouper;
+  std::unique_ptr<placement::Placer> placer;
+  std::unique_ptr<placement::Algorithm> algorithm;
+  /// Grouper → placer over `graph` and `devices` (which it refers to): draws the candidates and
+  /// holds the policy the algorithm trains.
+  std::unique_ptr<PolicyPipeline> pipeline;
+  std::mt19937_64 rng;
+
+  /// A placement from the store for this (graph, devices), offered first.
+  std::optional<placement::Placement> cached;
+  /// The placement the job runs when it attaches (all on its first device unless it says otherwise).
+  std::optional<placement::Placement> job_start;
+  /// Memory model for pre-screening candidates (built from the uploaded graph and devices).
+  std::optional<sim::Simulator> memory_model;
+  /// What [policy] warm_start did before the first candidate (nullopt: not configured, or the
+  /// policy state was resumed from an earlier run).
+  std::optional<offline::ImitationResult> warm_start;
+  /// The warm start is configured, the policy was not resumed, and it has not run yet: it waits
+  /// for the job's profiles of every device kind (the simulator needs them), at most until the
+  /// policy's first sample.
+  bool warm_start_pending = false;
+  /// The protocol version of the job's connection, and how many steps it profiles when a
+  /// directive asks it to (0: it does not; protocol 1 jobs never do).
+  uint16_t protocol_version = 1;
+  int64_t job_profile_steps = 0;
+  /// profile_report messages merged into `graph`, and steps the job ran under its profiler.
+  uint64_t profile_reports = 0;
+  uint64_t profiled_steps = 0;
+  std::map<uint64_t, CandidateRecord> candidates;
+  uint64_t current_candidate = 0;
+  uint64_t steps = 0;
+  uint64_t failed_steps = 0;
+  double measured_seconds = 0.0;
+  /// Steps the job expects to run (0: unknown); bounds exploration by max_overhead_fraction.
+  uint64_t expected_steps = 0;
+  /// Steps run, and their measured seconds, on exploration candidates (not the start placement,
+  /// not the best being exploited, not a re-measurement of it).
+  uint64_t exploration_steps = 0;
+  double exploration_seconds = 0.0;
+  /// Exploiting only until the job's time brings exploration back under its pace (jobs without
+  /// expected_steps); exploration then resumes.
+  bool paused = false;
+  /// Whether "all on one device" was offered as a candidate (once, right after the start).
+  bool single_device_tried = false;
+  /// Whether the warm start's placement (its policy's mode) was issued as a candidate.
+  bool warm_start_tried = false;
+  /// Policy samples the memory model rejected before they ran, and the devices at fault.
+  uint64_t rejected = 0;
+  std::map<std::string, uint64_t> rejected_by_device;
+  /// Policy samples scored from an earlier measurement of the same placement instead of running.
+  uint64_t repeats_scored = 0;
+  /// Candidates in a row that did not beat the best by more than 1%.
+  int64_t since_improvement = 0;
+  /// Consecutive steps on the best placement slower than best × (1 + drift_threshold).
+  int64_t drift_count = 0;
+  uint64_t reexplorations = 0;
+  int64_t reexplore_left = 0;
+  /// A finished candidate waits for the policy thread (no second advance is queued meanwhile).
+  bool advance_pending = false;
+  /// Step reports that did not match this session (unknown placement id).
+  uint64_t stray_reports = 0;
+
+  std::mutex mutex;
+  /// Policy work for this session runs here, in the order it was asked for.
+  std::optional<boost::asio::strand<boost::asio::thread_pool::executor_type>> strand;
+
+  /// While exploiting, the placement in force; else the candidate with the lowest median step
+  /// time among the ones not stale; nullptr while none has a median.
+  const CandidateRecord* best() const;
+  /// What profiling cost beyond the placements' own step times, on candidates that are not
+  /// exploration (the start; an exploration candidate's steps all count as exploration already).
+  double profiling_overhead_seconds() const;
+  /// The device kinds ("cpu", "cuda") some op of the graph has a profile for.
+  std::set<std::string> profiled_kinds() const;
+  /// Summary for `placementctl jobs` (caller holds the mutex).
+  nlohmann::json summary() const;
+  /// summary() plus per-candidate detail (caller holds the mutex).
+  nlohmann::json detail() const;
+};
+
+}  // namespace placementd

@@ -1,0 +1,151 @@
+#include "planning/sim/topology.h"
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "toml/toml_checker.h"
+
+namespace placementd::sim {
+
+namespace {
+
+constexpr double kGB = 1e9;
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+struct LinkSpec {
+  double bandwidth = 0, latency = 0;
+};
+
+}  // namespace
+
+placement::DeviceSet parse_topology(const std::string& text, const std::string& name) {
+  std::vector<ConfigError> errors;
+  placement::DeviceSet set;
+  try {
+    const toml::table root = toml::parse(text, name);
+    TomlChecker c(name, errors);
+    c.only(root, "the topology", {"name", "defaults", "device", "link"});
+    std::string description;
+    c.get_string(root, "name", "topology", description);
+
+    std::optional<LinkSpec> defaults;
+    if (const toml::table* t = c.table(root, "defaults", "[defaults]")) {
+      c.only(*t, "[defaults]", {"bandwidth_gbs", "latency_us"});
+      LinkSpec d;
+      const bool bw = c.get_float(*t, "bandwidth_gbs", "defaults", d.bandwidth, 1e-6, 1e6);
+      double latency_us = 0;
+      c.get_float(*t, "latency_us", "defaults", latency_us, 0, 1e6);
+      d.latency = latency_us * 1e-6;
+      d.bandwidth *= kGB;
+      if (bw) defaults = d;
+      else if (!t->get("bandwidth_gbs")) c.error(*t, "[defaults] needs bandwidth_gbs");
+    }
+
+    std::map<std::string, toml::source_position> device_pos;
+    const toml::node* devices = root.get("device");
+    if (!devices) errors.push_back(file_error(name, "no [[device]] entries: a topology needs at least one device"));
+    else if (!devices->is_array_of_tables()) c.error(*devices, "device must be an array of tables ([[device]])");
+    else {
+      const auto& array = *devices->as_array();
+      for (size_t i = 0; i < array.size(); ++i) {
+        const toml::table& t = *array.get(i)->as_table();
+        const std::string where = "device[" + std::to_string(i) + "]";
+        c.only(t, where, {"name", "memory_gib", "speed"});
+        placement::Device d;
+        std::string device_name;
+        if (!c.get_string(t, "name", where, device_name)) {
+          c.error(t, where + " needs a name such as \"cuda:0\"");
+          continue;
+        }
+        try {
+          d = placement::parse_device_name(device_name);
+        } catch (const std::invalid_argument& e) {
+          c.error(*t.get("name"), where + ".name: " + e.what());
+          continue;
+        }
+        double memory = 0;
+        if (!c.get_float(t, "memory_gib", where, memory, 1e-6, 1e9))
+          if (!t.get("memory_gib")) c.error(t, "device " + d.name() + " has no memory_gib");
+        d.memory_bytes = static_cast<uint64_t>(memory * kGiB);
+        c.get_float(t, "speed", where, d.speed, 1e-6, 1e6);
+        if (device_pos.count(d.name())) {
+          c.error(*t.get("name"), "device " + d.name() + " appears twice");
+          continue;
+        }
+        device_pos[d.name()] = t.source().begin;
+        set.devices.push_back(d);
+      }
+    }
+
+    const size_t n = set.devices.size();
+    std::vector<std::vector<std::optional<LinkSpec>>> links(n, std::vector<std::optional<LinkSpec>>(n));
+    if (const toml::node* list = root.get("link")) {
+      if (!list->is_array_of_tables()) c.error(*list, "link must be an array of tables ([[link]])");
+      else {
+        const auto& array = *list->as_array();
+        for (size_t i = 0; i < array.size(); ++i) {
+          const toml::table& t = *array.get(i)->as_table();
+          const std::string where = "link[" + std::to_string(i) + "]";
+          c.only(t, where, {"between", "bandwidth_gbs", "latency_us"});
+          std::vector<std::string> ends;
+          if (!c.get_strings(t, "between", where, ends) || ends.size() != 2) {
+            c.error(t.get("between") ? *t.get("between") : static_cast<const toml::node&>(t),
+                    where + ".between must name two devices, e.g. [\"cpu:0\", \"cuda:0\"]");
+            continue;
+          }
+          const int a = set.index_of(ends[0]), b = set.index_of(ends[1]);
+          if (a < 0 || b < 0) {
+            c.error(*t.get("between"), where + ": no device named '" + (a < 0 ? ends[0] : ends[1]) + "'");
+            continue;
+          }
+          if (a == b) {
+            c.error(*t.get("between"), where + ": a link needs two different devices");
+            continue;
+          }
+          LinkSpec spec;
+          if (!c.get_float(t, "bandwidth_gbs", where, spec.bandwidth, 1e-6, 1e6)) {
+            if (!t.get("bandwidth_gbs")) c.error(t, where + " needs bandwidth_gbs");
+            continue;
+          }
+          spec.bandwidth *= kGB;
+          double latency_us = 0;
+          c.get_float(t, "latency_us", where, latency_us, 0, 1e6);
+          spec.latency = latency_us * 1e-6;
+          links[a][b] = links[b][a] = spec;
+        }
+      }
+    }
+    set.bandwidth.assign(n, std::vector<double>(n, 0.0));
+    set.latency.assign(n, std::vector<double>(n, 0.0));
+    for (size_t a = 0; a < n; ++a)
+      for (size_t b = 0; b < n; ++b) {
+        if (a == b) continue;
+        const std::optional<LinkSpec>& spec = links[a][b] ? links[a][b] : defaults;
+        if (!spec) {
+          if (a < b)
+            errors.push_back(file_error(name, "no link between " + set.devices[a].name() + " and " + set.devices[b].name() +
+                                                  " (add a [[link]] for them, or bandwidth_gbs in [defaults])"));
+          continue;
+        }
+        set.bandwidth[a][b] = spec->bandwidth;
+        set.latency[a][b] = spec->latency;
+      }
+  } catch (const toml::parse_error& e) {
+    const auto& b = e.source().begin;
+    errors.push_back({{name, b.line, b.column}, "TOML syntax: " + std::string(e.description())});
+  }
+  sort_by_position(errors);
+  if (!errors.empty()) throw ConfigInvalid(std::move(errors));
+  return set;
+}
+
+placement::DeviceSet load_topology(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigInvalid({file_error(path, "cannot open topology file")});
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_topology(text.str(), path);
+}
+
+}  // namespace placementd::sim

@@ -1,0 +1,155 @@
+#include "server/daemon.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "config/config_check.h"
+#include "placement/client.h"
+#include "server/systemd.h"
+#include "server/version.h"
+
+namespace placementd {
+
+void configure_logging(const Config& config) {
+  static bool installed = false;
+  if (!installed) {
+    auto logger = spdlog::stderr_logger_mt("placementd");
+    spdlog::set_default_logger(logger);
+    installed = true;
+  }
+  // journald timestamps lines itself; elsewhere we add our own.
+  const bool journald = std::getenv("JOURNAL_STREAM") != nullptr;
+  spdlog::set_pattern(journald ? "%l: %v" : "%Y-%m-%d %H:%M:%S.%e %l %v");
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  spdlog::flush_on(spdlog::level::info);
+}
+
+namespace {
+
+// The path a listening Unix socket is bound to (for status and logs of an activated daemon).
+std::string bound_path(int fd) {
+  sockaddr_un addr{};
+  socklen_t len = sizeof(addr);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0 || addr.sun_path[0] == '\0')
+    return "(socket passed by systemd)";
+  return addr.sun_path;
+}
+
+ServerLimits limits_from(const Config& c) {
+  return {c.max_frame_bytes, c.max_connections, c.frame_timeout_ms, kMaxQueuedReplyBytes, c.admin_group,
+          static_cast<size_t>(c.max_buffered_bytes)};
+}
+
+}  // namespace
+
+Daemon::Daemon(const DaemonOptions& options) : options_(options), signals_(io_) {
+  std::vector<ConfigError> errors;
+  config_ = std::make_shared<Config>(load_and_check(options.config_path, options.default_plugin_dir, registry_, errors));
+  if (!errors.empty()) throw ConfigInvalid(std::move(errors));
+  configure_logging(*config_);
+  activated_fd_ = systemd::activated_socket();
+  socket_path_ = activated_fd_ >= 0 ? bound_path(activated_fd_)
+                 : !options.socket.empty() ? options.socket
+                 : !config_->socket.empty() ? config_->socket
+                                            : placement::default_socket_path();
+  const std::string state_dir = !options.state_dir.empty() ? options.state_dir
+                                : !config_->state_dir.empty() ? config_->state_dir
+                                                              : default_state_dir();
+  store_ = std::make_unique<Store>(state_dir);
+  service_ = std::make_unique<Service>(config_, registry_, *store_, socket_path_);
+  service_->set_reload_hook([this] { return reload(); });
+  server_ = std::make_unique<Server>(io_, *service_);
+  server_->set_limits(limits_from(*config_));
+}
+
+Daemon::~Daemon() = default;
+
+int Daemon::run() {
+  const int fd = activated_fd_;
+  if (fd >= 0) {
+    server_->adopt(fd);
+    spdlog::info("using the socket systemd passed (fd {})", fd);
+  } else {
+    lock_ = std::make_unique<LockFile>(socket_path_);
+    server_->listen(socket_path_, config_->socket_mode);
+  }
+  wait_signals();
+  const size_t plugins = registry_.plugins().size();
+  spdlog::info("placementd {} ready on {} ({} plugins, state in {}, config {})", kVersion, socket_path_, plugins,
+               store_->dir(), config_->path);
+  systemd::notify("READY=1\nSTATUS=serving on " + socket_path_ + " with " + std::to_string(plugins) + " plugins");
+  // Handlers turn their own errors into error frames; anything that still escapes is logged and
+  // the loop goes on, so one bad request never stops the daemon.
+  for (;;) {
+    try {
+      io_.run();
+      break;
+    } catch (const std::exception& e) {
+      spdlog::error("unexpected error in the I/O loop: {}", e.what());
+    }
+  }
+  if (fd < 0) ::unlink(socket_path_.c_str());
+  spdlog::info("placementd stopped");
+  return 0;
+}
+
+void Daemon::wait_signals() {
+  signals_.add(SIGTERM);
+  signals_.add(SIGINT);
+  signals_.add(SIGHUP);
+  signals_.async_wait([this](const boost::system::error_code& ec, int signo) {
+    if (ec) return;
+    if (signo == SIGHUP) {
+      reload();
+      wait_signals();
+      return;
+    }
+    shutdown(signo == SIGTERM ? "SIGTERM" : "SIGINT");
+  });
+}
+
+void Daemon::shutdown(const char* why) {
+  spdlog::info("{}: stopping", why);
+  systemd::notify("STOPPING=1");
+  server_->stop_accepting();
+  const size_t written = service_->persist_all();
+  spdlog::info("persisted the best placement of {} job(s) in {}", written, store_->dir());
+  server_->close_all();
+  io_.stop();
+}
+
+std::vector<std::string> Daemon::reload() {
+  systemd::notify("RELOADING=1");
+  std::vector<std::string> errors;
+  try {
+    std::vector<ConfigError> found;
+    auto next = std::make_shared<Config>(load_and_check(options_.config_path, options_.default_plugin_dir, registry_, found));
+    for (const ConfigError& e : found) errors.push_back(e.str());
+    if (errors.empty()) {
+      if (next->socket != config_->socket) spdlog::warn("daemon.socket changed: this takes a restart");
+      if (next->state_dir != config_->state_dir) spdlog::warn("daemon.state_dir changed: this takes a restart");
+      configure_logging(*next);
+      config_ = next;
+      service_->set_config(next);
+      server_->set_limits(limits_from(*next));
+      spdlog::info("reloaded {} ({} plugins)", next->path, registry_.plugins().size());
+    }
+  } catch (const std::exception& e) {
+    errors.push_back(e.what());
+  }
+  if (!errors.empty()) {
+    spdlog::error("reload refused, the old config stays in force:");
+    for (const std::string& e : errors) spdlog::error("  {}", e);
+  }
+  systemd::notify("READY=1");
+  return errors;
+}
+
+}  // namespace placementd

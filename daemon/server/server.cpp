@@ -1,0 +1,326 @@
+#include "server/server.h"
+
+#include <grp.h>
+#include <pwd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "placement/serialization.h"
+
+namespace placementd {
+
+namespace asio = boost::asio;
+using asio::local::stream_protocol;
+using placement::protocol::MessageType;
+namespace error = placement::protocol::error;
+using nlohmann::json;
+
+namespace {
+
+// uid 0, or a member (primary or supplementary) of `group`.
+bool is_admin(uid_t uid, gid_t gid, const std::string& group) {
+  if (uid == 0) return true;
+  if (group.empty()) return false;
+  std::array<char, 4096> buf{};
+  struct group gr{};
+  struct group* gr_result = nullptr;
+  if (::getgrnam_r(group.c_str(), &gr, buf.data(), buf.size(), &gr_result) != 0 || !gr_result) return false;
+  const gid_t admin_gid = gr.gr_gid;
+  if (gid == admin_gid) return true;
+  struct passwd pw{};
+  struct passwd* pw_result = nullptr;
+  std::array<char, 4096> pwbuf{};
+  if (::getpwuid_r(uid, &pw, pwbuf.data(), pwbuf.size(), &pw_result) != 0 || !pw_result) return false;
+  int count = 64;
+  std::vector<gid_t> groups(count);
+  if (::getgrouplist(pw.pw_name, pw.pw_gid, groups.data(), &count) < 0) {
+    groups.resize(count);
+    if (::getgrouplist(pw.pw_name, pw.pw_gid, groups.data(), &count) < 0) return false;
+  }
+  for (int i = 0; i < count; ++i)
+    if (groups[i] == admin_gid) return true;
+  return false;
+}
+
+}  // namespace
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(Server& server, stream_protocol::socket socket)
+      : server_(server), socket_(std::move(socket)), timer_(socket_.get_executor()) {}
+
+  void start() {
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    if (::getsockopt(socket_.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+      spdlog::warn("cannot read peer credentials: {}; closing", std::strerror(errno));
+      close();
+      return;
+    }
+    state_.peer = {cred.uid, cred.gid, cred.pid, is_admin(cred.uid, cred.gid, server_.limits().admin_group)};
+    responder_ = make_responder();
+    read();
+  }
+
+  // Queues one frame; runs on the I/O thread.
+  void send(MessageType type, uint32_t rid, const json& body, bool close_after) {
+    if (closed_) return;
+    if (close_after) closing_ = true;
+    auto frame = placement::protocol::encode_frame(type, rid, body, state_.version ? state_.version : placement::protocol::kMaxVersion);
+    queued_bytes_ += frame.size();
+    queue_.push_back(std::move(frame));
+    if (queued_bytes_ > server_.limits().max_queued_bytes) {
+      spdlog::warn("uid {} pid {}: client does not read its replies; closing", state_.peer.uid, state_.peer.pid);
+      close();
+      return;
+    }
+    if (!writing_) write_next();
+  }
+
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    release_input(input_.size());
+    boost::system::error_code ignored;
+    timer_.cancel();
+    socket_.shutdown(stream_protocol::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+    server_.service().disconnected(state_);
+    server_.remove(shared_from_this());
+  }
+
+ private:
+  // Built once per connection: every frame (hundreds of thousands of step reports a second) reuses it.
+  Responder make_responder() {
+    std::weak_ptr<Connection> weak = shared_from_this();
+    auto executor = socket_.get_executor();
+    return [weak, executor](MessageType type, uint32_t rid, json body, bool close_after) {
+      asio::dispatch(executor, [weak, type, rid, body = std::move(body), close_after] {
+        if (auto self = weak.lock()) self->send(type, rid, body, close_after);
+      });
+    };
+  }
+
+  void fail(const char* code, const std::string& message) {
+    ++server_.service().protocol_errors;
+    spdlog::info("uid {} pid {}: {}: {}; closing", state_.peer.uid, state_.peer.pid, code, message);
+    send(MessageType::kError, 0, placement::protocol::error_body(code, message, true), true);
+    // Nothing more is read from a stream that cannot be trusted.
+    release_input(input_.size());
+    input_.clear();
+    stop_reading_ = true;
+  }
+
+  void read() {
+    if (closed_ || stop_reading_) return;
+    auto self = shared_from_this();
+    socket_.async_read_some(asio::buffer(chunk_), [this, self](const boost::system::error_code& ec, size_t n) {
+      if (closed_) return;
+      if (ec) {
+        if (!input_.empty() && ec == asio::error::eof)
+          spdlog::info("uid {} pid {}: connection closed in the middle of a frame", state_.peer.uid, state_.peer.pid);
+        close();
+        return;
+      }
+      input_.insert(input_.end(), chunk_.begin(), chunk_.begin() + n);
+      server_.buffered_ += n;
+      parse();
+      if (stop_reading_) return;
+      // All connections' partial frames together stay under the cap: the one that would push past
+      // it is told so and closed, the others are untouched.
+      if (server_.buffered_ > server_.limits().max_buffered_bytes) {
+        fail(error::kBusy, "placementd's input buffers are full (daemon.max_buffered_bytes); retry later");
+        return;
+      }
+      if (stop_reading_) return;
+      arm_timer();
+      read();
+    });
+  }
+
+  // Handles every complete frame in the input buffer.
+  void parse() {
+    size_t offset = 0;
+    const size_t header_size = placement::protocol::kHeaderSize;
+    while (!stop_reading_ && input_.size() - offset >= header_size) {
+      placement::protocol::Header header;
+      if (!placement::protocol::decode_header(input_.data() + offset, &header)) {
+        fail(error::kBadFrame, "bad magic: this is not a placementd protocol stream");
+        return;
+      }
+      if (header.length > server_.limits().max_frame_bytes) {
+        fail(error::kFrameTooLarge, "frame of " + std::to_string(header.length) + " bytes exceeds the maximum of " +
+                                        std::to_string(server_.limits().max_frame_bytes));
+        return;
+      }
+      if (input_.size() - offset - header_size < header.length) break;
+      const uint8_t* payload = input_.data() + offset + header_size;
+      offset += header_size + header.length;
+      frame(header, payload);
+    }
+    if (stop_reading_) return;
+    input_.erase(input_.begin(), input_.begin() + offset);
+    release_input(offset);
+  }
+
+  void release_input(size_t bytes) { server_.buffered_ -= std::min(bytes, server_.buffered_); }
+
+  void frame(const placement::protocol::Header& header, const uint8_t* payload) {
+    const auto type = static_cast<MessageType>(header.type);
+    if (state_.version != 0 && header.version != state_.version) {
+      fail(error::kUnsupportedVersion, "frame has protocol version " + std::to_string(header.version) +
+                                           ", the connection agreed on " + std::to_string(state_.version));
+      return;
+    }
+    if (!placement::protocol::is_known_type(header.type)) {
+      ++server_.service().protocol_errors;
+      send(MessageType::kError, header.request_id,
+           placement::protocol::error_body(error::kUnknownType, "unknown message type " + std::to_string(header.type), false), false);
+      return;
+    }
+    json body;
+    try {
+      body = placement::protocol::decode_payload(payload, header.length);
+    } catch (const placement::FormatError& e) {
+      ++server_.service().protocol_errors;
+      if (state_.version == 0) {
+        fail(error::kBadPayload, e.what());
+        return;
+      }
+      send(MessageType::kError, header.request_id, placement::protocol::error_body(error::kBadPayload, e.what(), false), false);
+      return;
+    }
+    server_.service().handle(state_, type, header.request_id, body, responder_);
+  }
+
+  // A frame that has begun must complete in time, so a stalled client cannot hold a half frame.
+  void arm_timer() {
+    if (input_.empty()) {
+      timer_armed_ = false;
+      timer_.cancel();
+      return;
+    }
+    if (timer_armed_) return;
+    timer_armed_ = true;
+    timer_.expires_after(std::chrono::milliseconds(server_.limits().frame_timeout_ms));
+    auto self = shared_from_this();
+    timer_.async_wait([this, self](const boost::system::error_code& ec) {
+      if (ec || closed_ || !timer_armed_) return;
+      timer_armed_ = false;
+      if (!input_.empty()) fail(error::kTimeout, "incomplete frame for " + std::to_string(server_.limits().frame_timeout_ms) + " ms");
+    });
+  }
+
+  void write_next() {
+    if (queue_.empty()) {
+      writing_ = false;
+      if (closing_) close();
+      return;
+    }
+    writing_ = true;
+    auto self = shared_from_this();
+    asio::async_write(socket_, asio::buffer(queue_.front()), [this, self](const boost::system::error_code& ec, size_t) {
+      if (closed_) return;
+      if (ec) {
+        close();
+        return;
+      }
+      queued_bytes_ -= queue_.front().size();
+      queue_.pop_front();
+      write_next();
+    });
+  }
+
+  Server& server_;
+  stream_protocol::socket socket_;
+  asio::steady_timer timer_;
+  ConnectionState state_;
+  Responder responder_;
+  std::array<uint8_t, 65536> chunk_{};
+  std::vector<uint8_t> input_;
+  std::deque<std::vector<uint8_t>> queue_;
+  size_t queued_bytes_ = 0;
+  bool writing_ = false;
+  bool closing_ = false;
+  bool closed_ = false;
+  bool stop_reading_ = false;
+  bool timer_armed_ = false;
+};
+
+Server::Server(asio::io_context& io, Service& service) : io_(io), service_(service), acceptor_(io) {}
+
+Server::~Server() { close_all(); }
+
+void Server::listen(const std::string& path, uint32_t mode) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  ::unlink(path.c_str());
+  acceptor_.open(stream_protocol());
+  acceptor_.bind(stream_protocol::endpoint(path));
+  if (::chmod(path.c_str(), mode) != 0)
+    spdlog::warn("cannot set mode {:o} on {}: {}", mode, path, std::strerror(errno));
+  acceptor_.listen(asio::socket_base::max_listen_connections);
+  accepting_ = true;
+  accept();
+}
+
+void Server::adopt(int fd) {
+  acceptor_.assign(stream_protocol(), fd);
+  accepting_ = true;
+  accept();
+}
+
+void Server::accept() {
+  acceptor_.async_accept([this](const boost::system::error_code& ec, stream_protocol::socket socket) {
+    if (!accepting_) return;
+    if (!ec) {
+      if (static_cast<int64_t>(connections_.size()) >= limits_.max_connections) {
+        // Best effort: tell the client why, without waiting for it.
+        const auto frame = placement::protocol::encode_frame(
+            MessageType::kError, 0,
+            placement::protocol::error_body(error::kBusy, "placementd has " + std::to_string(connections_.size()) + " connections, the configured maximum", true));
+        ::send(socket.native_handle(), frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+        spdlog::warn("refused a connection: {} connections open (daemon.max_connections)", connections_.size());
+      } else {
+        auto connection = std::make_shared<Connection>(*this, std::move(socket));
+        connections_.insert(connection);
+        ++service_.connections_total;
+        service_.connections_open = connections_.size();
+        connection->start();
+      }
+    } else if (ec != asio::error::operation_aborted) {
+      spdlog::warn("accept failed: {}", ec.message());
+    }
+    if (accepting_) accept();
+  });
+}
+
+void Server::remove(const std::shared_ptr<Connection>& connection) {
+  connections_.erase(connection);
+  service_.connections_open = connections_.size();
+}
+
+void Server::stop_accepting() {
+  accepting_ = false;
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
+}
+
+void Server::close_all() {
+  auto copy = connections_;
+  for (const auto& c : copy) c->close();
+}
+
+}  // namespace placementd

@@ -1,0 +1,63 @@
+#pragma once
+// The Unix-socket front end: accepts connections, frames bytes, hands frames to the Service.
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+
+#include "server/service.h"
+
+namespace placementd {
+
+class Connection;
+
+/// The [daemon] limits the server enforces (defaults in config/config.h).
+struct ServerLimits {
+  uint32_t max_frame_bytes = placement::protocol::kDefaultMaxFrameBytes;
+  int64_t max_connections = kDefaultMaxConnections;
+  int64_t frame_timeout_ms = kDefaultFrameTimeoutMs;
+  size_t max_queued_bytes = kMaxQueuedReplyBytes;
+  std::string admin_group;
+  /// Partial frames buffered over all connections (daemon.max_buffered_bytes).
+  size_t max_buffered_bytes = static_cast<size_t>(kDefaultMaxBufferedBytes);
+};
+
+/// All I/O runs on one io_context thread; policy work is posted elsewhere by the Service and its
+/// replies come back through asio::post. One bad connection never affects another.
+class Server {
+ public:
+  Server(boost::asio::io_context& io, Service& service);
+  ~Server();
+
+  /// Creates the socket at `path` with `mode`, replacing a stale file (the caller holds the lock).
+  void listen(const std::string& path, uint32_t mode);
+  /// Uses an already listening socket (systemd socket activation).
+  void adopt(int fd);
+  void set_limits(const ServerLimits& limits) { limits_ = limits; }
+  const ServerLimits& limits() const { return limits_; }
+
+  /// Stops accepting; existing connections continue until close_all().
+  void stop_accepting();
+  void close_all();
+
+  Service& service() { return service_; }
+
+ private:
+  friend class Connection;
+  void accept();
+  void remove(const std::shared_ptr<Connection>& connection);
+
+  boost::asio::io_context& io_;
+  Service& service_;
+  boost::asio::local::stream_protocol::acceptor acceptor_;
+  ServerLimits limits_;
+  std::set<std::shared_ptr<Connection>> connections_;
+  size_t buffered_ = 0;
+  bool accepting_ = false;
+};
+
+}  // namespace placementd

@@ -1,0 +1,233 @@
+// The connection-level and inspection side of the service: the handshake, dispatch, status, jobs,
+// plugins, reload (job_service.cpp has the job side).
+#include "server/service.h"
+
+#include <unistd.h>
+
+#include <boost/asio/post.hpp>
+#include <spdlog/spdlog.h>
+
+#include "placement/serialization.h"
+#include "server/request_error.h"
+#include "server/version.h"
+
+namespace placementd {
+
+using placement::protocol::MessageType;
+namespace error = placement::protocol::error;
+using nlohmann::json;
+
+Service::Service(std::shared_ptr<const Config> config, PluginRegistry& registry, Store& store,
+                 std::string socket_path)
+    : config_(std::move(config)),
+      registry_(registry),
+      store_(store),
+      socket_path_(std::move(socket_path)),
+      policy_pool_(static_cast<size_t>(config_->policy_threads)) {}
+
+Service::~Service() { policy_pool_.join(); }
+
+std::shared_ptr<const Config> Service::config() const {
+  std::lock_guard<std::mutex> lock(config_mutex_);
+  return config_;
+}
+
+void Service::set_config(std::shared_ptr<const Config> config) {
+  std::lock_guard<std::mutex> lock(config_mutex_);
+  config_ = std::move(config);
+}
+
+size_t Service::session_count() const {
+  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  return sessions_.size();
+}
+
+void Service::handle(ConnectionState& conn, MessageType type, uint32_t rid, const json& body,
+                     const Responder& respond) {
+  ++frames_received;
+  try {
+    if (!body.is_object()) throw RequestError(error::kBadPayload, "payload must be a map");
+    if (conn.version == 0 && type != MessageType::kHello) {
+      ++protocol_errors;
+      respond(MessageType::kError, rid,
+              placement::protocol::error_body(error::kUnexpected, "the first frame must be hello, got " + placement::protocol::to_string(type), true),
+              true);
+      return;
+    }
+    switch (type) {
+      case MessageType::kHello: return hello(conn, rid, body, respond);
+      case MessageType::kAttach: return attach(conn, rid, body, respond);
+      case MessageType::kGraphUpload: return upload_graph(conn, rid, body, respond);
+      case MessageType::kPlacementRequest: return request_placement(conn, rid, respond);
+      case MessageType::kStepReport: return step_report(conn, rid, body, respond);
+      case MessageType::kProfileReport: return profile_report(conn, rid, body, respond);
+      case MessageType::kDetach: return detach(conn, rid, respond);
+      case MessageType::kStatus: return status(conn, rid, respond);
+      case MessageType::kListJobs: return list_jobs(conn, rid, body, respond);
+      case MessageType::kJobShow: return show_job(conn, rid, body, respond);
+      case MessageType::kListPlugins: return list_plugins(rid, respond);
+      case MessageType::kReload: return reload(conn, rid, respond);
+      default:
+        throw RequestError(error::kUnexpected, placement::protocol::to_string(type) + " is a reply, not a request");
+    }
+  } catch (const RequestError& e) {
+    ++protocol_errors;
+    respond(MessageType::kError, rid, placement::protocol::error_body(e.code, e.what(), false), false);
+  } catch (const placement::FormatError& e) {
+    ++protocol_errors;
+    respond(MessageType::kError, rid, placement::protocol::error_body(error::kBadPayload, e.what(), false), false);
+  } catch (const std::exception& e) {
+    ++protocol_errors;
+    spdlog::error("uid {} pid {}: {} failed: {}", conn.peer.uid, conn.peer.pid, placement::protocol::to_string(type), e.what());
+    respond(MessageType::kError, rid, placement::protocol::error_body(error::kInternal, e.what(), false), false);
+  }
+}
+
+void Service::hello(ConnectionState& conn, uint32_t rid, const json& body, const Responder& respond) {
+  if (conn.version != 0) throw RequestError(error::kUnexpected, "hello was already received");
+  auto min_it = body.find("min_version");
+  auto max_it = body.find("max_version");
+  if (min_it == body.end() || max_it == body.end() || !min_it->is_number_unsigned() || !max_it->is_number_unsigned()) {
+    respond(MessageType::kError, rid, placement::protocol::error_body(error::kBadPayload, "hello needs min_version and max_version", true), true);
+    return;
+  }
+  const uint64_t lo = min_it->get<uint64_t>(), hi = max_it->get<uint64_t>();
+  const uint64_t chosen = std::min<uint64_t>(hi, placement::protocol::kMaxVersion);
+  if (lo > hi || chosen < lo || chosen < placement::protocol::kMinVersion) {
+    respond(MessageType::kError, rid,
+            placement::protocol::error_body(error::kUnsupportedVersion,
+                                            "client speaks protocol versions " + std::to_string(lo) + ".." + std::to_string(hi) +
+                                                ", this placementd speaks " + std::to_string(placement::protocol::kMinVersion) +
+                                                ".." + std::to_string(placement::protocol::kMaxVersion),
+                                            true),
+            true);
+    return;
+  }
+  conn.version = static_cast<uint16_t>(chosen);
+  respond(MessageType::kWelcome, rid,
+          {{"version", conn.version},
+           {"server", std::string("placementd ") + kVersion},
+           {"max_frame_bytes", config()->max_frame_bytes},
+           {"uid", conn.peer.uid},
+           {"admin", conn.peer.admin}},
+          false);
+}
+
+std::vector<std::shared_ptr<Session>> Service::visible_sessions(const Peer& peer, bool finished) const {
+  std::lock_guard<std::mutex> lock(sessions_mutex_);
+  std::vector<std::shared_ptr<Session>> out;
+  for (const auto& [id, s] : sessions_)
+    if (peer.admin || s->uid == peer.uid) out.push_back(s);
+  if (finished)
+    for (const auto& s : finished_)
+      if (peer.admin || s->uid == peer.uid) out.push_back(s);
+  return out;
+}
+
+void Service::status(ConnectionState& conn, uint32_t rid, const Responder& respond) {
+  const auto cfg = config();
+  const json plugins = {{"grouper", registry_.count(placement::PluginKind::kGrouper)},
+                        {"placer", registry_.count(placement::PluginKind::kPlacer)},
+                        {"algorithm", registry_.count(placement::PluginKind::kAlgorithm)}};
+  respond(MessageType::kStatusReply, rid,
+          {{"version", kVersion},
+           {"pid", ::getpid()},
+           {"uptime_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count()},
+           {"config", cfg->path},
+           {"socket", socket_path_},
+           {"state_dir", store_.dir()},
+           {"jobs_visible", visible_sessions(conn.peer).size()},
+           {"jobs_total", conn.peer.admin ? json(session_count()) : json(nullptr)},
+           {"connections", connections_open.load()},
+           {"connections_total", connections_total.load()},
+           {"frames_received", frames_received.load()},
+           {"reports_received", reports_received.load()},
+           {"protocol_errors", protocol_errors.load()},
+           {"plugins", plugins},
+           {"plugins_skipped", registry_.skipped_count()},
+           {"policy", {{"grouper", cfg->policy.grouper}, {"placer", cfg->policy.placer}, {"algorithm", cfg->policy.algorithm}}},
+           {"peer", {{"uid", conn.peer.uid}, {"admin", conn.peer.admin}}}},
+          false);
+}
+
+void Service::inspect(const ConnectionState& conn, std::function<void()> work) {
+  // An attached job's own connection sees its earlier reports counted: its session's strand runs
+  // them first.
+  if (conn.session) boost::asio::post(*conn.session->strand, std::move(work));
+  else boost::asio::post(policy_pool_, std::move(work));
+}
+
+void Service::list_jobs(ConnectionState& conn, uint32_t rid, const json& body, const Responder& respond) {
+  const bool all = body.value("all", false);
+  const bool finished = body.value("finished", false);
+  if (all && !conn.peer.admin)
+    throw RequestError(error::kPermissionDenied, "listing every user's jobs needs root or the admin group '" + config()->admin_group + "'");
+  // A session's lock may be held by its policy work for seconds: wait for it on a policy thread,
+  // not on the I/O thread.
+  inspect(conn, [this, peer = conn.peer, all, finished, rid, respond] {
+    json jobs = json::array();
+    for (const auto& s : visible_sessions(peer, finished)) {
+      if (!all && s->uid != peer.uid && !peer.admin) continue;
+      std::lock_guard<std::mutex> lock(s->mutex);
+      jobs.push_back(s->summary());
+    }
+    respond(MessageType::kJobList, rid, {{"jobs", jobs}}, false);
+  });
+}
+
+void Service::show_job(ConnectionState& conn, uint32_t rid, const json& body, const Responder& respond) {
+  auto it = body.find("id");
+  if (it == body.end() || !it->is_number_unsigned()) throw RequestError(error::kBadPayload, "'id' must be a job id");
+  const uint64_t id = it->get<uint64_t>();
+  inspect(conn, [this, peer = conn.peer, id, rid, respond] {
+    for (const auto& s : visible_sessions(peer, true)) {
+      if (s->id != id) continue;
+      std::lock_guard<std::mutex> lock(s->mutex);
+      respond(MessageType::kJobInfo, rid, s->detail(), false);
+      return;
+    }
+    // Another user's job is reported exactly like a missing one: uids see only their own jobs.
+    ++protocol_errors;
+    respond(MessageType::kError, rid,
+            placement::protocol::error_body(error::kNotFound, "no job " + std::to_string(id) + " visible to uid " +
+                                                                  std::to_string(peer.uid), false),
+            false);
+  });
+}
+
+void Service::list_plugins(uint32_t rid, const Responder& respond) {
+  json plugins = json::array();
+  for (const auto& p : registry_.plugins()) {
+    json params = json::array();
+    for (const auto& h : p.info.hyperparameters) {
+      json j = {{"name", h.name}, {"type", placement::param_type_name(h.default_value)},
+                {"default", placement::format_param(h.default_value)}, {"summary", h.summary}};
+      if (h.min) j["min"] = *h.min;
+      if (h.max) j["max"] = *h.max;
+      if (!h.choices.empty()) j["choices"] = h.choices;
+      params.push_back(j);
+    }
+    plugins.push_back({{"name", p.info.name}, {"kind", to_string(p.info.kind)}, {"version", p.info.version},
+                       {"summary", p.info.summary}, {"file", p.file}, {"torch_version", p.info.torch_version},
+                       {"hyperparameters", params}});
+  }
+  json skipped = json::array();
+  for (const auto& s : registry_.skipped()) skipped.push_back({{"file", s.file}, {"reason", s.reason}});
+  respond(MessageType::kPluginList, rid, {{"plugins", plugins}, {"skipped", skipped}}, false);
+}
+
+void Service::reload(ConnectionState& conn, uint32_t rid, const Responder& respond) {
+  if (!conn.peer.admin)
+    throw RequestError(error::kPermissionDenied, "reloading the config needs root or the admin group '" + config()->admin_group + "'");
+  if (!reload_) throw RequestError(error::kInternal, "reload is not available");
+  const std::vector<std::string> errors = reload_();
+  if (!errors.empty()) {
+    std::string text = "config not reloaded, the old one stays in force:";
+    for (const auto& e : errors) text += "\n" + e;
+    respond(MessageType::kError, rid, placement::protocol::error_body(error::kInvalidConfig, text, false), false);
+    return;
+  }
+  respond(MessageType::kReloaded, rid, {{"config", config()->path}, {"plugins", registry_.plugins().size()}}, false);
+}
+
+}  // namespace placementd

@@ -1,0 +1,161 @@
+#include <gtest/gtest.h>
+
+#include <toml++/toml.h>
+
+#include "config/config.h"
+#include "config_errors.h"
+
+namespace placementd {
+namespace {
+
+std::vector<std::string> errors_of(const std::string& text) {
+  return testing::config_errors([&] { parse_config(text, "t.toml", "/plugins"); });
+}
+
+TEST(Config, EmptyFileGivesDefaults) {
+  const Config c = parse_config("", "t.toml", "/plugins");
+  EXPECT_EQ(c.plugin_dirs, std::vector<std::string>{"/plugins"});
+  EXPECT_EQ(c.policy.grouper, "colocation");
+  EXPECT_EQ(c.exploration.steps_per_candidate, 15);
+  EXPECT_EQ(c.exploration.warmup_steps, 5);
+  EXPECT_EQ(c.max_frame_bytes, 64u << 20);
+  EXPECT_EQ(c.socket_mode, 0660u);
+}
+
+// The shipped file documents every key with its default: parsing it must give exactly the
+// built-in defaults, and every schema key must appear in it.
+TEST(Config, ShippedFileHoldsEveryKeyWithItsDefault) {
+  const Config shipped = load_config(SHIPPED_CONFIG, "/plugins");
+  const Config defaults = default_config("/plugins");
+  EXPECT_EQ(shipped.socket, defaults.socket);
+  EXPECT_EQ(shipped.socket_mode, defaults.socket_mode);
+  EXPECT_EQ(shipped.admin_group, defaults.admin_group);
+  EXPECT_EQ(shipped.state_dir, defaults.state_dir);
+  EXPECT_EQ(shipped.max_frame_bytes, defaults.max_frame_bytes);
+  EXPECT_EQ(shipped.max_connections, defaults.max_connections);
+  EXPECT_EQ(shipped.max_buffered_bytes, defaults.max_buffered_bytes);
+  EXPECT_EQ(shipped.frame_timeout_ms, defaults.frame_timeout_ms);
+  EXPECT_EQ(shipped.policy_threads, defaults.policy_threads);
+  EXPECT_EQ(shipped.log_level, defaults.log_level);
+  EXPECT_EQ(shipped.plugin_dirs, defaults.plugin_dirs);
+  EXPECT_EQ(shipped.allow, defaults.allow);
+  EXPECT_EQ(shipped.memory_headroom_fraction, defaults.memory_headroom_fraction);
+  EXPECT_EQ(shipped.policy.grouper, defaults.policy.grouper);
+  EXPECT_EQ(shipped.policy.placer, defaults.policy.placer);
+  EXPECT_EQ(shipped.policy.algorithm, defaults.policy.algorithm);
+  EXPECT_EQ(shipped.policy.warm_start_seconds, defaults.policy.warm_start_seconds);
+  const auto& a = shipped.exploration;
+  const auto& b = defaults.exploration;
+  EXPECT_EQ(a.steps_per_candidate, b.steps_per_candidate);
+  EXPECT_EQ(a.warmup_steps, b.warmup_steps);
+  EXPECT_EQ(a.max_candidates, b.max_candidates);
+  EXPECT_EQ(a.max_overhead_fraction, b.max_overhead_fraction);
+  EXPECT_EQ(a.failing_reward, b.failing_reward);
+  EXPECT_EQ(a.drift_threshold, b.drift_threshold);
+  EXPECT_EQ(a.drift_steps, b.drift_steps);
+  EXPECT_EQ(a.converge_candidates, b.converge_candidates);
+  const toml::table doc = toml::parse_file(SHIPPED_CONFIG);
+  for (const char* key : {"daemon.socket", "daemon.socket_mode", "daemon.admin_group", "daemon.state_dir",
+                          "daemon.max_frame_bytes", "daemon.max_connections", "daemon.frame_timeout_ms",
+                          "daemon.policy_threads", "daemon.max_buffered_bytes", "logging.level", "devices.allow", "devices.memory_headroom_fraction",
+                          "policy.grouper", "policy.placer", "policy.algorithm", "policy.warm_start_seconds",
+                          "exploration.steps_per_candidate",
+                          "exploration.warmup_steps", "exploration.max_candidates", "exploration.max_overhead_fraction",
+                          "exploration.failing_reward", "exploration.drift_threshold", "exploration.drift_steps",
+                          "exploration.converge_candidates"})
+    EXPECT_TRUE(doc.at_path(key)) << key << " is missing from etc/placementd.toml";
+}
+
+TEST(Config, ErrorsCarryFileLineColumnAndAreAllCollected) {
+  const auto errors = errors_of(
+      "[daemon]\n"
+      "max_frame_bytes = \"big\"\n"
+      "colour = 1\n"
+      "[exploration]\n"
+      "steps_per_candidate = 0\n"
+      "[logging]\n"
+      "level = \"loud\"\n");
+  ASSERT_EQ(errors.size(), 4u);
+  EXPECT_EQ(errors[0], "t.toml:2:19: daemon.max_frame_bytes must be an integer, got a string");
+  EXPECT_EQ(errors[1].rfind("t.toml:3:1: unknown key 'colour' in [daemon]", 0), 0u) << errors[1];
+  EXPECT_EQ(errors[2], "t.toml:5:23: exploration.steps_per_candidate must be in [2, 100000], got 0");
+  EXPECT_EQ(errors[3].rfind("t.toml:7:9: logging.level must be one of", 0), 0u) << errors[3];
+}
+
+TEST(Config, SyntaxErrorHasAPosition) {
+  const auto errors = errors_of("[daemon\nsocket = 1\n");
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].rfind("t.toml:1:", 0), 0u) << errors[0];
+  EXPECT_NE(errors[0].find("TOML syntax"), std::string::npos);
+}
+
+TEST(Config, MissingFileIsNamed) {
+  try {
+    load_config("/nonexistent/placementd.toml", "/plugins");
+    FAIL();
+  } catch (const ConfigInvalid& e) {
+    EXPECT_STREQ(e.what(), "/nonexistent/placementd.toml: cannot open config file");
+  }
+}
+
+TEST(Config, BufferCapMustHoldOneLargestFrame) {
+  const auto errors = errors_of("[daemon]\nmax_frame_bytes = 1048576\nmax_buffered_bytes = 65536\n");
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("t.toml:3:22: daemon.max_buffered_bytes (65536) must be at least daemon.max_frame_bytes (1048576)"),
+            std::string::npos) << errors[0];
+}
+
+TEST(Config, WarmupMustLeaveStepsToMeasure) {
+  const auto errors = errors_of("[exploration]\nsteps_per_candidate = 5\nwarmup_steps = 5\n");
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("warmup_steps (5) must be smaller than steps_per_candidate (5)"), std::string::npos);
+}
+
+// The live simulator search's time limit reaches every job's policy; a limit that would stall a
+// policy thread for long, or never let it search, is refused where it is written.
+TEST(Config, WarmStartSearchTimeIsBoundedAndReachesTheJobs) {
+  const Config c = parse_config("[policy]\nwarm_start = \"simulator\"\nwarm_start_seconds = 4.5\n", "t.toml", "/plugins");
+  EXPECT_EQ(effective_policy(c, "any-job", 1000).warm_start_seconds, 4.5);
+  EXPECT_EQ(effective_policy(parse_config("", "t.toml", "/plugins"), "any-job", 1000).warm_start_seconds, 1.0);
+  const auto errors = errors_of("[policy]\nwarm_start_seconds = 3600\n");
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0], "t.toml:2:22: policy.warm_start_seconds must be in [0.01, 600], got 3600");
+  EXPECT_EQ(errors_of("[policy]\nwarm_start_seconds = 0\n").size(), 1u);
+  EXPECT_EQ(errors_of("[policy]\nwarm_start_seconds = \"1s\"\n").size(), 1u);
+}
+
+TEST(Config, WrongTypesAreNotSilentlyDefaulted) {
+  EXPECT_EQ(errors_of("[devices]\nallow = \"cuda:*\"\n").size(), 1u);
+  EXPECT_EQ(errors_of("[devices]\nallow = [\"tpu:*\"]\n").size(), 1u);
+  EXPECT_EQ(errors_of("[policy]\ngrouper = 3\n").size(), 1u);
+  EXPECT_EQ(errors_of("daemon = 3\n").size(), 1u);
+  EXPECT_EQ(errors_of("[params.grouper.colocation]\nmax_group_ops = [1]\n").size(), 1u);
+  EXPECT_EQ(errors_of("[params.widget.x]\n").size(), 1u);
+  EXPECT_EQ(errors_of("[[rules]]\nalgorithm = \"reinforce\"\n").size(), 1u) << "a rule must match something";
+}
+
+TEST(Config, RulesOverrideDefaultsForMatchingJobs) {
+  const Config c = parse_config(
+      "[params.algorithm.reinforce]\nlearning_rate = 0.1\nclip_norm = 2.0\n"
+      "[exploration]\nmax_candidates = 100\n"
+      "[[rules]]\njob = \"bert-*\"\nplacer = \"metis\"\n"
+      "[rules.exploration]\nmax_candidates = 50\n"
+      "[rules.params.algorithm.reinforce]\nlearning_rate = 0.05\n"
+      "[[rules]]\nuid = 1000\nalgorithm = \"ppo\"\n",
+      "t.toml", "/plugins");
+  const EffectivePolicy bert = effective_policy(c, "bert-large", 0);
+  EXPECT_EQ(bert.rule, 0);
+  EXPECT_EQ(bert.placer, "metis");
+  EXPECT_EQ(bert.grouper, "colocation");
+  EXPECT_EQ(bert.exploration.max_candidates, 50);
+  EXPECT_DOUBLE_EQ(std::get<double>(bert.algorithm_params.at("learning_rate")), 0.05);
+  EXPECT_DOUBLE_EQ(std::get<double>(bert.algorithm_params.at("clip_norm")), 2.0) << "untouched keys keep the global value";
+  const EffectivePolicy other = effective_policy(c, "gnmt", 1000);
+  EXPECT_EQ(other.rule, 1);
+  EXPECT_EQ(other.algorithm, "ppo");
+  EXPECT_EQ(other.exploration.max_candidates, 100);
+  EXPECT_EQ(effective_policy(c, "gnmt", 0).rule, -1);
+}
+
+}  // namespace
+}  // namespace placementd

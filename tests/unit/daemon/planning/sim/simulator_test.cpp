@@ -1,0 +1,160 @@
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include <filesystem>
+
+#include "placement/serialization.h"
+#include "planning/sim/simulator.h"
+#include "test_graphs.h"
+
+namespace placementd::sim {
+namespace {
+
+using placement::DeviceKind;
+using placement::OpGraph;
+using placement::Placement;
+
+// Every op: forward 1 s, backward 2 s, update 0.5 s on cpu; `bytes` per edge and output.
+OpGraph profiled(OpGraph g, double update = 0.5) {
+  for (auto& op : g.ops) op.profile["cpu"] = {1.0, 2.0, update, 100};
+  return g;
+}
+
+// Devices with 1 GB/s links and no latency, so a 1e9-byte tensor takes exactly 1 s.
+placement::DeviceSet slow_links(int n, uint64_t memory = 1ull << 40) {
+  auto d = placement::testing::devices(n, DeviceKind::kCpu, memory);
+  for (auto& row : d.bandwidth) std::fill(row.begin(), row.end(), 1e9);
+  for (auto& row : d.latency) std::fill(row.begin(), row.end(), 0.0);
+  return d;
+}
+
+TEST(Simulator, ChainOnOneDeviceIsTheSumOfItsOps) {
+  const Simulator sim(profiled(placement::testing::chain(3, 1000000000)), slow_links(2));
+  const auto r = sim.simulate(Placement{{0, 0, 0}});
+  ASSERT_TRUE(r.valid);
+  EXPECT_DOUBLE_EQ(r.forward_s, 3.0);
+  EXPECT_DOUBLE_EQ(r.backward_s, 3.0 + 6.0);
+  EXPECT_DOUBLE_EQ(r.step_time_s, 9.0 + 1.5);
+  EXPECT_DOUBLE_EQ(r.busy_s[0], 10.5);
+  EXPECT_DOUBLE_EQ(r.busy_s[1], 0.0);
+  EXPECT_EQ(r.transfers, 0u);
+}
+
+TEST(Simulator, SplitChainPaysTheLinkBothWays) {
+  // op0 on d0, op1 on d1: forward 1 + 1 (send) + 1; backward 2 (op1) + 1 (gradient back) + 2 (op0);
+  // each device then updates its own op in parallel: + 0.5.
+  const Simulator sim(profiled(placement::testing::chain(2, 1000000000)), slow_links(2), {2.0, 0.0, false});
+  const auto r = sim.simulate(Placement{{0, 1}});
+  EXPECT_DOUBLE_EQ(r.forward_s, 3.0);
+  EXPECT_DOUBLE_EQ(r.backward_s, 8.0);
+  EXPECT_DOUBLE_EQ(r.step_time_s, 8.5);
+  EXPECT_EQ(r.transfers, 2u);
+  EXPECT_EQ(r.transferred_bytes, 2000000000u);
+}
+
+TEST(Simulator, IndependentChainsRunInParallel) {
+  // Two chains of 4 joined at the end; tiny tensors so links cost nothing noticeable. The two
+  // devices must be really separate (GPUs, or CPUs not modelled as one host).
+  OpGraph g = profiled(placement::testing::two_chains(4), 0.0);
+  const Simulator sim(g, slow_links(2), {2.0, 0.0, false});
+  Placement one = Placement::single(g, 0);
+  Placement split = one;
+  for (int i = 4; i < 8; ++i) split.device_of_op[i] = 1;
+  const double serial = sim.simulate(one).step_time_s;
+  const double parallel = sim.simulate(split).step_time_s;
+  EXPECT_DOUBLE_EQ(serial, 9 * 3.0);
+  EXPECT_NEAR(parallel, 5 * 3.0, 1e-3);  // 4 ops per chain in parallel + the join
+  EXPECT_LT(parallel, serial);
+}
+
+TEST(Simulator, CpuDevicesShareTheHostByDefault) {
+  OpGraph g = profiled(placement::testing::two_chains(4), 0.0);
+  const Simulator sim(g, slow_links(2));
+  Placement split = Placement::single(g, 0);
+  for (int i = 4; i < 8; ++i) split.device_of_op[i] = 1;
+  EXPECT_NEAR(sim.simulate(split).step_time_s, 9 * 3.0, 1e-3) << "no parallelism between logical CPU devices";
+}
+
+TEST(Simulator, SpeedScalesTimes) {
+  auto devices = slow_links(2);
+  devices.devices[1].speed = 2.0;
+  const Simulator sim(profiled(placement::testing::chain(3)), devices);
+  EXPECT_DOUBLE_EQ(sim.simulate(Placement{{1, 1, 1}}).step_time_s, 10.5 / 2);
+}
+
+TEST(Simulator, OutOfMemoryNamesTheDeviceAndTheBytes) {
+  OpGraph g = profiled(placement::testing::chain(2, 1024));
+  g.ops[0].parameter_bytes = 1ull << 30;  // ×(2 + 2 for Adam) = 4 GiB
+  const Simulator sim(g, slow_links(2, 3ull << 30));
+  const auto r = sim.simulate(Placement{{0, 1}});
+  EXPECT_FALSE(r.valid);
+  EXPECT_EQ(r.invalid_reason.rfind("out of memory on cpu:0: needs 4.00 GiB", 0), 0u) << r.invalid_reason;
+  EXPECT_NE(r.invalid_reason.find("has 3.00 GiB"), std::string::npos);
+  EXPECT_EQ(r.memory[0].parameters, 4ull << 30);
+  // Plain SGD keeps no state: 2 GiB fits.
+  const Simulator sgd(g, slow_links(2, 3ull << 30), {0.0, 0.0, true});
+  EXPECT_TRUE(sgd.check_memory(Placement{{0, 1}}).valid);
+  // Headroom counts against capacity.
+  const Simulator tight(g, slow_links(2, 3ull << 30), {0.0, 0.5, true});
+  EXPECT_FALSE(tight.check_memory(Placement{{0, 1}}).valid);
+}
+
+TEST(Simulator, ReceivedCopiesAreKeptForBackward) {
+  const Simulator sim(profiled(placement::testing::chain(2, 5000)), slow_links(2));
+  const auto r = sim.check_memory(Placement{{0, 1}});
+  EXPECT_EQ(r.memory[1].activations, 100u + 5000u);  // its own activations + the received input
+  EXPECT_EQ(r.memory[0].activations, 100u);
+}
+
+TEST(Simulator, MissingProfileIsNamed) {
+  OpGraph g = profiled(placement::testing::chain(2));
+  placement::DeviceSet d = placement::DeviceSet::uniform(
+      {{DeviceKind::kCpu, 0, 1ull << 30, 1.0}, {DeviceKind::kCuda, 0, 1ull << 30, 1.0}}, 1e9, 0);
+  const Simulator sim(g, d);
+  EXPECT_NO_THROW(sim.simulate(Placement{{0, 0}}));
+  try {
+    sim.simulate(Placement{{0, 1}});
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("op 1 'layer.1' has no cuda profile"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Simulator, NoPlacementBeatsTheLowerBound) {
+  OpGraph g = profiled(placement::testing::two_chains(6));
+  const Simulator sim(g, slow_links(3), {2.0, 0.0, false});
+  const double bound = sim.lower_bound_s();
+  EXPECT_DOUBLE_EQ(bound, std::max(7 * 3.0, (13 * 3.5) / 3));
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 200; ++i) {
+    Placement p;
+    for (size_t u = 0; u < g.ops.size(); ++u) p.device_of_op.push_back(static_cast<int>(rng() % 3));
+    EXPECT_GE(sim.simulate(p).step_time_s + 1e-9, bound);
+  }
+}
+
+}  // namespace
+}  // namespace placementd::sim
+
+namespace placementd::sim {
+namespace {
+
+// The profiled graphs shipped in tests/data/graphs stay loadable, fully profiled and simulatable.
+TEST(ShippedGraphs, LoadAndSimulateOnTheHost) {
+  int seen = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(GRAPH_DIR)) {
+    const placement::OpGraph g = placement::load_graph_file(entry.path().string());
+    for (const auto& op : g.ops) ASSERT_EQ(op.profile.count("cpu"), 1u) << entry.path() << ": " << op.name;
+    const Simulator sim(g, placement::testing::devices(1, DeviceKind::kCpu, 1ull << 40));
+    const auto r = sim.simulate(Placement::single(g, 0));
+    double total = 0;
+    for (const auto& op : g.ops) total += op.profile.at("cpu").forward_s + op.profile.at("cpu").backward_s + op.profile.at("cpu").update_s;
+    EXPECT_NEAR(r.step_time_s, total, 1e-9 * total) << entry.path() << ": one device runs everything in sequence";
+    ++seen;
+  }
+  EXPECT_GE(seen, 6);
+}
+
+}  // namespace
+}  // namespace placementd::sim
