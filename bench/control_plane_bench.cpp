@@ -50,9 +50,16 @@ long rss_kib(pid_t pid) {
 uint64_t attach(Client& c, const placement::OpGraph& graph, const std::string& name) {
   const auto devices = placement::DeviceSet::uniform(
       {{placement::DeviceKind::kCpu, 0, 1ull << 32, 1.0}, {placement::DeviceKind::kCpu, 1, 1ull << 32, 1.0}}, 1e10, 1e-5);
-  c.request(MessageType::kAttach, {{"job", name}, {"devices", placement::to_json(devices)}}, MessageType::kAttached);
-  c.request(MessageType::kGraphUpload, {{"graph", placement::to_json(graph)}}, MessageType::kGraphAccepted);
-  return c.request(MessageType::kPlacementRequest, json::object(), MessageType::kPlacementDirective)["placement_id"].get<uint64_t>();
+  namespace msg = placement::messages;
+  msg::Attach a;
+  a.job = name;
+  a.devices = devices;
+  c.request(a.kType, a.to_json(), msg::Attached::kType);
+  const msg::GraphUpload upload{graph, std::nullopt};
+  c.request(upload.kType, upload.to_json(devices), msg::GraphAccepted::kType);
+  return msg::Directive::from_json(c.request(msg::PlacementRequest::kType, msg::PlacementRequest{}.to_json(), msg::Directive::kType),
+                                   graph, devices)
+      .placement_id;
 }
 
 std::vector<double> round_trips(Client& c, int n) {

@@ -16,6 +16,7 @@ namespace placementctl {
 
 using nlohmann::json;
 using placement::protocol::MessageType;
+namespace msg = placement::messages;
 
 namespace {
 
@@ -96,7 +97,7 @@ int status(const Globals& g) {
 }
 
 int jobs(const Globals& g, bool all, bool finished) {
-  const json list = ask(g, MessageType::kListJobs, {{"all", all}, {"finished", finished}}, MessageType::kJobList);
+  const json list = ask(g, msg::ListJobs::kType, msg::ListJobs{all, finished}.to_json(), MessageType::kJobList);
   if (g.json) {
     std::cout << list["jobs"].dump(2) << "\n";
     return 0;
@@ -118,7 +119,7 @@ int jobs(const Globals& g, bool all, bool finished) {
 }
 
 int job_show(const Globals& g, uint64_t id, const std::string& plot_path) {
-  const json j = ask(g, MessageType::kJobShow, {{"id", id}}, MessageType::kJobInfo);
+  const json j = ask(g, msg::JobShow::kType, msg::JobShow{id}.to_json(), MessageType::kJobInfo);
   if (g.json) {
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -207,9 +208,10 @@ int plugins(const Globals& g) {
 }
 
 int reload(const Globals& g) {
-  const json r = ask(g, MessageType::kReload, json::object(), MessageType::kReloaded);
+  const json r = ask(g, msg::Reload::kType, msg::Reload{}.to_json(), msg::Reloaded::kType);
+  const msg::Reloaded reloaded = msg::Reloaded::from_json(r);
   if (g.json) std::cout << r.dump(2) << "\n";
-  else std::cout << "reloaded " << r["config"].get<std::string>() << " (" << r["plugins"].get<uint64_t>() << " plugins)\n";
+  else std::cout << "reloaded " << reloaded.config << " (" << reloaded.plugins << " plugins)\n";
   return 0;
 }
 

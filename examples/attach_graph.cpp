@@ -1,6 +1,7 @@
 // Attaches to placementd as a job, uploads an OpGraph file and prints the placement it receives.
-// This is the control-plane flow of a live job without the training itself (which arrives with
-// the placed-execution engine): attach -> graph upload -> placement directive -> detach.
+// This is the control-plane flow of a live job without the training itself (placement::Job in
+// placement/job.h adds that): attach -> graph upload -> placement directive -> detach, each a
+// message of placement/messages.h.
 //
 //   attach_graph --graph examples/graphs/two_tower_mlp.json --devices cpu:0,cpu:1 [--socket PATH]
 
@@ -11,10 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include "placement/client.h"
+#include "placement/messages.h"
 #include "placement/serialization.h"
 
-using nlohmann::json;
-using placement::protocol::MessageType;
+namespace msg = placement::messages;
 
 int main(int argc, char** argv) {
   CLI::App app{"attach to placementd, upload a graph, print the placement"};
@@ -40,20 +41,24 @@ int main(int argc, char** argv) {
     const auto devices = placement::DeviceSet::uniform(list, 10e9, 10e-6);
 
     placement::Client client({socket, "attach_graph example", 10000});
-    std::cout << "connected to " << client.welcome()["server"].get<std::string>() << " (protocol v"
-              << client.version() << ")\n";
-    const json attached = client.request(MessageType::kAttach,
-                                         {{"job", job}, {"devices", placement::to_json(devices)}, {"sdk_version", "0.1.0"}},
-                                         MessageType::kAttached);
-    std::cout << "attached as job " << attached["session"] << " with " << attached["grouper"].get<std::string>() << " / "
-              << attached["placer"].get<std::string>() << " / " << attached["algorithm"].get<std::string>() << "\n";
-    const json accepted = client.request(MessageType::kGraphUpload, {{"graph", placement::to_json(graph)}},
-                                         MessageType::kGraphAccepted);
-    std::cout << "graph " << accepted["fingerprint"].get<std::string>() << ": " << accepted["ops"] << " ops, "
-              << accepted["edges"] << " edges, " << accepted["groups"] << " groups\n";
-    const json directive = client.request(MessageType::kPlacementRequest, json::object(), MessageType::kPlacementDirective);
-    const placement::Placement p = placement::placement_from_json(directive["placement"], graph, devices);
-    std::cout << "placement " << directive["placement_id"] << " (" << directive["reason"].get<std::string>() << "):\n";
+    std::cout << "connected to " << client.welcome().server << " (protocol v" << client.version() << ")\n";
+    msg::Attach attach;
+    attach.job = job;
+    attach.devices = devices;
+    attach.sdk_version = "0.1.0";
+    const auto attached = msg::Attached::from_json(client.request(attach.kType, attach.to_json(), msg::Attached::kType));
+    std::cout << "attached as job " << attached.session << " with " << attached.grouper << " / " << attached.placer
+              << " / " << attached.algorithm << "\n";
+    const msg::GraphUpload upload{graph, std::nullopt};
+    const auto accepted = msg::GraphAccepted::from_json(
+        client.request(upload.kType, upload.to_json(devices), msg::GraphAccepted::kType));
+    std::cout << "graph " << accepted.fingerprint << ": " << accepted.ops << " ops, " << accepted.edges << " edges, "
+              << accepted.groups << " groups\n";
+    const auto directive = msg::Directive::from_json(
+        client.request(msg::PlacementRequest::kType, msg::PlacementRequest{}.to_json(), msg::Directive::kType), graph,
+        devices);
+    const placement::Placement& p = directive.placement;
+    std::cout << "placement " << directive.placement_id << " (" << msg::to_string(directive.reason) << "):\n";
     std::map<int, std::vector<std::string>> by_device;
     for (size_t i = 0; i < graph.ops.size(); ++i) by_device[p.device_of_op[i]].push_back(graph.ops[i].name);
     for (const auto& [d, names] : by_device) {
@@ -61,7 +66,7 @@ int main(int argc, char** argv) {
       if (names.size() > 1) std::cout << " ... " << names.back();
       std::cout << ")\n";
     }
-    client.request(MessageType::kDetach, json::object(), MessageType::kDetached);
+    client.request(msg::Detach::kType, msg::Detach{}.to_json(), msg::Detached::kType);
     std::cout << "detached\n";
   } catch (const std::exception& e) {
     std::cerr << "attach_graph: " << e.what() << "\n";

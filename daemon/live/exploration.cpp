@@ -24,14 +24,17 @@ constexpr double kImprovement = 0.01;
 
 bool exploring(SessionState s) { return s == SessionState::kExploring || s == SessionState::kReexploring; }
 
-Directive issue(Session& s, Placement placement, std::string reason, std::optional<std::vector<int>> action) {
+Directive issue(Session& s, Placement placement, Reason reason, std::optional<std::vector<int>> action) {
   CandidateRecord record;
   record.id = s.candidates.empty() ? 1 : s.candidates.rbegin()->first + 1;
   record.placement = std::move(placement);
-  record.reason = std::move(reason);
+  record.reason = reason;
   record.action = std::move(action);
   s.current_candidate = record.id;
-  Directive d{record.id, record.reason, record.placement};
+  Directive d;
+  d.placement_id = record.id;
+  d.reason = record.reason;
+  d.placement = record.placement;
   s.candidates[record.id] = std::move(record);
   return d;
 }
@@ -84,7 +87,11 @@ Directive exploit(Session& s, const std::string& why) {
   s.current_candidate = best->id;
   spdlog::info("job {} '{}': exploiting placement {} ({:.6f} s/step, {} candidates): {}", s.id, s.job, best->id,
                *best->median(s.policy.exploration.warmup_steps), s.candidates.size(), why);
-  return {best->id, "best", best->placement};
+  Directive d;
+  d.placement_id = best->id;
+  d.reason = Reason::kBest;
+  d.placement = best->placement;
+  return d;
 }
 
 // Scores the candidate that just finished (or failed) and trains the policy on it.
@@ -109,7 +116,7 @@ void score(Session& s, CandidateRecord& c) {
 Directive fall_back(Session& s, const std::string& why) {
   spdlog::warn("job {} '{}': no candidate measured well ({}); keeping the start placement", s.id, s.job, why);
   s.state = SessionState::kExploiting;
-  return issue(s, s.candidates.begin()->second.placement, "start", std::nullopt);
+  return issue(s, s.candidates.begin()->second.placement, Reason::kStart, std::nullopt);
 }
 
 }  // namespace
@@ -134,20 +141,18 @@ std::string policy_key(const Session& s) {
   return s.policy.grouper + "+" + s.policy.placer + "+" + s.policy.algorithm;
 }
 
-nlohmann::json directive_body(const Session& s, const Directive& d) {
-  return {{"placement_id", d.placement_id},
-          {"reason", d.reason},
-          {"state", to_string(s.state)},
-          {"profile", wants_profile(s, d.placement)},
-          {"placement", placement::to_json(d.placement, s.devices)}};
+nlohmann::json directive_body(const Session& s, Directive d) {
+  d.state = s.state;
+  d.profile = wants_profile(s, d.placement);
+  return d.to_json(s.devices);
 }
 
 Directive start_session(Session& s) {
   s.state = SessionState::kProfiling;
-  if (s.cached) return issue(s, *s.cached, "cached", std::nullopt);
+  if (s.cached) return issue(s, *s.cached, Reason::kCached, std::nullopt);
   Placement start = s.job_start ? *s.job_start : Placement::single(*s.graph, 0);
   start.enforce_pins(*s.graph, s.devices);
-  return issue(s, std::move(start), "start", std::nullopt);
+  return issue(s, std::move(start), Reason::kStart, std::nullopt);
 }
 
 bool record_report(Session& s, const placement::Measurement& m) {
@@ -168,12 +173,12 @@ bool record_report(Session& s, const placement::Measurement& m) {
   } else {
     if (c.failures++ == 0) {
       c.error = m.error;
-      spdlog::info("job {} '{}': a step failed under placement {} ({}): {}", s.id, s.job, c.id, c.reason,
+      spdlog::info("job {} '{}': a step failed under placement {} ({}): {}", s.id, s.job, c.id, to_string(c.reason),
                    m.error.empty() ? "no reason given" : m.error);
     }
     ++s.failed_steps;
   }
-  if (exploring(s.state) && c.id == s.current_candidate && c.reason != "re-measure") {
+  if (exploring(s.state) && c.id == s.current_candidate && c.reason != Reason::kRemeasure) {
     ++s.exploration_steps;
     s.exploration_seconds += m.step_time_s;
   }
@@ -217,12 +222,12 @@ std::optional<Directive> advance_session(Session& s, Store& store) {
     s.since_improvement = 0;
     spdlog::info("job {} '{}': step time drifted {}% above the best for {} steps; re-exploring", s.id, s.job,
                  static_cast<int>(e.drift_threshold * 100), e.drift_steps);
-    return issue(s, current->second.placement, "re-measure", std::nullopt);
+    return issue(s, current->second.placement, Reason::kRemeasure, std::nullopt);
   }
 
   if (!resuming) {  // the placement that ran was the best, already scored
     score(s, current->second);
-    if (s.state == SessionState::kReexploring && current->second.reason != "re-measure") --s.reexplore_left;
+    if (s.state == SessionState::kReexploring && current->second.reason != Reason::kRemeasure) --s.reexplore_left;
     if (s.state == SessionState::kProfiling) s.state = SessionState::kExploring;
     // The policy's state is written on progress and every 10 candidates (it can be megabytes).
     persist_session(s, store, s.since_improvement == 0 || s.candidates.size() % 10 == 0);
@@ -238,13 +243,13 @@ std::optional<Directive> advance_session(Session& s, Store& store) {
   }
   if (!s.single_device_tried) {
     s.single_device_tried = true;
-    if (std::optional<Placement> p = single_device_candidate(s)) return issue(s, std::move(*p), "single device", std::nullopt);
+    if (std::optional<Placement> p = single_device_candidate(s)) return issue(s, std::move(*p), Reason::kSingleDevice, std::nullopt);
   }
   // A warm-started policy's first candidate is what it imitated, not a sample around it.
   if (!s.warm_start_tried && s.warm_start && s.warm_start->skipped.empty()) {
     s.warm_start_tried = true;
     if (!measured(s, s.warm_start->placement.fingerprint()) && s.memory_model->check_memory(s.warm_start->placement).valid)
-      return issue(s, s.warm_start->placement, "warm start", s.warm_start->action);
+      return issue(s, s.warm_start->placement, Reason::kWarmStart, s.warm_start->action);
   }
 
   for (int attempt = 0; attempt < kSamplesPerAdvance; ++attempt) {
@@ -264,7 +269,8 @@ std::optional<Directive> advance_session(Session& s, Store& store) {
       if (!s.pipeline->policy()) break;  // a deterministic placer answers the same again
       continue;
     }
-    return issue(s, std::move(p), s.state == SessionState::kReexploring ? "re-explore" : "policy", std::move(action));
+    return issue(s, std::move(p), s.state == SessionState::kReexploring ? Reason::kReexplore : Reason::kPolicy,
+                 std::move(action));
   }
   const std::string why = "the policy only proposes placements already measured or rejected";
   return s.best() ? exploit(s, why) : fall_back(s, why);

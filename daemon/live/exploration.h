@@ -21,14 +21,11 @@
 
 namespace placementd {
 
-struct Directive {
-  uint64_t placement_id = 0;
-  std::string reason;
-  placement::Placement placement;
-};
+using placement::messages::Directive;
 
-/// The placement_directive body for `directive` (state included, so the job can show it).
-nlohmann::json directive_body(const Session& session, const Directive& directive);
+/// The placement_directive body for `directive` as the session stands now: its state (so the job
+/// can show it) and whether the job should profile under it.
+nlohmann::json directive_body(const Session& session, Directive directive);
 
 /// After the graph is accepted: the first placement, the stored best if there is one, else the
 /// job's own. Enters profiling.

@@ -10,18 +10,6 @@ namespace placementd {
 
 using nlohmann::json;
 
-const char* to_string(SessionState state) {
-  switch (state) {
-    case SessionState::kAttached: return "attached";
-    case SessionState::kProfiling: return "profiling";
-    case SessionState::kExploring: return "exploring";
-    case SessionState::kExploiting: return "exploiting";
-    case SessionState::kReexploring: return "re-exploring";
-    case SessionState::kDetached: return "detached";
-  }
-  return "unknown";
-}
-
 std::optional<double> CandidateRecord::median(int64_t warmup) const {
   if (step_times.size() <= static_cast<size_t>(std::max<int64_t>(warmup, 0))) return std::nullopt;
   std::vector<double> kept(step_times.begin() + warmup, step_times.end());
@@ -56,7 +44,7 @@ const CandidateRecord* Session::best() const {
 double Session::profiling_overhead_seconds() const {
   double extra = 0.0;
   for (const auto& [id, c] : candidates) {
-    if (c.profiled_times.empty() || !(c.reason == "start" || c.reason == "cached")) continue;
+    if (c.profiled_times.empty() || !(c.reason == Reason::kStart || c.reason == Reason::kCached)) continue;
     const std::optional<double> m = c.median(policy.exploration.warmup_steps);
     if (!m) continue;
     double total = 0.0;
@@ -156,7 +144,7 @@ json Session::detail() const {
   for (const auto& [id, c] : candidates) {
     const auto m = c.median(policy.exploration.warmup_steps);
     list.push_back({{"id", id},
-                    {"reason", c.reason},
+                    {"reason", to_string(c.reason)},
                     {"stale", c.stale},
                     {"placement_fingerprint", c.placement.fingerprint()},
                     {"ops_per_device", c.placement.ops_per_device(devices.size())},

@@ -23,6 +23,7 @@
 #include "placement/devices.h"
 #include "placement/graph.h"
 #include "placement/grouper.h"
+#include "placement/messages.h"
 #include "placement/placement.h"
 #include "placement/placer.h"
 #include "planning/offline/warm_start.h"
@@ -32,16 +33,16 @@
 namespace placementd {
 
 /// attached → (graph) → profiling (the start placement is measured) → exploring → exploiting
-/// (→ re-exploring on drift → exploiting) → detached.
-enum class SessionState { kAttached, kProfiling, kExploring, kExploiting, kReexploring, kDetached };
-const char* to_string(SessionState state);
+/// (→ re-exploring on drift → exploiting) → detached: the state the job's directives carry.
+using SessionState = placement::messages::JobState;
+using placement::messages::Reason;
 
 /// Everything measured under one placement directive.
 struct CandidateRecord {
   uint64_t id = 0;
   placement::Placement placement;
-  /// "start", "cached", "single device", "policy", "re-explore", "re-measure" (the best again after drift).
-  std::string reason;
+  /// Why it was issued (never kBest: the best is a candidate measured already).
+  Reason reason = Reason::kStart;
   std::vector<double> step_times;
   uint64_t failures = 0;
   /// What the job said of the first failed step under it (an out-of-memory, an exception).

@@ -21,17 +21,9 @@ using placement::protocol::MessageType;
 namespace error = placement::protocol::error;
 using nlohmann::json;
 
-namespace {
+namespace messages = placement::messages;
 
-std::string required_string(const json& body, const char* key, size_t max_size) {
-  auto it = body.find(key);
-  if (it == body.end() || !it->is_string())
-    throw RequestError(error::kBadPayload, std::string("'") + key + "' must be a string");
-  const std::string value = it->get<std::string>();
-  if (value.empty() || value.size() > max_size)
-    throw RequestError(error::kBadPayload, std::string("'") + key + "' must have 1 to " + std::to_string(max_size) + " characters");
-  return value;
-}
+namespace {
 
 bool device_allowed(const Config& config, const std::string& name) {
   for (const std::string& glob : config.allow)
@@ -44,28 +36,17 @@ bool device_allowed(const Config& config, const std::string& name) {
 void Service::attach(ConnectionState& conn, uint32_t rid, const json& body, const Responder& respond) {
   if (conn.session) throw RequestError(error::kUnexpected, "this connection is already attached as job " + std::to_string(conn.session->id));
   const auto cfg = config();
+  messages::Attach attach = messages::Attach::from_json(body);
   auto session = std::make_shared<Session>();
-  session->job = required_string(body, "job", 256);
+  session->job = std::move(attach.job);
   session->uid = conn.peer.uid;
   session->pid = conn.peer.pid;
-  session->sdk_version = body.value("sdk_version", "");
-  session->torch_version = body.value("torch_version", "");
-  if (auto it = body.find("expected_steps"); it != body.end()) {
-    if (!it->is_number_unsigned()) throw RequestError(error::kBadPayload, "'expected_steps' must be a non-negative integer");
-    session->expected_steps = it->get<uint64_t>();
-  }
+  session->sdk_version = std::move(attach.sdk_version);
+  session->torch_version = std::move(attach.torch_version);
+  session->expected_steps = attach.expected_steps;
   session->protocol_version = conn.version;
-  if (auto it = body.find("profile_steps"); it != body.end()) {
-    if (!it->is_number_unsigned() || it->get<uint64_t>() > 1000)
-      throw RequestError(error::kBadPayload, "'profile_steps' must be an integer from 0 to 1000");
-    session->job_profile_steps = it->get<int64_t>();
-  }
-  if (!body.contains("devices")) throw RequestError(error::kBadPayload, "'devices' is missing");
-  try {
-    session->devices = placement::devices_from_json(body.at("devices"));
-  } catch (const placement::FormatError& e) {
-    throw RequestError(error::kBadPayload, std::string("devices: ") + e.what());
-  }
+  session->job_profile_steps = attach.profile_steps.value_or(0);
+  session->devices = std::move(attach.devices);
   for (const auto& d : session->devices.devices)
     if (!device_allowed(*cfg, d.name()))
       throw RequestError(error::kPermissionDenied, "device " + d.name() + " is not in this node's device pool ([devices].allow)");
@@ -84,35 +65,19 @@ void Service::attach(ConnectionState& conn, uint32_t rid, const json& body, cons
                session->uid, session->pid, session->devices.size(), session->policy.grouper,
                session->policy.placer, session->policy.algorithm);
   const auto& e = session->policy.exploration;
-  respond(MessageType::kAttached, rid,
-          {{"session", session->id},
-           {"grouper", session->policy.grouper},
-           {"placer", session->policy.placer},
-           {"algorithm", session->policy.algorithm},
-           {"steps_per_candidate", e.steps_per_candidate},
-           {"warmup_steps", e.warmup_steps},
-           {"max_candidates", e.max_candidates}},
-          false);
+  const messages::Attached attached{session->id,          session->policy.grouper, session->policy.placer,
+                                    session->policy.algorithm, e.steps_per_candidate, e.warmup_steps,
+                                    e.max_candidates};
+  respond(attached.kType, rid, attached.to_json(), false);
 }
 
 void Service::upload_graph(ConnectionState& conn, uint32_t rid, const json& body, const Responder& respond) {
   if (!conn.session) throw RequestError(error::kUnexpected, "attach before uploading a graph");
-  if (!body.contains("graph")) throw RequestError(error::kBadPayload, "'graph' is missing");
-  placement::OpGraph graph;
-  try {
-    graph = placement::graph_from_json(body.at("graph"));
-  } catch (const placement::FormatError& e) {
-    throw RequestError(error::kBadPayload, std::string("graph: ") + e.what());
-  }
   auto session = conn.session;
-  std::optional<placement::Placement> start;
-  if (auto it = body.find("placement"); it != body.end()) {
-    try {
-      start = placement::placement_from_json(*it, graph, session->devices);
-    } catch (const std::exception& e) {
-      throw RequestError(error::kBadPayload, std::string("placement: ") + e.what());
-    }
-  }
+  // The session's devices are set at attach and never change: readable off its strand.
+  messages::GraphUpload upload = messages::GraphUpload::from_json(body, session->devices);
+  placement::OpGraph graph = std::move(upload.graph);
+  std::optional<placement::Placement> start = std::move(upload.start);
   const double headroom = config()->memory_headroom_fraction;
   // Building the policy objects and grouping can take a while on big graphs: off the I/O thread.
   boost::asio::post(*session->strand, [this, session, graph = std::move(graph), start, headroom, rid, respond]() mutable {
@@ -165,21 +130,17 @@ void Service::upload_graph(ConnectionState& conn, uint32_t rid, const json& body
                    session->graph->ops.size(), grouping.num_groups,
                    session->pipeline->learned_grouping() ? " (learned grouping, regrouped every sample)" : "",
                    session->cached ? ", stored best placement found" : "", resumed ? ", policy state resumed" : "");
-      respond(MessageType::kGraphAccepted, rid,
-              {{"fingerprint", session->fingerprint},
-               {"ops", session->graph->ops.size()},
-               {"edges", session->graph->edges.size()},
-               {"groups", grouping.num_groups},
-               {"cached", session->cached.has_value()},
-               {"policy_resumed", resumed}},
-              false);
+      const messages::GraphAccepted accepted{session->fingerprint,     session->graph->ops.size(),
+                                             session->graph->edges.size(), grouping.num_groups,
+                                             session->cached.has_value(), resumed};
+      respond(accepted.kType, rid, accepted.to_json(), false);
     } catch (const RequestError& e) {
       undo();
-      respond(MessageType::kError, rid, placement::protocol::error_body(e.code, e.what(), false), false);
+      respond(MessageType::kError, rid, messages::Error{e.code, e.what(), false}.to_json(), false);
     } catch (const std::exception& e) {
       undo();
       spdlog::warn("job {} '{}': graph rejected: {}", session->id, session->job, e.what());
-      respond(MessageType::kError, rid, placement::protocol::error_body(error::kBadPayload, e.what(), false), false);
+      respond(MessageType::kError, rid, messages::Error{error::kBadPayload, e.what(), false}.to_json(), false);
     }
   });
 }
@@ -198,7 +159,9 @@ void Service::request_placement(ConnectionState& conn, uint32_t rid, const Respo
         d = start_session(*session);
       } else {
         const CandidateRecord& c = session->candidates.at(session->current_candidate);
-        d = {c.id, c.reason, c.placement};
+        d.placement_id = c.id;
+        d.reason = c.reason;
+        d.placement = c.placement;
       }
       respond(MessageType::kPlacementDirective, rid, directive_body(*session, d), false);
       // The job trains from here on; the warm start runs now unless it waits for the job's
@@ -211,10 +174,10 @@ void Service::request_placement(ConnectionState& conn, uint32_t rid, const Respo
         });
       }
     } catch (const RequestError& e) {
-      respond(MessageType::kError, rid, placement::protocol::error_body(e.code, e.what(), false), false);
+      respond(MessageType::kError, rid, messages::Error{e.code, e.what(), false}.to_json(), false);
     } catch (const std::exception& e) {
       spdlog::warn("job {} '{}': no placement: {}", session->id, session->job, e.what());
-      respond(MessageType::kError, rid, placement::protocol::error_body(error::kInternal, e.what(), false), false);
+      respond(MessageType::kError, rid, messages::Error{error::kInternal, e.what(), false}.to_json(), false);
     }
   });
 }
@@ -259,7 +222,7 @@ void Service::profile_report(ConnectionState& conn, uint32_t rid, const json& bo
     } catch (const std::exception& e) {
       ++protocol_errors;
       spdlog::warn("job {} '{}': profile report not used: {}", session->id, session->job, e.what());
-      respond(MessageType::kError, rid, placement::protocol::error_body(error::kBadPayload, e.what(), false), false);
+      respond(MessageType::kError, rid, messages::Error{error::kBadPayload, e.what(), false}.to_json(), false);
       return;
     }
     std::set<std::string> kinds;
@@ -302,21 +265,20 @@ void Service::detach(ConnectionState& conn, uint32_t rid, const Responder& respo
   conn.session.reset();
   // After the reports sent before it, and after any policy work in progress (its state is persisted).
   boost::asio::post(*session->strand, [this, session, rid, respond] {
-    bool persisted;
-    json best = nullptr;
+    messages::Detached detached;
     {
       std::lock_guard<std::mutex> lock(session->mutex);
-      persisted = persist_session(*session, store_);
+      detached.persisted = persist_session(*session, store_);
       if (const CandidateRecord* b = session->best()) {
-        best = *b->median(session->policy.exploration.warmup_steps);
+        detached.best_step_time_s = *b->median(session->policy.exploration.warmup_steps);
         // Written now or after an earlier candidate: what counts is that the store holds it.
         if (auto stored = store_.best(*session->graph, session->devices))
-          persisted = persisted || stored->step_time_s <= best.get<double>();
+          detached.persisted = detached.persisted || stored->step_time_s <= *detached.best_step_time_s;
       }
     }
     finish(session);
     spdlog::info("job {} '{}' detached", session->id, session->job);
-    respond(MessageType::kDetached, rid, {{"best_step_time_s", best}, {"persisted", persisted}}, false);
+    respond(detached.kType, rid, detached.to_json(), false);
   });
 }
 

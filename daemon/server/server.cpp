@@ -116,7 +116,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void fail(const char* code, const std::string& message) {
     ++server_.service().protocol_errors;
     spdlog::info("uid {} pid {}: {}: {}; closing", state_.peer.uid, state_.peer.pid, code, message);
-    send(MessageType::kError, 0, placement::protocol::error_body(code, message, true), true);
+    send(MessageType::kError, 0, placement::messages::Error{code, message, true}.to_json(), true);
     // Nothing more is read from a stream that cannot be trusted.
     release_input(input_.size());
     input_.clear();
@@ -187,7 +187,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (!placement::protocol::is_known_type(header.type)) {
       ++server_.service().protocol_errors;
       send(MessageType::kError, header.request_id,
-           placement::protocol::error_body(error::kUnknownType, "unknown message type " + std::to_string(header.type), false), false);
+           placement::messages::Error{error::kUnknownType, "unknown message type " + std::to_string(header.type), false}.to_json(), false);
       return;
     }
     json body;
@@ -199,7 +199,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
         fail(error::kBadPayload, e.what());
         return;
       }
-      send(MessageType::kError, header.request_id, placement::protocol::error_body(error::kBadPayload, e.what(), false), false);
+      send(MessageType::kError, header.request_id, placement::messages::Error{error::kBadPayload, e.what(), false}.to_json(), false);
       return;
     }
     server_.service().handle(state_, type, header.request_id, body, responder_);
@@ -290,7 +290,7 @@ void Server::accept() {
         // Best effort: tell the client why, without waiting for it.
         const auto frame = placement::protocol::encode_frame(
             MessageType::kError, 0,
-            placement::protocol::error_body(error::kBusy, "placementd has " + std::to_string(connections_.size()) + " connections, the configured maximum", true));
+            placement::messages::Error{error::kBusy, "placementd has " + std::to_string(connections_.size()) + " connections, the configured maximum", true}.to_json());
         ::send(socket.native_handle(), frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
         spdlog::warn("refused a connection: {} connections open (daemon.max_connections)", connections_.size());
       } else {

@@ -15,6 +15,7 @@ namespace placementd {
 
 using placement::protocol::MessageType;
 namespace error = placement::protocol::error;
+namespace messages = placement::messages;
 using nlohmann::json;
 
 Service::Service(std::shared_ptr<const Config> config, PluginRegistry& registry, Store& store,
@@ -50,7 +51,7 @@ void Service::handle(ConnectionState& conn, MessageType type, uint32_t rid, cons
     if (conn.version == 0 && type != MessageType::kHello) {
       ++protocol_errors;
       respond(MessageType::kError, rid,
-              placement::protocol::error_body(error::kUnexpected, "the first frame must be hello, got " + placement::protocol::to_string(type), true),
+              messages::Error{error::kUnexpected, "the first frame must be hello, got " + placement::protocol::to_string(type), true}.to_json(),
               true);
       return;
     }
@@ -72,45 +73,43 @@ void Service::handle(ConnectionState& conn, MessageType type, uint32_t rid, cons
     }
   } catch (const RequestError& e) {
     ++protocol_errors;
-    respond(MessageType::kError, rid, placement::protocol::error_body(e.code, e.what(), false), false);
+    respond(MessageType::kError, rid, messages::Error{e.code, e.what(), false}.to_json(), false);
   } catch (const placement::FormatError& e) {
     ++protocol_errors;
-    respond(MessageType::kError, rid, placement::protocol::error_body(error::kBadPayload, e.what(), false), false);
+    respond(MessageType::kError, rid, messages::Error{error::kBadPayload, e.what(), false}.to_json(), false);
   } catch (const std::exception& e) {
     ++protocol_errors;
     spdlog::error("uid {} pid {}: {} failed: {}", conn.peer.uid, conn.peer.pid, placement::protocol::to_string(type), e.what());
-    respond(MessageType::kError, rid, placement::protocol::error_body(error::kInternal, e.what(), false), false);
+    respond(MessageType::kError, rid, messages::Error{error::kInternal, e.what(), false}.to_json(), false);
   }
 }
 
 void Service::hello(ConnectionState& conn, uint32_t rid, const json& body, const Responder& respond) {
   if (conn.version != 0) throw RequestError(error::kUnexpected, "hello was already received");
-  auto min_it = body.find("min_version");
-  auto max_it = body.find("max_version");
-  if (min_it == body.end() || max_it == body.end() || !min_it->is_number_unsigned() || !max_it->is_number_unsigned()) {
-    respond(MessageType::kError, rid, placement::protocol::error_body(error::kBadPayload, "hello needs min_version and max_version", true), true);
+  messages::Hello hello;
+  try {
+    hello = messages::Hello::from_json(body);
+  } catch (const placement::FormatError& e) {
+    // Without a version there is no protocol to answer in: the connection ends.
+    respond(MessageType::kError, rid, messages::Error{error::kBadPayload, std::string("hello: ") + e.what(), true}.to_json(), true);
     return;
   }
-  const uint64_t lo = min_it->get<uint64_t>(), hi = max_it->get<uint64_t>();
+  const uint64_t lo = hello.min_version, hi = hello.max_version;
   const uint64_t chosen = std::min<uint64_t>(hi, placement::protocol::kMaxVersion);
   if (lo > hi || chosen < lo || chosen < placement::protocol::kMinVersion) {
     respond(MessageType::kError, rid,
-            placement::protocol::error_body(error::kUnsupportedVersion,
+            messages::Error{error::kUnsupportedVersion,
                                             "client speaks protocol versions " + std::to_string(lo) + ".." + std::to_string(hi) +
                                                 ", this placementd speaks " + std::to_string(placement::protocol::kMinVersion) +
                                                 ".." + std::to_string(placement::protocol::kMaxVersion),
-                                            true),
+                                            true}.to_json(),
             true);
     return;
   }
   conn.version = static_cast<uint16_t>(chosen);
-  respond(MessageType::kWelcome, rid,
-          {{"version", conn.version},
-           {"server", std::string("placementd ") + kVersion},
-           {"max_frame_bytes", config()->max_frame_bytes},
-           {"uid", conn.peer.uid},
-           {"admin", conn.peer.admin}},
-          false);
+  const messages::Welcome welcome{conn.version, std::string("placementd ") + kVersion, config()->max_frame_bytes,
+                                  conn.peer.uid, conn.peer.admin};
+  respond(welcome.kType, rid, welcome.to_json(), false);
 }
 
 std::vector<std::shared_ptr<Session>> Service::visible_sessions(const Peer& peer, bool finished) const {
@@ -158,8 +157,8 @@ void Service::inspect(const ConnectionState& conn, std::function<void()> work) {
 }
 
 void Service::list_jobs(ConnectionState& conn, uint32_t rid, const json& body, const Responder& respond) {
-  const bool all = body.value("all", false);
-  const bool finished = body.value("finished", false);
+  const messages::ListJobs request = messages::ListJobs::from_json(body);
+  const bool all = request.all, finished = request.finished;
   if (all && !conn.peer.admin)
     throw RequestError(error::kPermissionDenied, "listing every user's jobs needs root or the admin group '" + config()->admin_group + "'");
   // A session's lock may be held by its policy work for seconds: wait for it on a policy thread,
@@ -176,9 +175,7 @@ void Service::list_jobs(ConnectionState& conn, uint32_t rid, const json& body, c
 }
 
 void Service::show_job(ConnectionState& conn, uint32_t rid, const json& body, const Responder& respond) {
-  auto it = body.find("id");
-  if (it == body.end() || !it->is_number_unsigned()) throw RequestError(error::kBadPayload, "'id' must be a job id");
-  const uint64_t id = it->get<uint64_t>();
+  const uint64_t id = messages::JobShow::from_json(body).id;
   inspect(conn, [this, peer = conn.peer, id, rid, respond] {
     for (const auto& s : visible_sessions(peer, true)) {
       if (s->id != id) continue;
@@ -189,8 +186,8 @@ void Service::show_job(ConnectionState& conn, uint32_t rid, const json& body, co
     // Another user's job is reported exactly like a missing one: uids see only their own jobs.
     ++protocol_errors;
     respond(MessageType::kError, rid,
-            placement::protocol::error_body(error::kNotFound, "no job " + std::to_string(id) + " visible to uid " +
-                                                                  std::to_string(peer.uid), false),
+            messages::Error{error::kNotFound, "no job " + std::to_string(id) + " visible to uid " +
+                                                                  std::to_string(peer.uid), false}.to_json(),
             false);
   });
 }
@@ -224,10 +221,11 @@ void Service::reload(ConnectionState& conn, uint32_t rid, const Responder& respo
   if (!errors.empty()) {
     std::string text = "config not reloaded, the old one stays in force:";
     for (const auto& e : errors) text += "\n" + e;
-    respond(MessageType::kError, rid, placement::protocol::error_body(error::kInvalidConfig, text, false), false);
+    respond(MessageType::kError, rid, messages::Error{error::kInvalidConfig, text, false}.to_json(), false);
     return;
   }
-  respond(MessageType::kReloaded, rid, {{"config", config()->path}, {"plugins", registry_.plugins().size()}}, false);
+  const messages::Reloaded reloaded{config()->path, registry_.plugins().size()};
+  respond(reloaded.kType, rid, reloaded.to_json(), false);
 }
 
 }  // namespace placementd

@@ -175,9 +175,16 @@ int run_live(const LiveOptions& o, const ExampleModel& m) {
       view = daemon_view(o.socket.empty() ? placement::default_socket_path() : o.socket, job->daemon().session);
     print_summary(*job, view, wall_s);
     const auto final_status = job->detach();
-    if (o.use_daemon)
-      std::printf("detached: %s (attached %llu time%s)\n", final_status.detached.empty() ? "no answer" : final_status.detached.c_str(),
+    if (o.use_daemon) {
+      std::string answer = "no answer";
+      if (const auto& d = final_status.detached) {
+        char best[64] = "none";
+        if (d->best_step_time_s) std::snprintf(best, sizeof(best), "%.6f s/step", *d->best_step_time_s);
+        answer = std::string("best ") + best + (d->persisted ? ", persisted" : ", not persisted");
+      }
+      std::printf("detached: %s (attached %llu time%s)\n", answer.c_str(),
                   static_cast<unsigned long long>(final_status.attaches), final_status.attaches == 1 ? "" : "s");
+    }
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";

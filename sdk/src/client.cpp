@@ -20,10 +20,6 @@ namespace placement {
 using nlohmann::json;
 using protocol::MessageType;
 
-struct Client::WelcomeHolder {
-  json body;
-};
-
 std::string default_socket_path() {
   if (const char* env = std::getenv("PLACEMENTD_SOCKET"); env && *env) return env;
   if (::geteuid() == 0) return "/run/placementd/placementd.sock";
@@ -76,12 +72,10 @@ Client::Client(const ClientOptions& options) : timeout_ms_(options.timeout_ms) {
     throw ConnectionError(message);
   }
   try {
-    const json hello = {{"client", options.client_name},
-                        {"min_version", protocol::kMinVersion},
-                        {"max_version", protocol::kMaxVersion}};
-    welcome_ = std::make_unique<WelcomeHolder>(
-        WelcomeHolder{request(MessageType::kHello, hello, MessageType::kWelcome)});
-    version_ = welcome_->body.at("version").get<uint16_t>();
+    messages::Hello hello;
+    hello.client = options.client_name;
+    welcome_ = messages::Welcome::from_json(request(hello.kType, hello.to_json(), messages::Welcome::kType));
+    version_ = welcome_.version;
   } catch (...) {
     ::close(fd_);
     fd_ = -1;
@@ -95,8 +89,6 @@ Client::~Client() {
     ::close(fd_);
   }
 }
-
-const json& Client::welcome() const { return welcome_->body; }
 
 void Client::write_all(const uint8_t* data, size_t size) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms_);
@@ -176,13 +168,11 @@ json Client::request(MessageType type, const json& body, MessageType expected_re
     json reply = read_frame(&header);
     const auto reply_type = static_cast<MessageType>(header.type);
     if (reply_type == MessageType::kError) {
-      const std::string code = reply.value("code", "unknown");
-      const std::string message = reply.value("message", "");
-      const bool fatal = reply.value("fatal", false);
+      const messages::Error error = messages::Error::from_json(reply);
       // Errors about earlier one-way messages carry their (non-matching) request id: not this
       // request's answer. (JobChannel reads those between its requests.)
-      if (header.request_id != id && !fatal) continue;
-      throw ServerError(code, message, fatal);
+      if (header.request_id != id && !error.fatal) continue;
+      throw ServerError(error.code, error.message, error.fatal);
     }
     // Request id 0 is a directive the daemon pushed unasked, a non-matching one the late reply to
     // a request that timed out: neither answers this request. A job's requests (attach, detach)

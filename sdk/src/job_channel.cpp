@@ -23,9 +23,8 @@ constexpr int kSendIntervalMs = 10;
 // ...or until this many are queued.
 constexpr size_t kWakeAtReports = 64;
 
-DirectiveMessage directive_from(const json& body, const JobChannelOptions& o, uint64_t generation) {
-  return {body.at("placement_id").get<uint64_t>(), body.value("reason", ""), body.value("state", ""),
-          body.value("profile", false), placement_from_json(body.at("placement"), o.graph, o.devices), generation};
+ReceivedDirective directive_from(const json& body, const JobChannelOptions& o, uint64_t generation) {
+  return {messages::Directive::from_json(body, o.graph, o.devices), generation};
 }
 
 }  // namespace
@@ -57,9 +56,9 @@ void JobChannel::wake() {
   [[maybe_unused]] const ssize_t n = ::write(wake_pipe_[1], &byte, 1);
 }
 
-std::optional<DirectiveMessage> JobChannel::take_directive() {
+std::optional<ReceivedDirective> JobChannel::take_directive() {
   std::lock_guard<std::mutex> lock(mutex_);
-  std::optional<DirectiveMessage> out;
+  std::optional<ReceivedDirective> out;
   out.swap(directive_);
   return out;
 }
@@ -105,20 +104,22 @@ JobChannel::Status JobChannel::status() const {
 bool JobChannel::connect() {
   try {
     auto client = std::make_unique<Client>(ClientOptions{options_.socket_path, "placement job " + options_.job, options_.timeout_ms});
-    json attach = {{"job", options_.job},
-                   {"devices", to_json(options_.devices)},
-                   {"sdk_version", options_.sdk_version},
-                   {"torch_version", options_.torch_version}};
-    if (options_.expected_steps > 0) attach["expected_steps"] = options_.expected_steps;
-    if (client->version() >= protocol::kProfileReportVersion) attach["profile_steps"] = options_.profile_steps;
-    const json attached = client->request(MessageType::kAttach, attach, MessageType::kAttached);
+    messages::Attach attach;
+    attach.job = options_.job;
+    attach.devices = options_.devices;
+    attach.sdk_version = options_.sdk_version;
+    attach.torch_version = options_.torch_version;
+    attach.expected_steps = options_.expected_steps;
+    if (client->version() >= protocol::kProfileReportVersion) attach.profile_steps = options_.profile_steps;
+    const auto attached =
+        messages::Attached::from_json(client->request(attach.kType, attach.to_json(), messages::Attached::kType));
     // Grouping a large graph takes the daemon a while.
     client->set_timeout_ms(options_.timeout_ms * 10);
-    client->request(MessageType::kGraphUpload,
-                    {{"graph", to_json(options_.graph)}, {"placement", to_json(options_.start, options_.devices)}},
-                    MessageType::kGraphAccepted);
+    const messages::GraphUpload upload{options_.graph, options_.start};
+    client->request(upload.kType, upload.to_json(options_.devices), messages::GraphAccepted::kType);
     client->set_timeout_ms(options_.timeout_ms);
-    const json first = client->request(MessageType::kPlacementRequest, json::object(), MessageType::kPlacementDirective);
+    const json first =
+        client->request(messages::PlacementRequest::kType, messages::PlacementRequest{}.to_json(), messages::Directive::kType);
     std::lock_guard<std::mutex> lock(mutex_);
     ++generation_;
     // Reports still queued belong to the previous attachment.
@@ -127,7 +128,7 @@ bool JobChannel::connect() {
     directive_ = directive_from(first, options_, generation_);
     status_.connected = true;
     ++status_.attempts;
-    status_.session = attached.at("session").get<uint64_t>();
+    status_.session = attached.session;
     ++status_.attaches;
     status_.last_error.clear();
     client_ = std::move(client);
@@ -171,17 +172,18 @@ void JobChannel::pump(int wait_ms) {
     while (::read(wake_pipe_[0], drain, sizeof(drain)) > 0) {
     }
   }
-  std::optional<DirectiveMessage> directive;
+  std::optional<ReceivedDirective> directive;
   std::string error;
   if (r > 0 && fds[0].revents != 0) {
     protocol::Header header;
     const json body = client_->read_frame(&header);
     const auto type = static_cast<MessageType>(header.type);
-    if (type == MessageType::kPlacementDirective) {
+    if (type == messages::Directive::kType) {
       directive = directive_from(body, options_, generation);
-    } else if (type == MessageType::kError) {
-      error = body.value("code", "error") + ": " + body.value("message", "");
-      if (body.value("fatal", false)) throw ConnectionError("placementd closed the connection: " + error);
+    } else if (type == messages::Error::kType) {
+      const messages::Error e = messages::Error::from_json(body);
+      error = e.code + ": " + e.message;
+      if (e.fatal) throw ConnectionError("placementd closed the connection: " + error);
     }
   }
   std::lock_guard<std::mutex> lock(mutex_);
@@ -212,9 +214,9 @@ void JobChannel::run() {
   if (!client_) return;
   try {
     pump(0);  // the last reports
-    const json detached = client_->request(MessageType::kDetach, json::object(), MessageType::kDetached);
+    const json detached = client_->request(messages::Detach::kType, messages::Detach{}.to_json(), messages::Detached::kType);
     std::lock_guard<std::mutex> lock(mutex_);
-    status_.detached = detached.dump();
+    status_.detached = messages::Detached::from_json(detached);
   } catch (const std::exception& e) {
     std::lock_guard<std::mutex> lock(mutex_);
     status_.last_error = e.what();

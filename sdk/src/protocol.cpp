@@ -164,8 +164,4 @@ nlohmann::json decode_payload(const uint8_t* bytes, size_t size) {
   }
 }
 
-nlohmann::json error_body(const std::string& code, const std::string& message, bool fatal) {
-  return {{"code", code}, {"message", message}, {"fatal", fatal}};
-}
-
 }  // namespace placement::protocol

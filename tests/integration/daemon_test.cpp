@@ -18,20 +18,33 @@ namespace {
 
 using nlohmann::json;
 using protocol::MessageType;
+namespace msg = messages;
 
 DeviceSet two_cpus() {
   return DeviceSet::uniform({{DeviceKind::kCpu, 0, 1ull << 32, 1.0}, {DeviceKind::kCpu, 1, 1ull << 32, 1.0}}, 1e10, 1e-5);
 }
 
 // One job's whole control-plane flow; returns the placement id it got.
+msg::GraphAccepted attach_and_upload(Client& c, const std::string& name, const OpGraph& graph) {
+  msg::Attach attach;
+  attach.job = name;
+  attach.devices = two_cpus();
+  c.request(attach.kType, attach.to_json(), msg::Attached::kType);
+  const msg::GraphUpload upload{graph, std::nullopt};
+  return msg::GraphAccepted::from_json(c.request(upload.kType, upload.to_json(two_cpus()), msg::GraphAccepted::kType));
+}
+
+msg::Directive first_directive(Client& c, const OpGraph& graph) {
+  return msg::Directive::from_json(
+      c.request(msg::PlacementRequest::kType, msg::PlacementRequest{}.to_json(), msg::Directive::kType), graph,
+      two_cpus());
+}
+
 uint64_t run_job(Client& c, const std::string& name, const OpGraph& graph, int reports, double step_time) {
-  c.request(MessageType::kAttach, {{"job", name}, {"devices", to_json(two_cpus())}}, MessageType::kAttached);
-  const json accepted = c.request(MessageType::kGraphUpload, {{"graph", to_json(graph)}}, MessageType::kGraphAccepted);
-  EXPECT_EQ(accepted["fingerprint"].get<std::string>(), graph.fingerprint());
-  const json directive = c.request(MessageType::kPlacementRequest, json::object(), MessageType::kPlacementDirective);
-  const Placement p = placement_from_json(directive["placement"], graph, two_cpus());
-  EXPECT_EQ(p.device_of_op.size(), graph.ops.size());
-  const uint64_t id = directive["placement_id"].get<uint64_t>();
+  EXPECT_EQ(attach_and_upload(c, name, graph).fingerprint, graph.fingerprint());
+  const msg::Directive directive = first_directive(c, graph);
+  EXPECT_EQ(directive.placement.device_of_op.size(), graph.ops.size());
+  const uint64_t id = directive.placement_id;
   for (int i = 0; i < reports; ++i)
     EXPECT_TRUE(c.send_oneway(MessageType::kStepReport, to_json(Measurement{id, static_cast<uint64_t>(i), step_time, true, ""})));
   return id;
@@ -86,11 +99,8 @@ TEST(Daemon, ReportsAreCountedAndTheBestPlacementSurvivesARestart) {
   EXPECT_NE(daemon.log().find("persisted the best placement of 1 job(s)"), std::string::npos) << daemon.log();
   daemon.start();
   Client c = daemon.client();
-  c.request(MessageType::kAttach, {{"job", "persisted"}, {"devices", to_json(two_cpus())}}, MessageType::kAttached);
-  const json accepted = c.request(MessageType::kGraphUpload, {{"graph", to_json(graph)}}, MessageType::kGraphAccepted);
-  EXPECT_TRUE(accepted["cached"].get<bool>());
-  const json directive = c.request(MessageType::kPlacementRequest, json::object(), MessageType::kPlacementDirective);
-  EXPECT_EQ(directive["reason"].get<std::string>(), "cached");
+  EXPECT_TRUE(attach_and_upload(c, "persisted", graph).cached);
+  EXPECT_EQ(first_directive(c, graph).reason, msg::Reason::kCached);
 }
 
 // Policy work holds a session for as long as the policy takes (seconds for a big seq2seq); the

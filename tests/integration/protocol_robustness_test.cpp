@@ -128,9 +128,13 @@ TEST_F(ProtocolRobustness, WrongFieldsAreNamed) {
   RawConnection c(daemon_->socket);
   c.hello();
   c.send_frame(MessageType::kAttach, {{"job", 42}});
-  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false), "'job' must be a string");
+  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false), "attach.job: expected a string, found number");
+  c.send_frame(MessageType::kAttach, {{"job", "j"}});
+  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false), "attach: missing required key 'devices'");
+  c.send_frame(MessageType::kAttach, {{"job", "j"}, {"devices", to_json(DeviceSet::uniform({{DeviceKind::kCpu, 0, 1 << 30, 1.0}}, 1e9, 0))}, {"profile_steps", 5000}});
+  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false), "attach.profile_steps: must be an integer from 0 to 1000");
   c.send_frame(MessageType::kAttach, {{"job", "j"}, {"devices", {{"devices", nlohmann::json::array()}, {"bandwidth", nlohmann::json::array()}, {"latency", nlohmann::json::array()}}}});
-  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false), "devices: device set has no devices");
+  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false), "attach.devices: device set has no devices");
   c.send_frame(MessageType::kGraphUpload, {{"graph", 1}});
   EXPECT_EQ(expect_error(c, protocol::error::kUnexpected, false), "attach before uploading a graph");
   c.send_frame(MessageType::kWelcome, nlohmann::json::object());
@@ -146,7 +150,7 @@ TEST_F(ProtocolRobustness, GraphWithACycleIsRejectedWithItsCause) {
   nlohmann::json graph = {{"ops", {{{"id", 0}, {"name", "a"}, {"kind", "k"}}, {{"id", 1}, {"name", "b"}, {"kind", "k"}}}},
                           {"edges", {{0, 1, 4}, {1, 0, 4}}}};
   c.send_frame(MessageType::kGraphUpload, {{"graph", graph}});
-  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false), "graph: graph has a cycle through op 0 'a'");
+  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false), "graph_upload.graph: graph has a cycle through op 0 'a'");
 }
 
 TEST_F(ProtocolRobustness, ProfileReportsAreCheckedAndNeedVersion2) {

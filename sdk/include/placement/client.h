@@ -9,6 +9,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "placement/messages.h"
 #include "placement/protocol.h"
 
 namespace placement {
@@ -72,8 +73,8 @@ class Client {
 
   /// The protocol version agreed in the handshake.
   uint16_t version() const { return version_; }
-  /// The Welcome body (server version, max frame size, the peer uid the daemon sees).
-  const nlohmann::json& welcome() const;
+  /// The daemon's Welcome (server version, max frame size, the peer uid the daemon sees).
+  const messages::Welcome& welcome() const { return welcome_; }
 
   /// Sends what send_oneway() kept, then waits up to `timeout_ms` for a frame to read. Returns true
   /// when read_frame() will not wait for the frame to start.
@@ -93,8 +94,7 @@ class Client {
   uint16_t version_ = 0;
   uint32_t next_request_id_ = 1;
   std::vector<uint8_t> pending_;
-  struct WelcomeHolder;
-  std::unique_ptr<WelcomeHolder> welcome_;
+  messages::Welcome welcome_;
 };
 
 }  // namespace placement

@@ -78,7 +78,8 @@ struct JobStats {
   uint64_t profiles_sent = 0;
   /// The daemon's id of the placement in force (0: the job's own, not from placementd).
   uint64_t placement_id = 0;
-  /// The reason and session state of the directive in force ("start", "best"; "exploring", ...).
+  /// The reason and session state of the directive in force (messages::to_string of its Reason
+  /// and JobState: "start", "best"; "exploring", ...); "own" and "" for the job's own placement.
   std::string reason;
   std::string state;
   double last_step_s = 0.0;

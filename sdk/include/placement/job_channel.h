@@ -15,6 +15,7 @@
 
 #include "placement/devices.h"
 #include "placement/graph.h"
+#include "placement/messages.h"
 #include "placement/placement.h"
 
 namespace placement {
@@ -41,17 +42,10 @@ struct JobChannelOptions {
   int timeout_ms = 5000;
 };
 
-/// A placement the daemon asked for.
-struct DirectiveMessage {
-  uint64_t placement_id = 0;
-  /// "start", "cached", "policy", "best", "re-measure", "re-explore".
-  std::string reason;
-  /// The session's state when it was sent ("profiling", "exploring", "exploiting", ...).
-  std::string state;
-  /// placementd asks the job to measure per-op costs under this placement (send_profiles).
-  bool profile = false;
-  Placement placement;
-  /// Which attachment it belongs to (a re-attach starts a new one); reports carry it back.
+/// A placement the daemon asked for, and which attachment it came on (a re-attach starts a new
+/// one); reports under it carry the generation back, so none reaches a session that is gone.
+struct ReceivedDirective {
+  messages::Directive directive;
   uint64_t generation = 0;
 };
 
@@ -65,7 +59,7 @@ class JobChannel {
   JobChannel& operator=(const JobChannel&) = delete;
 
   /// The newest directive not taken yet (it supersedes older ones), or nullopt. Never blocks.
-  std::optional<DirectiveMessage> take_directive();
+  std::optional<ReceivedDirective> take_directive();
   /// Queues a step report of the placement `generation`/`report.placement_id`. Never blocks;
   /// reports of an earlier attachment are dropped (that session is gone).
   void report(uint64_t generation, const Measurement& report);
@@ -87,8 +81,8 @@ class JobChannel {
     uint64_t reports_dropped = 0;
     uint64_t profiles_sent = 0;
     std::string last_error;
-    /// The daemon's answer to the last detach: best step time (or null) and whether it persisted.
-    std::string detached;
+    /// The daemon's answer to the detach (none when it did not answer).
+    std::optional<messages::Detached> detached;
   };
   Status status() const;
   /// Sends the last reports, detaches and stops the thread (the destructor does it too). Returns
@@ -107,7 +101,7 @@ class JobChannel {
   std::condition_variable cv_;
   std::deque<std::pair<uint64_t, Measurement>> reports_;
   std::deque<std::pair<uint64_t, ProfileReport>> profiles_;
-  std::optional<DirectiveMessage> directive_;
+  std::optional<ReceivedDirective> directive_;
   Status status_;
   uint64_t generation_ = 0;
   std::atomic<bool> stop_{false};

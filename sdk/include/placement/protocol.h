@@ -61,7 +61,7 @@ enum class MessageType : uint16_t {
 std::string to_string(MessageType type);
 bool is_known_type(uint16_t type);
 
-/// Error codes carried in error frames ({"code", "message", "fatal"}).
+/// Error codes carried in error frames (messages::Error).
 namespace error {
 inline constexpr const char* kBadFrame = "bad_frame";            // bad magic: stream unusable
 inline constexpr const char* kFrameTooLarge = "frame_too_large";  // length over the maximum
@@ -99,8 +99,5 @@ inline constexpr size_t kMaxPayloadDepth = 32;
 /// Decodes a CBOR payload; throws placement::FormatError ("payload is not valid CBOR: ...", or
 /// "payload nests deeper than 32 levels").
 nlohmann::json decode_payload(const uint8_t* bytes, size_t size);
-
-/// Body of an error frame.
-nlohmann::json error_body(const std::string& code, const std::string& message, bool fatal);
 
 }  // namespace placement::protocol

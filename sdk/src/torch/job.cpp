@@ -84,13 +84,8 @@ DeviceSet job_devices(const std::vector<std::string>& names, uint64_t memory_byt
 }
 
 struct Job::Impl {
-  struct InForce {
-    Placement placement;
-    uint64_t id = 0;  // 0: the job's own placement, not one of placementd's
-    uint64_t generation = 0;
-    std::string reason, state;
-    bool profile = false;  // placementd asked for per-op profiles under it
-  };
+  // Placement id 0 is the job's own placement, not one of placementd's.
+  using InForce = ReceivedDirective;
   // Profiling placementd asked for: steps under `placement_id`, after `warmup_left` plain ones.
   struct Profiling {
     uint64_t placement_id = 0;
@@ -120,7 +115,7 @@ struct Job::Impl {
     const Placement before = placed->placement();
     const ParameterHomes homes_before = parameter_homes(*placed);
     try {
-      const MigrationStats moved = placed->set_placement(target.placement);
+      const MigrationStats moved = placed->set_placement(target.directive.placement);
       try {
         if (optimizer) stats.migrated_bytes += migrate_optimizer_state(*optimizer, *placed, homes_before);
       } catch (...) {
@@ -130,15 +125,16 @@ struct Job::Impl {
       stats.migrated_bytes += moved.bytes;
     } catch (const std::exception& e) {
       ++stats.failed_swaps;
-      if (channel && target.id != 0)
-        channel->report(target.generation, {target.id, stats.steps, 0.0, false, std::string("migration: ") + e.what()});
+      if (channel && target.directive.placement_id != 0)
+        channel->report(target.generation,
+                        {target.directive.placement_id, stats.steps, 0.0, false, std::string("migration: ") + e.what()});
       return false;
     }
     stats.migration_seconds += seconds_since(started);
     ++stats.swaps;
     if (current_ran) last_good = current;
     profiling.reset();
-    if (target.profile && profile_steps > 0) profiling = Profiling{target.id, 1, nullptr};
+    if (target.directive.profile && profile_steps > 0) profiling = Profiling{target.directive.placement_id, 1, nullptr};
     current = std::move(target);
     current_ran = false;
     return true;
@@ -153,13 +149,13 @@ struct Job::Impl {
   }
 
   void report(bool ok, double seconds, const std::string& error, bool profiled = false) {
-    if (channel && current.id != 0)
-      channel->report(current.generation, {current.id, stats.steps, seconds, ok, error, profiled});
+    if (channel && current.directive.placement_id != 0)
+      channel->report(current.generation, {current.directive.placement_id, stats.steps, seconds, ok, error, profiled});
   }
 
   // Whether this step runs under the profiler (starting it on the first such step).
   bool begin_profiled_step() {
-    if (!profiling || profiling->placement_id != current.id) return false;
+    if (!profiling || profiling->placement_id != current.directive.placement_id) return false;
     if (profiling->warmup_left > 0) {
       --profiling->warmup_left;
       return false;
@@ -178,7 +174,7 @@ struct Job::Impl {
     out.placement_id = profiling->placement_id;
     out.steps = static_cast<uint64_t>(profile_steps);
     for (size_t i = 0; i < profiles.size(); ++i)
-      out.ops.push_back({static_cast<int>(i), to_string(devices.devices[current.placement.device_of_op[i]].kind), profiles[i]});
+      out.ops.push_back({static_cast<int>(i), to_string(devices.devices[current.directive.placement.device_of_op[i]].kind), profiles[i]});
     profiling.reset();
     out.apply(graph);
     if (channel) channel->send_profiles(current.generation, std::move(out));
@@ -209,7 +205,7 @@ Job::Job(std::string name, const torch::jit::Module& module, const std::vector<a
   if (!options.start_device_of_op.empty()) start.device_of_op = options.start_device_of_op;
   start.enforce_pins(s.graph, s.devices);
   s.placed->set_placement(start);
-  s.current = {start, 0, 0, "own", ""};
+  s.current.directive.placement = start;
   s.last_good = s.current;
   if (!options.use_daemon) return;
   JobChannelOptions channel;
@@ -241,8 +237,7 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
                      torch::optim::Optimizer& optimizer) {
   Impl& s = *impl_;
   if (s.channel)
-    if (std::optional<DirectiveMessage> d = s.channel->take_directive())
-      s.switch_to({std::move(d->placement), d->placement_id, d->generation, d->reason, d->state, d->profile}, &optimizer);
+    if (std::optional<ReceivedDirective> d = s.channel->take_directive()) s.switch_to(std::move(*d), &optimizer);
   bool profiled = s.begin_profiled_step();
   auto started = Clock::now();
   at::Tensor value;
@@ -252,7 +247,7 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
     s.profiling.reset();  // the candidate failed: nothing to profile, nor to retry under the profiler
     profiled = false;
     // Only a placement placementd proposed is blamed; under the last good one it is the model's.
-    if (s.current.id == 0) throw;
+    if (s.current.directive.placement_id == 0) throw;
     s.report(false, seconds_since(started), e.what());
     for (at::Tensor& p : s.placed->parameters()) p.mutable_grad() = at::Tensor();
     s.current_ran = false;
@@ -283,9 +278,10 @@ PlacedModule& Job::module() { return *impl_->placed; }
 
 JobStats Job::stats() const {
   JobStats out = impl_->stats;
-  out.placement_id = impl_->current.id;
-  out.reason = impl_->current.reason;
-  out.state = impl_->current.state;
+  const messages::Directive& d = impl_->current.directive;
+  out.placement_id = d.placement_id;
+  out.reason = d.placement_id == 0 ? "own" : messages::to_string(d.reason);
+  out.state = d.placement_id == 0 ? "" : messages::to_string(d.state);
   return out;
 }
 

@@ -107,7 +107,7 @@ class Exploration : public ::testing::Test {
 TEST_F(Exploration, ProfilesTheJobsOwnPlacementFirstThenSamplesThePolicy) {
   make_session();
   const Directive first = start_session(s);
-  EXPECT_EQ(first.reason, "start");
+  EXPECT_EQ(first.reason, Reason::kStart);
   EXPECT_EQ(first.placement.device_of_op, (std::vector<int>{0, 0, 0, 0}));
   EXPECT_EQ(s.state, SessionState::kProfiling);
   // k - 1 good steps: nothing to decide yet.
@@ -116,7 +116,7 @@ TEST_F(Exploration, ProfilesTheJobsOwnPlacementFirstThenSamplesThePolicy) {
   EXPECT_FALSE(record_report(s, {first.placement_id, step++, 8.0, true, ""})) << "one advance at a time";
   const auto next = advance_session(s, *store);
   ASSERT_TRUE(next);
-  EXPECT_EQ(next->reason, "policy");
+  EXPECT_EQ(next->reason, Reason::kPolicy);
   EXPECT_EQ(s.state, SessionState::kExploring);
   EXPECT_TRUE(recorder().observations.empty()) << "the start placement is no sample of the policy";
   // The start is now the stored best for this graph and device set.
@@ -150,11 +150,11 @@ TEST_F(Exploration, AllOnOneDeviceIsTriedRightAfterAStartThatSplits) {
   s.job_start = Placement{{0, 1, 0, 1}};
   const auto second = run_candidate(start_session(s));
   ASSERT_TRUE(second);
-  EXPECT_EQ(second->reason, "single device");
+  EXPECT_EQ(second->reason, Reason::kSingleDevice);
   EXPECT_EQ(second->placement.device_of_op, (std::vector<int>{0, 0, 0, 0}));
   const auto third = run_candidate(*second);
   ASSERT_TRUE(third);
-  EXPECT_EQ(third->reason, "policy");
+  EXPECT_EQ(third->reason, Reason::kPolicy);
   EXPECT_TRUE(recorder().observations.empty()) << "neither is a sample of the policy";
 }
 
@@ -167,11 +167,11 @@ TEST_F(Exploration, AWarmStartsPlacementIsItsFirstCandidateAndScoredAsItsAction)
   s.warm_start = warm;
   const auto second = run_candidate(start_session(s));  // start all on 0: single device is that
   ASSERT_TRUE(second);
-  EXPECT_EQ(second->reason, "warm start");
+  EXPECT_EQ(second->reason, Reason::kWarmStart);
   EXPECT_EQ(second->placement.device_of_op, (std::vector<int>{1, 1, 0, 1}));
   const auto third = run_candidate(*second);
   ASSERT_TRUE(third);
-  EXPECT_EQ(third->reason, "policy");
+  EXPECT_EQ(third->reason, Reason::kPolicy);
   ASSERT_EQ(recorder().observations.size(), 1u);
   EXPECT_EQ(recorder().observations[0].action, warm.action);
   EXPECT_DOUBLE_EQ(recorder().observations[0].reward, -std::sqrt(5.0)) << "median of 1+1+2+1 time units";
@@ -185,7 +185,7 @@ TEST_F(Exploration, ASkippedWarmStartOffersNothing) {
   s.warm_start = warm;
   const auto next = run_candidate(start_session(s));
   ASSERT_TRUE(next);
-  EXPECT_EQ(next->reason, "policy");
+  EXPECT_EQ(next->reason, Reason::kPolicy);
 }
 
 TEST_F(Exploration, AllOnOneDeviceIsNotOfferedWhenItDoesNotFit) {
@@ -197,8 +197,8 @@ TEST_F(Exploration, AllOnOneDeviceIsNotOfferedWhenItDoesNotFit) {
   s.job_start = Placement{{0, 1, 0, 1}};
   const auto next = run_candidate(start_session(s));
   ASSERT_TRUE(next);
-  EXPECT_NE(next->reason, "single device");
-  for (const auto& [id, c] : s.candidates) EXPECT_NE(c.reason, "single device");
+  EXPECT_NE(next->reason, Reason::kSingleDevice);
+  for (const auto& [id, c] : s.candidates) EXPECT_NE(c.reason, Reason::kSingleDevice);
 }
 
 TEST_F(Exploration, RewardIsMinusRootOfTheMedianAfterWarmup) {
@@ -254,7 +254,7 @@ TEST_F(Exploration, ExploitsTheBestAfterTheBudgetAndReexploresOnDrift) {
   std::optional<Directive> d = start_session(s);
   while (d && s.state != SessionState::kExploiting) d = run_candidate(*d);
   ASSERT_TRUE(d);
-  EXPECT_EQ(d->reason, "best");
+  EXPECT_EQ(d->reason, Reason::kBest);
   EXPECT_LE(static_cast<int64_t>(s.candidates.size()), s.policy.exploration.max_candidates);
   const CandidateRecord* best = s.best();
   ASSERT_NE(best, nullptr);
@@ -273,13 +273,13 @@ TEST_F(Exploration, ExploitsTheBestAfterTheBudgetAndReexploresOnDrift) {
   ASSERT_TRUE(record_report(s, {d->placement_id, step++, best_time * 1.3, true, ""}));
   d = advance_session(s, *store);
   ASSERT_TRUE(d);
-  EXPECT_EQ(d->reason, "re-measure");
+  EXPECT_EQ(d->reason, Reason::kRemeasure);
   EXPECT_EQ(s.state, SessionState::kReexploring);
   EXPECT_EQ(s.reexplorations, 1u);
   EXPECT_EQ(s.best(), nullptr) << "what was measured before the drift is stale";
   int reexplored = 0;
   while (d && s.state == SessionState::kReexploring) {
-    reexplored += d->reason == "re-explore" ? 1 : 0;
+    reexplored += d->reason == Reason::kReexplore ? 1 : 0;
     d = run_candidate(*d, 1.3);
   }
   EXPECT_EQ(s.state, SessionState::kExploiting);
@@ -307,7 +307,7 @@ TEST_F(Exploration, WithoutExpectedStepsExplorationIsPacedByTheJobsTime) {
   std::optional<Directive> d = start_session(s);
   while (d && s.state != SessionState::kExploiting) d = run_candidate(*d);
   ASSERT_TRUE(d);
-  EXPECT_EQ(d->reason, "best");
+  EXPECT_EQ(d->reason, Reason::kBest);
   EXPECT_TRUE(s.paused);
   EXPECT_TRUE(s.summary()["paused"].get<bool>());
   EXPECT_GE(s.candidates.size(), 3u) << "the first candidates always run";
@@ -324,7 +324,7 @@ TEST_F(Exploration, WithoutExpectedStepsExplorationIsPacedByTheJobsTime) {
     ASSERT_TRUE(d);
     EXPECT_EQ(s.state, SessionState::kExploring);
     EXPECT_FALSE(s.paused);
-    EXPECT_EQ(d->reason, "policy");
+    EXPECT_EQ(d->reason, Reason::kPolicy);
     // New candidates until the pace is exceeded again, by at most the last candidate's time.
     const size_t before = s.candidates.size();
     double last_candidate = 0;
@@ -364,7 +364,7 @@ TEST_F(Exploration, RepeatedSamplesAreScoredFromTheirMeasurementNotRunAgain) {
   EXPECT_EQ(d->placement.device_of_op, (std::vector<int>{1, 1, 1, 1}));
   d = run_candidate(*d);
   ASSERT_TRUE(d);
-  EXPECT_EQ(d->reason, "best");
+  EXPECT_EQ(d->reason, Reason::kBest);
   EXPECT_EQ(s.candidates.size(), 2u);
   EXPECT_GT(s.repeats_scored, 0u);
   EXPECT_DOUBLE_EQ(recorder().observations.back().reward, -std::sqrt(4.0));
@@ -405,7 +405,7 @@ TEST_F(Exploration, TheNextSessionStartsFromThePersistedBest) {
   next.devices = s.devices;
   next.cached = store->best(*s.graph, s.devices)->placement;
   const Directive first = start_session(next);
-  EXPECT_EQ(first.reason, "cached");
+  EXPECT_EQ(first.reason, Reason::kCached);
   EXPECT_EQ(first.placement.device_of_op, best.device_of_op);
 }
 

@@ -56,7 +56,7 @@ TEST(LiveProfiles, AJobIsAskedToProfileWherePlacementsReachAnUnprofiledKind) {
   // The directive says so.
   Session fresh;
   on_cpu_and_gpu(fresh);
-  EXPECT_TRUE(directive_body(fresh, {1, "start", on_cpu}).at("profile").get<bool>());
+  EXPECT_TRUE(directive_body(fresh, {1, Reason::kStart, SessionState::kProfiling, false, on_cpu}).at("profile").get<bool>());
   // A job that does not profile, or speaks protocol 1, is never asked.
   fresh.job_profile_steps = 0;
   EXPECT_FALSE(wants_profile(fresh, on_cpu));

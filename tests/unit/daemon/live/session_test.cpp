@@ -20,9 +20,9 @@ TEST(CandidateRecord, MedianSkipsWarmup) {
 TEST(Session, BestAndOverheadFollowTheMeasurements) {
   Session s;
   s.policy.exploration.warmup_steps = 1;
-  s.candidates[1] = {1, {}, "start", {5, 4, 4}, 0};
-  s.candidates[2] = {2, {}, "policy", {5, 2, 2}, 0};
-  s.candidates[3] = {3, {}, "policy", {1}, 0};  // warm-up only: no median yet
+  s.candidates[1] = {1, {}, Reason::kStart, {5, 4, 4}, 0};
+  s.candidates[2] = {2, {}, Reason::kPolicy, {5, 2, 2}, 0};
+  s.candidates[3] = {3, {}, Reason::kPolicy, {1}, 0};  // warm-up only: no median yet
   s.measured_seconds = 5 + 4 + 4 + 5 + 2 + 2 + 1;
   s.exploration_seconds = 5 + 2 + 2 + 1;  // candidates 2 and 3; the start is no overhead
   ASSERT_NE(s.best(), nullptr);
@@ -38,8 +38,8 @@ TEST(Session, BestAndOverheadFollowTheMeasurements) {
 TEST(Session, WhileExploitingThePlacementInForceIsTheBest) {
   Session s;
   s.policy.exploration.warmup_steps = 1;
-  s.candidates[1] = {1, {}, "policy", std::vector<double>(1000, 2.0), 0};
-  s.candidates[2] = {2, {}, "policy", {5, 1.9, 1.9}, 0};  // a hair faster over two steps
+  s.candidates[1] = {1, {}, Reason::kPolicy, std::vector<double>(1000, 2.0), 0};
+  s.candidates[2] = {2, {}, Reason::kPolicy, {5, 1.9, 1.9}, 0};  // a hair faster over two steps
   EXPECT_EQ(s.best()->id, 2u);
   s.state = SessionState::kExploiting;
   s.current_candidate = 1;

@@ -1,0 +1,236 @@
+#pragma once
+// One struct per protocol message, with its codec: what a job, placementctl and placementd say to
+// each other (protocol.h frames them). Both sides and the examples build and read messages only
+// through these types; docs/protocol.md lists the same fields.
+//
+// Each message names its frame type (kType) and the first protocol version that has it (kSince);
+// a field added later says its version. Decoders check every field they read and throw FormatError
+// naming it ("devices.devices[0].kind: ..."); keys they do not know are ignored, so a newer peer
+// can add optional fields within a version.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "placement/devices.h"
+#include "placement/graph.h"
+#include "placement/placement.h"
+#include "placement/protocol.h"
+
+namespace placement::messages {
+
+using protocol::MessageType;
+
+/// Where a job's session is: attached → profiling (the start placement is measured) → exploring →
+/// exploiting (→ re-exploring on drift → exploiting) → detached.
+enum class JobState { kAttached, kProfiling, kExploring, kExploiting, kReexploring, kDetached };
+/// "attached", "profiling", "exploring", "exploiting", "re-exploring", "detached".
+const char* to_string(JobState state);
+
+/// Why placementd asks a job to run a placement.
+enum class Reason {
+  kStart,         // the job's own start placement, measured first
+  kCached,        // the best placement stored for this graph and device set, measured first
+  kSingleDevice,  // every op on one device (the first GPU), offered once after the start
+  kWarmStart,     // the placement the warm start imitated
+  kPolicy,        // a sample of the learned policy
+  kReexplore,     // a policy sample after a drift
+  kRemeasure,     // the best again, after its step time drifted
+  kBest,          // the best measured placement, kept from now on
+};
+/// "start", "cached", "single device", "warm start", "policy", "re-explore", "re-measure", "best".
+const char* to_string(Reason reason);
+/// Throws FormatError for a name to_string() never gives.
+Reason reason_from_string(const std::string& name);
+
+// ---- Handshake ----
+
+struct Hello {
+  static constexpr MessageType kType = MessageType::kHello;
+  static constexpr uint16_t kSince = 1;
+  uint16_t min_version = protocol::kMinVersion;
+  uint16_t max_version = protocol::kMaxVersion;
+  /// Who is calling, for the daemon's log ("placement job NAME", "placementctl").
+  std::string client;
+  nlohmann::json to_json() const;
+  static Hello from_json(const nlohmann::json& body);
+};
+
+struct Welcome {
+  static constexpr MessageType kType = MessageType::kWelcome;
+  static constexpr uint16_t kSince = 1;
+  /// The version both sides use from now on.
+  uint16_t version = 0;
+  /// "placementd 0.1.0".
+  std::string server;
+  uint32_t max_frame_bytes = protocol::kDefaultMaxFrameBytes;
+  /// The uid the daemon sees (SO_PEERCRED), and whether it may administer.
+  uint64_t uid = 0;
+  bool admin = false;
+  nlohmann::json to_json() const;
+  static Welcome from_json(const nlohmann::json& body);
+};
+
+/// The body of an error frame; `code` is one of protocol::error.
+struct Error {
+  static constexpr MessageType kType = MessageType::kError;
+  static constexpr uint16_t kSince = 1;
+  std::string code;
+  std::string message;
+  /// The daemon closes the connection after it.
+  bool fatal = false;
+  nlohmann::json to_json() const;
+  static Error from_json(const nlohmann::json& body);
+};
+
+// ---- A job's session ----
+
+struct Attached {
+  static constexpr MessageType kType = MessageType::kAttached;
+  static constexpr uint16_t kSince = 1;
+  uint64_t session = 0;
+  std::string grouper, placer, algorithm;
+  int64_t steps_per_candidate = 0;
+  int64_t warmup_steps = 0;
+  int64_t max_candidates = 0;
+  nlohmann::json to_json() const;
+  static Attached from_json(const nlohmann::json& body);
+};
+
+struct Attach {
+  static constexpr MessageType kType = MessageType::kAttach;
+  static constexpr uint16_t kSince = 1;
+  using Reply = Attached;
+  /// Longest job name the daemon takes.
+  static constexpr size_t kMaxJobName = 256;
+  /// Most steps a job may be asked to profile.
+  static constexpr int64_t kMaxProfileSteps = 1000;
+  std::string job;
+  DeviceSet devices;
+  std::string sdk_version;
+  std::string torch_version;
+  /// Steps the job intends to run (0: unknown); bounds exploration to a fraction of them.
+  uint64_t expected_steps = 0;
+  /// Protocol 2: steps the job profiles per op when a directive asks (0: it never does).
+  std::optional<int64_t> profile_steps;
+  nlohmann::json to_json() const;
+  /// Checks the name's length and profile_steps' range besides the types.
+  static Attach from_json(const nlohmann::json& body);
+};
+
+struct GraphAccepted {
+  static constexpr MessageType kType = MessageType::kGraphAccepted;
+  static constexpr uint16_t kSince = 1;
+  std::string fingerprint;
+  uint64_t ops = 0, edges = 0;
+  int64_t groups = 0;
+  /// A placement stored from an earlier run of this graph on these devices comes first.
+  bool cached = false;
+  /// The learned policy continues from its stored state.
+  bool policy_resumed = false;
+  nlohmann::json to_json() const;
+  static GraphAccepted from_json(const nlohmann::json& body);
+};
+
+struct GraphUpload {
+  static constexpr MessageType kType = MessageType::kGraphUpload;
+  static constexpr uint16_t kSince = 1;
+  using Reply = GraphAccepted;
+  OpGraph graph;
+  /// The placement the job starts on (default: all on its first device).
+  std::optional<Placement> start;
+  /// `devices`: the attached job's, which the start placement names.
+  nlohmann::json to_json(const DeviceSet& devices) const;
+  static GraphUpload from_json(const nlohmann::json& body, const DeviceSet& devices);
+};
+
+/// A placement placementd asks the job to run: the reply to PlacementRequest, and pushed unasked
+/// (request id 0) whenever the daemon decides the next one.
+struct Directive {
+  static constexpr MessageType kType = MessageType::kPlacementDirective;
+  static constexpr uint16_t kSince = 1;
+  /// Step reports under it carry this id back.
+  uint64_t placement_id = 0;
+  Reason reason = Reason::kStart;
+  /// The session's state when it was sent.
+  JobState state = JobState::kProfiling;
+  /// Protocol 2: measure per-op costs under this placement and send a ProfileReport.
+  bool profile = false;
+  Placement placement;
+  nlohmann::json to_json(const DeviceSet& devices) const;
+  static Directive from_json(const nlohmann::json& body, const OpGraph& graph, const DeviceSet& devices);
+};
+
+struct PlacementRequest {
+  static constexpr MessageType kType = MessageType::kPlacementRequest;
+  static constexpr uint16_t kSince = 1;
+  using Reply = Directive;
+  nlohmann::json to_json() const;
+};
+
+/// One step the job ran (one-way): placement::Measurement, serialization.h has its codec.
+using StepReport = Measurement;
+/// Per-op costs the job measured (one-way, protocol 2): placement::ProfileReport.
+using ProfileReportMessage = ProfileReport;
+
+struct Detached {
+  static constexpr MessageType kType = MessageType::kDetached;
+  static constexpr uint16_t kSince = 1;
+  /// The best measured step time (none when nothing was measured).
+  std::optional<double> best_step_time_s;
+  /// The store holds that placement for the next run.
+  bool persisted = false;
+  nlohmann::json to_json() const;
+  static Detached from_json(const nlohmann::json& body);
+};
+
+struct Detach {
+  static constexpr MessageType kType = MessageType::kDetach;
+  static constexpr uint16_t kSince = 1;
+  using Reply = Detached;
+  nlohmann::json to_json() const;
+};
+
+// ---- Administration and inspection ----
+
+struct ListJobs {
+  static constexpr MessageType kType = MessageType::kListJobs;
+  static constexpr uint16_t kSince = 1;
+  /// Every user's jobs (root or the admin group).
+  bool all = false;
+  /// The recently detached ones too.
+  bool finished = false;
+  nlohmann::json to_json() const;
+  static ListJobs from_json(const nlohmann::json& body);
+};
+
+struct JobShow {
+  static constexpr MessageType kType = MessageType::kJobShow;
+  static constexpr uint16_t kSince = 1;
+  uint64_t id = 0;
+  nlohmann::json to_json() const;
+  static JobShow from_json(const nlohmann::json& body);
+};
+
+struct Reloaded {
+  static constexpr MessageType kType = MessageType::kReloaded;
+  static constexpr uint16_t kSince = 1;
+  /// The config file read, and the plugins usable after the reload.
+  std::string config;
+  uint64_t plugins = 0;
+  nlohmann::json to_json() const;
+  static Reloaded from_json(const nlohmann::json& body);
+};
+
+struct Reload {
+  static constexpr MessageType kType = MessageType::kReload;
+  static constexpr uint16_t kSince = 1;
+  using Reply = Reloaded;
+  nlohmann::json to_json() const;
+};
+
+}  // namespace placement::messages

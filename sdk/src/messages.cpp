@@ -1,0 +1,269 @@
+#include "placement/messages.h"
+
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "json_reader.h"
+#include "placement/serialization.h"
+
+namespace placement::messages {
+
+using detail::JsonReader;
+using nlohmann::json;
+
+namespace {
+
+// Errors name the message and the field ("attach.job: expected a string, found number"): the
+// daemon sends the text back to the peer that sent it.
+JsonReader body_of(const json& body, const char* message) {
+  JsonReader r(body, message);
+  if (!body.is_object()) r.fail(std::string("expected a map, found ") + body.type_name());
+  return r;
+}
+
+std::string text(const JsonReader& r, const char* key, const std::string& fallback = "") {
+  return r.has(key) ? r.field(key).string() : fallback;
+}
+
+bool flag(const JsonReader& r, const char* key) { return r.has(key) && r.field(key).boolean(); }
+
+template <typename T>
+T unsigned_field(const JsonReader& r, const char* key) {
+  const JsonReader f = r.field(key);
+  const uint64_t v = f.uint();
+  if (v > std::numeric_limits<T>::max()) f.fail("integer out of range: " + std::to_string(v));
+  return static_cast<T>(v);
+}
+
+// A nested document decoded by serialization.h (or checked against the graph): its errors get the
+// field's path in front.
+template <typename F>
+auto nested(const JsonReader& field, F&& decode) -> decltype(decode(field.value())) {
+  try {
+    return decode(field.value());
+  } catch (const std::exception& e) {  // FormatError, or a placement's own check
+    throw FormatError(field.path() + ": " + e.what());
+  }
+}
+
+constexpr std::pair<JobState, const char*> kStates[] = {
+    {JobState::kAttached, "attached"},     {JobState::kProfiling, "profiling"},
+    {JobState::kExploring, "exploring"},   {JobState::kExploiting, "exploiting"},
+    {JobState::kReexploring, "re-exploring"}, {JobState::kDetached, "detached"}};
+
+constexpr std::pair<Reason, const char*> kReasons[] = {
+    {Reason::kStart, "start"},         {Reason::kCached, "cached"},       {Reason::kSingleDevice, "single device"},
+    {Reason::kWarmStart, "warm start"}, {Reason::kPolicy, "policy"},      {Reason::kReexplore, "re-explore"},
+    {Reason::kRemeasure, "re-measure"}, {Reason::kBest, "best"}};
+
+}  // namespace
+
+const char* to_string(JobState state) {
+  for (const auto& [s, name] : kStates)
+    if (s == state) return name;
+  return "unknown";
+}
+
+const char* to_string(Reason reason) {
+  for (const auto& [r, name] : kReasons)
+    if (r == reason) return name;
+  return "unknown";
+}
+
+Reason reason_from_string(const std::string& name) {
+  for (const auto& [r, n] : kReasons)
+    if (name == n) return r;
+  std::string known;
+  for (const auto& [r, n] : kReasons) known += (known.empty() ? "'" : ", '") + std::string(n) + "'";
+  throw FormatError("'" + name + "' is none of the reasons " + known);
+}
+
+namespace {
+
+JobState state_from_string(const JsonReader& r) {
+  const std::string name = r.string();
+  for (const auto& [s, n] : kStates)
+    if (name == n) return s;
+  r.fail("'" + name + "' is not a job state");
+}
+
+}  // namespace
+
+json Hello::to_json() const { return {{"min_version", min_version}, {"max_version", max_version}, {"client", client}}; }
+
+Hello Hello::from_json(const json& body) {
+  const JsonReader r = body_of(body, "hello");
+  Hello h;
+  h.min_version = unsigned_field<uint16_t>(r, "min_version");
+  h.max_version = unsigned_field<uint16_t>(r, "max_version");
+  h.client = text(r, "client");
+  return h;
+}
+
+json Welcome::to_json() const {
+  return {{"version", version}, {"server", server}, {"max_frame_bytes", max_frame_bytes}, {"uid", uid}, {"admin", admin}};
+}
+
+Welcome Welcome::from_json(const json& body) {
+  const JsonReader r = body_of(body, "welcome");
+  Welcome w;
+  w.version = unsigned_field<uint16_t>(r, "version");
+  w.server = text(r, "server");
+  if (r.has("max_frame_bytes")) w.max_frame_bytes = unsigned_field<uint32_t>(r, "max_frame_bytes");
+  if (r.has("uid")) w.uid = r.field("uid").uint();
+  w.admin = flag(r, "admin");
+  return w;
+}
+
+json Error::to_json() const { return {{"code", code}, {"message", message}, {"fatal", fatal}}; }
+
+Error Error::from_json(const json& body) {
+  const JsonReader r = body_of(body, "error");
+  return {text(r, "code", "unknown"), text(r, "message"), flag(r, "fatal")};
+}
+
+json Attach::to_json() const {
+  json j = {{"job", job}, {"devices", placement::to_json(devices)}, {"sdk_version", sdk_version},
+            {"torch_version", torch_version}};
+  if (expected_steps > 0) j["expected_steps"] = expected_steps;
+  if (profile_steps) j["profile_steps"] = *profile_steps;
+  return j;
+}
+
+Attach Attach::from_json(const json& body) {
+  const JsonReader r = body_of(body, "attach");
+  Attach a;
+  a.job = r.field("job").string();
+  if (a.job.empty() || a.job.size() > kMaxJobName)
+    r.field("job").fail("must have 1 to " + std::to_string(kMaxJobName) + " characters");
+  a.devices = nested(r.field("devices"), [](const json& j) { return devices_from_json(j); });
+  a.sdk_version = text(r, "sdk_version");
+  a.torch_version = text(r, "torch_version");
+  if (r.has("expected_steps")) a.expected_steps = r.field("expected_steps").uint();
+  if (r.has("profile_steps")) {
+    const JsonReader f = r.field("profile_steps");
+    if (!f.value().is_number_unsigned() || f.value().get<uint64_t>() > static_cast<uint64_t>(kMaxProfileSteps))
+      f.fail("must be an integer from 0 to " + std::to_string(kMaxProfileSteps));
+    a.profile_steps = f.value().get<int64_t>();
+  }
+  return a;
+}
+
+json Attached::to_json() const {
+  return {{"session", session},
+          {"grouper", grouper},
+          {"placer", placer},
+          {"algorithm", algorithm},
+          {"steps_per_candidate", steps_per_candidate},
+          {"warmup_steps", warmup_steps},
+          {"max_candidates", max_candidates}};
+}
+
+Attached Attached::from_json(const json& body) {
+  const JsonReader r = body_of(body, "attached");
+  Attached a;
+  a.session = r.field("session").uint();
+  a.grouper = text(r, "grouper");
+  a.placer = text(r, "placer");
+  a.algorithm = text(r, "algorithm");
+  if (r.has("steps_per_candidate")) a.steps_per_candidate = r.field("steps_per_candidate").integer();
+  if (r.has("warmup_steps")) a.warmup_steps = r.field("warmup_steps").integer();
+  if (r.has("max_candidates")) a.max_candidates = r.field("max_candidates").integer();
+  return a;
+}
+
+json GraphUpload::to_json(const DeviceSet& devices) const {
+  json j = {{"graph", placement::to_json(graph)}};
+  if (start) j["placement"] = placement::to_json(*start, devices);
+  return j;
+}
+
+GraphUpload GraphUpload::from_json(const json& body, const DeviceSet& devices) {
+  const JsonReader r = body_of(body, "graph_upload");
+  GraphUpload u;
+  u.graph = nested(r.field("graph"), [](const json& j) { return graph_from_json(j); });
+  if (r.has("placement"))
+    u.start = nested(r.field("placement"), [&](const json& j) { return placement_from_json(j, u.graph, devices); });
+  return u;
+}
+
+json GraphAccepted::to_json() const {
+  return {{"fingerprint", fingerprint}, {"ops", ops},       {"edges", edges},
+          {"groups", groups},           {"cached", cached}, {"policy_resumed", policy_resumed}};
+}
+
+GraphAccepted GraphAccepted::from_json(const json& body) {
+  const JsonReader r = body_of(body, "graph_accepted");
+  GraphAccepted a;
+  a.fingerprint = r.field("fingerprint").string();
+  if (r.has("ops")) a.ops = r.field("ops").uint();
+  if (r.has("edges")) a.edges = r.field("edges").uint();
+  if (r.has("groups")) a.groups = r.field("groups").integer();
+  a.cached = flag(r, "cached");
+  a.policy_resumed = flag(r, "policy_resumed");
+  return a;
+}
+
+json Directive::to_json(const DeviceSet& devices) const {
+  return {{"placement_id", placement_id},
+          {"reason", messages::to_string(reason)},
+          {"state", messages::to_string(state)},
+          {"profile", profile},
+          {"placement", placement::to_json(placement, devices)}};
+}
+
+Directive Directive::from_json(const json& body, const OpGraph& graph, const DeviceSet& devices) {
+  const JsonReader r = body_of(body, "placement_directive");
+  Directive d;
+  d.placement_id = r.field("placement_id").uint();
+  const JsonReader reason = r.field("reason");
+  const std::string name = reason.string();
+  d.reason = nested(reason, [&](const json&) { return reason_from_string(name); });
+  d.state = state_from_string(r.field("state"));
+  d.profile = flag(r, "profile");
+  d.placement = nested(r.field("placement"), [&](const json& j) { return placement_from_json(j, graph, devices); });
+  return d;
+}
+
+json PlacementRequest::to_json() const { return json::object(); }
+
+json Detached::to_json() const {
+  return {{"best_step_time_s", best_step_time_s ? json(*best_step_time_s) : json(nullptr)}, {"persisted", persisted}};
+}
+
+Detached Detached::from_json(const json& body) {
+  const JsonReader r = body_of(body, "detached");
+  Detached d;
+  if (r.has("best_step_time_s") && !r.field("best_step_time_s").value().is_null())
+    d.best_step_time_s = r.field("best_step_time_s").number();
+  d.persisted = flag(r, "persisted");
+  return d;
+}
+
+json Detach::to_json() const { return json::object(); }
+
+json ListJobs::to_json() const { return {{"all", all}, {"finished", finished}}; }
+
+ListJobs ListJobs::from_json(const json& body) {
+  const JsonReader r = body_of(body, "list_jobs");
+  return {flag(r, "all"), flag(r, "finished")};
+}
+
+json JobShow::to_json() const { return {{"id", id}}; }
+
+JobShow JobShow::from_json(const json& body) {
+  const JsonReader r = body_of(body, "job_show");
+  return {r.field("id").uint()};
+}
+
+json Reloaded::to_json() const { return {{"config", config}, {"plugins", plugins}}; }
+
+Reloaded Reloaded::from_json(const json& body) {
+  const JsonReader r = body_of(body, "reloaded");
+  return {text(r, "config"), r.has("plugins") ? r.field("plugins").uint() : 0};
+}
+
+json Reload::to_json() const { return json::object(); }
+
+}  // namespace placement::messages

@@ -1,0 +1,177 @@
+// The protocol's message types: what one side encodes the other decodes to the same value, and a
+// wrong body names the field at fault.
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "placement/messages.h"
+#include "placement/serialization.h"
+#include "test_graphs.h"
+
+namespace placement::messages {
+namespace {
+
+using nlohmann::json;
+
+// Through the wire's encoding too: CBOR keeps what JSON keeps.
+json over_the_wire(const json& body) {
+  const auto frame = protocol::encode_frame(MessageType::kAttach, 1, body);
+  return protocol::decode_payload(frame.data() + protocol::kHeaderSize, frame.size() - protocol::kHeaderSize);
+}
+
+std::string error_of(const std::function<void()>& decode) {
+  try {
+    decode();
+  } catch (const FormatError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(Messages, ReasonsAndStatesHaveOneNameEach) {
+  for (Reason r : {Reason::kStart, Reason::kCached, Reason::kSingleDevice, Reason::kWarmStart, Reason::kPolicy,
+                   Reason::kReexplore, Reason::kRemeasure, Reason::kBest})
+    EXPECT_EQ(reason_from_string(to_string(r)), r) << to_string(r);
+  EXPECT_STREQ(to_string(Reason::kSingleDevice), "single device");
+  EXPECT_STREQ(to_string(JobState::kReexploring), "re-exploring");
+  EXPECT_EQ(error_of([] { reason_from_string("hunch"); }).rfind("'hunch' is none of the reasons 'start', 'cached'", 0), 0u);
+}
+
+TEST(Messages, AttachRoundTripsAndChecksItsLimits) {
+  Attach a;
+  a.job = "bert";
+  a.devices = testing::devices(2);
+  a.sdk_version = "0.1.0";
+  a.torch_version = "2.11.0";
+  a.expected_steps = 5000;
+  a.profile_steps = 3;
+  const Attach b = Attach::from_json(over_the_wire(a.to_json()));
+  EXPECT_EQ(b.job, "bert");
+  EXPECT_EQ(b.devices.fingerprint(), a.devices.fingerprint());
+  EXPECT_EQ(b.torch_version, "2.11.0");
+  EXPECT_EQ(b.expected_steps, 5000u);
+  EXPECT_EQ(b.profile_steps, 3);
+
+  // Protocol 1 jobs send neither expected_steps (when unknown) nor profile_steps.
+  a.expected_steps = 0;
+  a.profile_steps.reset();
+  const json v1 = a.to_json();
+  EXPECT_FALSE(v1.contains("expected_steps"));
+  EXPECT_FALSE(v1.contains("profile_steps"));
+  EXPECT_FALSE(Attach::from_json(v1).profile_steps.has_value());
+
+  json body = a.to_json();
+  body["job"] = std::string(Attach::kMaxJobName + 1, 'x');
+  EXPECT_EQ(error_of([&] { Attach::from_json(body); }), "attach.job: must have 1 to 256 characters");
+  body = a.to_json();
+  body["profile_steps"] = -1;
+  EXPECT_EQ(error_of([&] { Attach::from_json(body); }), "attach.profile_steps: must be an integer from 0 to 1000");
+  body = a.to_json();
+  body["devices"]["devices"][0]["kind"] = "tpu";
+  EXPECT_EQ(error_of([&] { Attach::from_json(body); }).rfind("attach.devices: devices[0]", 0), 0u);
+  body = a.to_json();
+  body["expected_steps"] = "many";
+  EXPECT_EQ(error_of([&] { Attach::from_json(body); }), "attach.expected_steps: expected a non-negative integer, found string");
+  EXPECT_EQ(error_of([] { Attach::from_json(json::array()); }), "attach: expected a map, found array");
+  // A newer peer's optional field is not an error.
+  body = a.to_json();
+  body["priority"] = 7;
+  EXPECT_EQ(Attach::from_json(body).job, "bert");
+}
+
+TEST(Messages, GraphUploadCarriesTheStartPlacementByDeviceName) {
+  const OpGraph g = testing::chain(4);
+  const DeviceSet d = testing::devices(2);
+  Placement start = Placement::single(g, 0);
+  start.device_of_op[3] = 1;
+  const GraphUpload u{g, start};
+  const GraphUpload v = GraphUpload::from_json(over_the_wire(u.to_json(d)), d);
+  EXPECT_EQ(v.graph.fingerprint(), g.fingerprint());
+  ASSERT_TRUE(v.start.has_value());
+  EXPECT_EQ(v.start->device_of_op, start.device_of_op);
+  EXPECT_FALSE(GraphUpload::from_json(GraphUpload{g, std::nullopt}.to_json(d), d).start.has_value());
+  // A placement on a device the job does not have.
+  EXPECT_EQ(error_of([&] { GraphUpload::from_json(u.to_json(d), testing::devices(1)); }).rfind("graph_upload.placement: ", 0), 0u);
+  EXPECT_EQ(error_of([&] { GraphUpload::from_json({{"graph", 1}}, d); }).rfind("graph_upload.graph: ", 0), 0u);
+}
+
+TEST(Messages, DirectiveRoundTripsWithItsReasonAndState) {
+  const OpGraph g = testing::chain(3);
+  const DeviceSet d = testing::devices(2);
+  Directive a;
+  a.placement_id = 7;
+  a.reason = Reason::kReexplore;
+  a.state = JobState::kReexploring;
+  a.profile = true;
+  a.placement = Placement::single(g, 1);
+  const json body = over_the_wire(a.to_json(d));
+  EXPECT_EQ(body["reason"], "re-explore");
+  EXPECT_EQ(body["state"], "re-exploring");
+  const Directive b = Directive::from_json(body, g, d);
+  EXPECT_EQ(b.placement_id, 7u);
+  EXPECT_EQ(b.reason, Reason::kReexplore);
+  EXPECT_EQ(b.state, JobState::kReexploring);
+  EXPECT_TRUE(b.profile);
+  EXPECT_EQ(b.placement.device_of_op, a.placement.device_of_op);
+
+  json v1 = body;  // a protocol 1 daemon sends no "profile"
+  v1.erase("profile");
+  EXPECT_FALSE(Directive::from_json(v1, g, d).profile);
+  json wrong = body;
+  wrong["state"] = "dreaming";
+  EXPECT_EQ(error_of([&] { Directive::from_json(wrong, g, d); }), "placement_directive.state: 'dreaming' is not a job state");
+}
+
+TEST(Messages, RepliesRoundTrip) {
+  const Welcome w = Welcome::from_json(over_the_wire(Welcome{2, "placementd 0.1.0", 1u << 16, 1000, true}.to_json()));
+  EXPECT_EQ(w.version, 2);
+  EXPECT_EQ(w.server, "placementd 0.1.0");
+  EXPECT_EQ(w.max_frame_bytes, 1u << 16);
+  EXPECT_EQ(w.uid, 1000u);
+  EXPECT_TRUE(w.admin);
+
+  const Attached at = Attached::from_json(over_the_wire(Attached{4, "metis", "seq2seq", "ppo", 5, 1, 100}.to_json()));
+  EXPECT_EQ(at.session, 4u);
+  EXPECT_EQ(at.placer, "seq2seq");
+  EXPECT_EQ(at.max_candidates, 100);
+
+  const GraphAccepted ga = GraphAccepted::from_json(over_the_wire(GraphAccepted{"abc", 10, 9, 3, true, false}.to_json()));
+  EXPECT_EQ(ga.fingerprint, "abc");
+  EXPECT_EQ(ga.edges, 9u);
+  EXPECT_TRUE(ga.cached);
+  EXPECT_FALSE(ga.policy_resumed);
+
+  Detached none = Detached::from_json(over_the_wire(Detached{}.to_json()));
+  EXPECT_FALSE(none.best_step_time_s.has_value());
+  const Detached some = Detached::from_json(over_the_wire(Detached{0.25, true}.to_json()));
+  EXPECT_DOUBLE_EQ(*some.best_step_time_s, 0.25);
+  EXPECT_TRUE(some.persisted);
+
+  const Error e = Error::from_json(over_the_wire(Error{protocol::error::kBusy, "full", true}.to_json()));
+  EXPECT_EQ(e.code, "busy");
+  EXPECT_EQ(e.message, "full");
+  EXPECT_TRUE(e.fatal);
+
+  EXPECT_EQ(Reloaded::from_json(Reloaded{"/etc/p.toml", 20}.to_json()).plugins, 20u);
+}
+
+TEST(Messages, RequestsRoundTrip) {
+  const Hello h = Hello::from_json(Hello{1, 2, "placementctl"}.to_json());
+  EXPECT_EQ(h.min_version, 1);
+  EXPECT_EQ(h.max_version, 2);
+  EXPECT_EQ(h.client, "placementctl");
+  EXPECT_EQ(error_of([] { Hello::from_json({{"min_version", 1}, {"max_version", 70000}}); }),
+            "hello.max_version: integer out of range: 70000");
+  const ListJobs l = ListJobs::from_json(ListJobs{true, false}.to_json());
+  EXPECT_TRUE(l.all);
+  EXPECT_FALSE(l.finished);
+  EXPECT_FALSE(ListJobs::from_json(json::object()).all);
+  EXPECT_EQ(JobShow::from_json(JobShow{12}.to_json()).id, 12u);
+  EXPECT_EQ(error_of([] { JobShow::from_json({{"id", "twelve"}}); }), "job_show.id: expected a non-negative integer, found string");
+  EXPECT_EQ(PlacementRequest{}.to_json(), json::object());
+  EXPECT_EQ(Detach{}.to_json(), json::object());
+}
+
+}  // namespace
+}  // namespace placement::messages
