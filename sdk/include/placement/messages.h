@@ -172,10 +172,8 @@ struct PlacementRequest {
   nlohmann::json to_json() const;
 };
 
-/// One step the job ran (one-way): placement::Measurement, serialization.h has its codec.
-using StepReport = Measurement;
-/// Per-op costs the job measured (one-way, protocol 2): placement::ProfileReport.
-using ProfileReportMessage = ProfileReport;
+// step_report (one-way) is a placement::Measurement and profile_report (one-way, protocol 2) a
+// placement::ProfileReport: their codecs are in serialization.h.
 
 struct Detached {
   static constexpr MessageType kType = MessageType::kDetached;
