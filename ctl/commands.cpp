@@ -29,6 +29,7 @@ json ask(const Globals& g, MessageType type, const json& body, MessageType reply
 std::string state_of(const json& job) {
   std::string state = job["state"].get<std::string>();
   if (job.value("paused", false)) state += " (paused)";
+  if (job.value("policy_error", json()).is_string()) state += " (plugin failed)";
   return state;
 }
 
@@ -132,6 +133,8 @@ int job_show(const Globals& g, uint64_t id, const std::string& plot_path) {
   head.add({"policy", j["grouper"].get<std::string>() + " / " + j["placer"].get<std::string>() + " / " +
                           j["algorithm"].get<std::string>()});
   if (const json& w = j.value("warm_start", json()); w.is_object()) head.add({"warm start", describe_warm_start(w)});
+  if (const json& e = j.value("policy_error", json()); e.is_string())
+    head.add({"plugin failure", e.get<std::string>() + "; exploration ended, the job keeps its best placement"});
   std::string kinds;
   for (const json& k : j.value("profiled_kinds", json::array())) kinds += (kinds.empty() ? "" : ", ") + k.get<std::string>();
   // Profiling the start costs what it took beyond the start's own step time; on an exploration

@@ -4,11 +4,7 @@
 #include <chrono>
 #include <cmath>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
-
-#include "live/live_profiles.h"
-#include "placement/serialization.h"
 
 namespace placementd {
 
@@ -141,12 +137,6 @@ std::string policy_key(const Session& s) {
   return s.policy.grouper + "+" + s.policy.placer + "+" + s.policy.algorithm;
 }
 
-nlohmann::json directive_body(const Session& s, Directive d) {
-  d.state = s.state;
-  d.profile = wants_profile(s, d.placement);
-  return d.to_json(s.devices);
-}
-
 Directive start_session(Session& s) {
   s.state = SessionState::kProfiling;
   if (s.cached) return issue(s, *s.cached, Reason::kCached, std::nullopt);
@@ -182,7 +172,8 @@ bool record_report(Session& s, const placement::Measurement& m) {
     ++s.exploration_steps;
     s.exploration_seconds += m.step_time_s;
   }
-  if (s.advance_pending || c.id != s.current_candidate) return false;
+  // After a plugin failed, the placement in force stays: nothing is left to decide.
+  if (s.advance_pending || c.id != s.current_candidate || !s.policy_error.empty()) return false;
   const ExplorationConfig& e = s.policy.exploration;
   bool due = false;
   if (s.state == SessionState::kExploiting) {
@@ -230,7 +221,8 @@ std::optional<Directive> advance_session(Session& s, Store& store) {
     if (s.state == SessionState::kReexploring && current->second.reason != Reason::kRemeasure) --s.reexplore_left;
     if (s.state == SessionState::kProfiling) s.state = SessionState::kExploring;
     // The policy's state is written on progress and every 10 candidates (it can be megabytes).
-    persist_session(s, store, s.since_improvement == 0 || s.candidates.size() % 10 == 0);
+    persist_best(s, store);
+    if (s.since_improvement == 0 || s.candidates.size() % 10 == 0) persist_policy(s, store);
 
     const bool any_best = s.best() != nullptr;
     if (const std::string why = exhausted(s); !why.empty()) return any_best ? exploit(s, why) : fall_back(s, why);
@@ -276,19 +268,46 @@ std::optional<Directive> advance_session(Session& s, Store& store) {
   return s.best() ? exploit(s, why) : fall_back(s, why);
 }
 
-bool persist_session(Session& s, Store& store, bool with_policy) {
+std::optional<Directive> stop_exploring(Session& s, const std::string& why) {
+  s.advance_pending = false;
+  s.paused = false;
+  if (s.candidates.empty()) return std::nullopt;  // not started: its start placement comes next
+  const uint64_t before = s.current_candidate;
+  if (s.best()) {
+    Directive d = exploit(s, why);
+    if (d.placement_id == before) return std::nullopt;
+    return d;
+  }
+  const auto current = s.candidates.find(before);
+  if (current != s.candidates.end() &&
+      current->second.placement.fingerprint() == s.candidates.begin()->second.placement.fingerprint()) {
+    s.state = SessionState::kExploiting;
+    return std::nullopt;
+  }
+  return fall_back(s, why);
+}
+
+bool persist_best(Session& s, Store& store) {
   if (!s.graph) return false;
-  bool written = false;
   try {
     if (const CandidateRecord* b = s.best())
-      written = store.offer(*s.graph, s.devices, {b->placement, *b->median(s.policy.exploration.warmup_steps), s.job});
-    if (with_policy && s.pipeline)
-      if (const placement::TrainablePolicy* policy = s.pipeline->policy())
-        store.save_policy_state(*s.graph, s.devices, policy_key(s), policy->save_state());
+      return store.offer(*s.graph, s.devices, {b->placement, *b->median(s.policy.exploration.warmup_steps), s.job});
   } catch (const std::exception& e) {
-    spdlog::error("job {} '{}': cannot persist its state: {}", s.id, s.job, e.what());
+    spdlog::error("job {} '{}': cannot persist its best placement: {}", s.id, s.job, e.what());
   }
-  return written;
+  return false;
+}
+
+void persist_policy(Session& s, Store& store) {
+  // A policy that threw may be half-updated: the next run starts from the last state saved.
+  const placement::TrainablePolicy* policy = s.pipeline ? s.pipeline->policy() : nullptr;
+  if (!s.graph || !policy || !s.policy_error.empty()) return;
+  const std::string state = policy->save_state();  // plugin code: what it throws is the caller's
+  try {
+    store.save_policy_state(*s.graph, s.devices, policy_key(s), state);
+  } catch (const std::exception& e) {
+    spdlog::error("job {} '{}': cannot persist its policy state: {}", s.id, s.job, e.what());
+  }
 }
 
 }  // namespace placementd

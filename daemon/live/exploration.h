@@ -1,6 +1,6 @@
 #pragma once
 // The live session's state machine: which placement a job runs next, decided from its step
-// reports. Socket-free and thread-agnostic (the caller holds session.mutex), so tests drive it
+// reports. Socket-free and thread-agnostic (LiveSession holds the lock), so tests drive it
 // directly with made-up step times.
 //
 //   profiling    the start placement (the stored best, else the job's own) runs k steps
@@ -13,8 +13,6 @@
 #include <optional>
 #include <string>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "live/session.h"
 #include "live/store.h"
 #include "placement/placement.h"
@@ -22,10 +20,6 @@
 namespace placementd {
 
 using placement::messages::Directive;
-
-/// The placement_directive body for `directive` as the session stands now: its state (so the job
-/// can show it) and whether the job should profile under it.
-nlohmann::json directive_body(const Session& session, Directive directive);
 
 /// After the graph is accepted: the first placement, the stored best if there is one, else the
 /// job's own. Enters profiling.
@@ -41,9 +35,19 @@ bool record_report(Session& session, const placement::Measurement& report);
 /// picks what runs next. nullopt: the job keeps its current placement.
 std::optional<Directive> advance_session(Session& session, Store& store);
 
-/// Persists the best placement and, with `with_policy`, the policy state (as on detach, disconnect
-/// and SIGTERM). Returns true if the best placement was written.
-bool persist_session(Session& session, Store& store, bool with_policy = true);
+/// Ends exploration for good (plugin code failed: `why`): the best placement measured runs from
+/// now on, or the start placement when none measured well. Returns the directive that moves the
+/// job there; nullopt when it runs that placement already. No plugin code runs.
+std::optional<Directive> stop_exploring(Session& session, const std::string& why);
+
+/// Offers the best placement measured to the store (as on detach, disconnect and SIGTERM); a
+/// store that cannot write is logged. Returns true if it was written.
+bool persist_best(Session& session, Store& store);
+
+/// Saves the policy's state, unless the policy failed (policy_error: it may be half-updated). A
+/// store that cannot write is logged; what the policy's save_state() throws is the caller's
+/// (LiveSession's guard).
+void persist_policy(Session& session, Store& store);
 
 /// "All on one device, if it fits" (issue #4: the answer is never worse than that baseline): every op
 /// on the first GPU, or on device 0 without one, offered once right after the start; nullopt when

@@ -135,6 +135,7 @@ json Session::summary() const {
           {"profiled_kinds", profiled_kinds()},
           {"profiled_steps", profiled_steps},
           {"profiling_overhead_s", profiling},
+          {"policy_error", policy_error.empty() ? json(nullptr) : json(policy_error)},
           {"attached_s", uptime}};
 }
 

@@ -7,15 +7,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <set>
 #include <string>
 #include <vector>
 
-#include <boost/asio/strand.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <nlohmann/json_fwd.hpp>
 
 #include "config/config.h"
@@ -60,9 +57,9 @@ struct CandidateRecord {
   std::optional<double> median(int64_t warmup) const;
 };
 
-/// A job's session. All members are guarded by `mutex`. Its job's messages are handled on
-/// `strand` (in order); inspection (jobs, jobs show) reads it from other policy threads. The I/O
-/// thread never locks it: policy work holds the lock for as long as the policy takes.
+/// The state of a job's session: LiveSession's private part (live_session.h), which guards it;
+/// the state machine (exploration.h) and the profile requests (live_profiles.h) work on it, and
+/// their tests drive it directly.
 struct Session {
   uint64_t id = 0;
   std::string job;
@@ -141,10 +138,9 @@ struct Session {
   bool advance_pending = false;
   /// Step reports that did not match this session (unknown placement id).
   uint64_t stray_reports = 0;
-
-  std::mutex mutex;
-  /// Policy work for this session runs here, in the order it was asked for.
-  std::optional<boost::asio::strand<boost::asio::thread_pool::executor_type>> strand;
+  /// Set when plugin code threw (what and where): exploration ended for good, the job runs its
+  /// best (or start) placement, and the policy's state is no longer saved.
+  std::string policy_error;
 
   /// While exploiting, the placement in force; else the candidate with the lowest median step
   /// time among the ones not stale; nullptr while none has a median.
@@ -154,9 +150,9 @@ struct Session {
   double profiling_overhead_seconds() const;
   /// The device kinds ("cpu", "cuda") some op of the graph has a profile for.
   std::set<std::string> profiled_kinds() const;
-  /// Summary for `placementctl jobs` (caller holds the mutex).
+  /// Summary for `placementctl jobs`.
   nlohmann::json summary() const;
-  /// summary() plus per-candidate detail (caller holds the mutex).
+  /// summary() plus per-candidate detail.
   nlohmann::json detail() const;
 };
 

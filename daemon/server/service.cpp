@@ -8,7 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "placement/serialization.h"
-#include "server/request_error.h"
+#include "live/request_error.h"
 #include "server/version.h"
 
 namespace placementd {
@@ -112,14 +112,14 @@ void Service::hello(ConnectionState& conn, uint32_t rid, const json& body, const
   respond(welcome.kType, rid, welcome.to_json(), false);
 }
 
-std::vector<std::shared_ptr<Session>> Service::visible_sessions(const Peer& peer, bool finished) const {
+std::vector<std::shared_ptr<AttachedJob>> Service::visible_sessions(const Peer& peer, bool finished) const {
   std::lock_guard<std::mutex> lock(sessions_mutex_);
-  std::vector<std::shared_ptr<Session>> out;
-  for (const auto& [id, s] : sessions_)
-    if (peer.admin || s->uid == peer.uid) out.push_back(s);
+  std::vector<std::shared_ptr<AttachedJob>> out;
+  for (const auto& [id, job] : sessions_)
+    if (peer.admin || job->live.uid() == peer.uid) out.push_back(job);
   if (finished)
-    for (const auto& s : finished_)
-      if (peer.admin || s->uid == peer.uid) out.push_back(s);
+    for (const auto& job : finished_)
+      if (peer.admin || job->live.uid() == peer.uid) out.push_back(job);
   return out;
 }
 
@@ -149,11 +149,22 @@ void Service::status(ConnectionState& conn, uint32_t rid, const Responder& respo
           false);
 }
 
-void Service::inspect(const ConnectionState& conn, std::function<void()> work) {
+void Service::inspect(const ConnectionState& conn, uint32_t rid, const Responder& respond, std::function<void()> work) {
+  // Nothing may escape a policy thread's handler (it would end the daemon): a failure is the
+  // request's error.
+  auto guarded = [this, rid, respond, work = std::move(work)] {
+    try {
+      work();
+    } catch (const std::exception& e) {
+      ++protocol_errors;
+      spdlog::error("inspection failed: {}", e.what());
+      respond(MessageType::kError, rid, messages::Error{error::kInternal, e.what(), false}.to_json(), false);
+    }
+  };
   // An attached job's own connection sees its earlier reports counted: its session's strand runs
   // them first.
-  if (conn.session) boost::asio::post(*conn.session->strand, std::move(work));
-  else boost::asio::post(policy_pool_, std::move(work));
+  if (conn.job) boost::asio::post(conn.job->strand, std::move(guarded));
+  else boost::asio::post(policy_pool_, std::move(guarded));
 }
 
 void Service::list_jobs(ConnectionState& conn, uint32_t rid, const json& body, const Responder& respond) {
@@ -163,12 +174,11 @@ void Service::list_jobs(ConnectionState& conn, uint32_t rid, const json& body, c
     throw RequestError(error::kPermissionDenied, "listing every user's jobs needs root or the admin group '" + config()->admin_group + "'");
   // A session's lock may be held by its policy work for seconds: wait for it on a policy thread,
   // not on the I/O thread.
-  inspect(conn, [this, peer = conn.peer, all, finished, rid, respond] {
+  inspect(conn, rid, respond, [this, peer = conn.peer, all, finished, rid, respond] {
     json jobs = json::array();
-    for (const auto& s : visible_sessions(peer, finished)) {
-      if (!all && s->uid != peer.uid && !peer.admin) continue;
-      std::lock_guard<std::mutex> lock(s->mutex);
-      jobs.push_back(s->summary());
+    for (const auto& job : visible_sessions(peer, finished)) {
+      if (!all && job->live.uid() != peer.uid && !peer.admin) continue;
+      jobs.push_back(job->live.summary());
     }
     respond(MessageType::kJobList, rid, {{"jobs", jobs}}, false);
   });
@@ -176,11 +186,10 @@ void Service::list_jobs(ConnectionState& conn, uint32_t rid, const json& body, c
 
 void Service::show_job(ConnectionState& conn, uint32_t rid, const json& body, const Responder& respond) {
   const uint64_t id = messages::JobShow::from_json(body).id;
-  inspect(conn, [this, peer = conn.peer, id, rid, respond] {
-    for (const auto& s : visible_sessions(peer, true)) {
-      if (s->id != id) continue;
-      std::lock_guard<std::mutex> lock(s->mutex);
-      respond(MessageType::kJobInfo, rid, s->detail(), false);
+  inspect(conn, rid, respond, [this, peer = conn.peer, id, rid, respond] {
+    for (const auto& job : visible_sessions(peer, true)) {
+      if (job->live.id() != id) continue;
+      respond(MessageType::kJobInfo, rid, job->live.detail(), false);
       return;
     }
     // Another user's job is reported exactly like a missing one: uids see only their own jobs.

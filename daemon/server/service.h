@@ -14,11 +14,12 @@
 #include <string>
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <nlohmann/json.hpp>
 
 #include "config/config.h"
-#include "live/session.h"
+#include "live/live_session.h"
 #include "live/store.h"
 #include "placement/protocol.h"
 #include "plugins/plugin_registry.h"
@@ -34,11 +35,21 @@ struct Peer {
   bool admin = false;
 };
 
+/// A job attached on some connection: its live session, and the strand its messages are handled
+/// on (in the order they came, off the I/O thread).
+struct AttachedJob {
+  AttachedJob(uint64_t id, JobIdentity job, EffectivePolicy policy, const PluginRegistry& registry, Store& store,
+              boost::asio::thread_pool::executor_type executor)
+      : live(id, std::move(job), std::move(policy), registry, store), strand(std::move(executor)) {}
+  LiveSession live;
+  boost::asio::strand<boost::asio::thread_pool::executor_type> strand;
+};
+
 /// Per-connection protocol state, owned by the connection.
 struct ConnectionState {
   Peer peer;
   uint16_t version = 0;  // 0 until Hello
-  std::shared_ptr<Session> session;
+  std::shared_ptr<AttachedJob> job;
 };
 
 /// How a handler answers: type, request id, body, and whether the stream must close afterwards.
@@ -84,25 +95,22 @@ class Service {
   void request_placement(ConnectionState& conn, uint32_t rid, const Responder& respond);
   void step_report(ConnectionState& conn, uint32_t rid, const json& body, const Responder& respond);
   void profile_report(ConnectionState& conn, uint32_t rid, const json& body, const Responder& respond);
-  /// When a pending [policy] warm_start runs: once the graph has profiles for every device kind of
-  /// the job; at once; or, at the latest, before the policy's first sample (after the start and
-  /// the single-device candidate).
-  enum class WarmStartWhen { kProfiled, kNow, kBeforeFirstSample };
-  /// On the session's strand, its mutex held: runs [policy] warm_start if it is pending and `when`
-  /// is met (once per session; the job's messages wait on the strand meanwhile).
-  void warm_start(Session& session, WarmStartWhen when);
+  /// Called on the job's strand once a reply went out: queues the session's deferred work (the
+  /// warm start) behind it if some is due, and pushes the directive that work may end with.
+  void defer_work(const std::shared_ptr<AttachedJob>& job, const Responder& respond);
   void detach(ConnectionState& conn, uint32_t rid, const Responder& respond);
   void status(ConnectionState& conn, uint32_t rid, const Responder& respond);
   void list_jobs(ConnectionState& conn, uint32_t rid, const json& body, const Responder& respond);
   void show_job(ConnectionState& conn, uint32_t rid, const json& body, const Responder& respond);
   void list_plugins(uint32_t rid, const Responder& respond);
-  /// Runs `work` (which locks sessions to read them) off the I/O thread.
-  void inspect(const ConnectionState& conn, std::function<void()> work);
+  /// Runs `work` (which locks sessions to read them) off the I/O thread; what it throws becomes
+  /// the request's error.
+  void inspect(const ConnectionState& conn, uint32_t rid, const Responder& respond, std::function<void()> work);
   void reload(ConnectionState& conn, uint32_t rid, const Responder& respond);
 
   /// Sessions the peer may see: its own uid's, or all for an admin; with `finished`, the recently
   /// detached ones too.
-  std::vector<std::shared_ptr<Session>> visible_sessions(const Peer& peer, bool finished = false) const;
+  std::vector<std::shared_ptr<AttachedJob>> visible_sessions(const Peer& peer, bool finished = false) const;
 
   mutable std::mutex config_mutex_;
   std::shared_ptr<const Config> config_;
@@ -112,13 +120,13 @@ class Service {
   ReloadHook reload_;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 
-  /// Ends a session: marks it detached, moves it to the recently finished ones.
-  void finish(const std::shared_ptr<Session>& session);
+  /// Moves an ended session to the recently finished ones.
+  void finish(const std::shared_ptr<AttachedJob>& job);
 
   mutable std::mutex sessions_mutex_;
-  std::map<uint64_t, std::shared_ptr<Session>> sessions_;
+  std::map<uint64_t, std::shared_ptr<AttachedJob>> sessions_;
   /// The last kFinishedKept detached sessions, oldest first (placementctl jobs --finished, jobs show).
-  std::deque<std::shared_ptr<Session>> finished_;
+  std::deque<std::shared_ptr<AttachedJob>> finished_;
   static constexpr size_t kFinishedKept = 32;
   uint64_t next_session_id_ = 1;
 

@@ -142,6 +142,58 @@ TEST(Daemon, SlowPolicyWorkStallsNoOtherConnection) {
   EXPECT_EQ(daemon.stop(), 0) << daemon.log();
 }
 
+// Plugin code that throws (here something that is not even a std::exception, from the placer's
+// place()) on a policy thread ends that job's exploration, and nothing else: the job keeps its
+// placement, `jobs show` says why, another job explores on, the daemon answers and stops cleanly.
+TEST(Daemon, APluginThatThrowsEndsOneJobsExplorationAndNothingElse) {
+  DaemonOptions options;
+  options.plugin_dirs = {plugin_dir(), test_plugin_dir()};
+  options.extra = "[policy]\ngrouper = \"none\"\nplacer = \"throwing\"\nalgorithm = \"throwing\"\n"
+                  "[exploration]\nsteps_per_candidate = 2\nwarmup_steps = 0\n"
+                  "[[rules]]\njob = \"bad\"\n[rules.params.placer.throwing]\nentry = \"place\"\nexception = \"other\"\n";
+  DaemonProcess daemon(options);
+  daemon.start();
+  const OpGraph graph = load_graph_file(example_graph());
+  Client bad = daemon.client();
+  const uint64_t bad_placement = run_job(bad, "bad", graph, 6, 0.02);
+  Client good = daemon.client();
+  run_job(good, "good", graph, 2, 0.02);
+  // The good job's next candidate is the policy's sample.
+  ASSERT_TRUE(good.poll_readable(10000)) << daemon.log();
+  protocol::Header header;
+  const json pushed = good.read_frame(&header);
+  EXPECT_EQ(header.type, static_cast<uint16_t>(MessageType::kPlacementDirective));
+  EXPECT_EQ(pushed["reason"].get<std::string>(), "policy");
+
+  Client admin = daemon.client();
+  json shown;
+  for (int i = 0; i < 100; ++i) {
+    const json jobs = admin.request(MessageType::kListJobs, json::object(), MessageType::kJobList);
+    for (const json& j : jobs["jobs"])
+      if (j["name"] == "bad") shown = admin.request(MessageType::kJobShow, {{"id", j["id"]}}, MessageType::kJobInfo);
+    if (shown.is_object() && shown["policy_error"].is_string()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(shown.is_object() && shown["policy_error"].is_string()) << shown.dump() << daemon.log();
+  EXPECT_NE(shown["policy_error"].get<std::string>().find("not a std::exception"), std::string::npos);
+  EXPECT_EQ(shown["state"], "exploiting");
+  const CommandResult ctl = run_command(
+      {placementctl_bin(), "jobs", "show", std::to_string(shown["id"].get<uint64_t>()), "--socket", daemon.socket});
+  EXPECT_EQ(ctl.exit_code, 0) << ctl.err;
+  EXPECT_NE(ctl.out.find("plugin failed"), std::string::npos) << ctl.out;
+  EXPECT_NE(ctl.out.find("policy step: an exception that is not a std::exception; exploration ended"), std::string::npos)
+      << ctl.out;
+  // The bad job runs its start placement on: nothing was pushed to it.
+  EXPECT_FALSE(bad.poll_readable(200));
+  EXPECT_TRUE(bad.send_oneway(MessageType::kStepReport, to_json(Measurement{bad_placement, 99, 0.02, true, ""})));
+  const msg::Detached detached =
+      msg::Detached::from_json(bad.request(msg::Detach::kType, msg::Detach{}.to_json(), msg::Detached::kType));
+  EXPECT_TRUE(detached.persisted);
+  EXPECT_TRUE(daemon.alive());
+  EXPECT_NE(daemon.log().find("policy step failed"), std::string::npos) << daemon.log();
+  EXPECT_EQ(daemon.stop(), 0) << daemon.log();
+}
+
 TEST(Daemon, AFreshPolicyIsWarmStartedFromTheConfiguredBaseline) {
   if (!std::ifstream(plugin_dir() + "/placers/feedforward.so")) GTEST_SKIP() << "built without LibTorch";
   DaemonOptions options;

@@ -396,7 +396,8 @@ TEST_F(Exploration, TheNextSessionStartsFromThePersistedBest) {
   make_session();
   std::optional<Directive> d = start_session(s);
   while (d && s.state != SessionState::kExploiting) d = run_candidate(*d);
-  persist_session(s, *store);
+  persist_best(s, *store);
+  persist_policy(s, *store);
   const Placement best = s.best()->placement;
   EXPECT_TRUE(store->policy_state(*s.graph, s.devices, policy_key(s)));
 

@@ -53,10 +53,9 @@ TEST(LiveProfiles, AJobIsAskedToProfileWherePlacementsReachAnUnprofiledKind) {
   EXPECT_EQ(s.profiled_kinds(), (std::set<std::string>{"cpu", "cuda"}));
   EXPECT_EQ(s.profile_reports, 2u);
 
-  // The directive says so.
   Session fresh;
   on_cpu_and_gpu(fresh);
-  EXPECT_TRUE(directive_body(fresh, {1, Reason::kStart, SessionState::kProfiling, false, on_cpu}).at("profile").get<bool>());
+  EXPECT_TRUE(wants_profile(fresh, on_cpu));
   // A job that does not profile, or speaks protocol 1, is never asked.
   fresh.job_profile_steps = 0;
   EXPECT_FALSE(wants_profile(fresh, on_cpu));

@@ -1,0 +1,134 @@
+#pragma once
+// One attached job's live placement, seen from outside: what happens to the job (its graph, its
+// step and profile reports, its detach) and which placement it runs next. The state machine
+// (exploration.h), the profile requests (live_profiles.h), the warm start's timing and the
+// persistence policy are its private parts.
+//
+// Socket-free: the server calls it on the job's strand, in the order the job's messages came, and
+// sends what it returns; tests call it directly. Every call locks the session, so inspection
+// (summary, detail) may come from any thread; a call may hold the lock for as long as the policy
+// takes (seconds for big ones), so the I/O thread never calls it.
+//
+// Plugin code runs only inside these calls, behind one guard: whatever a plugin throws (a
+// std::exception, a c10::Error, anything) is logged, and ends this job's exploration: it runs the
+// best placement measured, or its start placement, for the rest of its session, and `jobs show`
+// says why. The daemon and every other job go on.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "config/config.h"
+#include "live/session.h"
+#include "live/store.h"
+#include "placement/devices.h"
+#include "placement/graph.h"
+#include "placement/messages.h"
+#include "placement/placement.h"
+#include "plugins/plugin_registry.h"
+
+namespace placementd {
+
+/// Who the job is and what it said when it attached.
+struct JobIdentity {
+  std::string name;
+  uid_t uid = 0;
+  pid_t pid = 0;
+  std::string sdk_version;
+  std::string torch_version;
+  /// The protocol version of its connection (profile reports need 2).
+  uint16_t protocol_version = 1;
+  /// Steps it profiles when a directive asks it to (0: it does not).
+  int64_t profile_steps = 0;
+  /// Steps it expects to run (0: unknown).
+  uint64_t expected_steps = 0;
+  placement::DeviceSet devices;
+};
+
+class LiveSession {
+ public:
+  /// `registry` and `store` outlive the session; `id` also seeds its random numbers.
+  LiveSession(uint64_t id, JobIdentity job, EffectivePolicy policy, const PluginRegistry& registry, Store& store);
+  LiveSession(const LiveSession&) = delete;
+  LiveSession& operator=(const LiveSession&) = delete;
+
+  /// Set at attach and never changed: readable without the lock.
+  uint64_t id() const { return s_.id; }
+  uid_t uid() const { return s_.uid; }
+  const std::string& name() const { return s_.job; }
+  const placement::DeviceSet& devices() const { return s_.devices; }
+  const EffectivePolicy& policy() const { return s_.policy; }
+
+  /// The job's graph, and the placement it runs now if it said (else all on its first device):
+  /// creates the policy's plugins, groups the graph, finds the stored best placement and policy
+  /// state, and builds the memory model keeping `memory_headroom` of each device free. Throws
+  /// RequestError naming what is wrong (a second upload, an op pinned to a device kind the job
+  /// lacks, a plugin that refused the graph); the session is as before then.
+  placement::messages::GraphAccepted on_graph(placement::OpGraph graph, std::optional<placement::Placement> start,
+                                              double memory_headroom);
+
+  /// The placement in force, with the session's state and whether to profile under it. The
+  /// first call starts the session (the stored best, else the job's own placement). Throws
+  /// RequestError before the graph.
+  placement::messages::Directive next_directive();
+
+  /// One step report. Returns the next directive when the job should change placement: its
+  /// candidate is measured (or failed), or the best placement drifted. Reports of placements never
+  /// issued are counted, not answered.
+  std::optional<placement::messages::Directive> on_report(const placement::Measurement& report);
+
+  /// Per-op profiles the job measured (protocol 2). Throws RequestError naming the entry at fault;
+  /// nothing changes then.
+  void on_profiles(const placement::ProfileReport& report);
+
+  /// Work that waits until the job has its answer (the warm start, once the job trains and its
+  /// profiles are in): whether some is due now, and doing it. The server runs it on the strand
+  /// after sending a reply, so no directive waits for it. Returns a directive to push when the
+  /// work failed and ended the job's exploration.
+  bool has_deferred_work() const;
+  std::optional<placement::messages::Directive> run_deferred_work();
+
+  /// The job detached: persists the best placement and the policy state and ends the session.
+  placement::messages::Detached on_detach();
+  /// The job's connection closed without a detach: the same, with nobody to answer.
+  void on_disconnect();
+  /// Persists the best placement and the policy state (SIGTERM); the session goes on. Returns true
+  /// if the best placement was written.
+  bool persist();
+
+  bool detached() const;
+  /// For `placementctl jobs`, and `jobs show` (summary plus every candidate).
+  nlohmann::json summary() const;
+  nlohmann::json detail() const;
+
+ private:
+  /// The guard: runs `work` (which may call plugin code) and turns whatever it throws into the
+  /// end of this job's exploration, logged and shown by `jobs show`. Returns what `work` returned,
+  /// or the directive that moves the job to its best (or start) placement.
+  template <class Work>
+  std::optional<placement::messages::Directive> guarded(const char* entry, Work&& work);
+  /// Adds what the job shows with a directive: the session's state and whether to profile.
+  placement::messages::Directive complete(placement::messages::Directive directive) const;
+  /// When a pending [policy] warm_start runs: once the graph has profiles of every device kind of
+  /// the job (at once for a job that does not profile) or, at the latest, before the policy's first
+  /// sample (after the start and the all-on-one-device candidate).
+  enum class WarmStartWhen { kProfiled, kBeforeFirstSample };
+  bool warm_start_due(WarmStartWhen when) const;
+  void warm_start();
+  bool persist_locked();
+  void finish();
+
+  const PluginRegistry& registry_;
+  Store& store_;
+  mutable std::mutex mutex_;
+  /// Guarded by mutex_, but for the fields set at attach.
+  Session s_;
+};
+
+}  // namespace placementd

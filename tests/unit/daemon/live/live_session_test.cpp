@@ -1,0 +1,268 @@
+// LiveSession as the server drives it, without a socket: real plugin libraries from this build's
+// plugin directory, and the test plugins that throw from each entry point.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "live/live_session.h"
+#include "live/request_error.h"
+#include "test_graphs.h"
+
+namespace placementd {
+namespace {
+
+namespace fs = std::filesystem;
+namespace msg = placement::messages;
+using nlohmann::json;
+using placement::DeviceKind;
+using placement::Params;
+
+const PluginRegistry& registry() {
+  static PluginRegistry* r = [] {
+    auto* loaded = new PluginRegistry;
+    loaded->scan({PLUGIN_DIR, TEST_PLUGIN_DIR});
+    return loaded;
+  }();
+  return *r;
+}
+
+struct Policy {
+  std::string grouper = "none", placer = "throwing", algorithm = "throwing";
+  Params grouper_params, placer_params, algorithm_params;
+  std::string warm_start;
+};
+
+class LiveSessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = fs::temp_directory_path() / ("live_session_test_" + std::to_string(::getpid()) + "_" +
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    store = std::make_unique<Store>(dir.string());
+  }
+  void TearDown() override { fs::remove_all(dir); }
+
+  std::unique_ptr<LiveSession> make(const Policy& p, uint64_t id = 1) {
+    JobIdentity job;
+    job.name = "job" + std::to_string(id);
+    job.uid = ::getuid();
+    job.pid = ::getpid();
+    job.devices = placement::testing::devices(2, DeviceKind::kCpu);
+    EffectivePolicy policy;
+    policy.grouper = p.grouper;
+    policy.placer = p.placer;
+    policy.algorithm = p.algorithm;
+    policy.grouper_params = p.grouper_params;
+    policy.placer_params = p.placer_params;
+    policy.algorithm_params = p.algorithm_params;
+    policy.warm_start = p.warm_start;
+    policy.exploration.steps_per_candidate = 2;
+    policy.exploration.warmup_steps = 0;
+    policy.exploration.max_candidates = 12;
+    policy.exploration.converge_candidates = 0;
+    policy.exploration.max_overhead_fraction = 1.0;
+    return std::make_unique<LiveSession>(id, std::move(job), std::move(policy), registry(), *store);
+  }
+
+  // The "job": an op on cpu:1 takes 1 time unit, on cpu:0 2. Runs `steps` steps under what the
+  // session says, as the server would (deferred work after each answer); returns the placement in
+  // force and counts the directives it got.
+  msg::Directive train(LiveSession& live, msg::Directive in_force, int steps) {
+    for (int i = 0; i < steps; ++i) {
+      double t = 0;
+      for (int d : in_force.placement.device_of_op) t += d == 1 ? 1.0 : 2.0;
+      if (auto next = live.on_report({in_force.placement_id, step++, t, true, ""})) {
+        in_force = *next;
+        ++directives;
+      }
+      if (live.has_deferred_work())
+        if (auto next = live.run_deferred_work()) {
+          in_force = *next;
+          ++directives;
+        }
+    }
+    return in_force;
+  }
+
+  fs::path dir;
+  std::unique_ptr<Store> store;
+  const placement::OpGraph graph = placement::testing::chain(4, 1024);
+  uint64_t step = 0;
+  int directives = 0;
+};
+
+TEST_F(LiveSessionTest, TakesAJobFromItsGraphToItsDetachAndTheNextRunStartsFromItsBest) {
+  auto live = make({});
+  EXPECT_THROW(live->next_directive(), RequestError) << "no placement before the graph";
+  const msg::GraphAccepted accepted = live->on_graph(graph, std::nullopt, 0.1);
+  EXPECT_EQ(accepted.ops, 4u);
+  EXPECT_EQ(accepted.groups, 4);
+  EXPECT_FALSE(accepted.cached);
+  try {
+    live->on_graph(graph, std::nullopt, 0.1);
+    ADD_FAILURE() << "a second graph was taken";
+  } catch (const RequestError& e) {
+    EXPECT_STREQ(e.code, placement::protocol::error::kUnexpected);
+  }
+
+  const msg::Directive first = live->next_directive();
+  EXPECT_EQ(first.reason, msg::Reason::kStart);
+  EXPECT_EQ(first.state, msg::JobState::kProfiling);
+  EXPECT_FALSE(first.profile) << "this job does not profile";
+  EXPECT_EQ(first.placement.device_of_op, (std::vector<int>{0, 0, 0, 0}));
+  EXPECT_EQ(live->next_directive().placement_id, first.placement_id) << "asked again: the placement in force";
+
+  train(*live, first, 200);
+  const json summary = live->summary();
+  EXPECT_EQ(summary["state"], "exploiting") << summary.dump();
+  EXPECT_TRUE(summary["policy_error"].is_null());
+  EXPECT_GT(directives, 2);
+  EXPECT_GT(summary["speedup"].get<double>(), 1.0) << "the placer's samples include faster placements";
+
+  const msg::Detached detached = live->on_detach();
+  EXPECT_TRUE(detached.persisted);
+  ASSERT_TRUE(detached.best_step_time_s);
+  EXPECT_TRUE(live->detached());
+  EXPECT_FALSE(live->on_report({first.placement_id, step++, 1.0, true, ""})) << "nothing after the detach";
+  EXPECT_EQ(live->summary()["state"], "detached");
+
+  auto next = make({}, 2);
+  EXPECT_TRUE(next->on_graph(graph, std::nullopt, 0.1).cached);
+  const msg::Directive start = next->next_directive();
+  EXPECT_EQ(start.reason, msg::Reason::kCached);
+  EXPECT_EQ(store->best(graph, next->devices())->step_time_s, *detached.best_step_time_s);
+}
+
+// Where a plugin throws, what it throws, and what the session is expected to say.
+struct Failure {
+  std::string kind;   // "grouper", "placer", "algorithm"
+  std::string entry;  // the entry point that throws
+  std::string exception;
+  std::string warm_start;
+  /// On the graph: the upload is refused. Later: exploration ends, with this label.
+  std::string when;
+};
+
+void PrintTo(const Failure& f, std::ostream* os) {
+  *os << f.kind << "." << f.entry << " throws " << f.exception << (f.warm_start.empty() ? "" : " in the warm start");
+}
+
+std::string name_of(const ::testing::TestParamInfo<Failure>& info) {
+  return info.param.kind + "_" + info.param.entry + "_" + info.param.exception +
+         (info.param.warm_start.empty() ? "" : "_warm_start");
+}
+
+class PluginFailure : public LiveSessionTest, public ::testing::WithParamInterface<Failure> {
+ protected:
+  Policy throwing() const {
+    const Failure& f = GetParam();
+    Policy p;
+    const Params params = {{"entry", f.entry}, {"exception", f.exception}};
+    if (f.kind == "grouper") {
+      p.grouper = "throwing";
+      p.grouper_params = params;
+    }
+    if (f.kind == "placer") p.placer_params = params;
+    if (f.kind == "algorithm") p.algorithm_params = params;
+    p.warm_start = f.warm_start;
+    return p;
+  }
+  std::string message() const {
+    return GetParam().exception == "std" ? "test plugin: " + GetParam().entry + " exploded"
+                                         : "not a std::exception";
+  }
+};
+
+TEST_P(PluginFailure, IsTheJobsErrorAndNeverEscapes) {
+  auto live = make(throwing());
+  if (GetParam().when == "graph") {
+    try {
+      live->on_graph(graph, std::nullopt, 0.1);
+      FAIL() << "the graph was taken";
+    } catch (const RequestError& e) {
+      EXPECT_NE(std::string(e.what()).find(message()), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(live->next_directive(), RequestError) << "the session is as before the upload";
+    EXPECT_FALSE(live->on_detach().persisted);
+    return;
+  }
+  live->on_graph(graph, std::nullopt, 0.1);
+  const msg::Directive first = live->next_directive();
+  const msg::Directive in_force = train(*live, first, 40);
+  const json summary = live->summary();
+  ASSERT_TRUE(summary["policy_error"].is_string()) << summary.dump();
+  const std::string error = summary["policy_error"];
+  EXPECT_EQ(error.rfind(GetParam().when + ": ", 0), 0u) << error;
+  EXPECT_NE(error.find(message()), std::string::npos) << error;
+  EXPECT_EQ(summary["state"], "exploiting");
+  // The job runs its best placement (the start, or a candidate measured before the failure) and
+  // nothing moves it any more.
+  EXPECT_TRUE(in_force.reason == msg::Reason::kBest || in_force.reason == msg::Reason::kStart)
+      << to_string(in_force.reason);
+  const int before = directives;
+  EXPECT_EQ(train(*live, in_force, 30).placement_id, in_force.placement_id);
+  EXPECT_EQ(directives, before);
+  EXPECT_FALSE(live->has_deferred_work());
+  // Detaching still keeps what was measured.
+  const msg::Detached detached = live->on_detach();
+  EXPECT_TRUE(detached.persisted);
+  EXPECT_TRUE(store->best(graph, live->devices()));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EachEntryPoint, PluginFailure,
+    ::testing::Values(Failure{"grouper", "group", "std", "", "graph"}, Failure{"grouper", "group", "other", "", "graph"},
+                      Failure{"placer", "prepare", "std", "", "graph"}, Failure{"placer", "prepare", "other", "", "graph"},
+                      Failure{"algorithm", "reset", "std", "", "graph"}, Failure{"algorithm", "reset", "other", "", "graph"},
+                      Failure{"placer", "place", "std", "", "policy step"},
+                      Failure{"placer", "place", "other", "", "policy step"},
+                      Failure{"algorithm", "observe", "std", "", "policy step"},
+                      Failure{"algorithm", "observe", "other", "", "policy step"},
+                      Failure{"placer", "accumulate_gradient", "std", "", "policy step"},
+                      Failure{"placer", "apply_gradient", "other", "", "policy step"},
+                      Failure{"placer", "save_state", "std", "", "policy step"},
+                      Failure{"placer", "save_state", "other", "", "policy step"},
+                      Failure{"placer", "log_prob", "std", "single_device", "warm start"},
+                      Failure{"placer", "apply_gradient", "other", "single_device", "warm start"}),
+    name_of);
+
+TEST_F(LiveSessionTest, AStoredPolicyStateThePluginCannotLoadIsIgnored) {
+  for (const std::string exception : {"std", "other"}) {
+    auto first = make({});
+    first->on_graph(graph, std::nullopt, 0.1);
+    train(*first, first->next_directive(), 10);
+    first->on_detach();
+    Policy p;
+    p.placer_params = {{"entry", std::string("load_state")}, {"exception", exception}};
+    auto next = make(p, 2);
+    const msg::GraphAccepted accepted = next->on_graph(graph, std::nullopt, 0.1);
+    EXPECT_TRUE(accepted.cached);
+    EXPECT_FALSE(accepted.policy_resumed) << exception;
+    EXPECT_TRUE(next->summary()["policy_error"].is_null());
+  }
+}
+
+TEST_F(LiveSessionTest, SavingThePolicyAtDetachFailsAloneTheBestIsStillWritten) {
+  Policy p;
+  // The first save (after the start placement is measured) goes well; the one at detach throws.
+  p.placer_params = {{"entry", std::string("save_state")}, {"after", int64_t{1}}, {"exception", std::string("other")}};
+  p.grouper = "none";
+  auto live = make(p);
+  live->on_graph(graph, std::nullopt, 0.1);
+  const msg::Directive first = live->next_directive();
+  train(*live, first, 2);
+  EXPECT_TRUE(live->summary()["policy_error"].is_null());
+  const msg::Detached detached = live->on_detach();
+  EXPECT_TRUE(detached.persisted);
+  const json summary = live->summary();
+  ASSERT_TRUE(summary["policy_error"].is_string()) << summary.dump();
+  EXPECT_EQ(summary["policy_error"].get<std::string>().rfind("saving the policy state: ", 0), 0u);
+}
+
+}  // namespace
+}  // namespace placementd
