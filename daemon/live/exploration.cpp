@@ -302,9 +302,9 @@ void persist_policy(Session& s, Store& store) {
   // A policy that threw may be half-updated: the next run starts from the last state saved.
   const placement::TrainablePolicy* policy = s.pipeline ? s.pipeline->policy() : nullptr;
   if (!s.graph || !policy || !s.policy_error.empty()) return;
-  const std::string state = policy->save_state();  // plugin code: what it throws is the caller's
+  std::string state = policy->save_state();  // plugin code: what it throws is the caller's
   try {
-    store.save_policy_state(*s.graph, s.devices, policy_key(s), state);
+    store.save_policy_state(*s.graph, s.devices, policy_key(s), std::move(state));
   } catch (const std::exception& e) {
     spdlog::error("job {} '{}': cannot persist its policy state: {}", s.id, s.job, e.what());
   }

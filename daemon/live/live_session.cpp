@@ -237,17 +237,25 @@ void LiveSession::finish() {
 }
 
 messages::Detached LiveSession::on_detach() {
-  std::lock_guard<std::mutex> lock(mutex_);
   messages::Detached detached;
-  if (s_.state == SessionState::kDetached) return detached;
-  detached.persisted = persist_locked();
-  if (const CandidateRecord* b = s_.best()) {
-    detached.best_step_time_s = *b->median(s_.policy.exploration.warmup_steps);
-    // Written now or after an earlier candidate: what counts is that the store holds it.
-    if (auto stored = store_.best(*s_.graph, s_.devices))
-      detached.persisted = detached.persisted || stored->step_time_s <= *detached.best_step_time_s;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (s_.state == SessionState::kDetached) return detached;
+    detached.persisted = persist_locked();
+    if (const CandidateRecord* b = s_.best()) {
+      detached.best_step_time_s = *b->median(s_.policy.exploration.warmup_steps);
+      // Taken now or after an earlier candidate: what counts is that the store holds it.
+      if (auto stored = store_.best(*s_.graph, s_.devices))
+        detached.persisted = detached.persisted || stored->step_time_s <= *detached.best_step_time_s;
+    }
+    finish();
   }
-  finish();
+  // The reply says "persisted" once the file is on disk: wait for the store's writer (on the job's
+  // strand, never the I/O thread). The graph and devices of a detached session no longer change.
+  if (detached.persisted) {
+    store_.flush();
+    detached.persisted = store_.on_disk(*s_.graph, s_.devices);
+  }
   return detached;
 }
 

@@ -94,12 +94,14 @@ class LiveSession {
   bool has_deferred_work() const;
   std::optional<placement::messages::Directive> run_deferred_work();
 
-  /// The job detached: persists the best placement and the policy state and ends the session.
+  /// The job detached: persists the best placement and the policy state, waits until they are on
+  /// disk, and ends the session.
   placement::messages::Detached on_detach();
   /// The job's connection closed without a detach: the same, with nobody to answer.
   void on_disconnect();
-  /// Persists the best placement and the policy state (SIGTERM); the session goes on. Returns true
-  /// if the best placement was written.
+  /// Hands the best placement and the policy state to the store (SIGTERM; Store::after_writes
+  /// says when they are on disk); the session goes on. Returns true if the best placement was new
+  /// to the store.
   bool persist();
 
   bool detached() const;

@@ -3,8 +3,10 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <sstream>
 
+#include <boost/asio/post.hpp>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -22,13 +24,14 @@ Store::Store(std::string state_dir) : dir_(std::move(state_dir)) {
   if (ec) throw std::runtime_error("state directory " + dir_ + ": " + ec.message());
 }
 
+Store::~Store() { writer_.join(); }
+
 std::string Store::path_for(const placement::OpGraph& graph, const placement::DeviceSet& devices) const {
   return (fs::path(dir_) / "placements" / (graph.fingerprint() + "-" + devices.fingerprint() + ".json")).string();
 }
 
-std::optional<StoredPlacement> Store::best(const placement::OpGraph& graph,
-                                           const placement::DeviceSet& devices) const {
-  const std::string path = path_for(graph, devices);
+std::optional<StoredPlacement> Store::read_best(const std::string& path, const placement::OpGraph& graph,
+                                                const placement::DeviceSet& devices) const {
   std::error_code ec;
   if (!fs::exists(path, ec)) return std::nullopt;
   try {
@@ -44,16 +47,32 @@ std::optional<StoredPlacement> Store::best(const placement::OpGraph& graph,
   }
 }
 
+std::optional<StoredPlacement> Store::best(const placement::OpGraph& graph,
+                                           const placement::DeviceSet& devices) const {
+  const std::string path = path_for(graph, devices);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto known = best_.find(path);
+  if (known == best_.end()) known = best_.emplace(path, read_best(path, graph, devices)).first;
+  return known->second;
+}
+
 bool Store::offer(const placement::OpGraph& graph, const placement::DeviceSet& devices,
                   const StoredPlacement& candidate) {
-  if (auto current = best(graph, devices); current && current->step_time_s <= candidate.step_time_s) return false;
+  const std::string path = path_for(graph, devices);
   const json doc = {{"graph_fingerprint", graph.fingerprint()},
                     {"devices_fingerprint", devices.fingerprint()},
                     {"graph_name", graph.name},
                     {"job", candidate.job},
                     {"step_time_s", candidate.step_time_s},
                     {"placement", placement::to_json(candidate.placement, devices)}};
-  placement::write_json_file(path_for(graph, devices), doc, -1);
+  // Compared, remembered and queued under one lock: two jobs of one model offering at once leave
+  // the faster on disk.
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto known = best_.find(path);
+  if (known == best_.end()) known = best_.emplace(path, read_best(path, graph, devices)).first;
+  if (known->second && known->second->step_time_s <= candidate.step_time_s) return false;
+  known->second = candidate;
+  queue_locked(path, doc.dump() + "\n");
   return true;
 }
 
@@ -66,13 +85,19 @@ std::string Store::policy_path(const placement::OpGraph& graph, const placement:
 }
 
 void Store::save_policy_state(const placement::OpGraph& graph, const placement::DeviceSet& devices,
-                              const std::string& key, const std::string& state) {
-  placement::write_file_atomically(policy_path(graph, devices, key), state);
+                              const std::string& key, std::string state) {
+  const std::string path = policy_path(graph, devices, key);
+  std::lock_guard<std::mutex> lock(mutex_);
+  queue_locked(path, std::move(state));
 }
 
 std::optional<std::string> Store::policy_state(const placement::OpGraph& graph, const placement::DeviceSet& devices,
                                                const std::string& key) const {
   const std::string path = policy_path(graph, devices, key);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto queued = pending_.find(path); queued != pending_.end()) return queued->second;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
   std::ostringstream contents;
@@ -82,6 +107,53 @@ std::optional<std::string> Store::policy_state(const placement::OpGraph& graph, 
     return std::nullopt;
   }
   return contents.str();
+}
+
+void Store::queue_locked(const std::string& path, std::string contents) {
+  // A file already waiting gets the newer contents: one write, of the latest.
+  const bool waiting = pending_.count(path) > 0;
+  pending_[path] = std::move(contents);
+  if (!waiting) boost::asio::post(writer_, [this, path] { write(path); });
+}
+
+void Store::write(const std::string& path) {
+  std::string contents;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto queued = pending_.find(path);
+    if (queued == pending_.end()) return;
+    contents = std::move(queued->second);
+    pending_.erase(queued);
+  }
+  try {
+    placement::write_file_atomically(path, contents);
+    std::lock_guard<std::mutex> lock(mutex_);
+    errors_.erase(path);
+  } catch (const std::exception& e) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++failed_;
+    errors_[path] = e.what();
+    spdlog::error("state not persisted: {}", e.what());
+  }
+}
+
+void Store::after_writes(std::function<void()> done) { boost::asio::post(writer_, std::move(done)); }
+
+void Store::flush() {
+  std::promise<void> written;
+  after_writes([&written] { written.set_value(); });
+  written.get_future().wait();
+}
+
+bool Store::on_disk(const placement::OpGraph& graph, const placement::DeviceSet& devices) const {
+  const std::string path = path_for(graph, devices);
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !pending_.count(path) && !errors_.count(path);
+}
+
+uint64_t Store::failed_writes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failed_;
 }
 
 }  // namespace placementd

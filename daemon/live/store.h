@@ -1,9 +1,16 @@
 #pragma once
 // Persistent state under the state directory: the best placement measured for each
-// (graph fingerprint, device set), so the next run of the same model starts there.
+// (graph fingerprint, device set), so the next run of the same model starts there, and each
+// learned policy's state, so it resumes learning.
 
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
+
+#include <boost/asio/thread_pool.hpp>
 
 #include "placement/devices.h"
 #include "placement/graph.h"
@@ -17,33 +24,68 @@ struct StoredPlacement {
   std::string job;
 };
 
-/// Files are written atomically (temp + fsync + rename); a damaged file is reported and ignored,
-/// never fatal. Thread-safe: every call works on its own file.
+/// The store answers from memory what it read or was given, and writes on a thread of its own, so
+/// no caller waits for a disk (a session offers its best after every candidate, under its lock).
+/// Files are written atomically (temp + fsync + rename), the latest content per file only when
+/// writes pile up; a failed write is logged and counted. A damaged file is reported and ignored,
+/// never fatal. Thread-safe. The destructor finishes the queued writes.
 class Store {
  public:
-  /// Creates `state_dir`/placements if needed; throws std::runtime_error naming the directory.
+  /// Creates `state_dir`/placements and /policies if needed; throws std::runtime_error naming the
+  /// directory.
   explicit Store(std::string state_dir);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
 
   const std::string& dir() const { return dir_; }
 
   /// The stored placement for this graph and device set, if any and if it still fits them.
   std::optional<StoredPlacement> best(const placement::OpGraph& graph, const placement::DeviceSet& devices) const;
 
-  /// Records `candidate` if it beats what is stored (or nothing is). Returns true if written.
+  /// Takes `candidate` if it beats what is stored (or nothing is) and queues its file. Returns
+  /// true if taken.
   bool offer(const placement::OpGraph& graph, const placement::DeviceSet& devices, const StoredPlacement& candidate);
 
   /// A learned policy's parameters and optimiser state (TrainablePolicy::save_state) for this graph,
-  /// device set and `key` (grouper+placer+algorithm), so the next run resumes learning.
+  /// device set and `key` (grouper+placer+algorithm), so the next run resumes learning. Queued.
   void save_policy_state(const placement::OpGraph& graph, const placement::DeviceSet& devices,
-                         const std::string& key, const std::string& state);
+                         const std::string& key, std::string state);
   std::optional<std::string> policy_state(const placement::OpGraph& graph, const placement::DeviceSet& devices,
                                           const std::string& key) const;
+
+  /// Blocks until every write queued before the call is done. Never call it on the I/O thread.
+  void flush();
+  /// Whether the stored best for this graph and device set is on disk as the store holds it: no
+  /// write of it is pending and the last one succeeded (a failed one is in the daemon log).
+  bool on_disk(const placement::OpGraph& graph, const placement::DeviceSet& devices) const;
+  /// Calls `done` on the store's thread once every write queued before the call is done.
+  void after_writes(std::function<void()> done);
+  /// Writes that failed since the store was opened.
+  uint64_t failed_writes() const;
 
  private:
   std::string path_for(const placement::OpGraph& graph, const placement::DeviceSet& devices) const;
   std::string policy_path(const placement::OpGraph& graph, const placement::DeviceSet& devices,
                           const std::string& key) const;
+  /// Reads a stored placement from disk (caller holds mutex_).
+  std::optional<StoredPlacement> read_best(const std::string& path, const placement::OpGraph& graph,
+                                           const placement::DeviceSet& devices) const;
+  /// Hands `contents` to the writer (caller holds mutex_).
+  void queue_locked(const std::string& path, std::string contents);
+  void write(const std::string& path);
+
   std::string dir_;
+  mutable std::mutex mutex_;
+  /// Stored placements by file, as read once or as last offered (nullopt: none stored).
+  mutable std::map<std::string, std::optional<StoredPlacement>> best_;
+  /// Files waiting for the writer, with their latest contents.
+  std::map<std::string, std::string> pending_;
+  uint64_t failed_ = 0;
+  /// Files whose last write failed, with the error.
+  std::map<std::string, std::string> errors_;
+  /// Declared last: destroyed (joined, after its queued writes) first.
+  boost::asio::thread_pool writer_{1};
 };
 
 }  // namespace placementd

@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdlib>
 
+#include <boost/asio/post.hpp>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -119,10 +120,15 @@ void Daemon::shutdown(const char* why) {
   spdlog::info("{}: stopping", why);
   systemd::notify("STOPPING=1");
   server_->stop_accepting();
-  const size_t written = service_->persist_all();
-  spdlog::info("persisted the best placement of {} job(s) in {}", written, store_->dir());
-  server_->close_all();
-  io_.stop();
+  // Each session persists on its strand, after the policy work it is doing; the I/O thread serves
+  // the open connections meanwhile and closes them once the files are on disk.
+  service_->persist_all([this](size_t jobs, size_t written) {
+    boost::asio::post(io_, [this, jobs, written] {
+      spdlog::info("persisted the state of {} job(s) in {} ({} new best placement(s))", jobs, store_->dir(), written);
+      server_->close_all();
+      io_.stop();
+    });
+  });
 }
 
 std::vector<std::string> Daemon::reload() {

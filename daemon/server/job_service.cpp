@@ -190,15 +190,40 @@ void Service::finish(const std::shared_ptr<AttachedJob>& job) {
   if (finished_.size() > kFinishedKept) finished_.pop_front();
 }
 
-size_t Service::persist_all() {
+void Service::persist_all(std::function<void(size_t, size_t)> done) {
   std::vector<std::shared_ptr<AttachedJob>> all;
   {
     std::lock_guard<std::mutex> lock(sessions_mutex_);
     for (auto& [id, job] : sessions_) all.push_back(job);
   }
-  size_t written = 0;
-  for (auto& job : all) written += job->live.persist() ? 1 : 0;
-  return written;
+  if (all.empty()) {
+    store_.after_writes([done = std::move(done)] { done(0, 0); });
+    return;
+  }
+  struct Progress {
+    std::mutex mutex;
+    size_t jobs, left, written = 0;
+    std::function<void(size_t, size_t)> done;
+  };
+  auto progress = std::make_shared<Progress>();
+  progress->jobs = progress->left = all.size();
+  progress->done = std::move(done);
+  auto finished_one = [this, progress](bool written) {
+    std::lock_guard<std::mutex> lock(progress->mutex);
+    progress->written += written ? 1 : 0;
+    if (--progress->left > 0) return;
+    store_.after_writes([progress] { progress->done(progress->jobs, progress->written); });
+  };
+  for (auto& job : all)
+    boost::asio::post(job->strand, [job, finished_one] {
+      bool written = false;
+      try {
+        written = job->live.persist();
+      } catch (const std::exception& e) {
+        spdlog::error("job {} '{}': not persisted at shutdown: {}", job->live.id(), job->live.name(), e.what());
+      }
+      finished_one(written);
+    });
 }
 
 }  // namespace placementd

@@ -135,6 +135,7 @@ void Service::status(ConnectionState& conn, uint32_t rid, const Responder& respo
            {"config", cfg->path},
            {"socket", socket_path_},
            {"state_dir", store_.dir()},
+           {"store_failed_writes", store_.failed_writes()},
            {"jobs_visible", visible_sessions(conn.peer).size()},
            {"jobs_total", conn.peer.admin ? json(session_count()) : json(nullptr)},
            {"connections", connections_open.load()},

@@ -77,8 +77,11 @@ class Service {
   void set_config(std::shared_ptr<const Config> config);
   void set_reload_hook(ReloadHook hook) { reload_ = std::move(hook); }
 
-  /// Persists every session's best placement (SIGTERM). Returns how many were written.
-  size_t persist_all();
+  /// Persists every session's best placement and policy state (SIGTERM) without blocking the
+  /// caller: each session on its strand (after the policy work it is doing), then `done` with the
+  /// number of sessions and of best placements new to the store, on the store's thread once the
+  /// files are on disk.
+  void persist_all(std::function<void(size_t jobs, size_t written)> done);
 
   size_t session_count() const;
   std::atomic<uint64_t> connections_open{0};

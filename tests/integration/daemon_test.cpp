@@ -96,21 +96,27 @@ TEST(Daemon, ReportsAreCountedAndTheBestPlacementSurvivesARestart) {
     // SIGTERM while the job is attached: the daemon persists and exits 0.
     EXPECT_EQ(daemon.stop(SIGTERM), 0) << daemon.log();
   }
-  EXPECT_NE(daemon.log().find("persisted the best placement of 1 job(s)"), std::string::npos) << daemon.log();
+  EXPECT_NE(daemon.log().find("persisted the state of 1 job(s)"), std::string::npos) << daemon.log();
+  EXPECT_NE(daemon.log().find("(1 new best placement(s))"), std::string::npos) << daemon.log();
   daemon.start();
   Client c = daemon.client();
   EXPECT_TRUE(attach_and_upload(c, "persisted", graph).cached);
   EXPECT_EQ(first_directive(c, graph).reason, msg::Reason::kCached);
 }
 
-// Policy work holds a session for as long as the policy takes (seconds for a big seq2seq); the
-// daemon's I/O thread never waits for it: other jobs, placementctl and this job's own reports go on.
-TEST(Daemon, SlowPolicyWorkStallsNoOtherConnection) {
+// A daemon whose placer takes 3 s per sample (tests/plugins/slow_placer), two steps per candidate.
+DaemonOptions with_slow_placer() {
   DaemonOptions options;
   options.plugin_dirs = {plugin_dir(), test_plugin_dir()};
   options.extra = "[policy]\ngrouper = \"none\"\nplacer = \"slow\"\n[params.placer.slow]\nseconds = 3.0\n"
                   "[exploration]\nsteps_per_candidate = 2\nwarmup_steps = 0\n";
-  DaemonProcess daemon(options);
+  return options;
+}
+
+// Policy work holds a session for as long as the policy takes (seconds for a big seq2seq); the
+// daemon's I/O thread never waits for it: other jobs, placementctl and this job's own reports go on.
+TEST(Daemon, SlowPolicyWorkStallsNoOtherConnection) {
+  DaemonProcess daemon(with_slow_placer());
   daemon.start();
   const OpGraph graph = load_graph_file(example_graph());
   Client slow = daemon.client();
@@ -140,6 +146,29 @@ TEST(Daemon, SlowPolicyWorkStallsNoOtherConnection) {
   EXPECT_EQ(pushed["reason"].get<std::string>(), "policy");
   EXPECT_GE(elapsed_ms(), 2000.0);
   EXPECT_EQ(daemon.stop(), 0) << daemon.log();
+}
+
+// SIGTERM while a job's policy step takes seconds: the session persists after that step, and the
+// I/O thread serves the open connections meanwhile instead of waiting for the session's lock.
+TEST(Daemon, ShutdownWaitsForPolicyWorkWithoutStallingConnections) {
+  DaemonProcess daemon(with_slow_placer());
+  daemon.start();
+  const OpGraph graph = load_graph_file(example_graph());
+  Client slow = daemon.client();
+  run_job(slow, "slow", graph, 2, 0.02);  // the placer now takes 3 s to propose the next candidate
+  Client other = daemon.client();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto signalled = std::chrono::steady_clock::now();
+  daemon.signal(SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const json status = other.request(MessageType::kStatus, json::object(), MessageType::kStatusReply);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count(), 1.5)
+      << "the I/O thread waited for the policy step";
+  EXPECT_EQ(status["jobs_visible"].get<int>(), 1);
+  EXPECT_EQ(daemon.stop(SIGTERM), 0) << daemon.log();
+  EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count(), 2.0)
+      << "the daemon stopped before the policy step it had to persist after";
+  EXPECT_NE(daemon.log().find("persisted the state of 1 job(s)"), std::string::npos) << daemon.log();
 }
 
 // Plugin code that throws (here something that is not even a std::exception, from the placer's

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "live/store.h"
 #include "test_graphs.h"
@@ -26,6 +27,8 @@ TEST_F(StoreTest, KeepsTheFastestPlacementPerGraphAndDeviceSet) {
   EXPECT_TRUE(store.offer(g, d, {{{0, 0, 1, 1}}, 2.0, "a"}));
   EXPECT_FALSE(store.offer(g, d, {{{1, 1, 1, 1}}, 3.0, "b"})) << "slower must not replace";
   EXPECT_TRUE(store.offer(g, d, {{{0, 1, 1, 1}}, 1.5, "c"}));
+  EXPECT_DOUBLE_EQ(store.best(g, d)->step_time_s, 1.5) << "answered from memory before the write";
+  store.flush();
   const auto best = Store(dir).best(g, d);  // a new instance reads what the old one wrote
   ASSERT_TRUE(best);
   EXPECT_EQ(best->placement.device_of_op, (std::vector<int>{0, 1, 1, 1}));
@@ -35,14 +38,67 @@ TEST_F(StoreTest, KeepsTheFastestPlacementPerGraphAndDeviceSet) {
   EXPECT_FALSE(store.best(g, placement::testing::devices(3))) << "another device set has its own entry";
 }
 
-TEST_F(StoreTest, DamagedFileIsIgnoredNotFatal) {
-  Store store(dir);
+TEST_F(StoreTest, ADamagedFileIsIgnoredNotFatalAndReplaced) {
   const auto g = placement::testing::chain(2);
   const auto d = placement::testing::devices(2);
-  store.offer(g, d, {{{0, 1}}, 1.0, "a"});
+  {
+    Store store(dir);
+    store.offer(g, d, {{{0, 1}}, 1.0, "a"});
+  }  // the destructor finishes the write
   for (const auto& f : fs::directory_iterator(fs::path(dir) / "placements")) std::ofstream(f.path()) << "{broken";
+  Store store(dir);
   EXPECT_FALSE(store.best(g, d));
   EXPECT_TRUE(store.offer(g, d, {{{1, 1}}, 5.0, "b"})) << "a damaged entry is replaced";
+  store.flush();
+  EXPECT_DOUBLE_EQ(Store(dir).best(g, d)->step_time_s, 5.0);
+}
+
+TEST_F(StoreTest, APolicyStateIsReadBackBeforeAndAfterItsWrite) {
+  const auto g = placement::testing::chain(3);
+  const auto d = placement::testing::devices(2);
+  Store store(dir);
+  EXPECT_FALSE(store.policy_state(g, d, "a+b+c"));
+  for (int i = 0; i < 50; ++i) store.save_policy_state(g, d, "a+b+c", "state " + std::to_string(i));
+  EXPECT_EQ(*store.policy_state(g, d, "a+b+c"), "state 49") << "the latest, written or not";
+  store.flush();
+  EXPECT_EQ(*Store(dir).policy_state(g, d, "a+b+c"), "state 49");
+  EXPECT_THROW(store.save_policy_state(g, d, "../escape", "x"), std::invalid_argument);
+}
+
+TEST_F(StoreTest, JobsOfOneModelOfferingAtOnceLeaveTheFastestOnDisk) {
+  const auto g = placement::testing::chain(4);
+  const auto d = placement::testing::devices(2);
+  Store store(dir);
+  std::vector<std::thread> jobs;
+  for (int job = 0; job < 4; ++job)
+    jobs.emplace_back([&, job] {
+      for (int i = 200; i > 0; --i) store.offer(g, d, {{{0, 0, 1, job % 2}}, 1.0 + i + 0.25 * job, "job"});
+    });
+  for (auto& t : jobs) t.join();
+  store.flush();
+  EXPECT_DOUBLE_EQ(Store(dir).best(g, d)->step_time_s, 2.0);
+}
+
+TEST_F(StoreTest, AWriteThatFailsIsCountedAndNotOnDisk) {
+  const auto g = placement::testing::chain(2);
+  const auto d = placement::testing::devices(2);
+  Store store(dir);
+  // A file where the directory was: every write into it fails, whoever runs the test (root too).
+  fs::remove_all(fs::path(dir) / "placements");
+  std::ofstream(fs::path(dir) / "placements") << "not a directory";
+  EXPECT_TRUE(store.offer(g, d, {{{0, 1}}, 2.0, "a"}));
+  EXPECT_FALSE(store.on_disk(g, d)) << "pending";
+  store.flush();
+  EXPECT_FALSE(store.on_disk(g, d)) << "failed";
+  EXPECT_EQ(store.failed_writes(), 1u);
+  EXPECT_DOUBLE_EQ(store.best(g, d)->step_time_s, 2.0) << "memory still holds it";
+  // Once the directory is back, the next better placement gets there.
+  fs::remove(fs::path(dir) / "placements");
+  fs::create_directories(fs::path(dir) / "placements");
+  EXPECT_TRUE(store.offer(g, d, {{{1, 1}}, 1.0, "b"}));
+  store.flush();
+  EXPECT_TRUE(store.on_disk(g, d));
+  EXPECT_EQ(store.failed_writes(), 1u);
 }
 
 }  // namespace
