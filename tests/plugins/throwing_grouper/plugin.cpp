@@ -1,18 +1,17 @@
 // A grouper (each op its own group) that throws from the entry point its `entry` names.
 #include "placement/plugin_export.h"
+#include "plugin_doubles.h"
 #include "throw_at.h"
 
 namespace {
 
-class ThrowingGrouper : public placement::Grouper {
+class ThrowingGrouper : public placement::testing::OneGroupPerOp {
  public:
   explicit ThrowingGrouper(const placement::Params& params) : throw_at_(params) {}
-  placement::Grouping group(const placement::OpGraph& graph, const placement::DeviceSet&, std::mt19937_64&) override {
+  placement::Grouping group(const placement::OpGraph& graph, const placement::DeviceSet& devices,
+                            std::mt19937_64& rng) override {
     throw_at_("group");
-    placement::Grouping g;
-    g.num_groups = static_cast<int>(graph.ops.size());
-    for (int i = 0; i < g.num_groups; ++i) g.group_of_op.push_back(i);
-    return g;
+    return OneGroupPerOp::group(graph, devices, rng);
   }
 
  private:

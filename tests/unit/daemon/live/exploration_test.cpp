@@ -7,7 +7,7 @@
 
 #include "live/exploration.h"
 #include "plugins/plugin_registry.h"
-#include "tabular_policy.h"
+#include "plugin_doubles.h"
 #include "test_graphs.h"
 
 namespace placementd {
@@ -16,44 +16,9 @@ namespace {
 namespace fs = std::filesystem;
 using placement::Placement;
 
-// A stochastic placer over the test double's independent per-group softmax.
-class TabularPlacer : public placement::Placer {
- public:
-  void prepare(const placement::OpGraph&, const placement::Grouping& grouping, const placement::DeviceSet& devices,
-               std::mt19937_64&) override {
-    table = std::make_unique<placement::testing::TabularPolicy>(grouping.num_groups, static_cast<int>(devices.size()));
-  }
-  std::vector<int> place(std::mt19937_64& rng) override { return table->sample(rng); }
-  placement::TrainablePolicy* policy() override { return table.get(); }
-  std::unique_ptr<placement::testing::TabularPolicy> table;
-};
-
-// Every op its own group.
-class OneGroupPerOp : public placement::Grouper {
- public:
-  placement::Grouping group(const placement::OpGraph& graph, const placement::DeviceSet&, std::mt19937_64&) override {
-    placement::Grouping g;
-    g.num_groups = static_cast<int>(graph.ops.size());
-    for (int i = 0; i < g.num_groups; ++i) g.group_of_op.push_back(i);
-    return g;
-  }
-};
-
-// Remembers what the session told it.
-class RecordingAlgorithm : public placement::Algorithm {
- public:
-  struct Observation {
-    placement::Action action;
-    double reward;
-    bool valid;
-  };
-  void reset(const placement::AlgorithmContext&) override {}
-  void observe(const placement::Action& action, double reward, bool valid) override {
-    observations.push_back({action, reward, valid});
-  }
-  placement::AlgorithmStats stats() const override { return {observations.size(), 0, 0.0}; }
-  std::vector<Observation> observations;
-};
+using placement::testing::OneGroupPerOp;
+using placement::testing::RecordingAlgorithm;
+using placement::testing::TabularPlacer;
 
 class Exploration : public ::testing::Test {
  protected:
