@@ -95,6 +95,7 @@ int main(int argc, char** argv) {
   }
   placement::testing::DaemonOptions options;
   options.log_level = "warn";  // so logging does not dominate the figures
+  options.frame_timeout_ms = 0;  // the daemon's default: 64 senders on two cores stall mid-frame
   placement::testing::DaemonProcess daemon(options);
   daemon.start();
   const placement::OpGraph graph = placement::load_graph_file(placement::testing::example_graph());

@@ -3,6 +3,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +43,10 @@ struct DaemonOptions {
   std::vector<std::string> launcher;
   /// Extra environment entries, "NAME=value".
   std::vector<std::string> env;
+  /// [daemon] frame_timeout_ms: short, so tests of slow senders finish quickly; 0 leaves the
+  /// daemon's default, as a benchmark that loads two cores with 64 senders needs (a sender
+  /// descheduled mid-frame for half a second is no slow sender there).
+  int64_t frame_timeout_ms = 500;
 };
 
 class DaemonProcess {
