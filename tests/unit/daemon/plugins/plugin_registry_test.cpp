@@ -4,7 +4,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "config/config_check.h"
 #include "plugins/plugin_registry.h"
 
 namespace placementd {
@@ -63,41 +62,6 @@ TEST(PluginRegistry, ParametersAreCheckedBeforeCreation) {
   const auto errors = registry.check_params(PluginKind::kAlgorithm, "reinforce", {{"lerning_rate", 0.1}});
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0].name, "lerning_rate");
-}
-
-TEST(ConfigCheck, NamesUnknownPluginsAndBadHyperparametersWithPositions) {
-  const Config c = parse_config(
-      "[policy]\nplacer = \"magic\"\n[params.algorithm.reinforce]\nlearning_rate = \"fast\"\n"
-      "[[rules]]\njob = \"x\"\ngrouper = \"nope\"\n",
-      "t.toml", PLUGIN_DIR);
-  PluginRegistry registry;
-  registry.scan(c.plugin_dirs);
-  const auto errors = check_plugins(c, registry);
-  ASSERT_EQ(errors.size(), 3u);
-  EXPECT_EQ(errors[0].str().rfind("t.toml:2:10: policy.placer: no placer plugin named 'magic' is loaded (loaded: ", 0), 0u)
-      << errors[0].str();
-  EXPECT_NE(errors[0].str().find("single_device"), std::string::npos) << "the loaded placers are listed";
-  EXPECT_EQ(errors[1].str(), "t.toml:4:17: params.algorithm.reinforce.learning_rate: expected float, got string \"fast\"");
-  EXPECT_EQ(errors[2].str().rfind("t.toml:7:11: rules[0].grouper: no grouper plugin named 'nope' is loaded (loaded: colocation", 0), 0u)
-      << errors[2].str();
-}
-
-TEST(ConfigCheck, WarmStartNamesALoadedPlacer) {
-  PluginRegistry registry;
-  const Config good = parse_config("[policy]\nwarm_start = \"metis\"\n", "t.toml", PLUGIN_DIR);
-  registry.scan(good.plugin_dirs);
-  EXPECT_EQ(good.policy.warm_start, "metis");
-  EXPECT_TRUE(check_plugins(good, registry).empty());
-  EXPECT_EQ(effective_policy(good, "any", 0).warm_start, "metis");
-  const Config bad = parse_config("[policy]\nwarm_start = \"teacher\"\n", "t.toml", PLUGIN_DIR);
-  const auto errors = check_plugins(bad, registry);
-  ASSERT_EQ(errors.size(), 1u);
-  EXPECT_EQ(errors[0].str().rfind("t.toml:2:14: policy.warm_start: no placer plugin named 'teacher' is loaded", 0), 0u)
-      << errors[0].str();
-  EXPECT_TRUE(default_config(PLUGIN_DIR).policy.warm_start.empty()) << "off unless configured";
-  // The simulator search is not a placer plugin, and is accepted.
-  const Config search = parse_config("[policy]\nwarm_start = \"simulator\"\n", "t.toml", PLUGIN_DIR);
-  EXPECT_TRUE(check_plugins(search, registry).empty());
 }
 
 }  // namespace
