@@ -69,16 +69,7 @@ messages::GraphAccepted LiveSession::on_graph(placement::OpGraph graph, std::opt
                                   [&](const placement::Device& d) { return d.kind == *op.pinned; }))
       throw RequestError(error::kBadPayload, "op " + std::to_string(op.id) + " '" + op.name + "' is pinned to " +
                                                  to_string(*op.pinned) + " but the job has no such device");
-  // Plugin code runs from here on: whatever fails leaves the session as it was, without a graph.
-  auto undo = [&] {
-    s_.pipeline.reset();
-    s_.algorithm.reset();
-    s_.placer.reset();
-    s_.grouper.reset();
-    s_.graph.reset();
-    s_.memory_model.reset();
-    s_.cached.reset();
-  };
+  // Plugin code runs from here on.
   std::string failure;
   try {
     s_.grouper = registry_.create_grouper(s_.policy.grouper, s_.policy.grouper_params);
@@ -126,7 +117,14 @@ messages::GraphAccepted LiveSession::on_graph(placement::OpGraph graph, std::opt
   } catch (...) {
     failure = "a plugin threw an exception that is not a std::exception";
   }
-  undo();
+  // Whatever failed leaves the session as it was, without a graph.
+  s_.pipeline.reset();
+  s_.algorithm.reset();
+  s_.placer.reset();
+  s_.grouper.reset();
+  s_.graph.reset();
+  s_.memory_model.reset();
+  s_.cached.reset();
   spdlog::warn("job {} '{}': graph rejected: {}", s_.id, s_.job, failure);
   throw RequestError(error::kBadPayload, failure);
 }

@@ -47,13 +47,18 @@ std::optional<StoredPlacement> Store::read_best(const std::string& path, const p
   }
 }
 
+std::optional<StoredPlacement>& Store::known_locked(const std::string& path, const placement::OpGraph& graph,
+                                                    const placement::DeviceSet& devices) const {
+  auto known = best_.find(path);
+  if (known == best_.end()) known = best_.emplace(path, read_best(path, graph, devices)).first;
+  return known->second;
+}
+
 std::optional<StoredPlacement> Store::best(const placement::OpGraph& graph,
                                            const placement::DeviceSet& devices) const {
   const std::string path = path_for(graph, devices);
   std::lock_guard<std::mutex> lock(mutex_);
-  auto known = best_.find(path);
-  if (known == best_.end()) known = best_.emplace(path, read_best(path, graph, devices)).first;
-  return known->second;
+  return known_locked(path, graph, devices);
 }
 
 bool Store::offer(const placement::OpGraph& graph, const placement::DeviceSet& devices,
@@ -68,10 +73,9 @@ bool Store::offer(const placement::OpGraph& graph, const placement::DeviceSet& d
   // Compared, remembered and queued under one lock: two jobs of one model offering at once leave
   // the faster on disk.
   std::lock_guard<std::mutex> lock(mutex_);
-  auto known = best_.find(path);
-  if (known == best_.end()) known = best_.emplace(path, read_best(path, graph, devices)).first;
-  if (known->second && known->second->step_time_s <= candidate.step_time_s) return false;
-  known->second = candidate;
+  std::optional<StoredPlacement>& known = known_locked(path, graph, devices);
+  if (known && known->step_time_s <= candidate.step_time_s) return false;
+  known = candidate;
   queue_locked(path, doc.dump() + "\n");
   return true;
 }
@@ -124,16 +128,22 @@ void Store::write(const std::string& path) {
     if (queued == pending_.end()) return;
     contents = std::move(queued->second);
     pending_.erase(queued);
+    writing_ = path;
   }
+  std::string error;
   try {
     placement::write_file_atomically(path, contents);
-    std::lock_guard<std::mutex> lock(mutex_);
-    errors_.erase(path);
   } catch (const std::exception& e) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    error = e.what();
+    spdlog::error("state not persisted: {}", error);
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  writing_.clear();
+  if (error.empty()) {
+    errors_.erase(path);
+  } else {
     ++failed_;
-    errors_[path] = e.what();
-    spdlog::error("state not persisted: {}", e.what());
+    errors_[path] = error;
   }
 }
 
@@ -148,7 +158,7 @@ void Store::flush() {
 bool Store::on_disk(const placement::OpGraph& graph, const placement::DeviceSet& devices) const {
   const std::string path = path_for(graph, devices);
   std::lock_guard<std::mutex> lock(mutex_);
-  return !pending_.count(path) && !errors_.count(path);
+  return !pending_.count(path) && writing_ != path && !errors_.count(path);
 }
 
 uint64_t Store::failed_writes() const {

@@ -68,6 +68,9 @@ class Store {
   std::string path_for(const placement::OpGraph& graph, const placement::DeviceSet& devices) const;
   std::string policy_path(const placement::OpGraph& graph, const placement::DeviceSet& devices,
                           const std::string& key) const;
+  /// The stored placement of `path`, read from disk the first time (caller holds mutex_).
+  std::optional<StoredPlacement>& known_locked(const std::string& path, const placement::OpGraph& graph,
+                                               const placement::DeviceSet& devices) const;
   /// Reads a stored placement from disk (caller holds mutex_).
   std::optional<StoredPlacement> read_best(const std::string& path, const placement::OpGraph& graph,
                                            const placement::DeviceSet& devices) const;
@@ -81,6 +84,8 @@ class Store {
   mutable std::map<std::string, std::optional<StoredPlacement>> best_;
   /// Files waiting for the writer, with their latest contents.
   std::map<std::string, std::string> pending_;
+  /// The file the writer is writing now ("" between writes).
+  std::string writing_;
   uint64_t failed_ = 0;
   /// Files whose last write failed, with the error.
   std::map<std::string, std::string> errors_;

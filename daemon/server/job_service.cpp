@@ -94,7 +94,7 @@ void Service::upload_graph(ConnectionState& conn, uint32_t rid, const json& body
           job->live.on_graph(std::move(upload.graph), std::move(upload.start), headroom);
       respond(accepted.kType, rid, accepted.to_json(), false);
     } catch (const RequestError& e) {
-      respond(MessageType::kError, rid, messages::Error{e.code, e.what(), false}.to_json(), false);
+      reply_error(respond, rid, e.code, e.what());
     }
   });
 }
@@ -109,10 +109,10 @@ void Service::request_placement(ConnectionState& conn, uint32_t rid, const Respo
       // The job trains from here on: the warm start may run now.
       defer_work(job, respond);
     } catch (const RequestError& e) {
-      respond(MessageType::kError, rid, messages::Error{e.code, e.what(), false}.to_json(), false);
+      reply_error(respond, rid, e.code, e.what());
     } catch (const std::exception& e) {
       spdlog::warn("job {} '{}': no placement: {}", job->live.id(), job->live.name(), e.what());
-      respond(MessageType::kError, rid, messages::Error{error::kInternal, e.what(), false}.to_json(), false);
+      reply_error(respond, rid, error::kInternal, e.what());
     }
   });
 }
@@ -152,7 +152,7 @@ void Service::profile_report(ConnectionState& conn, uint32_t rid, const json& bo
       job->live.on_profiles(report);
     } catch (const RequestError& e) {
       ++protocol_errors;
-      respond(MessageType::kError, rid, messages::Error{e.code, e.what(), false}.to_json(), false);
+      reply_error(respond, rid, e.code, e.what());
       return;
     }
     defer_work(job, respond);

@@ -50,9 +50,8 @@ void Service::handle(ConnectionState& conn, MessageType type, uint32_t rid, cons
     if (!body.is_object()) throw RequestError(error::kBadPayload, "payload must be a map");
     if (conn.version == 0 && type != MessageType::kHello) {
       ++protocol_errors;
-      respond(MessageType::kError, rid,
-              messages::Error{error::kUnexpected, "the first frame must be hello, got " + placement::protocol::to_string(type), true}.to_json(),
-              true);
+      reply_error(respond, rid, error::kUnexpected,
+                  "the first frame must be hello, got " + placement::protocol::to_string(type), true);
       return;
     }
     switch (type) {
@@ -73,14 +72,14 @@ void Service::handle(ConnectionState& conn, MessageType type, uint32_t rid, cons
     }
   } catch (const RequestError& e) {
     ++protocol_errors;
-    respond(MessageType::kError, rid, messages::Error{e.code, e.what(), false}.to_json(), false);
+    reply_error(respond, rid, e.code, e.what());
   } catch (const placement::FormatError& e) {
     ++protocol_errors;
-    respond(MessageType::kError, rid, messages::Error{error::kBadPayload, e.what(), false}.to_json(), false);
+    reply_error(respond, rid, error::kBadPayload, e.what());
   } catch (const std::exception& e) {
     ++protocol_errors;
     spdlog::error("uid {} pid {}: {} failed: {}", conn.peer.uid, conn.peer.pid, placement::protocol::to_string(type), e.what());
-    respond(MessageType::kError, rid, messages::Error{error::kInternal, e.what(), false}.to_json(), false);
+    reply_error(respond, rid, error::kInternal, e.what());
   }
 }
 
@@ -91,19 +90,17 @@ void Service::hello(ConnectionState& conn, uint32_t rid, const json& body, const
     hello = messages::Hello::from_json(body);
   } catch (const placement::FormatError& e) {
     // Without a version there is no protocol to answer in: the connection ends.
-    respond(MessageType::kError, rid, messages::Error{error::kBadPayload, std::string("hello: ") + e.what(), true}.to_json(), true);
+    reply_error(respond, rid, error::kBadPayload, std::string("hello: ") + e.what(), true);
     return;
   }
   const uint64_t lo = hello.min_version, hi = hello.max_version;
   const uint64_t chosen = std::min<uint64_t>(hi, placement::protocol::kMaxVersion);
   if (lo > hi || chosen < lo || chosen < placement::protocol::kMinVersion) {
-    respond(MessageType::kError, rid,
-            messages::Error{error::kUnsupportedVersion,
-                                            "client speaks protocol versions " + std::to_string(lo) + ".." + std::to_string(hi) +
-                                                ", this placementd speaks " + std::to_string(placement::protocol::kMinVersion) +
-                                                ".." + std::to_string(placement::protocol::kMaxVersion),
-                                            true}.to_json(),
-            true);
+    reply_error(respond, rid, error::kUnsupportedVersion,
+                "client speaks protocol versions " + std::to_string(lo) + ".." + std::to_string(hi) +
+                    ", this placementd speaks " + std::to_string(placement::protocol::kMinVersion) + ".." +
+                    std::to_string(placement::protocol::kMaxVersion),
+                true);
     return;
   }
   conn.version = static_cast<uint16_t>(chosen);
@@ -159,7 +156,7 @@ void Service::inspect(const ConnectionState& conn, uint32_t rid, const Responder
     } catch (const std::exception& e) {
       ++protocol_errors;
       spdlog::error("inspection failed: {}", e.what());
-      respond(MessageType::kError, rid, messages::Error{error::kInternal, e.what(), false}.to_json(), false);
+      reply_error(respond, rid, error::kInternal, e.what());
     }
   };
   // An attached job's own connection sees its earlier reports counted: its session's strand runs
@@ -195,10 +192,8 @@ void Service::show_job(ConnectionState& conn, uint32_t rid, const json& body, co
     }
     // Another user's job is reported exactly like a missing one: uids see only their own jobs.
     ++protocol_errors;
-    respond(MessageType::kError, rid,
-            messages::Error{error::kNotFound, "no job " + std::to_string(id) + " visible to uid " +
-                                                                  std::to_string(peer.uid), false}.to_json(),
-            false);
+    reply_error(respond, rid, error::kNotFound,
+                "no job " + std::to_string(id) + " visible to uid " + std::to_string(peer.uid));
   });
 }
 
@@ -231,7 +226,7 @@ void Service::reload(ConnectionState& conn, uint32_t rid, const Responder& respo
   if (!errors.empty()) {
     std::string text = "config not reloaded, the old one stays in force:";
     for (const auto& e : errors) text += "\n" + e;
-    respond(MessageType::kError, rid, messages::Error{error::kInvalidConfig, text, false}.to_json(), false);
+    reply_error(respond, rid, error::kInvalidConfig, text);
     return;
   }
   const messages::Reloaded reloaded{config()->path, registry_.plugins().size()};

@@ -21,6 +21,7 @@
 #include "config/config.h"
 #include "live/live_session.h"
 #include "live/store.h"
+#include "placement/messages.h"
 #include "placement/protocol.h"
 #include "plugins/plugin_registry.h"
 
@@ -55,6 +56,13 @@ struct ConnectionState {
 /// How a handler answers: type, request id, body, and whether the stream must close afterwards.
 /// May be called from a policy thread; the connection posts it to its I/O thread.
 using Responder = std::function<void(placement::protocol::MessageType, uint32_t, nlohmann::json, bool)>;
+
+/// Answers request `rid` with an error frame; a `fatal` one also closes the stream.
+inline void reply_error(const Responder& respond, uint32_t rid, const char* code, const std::string& message,
+                        bool fatal = false) {
+  respond(placement::protocol::MessageType::kError, rid, placement::messages::Error{code, message, fatal}.to_json(),
+          fatal);
+}
 
 /// Asks the daemon to reload its config (the same path as SIGHUP). Returns the errors, if any.
 using ReloadHook = std::function<std::vector<std::string>()>;
