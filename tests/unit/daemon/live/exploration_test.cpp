@@ -28,7 +28,10 @@ class Exploration : public ::testing::Test {
     fs::remove_all(dir);
     store = std::make_unique<Store>(dir.string());
   }
-  void TearDown() override { fs::remove_all(dir); }
+  void TearDown() override {
+    store.reset();  // finishes its writes: the directory is not removed under its writer
+    fs::remove_all(dir);
+  }
 
   // Four ops in a chain, one group each, two devices; `memory` bytes per device.
   void make_session(std::unique_ptr<placement::Algorithm> algorithm = nullptr, uint64_t memory = 1ull << 30) {

@@ -45,7 +45,10 @@ class LiveSessionTest : public ::testing::Test {
     fs::remove_all(dir);
     store = std::make_unique<Store>(dir.string());
   }
-  void TearDown() override { fs::remove_all(dir); }
+  void TearDown() override {
+    store.reset();  // finishes its writes: the directory is not removed under its writer
+    fs::remove_all(dir);
+  }
 
   std::unique_ptr<LiveSession> make(const Policy& p, uint64_t id = 1) {
     JobIdentity job;
