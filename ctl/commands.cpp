@@ -9,6 +9,7 @@
 #include "config/config_check.h"
 #include "config/paths.h"
 #include "placement/client.h"
+#include "placement/inspection.h"
 #include "svg_plot.h"
 #include "table.h"
 
@@ -26,25 +27,24 @@ json ask(const Globals& g, MessageType type, const json& body, MessageType reply
 }
 
 // "exploiting (paused)" while a job of unknown length waits for its exploration pace to allow more.
-std::string state_of(const json& job) {
-  std::string state = job["state"].get<std::string>();
-  if (job.value("paused", false)) state += " (paused)";
-  if (job.value("policy_error", json()).is_string()) state += " (plugin failed)";
+std::string state_of(const msg::JobSummary& job) {
+  std::string state = msg::to_string(job.state);
+  if (job.paused) state += " (paused)";
+  if (job.policy_error) state += " (plugin failed)";
   return state;
 }
 
-std::string seconds(const json& value) {
-  if (!value.is_number()) return "-";
-  const double s = value.get<double>();
-  return format_seconds(&s);
+std::string seconds(std::optional<double> value) { return format_seconds(value); }
+
+// A time in the warm start's report (planning's own JSON).
+std::string json_seconds(const json& value) {
+  return seconds(value.is_number() ? std::optional<double>(value.get<double>()) : std::nullopt);
 }
 
-std::string speedup(const json& job) {
-  const json& start = job["start_step_time_s"];
-  const json& best = job["best_step_time_s"];
-  if (!start.is_number() || !best.is_number() || best.get<double>() <= 0) return "-";
+std::string speedup(const msg::JobSummary& job) {
+  if (!job.speedup) return "-";
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.2fx", start.get<double>() / best.get<double>());
+  std::snprintf(buf, sizeof(buf), "%.2fx", *job.speedup);
   return buf;
 }
 
@@ -56,7 +56,7 @@ std::string describe_warm_start(const json& w) {
   std::snprintf(probabilities, sizeof(probabilities), "per-group probability %.2f -> %.2f",
                 w["probability_before"].get<double>(), w["probability_after"].get<double>());
   const std::string imitated = " in " + std::to_string(w["steps"].get<int64_t>()) + " steps; " + probabilities;
-  auto time_of = [&](const char* key) { return w[key].is_number() ? " (" + seconds(w[key]) + ")" : std::string(); };
+  auto time_of = [&](const char* key) { return w[key].is_number() ? " (" + json_seconds(w[key]) + ")" : std::string(); };
   if (w.contains("search_evaluations"))
     return "searched " + std::to_string(w["search_evaluations"].get<int64_t>()) + " simulated placements" +
            (w.value("search_ensemble", 0) > 0 ? " (each also on " + std::to_string(w.value("search_ensemble", 0)) +
@@ -69,117 +69,110 @@ std::string describe_warm_start(const json& w) {
 }
 
 int status(const Globals& g) {
-  const json s = ask(g, MessageType::kStatus, json::object(), MessageType::kStatusReply);
+  const json reply = ask(g, MessageType::kStatus, json::object(), MessageType::kStatusReply);
   if (g.json) {
-    std::cout << s.dump(2) << "\n";
+    std::cout << reply.dump(2) << "\n";
     return 0;
   }
-  Table t({"placementd", s["version"].get<std::string>()});
-  t.add({"pid", std::to_string(s["pid"].get<int64_t>())});
-  t.add({"uptime", seconds(s["uptime_s"])});
-  t.add({"socket", s["socket"].get<std::string>()});
-  t.add({"config", s["config"].get<std::string>()});
-  t.add({"state dir", s["state_dir"].get<std::string>()});
-  t.add({"policy", s["policy"]["grouper"].get<std::string>() + " / " + s["policy"]["placer"].get<std::string>() +
-                       " / " + s["policy"]["algorithm"].get<std::string>()});
-  t.add({"jobs (yours)", std::to_string(s["jobs_visible"].get<uint64_t>())});
-  if (s["jobs_total"].is_number()) t.add({"jobs (all)", std::to_string(s["jobs_total"].get<uint64_t>())});
-  t.add({"connections", std::to_string(s["connections"].get<uint64_t>()) + " open, " +
-                            std::to_string(s["connections_total"].get<uint64_t>()) + " since start"});
-  t.add({"step reports", std::to_string(s["reports_received"].get<uint64_t>())});
-  t.add({"protocol errors", std::to_string(s["protocol_errors"].get<uint64_t>())});
-  t.add({"plugins", std::to_string(s["plugins"]["grouper"].get<int>()) + " groupers, " +
-                        std::to_string(s["plugins"]["placer"].get<int>()) + " placers, " +
-                        std::to_string(s["plugins"]["algorithm"].get<int>()) + " algorithms, " +
-                        std::to_string(s["plugins_skipped"].get<uint64_t>()) + " skipped"});
+  const msg::StatusReply s = msg::StatusReply::from_json(reply);
+  Table t({"placementd", s.version});
+  t.add({"pid", std::to_string(s.pid)});
+  t.add({"uptime", seconds(s.uptime_s)});
+  t.add({"socket", s.socket});
+  t.add({"config", s.config});
+  t.add({"state dir", s.state_dir});
+  t.add({"policy", s.policy.grouper + " / " + s.policy.placer + " / " + s.policy.algorithm});
+  t.add({"jobs (yours)", std::to_string(s.jobs_visible)});
+  if (s.jobs_total) t.add({"jobs (all)", std::to_string(*s.jobs_total)});
+  t.add({"connections", std::to_string(s.connections) + " open, " + std::to_string(s.connections_total) + " since start"});
+  t.add({"step reports", std::to_string(s.reports_received)});
+  t.add({"protocol errors", std::to_string(s.protocol_errors)});
+  t.add({"plugins", std::to_string(s.plugins.grouper) + " groupers, " + std::to_string(s.plugins.placer) + " placers, " +
+                        std::to_string(s.plugins.algorithm) + " algorithms, " + std::to_string(s.plugins_skipped) +
+                        " skipped"});
   t.align_numbers(false);
   t.print(std::cout);
   return 0;
 }
 
 int jobs(const Globals& g, bool all, bool finished) {
-  const json list = ask(g, msg::ListJobs::kType, msg::ListJobs{all, finished}.to_json(), MessageType::kJobList);
+  const json reply = ask(g, msg::ListJobs::kType, msg::ListJobs{all, finished}.to_json(), MessageType::kJobList);
   if (g.json) {
-    std::cout << list["jobs"].dump(2) << "\n";
+    std::cout << reply["jobs"].dump(2) << "\n";
     return 0;
   }
-  if (list["jobs"].empty()) {
+  const msg::JobList list = msg::JobList::from_json(reply);
+  if (list.jobs.empty()) {
     std::cout << "no jobs attached\n";
     return 0;
   }
   Table t({"ID", "NAME", "UID", "STATE", "STEPS", "CANDIDATES", "START", "BEST", "SPEEDUP", "OVERHEAD", "BUDGET"});
-  for (const json& j : list["jobs"]) {
-    t.add({std::to_string(j["id"].get<uint64_t>()), j["name"].get<std::string>(), std::to_string(j["uid"].get<uint64_t>()),
-           state_of(j), std::to_string(j["steps"].get<uint64_t>()),
-           std::to_string(j["candidates_tried"].get<uint64_t>()), seconds(j["start_step_time_s"]),
-           seconds(j["best_step_time_s"]), speedup(j), format_percent(j["exploration_overhead"].get<double>()),
-           progress_bar(j["budget_used"].get<double>(), 10)});
-  }
+  for (const msg::JobSummary& j : list.jobs)
+    t.add({std::to_string(j.id), j.name, std::to_string(j.uid), state_of(j), std::to_string(j.steps),
+           std::to_string(j.candidates_tried), seconds(j.start_step_time_s), seconds(j.best_step_time_s), speedup(j),
+           format_percent(j.exploration_overhead), progress_bar(j.budget_used, 10)});
   t.print(std::cout);
   return 0;
 }
 
 int job_show(const Globals& g, uint64_t id, const std::string& plot_path) {
-  const json j = ask(g, msg::JobShow::kType, msg::JobShow{id}.to_json(), MessageType::kJobInfo);
+  const json reply = ask(g, msg::JobShow::kType, msg::JobShow{id}.to_json(), MessageType::kJobInfo);
   if (g.json) {
-    std::cout << j.dump(2) << "\n";
+    std::cout << reply.dump(2) << "\n";
     return 0;
   }
-  Table head({"job " + std::to_string(id), j["name"].get<std::string>()});
+  const msg::JobInfo info = msg::JobInfo::from_json(reply);
+  const msg::JobSummary& j = info.job;
+  Table head({"job " + std::to_string(id), j.name});
   head.add({"state", state_of(j)});
-  head.add({"uid / pid", std::to_string(j["uid"].get<uint64_t>()) + " / " + std::to_string(j["pid"].get<int64_t>())});
-  head.add({"graph", j["fingerprint"].get<std::string>() + " (" + std::to_string(j["ops"].get<uint64_t>()) + " ops, " +
-                         std::to_string(j["groups"].get<int64_t>()) + " groups)"});
-  head.add({"policy", j["grouper"].get<std::string>() + " / " + j["placer"].get<std::string>() + " / " +
-                          j["algorithm"].get<std::string>()});
-  if (const json& w = j.value("warm_start", json()); w.is_object()) head.add({"warm start", describe_warm_start(w)});
-  if (const json& e = j.value("policy_error", json()); e.is_string())
-    head.add({"plugin failure", e.get<std::string>() + "; exploration ended, the job keeps its best placement"});
+  head.add({"uid / pid", std::to_string(j.uid) + " / " + std::to_string(j.pid)});
+  head.add({"graph", j.fingerprint + " (" + std::to_string(j.ops) + " ops, " + std::to_string(j.groups) + " groups)"});
+  head.add({"policy", j.grouper + " / " + j.placer + " / " + j.algorithm});
+  if (info.warm_start.is_object()) head.add({"warm start", describe_warm_start(info.warm_start)});
+  if (j.policy_error)
+    head.add({"plugin failure", *j.policy_error + "; exploration ended, the job keeps its best placement"});
   std::string kinds;
-  for (const json& k : j.value("profiled_kinds", json::array())) kinds += (kinds.empty() ? "" : ", ") + k.get<std::string>();
+  for (const std::string& k : j.profiled_kinds) kinds += (kinds.empty() ? "" : ", ") + k;
   // Profiling the start costs what it took beyond the start's own step time; on an exploration
   // candidate it is part of that candidate's exploration time.
-  const double profiling_s = j.value("profiling_overhead_s", 0.0);
+  const double profiling_s = j.profiling_overhead_s;
   head.add({"profiles", kinds.empty() ? std::string("none (the simulator cannot time placements)")
-                                      : kinds + " (" + std::to_string(j.value("profile_reports", 0)) + " sent by the job, " +
-                                            std::to_string(j.value("profiled_steps", 0)) + " profiled steps" +
-                                            (profiling_s > 0 ? ", " + seconds(json(profiling_s)) + " of overhead" : "") + ")"});
-  head.add({"steps", std::to_string(j["steps"].get<uint64_t>()) + " (" + std::to_string(j["failed_steps"].get<uint64_t>()) + " failed)"});
-  head.add({"start / best", seconds(j["start_step_time_s"]) + " / " + seconds(j["best_step_time_s"]) + " (" + speedup(j) + ")"});
-  head.add({"exploration overhead", format_percent(j["exploration_overhead"].get<double>())});
-  const uint64_t expected = j["expected_steps"].get<uint64_t>();
-  head.add({"exploration", std::to_string(j["exploration_steps"].get<uint64_t>()) + " steps" +
-                               (expected ? " of " + std::to_string(expected) + " expected" : std::string()) + ", budget " +
-                               progress_bar(j["budget_used"].get<double>(), 20)});
-  head.add({"candidates", std::to_string(j["candidates_tried"].get<uint64_t>()) + " run, " +
-                              std::to_string(j["rejected"].get<uint64_t>()) + " rejected by the memory model, " +
-                              std::to_string(j["repeats_scored"].get<uint64_t>()) + " repeats scored, " +
-                              std::to_string(j["reexplorations"].get<uint64_t>()) + " re-explorations"});
+                                      : kinds + " (" + std::to_string(info.profile_reports) + " sent by the job, " +
+                                            std::to_string(j.profiled_steps) + " profiled steps" +
+                                            (profiling_s > 0 ? ", " + seconds(profiling_s) + " of overhead" : "") + ")"});
+  head.add({"steps", std::to_string(j.steps) + " (" + std::to_string(j.failed_steps) + " failed)"});
+  head.add({"start / best", seconds(j.start_step_time_s) + " / " + seconds(j.best_step_time_s) + " (" + speedup(j) + ")"});
+  head.add({"exploration overhead", format_percent(j.exploration_overhead)});
+  head.add({"exploration", std::to_string(j.exploration_steps) + " steps" +
+                               (j.expected_steps ? " of " + std::to_string(j.expected_steps) + " expected" : std::string()) +
+                               ", budget " + progress_bar(j.budget_used, 20)});
+  head.add({"candidates", std::to_string(j.candidates_tried) + " run, " + std::to_string(j.rejected) +
+                              " rejected by the memory model, " + std::to_string(j.repeats_scored) + " repeats scored, " +
+                              std::to_string(j.reexplorations) + " re-explorations"});
   head.align_numbers(false);
   head.print(std::cout);
   std::cout << "\n";
   Table t({"CANDIDATE", "REASON", "STEPS", "FAILED", "MEDIAN", "OPS PER DEVICE"});
-  for (const json& c : j["candidates"]) {
+  for (const msg::CandidateInfo& c : info.candidates) {
     std::string spread;
-    const auto& names = j["device_names"];
-    for (size_t d = 0; d < c["ops_per_device"].size(); ++d)
-      spread += (spread.empty() ? "" : " ") + names[d].get<std::string>() + "=" + std::to_string(c["ops_per_device"][d].get<int>());
-    t.add({std::to_string(c["id"].get<uint64_t>()), c["reason"].get<std::string>(), std::to_string(c["steps"].get<uint64_t>()),
-           std::to_string(c["failures"].get<uint64_t>()), seconds(c["median_step_time_s"]), spread});
+    for (size_t d = 0; d < c.ops_per_device.size() && d < info.device_names.size(); ++d)
+      spread += (spread.empty() ? "" : " ") + info.device_names[d] + "=" + std::to_string(c.ops_per_device[d]);
+    t.add({std::to_string(c.id), msg::to_string(c.reason), std::to_string(c.steps), std::to_string(c.failures),
+           seconds(c.median_step_time_s), spread});
   }
   t.print(std::cout);
   if (!plot_path.empty()) {
     CurvePlot plot;
-    plot.title = "job " + std::to_string(id) + " '" + j["name"].get<std::string>() + "': median step time per candidate";
+    plot.title = "job " + std::to_string(id) + " '" + j.name + "': median step time per candidate";
     std::optional<double> best;
-    for (const json& c : j["candidates"]) {
+    for (const msg::CandidateInfo& c : info.candidates) {
       std::optional<double> median;
-      if (c["median_step_time_s"].is_number() && c["failures"].get<uint64_t>() == 0) median = c["median_step_time_s"].get<double>();
+      if (c.median_step_time_s && c.failures == 0) median = c.median_step_time_s;
       if (median && (!best || *median < *best)) best = median;
       plot.samples.push_back(median);
       plot.best.push_back(best);
     }
-    if (!j["start_step_time_s"].is_null()) plot.references.emplace_back("start", j["start_step_time_s"].get<double>());
+    if (j.start_step_time_s) plot.references.emplace_back("start", *j.start_step_time_s);
     write_curve_svg(plot_path, plot);
     std::cout << "\nlearning curve written to " << plot_path << "\n";
   }
@@ -187,24 +180,23 @@ int job_show(const Globals& g, uint64_t id, const std::string& plot_path) {
 }
 
 int plugins(const Globals& g) {
-  const json list = ask(g, MessageType::kListPlugins, json::object(), MessageType::kPluginList);
+  const json reply = ask(g, MessageType::kListPlugins, json::object(), MessageType::kPluginList);
   if (g.json) {
-    std::cout << list.dump(2) << "\n";
+    std::cout << reply.dump(2) << "\n";
     return 0;
   }
+  const msg::PluginList list = msg::PluginList::from_json(reply);
   Table t({"KIND", "NAME", "VERSION", "HYPERPARAMETERS", "SUMMARY"});
-  for (const json& p : list["plugins"]) {
+  for (const auto& p : list.plugins) {
     std::string params;
-    for (const json& h : p["hyperparameters"])
-      params += (params.empty() ? "" : ", ") + h["name"].get<std::string>() + "=" + h["default"].get<std::string>();
-    t.add({p["kind"].get<std::string>(), p["name"].get<std::string>(), p["version"].get<std::string>(),
-           params.empty() ? "-" : params, p["summary"].get<std::string>()});
+    for (const auto& h : p.hyperparameters) params += (params.empty() ? "" : ", ") + h.name + "=" + h.default_value;
+    t.add({p.kind, p.name, p.version, params.empty() ? "-" : params, p.summary});
   }
   t.print(std::cout);
-  if (!list["skipped"].empty()) {
+  if (!list.skipped.empty()) {
     std::cout << "\nskipped:\n";
     Table s({"FILE", "REASON"});
-    for (const json& p : list["skipped"]) s.add({p["file"].get<std::string>(), p["reason"].get<std::string>()});
+    for (const auto& p : list.skipped) s.add({p.file, p.reason});
     s.print(std::cout);
   }
   return 0;

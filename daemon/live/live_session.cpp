@@ -269,12 +269,12 @@ bool LiveSession::detached() const {
   return s_.state == SessionState::kDetached;
 }
 
-nlohmann::json LiveSession::summary() const {
+placement::messages::JobSummary LiveSession::summary() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return s_.summary();
 }
 
-nlohmann::json LiveSession::detail() const {
+placement::messages::JobInfo LiveSession::detail() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return s_.detail();
 }

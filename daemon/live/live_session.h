@@ -106,8 +106,8 @@ class LiveSession {
 
   bool detached() const;
   /// For `placementctl jobs`, and `jobs show` (summary plus every candidate).
-  nlohmann::json summary() const;
-  nlohmann::json detail() const;
+  placement::messages::JobSummary summary() const;
+  placement::messages::JobInfo detail() const;
 
  private:
   /// The guard: runs `work` (which may call plugin code) and turns whatever it throws into the

@@ -62,32 +62,27 @@ std::set<std::string> Session::profiled_kinds() const {
   return kinds;
 }
 
-json Session::summary() const {
+placement::messages::JobSummary Session::summary() const {
   const int64_t warmup = policy.exploration.warmup_steps;
   const CandidateRecord* b = best();
-  json start = nullptr;
-  if (!candidates.empty())
-    if (auto m = candidates.begin()->second.median(warmup)) start = *m;
-  json best_time = nullptr;
-  if (b) best_time = *b->median(warmup);
-  json current = nullptr;
+  placement::messages::JobSummary out;
+  if (!candidates.empty()) out.start_step_time_s = candidates.begin()->second.median(warmup);
+  if (b) out.best_step_time_s = b->median(warmup);
   if (auto it = candidates.find(current_candidate); it != candidates.end())
-    if (auto m = it->second.median(warmup)) current = *m;
+    out.current_step_time_s = it->second.median(warmup);
   // Time spent running exploration candidates, and profiling beyond the start's own step time, as
   // a fraction of measured step time (the start placement is what the job would have run anyway).
   const double profiling = profiling_overhead_seconds();
-  const double overhead = measured_seconds > 0 ? (exploration_seconds + profiling) / measured_seconds : 0.0;
-  json speedup = nullptr;
-  if (!start.is_null() && !best_time.is_null() && best_time.get<double>() > 0)
-    speedup = start.get<double>() / best_time.get<double>();
+  out.exploration_overhead = measured_seconds > 0 ? (exploration_seconds + profiling) / measured_seconds : 0.0;
+  if (out.start_step_time_s && out.best_step_time_s && *out.best_step_time_s > 0)
+    out.speedup = *out.start_step_time_s / *out.best_step_time_s;
   // When the search first got within 2% of the best it has now (issue #5's convergence figure).
-  json steps_to_2pct = nullptr, seconds_to_2pct = nullptr;
   if (b)
     for (const auto& [cid, c] : candidates) {
       const auto m = c.median(warmup);
-      if (c.stale || !m || !c.measured_at_step || *m > 1.02 * best_time.get<double>()) continue;
-      steps_to_2pct = *c.measured_at_step;
-      seconds_to_2pct = *c.measured_at_s;
+      if (c.stale || !m || !c.measured_at_step || *m > 1.02 * *out.best_step_time_s) continue;
+      out.steps_to_within_2pct = *c.measured_at_step;
+      out.seconds_to_within_2pct = *c.measured_at_s;
       break;
     }
   // How much of the exploration budget is spent: candidates against max_candidates, and steps
@@ -100,68 +95,61 @@ json Session::summary() const {
   if (expected_steps == 0 && e.max_overhead_fraction > 0 && measured_seconds > 0)
     budget_used = std::max(budget_used, exploration_seconds / (e.max_overhead_fraction * measured_seconds));
   if ((state == SessionState::kExploiting && !paused) || state == SessionState::kDetached) budget_used = 1.0;
+  out.budget_used = std::min(budget_used, 1.0);
   const auto end = detached_steady ? *detached_steady : std::chrono::steady_clock::now();
-  const auto uptime = std::chrono::duration<double>(end - attached_steady).count();
-  return {{"id", id},
-          {"name", job},
-          {"uid", uid},
-          {"pid", pid},
-          {"state", to_string(state)},
-          {"fingerprint", fingerprint},
-          {"ops", graph ? graph->ops.size() : 0},
-          {"groups", pipeline ? pipeline->grouping().num_groups : 0},
-          {"devices", devices.size()},
-          {"grouper", policy.grouper},
-          {"placer", policy.placer},
-          {"algorithm", policy.algorithm},
-          {"steps", steps},
-          {"failed_steps", failed_steps},
-          {"candidates_tried", candidates.size()},
-          {"max_candidates", policy.exploration.max_candidates},
-          {"start_step_time_s", start},
-          {"current_step_time_s", current},
-          {"best_step_time_s", best_time},
-          {"exploration_overhead", overhead},
-          {"exploration_steps", exploration_steps},
-          {"expected_steps", expected_steps},
-          {"budget_used", std::min(budget_used, 1.0)},
-          {"paused", paused},
-          {"speedup", speedup},
-          {"steps_to_within_2pct", steps_to_2pct},
-          {"seconds_to_within_2pct", seconds_to_2pct},
-          {"rejected", rejected},
-          {"repeats_scored", repeats_scored},
-          {"reexplorations", reexplorations},
-          {"profiled_kinds", profiled_kinds()},
-          {"profiled_steps", profiled_steps},
-          {"profiling_overhead_s", profiling},
-          {"policy_error", policy_error.empty() ? json(nullptr) : json(policy_error)},
-          {"attached_s", uptime}};
+  out.attached_s = std::chrono::duration<double>(end - attached_steady).count();
+  out.id = id;
+  out.name = job;
+  out.uid = uid;
+  out.pid = pid;
+  out.state = state;
+  out.fingerprint = fingerprint;
+  out.ops = graph ? graph->ops.size() : 0;
+  out.groups = pipeline ? pipeline->grouping().num_groups : 0;
+  out.devices = devices.size();
+  out.grouper = policy.grouper;
+  out.placer = policy.placer;
+  out.algorithm = policy.algorithm;
+  out.steps = steps;
+  out.failed_steps = failed_steps;
+  out.candidates_tried = candidates.size();
+  out.max_candidates = policy.exploration.max_candidates;
+  out.exploration_steps = exploration_steps;
+  out.expected_steps = expected_steps;
+  out.paused = paused;
+  out.rejected = rejected;
+  out.repeats_scored = repeats_scored;
+  out.reexplorations = reexplorations;
+  const std::set<std::string> kinds = profiled_kinds();
+  out.profiled_kinds.assign(kinds.begin(), kinds.end());
+  out.profiled_steps = profiled_steps;
+  out.profiling_overhead_s = profiling;
+  if (!policy_error.empty()) out.policy_error = policy_error;
+  return out;
 }
 
-json Session::detail() const {
-  json j = summary();
-  json list = json::array();
-  for (const auto& [id, c] : candidates) {
-    const auto m = c.median(policy.exploration.warmup_steps);
-    list.push_back({{"id", id},
-                    {"reason", to_string(c.reason)},
-                    {"stale", c.stale},
-                    {"placement_fingerprint", c.placement.fingerprint()},
-                    {"ops_per_device", c.placement.ops_per_device(devices.size())},
-                    {"steps", c.step_times.size()},
-                    {"failures", c.failures},
-                    {"error", c.error.empty() ? json(nullptr) : json(c.error)},
-                    {"median_step_time_s", m ? json(*m) : json(nullptr)}});
+placement::messages::JobInfo Session::detail() const {
+  placement::messages::JobInfo info;
+  info.job = summary();
+  for (const auto& [cid, c] : candidates) {
+    placement::messages::CandidateInfo ci;
+    ci.id = cid;
+    ci.reason = c.reason;
+    ci.stale = c.stale;
+    ci.placement_fingerprint = c.placement.fingerprint();
+    for (auto n : c.placement.ops_per_device(devices.size())) ci.ops_per_device.push_back(n);
+    ci.steps = c.step_times.size();
+    ci.failures = c.failures;
+    if (!c.error.empty()) ci.error = c.error;
+    ci.median_step_time_s = c.median(policy.exploration.warmup_steps);
+    info.candidates.push_back(std::move(ci));
   }
-  j["candidates"] = list;
-  j["device_names"] = json::array();
-  for (const auto& d : devices.devices) j["device_names"].push_back(d.name());
-  j["stray_reports"] = stray_reports;
-  j["profile_reports"] = profile_reports;
-  j["rejected_by_device"] = rejected_by_device;
-  j["warm_start"] = warm_start ? offline::to_json(*warm_start) : json(nullptr);
-  return j;
+  for (const auto& d : devices.devices) info.device_names.push_back(d.name());
+  info.stray_reports = stray_reports;
+  info.profile_reports = profile_reports;
+  info.rejected_by_device = rejected_by_device;
+  info.warm_start = warm_start ? offline::to_json(*warm_start) : nlohmann::json(nullptr);
+  return info;
 }
 
 }  // namespace placementd

@@ -20,6 +20,7 @@
 #include "placement/devices.h"
 #include "placement/graph.h"
 #include "placement/grouper.h"
+#include "placement/inspection.h"
 #include "placement/messages.h"
 #include "placement/placement.h"
 #include "placement/placer.h"
@@ -151,9 +152,9 @@ struct Session {
   /// The device kinds ("cpu", "cuda") some op of the graph has a profile for.
   std::set<std::string> profiled_kinds() const;
   /// Summary for `placementctl jobs`.
-  nlohmann::json summary() const;
-  /// summary() plus per-candidate detail.
-  nlohmann::json detail() const;
+  placement::messages::JobSummary summary() const;
+  /// summary() plus per-candidate detail, for `placementctl jobs show`.
+  placement::messages::JobInfo detail() const;
 };
 
 }  // namespace placementd

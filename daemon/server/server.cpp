@@ -114,7 +114,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void fail(const char* code, const std::string& message) {
-    ++server_.service().protocol_errors;
+    server_.service().counters().protocol_error();
     spdlog::info("uid {} pid {}: {}: {}; closing", state_.peer.uid, state_.peer.pid, code, message);
     send(MessageType::kError, 0, placement::messages::Error{code, message, true}.to_json(), true);
     // Nothing more is read from a stream that cannot be trusted.
@@ -185,7 +185,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return;
     }
     if (!placement::protocol::is_known_type(header.type)) {
-      ++server_.service().protocol_errors;
+      server_.service().counters().protocol_error();
       send(MessageType::kError, header.request_id,
            placement::messages::Error{error::kUnknownType, "unknown message type " + std::to_string(header.type), false}.to_json(), false);
       return;
@@ -194,7 +194,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     try {
       body = placement::protocol::decode_payload(payload, header.length);
     } catch (const placement::FormatError& e) {
-      ++server_.service().protocol_errors;
+      server_.service().counters().protocol_error();
       if (state_.version == 0) {
         fail(error::kBadPayload, e.what());
         return;
@@ -202,7 +202,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       send(MessageType::kError, header.request_id, placement::messages::Error{error::kBadPayload, e.what(), false}.to_json(), false);
       return;
     }
-    server_.service().handle(state_, type, header.request_id, body, responder_);
+    server_.service().handle(state_, type, header.request_id, std::move(body), responder_);
   }
 
   // A frame that has begun must complete in time, so a stalled client cannot hold a half frame.
@@ -296,8 +296,7 @@ void Server::accept() {
       } else {
         auto connection = std::make_shared<Connection>(*this, std::move(socket));
         connections_.insert(connection);
-        ++service_.connections_total;
-        service_.connections_open = connections_.size();
+        service_.counters().connection_opened(connections_.size());
         connection->start();
       }
     } else if (ec != asio::error::operation_aborted) {
@@ -309,7 +308,7 @@ void Server::accept() {
 
 void Server::remove(const std::shared_ptr<Connection>& connection) {
   connections_.erase(connection);
-  service_.connections_open = connections_.size();
+  service_.counters().connection_closed(connections_.size());
 }
 
 void Server::stop_accepting() {

@@ -5,47 +5,16 @@
 #include <nlohmann/json.hpp>
 
 #include "json_reader.h"
+#include "message_fields.h"
 #include "placement/serialization.h"
 
 namespace placement::messages {
 
 using detail::JsonReader;
 using nlohmann::json;
+using namespace fields;
 
 namespace {
-
-// Errors name the message and the field ("attach.job: expected a string, found number"): the
-// daemon sends the text back to the peer that sent it.
-JsonReader body_of(const json& body, const char* message) {
-  JsonReader r(body, message);
-  if (!body.is_object()) r.fail(std::string("expected a map, found ") + body.type_name());
-  return r;
-}
-
-std::string text(const JsonReader& r, const char* key, const std::string& fallback = "") {
-  return r.has(key) ? r.field(key).string() : fallback;
-}
-
-bool flag(const JsonReader& r, const char* key) { return r.has(key) && r.field(key).boolean(); }
-
-template <typename T>
-T unsigned_field(const JsonReader& r, const char* key) {
-  const JsonReader f = r.field(key);
-  const uint64_t v = f.uint();
-  if (v > std::numeric_limits<T>::max()) f.fail("integer out of range: " + std::to_string(v));
-  return static_cast<T>(v);
-}
-
-// A nested document decoded by serialization.h (or checked against the graph): its errors get the
-// field's path in front.
-template <typename F>
-auto nested(const JsonReader& field, F&& decode) -> decltype(decode(field.value())) {
-  try {
-    return decode(field.value());
-  } catch (const std::exception& e) {  // FormatError, or a placement's own check
-    throw FormatError(field.path() + ": " + e.what());
-  }
-}
 
 constexpr std::pair<JobState, const char*> kStates[] = {
     {JobState::kAttached, "attached"},     {JobState::kProfiling, "profiling"},
@@ -71,6 +40,13 @@ const char* to_string(Reason reason) {
   return "unknown";
 }
 
+JobState fields::state_from_string(const JsonReader& r) {
+  const std::string name = r.string();
+  for (const auto& [s, n] : kStates)
+    if (name == n) return s;
+  r.fail("'" + name + "' is not a job state");
+}
+
 Reason reason_from_string(const std::string& name) {
   for (const auto& [r, n] : kReasons)
     if (name == n) return r;
@@ -78,17 +54,6 @@ Reason reason_from_string(const std::string& name) {
   for (const auto& [r, n] : kReasons) known += (known.empty() ? "'" : ", '") + std::string(n) + "'";
   throw FormatError("'" + name + "' is none of the reasons " + known);
 }
-
-namespace {
-
-JobState state_from_string(const JsonReader& r) {
-  const std::string name = r.string();
-  for (const auto& [s, n] : kStates)
-    if (name == n) return s;
-  r.fail("'" + name + "' is not a job state");
-}
-
-}  // namespace
 
 json Hello::to_json() const { return {{"min_version", min_version}, {"max_version", max_version}, {"client", client}}; }
 

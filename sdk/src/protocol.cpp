@@ -14,32 +14,33 @@ namespace {
 struct TypeName {
   MessageType type;
   const char* name;
+  bool request;  // sent by clients; the others are the daemon's answers
 };
 
 constexpr TypeName kTypeNames[] = {
-    {MessageType::kHello, "hello"},
-    {MessageType::kWelcome, "welcome"},
-    {MessageType::kError, "error"},
-    {MessageType::kAttach, "attach"},
-    {MessageType::kAttached, "attached"},
-    {MessageType::kGraphUpload, "graph_upload"},
-    {MessageType::kGraphAccepted, "graph_accepted"},
-    {MessageType::kPlacementRequest, "placement_request"},
-    {MessageType::kPlacementDirective, "placement_directive"},
-    {MessageType::kStepReport, "step_report"},
-    {MessageType::kDetach, "detach"},
-    {MessageType::kDetached, "detached"},
-    {MessageType::kProfileReport, "profile_report"},
-    {MessageType::kStatus, "status"},
-    {MessageType::kStatusReply, "status_reply"},
-    {MessageType::kListJobs, "list_jobs"},
-    {MessageType::kJobList, "job_list"},
-    {MessageType::kListPlugins, "list_plugins"},
-    {MessageType::kPluginList, "plugin_list"},
-    {MessageType::kJobShow, "job_show"},
-    {MessageType::kJobInfo, "job_info"},
-    {MessageType::kReload, "reload"},
-    {MessageType::kReloaded, "reloaded"},
+    {MessageType::kHello, "hello", true},
+    {MessageType::kWelcome, "welcome", false},
+    {MessageType::kError, "error", false},
+    {MessageType::kAttach, "attach", true},
+    {MessageType::kAttached, "attached", false},
+    {MessageType::kGraphUpload, "graph_upload", true},
+    {MessageType::kGraphAccepted, "graph_accepted", false},
+    {MessageType::kPlacementRequest, "placement_request", true},
+    {MessageType::kPlacementDirective, "placement_directive", false},
+    {MessageType::kStepReport, "step_report", true},
+    {MessageType::kDetach, "detach", true},
+    {MessageType::kDetached, "detached", false},
+    {MessageType::kProfileReport, "profile_report", true},
+    {MessageType::kStatus, "status", true},
+    {MessageType::kStatusReply, "status_reply", false},
+    {MessageType::kListJobs, "list_jobs", true},
+    {MessageType::kJobList, "job_list", false},
+    {MessageType::kListPlugins, "list_plugins", true},
+    {MessageType::kPluginList, "plugin_list", false},
+    {MessageType::kJobShow, "job_show", true},
+    {MessageType::kJobInfo, "job_info", false},
+    {MessageType::kReload, "reload", true},
+    {MessageType::kReloaded, "reloaded", false},
 };
 
 void put16(uint8_t* p, uint16_t v) {
@@ -113,6 +114,18 @@ std::string to_string(MessageType type) {
   for (const TypeName& t : kTypeNames)
     if (t.type == type) return t.name;
   return "unknown(" + std::to_string(static_cast<unsigned>(type)) + ")";
+}
+
+bool is_request(MessageType type) {
+  for (const TypeName& t : kTypeNames)
+    if (t.type == type) return t.request;
+  return false;
+}
+
+std::vector<MessageType> known_types() {
+  std::vector<MessageType> out;
+  for (const TypeName& t : kTypeNames) out.push_back(t.type);
+  return out;
 }
 
 bool is_known_type(uint16_t type) {

@@ -3,7 +3,9 @@
 
 #include "plugins/plugin_registry.h"
 
-namespace placementd::offline {
+namespace placementd {
+
+namespace offline {
 
 inline const PluginRegistry& built_plugins() {
   static PluginRegistry* r = [] {
@@ -14,4 +16,16 @@ inline const PluginRegistry& built_plugins() {
   return *r;
 }
 
-}  // namespace placementd::offline
+}  // namespace offline
+
+/// The built plugins and the test plugins (tests/plugins: the throwing ones and their kin).
+inline PluginRegistry& built_and_test_plugins() {
+  static PluginRegistry* r = [] {
+    auto* registry = new PluginRegistry;
+    registry->scan({PLUGIN_DIR, TEST_PLUGIN_DIR});
+    return registry;
+  }();
+  return *r;
+}
+
+}  // namespace placementd

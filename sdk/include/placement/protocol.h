@@ -60,6 +60,10 @@ enum class MessageType : uint16_t {
 /// "hello", "step_report", ...; "unknown(<n>)" for numbers this version does not know.
 std::string to_string(MessageType type);
 bool is_known_type(uint16_t type);
+/// Whether clients send this type (hello, attach, status ...); the others are the daemon's answers.
+bool is_request(MessageType type);
+/// Every type this version knows, in protocol order.
+std::vector<MessageType> known_types();
 
 /// Error codes carried in error frames (messages::Error).
 namespace error {

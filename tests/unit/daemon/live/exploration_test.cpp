@@ -110,7 +110,7 @@ TEST_F(Exploration, ProfiledStepsCountAsStepsButAreNoMeasurement) {
   EXPECT_EQ(*s.candidates.at(first.placement_id).median(s.policy.exploration.warmup_steps), 8.0);
   // What the profiler cost beyond the start's own 8 per step is overhead: 3 × (80 − 8) of 272.
   EXPECT_DOUBLE_EQ(s.profiling_overhead_seconds(), 216.0);
-  EXPECT_DOUBLE_EQ(s.summary().at("exploration_overhead").get<double>(), 216.0 / 272.0);
+  EXPECT_DOUBLE_EQ(s.summary().exploration_overhead, 216.0 / 272.0);
 }
 
 TEST_F(Exploration, AllOnOneDeviceIsTriedRightAfterAStartThatSplits) {
@@ -265,7 +265,7 @@ TEST_F(Exploration, ExpectedStepsBoundTheExplorationOverhead) {
   EXPECT_EQ(s.state, SessionState::kExploiting);
   EXPECT_GE(s.exploration_steps, 10u);
   EXPECT_LE(s.exploration_steps, 12u);
-  EXPECT_EQ(s.summary()["budget_used"].get<double>(), 1.0);
+  EXPECT_EQ(s.summary().budget_used, 1.0);
 }
 
 TEST_F(Exploration, WithoutExpectedStepsExplorationIsPacedByTheJobsTime) {
@@ -277,7 +277,7 @@ TEST_F(Exploration, WithoutExpectedStepsExplorationIsPacedByTheJobsTime) {
   ASSERT_TRUE(d);
   EXPECT_EQ(d->reason, Reason::kBest);
   EXPECT_TRUE(s.paused);
-  EXPECT_TRUE(s.summary()["paused"].get<bool>());
+  EXPECT_TRUE(s.summary().paused);
   EXPECT_GE(s.candidates.size(), 3u) << "the first candidates always run";
   EXPECT_GT(s.exploration_seconds, 0.25 * s.measured_seconds);
 
@@ -348,7 +348,7 @@ TEST_F(Exploration, ARealAlgorithmFindsTheFastestPlacement) {
   ASSERT_NE(s.best(), nullptr);
   EXPECT_EQ(s.best()->placement.device_of_op, (std::vector<int>{1, 1, 1, 1}));
   EXPECT_DOUBLE_EQ(*s.best()->median(1), 4.0);
-  EXPECT_DOUBLE_EQ(s.summary()["speedup"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(s.summary().speedup.value(), 2.0);
   // The search got within 2% when the first all-on-cpu:1 candidate finished measuring.
   uint64_t first_optimal_step = 0;
   for (const auto& [id, c] : s.candidates)
@@ -356,7 +356,7 @@ TEST_F(Exploration, ARealAlgorithmFindsTheFastestPlacement) {
       first_optimal_step = *c.measured_at_step;
       break;
     }
-  EXPECT_EQ(s.summary()["steps_to_within_2pct"].get<uint64_t>(), first_optimal_step);
+  EXPECT_EQ(s.summary().steps_to_within_2pct.value(), first_optimal_step);
   EXPECT_EQ(first_optimal_step % 4, 0u) << "measured after whole candidates of 4 steps";
 }
 

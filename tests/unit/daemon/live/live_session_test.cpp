@@ -11,6 +11,7 @@
 
 #include "live/live_session.h"
 #include "live/request_error.h"
+#include "built_plugins.h"
 #include "test_graphs.h"
 
 namespace placementd {
@@ -21,15 +22,6 @@ namespace msg = placement::messages;
 using nlohmann::json;
 using placement::DeviceKind;
 using placement::Params;
-
-const PluginRegistry& registry() {
-  static PluginRegistry* r = [] {
-    auto* loaded = new PluginRegistry;
-    loaded->scan({PLUGIN_DIR, TEST_PLUGIN_DIR});
-    return loaded;
-  }();
-  return *r;
-}
 
 struct Policy {
   std::string grouper = "none", placer = "throwing", algorithm = "throwing";
@@ -69,7 +61,7 @@ class LiveSessionTest : public ::testing::Test {
     policy.exploration.max_candidates = 12;
     policy.exploration.converge_candidates = 0;
     policy.exploration.max_overhead_fraction = 1.0;
-    return std::make_unique<LiveSession>(id, std::move(job), std::move(policy), registry(), *store);
+    return std::make_unique<LiveSession>(id, std::move(job), std::move(policy), built_and_test_plugins(), *store);
   }
 
   // The "job": an op on cpu:1 takes 1 time unit, on cpu:0 2. Runs `steps` steps under what the
@@ -121,18 +113,18 @@ TEST_F(LiveSessionTest, TakesAJobFromItsGraphToItsDetachAndTheNextRunStartsFromI
   EXPECT_EQ(live->next_directive().placement_id, first.placement_id) << "asked again: the placement in force";
 
   train(*live, first, 200);
-  const json summary = live->summary();
-  EXPECT_EQ(summary["state"], "exploiting") << summary.dump();
-  EXPECT_TRUE(summary["policy_error"].is_null());
+  const msg::JobSummary summary = live->summary();
+  EXPECT_EQ(summary.state, msg::JobState::kExploiting) << summary.to_json().dump();
+  EXPECT_FALSE(summary.policy_error);
   EXPECT_GT(directives, 2);
-  EXPECT_GT(summary["speedup"].get<double>(), 1.0) << "the placer's samples include faster placements";
+  EXPECT_GT(summary.speedup.value(), 1.0) << "the placer's samples include faster placements";
 
   const msg::Detached detached = live->on_detach();
   EXPECT_TRUE(detached.persisted);
   ASSERT_TRUE(detached.best_step_time_s);
   EXPECT_TRUE(live->detached());
   EXPECT_FALSE(live->on_report({first.placement_id, step++, 1.0, true, ""})) << "nothing after the detach";
-  EXPECT_EQ(live->summary()["state"], "detached");
+  EXPECT_EQ(live->summary().state, msg::JobState::kDetached);
 
   auto next = make({}, 2);
   EXPECT_TRUE(next->on_graph(graph, std::nullopt, 0.1).cached);
@@ -197,12 +189,12 @@ TEST_P(PluginFailure, IsTheJobsErrorAndNeverEscapes) {
   live->on_graph(graph, std::nullopt, 0.1);
   const msg::Directive first = live->next_directive();
   const msg::Directive in_force = train(*live, first, 40);
-  const json summary = live->summary();
-  ASSERT_TRUE(summary["policy_error"].is_string()) << summary.dump();
-  const std::string error = summary["policy_error"];
+  const msg::JobSummary summary = live->summary();
+  ASSERT_TRUE(summary.policy_error.has_value()) << summary.to_json().dump();
+  const std::string error = summary.policy_error.value();
   EXPECT_EQ(error.rfind(GetParam().when + ": ", 0), 0u) << error;
   EXPECT_NE(error.find(message()), std::string::npos) << error;
-  EXPECT_EQ(summary["state"], "exploiting");
+  EXPECT_EQ(summary.state, msg::JobState::kExploiting);
   // The job runs its best placement (the start, or a candidate measured before the failure) and
   // nothing moves it any more.
   EXPECT_TRUE(in_force.reason == msg::Reason::kBest || in_force.reason == msg::Reason::kStart)
@@ -246,7 +238,7 @@ TEST_F(LiveSessionTest, AStoredPolicyStateThePluginCannotLoadIsIgnored) {
     const msg::GraphAccepted accepted = next->on_graph(graph, std::nullopt, 0.1);
     EXPECT_TRUE(accepted.cached);
     EXPECT_FALSE(accepted.policy_resumed) << exception;
-    EXPECT_TRUE(next->summary()["policy_error"].is_null());
+    EXPECT_FALSE(next->summary().policy_error);
   }
 }
 
@@ -259,12 +251,12 @@ TEST_F(LiveSessionTest, SavingThePolicyAtDetachFailsAloneTheBestIsStillWritten) 
   live->on_graph(graph, std::nullopt, 0.1);
   const msg::Directive first = live->next_directive();
   train(*live, first, 2);
-  EXPECT_TRUE(live->summary()["policy_error"].is_null());
+  EXPECT_FALSE(live->summary().policy_error);
   const msg::Detached detached = live->on_detach();
   EXPECT_TRUE(detached.persisted);
-  const json summary = live->summary();
-  ASSERT_TRUE(summary["policy_error"].is_string()) << summary.dump();
-  EXPECT_EQ(summary["policy_error"].get<std::string>().rfind("saving the policy state: ", 0), 0u);
+  const msg::JobSummary summary = live->summary();
+  ASSERT_TRUE(summary.policy_error.has_value()) << summary.to_json().dump();
+  EXPECT_EQ(summary.policy_error->rfind("saving the policy state: ", 0), 0u);
 }
 
 }  // namespace

@@ -28,11 +28,11 @@ TEST(Session, BestAndOverheadFollowTheMeasurements) {
   ASSERT_NE(s.best(), nullptr);
   EXPECT_EQ(s.best()->id, 2u);
   const auto j = s.summary();
-  EXPECT_DOUBLE_EQ(j["start_step_time_s"].get<double>(), 4.0);
-  EXPECT_DOUBLE_EQ(j["best_step_time_s"].get<double>(), 2.0);
-  EXPECT_DOUBLE_EQ(j["speedup"].get<double>(), 2.0);
-  EXPECT_NEAR(j["exploration_overhead"].get<double>(), 10.0 / 23.0, 1e-12);
-  EXPECT_EQ(j["candidates_tried"].get<int>(), 3);
+  EXPECT_DOUBLE_EQ(j.start_step_time_s.value(), 4.0);
+  EXPECT_DOUBLE_EQ(j.best_step_time_s.value(), 2.0);
+  EXPECT_DOUBLE_EQ(j.speedup.value(), 2.0);
+  EXPECT_NEAR(j.exploration_overhead, 10.0 / 23.0, 1e-12);
+  EXPECT_EQ(j.candidates_tried, 3u);
 }
 
 TEST(Session, WhileExploitingThePlacementInForceIsTheBest) {
@@ -44,7 +44,7 @@ TEST(Session, WhileExploitingThePlacementInForceIsTheBest) {
   s.state = SessionState::kExploiting;
   s.current_candidate = 1;
   EXPECT_EQ(s.best()->id, 1u);
-  EXPECT_DOUBLE_EQ(s.summary()["best_step_time_s"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(s.summary().best_step_time_s.value(), 2.0);
 }
 
 }  // namespace

@@ -1,0 +1,174 @@
+#include "server/job_handlers.h"
+
+#include <fnmatch.h>
+
+#include <boost/asio/post.hpp>
+#include <spdlog/spdlog.h>
+
+#include "live/request_error.h"
+#include "placement/serialization.h"
+
+namespace placementd {
+
+using placement::protocol::MessageType;
+namespace error = placement::protocol::error;
+namespace messages = placement::messages;
+
+namespace {
+
+bool device_allowed(const Config& config, const std::string& name) {
+  for (const std::string& glob : config.allow)
+    if (::fnmatch(glob.c_str(), name.c_str(), 0) == 0) return true;
+  return false;
+}
+
+// Runs `work`, which answers no request, on the job's strand. What escapes it is logged: an
+// exception out of a policy thread's handler would end the daemon, and with it every job.
+template <class Work>
+void on_strand(const std::shared_ptr<AttachedJob>& job, const char* what, Work work) {
+  boost::asio::post(job->strand, [job, what, work = std::move(work)]() mutable {
+    try {
+      work();
+    } catch (const std::exception& e) {
+      spdlog::error("job {} '{}': {} failed: {}", job->live.id(), job->live.name(), what, e.what());
+    } catch (...) {
+      spdlog::error("job {} '{}': {} failed with an exception that is not a std::exception", job->live.id(),
+                    job->live.name(), what);
+    }
+  });
+}
+
+// Sends `directive` unsolicited (request id 0): the job applies it between steps.
+void push(const Request& req, const messages::Directive& directive) {
+  req.respond(directive.kType, 0, directive.to_json(req.job->live.devices()), false);
+}
+
+// After a reply went out on the job's strand: queues the session's deferred work (the warm start)
+// behind it if some is due, and pushes the directive that work may end with.
+void defer_work(const Request& req) {
+  if (!req.job->live.has_deferred_work()) return;
+  on_strand(req.job, "deferred work", [req] {
+    if (auto d = req.job->live.run_deferred_work()) push(req, *d);
+  });
+}
+
+void attach(ServiceContext& ctx, ConnectionState& conn, Request& req) {
+  const auto cfg = ctx.config();
+  messages::Attach attach = messages::Attach::from_json(req.body);
+  for (const auto& d : attach.devices.devices)
+    if (!device_allowed(*cfg, d.name()))
+      throw RequestError(error::kPermissionDenied,
+                         "device " + d.name() + " is not in this node's device pool ([devices].allow)");
+  JobIdentity identity;
+  identity.name = std::move(attach.job);
+  identity.uid = conn.peer.uid;
+  identity.pid = conn.peer.pid;
+  identity.sdk_version = std::move(attach.sdk_version);
+  identity.torch_version = std::move(attach.torch_version);
+  identity.protocol_version = conn.version;
+  identity.profile_steps = attach.profile_steps.value_or(0);
+  identity.expected_steps = attach.expected_steps;
+  identity.devices = std::move(attach.devices);
+  EffectivePolicy policy = effective_policy(*cfg, identity.name, identity.uid);
+  conn.job = ctx.jobs.add(std::move(identity), std::move(policy), ctx.registry, ctx.store,
+                          ctx.policy_pool.get_executor());
+  const LiveSession& s = conn.job->live;
+  spdlog::info("job {} '{}' attached (uid {}, pid {}, {} devices; {} / {} / {})", s.id(), s.name(), s.uid(),
+               conn.peer.pid, s.devices().size(), s.policy().grouper, s.policy().placer, s.policy().algorithm);
+  const auto& e = s.policy().exploration;
+  const messages::Attached attached{s.id(), s.policy().grouper, s.policy().placer, s.policy().algorithm,
+                                    e.steps_per_candidate, e.warmup_steps, e.max_candidates};
+  req.respond(attached.kType, req.id, attached.to_json(), false);
+}
+
+// Building the policy objects and grouping can take a while on big graphs.
+void upload_graph(ServiceContext& ctx, Request& req) {
+  messages::GraphUpload upload = messages::GraphUpload::from_json(req.body, req.job->live.devices());
+  const messages::GraphAccepted accepted = req.job->live.on_graph(
+      std::move(upload.graph), std::move(upload.start), ctx.config()->memory_headroom_fraction);
+  req.respond(accepted.kType, req.id, accepted.to_json(), false);
+}
+
+void request_placement(Request& req) {
+  const messages::Directive d = req.job->live.next_directive();
+  req.respond(d.kType, req.id, d.to_json(req.job->live.devices()), false);
+  // The job trains from here on: the warm start may run now.
+  defer_work(req);
+}
+
+// Training the policy may hold the session for seconds; the job does not wait for it. A report is
+// one-way: nothing answers it unless the placement changes.
+void step_report(Request& req) {
+  if (auto d = req.job->live.on_report(placement::measurement_from_json(req.body))) push(req, *d);
+}
+
+void profile_report(Request& req) {
+  req.job->live.on_profiles(placement::profile_report_from_json(req.body));
+  defer_work(req);
+}
+
+// After the reports sent before it, and after any policy work in progress (its state is persisted).
+void detach(ServiceContext& ctx, Request& req) {
+  const messages::Detached detached = req.job->live.on_detach();
+  ctx.jobs.finish(req.job);
+  spdlog::info("job {} '{}' detached", req.job->live.id(), req.job->live.name());
+  req.respond(detached.kType, req.id, detached.to_json(), false);
+}
+
+}  // namespace
+
+void add_job_handlers(HandlerTable& table, ServiceContext& ctx) {
+  table.add(MessageType::kAttach, on_io_thread(Access::kUnattached, "attaching",
+                                               [&ctx](ConnectionState& conn, Request& req) { attach(ctx, conn, req); }));
+  table.add(MessageType::kGraphUpload,
+            on_job_strand("uploading a graph", [&ctx](Request& req) { upload_graph(ctx, req); }));
+  table.add(MessageType::kPlacementRequest, on_job_strand("requesting a placement", request_placement));
+  table.add(MessageType::kStepReport,
+            on_job_strand("sending a step report", step_report));
+  table.add(MessageType::kProfileReport, on_job_strand("sending a profile report", profile_report)
+                                             .needs_version(placement::protocol::kProfileReportVersion));
+  table.add(MessageType::kDetach,
+            on_job_strand("detaching", [&ctx](Request& req) { detach(ctx, req); }).ending_attachment());
+}
+
+void end_disconnected_job(ServiceContext& ctx, std::shared_ptr<AttachedJob> job) {
+  on_strand(job, "disconnect", [&ctx, job] {
+    job->live.on_disconnect();
+    ctx.jobs.finish(job);
+    spdlog::info("job {} '{}' disconnected without detach; session closed", job->live.id(), job->live.name());
+  });
+}
+
+void persist_jobs(ServiceContext& ctx, std::function<void(size_t, size_t)> done) {
+  const std::vector<std::shared_ptr<AttachedJob>> all = ctx.jobs.attached();
+  if (all.empty()) {
+    ctx.store.after_writes([done = std::move(done)] { done(0, 0); });
+    return;
+  }
+  struct Progress {
+    std::mutex mutex;
+    size_t jobs, left, written = 0;
+    std::function<void(size_t, size_t)> done;
+  };
+  auto progress = std::make_shared<Progress>();
+  progress->jobs = progress->left = all.size();
+  progress->done = std::move(done);
+  auto finished_one = [&ctx, progress](bool written) {
+    std::lock_guard<std::mutex> lock(progress->mutex);
+    progress->written += written ? 1 : 0;
+    if (--progress->left > 0) return;
+    ctx.store.after_writes([progress] { progress->done(progress->jobs, progress->written); });
+  };
+  for (const auto& job : all)
+    boost::asio::post(job->strand, [job, finished_one] {
+      bool written = false;
+      try {
+        written = job->live.persist();
+      } catch (const std::exception& e) {
+        spdlog::error("job {} '{}': not persisted at shutdown: {}", job->live.id(), job->live.name(), e.what());
+      }
+      finished_one(written);
+    });
+}
+
+}  // namespace placementd

@@ -1,0 +1,152 @@
+#pragma once
+// The replies to placementctl's inspection requests (status, list_jobs, job_show, list_plugins):
+// what the daemon reports about itself, its jobs and its plugins. Decoding ignores keys it does
+// not know, so an older placementctl reads a newer daemon's replies; a known key of the wrong
+// type is an error that names it.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "placement/messages.h"
+
+namespace placement::messages {
+
+struct StatusReply {
+  static constexpr MessageType kType = MessageType::kStatusReply;
+  static constexpr uint16_t kSince = 1;
+  struct PluginCounts {
+    uint64_t grouper = 0, placer = 0, algorithm = 0;
+  };
+  struct Triple {
+    std::string grouper, placer, algorithm;
+  };
+  std::string version;
+  int64_t pid = 0;
+  double uptime_s = 0;
+  std::string config, socket, state_dir;
+  /// Store writes that failed since start (the daemon's log says which).
+  uint64_t store_failed_writes = 0;
+  /// The asker's jobs; every job only for an admin (nullopt otherwise).
+  uint64_t jobs_visible = 0;
+  std::optional<uint64_t> jobs_total;
+  uint64_t connections = 0, connections_total = 0;
+  uint64_t frames_received = 0, reports_received = 0, protocol_errors = 0;
+  PluginCounts plugins;
+  uint64_t plugins_skipped = 0;
+  /// The config's default grouper / placer / algorithm.
+  Triple policy;
+  /// Who asked, as the daemon saw it.
+  uint64_t peer_uid = 0;
+  bool peer_admin = false;
+  nlohmann::json to_json() const;
+  static StatusReply from_json(const nlohmann::json& body);
+};
+
+/// One job, as `placementctl jobs` lists it. Times in seconds; nullopt until measured.
+struct JobSummary {
+  uint64_t id = 0;
+  std::string name;
+  uint64_t uid = 0;
+  int64_t pid = 0;
+  JobState state = JobState::kAttached;
+  std::string fingerprint;
+  uint64_t ops = 0;
+  int64_t groups = 0;
+  uint64_t devices = 0;
+  std::string grouper, placer, algorithm;
+  uint64_t steps = 0, failed_steps = 0;
+  uint64_t candidates_tried = 0;
+  int64_t max_candidates = 0;
+  std::optional<double> start_step_time_s, current_step_time_s, best_step_time_s;
+  /// Time off the start placement for exploration and profiling, over the time measured.
+  double exploration_overhead = 0;
+  uint64_t exploration_steps = 0, expected_steps = 0;
+  /// Fraction of the exploration budget spent, 0 to 1.
+  double budget_used = 0;
+  /// Exploiting until the job's pace allows more exploration (jobs of unknown length).
+  bool paused = false;
+  /// Start over best step time.
+  std::optional<double> speedup;
+  /// When the search first got within 2% of its best.
+  std::optional<uint64_t> steps_to_within_2pct;
+  std::optional<double> seconds_to_within_2pct;
+  uint64_t rejected = 0, repeats_scored = 0, reexplorations = 0;
+  std::vector<std::string> profiled_kinds;
+  uint64_t profiled_steps = 0;
+  double profiling_overhead_s = 0;
+  /// What a plugin threw, when it ended the job's exploration.
+  std::optional<std::string> policy_error;
+  double attached_s = 0;
+  nlohmann::json to_json() const;
+  static JobSummary from_json(const nlohmann::json& body);
+};
+
+struct JobList {
+  static constexpr MessageType kType = MessageType::kJobList;
+  static constexpr uint16_t kSince = 1;
+  std::vector<JobSummary> jobs;
+  nlohmann::json to_json() const;
+  static JobList from_json(const nlohmann::json& body);
+};
+
+/// One placement a job ran, as `placementctl jobs show` lists it.
+struct CandidateInfo {
+  uint64_t id = 0;
+  Reason reason = Reason::kStart;
+  /// Measured before a re-exploration: no longer compared.
+  bool stale = false;
+  std::string placement_fingerprint;
+  std::vector<int64_t> ops_per_device;
+  uint64_t steps = 0, failures = 0;
+  std::optional<std::string> error;
+  std::optional<double> median_step_time_s;
+  nlohmann::json to_json() const;
+  static CandidateInfo from_json(const nlohmann::json& body);
+};
+
+/// A job in full: its summary (the same keys, at the top level) and what it ran.
+struct JobInfo {
+  static constexpr MessageType kType = MessageType::kJobInfo;
+  static constexpr uint16_t kSince = 1;
+  JobSummary job;
+  std::vector<CandidateInfo> candidates;
+  /// Names of the job's devices, in the order ops_per_device counts them.
+  std::vector<std::string> device_names;
+  uint64_t stray_reports = 0, profile_reports = 0;
+  /// Policy samples the memory model rejected, by the device that would not fit.
+  std::map<std::string, uint64_t> rejected_by_device;
+  /// The warm start's report as the planning library writes it (docs/learning.md); null when
+  /// none ran.
+  nlohmann::json warm_start;
+  nlohmann::json to_json() const;
+  static JobInfo from_json(const nlohmann::json& body);
+};
+
+struct PluginList {
+  static constexpr MessageType kType = MessageType::kPluginList;
+  static constexpr uint16_t kSince = 1;
+  /// A hyperparameter as a plugin declares it; the default as TOML writes it.
+  struct Parameter {
+    std::string name, type, default_value, summary;
+    std::optional<double> min, max;
+    std::vector<std::string> choices;
+  };
+  struct Plugin {
+    std::string name, kind, version, summary, file, torch_version;
+    std::vector<Parameter> hyperparameters;
+  };
+  struct Skipped {
+    std::string file, reason;
+  };
+  std::vector<Plugin> plugins;
+  std::vector<Skipped> skipped;
+  nlohmann::json to_json() const;
+  static PluginList from_json(const nlohmann::json& body);
+};
+
+}  // namespace placement::messages

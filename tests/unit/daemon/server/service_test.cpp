@@ -1,0 +1,350 @@
+// The Service as the socket code drives it, without a socket: frames in through handle(), the
+// answers collected from the Responder, with real plugins and a real store.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "placement/serialization.h"
+#include "server/service.h"
+#include "built_plugins.h"
+#include "test_graphs.h"
+
+namespace placementd {
+namespace {
+
+namespace fs = std::filesystem;
+namespace msg = placement::messages;
+namespace error = placement::protocol::error;
+using placement::protocol::MessageType;
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+struct Frame {
+  MessageType type;
+  uint32_t id;
+  json body;
+  bool close;
+};
+
+// What one connection received, in order; handlers off the I/O thread answer later.
+class Inbox {
+ public:
+  Responder responder() {
+    return [this](MessageType type, uint32_t id, json body, bool close) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      frames_.push_back({type, id, std::move(body), close});
+      arrived_.notify_all();
+    };
+  }
+  // The next frame; a test failure if none comes within `timeout`.
+  Frame next(std::chrono::milliseconds timeout = 20s) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!arrived_.wait_for(lock, timeout, [this] { return !frames_.empty(); })) {
+      ADD_FAILURE() << "no frame arrived";
+      return {MessageType::kError, 0, json::object(), false};
+    }
+    Frame f = std::move(frames_.front());
+    frames_.pop_front();
+    return f;
+  }
+  size_t pending() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return frames_.size();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable arrived_;
+  std::deque<Frame> frames_;
+};
+
+// One client connection: its state as the server keeps it, and what it received.
+struct Client {
+  ConnectionState conn;
+  Inbox inbox;
+  Responder respond = inbox.responder();
+};
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = fs::temp_directory_path() / ("service_test_" + std::to_string(::getpid()) + "_" +
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    store = std::make_unique<Store>(dir.string());
+    auto config = std::make_shared<Config>(default_config(PLUGIN_DIR));
+    config->path = "test.toml";
+    config->admin_group = "placement-admins";
+    // The throwing test plugins throw nowhere by default: a random placer and a random search.
+    config->policy.grouper = "none";
+    config->policy.placer = "throwing";
+    config->policy.algorithm = "throwing";
+    config->exploration.steps_per_candidate = 2;
+    config->exploration.warmup_steps = 0;
+    config->exploration.max_candidates = 6;
+    config->exploration.max_overhead_fraction = 1.0;
+    service = std::make_unique<Service>(config, built_and_test_plugins(), *store, "/test.sock");
+  }
+  void TearDown() override {
+    service.reset();
+    store.reset();  // finishes its writes: the directory is not removed under its writer
+    fs::remove_all(dir);
+  }
+
+  void send(Client& c, MessageType type, uint32_t id, json body) {
+    service->handle(c.conn, type, id, std::move(body), c.respond);
+  }
+  // Sends a request and returns the frame that answers it.
+  Frame ask(Client& c, MessageType type, uint32_t id, json body = json::object()) {
+    send(c, type, id, std::move(body));
+    return c.inbox.next();
+  }
+  void hello(Client& c, uint16_t max_version = placement::protocol::kMaxVersion) {
+    msg::Hello h;
+    h.max_version = max_version;
+    h.client = "service_test";
+    const Frame f = ask(c, MessageType::kHello, 1, h.to_json());
+    ASSERT_EQ(f.type, MessageType::kWelcome) << f.body.dump();
+  }
+  void attach(Client& c, const std::string& job) {
+    msg::Attach a;
+    a.job = job;
+    a.devices = placement::testing::devices(2);
+    const Frame f = ask(c, MessageType::kAttach, 2, a.to_json());
+    ASSERT_EQ(f.type, MessageType::kAttached) << f.body.dump();
+  }
+  // Hello, attach and the graph: a job ready to ask for its placement.
+  void start_job(Client& c, const std::string& job) {
+    hello(c);
+    attach(c, job);
+    msg::GraphUpload upload;
+    upload.graph = graph;
+    const Frame f = ask(c, MessageType::kGraphUpload, 3, upload.to_json(placement::testing::devices(2)));
+    ASSERT_EQ(f.type, MessageType::kGraphAccepted) << f.body.dump();
+  }
+  // An error frame's code, message and fatality, checked against what the test expects.
+  static void expect_error(const Frame& f, const char* code, const std::string& text, bool fatal = false) {
+    ASSERT_EQ(f.type, MessageType::kError) << placement::protocol::to_string(f.type) << " " << f.body.dump();
+    const msg::Error e = msg::Error::from_json(f.body);
+    EXPECT_EQ(e.code, code) << e.message;
+    EXPECT_NE(e.message.find(text), std::string::npos) << e.message;
+    EXPECT_EQ(e.fatal, fatal);
+    EXPECT_EQ(f.close, fatal);
+  }
+
+  fs::path dir;
+  std::unique_ptr<Store> store;
+  std::unique_ptr<Service> service;
+  const placement::OpGraph graph = placement::testing::chain(4, 1024);
+};
+
+TEST_F(ServiceTest, EveryRequestTypeHasAHandlerAndNoReplyTypeDoes) {
+  for (MessageType type : placement::protocol::known_types())
+    EXPECT_EQ(service->handlers().find(type) != nullptr, placement::protocol::is_request(type))
+        << placement::protocol::to_string(type);
+  Client c;
+  hello(c);
+  expect_error(ask(c, MessageType::kWelcome, 5), error::kUnexpected, "welcome is a reply, not a request");
+}
+
+TEST_F(ServiceTest, TheFirstFrameMustBeHello) {
+  Client c;
+  expect_error(ask(c, MessageType::kStatus, 1), error::kUnexpected, "the first frame must be hello, got status", true);
+  EXPECT_EQ(c.conn.version, 0);
+}
+
+TEST_F(ServiceTest, HelloAgreesOnTheHighestCommonVersionOnce) {
+  Client c;
+  const Frame welcome = ask(c, MessageType::kHello, 7, msg::Hello{1, 9, "x"}.to_json());
+  ASSERT_EQ(welcome.type, MessageType::kWelcome);
+  EXPECT_EQ(welcome.id, 7u);
+  EXPECT_EQ(msg::Welcome::from_json(welcome.body).version, placement::protocol::kMaxVersion);
+  EXPECT_EQ(c.conn.version, placement::protocol::kMaxVersion);
+  expect_error(ask(c, MessageType::kHello, 8, msg::Hello{1, 2, "x"}.to_json()), error::kUnexpected,
+               "hello was already received");
+
+  Client future;
+  expect_error(ask(future, MessageType::kHello, 1, msg::Hello{90, 99, "x"}.to_json()), error::kUnsupportedVersion,
+               "client speaks protocol versions 90..99", true);
+  Client garbled;
+  expect_error(ask(garbled, MessageType::kHello, 1, {{"min_version", "one"}}), error::kBadPayload, "hello: ", true);
+  Client not_a_map;
+  expect_error(ask(not_a_map, MessageType::kHello, 1, json::array()), error::kBadPayload, "payload must be a map");
+}
+
+TEST_F(ServiceTest, RequestsOutOfTurnAreRefusedWithWhatToDoFirst) {
+  Client c;
+  hello(c);
+  expect_error(ask(c, MessageType::kGraphUpload, 3), error::kUnexpected, "attach before uploading a graph");
+  expect_error(ask(c, MessageType::kStepReport, 4), error::kUnexpected, "attach before sending a step report");
+  expect_error(ask(c, MessageType::kDetach, 5), error::kUnexpected, "attach before detaching");
+  attach(c, "early");
+  expect_error(ask(c, MessageType::kAttach, 6, {{"job", "again"}}), error::kUnexpected,
+               "this connection is already attached as job 1");
+  // Refused by the job's session, on its strand: the same kind of answer.
+  expect_error(ask(c, MessageType::kPlacementRequest, 7), error::kUnexpected,
+               "upload the graph before requesting a placement");
+}
+
+TEST_F(ServiceTest, AProfileReportNeedsProtocolTwo) {
+  Client c;
+  hello(c, 1);
+  attach(c, "old-sdk");
+  expect_error(ask(c, MessageType::kProfileReport, 4), error::kUnexpected, "profile_report needs protocol version 2");
+}
+
+TEST_F(ServiceTest, AJobGoesFromAttachToDetachAndIsCounted) {
+  Client c;
+  start_job(c, "train");
+  ASSERT_TRUE(c.conn.job);
+  EXPECT_EQ(service->session_count(), 1u);
+  Frame first = ask(c, MessageType::kPlacementRequest, 4);
+  ASSERT_EQ(first.type, MessageType::kPlacementDirective) << first.body.dump();
+  const uint64_t id = first.body.at("placement_id").get<uint64_t>();
+
+  // Step reports are one-way; the next candidate comes pushed, with request id 0.
+  for (uint64_t step = 0; step < 3; ++step)
+    send(c, MessageType::kStepReport, 0, placement::to_json(placement::Measurement{id, step, 0.5, true, ""}));
+  const Frame pushed = c.inbox.next();
+  ASSERT_EQ(pushed.type, MessageType::kPlacementDirective) << pushed.body.dump();
+  EXPECT_EQ(pushed.id, 0u);
+  EXPECT_NE(pushed.body.at("placement_id").get<uint64_t>(), id);
+
+  // The job's own listing runs behind its reports on its strand: they are all counted.
+  const Frame jobs = ask(c, MessageType::kListJobs, 9);
+  ASSERT_EQ(jobs.type, MessageType::kJobList);
+  ASSERT_EQ(jobs.body["jobs"].size(), 1u);
+  EXPECT_EQ(jobs.body["jobs"][0]["name"], "train") << jobs.body.dump();
+
+  const Frame detached = ask(c, MessageType::kDetach, 10);
+  ASSERT_EQ(detached.type, MessageType::kDetached) << detached.body.dump();
+  EXPECT_TRUE(msg::Detached::from_json(detached.body).persisted);
+  EXPECT_FALSE(c.conn.job) << "the connection is free to attach again";
+  EXPECT_EQ(service->session_count(), 0u);
+
+  const Frame status = ask(c, MessageType::kStatus, 11);
+  ASSERT_EQ(status.type, MessageType::kStatusReply);
+  EXPECT_EQ(status.body["reports_received"], 3);
+  EXPECT_EQ(status.body["frames_received"], 10) << "hello, attach, graph, request, 3 reports, jobs, detach, status";
+  EXPECT_EQ(status.body["protocol_errors"], 0);
+  EXPECT_EQ(status.body["config"], "test.toml");
+  EXPECT_EQ(status.body["socket"], "/test.sock");
+
+  const Frame finished = ask(c, MessageType::kListJobs, 12, msg::ListJobs{false, true}.to_json());
+  ASSERT_EQ(finished.body["jobs"].size(), 1u) << finished.body.dump();
+  EXPECT_EQ(finished.body["jobs"][0]["state"], "detached");
+}
+
+TEST_F(ServiceTest, AMalformedReportIsAnsweredAndTheJobGoesOn) {
+  Client c;
+  start_job(c, "sloppy");
+  const Frame first = ask(c, MessageType::kPlacementRequest, 4);
+  ASSERT_EQ(first.type, MessageType::kPlacementDirective);
+  expect_error(ask(c, MessageType::kStepReport, 5, {{"placement_id", "seven"}}), error::kBadPayload, "placement_id");
+  const Frame again = ask(c, MessageType::kPlacementRequest, 6);
+  ASSERT_EQ(again.type, MessageType::kPlacementDirective);
+  EXPECT_EQ(again.body["placement_id"], first.body["placement_id"]);
+  EXPECT_EQ(ask(c, MessageType::kStatus, 7).body["protocol_errors"], 1);
+}
+
+TEST_F(ServiceTest, ReloadingNeedsAnAdminAndReportsWhatIsWrong) {
+  int reloads = 0;
+  std::vector<std::string> errors;
+  service->set_reload_hook([&] {
+    ++reloads;
+    return errors;
+  });
+  Client user;
+  user.conn.peer = {1000, 1000, 42, false};
+  hello(user);
+  expect_error(ask(user, MessageType::kReload, 2), error::kPermissionDenied,
+               "reloading the config needs root or the admin group 'placement-admins'");
+  EXPECT_EQ(reloads, 0);
+  expect_error(ask(user, MessageType::kListJobs, 3, msg::ListJobs{true, false}.to_json()), error::kPermissionDenied,
+               "listing every user's jobs needs root or the admin group 'placement-admins'");
+
+  Client admin;
+  admin.conn.peer = {0, 0, 43, true};
+  hello(admin);
+  const Frame reloaded = ask(admin, MessageType::kReload, 4);
+  ASSERT_EQ(reloaded.type, MessageType::kReloaded) << reloaded.body.dump();
+  EXPECT_EQ(msg::Reloaded::from_json(reloaded.body).config, "test.toml");
+  errors = {"test.toml:3: [policy].placer: no placer named 'nope'"};
+  expect_error(ask(admin, MessageType::kReload, 5), error::kInvalidConfig, "test.toml:3: [policy].placer");
+  EXPECT_EQ(reloads, 2);
+}
+
+TEST_F(ServiceTest, EachUserSeesOnlyTheirOwnJobs) {
+  Client alice, bob, admin;
+  alice.conn.peer = {1001, 1001, 10, false};
+  bob.conn.peer = {1002, 1002, 11, false};
+  admin.conn.peer = {0, 0, 12, true};
+  start_job(alice, "alice-job");
+  start_job(bob, "bob-job");
+  hello(admin);
+  const uint64_t alices = alice.conn.job->live.id();
+
+  const Frame bobs_view = ask(bob, MessageType::kListJobs, 5);
+  ASSERT_EQ(bobs_view.body["jobs"].size(), 1u);
+  EXPECT_EQ(bobs_view.body["jobs"][0]["name"], "bob-job");
+  expect_error(ask(bob, MessageType::kJobShow, 6, msg::JobShow{alices}.to_json()), error::kNotFound,
+               "no job " + std::to_string(alices) + " visible to uid 1002");
+  EXPECT_EQ(ask(bob, MessageType::kStatus, 7).body["jobs_total"], nullptr);
+
+  EXPECT_EQ(ask(admin, MessageType::kListJobs, 8, msg::ListJobs{true, false}.to_json()).body["jobs"].size(), 2u);
+  const Frame shown = ask(admin, MessageType::kJobShow, 9, msg::JobShow{alices}.to_json());
+  ASSERT_EQ(shown.type, MessageType::kJobInfo);
+  EXPECT_EQ(shown.body["name"], "alice-job");
+  EXPECT_EQ(ask(admin, MessageType::kStatus, 10).body["jobs_total"], 2);
+}
+
+TEST_F(ServiceTest, AConnectionThatClosesEndsItsJob) {
+  Client c;
+  start_job(c, "vanishing");
+  service->disconnected(c.conn);
+  EXPECT_FALSE(c.conn.job);
+  // The session ends on its strand, after what the job sent before.
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (service->session_count() != 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(service->session_count(), 0u);
+  Client admin;
+  admin.conn.peer = {0, 0, 1, true};
+  hello(admin);
+  const Frame finished = ask(admin, MessageType::kListJobs, 2, msg::ListJobs{true, true}.to_json());
+  ASSERT_EQ(finished.body["jobs"].size(), 1u);
+  EXPECT_EQ(finished.body["jobs"][0]["state"], "detached");
+}
+
+TEST_F(ServiceTest, PersistingAtShutdownAnswersOnceTheFilesAreWritten) {
+  std::promise<std::pair<size_t, size_t>> none;
+  service->persist_all([&](size_t jobs, size_t written) { none.set_value({jobs, written}); });
+  EXPECT_EQ(none.get_future().get(), (std::pair<size_t, size_t>{0, 0}));
+
+  Client c;
+  start_job(c, "measured");
+  const Frame first = ask(c, MessageType::kPlacementRequest, 4);
+  const uint64_t id = first.body.at("placement_id").get<uint64_t>();
+  for (uint64_t step = 0; step < 2; ++step)
+    send(c, MessageType::kStepReport, 0, placement::to_json(placement::Measurement{id, step, 0.5, true, ""}));
+  std::promise<std::pair<size_t, size_t>> persisted;
+  service->persist_all([&](size_t jobs, size_t written) { persisted.set_value({jobs, written}); });
+  // The start placement's best was offered to the store when its candidate finished: nothing is
+  // new at shutdown, and what was offered is on disk by the time `done` runs.
+  EXPECT_EQ(persisted.get_future().get(), (std::pair<size_t, size_t>{1, 0}));
+  size_t files = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) files += entry.is_regular_file() ? 1 : 0;
+  EXPECT_GE(files, 1u);
+  EXPECT_EQ(store->failed_writes(), 0u);
+}
+
+}  // namespace
+}  // namespace placementd
