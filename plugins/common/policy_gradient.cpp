@@ -48,28 +48,18 @@ void cross_entropy_step(TrainablePolicy& policy, const std::vector<Action>& elit
   policy.apply_gradient(settings);
 }
 
-std::vector<HyperParameter> ppo_hyperparameters() {
-  return {
-      {"clip_epsilon", 0.3, "PPO clipping range ε", 0.0, 1.0, {}},
-      {"minibatch", int64_t{10}, "samples per policy iteration", 1.0, 4096.0, {}},
-      {"epochs", int64_t{4}, "ascent steps per iteration", 1.0, 100.0, {}},
-      {"entropy_weight", 0.01, "weight of the policy entropy bonus", 0.0, 10.0, {}},
-      {"learning_rate", 0.01, "Adam learning rate", 0.0, 10.0, {}},
-      {"clip_norm", 1.0, "clip the gradient's L2 norm; 0 = off", 0.0, std::nullopt, {}},
-      {"baseline_decay", 0.95, "EMA decay of the reward baseline", 0.0, 0.9999, {}},
-  };
-}
-
-PpoSettings ppo_settings(const Params& p) {
-  PpoSettings s;
-  s.clip_epsilon = param_float(p, "clip_epsilon");
-  s.minibatch = param_int(p, "minibatch");
-  s.epochs = param_int(p, "epochs");
-  s.entropy_weight = param_float(p, "entropy_weight");
-  s.learning_rate = param_float(p, "learning_rate");
-  s.clip_norm = param_float(p, "clip_norm");
-  s.baseline_decay = param_float(p, "baseline_decay");
-  return s;
+const ParamTable<PpoSettings>& ppo_params() {
+  using S = PpoSettings;
+  static const auto table =
+      ParamTable<S>()
+          .add("clip_epsilon", &S::clip_epsilon, "PPO clipping range ε", {0.0, 1.0})
+          .add("minibatch", &S::minibatch, "samples per policy iteration", {1, 4096})
+          .add("epochs", &S::epochs, "ascent steps per iteration", {1, 100})
+          .add("entropy_weight", &S::entropy_weight, "weight of the policy entropy bonus", {0.0, 10.0})
+          .add("learning_rate", &S::learning_rate, "Adam learning rate", {0.0, 10.0})
+          .add("clip_norm", &S::clip_norm, "clip the gradient's L2 norm; 0 = off", {0.0, std::nullopt})
+          .add("baseline_decay", &S::baseline_decay, "EMA decay of the reward baseline", {0.0, 0.9999});
+  return table;
 }
 
 uint64_t ppo_iteration(TrainablePolicy& policy, const SampleBatch& batch, const PpoSettings& settings) {

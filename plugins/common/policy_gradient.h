@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "placement/algorithm.h"
-#include "placement/params.h"
+#include "placement/param_table.h"
 #include "placement/policy.h"
 
 namespace placement::plugins {
@@ -61,8 +61,8 @@ struct PpoSettings {
   double clip_norm = 1.0;
   double baseline_decay = 0.95;
 };
-std::vector<HyperParameter> ppo_hyperparameters();
-PpoSettings ppo_settings(const Params& params);
+/// PPO's hyperparameters, one row per member of PpoSettings.
+const ParamTable<PpoSettings>& ppo_params();
 /// The epochs of one PPO iteration; returns how many samples hit the clip over all of them.
 uint64_t ppo_iteration(TrainablePolicy& policy, const SampleBatch& batch, const PpoSettings& settings);
 

@@ -4,49 +4,57 @@
 // c10::Error, or something that is not one).
 
 #include <cstdint>
-#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "placement/params.h"
+#include "placement/param_table.h"
 #include "placement/plugin.h"
 
 namespace placement::testing {
 
+struct ThrowAtOptions {
+  enum class Exception { kStd, kOther };
+  std::string entry = "none";
+  int64_t after = 0;
+  Exception exception = Exception::kStd;
+};
+
 class ThrowAt {
  public:
-  /// A throwing plugin's info: named "throwing", with the hyperparameters that say where it throws
-  /// (`entries`: its entry points).
-  static PluginInfo info(PluginKind kind, const std::string& does, std::vector<std::string> entries) {
+  /// The hyperparameters that say where a throwing plugin throws (`entries`: its entry points).
+  static ParamTable<ThrowAtOptions> params(std::vector<std::string> entries) {
+    using O = ThrowAtOptions;
+    entries.insert(entries.begin(), "none");
+    return ParamTable<O>()
+        .add("entry", &O::entry, "the entry point that throws", std::move(entries))
+        .add("after", &O::after, "calls of it that succeed first", {0, 1e6})
+        .add("exception", &O::exception, "what it throws",
+             {{"std", O::Exception::kStd}, {"other", O::Exception::kOther}});
+  }
+
+  /// A throwing plugin's info: named "throwing", with the hyperparameters of `params`.
+  static PluginInfo info(PluginKind kind, const std::string& does, const ParamTable<ThrowAtOptions>& params) {
     PluginInfo i;
     i.name = "throwing";
     i.kind = kind;
     i.version = "1.0.0";
     i.summary = "test: " + does + "; throws from the entry point `entry` names";
-    entries.insert(entries.begin(), "none");
-    i.hyperparameters = {
-        {"entry", std::string("none"), "the entry point that throws", std::nullopt, std::nullopt, entries},
-        {"after", int64_t{0}, "calls of it that succeed first", 0.0, 1e6, {}},
-        {"exception", std::string("std"), "what it throws", std::nullopt, std::nullopt, {"std", "other"}}};
+    i.hyperparameters = params.declared();
     return i;
   }
 
-  explicit ThrowAt(const Params& params)
-      : entry_(param_string(params, "entry")),
-        after_(param_int(params, "after")),
-        std_(param_string(params, "exception") == "std") {}
+  explicit ThrowAt(const ThrowAtOptions& options) : options_(options) {}
 
   void operator()(const std::string& entry) {
-    if (entry != entry_ || calls_++ < after_) return;
-    if (std_) throw std::runtime_error("test plugin: " + entry + " exploded");
+    if (entry != options_.entry || calls_++ < options_.after) return;
+    if (options_.exception == ThrowAtOptions::Exception::kStd)
+      throw std::runtime_error("test plugin: " + entry + " exploded");
     throw 42;  // NOLINT: deliberately not a std::exception
   }
 
  private:
-  std::string entry_;
-  int64_t after_;
-  bool std_;
+  ThrowAtOptions options_;
   int64_t calls_ = 0;
 };
 

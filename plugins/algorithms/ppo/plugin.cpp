@@ -1,3 +1,4 @@
+#include "placement/param_table.h"
 #include "placement/plugin_export.h"
 #include "ppo.h"
 
@@ -10,13 +11,13 @@ PluginInfo info() {
   i.kind = PluginKind::kAlgorithm;
   i.version = "1.0.0";
   i.summary = "PPO with the clipped surrogate and an EMA baseline (EAGLE)";
-  i.hyperparameters = ppo_hyperparameters();
+  i.hyperparameters = ppo_params().declared();
   return i;
 }
 
 std::vector<ParamError> validate(const Params&) { return {}; }
 
-std::unique_ptr<Algorithm> create(const Params& p) { return std::make_unique<Ppo>(ppo_settings(p)); }
+std::unique_ptr<Algorithm> create(const Params& p) { return std::make_unique<Ppo>(ppo_params().read(p)); }
 
 }  // namespace
 }  // namespace placement::plugins

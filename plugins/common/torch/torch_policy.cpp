@@ -19,23 +19,28 @@ namespace placement::plugins {
 
 const char* linked_torch_version() { return TORCH_VERSION; }
 
-std::vector<HyperParameter> learned_placer_hyperparameters() {
-  return {
-      {"tanh_constant", 5.0, "C in logits = C·tanh(l / T) (HP)", 0.0, 100.0, {}},
-      {"temperature", 10.0, "T in logits = C·tanh(l / T) (HP)", 1e-3, 1000.0, {}},
-      {"logit_noise", 0.5, "std. dev. of Gaussian noise added to the logits of the first samples", 0.0, 100.0, {}},
-      {"noise_samples", int64_t{100}, "how many first samples get logit noise", 0.0, std::nullopt, {}},
-      {"vocabulary", int64_t{32}, "op kinds with their own type entry (the rest share 'other')", 1.0, 4096.0, {}},
-  };
+const ParamTable<LearnedPolicyOptions>& learned_policy_params() {
+  using S = LogitShaping;
+  static const auto shaping =
+      ParamTable<S>()
+          .add("tanh_constant", &S::tanh_constant, "C in logits = C·tanh(l / T) (HP)", {0.0, 100.0})
+          .add("temperature", &S::temperature, "T in logits = C·tanh(l / T) (HP)", {1e-3, 1000.0})
+          .add("logit_noise", &S::noise_std, "std. dev. of Gaussian noise added to the logits of the first samples",
+               {0.0, 100.0})
+          .add("noise_samples", &S::noise_samples, "how many first samples get logit noise", {0, std::nullopt});
+  using O = LearnedPolicyOptions;
+  static const auto table =
+      ParamTable<O>()
+          .include(shaping, &O::shaping)
+          .add("vocabulary", &O::vocabulary, "op kinds with their own type entry (the rest share 'other')", {1, 4096});
+  return table;
 }
 
-LogitShaping logit_shaping(const Params& p) {
-  LogitShaping s;
-  s.tanh_constant = param_float(p, "tanh_constant");
-  s.temperature = param_float(p, "temperature");
-  s.noise_std = param_float(p, "logit_noise");
-  s.noise_samples = param_int(p, "noise_samples");
-  return s;
+ParamTable<LearnedPlacerOptions> learned_placer_params(std::string hidden_summary) {
+  using O = LearnedPlacerOptions;
+  return ParamTable<O>()
+      .include(learned_policy_params(), &O::policy)
+      .add("hidden", &O::hidden, std::move(hidden_summary), {1, 8192});
 }
 
 std::mutex& torch_init_mutex() {
@@ -200,9 +205,8 @@ struct LearnedPlacer::State {
   std::unique_ptr<TorchPolicy> policy;
 };
 
-LearnedPlacer::LearnedPlacer(std::string name, NetworkFactory factory, LogitShaping shaping, int vocabulary)
-    : name_(std::move(name)), factory_(std::move(factory)), shaping_(shaping), vocabulary_(vocabulary),
-      state_(std::make_unique<State>()) {
+LearnedPlacer::LearnedPlacer(std::string name, NetworkFactory factory, const LearnedPolicyOptions& options)
+    : name_(std::move(name)), factory_(std::move(factory)), options_(options), state_(std::make_unique<State>()) {
   // Policy networks are small; more intra-op threads than one only contend with the daemon's own.
   static std::once_flag once;
   std::call_once(once, [] { torch::set_num_threads(1); });
@@ -213,7 +217,7 @@ LearnedPlacer::~LearnedPlacer() = default;
 void LearnedPlacer::prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices,
                             std::mt19937_64& rng) {
   if (devices.size() == 0) throw std::invalid_argument(name_ + ": the device set is empty");
-  const OpFeatures ops = op_features(graph, vocabulary_);
+  const OpFeatures ops = op_features(graph, static_cast<int>(options_.vocabulary));
   const GroupFeatures groups = group_features(graph, grouping, ops);
   const int64_t G = groups.num_groups, D = static_cast<int64_t>(devices.size());
 
@@ -249,7 +253,7 @@ void LearnedPlacer::prepare(const OpGraph& graph, const Grouping& grouping, cons
     if (state_->policy)
       state_->policy->reset(std::move(network));
     else
-      state_->policy = std::make_unique<TorchPolicy>(std::move(network), shaping_);
+      state_->policy = std::make_unique<TorchPolicy>(std::move(network), options_.shaping);
     state_->width = groups.width;
     state_->positions = G;
     state_->choices = D;

@@ -9,7 +9,7 @@
 #include <random>
 #include <string>
 
-#include "placement/params.h"
+#include "placement/param_table.h"
 #include "placement/placer.h"
 #include "placement/policy.h"
 
@@ -23,14 +23,28 @@ class PolicyNetwork;
 struct LogitShaping {
   double tanh_constant = 5.0;
   double temperature = 10.0;
-  double noise_std = 0.0;
-  int64_t noise_samples = 0;
+  double noise_std = 0.5;
+  int64_t noise_samples = 100;
 };
 
-/// The hyperparameters every learned placer shares: tanh_constant, temperature, logit_noise,
-/// noise_samples, vocabulary.
-std::vector<HyperParameter> learned_placer_hyperparameters();
-LogitShaping logit_shaping(const Params& params);
+/// What every learned grouper and placer is configured with besides its network.
+struct LearnedPolicyOptions {
+  LogitShaping shaping;
+  /// Op kinds with their own entry in the op features (op_features()); the rest share "other".
+  int64_t vocabulary = 32;
+};
+
+/// The hyperparameters every learned grouper and placer shares, first in each one's table:
+/// tanh_constant, temperature, logit_noise, noise_samples, vocabulary.
+const ParamTable<LearnedPolicyOptions>& learned_policy_params();
+
+/// A learned placer whose network has one size, `hidden` (feedforward, gcn).
+struct LearnedPlacerOptions {
+  LearnedPolicyOptions policy;
+  int64_t hidden = 64;
+};
+/// Its table: learned_policy_params(), then `hidden`, which `hidden_summary` describes.
+ParamTable<LearnedPlacerOptions> learned_placer_params(std::string hidden_summary);
 
 /// The LibTorch version the learned plugins were built against (PluginInfo::torch_version).
 const char* linked_torch_version();
@@ -48,7 +62,7 @@ using NetworkFactory = std::function<std::shared_ptr<PolicyNetwork>(int64_t widt
 /// graph keeps what was learned) and rebuilt otherwise.
 class LearnedPlacer : public Placer {
  public:
-  LearnedPlacer(std::string name, NetworkFactory factory, LogitShaping shaping, int vocabulary);
+  LearnedPlacer(std::string name, NetworkFactory factory, const LearnedPolicyOptions& options);
   ~LearnedPlacer() override;
 
   void prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices,
@@ -60,8 +74,7 @@ class LearnedPlacer : public Placer {
   struct State;
   std::string name_;
   NetworkFactory factory_;
-  LogitShaping shaping_;
-  int vocabulary_;
+  LearnedPolicyOptions options_;
   std::unique_ptr<State> state_;
 };
 

@@ -6,15 +6,18 @@
 
 namespace placement::plugins {
 
+struct ColocationOptions {
+  /// A merge that would make a group larger than this is skipped (0: no limit, as in the paper).
+  int64_t max_group_ops = 0;
+};
+
 /// ColocRL's grouping (Mirhoseini et al., ICML'17 §3): an op joins the group of its only consumer,
 /// repeated until nothing changes, so chains of single-consumer ops (and parameters, which are
 /// attributes of their consuming op here) are placed as one. Ops pinned to different device
 /// kinds never share a group.
 class ColocationGrouper : public Grouper {
  public:
-  /// `max_group_ops`: a merge that would make a group larger than this is skipped (0: no limit,
-  /// as in the paper).
-  explicit ColocationGrouper(int64_t max_group_ops) : max_group_ops_(max_group_ops) {}
+  explicit ColocationGrouper(const ColocationOptions& options) : max_group_ops_(options.max_group_ops) {}
 
   Grouping group(const OpGraph& graph, const DeviceSet& devices, std::mt19937_64& rng) override;
 

@@ -43,9 +43,8 @@ struct LearnedGrouper::State {
   std::unique_ptr<TorchPolicy> policy;
 };
 
-LearnedGrouper::LearnedGrouper(int64_t groups, int64_t hidden, int64_t embedding, int vocabulary, LogitShaping shaping)
-    : groups_(groups), hidden_(hidden), embedding_(embedding), vocabulary_(vocabulary), shaping_(shaping),
-      state_(std::make_unique<State>()) {}
+LearnedGrouper::LearnedGrouper(const LearnedGrouperOptions& options)
+    : options_(options), state_(std::make_unique<State>()) {}
 
 LearnedGrouper::~LearnedGrouper() = default;
 
@@ -53,9 +52,9 @@ Grouping LearnedGrouper::group(const OpGraph& graph, const DeviceSet&, std::mt19
   if (graph.ops.empty()) return Grouping{{}, 1};
   const std::string fingerprint = graph.fingerprint();
   if (!state_->policy || state_->fingerprint != fingerprint) {
-    const OpFeatures ops = op_features(graph, vocabulary_);
+    const OpFeatures ops = op_features(graph, static_cast<int>(options_.policy.vocabulary));
     const int64_t n = ops.num_ops();
-    const int64_t G = std::min<int64_t>(groups_, n);
+    const int64_t G = std::min<int64_t>(options_.groups, n);
     PolicyInputs inputs;
     inputs.features = torch::from_blob(const_cast<float*>(ops.numeric.data()), {n, OpFeatures::kNumericWidth},
                                        torch::kFloat32)
@@ -67,12 +66,13 @@ Grouping LearnedGrouper::group(const OpGraph& graph, const DeviceSet&, std::mt19
     {
       std::lock_guard<std::mutex> lock(torch_init_mutex());
       torch::manual_seed(rng());
-      network = std::make_shared<GrouperNetwork>(ops.vocabulary_size(), embedding_, OpFeatures::kNumericWidth, hidden_, G);
+      network = std::make_shared<GrouperNetwork>(ops.vocabulary_size(), options_.embedding, OpFeatures::kNumericWidth,
+                                                 options_.hidden, G);
     }
     if (state_->policy)
       state_->policy->reset(std::move(network));
     else
-      state_->policy = std::make_unique<TorchPolicy>(std::move(network), shaping_);
+      state_->policy = std::make_unique<TorchPolicy>(std::move(network), options_.policy.shaping);
     state_->policy->set_inputs(std::move(inputs), torch::Tensor());
     state_->fingerprint = fingerprint;
     state_->groups = G;

@@ -5,10 +5,17 @@
 #include <string>
 
 #include "placement/grouper.h"
-#include "placement/params.h"
 #include "torch_policy.h"
 
 namespace placement::plugins {
+
+/// The sizes are the Hierarchical Planner's (§2); plugin.cpp's table describes each one.
+struct LearnedGrouperOptions {
+  LearnedPolicyOptions policy;
+  int64_t groups = 256;
+  int64_t hidden = 64;
+  int64_t embedding = 20;
+};
 
 /// The Hierarchical Planner's grouper (Mirhoseini et al., 2018, §2): every op's features — a
 /// learned op-kind embedding, its output shapes and its BFS-indexed neighbours — through a two-layer
@@ -17,7 +24,7 @@ namespace placement::plugins {
 /// The network is kept while the graph keeps its size.
 class LearnedGrouper : public Grouper {
  public:
-  LearnedGrouper(int64_t groups, int64_t hidden, int64_t embedding, int vocabulary, LogitShaping shaping);
+  explicit LearnedGrouper(const LearnedGrouperOptions& options);
   ~LearnedGrouper() override;
 
   Grouping group(const OpGraph& graph, const DeviceSet& devices, std::mt19937_64& rng) override;
@@ -25,9 +32,7 @@ class LearnedGrouper : public Grouper {
 
  private:
   struct State;
-  int64_t groups_, hidden_, embedding_;
-  int vocabulary_;
-  LogitShaping shaping_;
+  LearnedGrouperOptions options_;
   std::unique_ptr<State> state_;
 };
 

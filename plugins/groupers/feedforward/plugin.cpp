@@ -1,8 +1,20 @@
 #include "learned_grouper.h"
+#include "placement/param_table.h"
 #include "placement/plugin_export.h"
 
 namespace placement::plugins {
 namespace {
+
+const ParamTable<LearnedGrouperOptions>& params() {
+  using O = LearnedGrouperOptions;
+  static const auto table =
+      ParamTable<O>()
+          .include(learned_policy_params(), &O::policy)
+          .add("groups", &O::groups, "G, the number of groups (HP: 256; at most one per op)", {1, 100000})
+          .add("hidden", &O::hidden, "hidden units of both layers (HP: 64)", {1, 8192})
+          .add("embedding", &O::embedding, "size of the learned op-kind embedding (HP: 20)", {1, 1024});
+  return table;
+}
 
 PluginInfo info() {
   PluginInfo i;
@@ -10,21 +22,14 @@ PluginInfo info() {
   i.kind = PluginKind::kGrouper;
   i.version = "1.0.0";
   i.summary = "Hierarchical Planner: learned feed-forward grouper (softmax over G groups per op), trained with the placer";
-  i.hyperparameters = learned_placer_hyperparameters();
-  i.hyperparameters.push_back({"groups", int64_t{256}, "G, the number of groups (HP: 256; at most one per op)", 1.0,
-                               100000.0, {}});
-  i.hyperparameters.push_back({"hidden", int64_t{64}, "hidden units of both layers (HP: 64)", 1.0, 8192.0, {}});
-  i.hyperparameters.push_back({"embedding", int64_t{20}, "size of the learned op-kind embedding (HP: 20)", 1.0, 1024.0, {}});
+  i.hyperparameters = params().declared();
   i.torch_version = linked_torch_version();
   return i;
 }
 
 std::vector<ParamError> validate(const Params&) { return {}; }
 
-std::unique_ptr<Grouper> create(const Params& p) {
-  return std::make_unique<LearnedGrouper>(param_int(p, "groups"), param_int(p, "hidden"), param_int(p, "embedding"),
-                                          static_cast<int>(param_int(p, "vocabulary")), logit_shaping(p));
-}
+std::unique_ptr<Grouper> create(const Params& p) { return std::make_unique<LearnedGrouper>(params().read(p)); }
 
 }  // namespace
 }  // namespace placement::plugins

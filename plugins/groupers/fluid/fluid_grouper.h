@@ -7,6 +7,12 @@
 
 namespace placement::plugins {
 
+struct FluidOptions {
+  int64_t groups = 256;
+  int64_t max_iterations = 100;  // networkx's default
+  int64_t seed = 1;
+};
+
 /// EAGLE (Lan et al., 2021, §III-A): asynchronous fluid communities (Parés et al., 2017) on the op
 /// graph taken as undirected and unweighted. k communities start at k random ops with density 1 and
 /// flow over the graph: visiting ops in random order, each op joins the community with the largest
@@ -15,8 +21,8 @@ namespace placement::plugins {
 /// in every run (stored policy state refers to them).
 class FluidGrouper : public Grouper {
  public:
-  FluidGrouper(int64_t groups, int64_t max_iterations, int64_t seed)
-      : groups_(groups), max_iterations_(max_iterations), seed_(seed) {}
+  explicit FluidGrouper(const FluidOptions& options)
+      : groups_(options.groups), max_iterations_(options.max_iterations), seed_(options.seed) {}
 
   Grouping group(const OpGraph& graph, const DeviceSet& devices, std::mt19937_64& rng) override;
 

@@ -8,6 +8,11 @@
 
 namespace placement::plugins {
 
+struct ExpertOptions {
+  /// Use only CUDA devices when the job has any (the papers' setting).
+  bool gpus_only = true;
+};
+
 /// The "human expert" baseline of ColocRL and the Hierarchical Planner: layer i of a recurrent or
 /// transformer stack on device i (GNMT-style: encoder and decoder layer i together), the embedding
 /// with the first layer, attention and the softmax with the last. Ops outside any layer follow: the
@@ -16,8 +21,7 @@ namespace placement::plugins {
 /// layers share a device. Deterministic.
 class ExpertPlacer : public Placer {
  public:
-  /// `gpus_only`: use only CUDA devices when the job has any (the papers' setting).
-  explicit ExpertPlacer(bool gpus_only) : gpus_only_(gpus_only) {}
+  explicit ExpertPlacer(const ExpertOptions& options) : gpus_only_(options.gpus_only) {}
 
   void prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices,
                std::mt19937_64& rng) override;

@@ -1,8 +1,14 @@
 #include "gcn_network.h"
+#include "placement/param_table.h"
 #include "placement/plugin_export.h"
 
 namespace placement::plugins {
 namespace {
+
+const ParamTable<LearnedPlacerOptions>& params() {
+  static const auto table = learned_placer_params("hidden units of both graph convolutions");
+  return table;
+}
 
 PluginInfo info() {
   PluginInfo i;
@@ -10,8 +16,7 @@ PluginInfo info() {
   i.kind = PluginKind::kPlacer;
   i.version = "1.0.0";
   i.summary = "Learned GCN placer: two graph convolutions over the group graph (EAGLE)";
-  i.hyperparameters = learned_placer_hyperparameters();
-  i.hyperparameters.push_back({"hidden", int64_t{64}, "hidden units of both graph convolutions", 1.0, 8192.0, {}});
+  i.hyperparameters = params().declared();
   i.torch_version = linked_torch_version();
   return i;
 }
@@ -19,8 +24,8 @@ PluginInfo info() {
 std::vector<ParamError> validate(const Params&) { return {}; }
 
 std::unique_ptr<Placer> create(const Params& p) {
-  return std::make_unique<LearnedPlacer>("gcn", gcn_network(param_int(p, "hidden")), logit_shaping(p),
-                                         static_cast<int>(param_int(p, "vocabulary")));
+  const LearnedPlacerOptions o = params().read(p);
+  return std::make_unique<LearnedPlacer>("gcn", gcn_network(o.hidden), o.policy);
 }
 
 }  // namespace

@@ -6,6 +6,13 @@
 
 namespace placement::plugins {
 
+struct ListSchedulingOptions {
+  /// Optimizer bytes per parameter byte in the memory need (Adam: 2).
+  double optimizer_state_factor = 2.0;
+  /// Fraction of each device's memory kept free.
+  double headroom = 0.1;
+};
+
 /// Earliest-finish-time list scheduling with memory as a hard constraint, in the spirit of Baechi's
 /// m-ETF (Jeon et al., SoCC'20), at group granularity: groups are taken in the order their first
 /// op appears in a topological order of the graph, and each goes to the device on which it would
@@ -13,10 +20,8 @@ namespace placement::plugins {
 /// among the devices that still have memory for it. Deterministic; no trainable policy.
 class ListSchedulingPlacer : public Placer {
  public:
-  /// `optimizer_state_factor`: optimizer bytes per parameter byte (2 for Adam) in the memory need;
-  /// `headroom`: fraction of each device's memory kept free.
-  ListSchedulingPlacer(double optimizer_state_factor, double headroom)
-      : optimizer_state_factor_(optimizer_state_factor), headroom_(headroom) {}
+  explicit ListSchedulingPlacer(const ListSchedulingOptions& options)
+      : optimizer_state_factor_(options.optimizer_state_factor), headroom_(options.headroom) {}
 
   void prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices,
                std::mt19937_64& rng) override;

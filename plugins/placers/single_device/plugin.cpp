@@ -1,8 +1,16 @@
+#include "placement/param_table.h"
 #include "placement/plugin_export.h"
 #include "single_device.h"
 
 namespace placement::plugins {
 namespace {
+
+const ParamTable<SingleDeviceOptions>& params() {
+  using O = SingleDeviceOptions;
+  static const auto table =
+      ParamTable<O>().add("device", &O::device, "device name such as \"cuda:0\", or \"fastest\"");
+  return table;
+}
 
 PluginInfo info() {
   PluginInfo i;
@@ -10,13 +18,12 @@ PluginInfo info() {
   i.kind = PluginKind::kPlacer;
   i.version = "1.0.0";
   i.summary = "baseline: every group on one device (the fastest, or a named one)";
-  i.hyperparameters = {{"device", std::string("fastest"),
-                        "device name such as \"cuda:0\", or \"fastest\"", std::nullopt, std::nullopt, {}}};
+  i.hyperparameters = params().declared();
   return i;
 }
 
-std::vector<ParamError> validate(const Params& params) {
-  const std::string device = param_string(params, "device");
+std::vector<ParamError> validate(const Params& p) {
+  const std::string device = params().read(p).device;
   if (device == "fastest") return {};
   try {
     parse_device_name(device);
@@ -26,9 +33,7 @@ std::vector<ParamError> validate(const Params& params) {
   return {};
 }
 
-std::unique_ptr<Placer> create(const Params& params) {
-  return std::make_unique<SingleDevicePlacer>(param_string(params, "device"));
-}
+std::unique_ptr<Placer> create(const Params& p) { return std::make_unique<SingleDevicePlacer>(params().read(p)); }
 
 }  // namespace
 }  // namespace placement::plugins

@@ -6,13 +6,16 @@
 
 namespace placement::plugins {
 
+struct SingleDeviceOptions {
+  /// A device name ("cuda:0") or "fastest" (highest speed; a GPU wins ties, then the lowest index).
+  std::string device = "fastest";
+};
+
 /// The "single device" baseline of all four papers: every group on one device. Pinned ops are
 /// moved to their kind by the daemon afterwards, as TensorFlow did for ops without a GPU kernel.
 class SingleDevicePlacer : public Placer {
  public:
-  /// `device`: a device name ("cuda:0") or "fastest" (highest speed; a GPU wins ties, then the
-  /// lowest index).
-  explicit SingleDevicePlacer(std::string device) : device_(std::move(device)) {}
+  explicit SingleDevicePlacer(const SingleDeviceOptions& options) : device_(options.device) {}
 
   void prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices,
                std::mt19937_64& rng) override;

@@ -5,9 +5,12 @@
 
 namespace {
 
+using placement::testing::ThrowAt;
+using placement::testing::ThrowAtOptions;
+
 class ThrowingAlgorithm : public placement::Algorithm {
  public:
-  explicit ThrowingAlgorithm(const placement::Params& params) : throw_at_(params) {}
+  explicit ThrowingAlgorithm(const ThrowAtOptions& options) : throw_at_(options) {}
   void reset(const placement::AlgorithmContext& context) override {
     throw_at_("reset");
     context_ = context;
@@ -22,19 +25,23 @@ class ThrowingAlgorithm : public placement::Algorithm {
   placement::AlgorithmStats stats() const override { return {samples_, samples_, 0.0}; }
 
  private:
-  placement::testing::ThrowAt throw_at_;
+  ThrowAt throw_at_;
   placement::AlgorithmContext context_;
   uint64_t samples_ = 0;
 };
 
+const placement::ParamTable<ThrowAtOptions>& params() {
+  static const auto table = ThrowAt::params({"reset", "observe"});
+  return table;
+}
+
 placement::PluginInfo info() {
-  return placement::testing::ThrowAt::info(placement::PluginKind::kAlgorithm, "a policy-gradient step per sample",
-                                           {"reset", "observe"});
+  return ThrowAt::info(placement::PluginKind::kAlgorithm, "a policy-gradient step per sample", params());
 }
 
 std::vector<placement::ParamError> validate(const placement::Params&) { return {}; }
-std::unique_ptr<placement::Algorithm> create(const placement::Params& params) {
-  return std::make_unique<ThrowingAlgorithm>(params);
+std::unique_ptr<placement::Algorithm> create(const placement::Params& p) {
+  return std::make_unique<ThrowingAlgorithm>(params().read(p));
 }
 
 }  // namespace

@@ -5,9 +5,12 @@
 
 namespace {
 
+using placement::testing::ThrowAt;
+using placement::testing::ThrowAtOptions;
+
 class ThrowingGrouper : public placement::testing::OneGroupPerOp {
  public:
-  explicit ThrowingGrouper(const placement::Params& params) : throw_at_(params) {}
+  explicit ThrowingGrouper(const ThrowAtOptions& options) : throw_at_(options) {}
   placement::Grouping group(const placement::OpGraph& graph, const placement::DeviceSet& devices,
                             std::mt19937_64& rng) override {
     throw_at_("group");
@@ -15,17 +18,21 @@ class ThrowingGrouper : public placement::testing::OneGroupPerOp {
   }
 
  private:
-  placement::testing::ThrowAt throw_at_;
+  ThrowAt throw_at_;
 };
 
+const placement::ParamTable<ThrowAtOptions>& params() {
+  static const auto table = ThrowAt::params({"group"});
+  return table;
+}
+
 placement::PluginInfo info() {
-  return placement::testing::ThrowAt::info(placement::PluginKind::kGrouper, "each op its own group",
-                                           {"group"});
+  return ThrowAt::info(placement::PluginKind::kGrouper, "each op its own group", params());
 }
 
 std::vector<placement::ParamError> validate(const placement::Params&) { return {}; }
-std::unique_ptr<placement::Grouper> create(const placement::Params& params) {
-  return std::make_unique<ThrowingGrouper>(params);
+std::unique_ptr<placement::Grouper> create(const placement::Params& p) {
+  return std::make_unique<ThrowingGrouper>(params().read(p));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 namespace {
 
 using placement::testing::ThrowAt;
+using placement::testing::ThrowAtOptions;
 
 class ThrowingPolicy : public placement::testing::TabularPolicy {
  public:
@@ -40,7 +41,7 @@ class ThrowingPolicy : public placement::testing::TabularPolicy {
 
 class ThrowingPlacer : public placement::Placer {
  public:
-  explicit ThrowingPlacer(const placement::Params& params) : throw_at_(params) {}
+  explicit ThrowingPlacer(const ThrowAtOptions& options) : throw_at_(options) {}
   void prepare(const placement::OpGraph&, const placement::Grouping& grouping, const placement::DeviceSet& devices,
                std::mt19937_64&) override {
     throw_at_("prepare");
@@ -57,14 +58,19 @@ class ThrowingPlacer : public placement::Placer {
   std::unique_ptr<ThrowingPolicy> policy_;
 };
 
+const placement::ParamTable<ThrowAtOptions>& params() {
+  static const auto table = ThrowAt::params(
+      {"prepare", "place", "log_prob", "accumulate_gradient", "apply_gradient", "save_state", "load_state"});
+  return table;
+}
+
 placement::PluginInfo info() {
-  return placement::testing::ThrowAt::info(placement::PluginKind::kPlacer, "a tabular learned policy",
-                                           {"prepare", "place", "log_prob", "accumulate_gradient", "apply_gradient", "save_state", "load_state"});
+  return ThrowAt::info(placement::PluginKind::kPlacer, "a tabular learned policy", params());
 }
 
 std::vector<placement::ParamError> validate(const placement::Params&) { return {}; }
-std::unique_ptr<placement::Placer> create(const placement::Params& params) {
-  return std::make_unique<ThrowingPlacer>(params);
+std::unique_ptr<placement::Placer> create(const placement::Params& p) {
+  return std::make_unique<ThrowingPlacer>(params().read(p));
 }
 
 }  // namespace

@@ -8,7 +8,7 @@ namespace {
 
 Grouping run(const OpGraph& g, int64_t max_ops = 0) {
   std::mt19937_64 rng(1);
-  Grouping grouping = ColocationGrouper(max_ops).group(g, testing::devices(2), rng);
+  Grouping grouping = ColocationGrouper(ColocationOptions{max_ops}).group(g, testing::devices(2), rng);
   grouping.validate(g);
   return grouping;
 }

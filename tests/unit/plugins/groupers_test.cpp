@@ -33,12 +33,12 @@ TEST(NamePrefix, OpsOfOneLayerShareAGroup) {
   for (const char* name : {"encoder.layers.0.self_attn/linear", "encoder.layers.0.self_attn/softmax",
                            "encoder.layers.0.norm1/layer_norm", "encoder.layers.1.self_attn/linear", "pool/linear"})
     g.ops.push_back({static_cast<int>(g.ops.size()), name, "aten::x", {}, 0, {}, {}});
-  const Grouping two = NamePrefixGrouper(2).group(g, testing::devices(2), rng);
+  const Grouping two = NamePrefixGrouper(NamePrefixOptions{2}).group(g, testing::devices(2), rng);
   EXPECT_EQ(two.group_of_op, (std::vector<int>{0, 0, 0, 1, 2}));
-  const Grouping three = NamePrefixGrouper(3).group(g, testing::devices(2), rng);
+  const Grouping three = NamePrefixGrouper(NamePrefixOptions{3}).group(g, testing::devices(2), rng);
   EXPECT_EQ(three.group_of_op, (std::vector<int>{0, 0, 1, 2, 3}));
   g.ops[1].pinned = DeviceKind::kCpu;
-  EXPECT_NE(NamePrefixGrouper(2).group(g, testing::devices(2), rng).group_of_op[1], 0) << "pinned ops stay apart";
+  EXPECT_NE(NamePrefixGrouper(NamePrefixOptions{2}).group(g, testing::devices(2), rng).group_of_op[1], 0) << "pinned ops stay apart";
 }
 
 TEST(Metis, CutsTheCheapEdgesAndIsDeterministic) {
@@ -46,7 +46,7 @@ TEST(Metis, CutsTheCheapEdgesAndIsDeterministic) {
   OpGraph g = testing::two_chains(6);
   for (auto& e : g.edges) e.bytes = 1 << 30;
   g.edges.back().bytes = 1;  // chain 1 -> join: the only cheap edge
-  const Grouping grouping = MetisGrouper(2, 0.5, 1).group(g, testing::devices(2), rng);
+  const Grouping grouping = MetisGrouper(MetisGrouperOptions{2, 0.5, 1}).group(g, testing::devices(2), rng);
   ASSERT_EQ(grouping.num_groups, 2);
   std::set<int> first(grouping.group_of_op.begin(), grouping.group_of_op.begin() + 6);
   std::set<int> second(grouping.group_of_op.begin() + 6, grouping.group_of_op.begin() + 12);
@@ -54,17 +54,17 @@ TEST(Metis, CutsTheCheapEdgesAndIsDeterministic) {
   EXPECT_EQ(second.size(), 1u);
   EXPECT_NE(*first.begin(), *second.begin());
   EXPECT_EQ(grouping.group_of_op[12], *first.begin()) << "the join stays with the chain it is heavily tied to";
-  EXPECT_EQ(MetisGrouper(2, 0.5, 1).group(g, testing::devices(2), rng), grouping);
+  EXPECT_EQ(MetisGrouper(MetisGrouperOptions{2, 0.5, 1}).group(g, testing::devices(2), rng), grouping);
 }
 
 TEST(Metis, GroupCountIsCappedAndDense) {
   const OpGraph g = testing::chain(10);
-  const Grouping all = MetisGrouper(256, 0.03, 1).group(g, testing::devices(2), rng);
+  const Grouping all = MetisGrouper(MetisGrouperOptions{256, 0.03, 1}).group(g, testing::devices(2), rng);
   EXPECT_LE(all.num_groups, 10);
   EXPECT_NO_THROW(all.validate(g));
   std::set<int> used(all.group_of_op.begin(), all.group_of_op.end());
   EXPECT_EQ(static_cast<int>(used.size()), all.num_groups) << "no empty groups";
-  EXPECT_EQ(MetisGrouper(1, 0.03, 1).group(g, testing::devices(2), rng).num_groups, 1);
+  EXPECT_EQ(MetisGrouper(MetisGrouperOptions{1, 0.03, 1}).group(g, testing::devices(2), rng).num_groups, 1);
 }
 
 }  // namespace
@@ -121,12 +121,12 @@ TEST(Fluid, EveryOpGetsADenseGroupAndComponentsShareTheCount) {
 TEST(Fluid, TheGrouperIsRepeatableAndIgnoresTheSessionRng) {
   const OpGraph g = testing::two_chains(30);
   std::mt19937_64 a(1), b(99);
-  FluidGrouper grouper(4, 100, 7);
+  FluidGrouper grouper(FluidOptions{4, 100, 7});
   const Grouping first = grouper.group(g, testing::devices(2), a);
   EXPECT_EQ(first.num_groups, 4);
   EXPECT_NO_THROW(first.validate(g));
   EXPECT_EQ(grouper.group(g, testing::devices(2), b).group_of_op, first.group_of_op);
-  FluidGrouper other_seed(4, 100, 8);
+  FluidGrouper other_seed(FluidOptions{4, 100, 8});
   EXPECT_NE(other_seed.group(g, testing::devices(2), a).group_of_op, first.group_of_op);
 }
 

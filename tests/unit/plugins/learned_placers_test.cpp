@@ -34,19 +34,27 @@ Grouping each_op_alone(const OpGraph& g) {
   return grouping;
 }
 
+// Without logit noise, every draw follows π itself; 8 op kinds.
+LearnedPolicyOptions noiseless() {
+  LearnedPolicyOptions o;
+  o.shaping.noise_std = 0.0;
+  o.vocabulary = 8;
+  return o;
+}
+
 // Large logits (small temperature) so the distribution is far from uniform and a wrong
 // normalisation would show.
-LogitShaping sharp() {
-  LogitShaping s;
-  s.temperature = 0.5;
-  return s;
+LearnedPolicyOptions sharp() {
+  LearnedPolicyOptions o = noiseless();
+  o.shaping.temperature = 0.5;
+  return o;
 }
 
 TEST(LearnedPlacers, ProbabilitiesOfAllActionsSumToOne) {
   const OpGraph g = testing::chain(3);
   const DeviceSet d = testing::devices(3);
   for (const Case& c : cases()) {
-    LearnedPlacer placer(c.name, c.factory, sharp(), 8);
+    LearnedPlacer placer(c.name, c.factory, sharp());
     std::mt19937_64 rng(1);
     placer.prepare(g, each_op_alone(g), d, rng);
     double total = 0;
@@ -80,7 +88,7 @@ TEST(LearnedPlacers, PinnedAndUnprofiledDevicesAreNeverChosen) {
                               {DeviceKind::kCuda, 1, 1 << 30, 1.0}};
   const DeviceSet d = DeviceSet::uniform(list, 1e10, 0);
   for (const Case& c : cases()) {
-    LearnedPlacer placer(c.name, c.factory, LogitShaping{}, 8);
+    LearnedPlacer placer(c.name, c.factory, noiseless());
     std::mt19937_64 rng(2);
     placer.prepare(g, each_op_alone(g), d, rng);
     for (int i = 0; i < 200; ++i) {
@@ -95,7 +103,7 @@ TEST(LearnedPlacers, SeedReproducesAndStateRoundTrips) {
   const OpGraph g = testing::two_chains(3);
   const DeviceSet d = testing::devices(2);
   for (const Case& c : cases()) {
-    LearnedPlacer a(c.name, c.factory, LogitShaping{}, 8), b(c.name, c.factory, LogitShaping{}, 8);
+    LearnedPlacer a(c.name, c.factory, noiseless()), b(c.name, c.factory, noiseless());
     std::mt19937_64 ra(9), rb(9);
     a.prepare(g, each_op_alone(g), d, ra);
     b.prepare(g, each_op_alone(g), d, rb);
@@ -107,7 +115,7 @@ TEST(LearnedPlacers, SeedReproducesAndStateRoundTrips) {
       a.policy()->accumulate_gradient({x}, {1.0}, 0.0);
       a.policy()->apply_gradient({0.05, 1.0});
     }
-    LearnedPlacer fresh(c.name, c.factory, LogitShaping{}, 8);
+    LearnedPlacer fresh(c.name, c.factory, noiseless());
     std::mt19937_64 rf(123);
     fresh.prepare(g, each_op_alone(g), d, rf);
     EXPECT_GT(a.policy()->log_prob(x), b.policy()->log_prob(x)) << c.name << ": ascent raised log π(x)";

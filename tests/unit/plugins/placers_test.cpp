@@ -47,7 +47,7 @@ OpGraph stack() {
 }
 
 std::vector<int> place(const OpGraph& g, const DeviceSet& d, bool gpus_only = true) {
-  ExpertPlacer placer(gpus_only);
+  ExpertPlacer placer(ExpertOptions{gpus_only});
   std::mt19937_64 rng(1);
   placer.prepare(g, each_op_alone(g), d, rng);
   return placer.place(rng);
@@ -76,7 +76,7 @@ TEST(Expert, MoreLayersThanDevicesShareContiguously) {
 TEST(Expert, GroupsFollowTheMajorityOfTheirOps) {
   const OpGraph g = stack();
   Grouping halves{{0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1}, 2};
-  ExpertPlacer placer(false);
+  ExpertPlacer placer(ExpertOptions{false});
   std::mt19937_64 rng(1);
   placer.prepare(g, halves, testing::devices(4), rng);
   EXPECT_EQ(placer.place(rng), (std::vector<int>{0, 3}));
@@ -94,7 +94,7 @@ TEST(MetisPlacer, OnePartPerDeviceCuttingTheCheapLink) {
   for (auto& e : g.edges) e.bytes = 1 << 30;
   g.edges.back().bytes = 1;  // chain 1 -> join: the cheap edge
   const Grouping none = each_op_alone(g);
-  MetisPlacer placer(false, 0.5, 1);
+  MetisPlacer placer(MetisPlacerOptions{false, 0.5, 1});
   std::mt19937_64 rng(1);
   placer.prepare(g, none, testing::devices(2), rng);
   const auto p = placer.place(rng);
@@ -106,7 +106,7 @@ TEST(MetisPlacer, OnePartPerDeviceCuttingTheCheapLink) {
   // GPUs only: a CPU in the set gets nothing.
   std::vector<Device> list = {{DeviceKind::kCpu, 0, 1 << 30, 1.0}, {DeviceKind::kCuda, 0, 1 << 30, 1.0},
                               {DeviceKind::kCuda, 1, 1 << 30, 1.0}};
-  MetisPlacer gpus(true, 0.5, 1);
+  MetisPlacer gpus(MetisPlacerOptions{true, 0.5, 1});
   gpus.prepare(g, none, DeviceSet::uniform(list, 1e9, 0), rng);
   for (int d : gpus.place(rng)) EXPECT_NE(d, 0);
 }
@@ -126,7 +126,7 @@ DeviceSet gpus(int n, uint64_t memory, double bandwidth) {
 }
 
 std::vector<int> schedule(const OpGraph& g, const DeviceSet& d) {
-  ListSchedulingPlacer placer(2.0, 0.0);
+  ListSchedulingPlacer placer(ListSchedulingOptions{2.0, 0.0});
   std::mt19937_64 rng(1);
   placer.prepare(g, each_op_alone(g), d, rng);
   return placer.place(rng);
@@ -198,7 +198,7 @@ TEST(ScotchPlacer, CutsTheCheapLinkBetweenTwoHeavyChains) {
   testing::profile_all(g, DeviceKind::kCpu, 1e-3);
   for (auto& e : g.edges) e.bytes = 1 << 30;
   g.edges.back().bytes = 1;  // chain 1 -> join: the cheap edge
-  ScotchPlacer placer(false, 0.2, 1);
+  ScotchPlacer placer(ScotchPlacerOptions{false, 0.2, 1});
   const auto p = prepared(placer, g, testing::devices(2));
   const std::set<int> first(p.begin(), p.begin() + 6), second(p.begin() + 6, p.begin() + 12);
   ASSERT_EQ(first.size(), 1u);
@@ -209,7 +209,7 @@ TEST(ScotchPlacer, CutsTheCheapLinkBetweenTwoHeavyChains) {
 
 TEST(ScotchPlacer, GivesAFasterDeviceAProportionateShare) {
   const auto p = [] {
-    ScotchPlacer placer(false, 0.05, 1);
+    ScotchPlacer placer(ScotchPlacerOptions{false, 0.05, 1});
     return prepared(placer, independent_ops(16), gpu_set({3.0, 1.0}));
   }();
   const auto on_fast = std::count(p.begin(), p.end(), 0);
@@ -222,7 +222,7 @@ TEST(ScotchPlacer, PowerComesFromTheProfilesOfEachDeviceKind) {
   OpGraph g = independent_ops(42);
   for (auto& op : g.ops) op.profile["cpu"] = {20e-3, 40e-3, 0.0, 0};
   std::vector<Device> list = {{DeviceKind::kCpu, 0, 1ull << 34, 1.0}, {DeviceKind::kCuda, 0, 1ull << 34, 1.0}};
-  ScotchPlacer placer(false, 0.05, 1);
+  ScotchPlacer placer(ScotchPlacerOptions{false, 0.05, 1});
   const auto p = prepared(placer, g, DeviceSet::uniform(list, 1e10, 1e-5));
   EXPECT_LE(std::count(p.begin(), p.end(), 0), 3);
 }
@@ -237,7 +237,7 @@ TEST(ScotchPlacer, KeepsHeavyTrafficOnTheFastLinks) {
   DeviceSet d = gpu_set({1, 1, 1, 1});
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 4; ++j) d.bandwidth[i][j] = (i / 2 == j / 2) ? 300e9 : 16e9;
-  ScotchPlacer placer(false, 0.05, 1);
+  ScotchPlacer placer(ScotchPlacerOptions{false, 0.05, 1});
   const auto p = prepared(placer, g, d);
   EXPECT_EQ(std::set<int>(p.begin(), p.end()).size(), 4u) << "balanced: one op per device";
   EXPECT_EQ(p[0] / 2, p[1] / 2) << "A and B over NVLink";
@@ -250,23 +250,23 @@ TEST(ScotchPlacer, SameSeedSamePlacementAndGpusOnlyLeavesTheCpuOut) {
   std::vector<Device> list = {{DeviceKind::kCpu, 0, 1ull << 34, 0.05}};
   for (int i = 0; i < 3; ++i) list.push_back({DeviceKind::kCuda, i, 1ull << 34, 1.0});
   const DeviceSet d = DeviceSet::uniform(list, 1e10, 1e-5);
-  ScotchPlacer a(false, 0.05, 7), b(false, 0.05, 7);
+  ScotchPlacer a(ScotchPlacerOptions{false, 0.05, 7}), b(ScotchPlacerOptions{false, 0.05, 7});
   EXPECT_EQ(prepared(a, g, d), prepared(b, g, d));
-  ScotchPlacer gpus(true, 0.05, 7);
+  ScotchPlacer gpus(ScotchPlacerOptions{true, 0.05, 7});
   for (int dev : prepared(gpus, g, d)) EXPECT_NE(dev, 0);
 }
 
 TEST(MincutPlacer, BalancesOverTheGpusOnlyIgnoringSpeeds) {
   std::vector<Device> list = {{DeviceKind::kCpu, 0, 1ull << 34, 1.0}, {DeviceKind::kCuda, 0, 1ull << 34, 3.0},
                               {DeviceKind::kCuda, 1, 1ull << 34, 1.0}};
-  MincutPlacer placer(0.05, 1);
+  MincutPlacer placer(MincutOptions{0.05, 1});
   const auto p = prepared(placer, independent_ops(16), DeviceSet::uniform(list, 1e10, 1e-5));
   EXPECT_EQ(std::count(p.begin(), p.end(), 0), 0) << "the CPU gets nothing";
   EXPECT_EQ(std::count(p.begin(), p.end(), 1), 8) << "a plain min-cut splits evenly whatever the speeds";
   // Without GPUs it partitions over what there is, and a heavy chain is cut once.
   OpGraph chain = testing::chain(8, 1 << 20);
   testing::profile_all(chain, DeviceKind::kCpu, 1e-3);
-  MincutPlacer cpus(0.05, 1);
+  MincutPlacer cpus(MincutOptions{0.05, 1});
   const auto q = prepared(cpus, chain, testing::devices(2));
   int switches = 0;
   for (size_t i = 1; i < q.size(); ++i) switches += q[i] != q[i - 1];

@@ -9,7 +9,7 @@ namespace {
 std::vector<int> place(const std::string& device, const DeviceSet& d) {
   const OpGraph g = testing::chain(3);
   const Grouping grouping{{0, 1, 2}, 3};
-  SingleDevicePlacer placer(device);
+  SingleDevicePlacer placer(SingleDeviceOptions{device});
   std::mt19937_64 rng(1);
   placer.prepare(g, grouping, d, rng);
   return placer.place(rng);
@@ -29,7 +29,7 @@ TEST(SingleDevice, NamedDevice) {
   EXPECT_THROW(place("cpu:5", testing::devices(2)), std::invalid_argument);
 }
 
-TEST(SingleDevice, HasNoPolicy) { EXPECT_EQ(SingleDevicePlacer("fastest").policy(), nullptr); }
+TEST(SingleDevice, HasNoPolicy) { EXPECT_EQ(SingleDevicePlacer(SingleDeviceOptions{}).policy(), nullptr); }
 
 }  // namespace
 }  // namespace placement::plugins
