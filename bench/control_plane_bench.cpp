@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "daemon_process.h"
+#include "bench_daemon.h"
 #include "placement/serialization.h"
 
 using placement::Client;
@@ -93,12 +93,9 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--round-trips") trips = std::stoi(argv[i + 1]);
     if (std::string(argv[i]) == "--reports") reports = std::stoi(argv[i + 1]);
   }
-  placement::testing::DaemonOptions options;
-  options.log_level = "warn";  // so logging does not dominate the figures
-  options.frame_timeout_ms = 0;  // the daemon's default: 64 senders on two cores stall mid-frame
-  placement::testing::DaemonProcess daemon(options);
-  daemon.start();
-  const placement::OpGraph graph = placement::load_graph_file(placement::testing::example_graph());
+  // The daemon's default frame timeout: 64 senders on two cores stall mid-frame.
+  placement::bench::BenchDaemon daemon;
+  const placement::OpGraph graph = placement::load_graph_file(placement::bench::example_graph_path());
   std::printf("placementd control plane, %u cores, graph %s (%zu ops)\n", std::thread::hardware_concurrency(),
               graph.name.c_str(), graph.ops.size());
   std::printf("%-44s %12s %12s\n", "measure", "1 job", "64 jobs");

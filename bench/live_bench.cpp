@@ -29,7 +29,7 @@
 #include <torch/optim/adam.h>
 
 #include "bench_util.h"
-#include "daemon_process.h"
+#include "bench_daemon.h"
 #include "placement/capture.h"
 #include "placement/job.h"
 
@@ -150,11 +150,7 @@ int main(int argc, char** argv) {
       }
     }
     if (dir.empty()) dir = placement::bench::trace_models(SOURCE_DIR, "live_bench");
-    placement::testing::DaemonOptions options;
-    options.log_level = "warn";
-    options.extra = "[exploration]\nmax_candidates = 1\n";
-    placement::testing::DaemonProcess daemon(options);
-    daemon.start();
+    placement::bench::BenchDaemon daemon("[exploration]\nmax_candidates = 1\n");
     std::printf("per-step time, median µs (30 alternating rounds of 50 steps)\n");
     std::printf("%-12s %10s %10s %10s %14s %14s\n", "model", "engine", "job alone", "job live", "SDK overhead",
                 "with daemon");

@@ -27,9 +27,9 @@
 #include "bench_util.h"
 #include "placement/serialization.h"
 #include "planning/offline/optimize.h"
+#include "planning/sim/profile_scaling.h"
 #include "planning/sim/simulator.h"
 #include "planning/sim/topology.h"
-#include "test_graphs.h"
 
 namespace {
 
@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
               static_cast<long long>(budget), static_cast<long long>(seeds), static_cast<long long>(hidden), speedup);
   for (const std::string& model : models) {
     placement::OpGraph graph = placement::load_graph_file(std::string(DATA_DIR "/graphs/") + model + ".json.gz");
-    placement::testing::scaled_profile(graph, "cpu", "cuda", speedup);
+    placementd::sim::scale_profile(graph, "cpu", "cuda", speedup);
     const placementd::sim::Simulator simulator(graph, devices);
     const double bound = simulator.lower_bound_s();
     std::printf("== %s: %zu ops, lower bound %.3f ms\n", model.c_str(), graph.ops.size(), bound * 1e3);

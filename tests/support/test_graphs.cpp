@@ -49,17 +49,6 @@ void profile_all(OpGraph& graph, DeviceKind kind, double forward_s) {
   for (Op& op : graph.ops) op.profile[to_string(kind)] = {forward_s, 2 * forward_s, 0.0, op.output_bytes()};
 }
 
-void scaled_profile(OpGraph& graph, const std::string& from, const std::string& to, double speedup) {
-  for (Op& op : graph.ops)
-    if (auto it = op.profile.find(from); it != op.profile.end()) {
-      OpProfile scaled = it->second;
-      scaled.forward_s /= speedup;
-      scaled.backward_s /= speedup;
-      scaled.update_s /= speedup;
-      op.profile[to] = scaled;
-    }
-}
-
 DeviceSet devices(int count, DeviceKind kind, uint64_t memory) {
   std::vector<Device> list;
   for (int i = 0; i < count; ++i) list.push_back({kind, i, memory, 1.0});

@@ -14,9 +14,6 @@ OpGraph chain(int n, uint64_t bytes = 1024);
 OpGraph two_chains(int length);
 /// Gives every op the same profile on `kind` (forward; backward twice that).
 void profile_all(OpGraph& graph, DeviceKind kind, double forward_s);
-/// For a graph profiled on `from` only (the CPU captures in tests/data/graphs): gives every op
-/// profiled there a `to` profile `speedup` times faster, same memory.
-void scaled_profile(OpGraph& graph, const std::string& from, const std::string& to, double speedup);
 /// `count` devices of `kind` with `memory` bytes each, uniform 10 GB/s links.
 DeviceSet devices(int count, DeviceKind kind = DeviceKind::kCpu, uint64_t memory = 1ull << 30);
 

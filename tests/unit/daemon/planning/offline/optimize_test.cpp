@@ -12,6 +12,7 @@
 #include "planning/offline/baseline.h"
 #include "planning/offline/optimize.h"
 #include "planning/sim/model_error.h"
+#include "planning/sim/profile_scaling.h"
 #include "planning/sim/topology.h"
 #include "test_graphs.h"
 
@@ -179,7 +180,7 @@ TEST(Optimize, BaselinesPlanOnTheSameModelAsTheSearchAndAreTimedOnTheTruth) {
 TEST(Optimize, TheModelAssistedPickIsNoSlowerThanTheLowestMeasurement) {
   if (!registry().has(placement::PluginKind::kPlacer, "feedforward")) GTEST_SKIP() << "built without LibTorch";
   placement::OpGraph g = placement::load_graph_file(GRAPH_DIR "/bert_base.json.gz");
-  placement::testing::scaled_profile(g, "cpu", "cuda", 20);  // CPU-profiled capture, as in the bench
+  sim::scale_profile(g, "cpu", "cuda", 20);  // CPU-profiled capture, as in the bench
   const sim::Simulator simulator(g, sim::load_topology(TOPOLOGY_DIR "/4xh100_cpu_pcie5.toml"));
   OptimizeOptions o;
   o.grouper = {"colocation", {}};
