@@ -1,13 +1,18 @@
-// The learned placers as distributions: probabilities over every action sum to one (so the
-// teacher-forced log π of the autoregressive decoders matches what sampling draws), pins are
-// respected, seeds reproduce, and state round-trips.
+// LearnedPlacer and its TorchPolicy as distributions, over every learned placer's network:
+// probabilities over every action sum to one (so the teacher-forced log π of the autoregressive
+// decoders matches what sampling draws), pins are respected, seeds reproduce, and state
+// round-trips. Masking, batching, sampling and state are torch_policy.cpp's and each test runs
+// them over all four networks, so the tests live with torch_policy, not with one placer.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <vector>
 
 #include "feedforward_network.h"
 #include "gcn_network.h"
+#include "placer_inputs.h"
 #include "seq2seq_network.h"
 #include "test_graphs.h"
 #include "torch_policy.h"
@@ -25,13 +30,6 @@ std::vector<Case> cases() {
           {"gcn", gcn_network(16)},
           {"seq2seq_after", seq2seq_network(16, 8, AttentionPosition::kAfter)},
           {"seq2seq_before", seq2seq_network(16, 8, AttentionPosition::kBefore)}};
-}
-
-Grouping each_op_alone(const OpGraph& g) {
-  Grouping grouping;
-  grouping.num_groups = static_cast<int>(g.ops.size());
-  for (int i = 0; i < grouping.num_groups; ++i) grouping.group_of_op.push_back(i);
-  return grouping;
 }
 
 // Without logit noise, every draw follows π itself; 8 op kinds.
@@ -56,7 +54,7 @@ TEST(LearnedPlacers, ProbabilitiesOfAllActionsSumToOne) {
   for (const Case& c : cases()) {
     LearnedPlacer placer(c.name, c.factory, sharp());
     std::mt19937_64 rng(1);
-    placer.prepare(g, each_op_alone(g), d, rng);
+    placer.prepare(g, testing::each_op_alone(g), d, rng);
     double total = 0;
     std::vector<Action> all;
     for (int a = 0; a < 3; ++a)
@@ -90,7 +88,7 @@ TEST(LearnedPlacers, PinnedAndUnprofiledDevicesAreNeverChosen) {
   for (const Case& c : cases()) {
     LearnedPlacer placer(c.name, c.factory, noiseless());
     std::mt19937_64 rng(2);
-    placer.prepare(g, each_op_alone(g), d, rng);
+    placer.prepare(g, testing::each_op_alone(g), d, rng);
     for (int i = 0; i < 200; ++i) {
       const auto a = placer.place(rng);
       EXPECT_EQ(a[0], 0) << c.name << ": pinned to the CPU";
@@ -105,8 +103,8 @@ TEST(LearnedPlacers, SeedReproducesAndStateRoundTrips) {
   for (const Case& c : cases()) {
     LearnedPlacer a(c.name, c.factory, noiseless()), b(c.name, c.factory, noiseless());
     std::mt19937_64 ra(9), rb(9);
-    a.prepare(g, each_op_alone(g), d, ra);
-    b.prepare(g, each_op_alone(g), d, rb);
+    a.prepare(g, testing::each_op_alone(g), d, ra);
+    b.prepare(g, testing::each_op_alone(g), d, rb);
     const Action x = a.place(ra);
     EXPECT_EQ(x, b.place(rb)) << c.name;
 
@@ -117,7 +115,7 @@ TEST(LearnedPlacers, SeedReproducesAndStateRoundTrips) {
     }
     LearnedPlacer fresh(c.name, c.factory, noiseless());
     std::mt19937_64 rf(123);
-    fresh.prepare(g, each_op_alone(g), d, rf);
+    fresh.prepare(g, testing::each_op_alone(g), d, rf);
     EXPECT_GT(a.policy()->log_prob(x), b.policy()->log_prob(x)) << c.name << ": ascent raised log π(x)";
     fresh.policy()->load_state(a.policy()->save_state());
     EXPECT_NEAR(fresh.policy()->log_prob(x), a.policy()->log_prob(x), 1e-6) << c.name;
