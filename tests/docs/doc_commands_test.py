@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""Runs every command line that README.md and docs/*.md show in ```sh blocks, as written.
+
+A line runs after these substitutions only: the build's binaries for build/bin/ (and for a bare
+placementd or placementctl), private temporary paths for /tmp/pd.sock, /tmp/pd-state and curve.svg,
+and real files for the placeholders G.json, TOPO.toml, P.json, M.pt, model.pt, ID and <pid>. A line
+with optional parts ([--all]) runs once bare and once with each part (SYNOPSES lists the concrete
+forms of lines whose parts do not combine freely). A line this test cannot run here is in SKIPPED with
+the reason and what covers it instead. Any other line fails the test: a new command in the docs needs
+a test.
+
+usage: doc_commands_test.py SOURCE_DIR BUILD_DIR
+"""
+
+import gzip
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SKIPPED = {
+    "./scripts/run.sh": "the whole demo (installs, builds, trains); CI runs scripts/test.sh, which builds the same",
+    "./scripts/test.sh": "it is what CI runs (.ci/run), and this test runs inside it",
+    "scripts/install-deps.sh": "installs system packages; run by scripts/test.sh in CI",
+    "cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=\"$(.venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)')\"":
+        "configures the build this test runs in (scripts/test.sh runs the same configure)",
+    "cmake --build build": "builds the build this test runs in",
+    "ctest --test-dir build -j2 --output-on-failure": "runs this test",
+    "scripts/gpu-run.sh --stage build": "needs a GPU machine (docs/gpu-runs/)",
+    "cmake --install build --prefix /usr": "installs into /usr; the install.layout test installs into a temporary prefix",
+    "systemd-sysusers": "creates a system group; systemd.units_verify checks the sysusers entry",
+    "systemctl enable --now placementd.socket": "needs systemd as PID 1; systemd.units_verify checks the units",
+    "usermod -aG placement alice": "changes a system user",
+}
+
+# Lines whose optional parts do not combine freely: the concrete forms that run.
+SYNOPSES = {
+    "placementctl capture model.pt --input 1x3x224x224 [--input ...] [--dtype int64] [--profile cpu] -o graph.json.gz": [
+        "placementctl capture model.pt --input 1x3x224x224 -o graph.json.gz",
+        "placementctl capture model.pt --input 1x3x224x224 --profile cpu -o graph.json.gz",
+    ],
+}
+
+
+def command_lines(source):
+    """(file, line number, command) for every line of every ```sh block, continuations joined."""
+    out = []
+    for doc in [source / "README.md"] + sorted((source / "docs").glob("*.md")):
+        in_sh, pending, start = False, "", 0
+        for number, line in enumerate(doc.read_text().splitlines(), 1):
+            if line.startswith("```"):
+                in_sh = not in_sh and line.strip() == "```sh"
+                continue
+            if not in_sh:
+                continue
+            text = line.strip()
+            if not pending:
+                start = number
+            if text.endswith("\\"):
+                pending += text[:-1].strip() + " "
+                continue
+            text = (pending + text).strip()
+            pending = ""
+            # A comment starts at a '#' that follows whitespace outside quotes.
+            text = re.split(r"\s+#\s", text, maxsplit=1)[0].strip() if " #" in text else text
+            if text:
+                out.append((doc.relative_to(source), start, text))
+    return out
+
+
+def variants(command):
+    if command in SYNOPSES:
+        return SYNOPSES[command]
+    parts = re.findall(r"\s\[([^\]]+)\]", command)
+    bare = re.sub(r"\s\[[^\]]+\]", "", command)
+    return [bare] + [bare + " " + p for p in parts]
+
+
+class Sandbox:
+    def __init__(self, source, build, tmp):
+        self.source, self.build, self.tmp = source, build, tmp
+        models = build / "tests" / "models"
+        # Whole words of a command line, and what they stand for here.
+        self.words = {
+            "/tmp/pd.sock": tmp / "pd.sock",
+            "/tmp/pd-state": tmp / "pd-state",
+            "curve.svg": tmp / "curve.svg",
+            "graph.json.gz": tmp / "graph.json.gz",
+            "/etc/placementd/placementd.toml": source / "etc" / "placementd.toml",
+            "G.json": tmp / "G.json",
+            "TOPO.toml": source / "tests" / "data" / "topologies" / "1xh100_cpu.toml",
+            "P.json": tmp / "best.json",
+            "M.pt": models / "inception_example.pt",
+            "model.pt": models / "resnet18.pt",
+            "ID": "1",
+        }
+        self.write_profiled_graph(source / "tests" / "data" / "graphs" / "rnnlm.json.gz", tmp / "G.json")
+        self.env = dict(os.environ, PLACEMENTD_SOCKET=str(tmp / "pd.sock"), OMP_NUM_THREADS="1")
+        self.daemon = None
+
+    @staticmethod
+    def write_profiled_graph(capture, out):
+        """G.json: a captured graph with CPU profiles, given CUDA ones 10x faster, so that it can be
+        planned on the docs' topologies (a CPU and an H100)."""
+        graph = json.loads(gzip.open(capture).read())
+        for op in graph["ops"]:
+            cpu = op.get("profile", {}).get("cpu")
+            if cpu:
+                op["profile"]["cuda"] = {k: (v / 10 if k.endswith("_s") else v) for k, v in cpu.items()}
+        graph.pop("fingerprint", None)
+        out.write_text(json.dumps(graph))
+
+    def concrete(self, command):
+        words = command.split(" ")
+        for i, word in enumerate(words):
+            if word in self.words:
+                word = str(self.words[word])
+            elif word == "<pid>" and self.daemon:
+                word = str(self.daemon.pid)
+            elif word.startswith("build/"):
+                word = str(self.build / word[len("build/"):])
+            elif word.startswith(("tests/", "etc/", "examples/")):
+                word = str(self.source / word)
+            elif i == 0 and word in ("placementd", "placementctl"):
+                word = str(self.build / "bin" / word)
+            words[i] = word
+        return " ".join(words)
+
+    def run(self, command, timeout=600):
+        if command.endswith("&"):
+            return self.start_daemon(command[:-1].strip())
+        result = subprocess.run(command, shell=True, cwd=self.tmp, env=self.env, capture_output=True, text=True,
+                                timeout=timeout)
+        if result.returncode != 0:
+            return f"exit {result.returncode}\nstdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-3000:]}"
+        if "kill -HUP" in command:
+            time.sleep(0.5)
+            if self.daemon.poll() is not None:
+                return "placementd ended after SIGHUP"
+        return None
+
+    def start_daemon(self, command):
+        log = open(self.tmp / "placementd.log", "w")
+        self.daemon = subprocess.Popen(shlex.split(command), cwd=self.tmp, env=self.env, stdout=log, stderr=log)
+        status = [str(self.build / "bin" / "placementctl"), "--socket", str(self.tmp / "pd.sock"), "status"]
+        for _ in range(200):
+            if self.daemon.poll() is not None:
+                return "placementd exited: " + (self.tmp / "placementd.log").read_text()[-3000:]
+            if subprocess.run(status, capture_output=True, env=self.env).returncode == 0:
+                return self.setup_job()
+            time.sleep(0.05)
+        return "placementd did not answer within 10 s"
+
+    def setup_job(self):
+        """Job 1, for the lines that show it: a job that attaches and holds its session."""
+        hold = self.build / "bin" / "hold_job"
+        graph = self.source / "examples" / "graphs" / "two_tower_mlp.json"
+        self.job = subprocess.Popen([str(hold), "--socket", str(self.tmp / "pd.sock"), "--graph", str(graph),
+                                     "--job", "docs", "--reports", "20"], stdout=subprocess.PIPE, text=True)
+        line = self.job.stdout.readline()
+        return None if line.startswith("ready") else "hold_job did not attach: " + line
+
+    def close(self):
+        for p in (getattr(self, "job", None), self.daemon):
+            if p and p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+
+
+def main():
+    source, build = Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve()
+    lines = command_lines(source)
+    failures, ran, skipped = [], 0, 0
+    shown = {command for _, _, command in lines}
+    for stale in sorted((set(SKIPPED) | set(SYNOPSES)) - shown):
+        failures.append(f"`{stale}` is listed in {Path(__file__).name} but no document shows it any more")
+    with tempfile.TemporaryDirectory(prefix="pdoc.") as tmp:
+        box = Sandbox(source, build, Path(tmp))
+        # The daemon lines first: the others talk to it.
+        ordered = sorted(lines, key=lambda l: not l[2].endswith("&"))
+        try:
+            for doc, number, command in ordered:
+                if command in SKIPPED:
+                    skipped += 1
+                    print(f"skip {doc}:{number}: {command}\n     ({SKIPPED[command]})")
+                    continue
+                for variant in variants(command):
+                    if "P.json" in variant and not (Path(tmp) / "best.json").exists():
+                        box.run(box.concrete("placementctl optimize --graph G.json --devices TOPO.toml --budget 20 --out P.json"))
+                    concrete = box.concrete(variant)
+                    print(f"run  {doc}:{number}: {variant}", flush=True)
+                    started = time.monotonic()
+                    error = box.run(concrete)
+                    ran += 1
+                    if error:
+                        failures.append(f"{doc}:{number}: `{variant}` failed (ran as `{concrete}`):\n{error}")
+                    print(f"     {'FAILED' if error else 'ok'} in {time.monotonic() - started:.1f} s", flush=True)
+        finally:
+            box.close()
+    print(f"\n{ran} command lines ran, {skipped} skipped with a reason, {len(failures)} failed")
+    for f in failures:
+        print("\n" + f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
