@@ -9,6 +9,9 @@ forms of lines whose parts do not combine freely). A line this test cannot run h
 the reason and what covers it instead. Any other line fails the test: a new command in the docs needs
 a test.
 
+Every ```toml block must be valid on its own: a device topology (it has [[device]]) is loaded by
+`placementctl simulate`, anything else is checked as a placementd.toml by `placementctl config check`.
+
 usage: doc_commands_test.py SOURCE_DIR BUILD_DIR
 """
 
@@ -71,6 +74,18 @@ def command_lines(source):
             text = re.split(r"\s+#\s", text, maxsplit=1)[0].strip() if " #" in text else text
             if text:
                 out.append((doc.relative_to(source), start, text))
+    return out
+
+
+def toml_blocks(source):
+    """(file, line number, text) of every ```toml block."""
+    out = []
+    for doc in [source / "README.md"] + sorted((source / "docs").glob("*.md")):
+        lines = doc.read_text().splitlines()
+        for number, line in enumerate(lines, 1):
+            if line.strip() == "```toml":
+                end = next(i for i in range(number, len(lines)) if lines[i].startswith("```"))
+                out.append((doc.relative_to(source), number + 1, "\n".join(lines[number:end]) + "\n"))
     return out
 
 
@@ -206,7 +221,20 @@ def main():
                     print(f"     {'FAILED' if error else 'ok'} in {time.monotonic() - started:.1f} s", flush=True)
         finally:
             box.close()
-    print(f"\n{ran} command lines ran, {skipped} skipped with a reason, {len(failures)} failed")
+        for doc, number, text in toml_blocks(source):
+            example = Path(tmp) / f"example_{number}.toml"
+            example.write_text(text)
+            ctl = build / "bin" / "placementctl"
+            if "[[device]]" in text:
+                check = f"{ctl} simulate --graph {Path(tmp) / 'G.json'} --devices {example}"
+            else:
+                check = f"{ctl} config check {example}"
+            print(f"toml {doc}:{number}: {check}", flush=True)
+            error = box.run(check)
+            ran += 1
+            if error:
+                failures.append(f"{doc}:{number}: the TOML example is not valid on its own:\n{error}")
+    print(f"\n{ran} command lines and TOML examples ran, {skipped} skipped with a reason, {len(failures)} failed")
     for f in failures:
         print("\n" + f)
     return 1 if failures else 0

@@ -2,6 +2,7 @@
 
 #include <toml++/toml.h>
 
+#include "built_plugins.h"
 #include "config/config.h"
 #include "config_errors.h"
 
@@ -64,6 +65,39 @@ TEST(Config, ShippedFileHoldsEveryKeyWithItsDefault) {
                           "exploration.failing_reward", "exploration.drift_threshold", "exploration.drift_steps",
                           "exploration.converge_candidates"})
     EXPECT_TRUE(doc.at_path(key)) << key << " is missing from etc/placementd.toml";
+}
+
+// The shipped file's [params.<kind>.<name>] sections show every hyperparameter of every plugin this
+// build loads, with its default, and nothing else: an admin reads the whole choice there.
+TEST(Config, ShippedFileShowsEveryPluginsHyperparametersWithTheirDefaults) {
+  const toml::table doc = toml::parse_file(SHIPPED_CONFIG);
+  const PluginRegistry& registry = offline::built_plugins();
+  ASSERT_FALSE(registry.plugins().empty());
+  for (const auto& plugin : registry.plugins()) {
+    const std::string where = std::string("[params.") + placement::to_string(plugin.info.kind) + "." + plugin.info.name + "]";
+    const toml::table* section =
+        doc["params"][placement::to_string(plugin.info.kind)][plugin.info.name].as_table();
+    if (plugin.info.hyperparameters.empty()) {
+      EXPECT_EQ(section, nullptr) << where << ": the plugin has no hyperparameters";
+      continue;
+    }
+    ASSERT_NE(section, nullptr) << where << " is missing from etc/placementd.toml";
+    EXPECT_EQ(section->size(), plugin.info.hyperparameters.size()) << where << " holds keys the plugin lacks";
+    for (const auto& h : plugin.info.hyperparameters) {
+      const toml::node* value = section->get(h.name);
+      ASSERT_NE(value, nullptr) << where << " lacks " << h.name;
+      placement::ParamValue shown;
+      if (value->is_boolean()) shown = value->as_boolean()->get();
+      else if (value->is_integer()) shown = value->as_integer()->get();
+      else if (value->is_floating_point()) shown = value->as_floating_point()->get();
+      else if (value->is_string()) shown = value->as_string()->get();
+      // TOML may write a float default as an integer (1 for 1.0); the daemon reads it as a float.
+      if (std::holds_alternative<double>(h.default_value) && std::holds_alternative<int64_t>(shown))
+        shown = static_cast<double>(std::get<int64_t>(shown));
+      EXPECT_EQ(shown, h.default_value) << where << " " << h.name << " = " << placement::format_param(shown)
+                                        << ", the plugin's default is " << placement::format_param(h.default_value);
+    }
+  }
 }
 
 TEST(Config, ErrorsCarryFileLineColumnAndAreAllCollected) {
