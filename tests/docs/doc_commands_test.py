@@ -36,7 +36,7 @@ SKIPPED = {
     "cmake --build build": "builds the build this test runs in",
     "ctest --test-dir build -j2 --output-on-failure": "runs this test",
     "scripts/gpu-run.sh --stage build": "needs a GPU machine (docs/gpu-runs/)",
-    "cmake --install build --prefix /usr": "installs into /usr; the install.layout test installs into a temporary prefix",
+    "cmake --install build --prefix /usr": "installs into /usr and /etc; install.layout runs it staged under DESTDIR",
     "systemd-sysusers": "creates a system group; systemd.units_verify checks the sysusers entry",
     "systemctl enable --now placementd.socket": "needs systemd as PID 1; systemd.units_verify checks the units",
     "usermod -aG placement alice": "changes a system user",

@@ -1,24 +1,81 @@
 #!/usr/bin/env bash
-# `cmake --install` into a temporary prefix lays out what an admin expects, and the installed
-# daemon finds its plugins relative to itself (the install is relocatable).
+# What `cmake --install` lays out, at two prefixes:
+# - a temporary prefix P: everything under P, the units naming P's binary and P/etc's config, and
+#   the daemon finding its plugins relative to itself (the tree can be moved);
+# - --prefix /usr staged under DESTDIR, as a package would: the config in /etc/placementd, units
+#   that name only paths the install created, which systemd-analyze verifies, and the installed
+#   daemon started the way the unit starts it (--check-config, then socket activation). A second
+#   install keeps an edited config and puts the shipped one next to it.
 set -euo pipefail
 build=$1
-configured_prefix=$2
-prefix=$(mktemp -d)
-trap 'rm -rf "$prefix"' EXIT
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d /tmp/pdi.XXXXXX)
+daemon=
+cleanup() {
+  [ -n "$daemon" ] && kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "install_layout: $*" >&2; exit 1; }
+built=$(find "$build/lib/placementd/plugins" -name '*.so' | wc -l)
+
+# Every absolute path the service unit names (binaries, config, documentation) exists under $1.
+check_unit_paths() {
+  local root=$1 unit=$2 path
+  for path in $(grep -oE '(^ExecStart(Pre)?=|--config |--check-config |file://)/[^ ]+' "$unit" |
+                sed -E 's#^(ExecStart(Pre)?=|--config |--check-config |file://)##' | sort -u); do
+    [ -e "$root$path" ] || fail "$unit names $path, which the install did not create under ${root:-/}"
+  done
+}
+
+# 1. A prefix of its own.
+prefix=$tmp/prefix
 cmake --install "$build" --prefix "$prefix" >/dev/null
 for f in bin/placementd bin/placementctl etc/placementd/placementd.toml \
          lib/placementd/plugins/groupers/colocation.so lib/placementd/plugins/placers/single_device.so \
          lib/placementd/plugins/algorithms/reinforce.so lib/systemd/system/placementd.service \
          lib/systemd/system/placementd.socket lib/sysusers.d/placementd.conf \
          share/doc/placementd/README.md share/doc/placementd/protocol.md include/placement/grouper.h; do
-  [ -e "$prefix/$f" ] || { echo "missing after install: $f"; find "$prefix" -type f | sort; exit 1; }
+  [ -e "$prefix/$f" ] || { find "$prefix" -type f | sort; fail "missing after install: $f"; }
 done
-grep -q "^ExecStart=$configured_prefix/bin/placementd --config $configured_prefix/etc/placementd/placementd.toml" \
-  "$prefix/lib/systemd/system/placementd.service" || { echo "ExecStart does not name the configured prefix"; exit 1; }
+grep -q "^ExecStart=$prefix/bin/placementd --config $prefix/etc/placementd/placementd.toml$" \
+  "$prefix/lib/systemd/system/placementd.service" || fail "ExecStart does not name the install's own paths"
+check_unit_paths "" "$prefix/lib/systemd/system/placementd.service"
 out=$("$prefix/bin/placementd" --check-config "$prefix/etc/placementd/placementd.toml")
 echo "$out"
-built=$(find "$build/lib/placementd/plugins" -name '*.so' | wc -l)
-[[ "$out" == *"OK ($built plugins)"* ]] || { echo "installed daemon did not find its $built plugins"; exit 1; }
-mv "$prefix" "$prefix.moved" && trap 'rm -rf "$prefix.moved"' EXIT
+[[ "$out" == *"OK ($built plugins)"* ]] || fail "installed daemon did not find its $built plugins"
+mv "$prefix" "$prefix.moved"
 "$prefix.moved/bin/placementctl" config check "$prefix.moved/etc/placementd/placementd.toml"
+
+# 2. --prefix /usr, staged.
+stage=$tmp/stage
+DESTDIR=$stage cmake --install "$build" --prefix /usr >/dev/null
+unit=$stage/usr/lib/systemd/system/placementd.service
+[ -f "$stage/etc/placementd/placementd.toml" ] || fail "--prefix /usr did not put the config in /etc/placementd"
+[ ! -e "$stage/usr/etc" ] || fail "--prefix /usr created /usr/etc"
+grep -q '^ExecStart=/usr/bin/placementd --config /etc/placementd/placementd.toml$' "$unit" ||
+  fail "ExecStart for --prefix /usr: $(grep '^ExecStart=' "$unit")"
+check_unit_paths "$stage" "$unit"
+"$here/../systemd/verify_units.sh" "$unit" "$stage/usr/lib/systemd/system/placementd.socket" \
+  "$stage/usr/bin/placementd" || [ $? -eq 77 ]
+# As ExecStartPre and ExecStart run it, with the staged paths.
+"$stage/usr/bin/placementd" --check-config "$stage/etc/placementd/placementd.toml" | grep -q "OK ($built plugins)" ||
+  fail "the staged daemon's --check-config failed"
+if command -v systemd-socket-activate >/dev/null; then
+  socket=$tmp/pd.sock
+  systemd-socket-activate -l "$socket" "$stage/usr/bin/placementd" --config "$stage/etc/placementd/placementd.toml" \
+    --state-dir "$tmp/state" 2>"$tmp/daemon.log" &
+  daemon=$!
+  for _ in $(seq 100); do [ -S "$socket" ] && break; sleep 0.05; done
+  # The first connection starts the daemon (socket activation); status answers once it runs.
+  "$stage/usr/bin/placementctl" --socket "$socket" --timeout-ms 10000 status >/dev/null ||
+    { cat "$tmp/daemon.log"; fail "the socket-activated staged daemon did not answer"; }
+  grep -q "using the socket systemd passed" "$tmp/daemon.log" || { cat "$tmp/daemon.log"; fail "not socket-activated"; }
+fi
+# Reinstalling keeps what the admin edited.
+echo "# edited by the admin" >>"$stage/etc/placementd/placementd.toml"
+DESTDIR=$stage cmake --install "$build" --prefix /usr >/dev/null
+grep -q "edited by the admin" "$stage/etc/placementd/placementd.toml" || fail "a reinstall overwrote the edited config"
+cmp -s "$stage/etc/placementd/placementd.toml.new" "$here/../../etc/placementd.toml" ||
+  fail "the shipped config was not put next to the edited one as placementd.toml.new"
+echo "install layout OK at a private prefix and at /usr (staged)"
