@@ -8,6 +8,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "placement/graph.h"
 #include "planning/offline/optimize.h"
 
 namespace placementctl {
@@ -24,6 +25,10 @@ int jobs(const Globals& g, bool all, bool finished);
 int job_show(const Globals& g, uint64_t id, const std::string& plot);
 int plugins(const Globals& g);
 int reload(const Globals& g);
+/// Reads a graph for the offline planners (simulate, optimize). A graph in which no op has a profile
+/// cannot be timed: it is refused with what to do about it instead of simulating every placement at
+/// zero seconds.
+placement::OpGraph load_profiled_graph(const std::string& path);
 /// Works offline: no daemon needed.
 int config_check(const Globals& g, const std::string& file);
 /// Offline: predicted step time and memory of a placement (or, without one, of every

@@ -86,7 +86,7 @@ class LibraryOutputToStderr {
 
 int optimize(const Globals& g, const OptimizeArgs& a) {
   const placement::DeviceSet devices = placementd::sim::load_topology(a.topology);
-  const placementd::sim::Simulator simulator(placement::load_graph_file(a.graph), devices);
+  const placementd::sim::Simulator simulator(load_profiled_graph(a.graph), devices);
   placementd::PluginRegistry registry;
   registry.scan(a.plugin_dirs.empty() ? std::vector<std::string>{placementd::default_plugin_dir()} : a.plugin_dirs);
 

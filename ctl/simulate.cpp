@@ -1,4 +1,5 @@
 #include <iostream>
+#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
@@ -41,10 +42,19 @@ json result_json(const placementd::sim::SimulationResult& r, const placement::De
 
 }  // namespace
 
+placement::OpGraph load_profiled_graph(const std::string& path) {
+  placement::OpGraph graph = placement::load_graph_file(path);
+  for (const placement::Op& op : graph.ops)
+    if (!op.profile.empty()) return graph;
+  throw std::runtime_error(path + ": no op has a profile, so no placement of it can be timed; capture one with "
+                                  "`placementctl capture MODEL.pt --input SHAPE --profile cpu -o GRAPH.json.gz` "
+                                  "(docs/capture-and-engine.md)");
+}
+
 int simulate(const Globals& g, const std::string& graph_file, const std::string& topology_file,
              const std::string& placement_file) {
   const placement::DeviceSet devices = placementd::sim::load_topology(topology_file);
-  placement::OpGraph graph = placement::load_graph_file(graph_file);
+  placement::OpGraph graph = load_profiled_graph(graph_file);
   const placementd::sim::Simulator sim(graph, devices);
 
   std::vector<std::pair<std::string, placement::Placement>> candidates;

@@ -149,6 +149,19 @@ TEST(Placementctl, SimulateReportsStepTimeMemoryAndTheBound) {
   EXPECT_NE(bad.err.find(paths.dir + "/bad.toml:1:1: device cpu:0 has no memory_gib"), std::string::npos) << bad.err;
 }
 
+TEST(Placementctl, SimulateAndOptimizeRefuseAGraphWithoutProfiles) {
+  DaemonProcess paths;  // only for its temp dir
+  write_json_file(paths.dir + "/g.json", to_json(two_chains(3)));
+  std::ofstream(paths.dir + "/topo.toml") << "[[device]]\nname = \"cuda:0\"\nmemory_gib = 1\n";
+  for (const char* command : {"simulate", "optimize"}) {
+    const CommandResult r = run_command({placementctl_bin(), command, "--graph", paths.dir + "/g.json", "--devices",
+                                         paths.dir + "/topo.toml"});
+    EXPECT_EQ(r.exit_code, 1) << command << ": " << r.out;
+    EXPECT_NE(r.err.find(paths.dir + "/g.json: no op has a profile"), std::string::npos) << command << ": " << r.err;
+    EXPECT_NE(r.err.find("--profile cpu"), std::string::npos) << r.err;
+  }
+}
+
 // g.json: two profiled chains of 4 ops and a join; topo.toml: two 1 GiB GPUs over 10 GB/s.
 void write_optimize_inputs(const std::string& dir) {
   OpGraph g = two_chains(4);
