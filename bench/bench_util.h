@@ -1,5 +1,6 @@
 #pragma once
-// What several benchmarks need: medians, and the test models traced into a fresh directory.
+// What several benchmarks need: medians, and the test models traced into a fresh directory and
+// loaded from it.
 
 #include <stdlib.h>
 
@@ -10,6 +11,15 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#ifdef MODEL_PYTHON
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+#include <torch/csrc/jit/serialization/import.h>
+
+#include "placement/capture.h"
+#endif
 
 namespace placement::bench {
 
@@ -29,6 +39,31 @@ inline std::string trace_models(const std::string& source_dir, const std::string
   const std::string cmd = std::string(MODEL_PYTHON) + " " + source_dir + "/tests/models/make_models.py " + dir + " > /dev/null";
   if (std::system(cmd.c_str()) != 0) throw std::runtime_error("tracing the test models failed: " + cmd);
   return dir;
+}
+
+/// A model as tests/models/make_models.py writes it: DIR/NAME.pt and its example inputs, made from
+/// the shapes and dtype DIR/NAME.json names.
+struct TracedModel {
+  torch::jit::Module module;
+  std::vector<at::Tensor> inputs;
+};
+
+/// Loads `name` from `dir`; throws std::runtime_error naming the file that is missing or unreadable,
+/// rather than a JSON parse error about an empty document.
+inline TracedModel load_traced_model(const std::string& dir, const std::string& name) {
+  const std::string spec_file = dir + "/" + name + ".json";
+  std::ifstream in(spec_file);
+  if (!in) throw std::runtime_error(spec_file + ": cannot read it (trace the model with tests/models/make_models.py)");
+  std::vector<std::vector<int64_t>> shapes;
+  std::string dtype;
+  try {
+    const nlohmann::json spec = nlohmann::json::parse(in);
+    shapes = spec.at("inputs").get<std::vector<std::vector<int64_t>>>();
+    dtype = spec.at("dtype").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(spec_file + ": " + e.what());
+  }
+  return {torch::jit::load(dir + "/" + name + ".pt"), placement::example_inputs(shapes, dtype)};
 }
 #endif
 

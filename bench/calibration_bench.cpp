@@ -4,25 +4,25 @@
 // Issue #3 goal: median |error| <= 10%.
 //
 //   calibration_bench [MODEL_DIR]   (default: traces the small test models into a temp dir)
+//   (every option: calibration_bench --help; docs/benchmarks.md)
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <random>
 #include <string>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <nlohmann/json.hpp>
+#include <CLI/CLI.hpp>
 #include <torch/csrc/autograd/autograd.h>
-#include <torch/csrc/jit/serialization/import.h>
 #include <torch/optim/sgd.h>
 #include <unistd.h>
 
 #include "bench_util.h"
+#include "command_line.h"
 #include "placement/capture.h"
 #include "placement/profiler.h"
 #include "planning/sim/simulator.h"
@@ -46,10 +46,8 @@ double clone_seconds(int64_t bytes) {
   return median(times);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  std::string dir = argc > 1 ? argv[1] : "";
+// Prints the table for the models in `dir` (traced into a new directory when empty).
+int calibrate(std::string dir) {
   if (dir.empty()) dir = placement::bench::trace_models(SOURCE_DIR, "calib");
   at::set_num_threads(1);
   const double latency = clone_seconds(4);
@@ -64,10 +62,7 @@ int main(int argc, char** argv) {
 
   std::vector<double> errors;
   for (const std::string name : {"two_tower", "gnmt_small", "gnmt_small_unrolled", "rnnlm_small", "bert_small", "resnet18"}) {
-    std::ifstream in(dir + "/" + name + ".json");
-    const auto spec = nlohmann::json::parse(in);
-    torch::jit::Module module = torch::jit::load(dir + "/" + name + ".pt");
-    const auto tensors = placement::example_inputs(spec["inputs"].get<std::vector<std::vector<int64_t>>>(), spec["dtype"]);
+    auto [module, tensors] = placement::bench::load_traced_model(dir, name);
     std::vector<c10::IValue> inputs(tensors.begin(), tensors.end());
     placement::OpGraph graph = placement::capture(module, tensors, name);
     placement::PlacedModule placed(module, graph, devices);
@@ -114,4 +109,18 @@ int main(int argc, char** argv) {
   std::printf("median |error| over %zu placements: %.1f%%; max %.1f%%\n", errors.size(), median(errors) * 100,
               *std::max_element(errors.begin(), errors.end()) * 100);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Simulator calibration: the simulator's predicted step time against the placed engine's measured "
+               "one, for several models and placements over two logical CPU devices.",
+               "calibration_bench"};
+  std::string dir;
+  app.add_option("MODEL_DIR", dir,
+                 "models as tests/models/make_models.py writes them (default: the small test models, traced into a "
+                 "new directory under /tmp)")
+      ->check(CLI::ExistingDirectory);
+  return examples::command_line::run(app, argc, argv, [&] { return calibrate(dir); });
 }

@@ -5,23 +5,23 @@
 // Issue #3 targets: <= 3% at GPU-bound batches, <= 10% at batch size 1.
 //
 //   engine_overhead_bench [--device cpu|cuda:N] [MODEL_DIR [MODEL ...]]
-//     (default: cpu, the small test models traced into a temp dir). On a GPU the module, its inputs
-//     and the placed ops are on that device and every step ends with a device synchronisation;
-//     trace the models on that device (make_models.py --device cuda:0), since a trace keeps the
-//     device of the tensors it creates. Each model is its own row: one that fails prints why and
-//     the others still run; the exit status is 1 when any row failed.
+//     (default: cpu, the small test models traced into a temp dir; every option: --help,
+//     docs/benchmarks.md). On a GPU the module, its inputs and the placed ops are on that device and
+//     every step ends with a device synchronisation; trace the models on that device
+//     (make_models.py --device cuda:0), since a trace keeps the device of the tensors it creates.
+//     Each model is its own row: one that fails prints why and the others still run; the exit
+//     status is 1 when any row failed, 2 for a bad command line.
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <stdexcept>
 #include <string>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <nlohmann/json.hpp>
+#include <CLI/CLI.hpp>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/jit/serialization/import.h>
 #include <torch/cuda.h>
@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "bench_util.h"
+#include "command_line.h"
 #include "placement/capture.h"
 #include "placement/engine.h"
 
@@ -37,14 +38,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 using placement::bench::median;
-
-constexpr const char* kUsage =
-    "usage: engine_overhead_bench [--device cpu|cuda:N] [MODEL_DIR [MODEL ...]]\n"
-    "  Times a training step of each model's plain TorchScript module against the same step through\n"
-    "  PlacedModule with every op on DEVICE (alternating, medians after warm-up). MODEL_DIR holds\n"
-    "  MODEL.pt and MODEL.json as tests/models/make_models.py writes them (default: the small test\n"
-    "  models, traced into a temporary directory). 'capture': placement::capture, median of 5.\n"
-    "  Exit status 1 when any model's row failed.\n";
 
 struct Row {
   size_t ops = 0;
@@ -67,12 +60,10 @@ Row measure(const std::string& dir, const std::string& name, const placement::De
   auto sync = [cuda, &device] {
     if (cuda) torch::cuda::synchronize(device.index);
   };
-  std::ifstream in(dir + "/" + name + ".json");
-  if (!in) throw std::runtime_error(dir + "/" + name + ".json: cannot read it (trace the model with make_models.py)");
-  const auto spec = nlohmann::json::parse(in);
-  torch::jit::Module plain = torch::jit::load(dir + "/" + name + ".pt");
+  placement::bench::TracedModel traced = placement::bench::load_traced_model(dir, name);
+  torch::jit::Module& plain = traced.module;
+  const std::vector<at::Tensor>& tensors = traced.inputs;
   torch::jit::Module copy = torch::jit::load(dir + "/" + name + ".pt");
-  const auto tensors = placement::example_inputs(spec["inputs"].get<std::vector<std::vector<int64_t>>>(), spec["dtype"]);
   plain.to(torch_device);
   copy.to(torch_device);
   std::vector<c10::IValue> inputs;
@@ -131,32 +122,10 @@ std::string first_line(std::string text) {
   return text;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) try {
-  std::string dir, device_name = "cpu";
-  std::vector<std::string> names;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    if (arg == "--device") {
-      if (i + 1 >= argc) throw std::invalid_argument("--device needs a value (cpu or cuda:N)");
-      device_name = argv[++i];
-    } else if (arg.rfind("-", 0) == 0) {
-      throw std::invalid_argument("unknown option " + arg);
-    } else if (dir.empty()) {
-      dir = arg;
-    } else {
-      names.push_back(arg);
-    }
-  }
+// Prints a row per model of `names` in `dir` (the test models, traced into a new directory, when
+// `dir` is empty); returns 1 when any row failed.
+int run_rows(const std::string& device_name, std::string dir, std::vector<std::string> names) {
   const placement::Device device = placement::parse_device_name(device_name);
-  if (device.kind == placement::DeviceKind::kCuda && static_cast<int>(torch::cuda::device_count()) <= device.index)
-    throw std::invalid_argument(device_name + " asked for, but this LibTorch sees " +
-                                std::to_string(torch::cuda::device_count()) + " CUDA device(s)");
   if (names.empty())
     names = {"mlp", "two_tower", "gnmt_small", "gnmt_small_unrolled", "rnnlm_small", "bert_small", "resnet18",
              "hf_bert", "hf_gpt2", "hf_llama"};
@@ -178,7 +147,45 @@ int main(int argc, char** argv) try {
   }
   if (failed > 0) std::fprintf(stderr, "engine_overhead_bench: %d of %zu models failed\n", failed, names.size());
   return failed > 0 ? 1 : 0;
-} catch (const std::exception& e) {
-  std::fprintf(stderr, "engine_overhead_bench: %s\n%s", first_line(e.what()).c_str(), kUsage);
-  return 2;
+}
+
+// Accepts cpu[:N], and cuda:N only if this LibTorch sees it, so that a typo fails before any model
+// is traced.
+CLI::Validator visible_device() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        placement::Device device;
+        try {
+          device = placement::parse_device_name(text);
+        } catch (const std::exception& e) {
+          return e.what();
+        }
+        const int visible = static_cast<int>(torch::cuda::device_count());
+        if (device.kind != placement::DeviceKind::kCuda || device.index < visible) return "";
+        return text + " asked for, but this LibTorch sees " + std::to_string(visible) + " CUDA device(s)";
+      },
+      "");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Times a training step of each model's plain TorchScript module against the same step through "
+               "PlacedModule with every op on DEVICE (alternating, medians after warm-up), and a capture of the "
+               "model (placement::capture, median of 5).",
+               "engine_overhead_bench"};
+  app.footer("Exit status: 0; 1 when any model's row failed (the other rows still run); 2 for a bad command line.");
+  std::string dir, device_name = "cpu";
+  std::vector<std::string> names;
+  app.add_option("--device", device_name, "device of the module, its inputs and every placed op: cpu or cuda:N")
+      ->capture_default_str()
+      ->check(visible_device());
+  app.add_option("MODEL_DIR", dir,
+                 "MODEL.pt and MODEL.json as tests/models/make_models.py writes them (default: the small test "
+                 "models, traced into a new directory under /tmp)")
+      ->check(CLI::ExistingDirectory);
+  app.add_option("MODEL", names,
+                 "models in MODEL_DIR to time (default: mlp two_tower gnmt_small gnmt_small_unrolled rnnlm_small "
+                 "bert_small resnet18 hf_bert hf_gpt2 hf_llama)");
+  return examples::command_line::run(app, argc, argv, [&] { return run_rows(device_name, dir, names); });
 }

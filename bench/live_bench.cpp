@@ -14,22 +14,21 @@
 //     they come back into pinned memory and move in one DMA.
 //
 //   live_bench [MODEL_DIR] [--devices A,B]   (default: traces the small test models; cpu:0,cpu:1)
+//   (every option: live_bench --help; docs/benchmarks.md)
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <thread>
 
 #include <ATen/ATen.h>
-#include <nlohmann/json.hpp>
-#include <torch/csrc/jit/serialization/import.h>
+#include <CLI/CLI.hpp>
 #include <torch/cuda.h>
 #include <torch/optim/adam.h>
 
 #include "bench_util.h"
 #include "bench_daemon.h"
+#include "command_line.h"
 #include "placement/capture.h"
 #include "placement/job.h"
 
@@ -38,24 +37,16 @@ using placement::bench::median;
 
 namespace {
 
-struct Model {
-  torch::jit::Module module;
-  std::vector<at::Tensor> inputs;
-};
-
-Model load(const std::string& dir, const std::string& name) {
-  std::ifstream in(dir + "/" + name + ".json");
-  const auto spec = nlohmann::json::parse(in);
-  return {torch::jit::load(dir + "/" + name + ".pt"),
-          placement::example_inputs(spec["inputs"].get<std::vector<std::vector<int64_t>>>(), spec["dtype"])};
-}
+using Model = placement::bench::TracedModel;
+using placement::bench::load_traced_model;
 
 at::Tensor loss_of(const std::vector<c10::IValue>& out) { return out.at(0).toTensor().pow(2).mean(); }
 
 double seconds(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 void overhead(const std::string& dir, const std::string& name, const std::string& socket) {
-  Model direct_model = load(dir, name), plain_model = load(dir, name), live_model = load(dir, name);
+  Model direct_model = load_traced_model(dir, name), plain_model = load_traced_model(dir, name),
+        live_model = load_traced_model(dir, name);
   const placement::DeviceSet devices = placement::job_devices({}, 0);
   placement::PlacedModule direct(direct_model.module, placement::capture(direct_model.module, direct_model.inputs),
                                  devices);
@@ -98,7 +89,7 @@ void overhead(const std::string& dir, const std::string& name, const std::string
 }
 
 void migration(const std::string& dir, const std::string& name, const std::vector<std::string>& devices) {
-  Model m = load(dir, name);
+  Model m = load_traced_model(dir, name);
   const placement::OpGraph graph = placement::capture(m.module, m.inputs);
   // Memory only matters to placementd's memory model, which this does not consult.
   placement::PlacedModule placed(m.module, graph, placement::job_devices(devices, 1ull << 30));
@@ -130,37 +121,50 @@ void migration(const std::string& dir, const std::string& name, const std::vecto
   std::printf("%-12s %10.1f %14.2f %14.2f %8.0f%%\n", name.c_str(), bytes / 1e6, mb / 1e9, cb / 1e9, 100 * mb / cb);
 }
 
+// Both tables: SDK overhead on the models in `dir` (traced into a new directory when empty), then
+// migration between `devices`.
+int run_tables(std::string dir, const std::vector<std::string>& devices) {
+  if (dir.empty()) dir = placement::bench::trace_models(SOURCE_DIR, "live_bench");
+  placement::bench::BenchDaemon daemon("[exploration]\nmax_candidates = 1\n");
+  std::printf("per-step time, median µs (30 alternating rounds of 50 steps)\n");
+  std::printf("%-12s %10s %10s %10s %14s %14s\n", "model", "engine", "job alone", "job live", "SDK overhead",
+              "with daemon");
+  for (const char* name : {"mlp", "two_tower", "gnmt_small"}) overhead(dir, name, daemon.socket);
+  std::printf("\nmigration %s -> %s and back (all parameters), median of 20\n", devices[0].c_str(), devices[1].c_str());
+  std::printf("%-12s %10s %14s %14s %9s\n", "model", "MB", "migrate GB/s", "copy GB/s", "ratio");
+  for (const char* name : {"two_tower", "gnmt_example", "resnet18", "bert_small"}) migration(dir, name, devices);
+  return 0;
+}
+
+// Accepts "A,B": two device names placement::parse_device_name accepts.
+CLI::Validator two_devices() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const std::vector<std::string> names = CLI::detail::split(text, ',');
+        if (names.size() != 2) return "takes two devices, e.g. cpu,cuda:0, not '" + text + "'";
+        for (std::string name : names)
+          if (std::string error = examples::command_line::device_name()(name); !error.empty()) return error;
+        return "";
+      },
+      "");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    std::string dir;
-    std::vector<std::string> devices = {"cpu:0", "cpu:1"};
-    for (int i = 1; i < argc; ++i) {
-      const std::string arg = argv[i];
-      if (arg == "--devices" && i + 1 < argc) {
-        devices.clear();
-        std::stringstream list(argv[++i]);
-        for (std::string d; std::getline(list, d, ',');) devices.push_back(d);
-        if (devices.size() != 2) throw std::invalid_argument("--devices takes two devices, e.g. cpu,cuda:0");
-      } else if (dir.empty() && arg.rfind("--", 0) != 0) {
-        dir = arg;
-      } else {
-        throw std::invalid_argument("usage: live_bench [MODEL_DIR] [--devices A,B]");
-      }
-    }
-    if (dir.empty()) dir = placement::bench::trace_models(SOURCE_DIR, "live_bench");
-    placement::bench::BenchDaemon daemon("[exploration]\nmax_candidates = 1\n");
-    std::printf("per-step time, median µs (30 alternating rounds of 50 steps)\n");
-    std::printf("%-12s %10s %10s %10s %14s %14s\n", "model", "engine", "job alone", "job live", "SDK overhead",
-                "with daemon");
-    for (const char* name : {"mlp", "two_tower", "gnmt_small"}) overhead(dir, name, daemon.socket);
-    std::printf("\nmigration %s -> %s and back (all parameters), median of 20\n", devices[0].c_str(), devices[1].c_str());
-    std::printf("%-12s %10s %14s %14s %9s\n", "model", "MB", "migrate GB/s", "copy GB/s", "ratio");
-    for (const char* name : {"two_tower", "gnmt_example", "resnet18", "bert_small"}) migration(dir, name, devices);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "live_bench: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+  CLI::App app{"Live placement costs: per-step SDK overhead with and without a placementd of this build, and "
+               "migration throughput between two devices against a plain copy.",
+               "live_bench"};
+  std::string dir;
+  std::string devices = "cpu:0,cpu:1";
+  app.add_option("MODEL_DIR", dir,
+                 "models as tests/models/make_models.py writes them (default: the small test models, traced into a "
+                 "new directory under /tmp)")
+      ->check(CLI::ExistingDirectory);
+  // One argument, A,B: a second word after it stays MODEL_DIR, as `live_bench --devices A,B DIR` has it.
+  app.add_option("--devices", devices, "the two devices migration moves between, e.g. cpu,cuda:0")
+      ->capture_default_str()
+      ->check(two_devices());
+  return examples::command_line::run(app, argc, argv,
+                                     [&] { return run_tables(dir, CLI::detail::split(devices, ',')); });
 }

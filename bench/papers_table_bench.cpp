@@ -14,8 +14,12 @@
 // search of a planning model that is --model-error off the simulator the candidates are timed on;
 // the baselines plan on the same model. A warm row also shows the warm start's own answer (its
 // first candidate) on the truth and the fastest baseline planned on each seed's model.
+//
+//   papers_table_bench [--models NAME ...] [--seeds N] [--budget N] [--only PREFIX ...] [--imitate BASELINE]
+//   (every option and its default: papers_table_bench --help; docs/benchmarks.md)
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <random>
 #include <string>
@@ -25,6 +29,7 @@
 #include <CLI/CLI.hpp>
 
 #include "bench_util.h"
+#include "command_line.h"
 #include "placement/serialization.h"
 #include "planning/offline/optimize.h"
 #include "planning/sim/profile_scaling.h"
@@ -61,27 +66,55 @@ std::string best_baseline(const OptimizeResult& r) {
   return buf;
 }
 
+// The shipped profiled capture of `model`.
+std::string graph_file(const std::string& model) { return std::string(DATA_DIR "/graphs/") + model + ".json.gz"; }
+
 struct Configuration {
   std::string label;
   std::string grouper, placer, algorithm;
   placement::Params grouper_params, placer_params;
 };
 
+// Accepts NAME when tests/data/graphs/NAME.json.gz exists: a misspelt name fails at once, not after
+// the models listed before it have run for minutes.
+CLI::Validator shipped_graph() {
+  return CLI::Validator(
+      [](std::string& name) -> std::string {
+        const std::string file = graph_file(name);
+        return std::ifstream(file) ? "" : "no graph " + file;
+      },
+      "");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"papers' table in simulation"};
+  CLI::App app{"The papers' table in simulation: every deterministic baseline and the papers' configurations on the "
+               "profiled benchmark graphs (tests/data/graphs) and 4xH100 + CPU over PCIe 5.",
+               "papers_table_bench"};
   int64_t budget = 200, seeds = 3, hidden = 64;
   double speedup = 20.0;
   std::vector<std::string> models = {"inception_v3", "gnmt4_unrolled", "bert_base", "rnnlm"};
-  app.add_option("--budget", budget, "candidates per run")->capture_default_str();
-  app.add_option("--seeds", seeds, "seeds per configuration")->capture_default_str();
-  app.add_option("--hidden", hidden, "seq2seq hidden units (papers: 256)")->capture_default_str();
-  app.add_option("--gpu-speedup", speedup, "synthetic cuda profile = cpu / this")->capture_default_str();
-  app.add_option("--models", models, "graphs under tests/data/graphs")->capture_default_str();
+  app.add_option("--budget", budget, "candidates per run")
+      ->capture_default_str()
+      ->check(examples::command_line::at_least(1));
+  app.add_option("--seeds", seeds, "seeds per configuration")
+      ->capture_default_str()
+      ->check(examples::command_line::at_least(1));
+  app.add_option("--hidden", hidden, "seq2seq hidden units (papers: 256)")
+      ->capture_default_str()
+      ->check(examples::command_line::at_least(1));
+  app.add_option("--gpu-speedup", speedup, "synthetic cuda profile = cpu / this")
+      ->capture_default_str()
+      ->check(examples::command_line::positive());
+  app.add_option("--models", models, "graphs under tests/data/graphs (NAME.json.gz)")
+      ->capture_default_str()
+      ->check(shipped_graph());
   std::string imitate;
   std::vector<std::string> only;
-  app.add_option("--imitate", imitate, "also run each configuration warm-started from this baseline placer");
+  app.add_option("--imitate", imitate,
+                 "also run each configuration warm-started from this baseline placer's placement, or from a "
+                 "simulator search with 'simulator' (default: cold runs only)");
   app.add_option("--only", only, "configurations whose label starts with one of these (default: all)");
   double model_error = OptimizeOptions{}.model_error;
   int64_t search_evaluations = placementd::sim::AnnealOptions{}.evaluations;
@@ -96,132 +129,132 @@ int main(int argc, char** argv) {
   app.add_option("--selection", selection, "how a run's best is chosen among noisy measurements")
       ->capture_default_str()
       ->check(CLI::IsMember(placementd::offline::selection_names()));
-  CLI11_PARSE(app, argc, argv);
+  return examples::command_line::run(app, argc, argv, [&] {
+    placementd::PluginRegistry registry;
+    registry.scan({PLUGIN_DIR});
+    const placement::DeviceSet devices = placementd::sim::load_topology(DATA_DIR "/topologies/4xh100_cpu_pcie5.toml");
+    const placement::Params s2s_after = {{"attention", std::string("after")}, {"hidden", hidden}};
+    const placement::Params s2s_before = {{"attention", std::string("before")}, {"hidden", hidden}};
+    // HP and EAGLE train the feed-forward grouper jointly with the placer; G = 64 rather than HP's 256
+    // keeps seq2seq affordable on 2 cores. The METIS rows are EAGLE's alternative grouping.
+    const placement::Params groups64 = {{"groups", int64_t{64}}};
+    const std::vector<Configuration> configurations = {
+        {"ColocRL (colocation+seq2seq+reinforce)", "colocation", "seq2seq", "reinforce", {}, s2s_after},
+        {"HP (feedforward+seq2seq-after+reinforce)", "feedforward", "seq2seq", "reinforce", groups64, s2s_after},
+        {"Spotlight (name_prefix+seq2seq+spotlight)", "name_prefix", "seq2seq", "spotlight", {}, s2s_after},
+        {"EAGLE (feedforward+seq2seq-before+ppo)", "feedforward", "seq2seq", "ppo", groups64, s2s_before},
+        {"Post (colocation+feedforward+post)", "colocation", "feedforward", "post", {}, {}},
+        {"EAGLE-GCN (feedforward+gcn+ppo)", "feedforward", "gcn", "ppo", groups64, {}},
+        {"EAGLE-GCN (metis+gcn+ppo)", "metis", "gcn", "ppo", groups64, {}},
+        // Not the papers': EAGLE's placer and algorithm on finer groups, which the simulator warm start
+        // (--imitate simulator) can place well; METIS stops short of 256 parts on small graphs.
+        {"EAGLE-GCN (name_prefix+gcn+ppo)", "name_prefix", "gcn", "ppo", {}, {}},
+        {"EAGLE-GCN (metis-256+gcn+ppo)", "metis", "gcn", "ppo", {{"groups", int64_t{256}}}, {}},
+    };
 
-  placementd::PluginRegistry registry;
-  registry.scan({PLUGIN_DIR});
-  const placement::DeviceSet devices = placementd::sim::load_topology(DATA_DIR "/topologies/4xh100_cpu_pcie5.toml");
-  const placement::Params s2s_after = {{"attention", std::string("after")}, {"hidden", hidden}};
-  const placement::Params s2s_before = {{"attention", std::string("before")}, {"hidden", hidden}};
-  // HP and EAGLE train the feed-forward grouper jointly with the placer; G = 64 rather than HP's 256
-  // keeps seq2seq affordable on 2 cores. The METIS rows are EAGLE's alternative grouping.
-  const placement::Params groups64 = {{"groups", int64_t{64}}};
-  const std::vector<Configuration> configurations = {
-      {"ColocRL (colocation+seq2seq+reinforce)", "colocation", "seq2seq", "reinforce", {}, s2s_after},
-      {"HP (feedforward+seq2seq-after+reinforce)", "feedforward", "seq2seq", "reinforce", groups64, s2s_after},
-      {"Spotlight (name_prefix+seq2seq+spotlight)", "name_prefix", "seq2seq", "spotlight", {}, s2s_after},
-      {"EAGLE (feedforward+seq2seq-before+ppo)", "feedforward", "seq2seq", "ppo", groups64, s2s_before},
-      {"Post (colocation+feedforward+post)", "colocation", "feedforward", "post", {}, {}},
-      {"EAGLE-GCN (feedforward+gcn+ppo)", "feedforward", "gcn", "ppo", groups64, {}},
-      {"EAGLE-GCN (metis+gcn+ppo)", "metis", "gcn", "ppo", groups64, {}},
-      // Not the papers': EAGLE's placer and algorithm on finer groups, which the simulator warm start
-      // (--imitate simulator) can place well; METIS stops short of 256 parts on small graphs.
-      {"EAGLE-GCN (name_prefix+gcn+ppo)", "name_prefix", "gcn", "ppo", {}, {}},
-      {"EAGLE-GCN (metis-256+gcn+ppo)", "metis", "gcn", "ppo", {{"groups", int64_t{256}}}, {}},
-  };
-
-  std::printf("budget %lld candidates, %lld seeds, seq2seq hidden %lld, synthetic cuda = cpu / %.0f\n\n",
-              static_cast<long long>(budget), static_cast<long long>(seeds), static_cast<long long>(hidden), speedup);
-  for (const std::string& model : models) {
-    placement::OpGraph graph = placement::load_graph_file(std::string(DATA_DIR "/graphs/") + model + ".json.gz");
-    placementd::sim::scale_profile(graph, "cpu", "cuda", speedup);
-    const placementd::sim::Simulator simulator(graph, devices);
-    const double bound = simulator.lower_bound_s();
-    std::printf("== %s: %zu ops, lower bound %.3f ms\n", model.c_str(), graph.ops.size(), bound * 1e3);
-    std::printf("%-44s %7s %12s %10s %14s %9s %9s %13s  %s\n", "configuration", "groups", "best_ms", "vs_bound",
-                "evals_to_2pct", "wall_s", "rejected", "to_cold_2pct", "best baseline on these groups");
-    {
-      // The baselines place ColocRL's colocation groups, whichever configurations run (a learned
-      // grouper's first grouping is random, so baselines on it would say little).
-      OptimizeOptions o;
-      o.grouper = {"colocation", {}};
-      o.placer = {"single_device", {}};
-      o.budget = 1;
-      const OptimizeResult r = placementd::offline::optimize(simulator, registry, o);
-      for (const auto& [name, t] : r.baselines)
-        if (t)
-          std::printf("%-44s %7d %12.3f %10.2f %14s %9s %9s\n", ("baseline " + name).c_str(), r.num_groups, *t * 1e3,
-                      *t / bound, "-", "-", "-");
-        else
-          std::printf("%-44s %7d %12s %10s %14s %9s %9s\n", ("baseline " + name).c_str(), r.num_groups, "invalid", "-",
-                      "-", "-", "-");
-    }
-    for (const Configuration& c : configurations) {
-      if (!registry.has(placement::PluginKind::kPlacer, c.placer)) continue;
-      if (!only.empty() && std::none_of(only.begin(), only.end(), [&](const std::string& prefix) {
-            return c.label.rfind(prefix, 0) == 0;
-          }))
-        continue;
+    std::printf("budget %lld candidates, %lld seeds, seq2seq hidden %lld, synthetic cuda = cpu / %.0f\n\n",
+                static_cast<long long>(budget), static_cast<long long>(seeds), static_cast<long long>(hidden), speedup);
+    for (const std::string& model : models) {
+      placement::OpGraph graph = placement::load_graph_file(graph_file(model));
+      placementd::sim::scale_profile(graph, "cpu", "cuda", speedup);
+      const placementd::sim::Simulator simulator(graph, devices);
+      const double bound = simulator.lower_bound_s();
+      std::printf("== %s: %zu ops, lower bound %.3f ms\n", model.c_str(), graph.ops.size(), bound * 1e3);
+      std::printf("%-44s %7s %12s %10s %14s %9s %9s %13s  %s\n", "configuration", "groups", "best_ms", "vs_bound",
+                  "evals_to_2pct", "wall_s", "rejected", "to_cold_2pct", "best baseline on these groups");
       {
-        // A learned placer over thousands of groups (name_prefix on the unrolled GNMT) costs minutes
-        // per update on 2 cores; such a run says nothing the coarser groupings do not.
-        auto grouper = registry.create_grouper(c.grouper, c.grouper_params);
-        std::mt19937_64 rng(1);
-        const int n = grouper->policy() ? 0 : grouper->group(graph, devices, rng).num_groups;
-        if (n > kMaxGroups) {
-          std::printf("%-44s %7d skipped (more than %d groups)\n", c.label.c_str(), n, kMaxGroups);
-          continue;
-        }
+        // The baselines place ColocRL's colocation groups, whichever configurations run (a learned
+        // grouper's first grouping is random, so baselines on it would say little).
+        OptimizeOptions o;
+        o.grouper = {"colocation", {}};
+        o.placer = {"single_device", {}};
+        o.budget = 1;
+        const OptimizeResult r = placementd::offline::optimize(simulator, registry, o);
+        for (const auto& [name, t] : r.baselines)
+          if (t)
+            std::printf("%-44s %7d %12.3f %10.2f %14s %9s %9s\n", ("baseline " + name).c_str(), r.num_groups, *t * 1e3,
+                        *t / bound, "-", "-", "-");
+          else
+            std::printf("%-44s %7d %12s %10s %14s %9s %9s\n", ("baseline " + name).c_str(), r.num_groups, "invalid",
+                        "-", "-", "-", "-");
       }
-      // Index 0: cold; 1: warm-started from --imitate.
-      std::vector<double> best[2], evals[2], to_cold[2], wall[2], rejected[2];
-      // Warm runs: the warm start's own answer (the first candidate) on the truth, and the fastest
-      // baseline planned on the same seed's model. The policy's best is picked by one noisy
-      // measurement per candidate among ~100, so it can be slower than the answer it started from.
-      std::vector<double> answer, seed_baseline;
-      int groups = 0;
-      OptimizeResult last;
-      for (int64_t seed = 1; seed <= seeds; ++seed) {
-        double cold_best = 0;
-        for (int warm = 0; warm < (imitate.empty() ? 1 : 2); ++warm) {
-          OptimizeOptions o;
-          o.grouper = {c.grouper, c.grouper_params};
-          o.placer = {c.placer, c.placer_params};
-          o.algorithm = {c.algorithm, {}};
-          o.budget = budget;
-          o.seed = static_cast<uint64_t>(seed);
-          if (warm) o.imitation.baseline = imitate;
-          o.imitation.search.evaluations = search_evaluations;
-          o.imitation.search_ensemble = search_ensemble;
-          o.model_error = model_error;
-          o.selection = placementd::offline::selection_names().at(selection);
-          last = placementd::offline::optimize(simulator, registry, o);
-          if (!warm) cold_best = last.policy_best_s.value_or(0.0);
-          best[warm].push_back(last.policy_best_s.value_or(0.0));
-          evals[warm].push_back(static_cast<double>(last.evaluations_to_within_2pct.value_or(budget)));
-          double n = static_cast<double>(budget);
-          for (size_t i = 0; i < last.curve.size(); ++i)
-            if (last.curve[i].best_so_far_s && *last.curve[i].best_so_far_s <= 1.02 * cold_best) {
-              n = static_cast<double>(i + 1);
-              break;
-            }
-          to_cold[warm].push_back(n);
-          wall[warm].push_back(last.wall_s);
-          rejected[warm].push_back(static_cast<double>(last.invalid_rejected));
-          groups = last.num_groups;
-          if (warm && !last.curve.empty() && last.curve[0].step_time_s && last.imitation &&
-              last.imitation->skipped.empty()) {
-            answer.push_back(*last.curve[0].step_time_s);
-            if (const auto [name, t] = fastest_baseline(last); !name.empty()) seed_baseline.push_back(t);
+      for (const Configuration& c : configurations) {
+        if (!registry.has(placement::PluginKind::kPlacer, c.placer)) continue;
+        if (!only.empty() && std::none_of(only.begin(), only.end(), [&](const std::string& prefix) {
+              return c.label.rfind(prefix, 0) == 0;
+            }))
+          continue;
+        {
+          // A learned placer over thousands of groups (name_prefix on the unrolled GNMT) costs minutes
+          // per update on 2 cores; such a run says nothing the coarser groupings do not.
+          auto grouper = registry.create_grouper(c.grouper, c.grouper_params);
+          std::mt19937_64 rng(1);
+          const int n = grouper->policy() ? 0 : grouper->group(graph, devices, rng).num_groups;
+          if (n > kMaxGroups) {
+            std::printf("%-44s %7d skipped (more than %d groups)\n", c.label.c_str(), n, kMaxGroups);
+            continue;
           }
         }
-      }
-      for (int warm = 0; warm < (imitate.empty() ? 1 : 2); ++warm) {
-        const std::string label = warm ? "  + warm start (" + imitate + ")" : c.label;
-        std::string note = warm ? "" : best_baseline(last);
-        if (warm && !answer.empty()) {
-          char buf[128];
-          std::snprintf(buf, sizeof(buf), "its answer %.3f; fastest baseline per seed %.3f (medians)",
-                        median(answer) * 1e3, seed_baseline.empty() ? 0.0 : median(seed_baseline) * 1e3);
-          note = buf;
+        // Index 0: cold; 1: warm-started from --imitate.
+        std::vector<double> best[2], evals[2], to_cold[2], wall[2], rejected[2];
+        // Warm runs: the warm start's own answer (the first candidate) on the truth, and the fastest
+        // baseline planned on the same seed's model. The policy's best is picked by one noisy
+        // measurement per candidate among ~100, so it can be slower than the answer it started from.
+        std::vector<double> answer, seed_baseline;
+        int groups = 0;
+        OptimizeResult last;
+        for (int64_t seed = 1; seed <= seeds; ++seed) {
+          double cold_best = 0;
+          for (int warm = 0; warm < (imitate.empty() ? 1 : 2); ++warm) {
+            OptimizeOptions o;
+            o.grouper = {c.grouper, c.grouper_params};
+            o.placer = {c.placer, c.placer_params};
+            o.algorithm = {c.algorithm, {}};
+            o.budget = budget;
+            o.seed = static_cast<uint64_t>(seed);
+            if (warm) o.imitation.baseline = imitate;
+            o.imitation.search.evaluations = search_evaluations;
+            o.imitation.search_ensemble = search_ensemble;
+            o.model_error = model_error;
+            o.selection = placementd::offline::selection_names().at(selection);
+            last = placementd::offline::optimize(simulator, registry, o);
+            if (!warm) cold_best = last.policy_best_s.value_or(0.0);
+            best[warm].push_back(last.policy_best_s.value_or(0.0));
+            evals[warm].push_back(static_cast<double>(last.evaluations_to_within_2pct.value_or(budget)));
+            double n = static_cast<double>(budget);
+            for (size_t i = 0; i < last.curve.size(); ++i)
+              if (last.curve[i].best_so_far_s && *last.curve[i].best_so_far_s <= 1.02 * cold_best) {
+                n = static_cast<double>(i + 1);
+                break;
+              }
+            to_cold[warm].push_back(n);
+            wall[warm].push_back(last.wall_s);
+            rejected[warm].push_back(static_cast<double>(last.invalid_rejected));
+            groups = last.num_groups;
+            if (warm && !last.curve.empty() && last.curve[0].step_time_s && last.imitation &&
+                last.imitation->skipped.empty()) {
+              answer.push_back(*last.curve[0].step_time_s);
+              if (const auto [name, t] = fastest_baseline(last); !name.empty()) seed_baseline.push_back(t);
+            }
+          }
         }
-        std::printf("%-44s %7d %12.3f %10.2f %14.0f %9.1f %9.0f %13.0f  %s\n", label.c_str(), groups,
-                    median(best[warm]) * 1e3, median(best[warm]) / bound, median(evals[warm]), median(wall[warm]),
-                    median(rejected[warm]), median(to_cold[warm]), note.c_str());
+        for (int warm = 0; warm < (imitate.empty() ? 1 : 2); ++warm) {
+          const std::string label = warm ? "  + warm start (" + imitate + ")" : c.label;
+          std::string note = warm ? "" : best_baseline(last);
+          if (warm && !answer.empty()) {
+            char buf[128];
+            std::snprintf(buf, sizeof(buf), "its answer %.3f; fastest baseline per seed %.3f (medians)",
+                          median(answer) * 1e3, seed_baseline.empty() ? 0.0 : median(seed_baseline) * 1e3);
+            note = buf;
+          }
+          std::printf("%-44s %7d %12.3f %10.2f %14.0f %9.1f %9.0f %13.0f  %s\n", label.c_str(), groups,
+                      median(best[warm]) * 1e3, median(best[warm]) / bound, median(evals[warm]), median(wall[warm]),
+                      median(rejected[warm]), median(to_cold[warm]), note.c_str());
+        }
+        std::fflush(stdout);
       }
-      std::fflush(stdout);
+      std::printf("\n");
     }
-    std::printf("\n");
-  }
-  return 0;
+    return 0;
+  });
 }

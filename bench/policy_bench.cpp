@@ -1,6 +1,8 @@
 // Policy cost on this machine: one sample and one update (a batch of 10 samples: a PPO epoch) for
 // each learned placer at 16, 64 and 256 groups, loaded from the built plugins as the daemon loads
 // them. Target (issue #4): sample + update ≤ 20 ms at 256 groups on 2 cores.
+//
+//   policy_bench [--only PLACER ...] [--groups N ...] [--repeats N]   (every option: --help)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -10,6 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include "bench_util.h"
+#include "command_line.h"
 #include "placement/placement.h"
 #include "plugins/plugin_registry.h"
 
@@ -36,17 +39,8 @@ placement::OpGraph layered_graph(int groups) {
   return g;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"learned placers' sample and update cost"};
-  std::vector<std::string> only;
-  std::vector<int> group_counts = {16, 64, 256};
-  int repeats = 7;
-  app.add_option("--only", only, "placers to run (feedforward, gcn, seq2seq); default all");
-  app.add_option("--groups", group_counts, "group counts")->capture_default_str();
-  app.add_option("--repeats", repeats, "repetitions; medians are printed")->capture_default_str()->check(CLI::PositiveNumber);
-  CLI11_PARSE(app, argc, argv);
+// Prints a row per placer of `only` (every learned placer built when empty) and group count.
+int time_placers(const std::vector<std::string>& only, const std::vector<int>& group_counts, int repeats) {
   placementd::PluginRegistry registry;
   registry.scan({PLUGIN_DIR});
   std::vector<placement::Device> list;
@@ -95,4 +89,24 @@ int main(int argc, char** argv) {
     }
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Learned placers' cost: one sample and one update (a batch of 10 samples) at each group count, "
+               "loaded from the built plugins.",
+               "policy_bench"};
+  std::vector<std::string> only;
+  std::vector<int> group_counts = {16, 64, 256};
+  int repeats = 7;
+  app.add_option("--only", only, "placers to run (default: every one built)")
+      ->check(CLI::IsMember({"feedforward", "gcn", "seq2seq"}));
+  app.add_option("--groups", group_counts, "group counts")
+      ->capture_default_str()
+      ->check(examples::command_line::at_least(1));
+  app.add_option("--repeats", repeats, "repetitions; medians are printed")
+      ->capture_default_str()
+      ->check(examples::command_line::at_least(1));
+  return examples::command_line::run(app, argc, argv, [&] { return time_placers(only, group_counts, repeats); });
 }

@@ -3,7 +3,7 @@
 // randomly and layer-wise on "4xH100 + CPU" (tests/data/topologies/4xh100_cpu_pcie5.toml).
 // Target (issue #3): <= 50 ms per placement. Prints the median of 20 placements of each kind.
 //
-//   simulator_bench [--ops N]
+//   simulator_bench [--ops N]   (default 80000; --help)
 
 #include <algorithm>
 #include <chrono>
@@ -11,15 +11,21 @@
 #include <random>
 #include <string>
 
+#include <CLI/CLI.hpp>
+
+#include "command_line.h"
 #include "planning/sim/simulator.h"
 #include "planning/sim/topology.h"
 
 using Clock = std::chrono::steady_clock;
 
-int main(int argc, char** argv) {
-  int ops = 80000;
-  if (argc == 3 && std::string(argv[1]) == "--ops") ops = std::stoi(argv[2]);
-  const int layers = 4, steps = ops / layers;
+namespace {
+
+constexpr int kLayers = 4;
+
+// Prints the figures for a stack of about `ops` ops (a multiple of kLayers).
+int time_simulator(int ops) {
+  const int layers = kLayers, steps = ops / layers;
   placement::OpGraph g;
   g.name = "unrolled-4-layer";
   for (int t = 0; t < steps; ++t)
@@ -68,4 +74,17 @@ int main(int argc, char** argv) {
   std::printf("%-36s %10.2f ms  (predicted step %.3f s)\n", "simulate(), layer i on cuda:i", layer_ms[10], step_layer);
   std::printf("%-36s %10.2f ms  (%.3f s)\n", "lower_bound_s()", bound_ms, bound);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"simulate() time on an unrolled 4-layer recurrent stack placed on 4xH100 + CPU "
+               "(tests/data/topologies/4xh100_cpu_pcie5.toml): median of 20 random and 20 layer-wise placements.",
+               "simulator_bench"};
+  int ops = 80000;
+  app.add_option("--ops", ops, "ops in the graph, rounded down to a multiple of the 4 layers")
+      ->capture_default_str()
+      ->check(examples::command_line::at_least(kLayers));
+  return examples::command_line::run(app, argc, argv, [&] { return time_simulator(ops); });
 }

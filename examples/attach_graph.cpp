@@ -3,7 +3,8 @@
 // placement/job.h adds that): attach -> graph upload -> placement directive -> detach, each a
 // message of placement/messages.h.
 //
-//   attach_graph --graph examples/graphs/two_tower_mlp.json --devices cpu:0,cpu:1 [--socket PATH]
+//   attach_graph --graph examples/graphs/two_tower_mlp.json [--devices cpu:0,cpu:1] [--socket PATH]
+//                [--memory-gib 8] [--job example-two-tower]
 
 #include <iostream>
 #include <map>
@@ -11,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "command_line.h"
 #include "placement/client.h"
 #include "placement/messages.h"
 #include "placement/serialization.h"
@@ -18,18 +20,22 @@
 namespace msg = placement::messages;
 
 int main(int argc, char** argv) {
-  CLI::App app{"attach to placementd, upload a graph, print the placement"};
+  CLI::App app{"Attaches to placementd as a job, uploads an OpGraph file and prints the placement it receives.",
+               "attach_graph"};
   std::string socket, graph_file, job = "example-two-tower";
   std::vector<std::string> device_names = {"cpu:0", "cpu:1"};
   double memory_gib = 8.0;
   app.add_option("--socket", socket, "placementd socket (default: $PLACEMENTD_SOCKET or the system default)");
   app.add_option("--graph", graph_file, "OpGraph JSON file")->required()->check(CLI::ExistingFile);
-  app.add_option("--devices", device_names, "devices of this job")->delimiter(',')->capture_default_str();
-  app.add_option("--memory-gib", memory_gib, "memory per device")->capture_default_str();
+  app.add_option("--devices", device_names, "devices of this job, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(examples::command_line::device_name());
+  app.add_option("--memory-gib", memory_gib, "memory per device, GiB")
+      ->capture_default_str()
+      ->check(examples::command_line::positive());
   app.add_option("--job", job, "job name")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
-
-  try {
+  return examples::command_line::run(app, argc, argv, [&] {
     const placement::OpGraph graph = placement::load_graph_file(graph_file);
     std::vector<placement::Device> list;
     for (const std::string& name : device_names) {
@@ -68,9 +74,6 @@ int main(int argc, char** argv) {
     }
     client.request(msg::Detach::kType, msg::Detach{}.to_json(), msg::Detached::kType);
     std::cout << "detached\n";
-  } catch (const std::exception& e) {
-    std::cerr << "attach_graph: " << e.what() << "\n";
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }

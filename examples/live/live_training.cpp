@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/optim/adam.h>
 
+#include "command_line.h"
 #include "placement/capture.h"
 #include "placement/client.h"
 #include "placement/job.h"
@@ -88,108 +89,112 @@ void print_summary(const placement::Job& job, const json& view, double wall_s) {
   }
 }
 
-}  // namespace
-
-bool parse_options(int argc, char** argv, const std::string& name, const std::string& description,
-                   LiveOptions* o, int* code) {
-  CLI::App app{description, name};
-  app.add_option("--model", o->model, "TorchScript file (tests/models/make_models.py)")->required()->check(CLI::ExistingFile);
-  app.add_option("--steps", o->steps, "training steps")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--job", o->job, "job name")->capture_default_str();
-  app.add_option("--socket", o->socket, "placementd socket (default: $PLACEMENTD_SOCKET or the system default)");
-  app.add_option("--devices", o->devices, "devices (default: cpu:0,cpu:1)")->delimiter(',');
-  app.add_option("--memory-gib", o->memory_gib, "memory per device for placementd's memory model (needed for cuda)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--log-every", o->log_every, "print progress every N steps")->capture_default_str();
-  app.add_option("--seed", o->seed, "data and initialisation seed")->capture_default_str();
-  app.add_option("--start", o->start, "start placement")->check(CLI::IsMember({"first", "interleaved"}))->capture_default_str();
-  app.add_option("--profiles", o->profiles_file,
-                 "profiled capture of this model (placementctl capture MODEL --input ... --profile cpu -o FILE): "
-                 "lets placementd's simulator time placements ([policy] warm_start = \"simulator\")")
-      ->check(CLI::ExistingFile);
-  app.add_option("--losses", o->losses_file, "write each step's loss (hex float) to this file");
-  app.add_option("--lr", o->learning_rate, "Adam learning rate")->capture_default_str();
-  bool no_daemon = false;
-  app.add_flag("--no-daemon", no_daemon, "train without placementd (the control run)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    *code = app.exit(e);
-    return false;
+// Trains `m` as `o` says; what loading or training throws reaches live_main, which reports it.
+int run_live(const LiveOptions& o, const ExampleModel& m) {
+  torch::jit::Module module = torch::jit::load(o.model);
+  placement::JobOptions options;
+  options.socket_path = o.socket;
+  options.devices = o.devices;
+  options.memory_bytes = static_cast<uint64_t>(o.memory_gib * static_cast<double>(1ull << 30));
+  options.expected_steps = static_cast<uint64_t>(o.steps);
+  options.use_daemon = o.use_daemon;
+  options.profile_graph_file = o.profiles_file;
+  if (o.start == "interleaved") {
+    const size_t ops = placement::capture(module, m.example_inputs).ops.size();
+    const int devices = static_cast<int>(o.devices.empty() ? 2 : o.devices.size());
+    for (size_t i = 0; i < ops; ++i) options.start_device_of_op.push_back(static_cast<int>(i % devices));
   }
-  o->use_daemon = !no_daemon;
-  return true;
+  const auto started = std::chrono::steady_clock::now();
+  auto job = placement::attach(o.job, module, m.example_inputs, options);
+  const auto status = job->daemon();
+  std::printf("job '%s': %zu ops on %zu devices; placementd %s\n", o.job.c_str(), job->graph().ops.size(),
+              job->devices().size(),
+              !o.use_daemon      ? "not used"
+              : status.connected ? ("session " + std::to_string(status.session)).c_str()
+                                 : ("not reachable (" + status.last_error + "); training anyway").c_str());
+  std::fflush(stdout);
+  torch::optim::Adam optimizer(job->parameters(), torch::optim::AdamOptions(o.learning_rate));
+  FILE* losses = o.losses_file.empty() ? nullptr : std::fopen(o.losses_file.c_str(), "w");
+  if (!o.losses_file.empty() && !losses) throw std::runtime_error("cannot write " + o.losses_file);
+  double window_s = 0;
+  for (int64_t step = 0; step < o.steps; ++step) {
+    const Batch batch = m.batch(step);
+    const at::Tensor loss = job->step(
+        batch.inputs, [&](const std::vector<c10::IValue>& out) { return m.loss(out.at(0).toTensor(), batch.target); },
+        optimizer);
+    const double value = loss.item<double>();
+    if (losses) std::fprintf(losses, "%a\n", value);
+    window_s += job->stats().last_step_s;
+    if ((step + 1) % o.log_every == 0 || step + 1 == o.steps) {
+      const placement::JobStats s = job->stats();
+      const auto d = job->daemon();
+      std::printf("step %6lld  loss %.4f  %7.2f ms/step  placement %llu (%s, %s)%s\n",
+                  static_cast<long long>(step + 1), value, 1e3 * window_s / o.log_every,
+                  static_cast<unsigned long long>(s.placement_id), s.reason.c_str(), s.state.c_str(),
+                  o.use_daemon && !d.connected ? "  [placementd away]" : "");
+      std::fflush(stdout);
+      window_s = 0;
+    }
+  }
+  if (losses) std::fclose(losses);
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  json view = nullptr;
+  if (o.use_daemon && job->daemon().connected)
+    view = daemon_view(o.socket.empty() ? placement::default_socket_path() : o.socket, job->daemon().session);
+  print_summary(*job, view, wall_s);
+  const auto final_status = job->detach();
+  if (o.use_daemon) {
+    std::string answer = "no answer";
+    if (const auto& d = final_status.detached) {
+      char best[64] = "none";
+      if (d->best_step_time_s) std::snprintf(best, sizeof(best), "%.6f s/step", *d->best_step_time_s);
+      answer = std::string("best ") + best + (d->persisted ? ", persisted" : ", not persisted");
+    }
+    std::printf("detached: %s (attached %llu time%s)\n", answer.c_str(),
+                static_cast<unsigned long long>(final_status.attaches), final_status.attaches == 1 ? "" : "s");
+  }
+  return 0;
 }
 
-int run_live(const LiveOptions& o, const ExampleModel& m) {
-  try {
-    torch::jit::Module module = torch::jit::load(o.model);
-    placement::JobOptions options;
-    options.socket_path = o.socket;
-    options.devices = o.devices;
-    options.memory_bytes = static_cast<uint64_t>(o.memory_gib * static_cast<double>(1ull << 30));
-    options.expected_steps = static_cast<uint64_t>(o.steps);
-    options.use_daemon = o.use_daemon;
-    options.profile_graph_file = o.profiles_file;
-    if (o.start == "interleaved") {
-      const size_t ops = placement::capture(module, m.example_inputs).ops.size();
-      const int devices = static_cast<int>(o.devices.empty() ? 2 : o.devices.size());
-      for (size_t i = 0; i < ops; ++i) options.start_device_of_op.push_back(static_cast<int>(i % devices));
-    }
-    const auto started = std::chrono::steady_clock::now();
-    auto job = placement::attach(o.job, module, m.example_inputs, options);
-    const auto status = job->daemon();
-    std::printf("job '%s': %zu ops on %zu devices; placementd %s\n", o.job.c_str(), job->graph().ops.size(),
-                job->devices().size(),
-                !o.use_daemon      ? "not used"
-                : status.connected ? ("session " + std::to_string(status.session)).c_str()
-                                   : ("not reachable (" + status.last_error + "); training anyway").c_str());
-    std::fflush(stdout);
-    torch::optim::Adam optimizer(job->parameters(), torch::optim::AdamOptions(o.learning_rate));
-    FILE* losses = o.losses_file.empty() ? nullptr : std::fopen(o.losses_file.c_str(), "w");
-    if (!o.losses_file.empty() && !losses) throw std::runtime_error("cannot write " + o.losses_file);
-    double window_s = 0;
-    for (int64_t step = 0; step < o.steps; ++step) {
-      const Batch batch = m.batch(step);
-      const at::Tensor loss = job->step(
-          batch.inputs, [&](const std::vector<c10::IValue>& out) { return m.loss(out.at(0).toTensor(), batch.target); },
-          optimizer);
-      const double value = loss.item<double>();
-      if (losses) std::fprintf(losses, "%a\n", value);
-      window_s += job->stats().last_step_s;
-      if ((step + 1) % o.log_every == 0 || step + 1 == o.steps) {
-        const placement::JobStats s = job->stats();
-        const auto d = job->daemon();
-        std::printf("step %6lld  loss %.4f  %7.2f ms/step  placement %llu (%s, %s)%s\n",
-                    static_cast<long long>(step + 1), value, 1e3 * window_s / o.log_every,
-                    static_cast<unsigned long long>(s.placement_id), s.reason.c_str(), s.state.c_str(),
-                    o.use_daemon && !d.connected ? "  [placementd away]" : "");
-        std::fflush(stdout);
-        window_s = 0;
-      }
-    }
-    if (losses) std::fclose(losses);
-    const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    json view = nullptr;
-    if (o.use_daemon && job->daemon().connected)
-      view = daemon_view(o.socket.empty() ? placement::default_socket_path() : o.socket, job->daemon().session);
-    print_summary(*job, view, wall_s);
-    const auto final_status = job->detach();
-    if (o.use_daemon) {
-      std::string answer = "no answer";
-      if (const auto& d = final_status.detached) {
-        char best[64] = "none";
-        if (d->best_step_time_s) std::snprintf(best, sizeof(best), "%.6f s/step", *d->best_step_time_s);
-        answer = std::string("best ") + best + (d->persisted ? ", persisted" : ", not persisted");
-      }
-      std::printf("detached: %s (attached %llu time%s)\n", answer.c_str(),
-                  static_cast<unsigned long long>(final_status.attaches), final_status.attaches == 1 ? "" : "s");
-    }
-    return 0;
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
-  }
+}  // namespace
+
+int live_main(int argc, char** argv, const ExampleProgram& program) {
+  CLI::App app{program.description, program.name};
+  LiveOptions o;
+  o.job = program.job;
+  app.add_option("--model", o.model, "TorchScript file (tests/models/make_models.py)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("--steps", o.steps, "training steps")->capture_default_str()->check(command_line::at_least(1));
+  app.add_option("--job", o.job, "job name")->capture_default_str();
+  app.add_option("--socket", o.socket, "placementd socket (default: $PLACEMENTD_SOCKET or the system default)");
+  app.add_option("--devices", o.devices, "devices, comma-separated (default: cpu:0,cpu:1)")
+      ->delimiter(',')
+      ->check(command_line::device_name());
+  app.add_option("--memory-gib", o.memory_gib,
+                 "memory per device for placementd's memory model, GiB (default: CPU devices share the host's; "
+                 "needed for cuda)")
+      ->check(command_line::positive());
+  app.add_option("--log-every", o.log_every, "print progress every N steps")
+      ->capture_default_str()
+      ->check(command_line::at_least(1));
+  app.add_option("--seed", o.seed, "data and initialisation seed")->capture_default_str();
+  app.add_option("--start", o.start, "start placement: every op on the first device, or consecutive ops alternating")
+      ->check(CLI::IsMember({"first", "interleaved"}))
+      ->capture_default_str();
+  app.add_option("--profiles", o.profiles_file,
+                 "profiled capture of this model (placementctl capture MODEL --input ... --profile cpu -o FILE): "
+                 "lets placementd's simulator time placements ([policy] warm_start = \"simulator\"); default: none")
+      ->check(CLI::ExistingFile);
+  app.add_option("--losses", o.losses_file, "write each step's loss (hex float) to this file; default: none");
+  app.add_option("--lr", o.learning_rate, "Adam learning rate")->capture_default_str();
+  bool no_daemon = false;
+  app.add_flag("--no-daemon", no_daemon, "train without placementd (the control run)");
+  return command_line::run(app, argc, argv, [&] {
+    o.use_daemon = !no_daemon;
+    torch::manual_seed(static_cast<int64_t>(o.seed));
+    return run_live(o, program.make_model(o));
+  });
 }
 
 }  // namespace examples

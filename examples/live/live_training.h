@@ -46,11 +46,19 @@ struct ExampleModel {
   std::function<at::Tensor(const at::Tensor& output, const at::Tensor& target)> loss;
 };
 
-/// Parses the common flags (`name` and `description` for --help); returns false to exit with `*code`.
-bool parse_options(int argc, char** argv, const std::string& name, const std::string& description,
-                   LiveOptions* options, int* code);
+/// What differs between the example programs: names for --help and the messages, --job's default,
+/// and the model's data.
+struct ExampleProgram {
+  std::string name;         // the binary's name: "train_gnmt"
+  std::string description;  // first line of --help
+  std::string job;          // --job's default
+  /// Called after the options are parsed and torch is seeded with --seed.
+  std::function<ExampleModel(const LiveOptions& options)> make_model;
+};
 
-/// Runs the job; returns the process exit code.
-int run_live(const LiveOptions& options, const ExampleModel& model);
+/// The whole program of an example job: parses the common options (command_line.h's conventions:
+/// --help, usage errors with status 2, a failure is "<name>: <message>" with status 1), builds the
+/// model's data and trains it. Returns the process exit status.
+int live_main(int argc, char** argv, const ExampleProgram& program);
 
 }  // namespace examples

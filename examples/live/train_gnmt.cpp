@@ -3,21 +3,18 @@
 // (gnmt_example: vocabulary 1000, hidden 128, batch 16, 20 tokens).
 //
 //   train_gnmt --model gnmt_example.pt --steps 300 [--socket S] [--devices cpu:0,cpu:1]
+//   (every option: train_gnmt --help; docs/live.md)
 
 #include <torch/nn/functional/loss.h>
 
 #include "live_training.h"
 
-int main(int argc, char** argv) {
-  examples::LiveOptions options;
-  options.job = "gnmt-example";
-  int code = 0;
-  if (!examples::parse_options(argc, argv, "train_gnmt", "GNMT-style encoder-decoder, placed live by placementd",
-                               &options, &code))
-    return code;
-  constexpr int64_t kVocab = 1000, kBatch = 16, kTokens = 20;
+namespace {
+
+constexpr int64_t kVocab = 1000, kBatch = 16, kTokens = 20;
+
+examples::ExampleModel gnmt(const examples::LiveOptions& options) {
   examples::ExampleModel model;
-  torch::manual_seed(static_cast<int64_t>(options.seed));
   model.example_inputs = {torch::randint(kVocab, {kBatch, kTokens}), torch::randint(kVocab, {kBatch, kTokens})};
   model.batch = [seed = options.seed](int64_t step) {
     torch::manual_seed(static_cast<int64_t>(seed * 1000003 + static_cast<uint64_t>(step)));
@@ -29,5 +26,12 @@ int main(int argc, char** argv) {
   model.loss = [](const at::Tensor& logits, const at::Tensor& target) {
     return torch::nn::functional::cross_entropy(logits.reshape({-1, kVocab}), target.reshape({-1}).to(logits.device()));
   };
-  return examples::run_live(options, model);
+  return model;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return examples::live_main(
+      argc, argv, {"train_gnmt", "GNMT-style encoder-decoder, placed live by placementd", "gnmt-example", gnmt});
 }

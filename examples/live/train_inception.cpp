@@ -3,21 +3,18 @@
 // (inception_example: batch 16).
 //
 //   train_inception --model inception_example.pt --steps 300 [--socket S] [--devices cpu:0,cpu:1]
+//   (every option: train_inception --help; docs/live.md)
 
 #include <torch/nn/functional/loss.h>
 
 #include "live_training.h"
 
-int main(int argc, char** argv) {
-  examples::LiveOptions options;
-  options.job = "inception-example";
-  int code = 0;
-  if (!examples::parse_options(argc, argv, "train_inception", "Inception-style CNN, placed live by placementd",
-                               &options, &code))
-    return code;
-  constexpr int64_t kBatch = 16, kClasses = 10;
+namespace {
+
+constexpr int64_t kBatch = 16, kClasses = 10;
+
+examples::ExampleModel inception(const examples::LiveOptions& options) {
   examples::ExampleModel model;
-  torch::manual_seed(static_cast<int64_t>(options.seed));
   model.example_inputs = {torch::randn({kBatch, 3, 32, 32})};
   model.batch = [seed = options.seed](int64_t step) {
     torch::manual_seed(static_cast<int64_t>(seed * 1000003 + static_cast<uint64_t>(step)));
@@ -29,5 +26,13 @@ int main(int argc, char** argv) {
   model.loss = [](const at::Tensor& logits, const at::Tensor& target) {
     return torch::nn::functional::cross_entropy(logits, target.to(logits.device()));
   };
-  return examples::run_live(options, model);
+  return model;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return examples::live_main(argc, argv,
+                             {"train_inception", "Inception-style CNN, placed live by placementd",
+                              "inception-example", inception});
 }
