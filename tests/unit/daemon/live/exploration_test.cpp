@@ -1,7 +1,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
@@ -9,30 +8,18 @@
 #include "plugins/plugin_registry.h"
 #include "plugin_doubles.h"
 #include "test_graphs.h"
+#include "test_store.h"
 
 namespace placementd {
 namespace {
 
-namespace fs = std::filesystem;
 using placement::Placement;
-
 using placement::testing::OneGroupPerOp;
 using placement::testing::RecordingAlgorithm;
 using placement::testing::TabularPlacer;
 
 class Exploration : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("exploration_test_" + std::to_string(::getpid()) + "_" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    store = std::make_unique<Store>(dir.string());
-  }
-  void TearDown() override {
-    store.reset();  // finishes its writes: the directory is not removed under its writer
-    fs::remove_all(dir);
-  }
-
   // Four ops in a chain, one group each, two devices; `memory` bytes per device.
   void make_session(std::unique_ptr<placement::Algorithm> algorithm = nullptr, uint64_t memory = 1ull << 30) {
     s.graph = placement::testing::chain(4, 1024);
@@ -66,8 +53,7 @@ class Exploration : public ::testing::Test {
     return std::nullopt;
   }
 
-  fs::path dir;
-  std::unique_ptr<Store> store;
+  testing::TestStore store{"exploration_test"};
   Session s;
   uint64_t step = 0;
 };

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -13,11 +12,11 @@
 #include "live/request_error.h"
 #include "built_plugins.h"
 #include "test_graphs.h"
+#include "test_store.h"
 
 namespace placementd {
 namespace {
 
-namespace fs = std::filesystem;
 namespace msg = placement::messages;
 using nlohmann::json;
 using placement::DeviceKind;
@@ -31,17 +30,6 @@ struct Policy {
 
 class LiveSessionTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("live_session_test_" + std::to_string(::getpid()) + "_" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    store = std::make_unique<Store>(dir.string());
-  }
-  void TearDown() override {
-    store.reset();  // finishes its writes: the directory is not removed under its writer
-    fs::remove_all(dir);
-  }
-
   std::unique_ptr<LiveSession> make(const Policy& p, uint64_t id = 1) {
     JobIdentity job;
     job.name = "job" + std::to_string(id);
@@ -84,8 +72,7 @@ class LiveSessionTest : public ::testing::Test {
     return in_force;
   }
 
-  fs::path dir;
-  std::unique_ptr<Store> store;
+  testing::TestStore store{"live_session_test"};
   const placement::OpGraph graph = placement::testing::chain(4, 1024);
   uint64_t step = 0;
   int directives = 0;

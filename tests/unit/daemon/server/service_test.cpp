@@ -16,6 +16,7 @@
 #include "server/service.h"
 #include "built_plugins.h"
 #include "test_graphs.h"
+#include "test_store.h"
 
 namespace placementd {
 namespace {
@@ -76,10 +77,6 @@ struct Client {
 class ServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir = fs::temp_directory_path() / ("service_test_" + std::to_string(::getpid()) + "_" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    store = std::make_unique<Store>(dir.string());
     auto config = std::make_shared<Config>(default_config(PLUGIN_DIR));
     config->path = "test.toml";
     config->admin_group = "placement-admins";
@@ -95,8 +92,6 @@ class ServiceTest : public ::testing::Test {
   }
   void TearDown() override {
     service.reset();
-    store.reset();  // finishes its writes: the directory is not removed under its writer
-    fs::remove_all(dir);
   }
 
   void send(Client& c, MessageType type, uint32_t id, json body) {
@@ -140,8 +135,7 @@ class ServiceTest : public ::testing::Test {
     EXPECT_EQ(f.close, fatal);
   }
 
-  fs::path dir;
-  std::unique_ptr<Store> store;
+  testing::TestStore store{"service_test"};
   std::unique_ptr<Service> service;
   const placement::OpGraph graph = placement::testing::chain(4, 1024);
 };
@@ -341,7 +335,7 @@ TEST_F(ServiceTest, PersistingAtShutdownAnswersOnceTheFilesAreWritten) {
   // new at shutdown, and what was offered is on disk by the time `done` runs.
   EXPECT_EQ(persisted.get_future().get(), (std::pair<size_t, size_t>{1, 0}));
   size_t files = 0;
-  for (const auto& entry : fs::recursive_directory_iterator(dir)) files += entry.is_regular_file() ? 1 : 0;
+  for (const auto& entry : fs::recursive_directory_iterator(store.dir)) files += entry.is_regular_file() ? 1 : 0;
   EXPECT_GE(files, 1u);
   EXPECT_EQ(store->failed_writes(), 0u);
 }
