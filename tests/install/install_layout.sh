@@ -28,7 +28,7 @@ check_unit_paths() {
   done
 }
 
-# 1. A prefix of its own.
+# 1. A prefix of its own (the build's configured prefix is another).
 prefix=$tmp/prefix
 cmake --install "$build" --prefix "$prefix" >/dev/null
 for f in bin/placementd bin/placementctl etc/placementd/placementd.toml \
@@ -44,6 +44,17 @@ check_unit_paths "" "$prefix/lib/systemd/system/placementd.service"
 out=$("$prefix/bin/placementd" --check-config "$prefix/etc/placementd/placementd.toml")
 echo "$out"
 [[ "$out" == *"OK ($built plugins)"* ]] || fail "installed daemon did not find its $built plugins"
+# Without --config the installed daemon reads the config its install laid out, not the one the
+# build was configured for.
+"$prefix/bin/placementd" --help | grep -qF "$prefix/etc/placementd/placementd.toml" ||
+  fail "the installed daemon's default config is not $prefix/etc/placementd/placementd.toml"
+"$prefix/bin/placementd" --socket "$tmp/own.sock" --state-dir "$tmp/own-state" 2>"$tmp/own.log" &
+daemon=$!
+for _ in $(seq 200); do [ -S "$tmp/own.sock" ] && break; sleep 0.05; done
+"$prefix/bin/placementctl" --socket "$tmp/own.sock" status | grep -qF "$prefix/etc/placementd/placementd.toml" ||
+  { cat "$tmp/own.log"; fail "the installed daemon started without --config did not read its install's config"; }
+kill "$daemon" && wait "$daemon" || true
+daemon=
 mv "$prefix" "$prefix.moved"
 "$prefix.moved/bin/placementctl" config check "$prefix.moved/etc/placementd/placementd.toml"
 
