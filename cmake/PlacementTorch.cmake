@@ -65,6 +65,10 @@ if(PLACEMENT_TORCH_SITE)
   if(wheel_cudart AND TARGET torch::cudart)
     list(GET wheel_cudart 0 wheel_cudart)
     message(STATUS "placementd: CUDA runtime ${wheel_cudart}")
+    # Installed binaries that need the wheel's CUDA runtime directly find it beside LibTorch's.
+    get_filename_component(wheel_cudart_dir "${wheel_cudart}" DIRECTORY)
+    get_filename_component(wheel_cudart_dir "${wheel_cudart_dir}" REALPATH)
+    list(APPEND PLACEMENT_TORCH_RPATH "${wheel_cudart_dir}")
     set_target_properties(torch::cudart PROPERTIES INTERFACE_LINK_LIBRARIES "${wheel_cudart}"
                           INTERFACE_INCLUDE_DIRECTORIES "${CUDAToolkit_INCLUDE_DIRS}")
   endif()

@@ -16,6 +16,7 @@ packages=(
   libboost-dev libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libsystemd-dev zlib1g-dev libmetis-dev libscotch-dev
   libgtest-dev libgmock-dev libeigen3-dev
   systemd util-linux python3 python3-venv
+  dpkg-dev file
 )
 missing=()
 for p in "${packages[@]}"; do
