@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "config/listen_address.h"
 #include "toml/toml_checker.h"
 
 namespace placementd {
@@ -118,7 +119,7 @@ void read_document(const toml::table& root, const std::string& file, Config& con
                    std::vector<ConfigError>& errors) {
   Checker c(file, errors);
   c.only(root, "the top level",
-         {"daemon", "logging", "plugins", "devices", "policy", "exploration", "params", "rules"});
+         {"daemon", "logging", "metrics", "plugins", "devices", "policy", "exploration", "params", "rules"});
 
   if (const toml::table* t = c.table(root, "daemon", "[daemon]")) {
     c.only(*t, "[daemon]",
@@ -152,6 +153,19 @@ void read_document(const toml::table& root, const std::string& file, Config& con
       for (const char* l : kLogLevels) ok = ok || level == l;
       if (ok) config.log_level = level;
       else c.error(*t->get("level"), "logging.level must be one of trace, debug, info, warn, error, critical, off; got '" + level + "'");
+    }
+  }
+
+  if (const toml::table* t = c.table(root, "metrics", "[metrics]")) {
+    c.only(*t, "[metrics]", {"listen"});
+    std::string listen;
+    if (c.get_string(*t, "listen", "metrics", listen)) {
+      try {
+        if (!listen.empty()) parse_listen_address(listen);
+        config.metrics_listen = listen;
+      } catch (const std::invalid_argument& e) {
+        c.error(*t->get("listen"), std::string("metrics.listen: ") + e.what());
+      }
     }
   }
 

@@ -110,6 +110,10 @@ struct Config {
   // [logging]
   std::string log_level = "info";
 
+  // [metrics]
+  /// Where the Prometheus text endpoint listens ("HOST:PORT" or a Unix socket path); empty: off.
+  std::string metrics_listen;
+
   // [plugins]
   std::vector<std::string> plugin_dirs;
 

@@ -1,6 +1,7 @@
 #include "live/session.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <nlohmann/json.hpp>
 
@@ -19,6 +20,27 @@ std::optional<double> CandidateRecord::median(int64_t warmup) const {
   const double upper = kept[mid];
   std::nth_element(kept.begin(), kept.begin() + mid - 1, kept.end());
   return (kept[mid - 1] + upper) / 2.0;
+}
+
+std::optional<std::array<double, 2>> CandidateRecord::median_interval(int64_t warmup) const {
+  const size_t skip = static_cast<size_t>(std::max<int64_t>(warmup, 0));
+  if (step_times.size() <= skip) return std::nullopt;
+  std::vector<double> kept(step_times.begin() + static_cast<std::ptrdiff_t>(skip), step_times.end());
+  const size_t n = kept.size();
+  // [x(l), x(n+1-l)] (1-based, sorted) covers the median with probability 1 - 2 P(B <= l-1),
+  // B ~ Binomial(n, 1/2): take the largest l that keeps that at 95% or more.
+  constexpr double kAlpha = 0.05;
+  double pmf = std::pow(0.5, static_cast<double>(n));  // P(B = 0)
+  double tail = pmf;                                    // P(B <= l-1), for l = 1
+  size_t l = 0;
+  for (size_t k = 1; k <= n / 2 && 2.0 * tail <= kAlpha; ++k) {
+    l = k;
+    pmf *= static_cast<double>(n - k + 1) / static_cast<double>(k);  // P(B = k)
+    tail += pmf;
+  }
+  if (l == 0) return std::nullopt;
+  std::sort(kept.begin(), kept.end());
+  return std::array<double, 2>{kept[l - 1], kept[n - l]};
 }
 
 const CandidateRecord* Session::best() const {
@@ -68,6 +90,8 @@ placement::messages::JobSummary Session::summary() const {
   placement::messages::JobSummary out;
   if (!candidates.empty()) out.start_step_time_s = candidates.begin()->second.median(warmup);
   if (b) out.best_step_time_s = b->median(warmup);
+  if (!candidates.empty()) out.start_step_time_interval_s = candidates.begin()->second.median_interval(warmup);
+  if (b) out.best_step_time_interval_s = b->median_interval(warmup);
   if (auto it = candidates.find(current_candidate); it != candidates.end())
     out.current_step_time_s = it->second.median(warmup);
   // Time spent running exploration candidates, and profiling beyond the start's own step time, as

@@ -1,6 +1,7 @@
 #pragma once
 // One attached job: its graph, devices, policy objects and what it measured.
 
+#include <array>
 #include <sys/types.h>
 
 #include <chrono>
@@ -56,6 +57,9 @@ struct CandidateRecord {
   std::vector<double> profiled_times;
   /// Median of the measured steps after `warmup` discarded ones; nullopt while too few.
   std::optional<double> median(int64_t warmup) const;
+  /// A distribution-free 95% confidence interval of that median (order statistics: the binomial
+  /// ranks around it); nullopt with fewer than 6 measured steps, too few for one.
+  std::optional<std::array<double, 2>> median_interval(int64_t warmup) const;
 };
 
 /// The state of a job's session: LiveSession's private part (live_session.h), which guards it;

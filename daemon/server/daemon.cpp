@@ -13,21 +13,23 @@
 
 #include "config/config_check.h"
 #include "placement/client.h"
+#include "server/journal_sink.h"
 #include "server/systemd.h"
 #include "server/version.h"
 
 namespace placementd {
 
 void configure_logging(const Config& config) {
+  // Under systemd stderr is the journal: write to it natively, with fields, instead.
+  static const bool journal = journal_sink_available() && is_journal_stream(std::getenv("JOURNAL_STREAM"), 2);
   static bool installed = false;
   if (!installed) {
-    auto logger = spdlog::stderr_logger_mt("placementd");
-    spdlog::set_default_logger(logger);
+    if (journal) spdlog::set_default_logger(std::make_shared<spdlog::logger>("placementd", std::make_shared<JournalSink>()));
+    else spdlog::set_default_logger(spdlog::stderr_logger_mt("placementd"));
     installed = true;
   }
-  // journald timestamps lines itself; elsewhere we add our own.
-  const bool journald = std::getenv("JOURNAL_STREAM") != nullptr;
-  spdlog::set_pattern(journald ? "%l: %v" : "%Y-%m-%d %H:%M:%S.%e %l %v");
+  // journald timestamps lines and keeps the priority itself; elsewhere we add both.
+  spdlog::set_pattern(journal ? "%v" : "%Y-%m-%d %H:%M:%S.%e %l %v");
   spdlog::set_level(spdlog::level::from_str(config.log_level));
   spdlog::flush_on(spdlog::level::info);
 }
@@ -73,6 +75,14 @@ Daemon::Daemon(const DaemonOptions& options) : options_(options), signals_(io_) 
 Daemon::~Daemon() = default;
 
 int Daemon::run() {
+  // First: a metrics address that cannot be bound fails the start before the job socket exists.
+  if (!config_->metrics_listen.empty()) {
+    const ListenAddress address = parse_listen_address(config_->metrics_listen);
+    metrics_ = std::make_unique<MetricsServer>(io_, service_->policy_pool(), [this] { return service_->metrics_text(); });
+    metrics_->listen(address, config_->socket_mode);
+    spdlog::info("metrics on {}{}/metrics", address.kind == ListenAddress::Kind::kTcp ? "http://" : "",
+                 address.str());
+  }
   const int fd = activated_fd_;
   if (fd >= 0) {
     server_->adopt(fd);
@@ -120,6 +130,7 @@ void Daemon::shutdown(const char* why) {
   spdlog::info("{}: stopping", why);
   systemd::notify("STOPPING=1");
   server_->stop_accepting();
+  if (metrics_) metrics_->stop();
   // Each session persists on its strand, after the policy work it is doing; the I/O thread serves
   // the open connections meanwhile and closes them once the files are on disk.
   service_->persist_all([this](size_t jobs, size_t written) {
@@ -141,6 +152,7 @@ std::vector<std::string> Daemon::reload() {
     if (errors.empty()) {
       if (next->socket != config_->socket) spdlog::warn("daemon.socket changed: this takes a restart");
       if (next->state_dir != config_->state_dir) spdlog::warn("daemon.state_dir changed: this takes a restart");
+      if (next->metrics_listen != config_->metrics_listen) spdlog::warn("metrics.listen changed: this takes a restart");
       configure_logging(*next);
       config_ = next;
       service_->set_config(next);

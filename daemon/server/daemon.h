@@ -13,6 +13,7 @@
 #include "live/store.h"
 #include "plugins/plugin_registry.h"
 #include "server/lock_file.h"
+#include "server/metrics_server.h"
 #include "server/server.h"
 #include "server/service.h"
 
@@ -56,6 +57,8 @@ class Daemon {
   boost::asio::io_context io_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<Server> server_;
+  /// The Prometheus endpoint, when [metrics].listen names one.
+  std::unique_ptr<MetricsServer> metrics_;
   std::unique_ptr<LockFile> lock_;
   boost::asio::signal_set signals_;
 };

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "live/request_error.h"
+#include "server/job_log.h"
 #include "placement/serialization.h"
 
 namespace placementd {
@@ -27,6 +28,7 @@ bool device_allowed(const Config& config, const std::string& name) {
 template <class Work>
 void on_strand(const std::shared_ptr<AttachedJob>& job, const char* what, Work work) {
   boost::asio::post(job->strand, [job, what, work = std::move(work)]() mutable {
+    const JobLogScope scope(job->live.id(), job->live.name());
     try {
       work();
     } catch (const std::exception& e) {
@@ -45,10 +47,12 @@ void push(const Request& req, const messages::Directive& directive) {
 
 // After a reply went out on the job's strand: queues the session's deferred work (the warm start)
 // behind it if some is due, and pushes the directive that work may end with.
-void defer_work(const Request& req) {
+void defer_work(ServiceContext& ctx, const Request& req) {
   if (!req.job->live.has_deferred_work()) return;
-  on_strand(req.job, "deferred work", [req] {
+  on_strand(req.job, "deferred work", [&ctx, req] {
+    const auto start = std::chrono::steady_clock::now();
     if (auto d = req.job->live.run_deferred_work()) push(req, *d);
+    ctx.policy_latency.observe_deferred(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   });
 }
 
@@ -73,6 +77,7 @@ void attach(ServiceContext& ctx, ConnectionState& conn, Request& req) {
   conn.job = ctx.jobs.add(std::move(identity), std::move(policy), ctx.registry, ctx.store,
                           ctx.policy_pool.get_executor());
   const LiveSession& s = conn.job->live;
+  const JobLogScope scope(s.id(), s.name());
   spdlog::info("job {} '{}' attached (uid {}, pid {}, {} devices; {} / {} / {})", s.id(), s.name(), s.uid(),
                conn.peer.pid, s.devices().size(), s.policy().grouper, s.policy().placer, s.policy().algorithm);
   const auto& e = s.policy().exploration;
@@ -89,11 +94,11 @@ void upload_graph(ServiceContext& ctx, Request& req) {
   req.respond(accepted.kType, req.id, accepted.to_json(), false);
 }
 
-void request_placement(Request& req) {
+void request_placement(ServiceContext& ctx, Request& req) {
   const messages::Directive d = req.job->live.next_directive();
   req.respond(d.kType, req.id, d.to_json(req.job->live.devices()), false);
   // The job trains from here on: the warm start may run now.
-  defer_work(req);
+  defer_work(ctx, req);
 }
 
 // Training the policy may hold the session for seconds; the job does not wait for it. A report is
@@ -102,9 +107,9 @@ void step_report(Request& req) {
   if (auto d = req.job->live.on_report(placement::measurement_from_json(req.body))) push(req, *d);
 }
 
-void profile_report(Request& req) {
+void profile_report(ServiceContext& ctx, Request& req) {
   req.job->live.on_profiles(placement::profile_report_from_json(req.body));
-  defer_work(req);
+  defer_work(ctx, req);
 }
 
 // After the reports sent before it, and after any policy work in progress (its state is persisted).
@@ -122,10 +127,12 @@ void add_job_handlers(HandlerTable& table, ServiceContext& ctx) {
                                                [&ctx](ConnectionState& conn, Request& req) { attach(ctx, conn, req); }));
   table.add(MessageType::kGraphUpload,
             on_job_strand("uploading a graph", [&ctx](Request& req) { upload_graph(ctx, req); }));
-  table.add(MessageType::kPlacementRequest, on_job_strand("requesting a placement", request_placement));
+  table.add(MessageType::kPlacementRequest,
+            on_job_strand("requesting a placement", [&ctx](Request& req) { request_placement(ctx, req); }));
   table.add(MessageType::kStepReport,
             on_job_strand("sending a step report", step_report));
-  table.add(MessageType::kProfileReport, on_job_strand("sending a profile report", profile_report)
+  table.add(MessageType::kProfileReport,
+            on_job_strand("sending a profile report", [&ctx](Request& req) { profile_report(ctx, req); })
                                              .needs_version(placement::protocol::kProfileReportVersion));
   table.add(MessageType::kDetach,
             on_job_strand("detaching", [&ctx](Request& req) { detach(ctx, req); }).ending_attachment());
@@ -161,6 +168,7 @@ void persist_jobs(ServiceContext& ctx, std::function<void(size_t, size_t)> done)
   };
   for (const auto& job : all)
     boost::asio::post(job->strand, [job, finished_one] {
+      const JobLogScope scope(job->live.id(), job->live.name());
       bool written = false;
       try {
         written = job->live.persist();

@@ -2,6 +2,8 @@
 // handlers that run off the I/O thread.
 #include "server/service.h"
 
+#include <optional>
+
 #include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
 
@@ -9,6 +11,8 @@
 #include "placement/serialization.h"
 #include "server/admin_handlers.h"
 #include "server/job_handlers.h"
+#include "server/job_log.h"
+#include "server/metrics.h"
 #include "server/version.h"
 
 namespace placementd {
@@ -77,6 +81,8 @@ Service::Service(std::shared_ptr<const Config> config, PluginRegistry& registry,
                              [this](ConnectionState& conn, Request& req) { hello(ctx_, conn, req); }));
   add_job_handlers(handlers_, ctx_);
   add_admin_handlers(handlers_, ctx_);
+  for (MessageType type : handlers_.types())
+    if (handlers_.find(type)->runs != Runs::kIoThread) ctx_.policy_latency.add(type);
 }
 
 Service::~Service() { ctx_.policy_pool.join(); }
@@ -147,11 +153,15 @@ void Service::handle(ConnectionState& conn, MessageType type, uint32_t rid, json
 
 void Service::run_guarded(const Route& route, Request& req) {
   // Nothing may escape a policy thread's handler: it would end the daemon, and every job with it.
+  const auto start = std::chrono::steady_clock::now();
+  std::optional<JobLogScope> scope;
+  if (req.job) scope.emplace(req.job->live.id(), req.job->live.name());
   try {
     route.work(req);
   } catch (...) {
     reply_failure(ctx_.counters, req, std::current_exception());
   }
+  ctx_.policy_latency.observe(req.type, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 void Service::disconnected(ConnectionState& conn) {
@@ -159,6 +169,8 @@ void Service::disconnected(ConnectionState& conn) {
   end_disconnected_job(ctx_, std::move(conn.job));
   conn.job.reset();
 }
+
+std::string Service::metrics_text() const { return render_metrics(ctx_); }
 
 void Service::persist_all(std::function<void(size_t, size_t)> done) { persist_jobs(ctx_, std::move(done)); }
 

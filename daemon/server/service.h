@@ -39,6 +39,11 @@ class Service {
   /// disk.
   void persist_all(std::function<void(size_t jobs, size_t written)> done);
 
+  /// The Prometheus text of the daemon and its jobs (metrics.h); waits on the jobs' locks, so it
+  /// is rendered on policy_pool().
+  std::string metrics_text() const;
+  boost::asio::thread_pool& policy_pool() { return ctx_.policy_pool; }
+
   size_t session_count() const { return ctx_.jobs.attached_count(); }
   Counters& counters() { return ctx_.counters; }
   const HandlerTable& handlers() const { return handlers_; }

@@ -15,6 +15,7 @@
 #include "live/store.h"
 #include "plugins/plugin_registry.h"
 #include "server/counters.h"
+#include "server/policy_latency.h"
 #include "server/job_table.h"
 
 namespace placementd {
@@ -50,6 +51,7 @@ class ServiceContext {
   ReloadHook reload;
   const std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   Counters counters;
+  PolicyLatency policy_latency;
   /// Groupings and placements are computed here, never on the I/O thread.
   boost::asio::thread_pool policy_pool;
   /// Declared after the pool, so destroyed before it: each job's strand belongs to the pool.

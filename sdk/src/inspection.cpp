@@ -34,6 +34,14 @@ std::optional<std::string> maybe_text(const JsonReader& r, const char* key) {
   return r.field(key).string();
 }
 
+// [low, high], or nullopt when absent or null.
+std::optional<std::array<double, 2>> maybe_interval(const JsonReader& r, const char* key) {
+  if (!r.has(key) || r.value().at(key).is_null()) return std::nullopt;
+  const JsonReader a = r.field(key);
+  if (a.array_size() != 2) a.fail("must be [low, high]");
+  return std::array<double, 2>{a.element(0).number(), a.element(1).number()};
+}
+
 // Each element of the array at `key` (none when absent), decoded by `decode`.
 template <typename T, typename F>
 std::vector<T> list(const JsonReader& r, const char* key, F&& decode) {
@@ -68,6 +76,8 @@ void summary_to_json(const JobSummary& s, json& j) {
   j["start_step_time_s"] = or_null(s.start_step_time_s);
   j["current_step_time_s"] = or_null(s.current_step_time_s);
   j["best_step_time_s"] = or_null(s.best_step_time_s);
+  j["start_step_time_interval_s"] = or_null(s.start_step_time_interval_s);
+  j["best_step_time_interval_s"] = or_null(s.best_step_time_interval_s);
   j["exploration_overhead"] = s.exploration_overhead;
   j["exploration_steps"] = s.exploration_steps;
   j["expected_steps"] = s.expected_steps;
@@ -107,6 +117,8 @@ JobSummary summary_from(const JsonReader& r) {
   s.start_step_time_s = maybe_number(r, "start_step_time_s");
   s.current_step_time_s = maybe_number(r, "current_step_time_s");
   s.best_step_time_s = maybe_number(r, "best_step_time_s");
+  s.start_step_time_interval_s = maybe_interval(r, "start_step_time_interval_s");
+  s.best_step_time_interval_s = maybe_interval(r, "best_step_time_interval_s");
   s.exploration_overhead = number(r, "exploration_overhead");
   s.exploration_steps = count(r, "exploration_steps");
   s.expected_steps = count(r, "expected_steps");

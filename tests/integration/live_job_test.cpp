@@ -17,6 +17,7 @@
 #include <torch/optim/adam.h>
 
 #include "daemon_process.h"
+#include "http_get.h"
 #include "placement/capture.h"
 #include "placement/job.h"
 #include "placement/serialization.h"
@@ -96,7 +97,11 @@ bool ran_warm_start(const JobStats& stats) { return stats.reason == "warm start"
 
 TEST(LiveJob, PlacementsChangeBetweenStepsAndTrainingMatchesARunWithoutSwaps) {
   DaemonProcess daemon(fast_exploration());
+  // The admin's view while it trains: the metrics endpoint, scraped between two steps.
+  const std::string metrics = daemon.dir + "/metrics.sock";
+  daemon.write_config(daemon.base_config() + "[metrics]\nlisten = \"" + metrics + "\"\n");
   daemon.start();
+  std::string mid_run;
   JobOptions live;
   live.socket_path = daemon.socket;
   JobStats stats;
@@ -108,7 +113,10 @@ TEST(LiveJob, PlacementsChangeBetweenStepsAndTrainingMatchesARunWithoutSwaps) {
     return mean_square(out);
   };
   const auto with_swaps = train("two_tower", live, 40, slow_loss, &stats, &placements, nullptr,
-                                [](const JobStats& s) { return s.swaps >= 4; });
+                                [&](const JobStats& s) {
+                                  if (mid_run.empty() && s.swaps >= 2) mid_run = testing::scrape(metrics);
+                                  return s.swaps >= 4;
+                                });
   JobOptions alone;
   alone.use_daemon = false;
   const auto without = train("two_tower", alone, static_cast<int>(stats.steps), mean_square);
@@ -117,6 +125,15 @@ TEST(LiveJob, PlacementsChangeBetweenStepsAndTrainingMatchesARunWithoutSwaps) {
   EXPECT_GT(stats.migrated_bytes, 0u) << "parameters are copied between logical devices";
   EXPECT_GT(std::set<uint64_t>(placements.begin(), placements.end()).size(), 3u);
   expect_bitwise_equal(with_swaps, without);
+  const std::string job = "job_id=\"1\",job_name=\"two_tower\"";
+  // Two swaps in, the session is exploring, or already exploiting what it found.
+  EXPECT_TRUE(mid_run.find("placementd_job_state{" + job + ",state=\"exploring\"} 1\n") != std::string::npos ||
+              mid_run.find("placementd_job_state{" + job + ",state=\"exploiting\"} 1\n") != std::string::npos)
+      << mid_run;
+  const size_t at = mid_run.find("placementd_job_candidates{" + job + "} ");
+  ASSERT_NE(at, std::string::npos) << mid_run;
+  EXPECT_GE(std::stoi(mid_run.substr(at + mid_run.substr(at).find("} ") + 2)), 3) << "start and two swaps";
+  EXPECT_NE(mid_run.find("placementd_job_step_time_seconds{" + job + ",placement=\"start\"} "), std::string::npos);
 }
 
 TEST(LiveJob, AFailingCandidateLosesNoBatchAndLeavesNoTrace) {

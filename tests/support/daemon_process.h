@@ -67,6 +67,8 @@ class DaemonProcess {
   /// Replaces the config file (for reload tests).
   void write_config(const std::string& text) const;
   std::string base_config() const;
+  /// Adds "NAME=value" to the environment of the next start().
+  void add_env(std::string entry) { options_.env.push_back(std::move(entry)); }
 
   std::string dir, socket, config_path, state_dir, log_path;
   pid_t pid = -1;

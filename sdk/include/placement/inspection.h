@@ -4,6 +4,7 @@
 // not know, so an older placementctl reads a newer daemon's replies; a known key of the wrong
 // type is an error that names it.
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -63,6 +64,9 @@ struct JobSummary {
   uint64_t candidates_tried = 0;
   int64_t max_candidates = 0;
   std::optional<double> start_step_time_s, current_step_time_s, best_step_time_s;
+  /// 95% confidence intervals of the start's and the best's median step times ([low, high];
+  /// nullopt until 6 steps are measured).
+  std::optional<std::array<double, 2>> start_step_time_interval_s, best_step_time_interval_s;
   /// Time off the start placement for exploration and profiling, over the time measured.
   double exploration_overhead = 0;
   uint64_t exploration_steps = 0, expected_steps = 0;

@@ -31,6 +31,8 @@ JobSummary measured_job() {
   s.max_candidates = 100;
   s.start_step_time_s = 0.4;
   s.best_step_time_s = 0.25;
+  s.start_step_time_interval_s = std::array<double, 2>{0.38, 0.43};
+  s.best_step_time_interval_s = std::array<double, 2>{0.24, 0.27};
   s.exploration_overhead = 0.04;
   s.exploration_steps = 180;
   s.expected_steps = 10000;
@@ -57,6 +59,7 @@ TEST(Inspection, AJobSurvivesTheWireWithItsUnmeasuredTimesAsNull) {
   EXPECT_EQ(back.state, JobState::kReexploring);
   EXPECT_EQ(back.policy_error, s.policy_error);
   EXPECT_EQ(back.profiled_kinds, s.profiled_kinds);
+  EXPECT_EQ(back.best_step_time_interval_s, s.best_step_time_interval_s);
 
   JobSummary fresh;
   fresh.id = 1;
@@ -69,6 +72,16 @@ TEST(Inspection, AJobSurvivesTheWireWithItsUnmeasuredTimesAsNull) {
   EXPECT_FALSE(decoded.best_step_time_s);
   EXPECT_FALSE(decoded.speedup);
   EXPECT_FALSE(decoded.policy_error);
+  EXPECT_FALSE(decoded.start_step_time_interval_s);
+
+  json bad = s.to_json();
+  bad["best_step_time_interval_s"] = {0.2};
+  try {
+    JobSummary::from_json(bad);
+    FAIL() << "an interval of one number was accepted";
+  } catch (const placement::FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("best_step_time_interval_s"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Inspection, AJobInfoCarriesTheSummaryAtTheTopLevelAndItsCandidates) {

@@ -38,6 +38,7 @@ TEST(Config, ShippedFileHoldsEveryKeyWithItsDefault) {
   EXPECT_EQ(shipped.frame_timeout_ms, defaults.frame_timeout_ms);
   EXPECT_EQ(shipped.policy_threads, defaults.policy_threads);
   EXPECT_EQ(shipped.log_level, defaults.log_level);
+  EXPECT_EQ(shipped.metrics_listen, defaults.metrics_listen);
   EXPECT_EQ(shipped.plugin_dirs, defaults.plugin_dirs);
   EXPECT_EQ(shipped.allow, defaults.allow);
   EXPECT_EQ(shipped.memory_headroom_fraction, defaults.memory_headroom_fraction);
@@ -58,7 +59,7 @@ TEST(Config, ShippedFileHoldsEveryKeyWithItsDefault) {
   const toml::table doc = toml::parse_file(SHIPPED_CONFIG);
   for (const char* key : {"daemon.socket", "daemon.socket_mode", "daemon.admin_group", "daemon.state_dir",
                           "daemon.max_frame_bytes", "daemon.max_connections", "daemon.frame_timeout_ms",
-                          "daemon.policy_threads", "daemon.max_buffered_bytes", "logging.level", "devices.allow", "devices.memory_headroom_fraction",
+                          "daemon.policy_threads", "daemon.max_buffered_bytes", "logging.level", "metrics.listen", "devices.allow", "devices.memory_headroom_fraction",
                           "policy.grouper", "policy.placer", "policy.algorithm", "policy.warm_start_seconds",
                           "exploration.steps_per_candidate",
                           "exploration.warmup_steps", "exploration.max_candidates", "exploration.max_overhead_fraction",
@@ -121,6 +122,24 @@ TEST(Config, SyntaxErrorHasAPosition) {
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0].rfind("t.toml:1:", 0), 0u) << errors[0];
   EXPECT_NE(errors[0].find("TOML syntax"), std::string::npos);
+}
+
+TEST(Config, MetricsListenIsAnAddressOrASocketPathWithItsFaultNamed) {
+  EXPECT_TRUE(errors_of("[metrics]\nlisten = \"127.0.0.1:9464\"\n").empty());
+  EXPECT_TRUE(errors_of("[metrics]\nlisten = \"[::1]:9464\"\n").empty());
+  EXPECT_TRUE(errors_of("[metrics]\nlisten = \"/run/placementd/metrics.sock\"\n").empty());
+  EXPECT_EQ(parse_config("[metrics]\nlisten = \"localhost:9464\"\n", "t.toml", "/p").metrics_listen, "localhost:9464");
+  const auto no_port = errors_of("[metrics]\nlisten = \"127.0.0.1\"\n");
+  ASSERT_EQ(no_port.size(), 1u);
+  EXPECT_NE(no_port[0].find("t.toml:2:10: metrics.listen: '127.0.0.1' is neither HOST:PORT"), std::string::npos) << no_port[0];
+  const auto name = errors_of("[metrics]\nlisten = \"prometheus.example:9464\"\n");
+  ASSERT_EQ(name.size(), 1u);
+  EXPECT_NE(name[0].find("names are not resolved"), std::string::npos) << name[0];
+  const auto port = errors_of("[metrics]\nlisten = \"127.0.0.1:99999\"\n");
+  ASSERT_EQ(port.size(), 1u);
+  EXPECT_NE(port[0].find("port '99999'"), std::string::npos) << port[0];
+  EXPECT_EQ(errors_of("[metrics]\nlisten = \"/" + std::string(120, 'x') + "\"\n").size(), 1u);
+  EXPECT_EQ(errors_of("[metrics]\nport = 9464\n").size(), 1u);
 }
 
 TEST(Config, MissingFileIsNamed) {

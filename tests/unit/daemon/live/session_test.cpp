@@ -17,6 +17,23 @@ TEST(CandidateRecord, MedianSkipsWarmup) {
   EXPECT_DOUBLE_EQ(*c.median(0), 3.5);
 }
 
+TEST(CandidateRecord, MedianIntervalTakesTheBinomialRanksAroundTheMedian) {
+  CandidateRecord c;
+  c.step_times = {100.0, 1.0, 2.0, 3.0, 4.0, 5.0};  // the first is warmup
+  EXPECT_FALSE(c.median_interval(1));                 // 5 steps: [min, max] covers only 94%
+  c.step_times.push_back(6.0);
+  // 6 steps: [min, max] covers 1 - 2/64 = 96.9%.
+  EXPECT_EQ(c.median_interval(1), (std::array<double, 2>{1.0, 6.0}));
+  // 10 steps: [x(2), x(9)] covers 97.9%, [x(3), x(8)] only 89%.
+  c.step_times = {100.0, 10.0, 9.0, 8.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.0, 1.0};
+  EXPECT_EQ(c.median_interval(1), (std::array<double, 2>{2.0, 9.0}));
+  // 100 steps: ranks 40 and 61 (the textbook n/2 -+ 1.96 sqrt(n)/2, rounded outwards).
+  c.step_times.clear();
+  for (int i = 1; i <= 100; ++i) c.step_times.push_back(i);
+  EXPECT_EQ(c.median_interval(0), (std::array<double, 2>{40.0, 61.0}));
+  EXPECT_FALSE(c.median_interval(100));
+}
+
 TEST(Session, BestAndOverheadFollowTheMeasurements) {
   Session s;
   s.policy.exploration.warmup_steps = 1;

@@ -237,6 +237,41 @@ TEST_F(ServiceTest, AJobGoesFromAttachToDetachAndIsCounted) {
   EXPECT_EQ(finished.body["jobs"][0]["state"], "detached");
 }
 
+TEST_F(ServiceTest, MetricsShowTheCountersTheJobsAndThePolicyLatency) {
+  Client c;
+  start_job(c, "bert");
+  const Frame first = ask(c, MessageType::kPlacementRequest, 4);
+  ASSERT_EQ(first.type, MessageType::kPlacementDirective) << first.body.dump();
+  const uint64_t id = first.body.at("placement_id").get<uint64_t>();
+  for (uint64_t step = 0; step < 2; ++step)
+    send(c, MessageType::kStepReport, 0, placement::to_json(placement::Measurement{id, step, 0.5, true, ""}));
+  // Behind the reports on the job's strand; the next candidate, pushed, may come first.
+  Frame jobs = ask(c, MessageType::kListJobs, 9);
+  while (jobs.type == MessageType::kPlacementDirective) jobs = c.inbox.next();
+  ASSERT_EQ(jobs.type, MessageType::kJobList) << jobs.body.dump();
+  const std::string state = jobs.body["jobs"][0]["state"];
+
+  std::string text = service->metrics_text();
+  for (const std::string& line :
+       {std::string("placementd_jobs 1\n"), std::string("placementd_step_reports_total 2\n"),
+        std::string("placementd_protocol_errors_total 0\n"),
+        "placementd_job_state{job_id=\"1\",job_name=\"bert\",state=\"" + state + "\"} 1\n",
+        std::string("placementd_job_step_time_seconds{job_id=\"1\",job_name=\"bert\",placement=\"start\"} 0.5\n"),
+        std::string("placementd_job_steps_total{job_id=\"1\",job_name=\"bert\"} 2\n"),
+        std::string("placementd_job_max_candidates{job_id=\"1\",job_name=\"bert\"} 6\n"),
+        std::string("placementd_policy_seconds_count{request=\"step_report\"} 2\n"),
+        std::string("placementd_policy_seconds_count{request=\"graph_upload\"} 1\n"),
+        std::string("# TYPE placementd_policy_seconds histogram\n")})
+    EXPECT_NE(text.find(line), std::string::npos) << line << "not in:\n" << text;
+  // Two steps are too few for an interval: none is shown rather than a made-up one.
+  EXPECT_EQ(text.find("placementd_job_step_time_low_seconds{"), std::string::npos) << text;
+
+  ASSERT_EQ(ask(c, MessageType::kDetach, 10).type, MessageType::kDetached);
+  text = service->metrics_text();
+  EXPECT_NE(text.find("placementd_jobs 0\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("job_name=\"bert\""), std::string::npos) << "an ended job's series go with it";
+}
+
 TEST_F(ServiceTest, AMalformedReportIsAnsweredAndTheJobGoesOn) {
   Client c;
   start_job(c, "sloppy");
