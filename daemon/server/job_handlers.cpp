@@ -6,8 +6,8 @@
 #include <spdlog/spdlog.h>
 
 #include "live/request_error.h"
-#include "server/job_log.h"
 #include "placement/serialization.h"
+#include "server/job_log.h"
 
 namespace placementd {
 

@@ -6,7 +6,7 @@ namespace {
 thread_local const JobLogScope* innermost = nullptr;
 }
 
-JobLogScope::JobLogScope(uint64_t id, std::string name) : id(id), name(std::move(name)), outer_(innermost) {
+JobLogScope::JobLogScope(uint64_t id, const std::string& name) : id(id), name(name), outer_(innermost) {
   innermost = this;
 }
 

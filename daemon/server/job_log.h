@@ -9,7 +9,9 @@ namespace placementd {
 
 class JobLogScope {
  public:
-  JobLogScope(uint64_t id, std::string name);
+  /// `name` must outlive the scope (it is the session's own, not copied: a scope is set around
+  /// every step report).
+  JobLogScope(uint64_t id, const std::string& name);
   ~JobLogScope();
   JobLogScope(const JobLogScope&) = delete;
   JobLogScope& operator=(const JobLogScope&) = delete;
@@ -18,7 +20,7 @@ class JobLogScope {
   static const JobLogScope* current();
 
   const uint64_t id;
-  const std::string name;
+  const std::string& name;
 
  private:
   const JobLogScope* const outer_;

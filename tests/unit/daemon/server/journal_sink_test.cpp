@@ -27,13 +27,14 @@ TEST(JournalSink, AJobsLinesCarryItsIdAndNameAndOthersDoNot) {
   EXPECT_TRUE(has(plain, "SYSLOG_IDENTIFIER=placementd"));
   EXPECT_EQ(plain.size(), 3u);
   {
-    const JobLogScope job(7, "bert large");
+    const std::string bert = "bert large", gnmt = "gnmt";
+    const JobLogScope job(7, bert);
     const auto fields = journal_fields(line(spdlog::level::info, "job 7 'bert large' attached"));
     EXPECT_TRUE(has(fields, "JOB_ID=7"));
     EXPECT_TRUE(has(fields, "JOB_NAME=bert large"));
     EXPECT_TRUE(has(fields, "PRIORITY=6"));
     {
-      const JobLogScope inner(8, "gnmt");
+      const JobLogScope inner(8, gnmt);
       EXPECT_TRUE(has(journal_fields(line(spdlog::level::err, "x")), "JOB_ID=8"));
     }
     EXPECT_TRUE(has(journal_fields(line(spdlog::level::debug, "x")), "JOB_ID=7"));
