@@ -11,9 +11,15 @@ namespace placementd {
 
 using nlohmann::json;
 
+std::vector<double> CandidateRecord::measured(int64_t warmup) const {
+  const size_t skip = static_cast<size_t>(std::max<int64_t>(warmup, 0));
+  if (step_times.size() <= skip) return {};
+  return std::vector<double>(step_times.begin() + static_cast<std::ptrdiff_t>(skip), step_times.end());
+}
+
 std::optional<double> CandidateRecord::median(int64_t warmup) const {
-  if (step_times.size() <= static_cast<size_t>(std::max<int64_t>(warmup, 0))) return std::nullopt;
-  std::vector<double> kept(step_times.begin() + warmup, step_times.end());
+  std::vector<double> kept = measured(warmup);
+  if (kept.empty()) return std::nullopt;
   const size_t mid = kept.size() / 2;
   std::nth_element(kept.begin(), kept.begin() + mid, kept.end());
   if (kept.size() % 2 == 1) return kept[mid];
@@ -23,9 +29,7 @@ std::optional<double> CandidateRecord::median(int64_t warmup) const {
 }
 
 std::optional<std::array<double, 2>> CandidateRecord::median_interval(int64_t warmup) const {
-  const size_t skip = static_cast<size_t>(std::max<int64_t>(warmup, 0));
-  if (step_times.size() <= skip) return std::nullopt;
-  std::vector<double> kept(step_times.begin() + static_cast<std::ptrdiff_t>(skip), step_times.end());
+  std::vector<double> kept = measured(warmup);
   const size_t n = kept.size();
   // [x(l), x(n+1-l)] (1-based, sorted) covers the median with probability 1 - 2 P(B <= l-1),
   // B ~ Binomial(n, 1/2): take the largest l that keeps that at 95% or more.

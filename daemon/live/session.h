@@ -60,6 +60,10 @@ struct CandidateRecord {
   /// A distribution-free 95% confidence interval of that median (order statistics: the binomial
   /// ranks around it); nullopt with fewer than 6 measured steps, too few for one.
   std::optional<std::array<double, 2>> median_interval(int64_t warmup) const;
+
+ private:
+  /// The step times after `warmup` discarded ones.
+  std::vector<double> measured(int64_t warmup) const;
 };
 
 /// The state of a job's session: LiveSession's private part (live_session.h), which guards it;

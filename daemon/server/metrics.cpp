@@ -29,14 +29,11 @@ void add(MetricFamily& f, Labels labels, double value) {
   f.metric.push_back(std::move(m));
 }
 
-Labels with(Labels labels, const char* name, std::string value) {
-  labels.push_back({name, std::move(value)});
+// `labels` and more.
+Labels with(Labels labels, std::initializer_list<ClientMetric::Label> more) {
+  labels.insert(labels.end(), more);
   return labels;
 }
-
-constexpr messages::JobState kStates[] = {messages::JobState::kAttached,   messages::JobState::kProfiling,
-                                          messages::JobState::kExploring,  messages::JobState::kExploiting,
-                                          messages::JobState::kReexploring, messages::JobState::kDetached};
 
 void add_jobs(const ServiceContext& ctx, std::vector<MetricFamily>& out) {
   MetricFamily info = family("placementd_job_info", "An attached job: its uid and policy (value 1)", MetricType::Gauge);
@@ -71,20 +68,22 @@ void add_jobs(const ServiceContext& ctx, std::vector<MetricFamily>& out) {
   for (const auto& job : ctx.jobs.attached()) {
     const messages::JobSummary s = job->live.summary();
     const Labels id{{"job_id", std::to_string(s.id)}, {"job_name", s.name}};
-    add(info, with(with(with(with(id, "uid", std::to_string(s.uid)), "grouper", s.grouper), "placer", s.placer),
-                   "algorithm", s.algorithm),
+    add(info,
+        with(id, {{"uid", std::to_string(s.uid)}, {"grouper", s.grouper}, {"placer", s.placer},
+                  {"algorithm", s.algorithm}}),
         1);
-    for (messages::JobState st : kStates) add(state, with(id, "state", to_string(st)), st == s.state ? 1 : 0);
+    for (messages::JobState st : messages::all_job_states())
+      add(state, with(id, {{"state", to_string(st)}}), st == s.state ? 1 : 0);
     const std::pair<const char*, const std::optional<double>*> times[] = {
         {"start", &s.start_step_time_s}, {"best", &s.best_step_time_s}, {"current", &s.current_step_time_s}};
     for (const auto& [which, value] : times)
-      if (*value) add(step, with(id, "placement", which), **value);
+      if (*value) add(step, with(id, {{"placement", which}}), **value);
     const std::pair<const char*, const std::optional<std::array<double, 2>>*> intervals[] = {
         {"start", &s.start_step_time_interval_s}, {"best", &s.best_step_time_interval_s}};
     for (const auto& [which, value] : intervals)
       if (*value) {
-        add(low, with(id, "placement", which), (**value)[0]);
-        add(high, with(id, "placement", which), (**value)[1]);
+        add(low, with(id, {{"placement", which}}), (**value)[0]);
+        add(high, with(id, {{"placement", which}}), (**value)[1]);
       }
     if (s.speedup) add(speedup, id, *s.speedup);
     add(candidates, id, static_cast<double>(s.candidates_tried));

@@ -34,6 +34,12 @@ const char* to_string(JobState state) {
   return "unknown";
 }
 
+std::vector<JobState> all_job_states() {
+  std::vector<JobState> out;
+  for (const auto& [s, name] : kStates) out.push_back(s);
+  return out;
+}
+
 const char* to_string(Reason reason) {
   for (const auto& [r, name] : kReasons)
     if (r == reason) return name;

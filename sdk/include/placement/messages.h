@@ -30,6 +30,8 @@ using protocol::MessageType;
 enum class JobState { kAttached, kProfiling, kExploring, kExploiting, kReexploring, kDetached };
 /// "attached", "profiling", "exploring", "exploiting", "re-exploring", "detached".
 const char* to_string(JobState state);
+/// Every state, in the order above (for listings that show each one, such as the metrics).
+std::vector<JobState> all_job_states();
 
 /// Why placementd asks a job to run a placement.
 enum class Reason {
