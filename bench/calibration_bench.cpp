@@ -55,7 +55,7 @@ int calibrate(std::string dir) {
   // page faults of fresh allocations.
   const double bandwidth = (1.0 * (1 << 20)) / (clone_seconds(1 << 20) - latency);
   const uint64_t memory = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  std::vector<placement::Device> list = {{placement::DeviceKind::kCpu, 0, memory, 1.0}, {placement::DeviceKind::kCpu, 1, memory, 1.0}};
+  std::vector<placement::Device> list = {{placement::DeviceKind::kCpu, 0, memory, 1.0, {}}, {placement::DeviceKind::kCpu, 1, memory, 1.0, {}}};
   const auto devices = placement::DeviceSet::uniform(list, bandwidth, latency);
   std::printf("logical CPU link (measured clone): %.2f GB/s, %.1f us; 1 intra-op thread\n", bandwidth / 1e9, latency * 1e6);
   std::printf("%-20s %-16s %12s %12s %9s\n", "model", "placement", "measured", "predicted", "error");

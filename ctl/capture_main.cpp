@@ -113,6 +113,26 @@ int main(int argc, char** argv) {
     std::cout << model << ": " << graph.ops.size() << " ops, " << graph.edges.size() << " edges, "
               << human_bytes(params) << " of parameters, " << human_bytes(activations) << " of outputs, fingerprint "
               << graph.fingerprint() << "\n";
+    // What the cost model will time ops by, and which kinds it only guesses at.
+    double flops = 0, bytes = 0;
+    std::map<std::string, int> guessed;
+    for (const auto& op : graph.ops) {
+      if (!op.work) continue;
+      flops += op.work->forward_flops + op.work->backward_flops;
+      bytes += op.work->forward_bytes + op.work->backward_bytes;
+      if (op.work->estimated) ++guessed[op.kind];
+    }
+    std::printf("work per training step (forward + backward): %.3g GFLOP, %.3g GB moved\n", flops / 1e9, bytes / 1e9);
+    if (!guessed.empty()) {
+      std::string kinds_text;
+      int count = 0;
+      for (const auto& [kind, n] : guessed) {
+        kinds_text += (kinds_text.empty() ? "" : ", ") + kind + " (" + std::to_string(n) + ")";
+        count += n;
+      }
+      std::cout << count << " ops of kinds the cost model has no formula for, estimated as memory-bound: " << kinds_text
+                << "\n";
+    }
     if (list)
       for (const auto& op : graph.ops) {
         std::cout << op.id << "\t" << op.name << "\t" << op.kind << "\t";

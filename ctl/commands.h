@@ -10,6 +10,7 @@
 
 #include "placement/graph.h"
 #include "planning/offline/optimize.h"
+#include "planning/sim/simulator.h"
 
 namespace placementctl {
 
@@ -26,18 +27,22 @@ int job_show(const Globals& g, uint64_t id, const std::string& plot);
 int plugins(const Globals& g);
 int reload(const Globals& g);
 /// Reads a graph for the offline planners (simulate, optimize). A graph in which no op has a profile
-/// cannot be timed: it is refused with what to do about it instead of simulating every placement at
-/// zero seconds.
-placement::OpGraph load_profiled_graph(const std::string& path);
+/// or the work capture counts cannot be timed: it is refused with what to do about it instead of
+/// simulating every placement at zero seconds.
+placement::OpGraph load_timeable_graph(const std::string& path);
+/// Says on stderr which devices of the topology file some ops cannot be timed on, and why.
+void warn_untimeable(const placementd::sim::Simulator& sim, const std::string& topology_file);
 /// Works offline: no daemon needed.
 int config_check(const Globals& g, const std::string& file);
 /// Offline: predicted step time and memory of a placement (or, without one, of every
 /// single-device placement), and the lower bound.
-int simulate(const Globals& g, const std::string& graph, const std::string& topology, const std::string& placement);
+int simulate(const Globals& g, const std::string& graph, const std::string& topology, const std::string& placement,
+             const placementd::sim::MathModes& math);
 
 // Defaults are the library's own (OptimizeOptions and what it holds), so the two cannot drift.
 struct OptimizeArgs {
   std::string graph, topology;
+  placementd::sim::MathModes math;
   std::string grouper = placementd::offline::OptimizeOptions{}.grouper.name,
               placer = placementd::offline::OptimizeOptions{}.placer.name,
               algorithm = placementd::offline::OptimizeOptions{}.algorithm.name;

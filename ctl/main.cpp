@@ -67,13 +67,25 @@ int main(int argc, char** argv) {
   check->add_option("FILE", file, "config file")->required()->check(CLI::ExistingFile);
   auto* simulate = app.add_subcommand("simulate", "predict step time and memory of a placement (offline)");
   std::string graph, topology, placement_file;
-  simulate->add_option("--graph", graph, "profiled OpGraph JSON")->required()->check(CLI::ExistingFile);
+  simulate->add_option("--graph", graph, "captured OpGraph JSON")->required()->check(CLI::ExistingFile);
   simulate->add_option("--devices", topology, "device topology TOML")->required()->check(CLI::ExistingFile);
   simulate->add_option("--placement", placement_file, "placement JSON (default: every single-device placement)")
       ->check(CLI::ExistingFile);
+  placementd::sim::MathModes math;
+  // PyTorch's switches, for the ops the cost model times (no profile for the device's kind).
+  auto math_flags = [](CLI::App* command, placementd::sim::MathModes& modes) {
+    command->add_flag("--matmul-tf32,!--no-matmul-tf32", modes.matmul_tf32,
+                      "the job runs float32 matrix products on TF32 tensor cores "
+                      "(torch.backends.cuda.matmul.allow_tf32; PyTorch's default: off)");
+    command->add_flag("--conv-tf32,!--no-conv-tf32", modes.conv_tf32,
+                      "the job runs float32 convolutions on TF32 tensor cores "
+                      "(torch.backends.cudnn.allow_tf32; PyTorch's default: on)");
+  };
+  math_flags(simulate, math);
   auto* optimize = app.add_subcommand("optimize", "learn a placement against the simulator (offline)");
   placementctl::OptimizeArgs opt;
-  optimize->add_option("--graph", opt.graph, "profiled OpGraph JSON")->required()->check(CLI::ExistingFile);
+  math_flags(optimize, opt.math);
+  optimize->add_option("--graph", opt.graph, "captured OpGraph JSON")->required()->check(CLI::ExistingFile);
   optimize->add_option("--devices", opt.topology, "device topology TOML")->required()->check(CLI::ExistingFile);
   optimize->add_option("--grouper", opt.grouper, "grouper plugin")->capture_default_str();
   optimize->add_option("--placer", opt.placer, "placer plugin")->capture_default_str();
@@ -127,7 +139,7 @@ int main(int argc, char** argv) {
     if (*plugins) return placementctl::plugins(g);
     if (*reload) return placementctl::reload(g);
     if (*check) return placementctl::config_check(g, file);
-    if (*simulate) return placementctl::simulate(g, graph, topology, placement_file);
+    if (*simulate) return placementctl::simulate(g, graph, topology, placement_file, math);
     if (*optimize) return placementctl::optimize(g, opt);
   } catch (const placementd::ConfigInvalid& e) {
     std::cerr << e.what() << "\n";

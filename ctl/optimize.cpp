@@ -86,7 +86,10 @@ class LibraryOutputToStderr {
 
 int optimize(const Globals& g, const OptimizeArgs& a) {
   const placement::DeviceSet devices = placementd::sim::load_topology(a.topology);
-  const placementd::sim::Simulator simulator(load_profiled_graph(a.graph), devices);
+  placementd::sim::SimulatorOptions sim_options;
+  sim_options.math = a.math;
+  const placementd::sim::Simulator simulator(load_timeable_graph(a.graph), devices, sim_options);
+  if (!g.json) warn_untimeable(simulator, a.topology);
   placementd::PluginRegistry registry;
   registry.scan(a.plugin_dirs.empty() ? std::vector<std::string>{placementd::default_plugin_dir()} : a.plugin_dirs);
 

@@ -37,25 +37,40 @@ json result_json(const placementd::sim::SimulationResult& r, const placement::De
           {"backward_s", r.backward_s},
           {"transfers", r.transfers},
           {"transferred_bytes", r.transferred_bytes},
+          {"predicted_ops", r.predicted_ops},
           {"devices", per_device}};
 }
 
 }  // namespace
 
-placement::OpGraph load_profiled_graph(const std::string& path) {
+placement::OpGraph load_timeable_graph(const std::string& path) {
   placement::OpGraph graph = placement::load_graph_file(path);
   for (const placement::Op& op : graph.ops)
-    if (!op.profile.empty()) return graph;
-  throw std::runtime_error(path + ": no op has a profile, so no placement of it can be timed; capture one with "
-                                  "`placementctl capture MODEL.pt --input SHAPE --profile cpu -o GRAPH.json.gz` "
+    if (!op.profile.empty() || op.work) return graph;
+  throw std::runtime_error(path + ": no op has a profile or recorded work, so no placement of it can be timed (a "
+                                  "file from before placementd counted op work); capture it again with "
+                                  "`placementctl capture MODEL.pt --input SHAPE -o GRAPH.json.gz` "
                                   "(docs/capture-and-engine.md)");
 }
 
+void warn_untimeable(const placementd::sim::Simulator& sim, const std::string& topology_file) {
+  const auto& devices = sim.devices().devices;
+  for (size_t d = 0; d < devices.size(); ++d) {
+    const auto [count, why] = sim.untimeable_ops(static_cast<int>(d));
+    if (count > 0)
+      std::cerr << "placementctl: note: " << topology_file << ": " << count << " of " << sim.graph().ops.size()
+                << " ops cannot be placed on " << devices[d].name() << "; " << why << "\n";
+  }
+}
+
 int simulate(const Globals& g, const std::string& graph_file, const std::string& topology_file,
-             const std::string& placement_file) {
+             const std::string& placement_file, const placementd::sim::MathModes& math) {
   const placement::DeviceSet devices = placementd::sim::load_topology(topology_file);
-  placement::OpGraph graph = load_profiled_graph(graph_file);
-  const placementd::sim::Simulator sim(graph, devices);
+  placement::OpGraph graph = load_timeable_graph(graph_file);
+  placementd::sim::SimulatorOptions options;
+  options.math = math;
+  const placementd::sim::Simulator sim(graph, devices, options);
+  warn_untimeable(sim, topology_file);
 
   std::vector<std::pair<std::string, placement::Placement>> candidates;
   if (!placement_file.empty()) {
@@ -75,11 +90,20 @@ int simulate(const Globals& g, const std::string& graph_file, const std::string&
   const double bound = sim.lower_bound_s();
   json out = {{"graph", graph.name}, {"fingerprint", graph.fingerprint()}, {"ops", graph.ops.size()},
               {"lower_bound_s", bound}, {"placements", json::array()}};
-  Table t({"PLACEMENT", "STEP", "FORWARD", "BACKWARD", "TRANSFERS", "VS BOUND", "MEMORY"});
+  Table t({"PLACEMENT", "STEP", "FORWARD", "BACKWARD", "TRANSFERS", "PREDICTED", "VS BOUND", "MEMORY"});
   for (const auto& [name, p] : candidates) {
-    const auto r = sim.simulate(p);
+    placementd::sim::SimulationResult r;
+    try {
+      r = sim.simulate(p);
+    } catch (const std::invalid_argument& e) {
+      // Ops on a device they cannot be timed on (warn_untimeable said which and why).
+      out["placements"].push_back({{"name", name}, {"timed", false}, {"reason", e.what()}});
+      t.add({name, "-", "-", "-", "-", "-", "-", "CANNOT TIME: see the note above"});
+      continue;
+    }
     json j = result_json(r, devices);
     j["name"] = name;
+    j["timed"] = true;
     out["placements"].push_back(j);
     std::string memory;
     for (size_t d = 0; d < devices.size(); ++d)
@@ -87,7 +111,8 @@ int simulate(const Globals& g, const std::string& graph_file, const std::string&
     char ratio[32];
     std::snprintf(ratio, sizeof(ratio), "%.2fx", bound > 0 ? r.step_time_s / bound : 0.0);
     t.add({name, format_seconds(&r.step_time_s), format_seconds(&r.forward_s), format_seconds(&r.backward_s),
-           std::to_string(r.transfers), ratio, r.valid ? memory : "INVALID: " + r.invalid_reason});
+           std::to_string(r.transfers), std::to_string(r.predicted_ops) + "/" + std::to_string(graph.ops.size()), ratio,
+           r.valid ? memory : "INVALID: " + r.invalid_reason});
   }
   if (g.json) {
     std::cout << out.dump(2) << "\n";

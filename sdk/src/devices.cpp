@@ -17,8 +17,15 @@ DeviceKind device_kind_from_string(const std::string& text) {
 
 std::string Device::name() const { return std::string(to_string(kind)) + ":" + std::to_string(index); }
 
+bool DeviceSpec::operator==(const DeviceSpec& o) const {
+  return preset == o.preset && fp32_flops == o.fp32_flops && tf32_flops == o.tf32_flops &&
+         bf16_flops == o.bf16_flops && fp16_flops == o.fp16_flops && memory_bandwidth == o.memory_bandwidth &&
+         launch_s == o.launch_s && compute_efficiency == o.compute_efficiency &&
+         memory_efficiency == o.memory_efficiency;
+}
+
 bool Device::operator==(const Device& o) const {
-  return kind == o.kind && index == o.index && memory_bytes == o.memory_bytes && speed == o.speed;
+  return kind == o.kind && index == o.index && memory_bytes == o.memory_bytes && speed == o.speed && spec == o.spec;
 }
 
 Device parse_device_name(const std::string& text) {
@@ -58,6 +65,17 @@ void DeviceSet::validate() const {
       throw std::invalid_argument("device " + d.name() + " appears twice");
     if (d.memory_bytes == 0) throw std::invalid_argument("device " + d.name() + " has no memory");
     if (!(d.speed > 0)) throw std::invalid_argument("device " + d.name() + ": speed must be > 0");
+    if (const auto& s = d.spec) {
+      const std::string where = "device " + d.name() + " spec: ";
+      if (!(s->fp32_flops > 0)) throw std::invalid_argument(where + "fp32 FLOP/s must be > 0");
+      if (!(s->memory_bandwidth > 0)) throw std::invalid_argument(where + "memory bandwidth must be > 0");
+      if (!(s->tf32_flops >= 0 && s->bf16_flops >= 0 && s->fp16_flops >= 0))
+        throw std::invalid_argument(where + "tensor-core FLOP/s must be >= 0");
+      if (!(s->launch_s >= 0)) throw std::invalid_argument(where + "launch time must be >= 0");
+      if (!(s->compute_efficiency > 0 && s->compute_efficiency <= 1 && s->memory_efficiency > 0 &&
+            s->memory_efficiency <= 1))
+        throw std::invalid_argument(where + "efficiencies must be in (0, 1]");
+    }
   }
   const size_t n = devices.size();
   auto check_matrix = [&](const std::vector<std::vector<double>>& m, const char* what,

@@ -15,6 +15,29 @@ bool OpProfile::operator==(const OpProfile& o) const {
          activation_bytes == o.activation_bytes;
 }
 
+const char* to_string(MathClass math) {
+  switch (math) {
+    case MathClass::kMatmul: return "matmul";
+    case MathClass::kConv: return "conv";
+    case MathClass::kVector: break;
+  }
+  return "vector";
+}
+
+MathClass math_class_from_string(const std::string& text) {
+  if (text == "vector") return MathClass::kVector;
+  if (text == "matmul") return MathClass::kMatmul;
+  if (text == "conv") return MathClass::kConv;
+  throw std::invalid_argument("unknown math class '" + text + "' (vector, matmul or conv)");
+}
+
+bool OpWork::operator==(const OpWork& o) const {
+  return math == o.math && dtype == o.dtype && forward_flops == o.forward_flops &&
+         backward_flops == o.backward_flops && forward_bytes == o.forward_bytes &&
+         backward_bytes == o.backward_bytes && forward_kernels == o.forward_kernels &&
+         backward_kernels == o.backward_kernels && estimated == o.estimated;
+}
+
 uint64_t Op::output_bytes() const {
   uint64_t total = 0;
   for (const TensorInfo& t : outputs) total += t.bytes;
@@ -23,7 +46,7 @@ uint64_t Op::output_bytes() const {
 
 bool Op::operator==(const Op& o) const {
   return id == o.id && name == o.name && kind == o.kind && outputs == o.outputs &&
-         parameter_bytes == o.parameter_bytes && pinned == o.pinned && profile == o.profile;
+         parameter_bytes == o.parameter_bytes && pinned == o.pinned && profile == o.profile && work == o.work;
 }
 
 bool Edge::operator==(const Edge& o) const {

@@ -60,8 +60,41 @@ json profile_json(const OpProfile& p) {
           {"activation_bytes", p.activation_bytes}};
 }
 
+OpWork work_from_json(const JsonReader& r) {
+  r.object({"math", "dtype", "forward_flops", "backward_flops", "forward_bytes", "backward_bytes",
+            "forward_kernels", "backward_kernels", "estimated"});
+  OpWork w;
+  const JsonReader math = r.field("math");
+  try {
+    w.math = math_class_from_string(math.string());
+  } catch (const std::invalid_argument& e) {
+    math.fail(e.what());
+  }
+  if (r.has("dtype")) w.dtype = r.field("dtype").string();
+  w.forward_flops = r.field("forward_flops").number();
+  w.backward_flops = r.field("backward_flops").number();
+  w.forward_bytes = r.field("forward_bytes").number();
+  w.backward_bytes = r.field("backward_bytes").number();
+  w.forward_kernels = r.field("forward_kernels").small_int();
+  w.backward_kernels = r.field("backward_kernels").small_int();
+  if (r.has("estimated")) w.estimated = r.field("estimated").boolean();
+  if (!(w.forward_flops >= 0 && w.backward_flops >= 0 && w.forward_bytes >= 0 && w.backward_bytes >= 0 &&
+        w.forward_kernels >= 0 && w.backward_kernels >= 0))
+    r.fail("work figures must be >= 0");
+  return w;
+}
+
+json work_json(const OpWork& w) {
+  json j = {{"math", to_string(w.math)},           {"dtype", w.dtype},
+            {"forward_flops", w.forward_flops},     {"backward_flops", w.backward_flops},
+            {"forward_bytes", w.forward_bytes},     {"backward_bytes", w.backward_bytes},
+            {"forward_kernels", w.forward_kernels}, {"backward_kernels", w.backward_kernels}};
+  if (w.estimated) j["estimated"] = true;
+  return j;
+}
+
 Op op_from_json(const JsonReader& r) {
-  r.object({"id", "name", "kind", "outputs", "parameter_bytes", "pinned", "profile"});
+  r.object({"id", "name", "kind", "outputs", "parameter_bytes", "pinned", "profile", "work"});
   Op op;
   op.id = r.field("id").small_int();
   op.name = r.field("name").string();
@@ -87,6 +120,7 @@ Op op_from_json(const JsonReader& r) {
       op.profile[item.key()] =
           profile_from_json(profile.field(item.key().c_str()).object({"forward_s", "backward_s", "update_s", "activation_bytes"}));
   }
+  if (r.has("work")) op.work = work_from_json(r.field("work"));
   return op;
 }
 
@@ -106,6 +140,7 @@ json to_json(const OpGraph& graph) {
       for (const auto& [kind, p] : op.profile) profile[kind] = profile_json(p);
       j["profile"] = profile;
     }
+    if (op.work) j["work"] = work_json(*op.work);
     ops.push_back(std::move(j));
   }
   json edges = json::array();
@@ -134,8 +169,20 @@ OpGraph graph_from_json(const json& doc) {
 
 json to_json(const DeviceSet& set) {
   json devices = json::array();
-  for (const Device& d : set.devices)
-    devices.push_back({{"name", d.name()}, {"memory_bytes", d.memory_bytes}, {"speed", d.speed}});
+  for (const Device& d : set.devices) {
+    json j = {{"name", d.name()}, {"memory_bytes", d.memory_bytes}, {"speed", d.speed}};
+    if (const auto& s = d.spec)
+      j["spec"] = {{"preset", s->preset},
+                   {"fp32_flops", s->fp32_flops},
+                   {"tf32_flops", s->tf32_flops},
+                   {"bf16_flops", s->bf16_flops},
+                   {"fp16_flops", s->fp16_flops},
+                   {"memory_bandwidth", s->memory_bandwidth},
+                   {"launch_s", s->launch_s},
+                   {"compute_efficiency", s->compute_efficiency},
+                   {"memory_efficiency", s->memory_efficiency}};
+    devices.push_back(std::move(j));
+  }
   return {{"devices", devices}, {"bandwidth", set.bandwidth}, {"latency", set.latency}};
 }
 
@@ -146,7 +193,7 @@ DeviceSet devices_from_json(const json& doc) {
   const JsonReader devices = r.field("devices");
   for (size_t i = 0; i < devices.array_size(); ++i) {
     const JsonReader d = devices.element(i);
-    d.object({"name", "memory_bytes", "speed"});
+    d.object({"name", "memory_bytes", "speed", "spec"});
     Device device;
     const JsonReader name = d.field("name");
     try {
@@ -156,6 +203,22 @@ DeviceSet devices_from_json(const json& doc) {
     }
     device.memory_bytes = d.field("memory_bytes").uint();
     if (d.has("speed")) device.speed = d.field("speed").number();
+    if (d.has("spec")) {
+      const JsonReader s = d.field("spec");
+      s.object({"preset", "fp32_flops", "tf32_flops", "bf16_flops", "fp16_flops", "memory_bandwidth", "launch_s",
+                "compute_efficiency", "memory_efficiency"});
+      DeviceSpec spec;
+      if (s.has("preset")) spec.preset = s.field("preset").string();
+      spec.fp32_flops = s.field("fp32_flops").number();
+      spec.memory_bandwidth = s.field("memory_bandwidth").number();
+      if (s.has("tf32_flops")) spec.tf32_flops = s.field("tf32_flops").number();
+      if (s.has("bf16_flops")) spec.bf16_flops = s.field("bf16_flops").number();
+      if (s.has("fp16_flops")) spec.fp16_flops = s.field("fp16_flops").number();
+      if (s.has("launch_s")) spec.launch_s = s.field("launch_s").number();
+      if (s.has("compute_efficiency")) spec.compute_efficiency = s.field("compute_efficiency").number();
+      if (s.has("memory_efficiency")) spec.memory_efficiency = s.field("memory_efficiency").number();
+      device.spec = spec;
+    }
     set.devices.push_back(device);
   }
   auto matrix = [](const JsonReader& m) {

@@ -119,7 +119,7 @@ class Sandbox:
             "ID": "1",
         }
         self.write_profiled_graph(source / "tests" / "data" / "graphs" / "rnnlm.json.gz", tmp / "G.json")
-        self.env = dict(os.environ, PLACEMENTD_SOCKET=str(tmp / "pd.sock"), OMP_NUM_THREADS="1")
+        self.env = dict(os.environ, PLACEMENTD_SOCKET=str(tmp / "pd.sock"), OMP_NUM_THREADS="1", BUILD_DIR=str(build))
         self.daemon = None
 
     @staticmethod
@@ -143,7 +143,7 @@ class Sandbox:
                 word = str(self.daemon.pid)
             elif word.startswith("build/"):
                 word = str(self.build / word[len("build/"):])
-            elif word.startswith(("tests/", "etc/", "examples/")):
+            elif word.startswith(("tests/", "etc/", "examples/", "scripts/")):
                 word = str(self.source / word)
             elif i == 0 and word in ("placementd", "placementctl"):
                 word = str(self.build / "bin" / word)

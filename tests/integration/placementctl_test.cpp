@@ -149,7 +149,7 @@ TEST(Placementctl, SimulateReportsStepTimeMemoryAndTheBound) {
   EXPECT_NE(bad.err.find(paths.dir + "/bad.toml:1:1: device cpu:0 has no memory_gib"), std::string::npos) << bad.err;
 }
 
-TEST(Placementctl, SimulateAndOptimizeRefuseAGraphWithoutProfiles) {
+TEST(Placementctl, SimulateAndOptimizeRefuseAGraphWithoutProfilesOrWork) {
   DaemonProcess paths;  // only for its temp dir
   write_json_file(paths.dir + "/g.json", to_json(two_chains(3)));
   std::ofstream(paths.dir + "/topo.toml") << "[[device]]\nname = \"cuda:0\"\nmemory_gib = 1\n";
@@ -157,9 +157,48 @@ TEST(Placementctl, SimulateAndOptimizeRefuseAGraphWithoutProfiles) {
     const CommandResult r = run_command({placementctl_bin(), command, "--graph", paths.dir + "/g.json", "--devices",
                                          paths.dir + "/topo.toml"});
     EXPECT_EQ(r.exit_code, 1) << command << ": " << r.out;
-    EXPECT_NE(r.err.find(paths.dir + "/g.json: no op has a profile"), std::string::npos) << command << ": " << r.err;
-    EXPECT_NE(r.err.find("--profile cpu"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(paths.dir + "/g.json: no op has a profile or recorded work"), std::string::npos)
+        << command << ": " << r.err;
+    EXPECT_NE(r.err.find("capture it again with `placementctl capture MODEL.pt"), std::string::npos) << r.err;
   }
+}
+
+TEST(Placementctl, AGraphCapturedWithoutProfilesIsTimedByTheCostModel) {
+  DaemonProcess paths;  // only for its temp dir
+  // What capture records without --profile: work per op, no profile.
+  placement::OpGraph g = two_chains(3);
+  placement::testing::give_work(g, 4e9, 4e6, 1 << 20);
+  write_json_file(paths.dir + "/g.json", to_json(g));
+  std::ofstream(paths.dir + "/topo.toml") << "[defaults]\nbandwidth_gbs = 50\n"
+                                             "[[device]]\nname = \"cpu:0\"\nmemory_gib = 64\n"
+                                             "[[device]]\nname = \"cuda:0\"\nspec = \"h100-sxm\"\n";
+  const CommandResult r = run_command({placementctl_bin(), "simulate", "--graph", paths.dir + "/g.json", "--devices",
+                                       paths.dir + "/topo.toml", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  const auto& placements = doc.at("placements");
+  ASSERT_EQ(placements.size(), 2u);
+  // cpu:0 has neither a profile nor a spec: it cannot be timed, and stderr says where to add one.
+  EXPECT_FALSE(placements[0].at("timed").get<bool>());
+  EXPECT_NE(r.err.find(paths.dir + "/topo.toml: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cannot be placed on cpu:0; "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cpu:0 has no spec"), std::string::npos) << r.err;
+  const auto& gpu = placements[1];
+  ASSERT_TRUE(gpu.at("timed").get<bool>());
+  EXPECT_EQ(gpu.at("predicted_ops").get<size_t>(), doc.at("ops").get<size_t>());
+  EXPECT_GT(gpu.at("step_time_s").get<double>(), 0.0);
+  EXPECT_GE(gpu.at("step_time_s").get<double>(), doc.at("lower_bound_s").get<double>() * (1 - 1e-9));
+  // TF32 matrix products make these compute-bound ops faster.
+  const CommandResult tf32 = run_command({placementctl_bin(), "simulate", "--graph", paths.dir + "/g.json",
+                                          "--devices", paths.dir + "/topo.toml", "--json", "--matmul-tf32"});
+  ASSERT_EQ(tf32.exit_code, 0) << tf32.err;
+  EXPECT_LT(nlohmann::json::parse(tf32.out).at("placements")[1].at("step_time_s").get<double>(),
+            gpu.at("step_time_s").get<double>());
+  // So does optimize: everything lands on the only device it can time.
+  const CommandResult opt = run_command({placementctl_bin(), "optimize", "--graph", paths.dir + "/g.json",
+                                         "--devices", paths.dir + "/topo.toml", "--budget", "8", "--json",
+                                         "--plugin-dir", PLUGIN_DIR});
+  ASSERT_EQ(opt.exit_code, 0) << opt.err;
 }
 
 // g.json: two profiled chains of 4 ops and a join; topo.toml: two 1 GiB GPUs over 10 GB/s.

@@ -140,6 +140,21 @@ class Bert(nn.Module):
         return torch.tanh(self.pool(self.encoder(x)[:, 0]))
 
 
+class BertMlm(Bert):
+    """BERT pre-training's masked-LM shape: the encoder, then a transform (linear, GELU, layer norm)
+    and logits over the whole vocabulary for every token."""
+
+    def __init__(self, vocab=30522, hidden=768, layers=12, heads=12, seq=384):
+        super().__init__(vocab, hidden, layers, heads, seq)
+        self.transform = nn.Sequential(nn.Linear(hidden, hidden), nn.GELU(), nn.LayerNorm(hidden))
+        self.decoder = nn.Linear(hidden, vocab)
+
+    def forward(self, tokens):
+        positions = torch.arange(tokens.shape[1], device=tokens.device).unsqueeze(0)
+        x = self.norm(self.tokens(tokens) + self.positions(positions))
+        return self.decoder(self.transform(self.encoder(x)))
+
+
 class InceptionBlock(nn.Module):
     """Four parallel branches (1x1; 1x1-3x3; 1x1-5x5; pool-1x1) concatenated, as in GoogLeNet."""
 
@@ -238,6 +253,8 @@ MODELS = {
                           [[32, 3, 299, 299]], "float32"),
     "resnet50_bs64": (lambda: torchvision_model("resnet50"), [[64, 3, 224, 224]], "float32"),
     "gnmt4_bs256": (lambda: Gnmt(vocab=32000, hidden=1024, layers=4), [[256, 40], [256, 40]], "int64"),
+    # The cost model's H100 calibration points (issue #17): BERT-base pre-training, bs 24, seq 384.
+    "bert_base_mlm_bs24": (lambda: BertMlm(), [[24, 384]], "int64"),
 }
 SMALL = ["mlp", "two_tower", "gnmt_small", "gnmt_small_unrolled", "rnnlm_small", "bert_small", "resnet18",
          "control_flow", "gnmt_example", "inception_example", "hf_bert", "hf_gpt2", "hf_llama"]

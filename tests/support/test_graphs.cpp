@@ -55,4 +55,16 @@ DeviceSet devices(int count, DeviceKind kind, uint64_t memory) {
   return DeviceSet::uniform(list, 10e9, 1e-5);
 }
 
+void give_work(OpGraph& graph, double forward_flops, double bytes, uint64_t parameter_bytes) {
+  for (Op& op : graph.ops) {
+    OpWork w;
+    w.math = MathClass::kMatmul;
+    w.forward_flops = forward_flops;
+    w.backward_flops = 2 * forward_flops;
+    w.forward_bytes = w.backward_bytes = bytes;
+    op.work = w;
+    op.parameter_bytes = parameter_bytes;
+  }
+}
+
 }  // namespace placement::testing

@@ -14,6 +14,9 @@ OpGraph chain(int n, uint64_t bytes = 1024);
 OpGraph two_chains(int length);
 /// Gives every op the same profile on `kind` (forward; backward twice that).
 void profile_all(OpGraph& graph, DeviceKind kind, double forward_s);
+/// Gives every op the work of a matrix product of `forward_flops` (backward twice that) moving
+/// `bytes` each way, and `parameter_bytes` of parameters: what capture records, without a profile.
+void give_work(OpGraph& graph, double forward_flops, double bytes, uint64_t parameter_bytes);
 /// `count` devices of `kind` with `memory` bytes each, uniform 10 GB/s links.
 DeviceSet devices(int count, DeviceKind kind = DeviceKind::kCpu, uint64_t memory = 1ull << 30);
 

@@ -12,10 +12,6 @@ using placement::Placement;
 
 namespace {
 
-constexpr int kKinds = 2;  // DeviceKind::kCpu, DeviceKind::kCuda
-
-int kind_index(DeviceKind kind) { return kind == DeviceKind::kCuda ? 1 : 0; }
-
 std::string gib(uint64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.2f GiB", static_cast<double>(bytes) / (1ull << 30));
@@ -40,37 +36,74 @@ Simulator::Simulator(OpGraph graph, placement::DeviceSet devices, SimulatorOptio
   graph_.validate();
   devices_.validate();
   order_ = graph_.topological_order();
-  const size_t n = graph_.ops.size();
+  const size_t n = graph_.ops.size(), D = devices_.size();
   build_csr(n, graph_.edges, true, in_begin_, in_edges_);
   build_csr(n, graph_.edges, false, out_begin_, out_edges_);
-  kind_cost_.assign(n, std::vector<Cost>(kKinds));
+  costs_.resize(n * D);
   activation_bytes_.assign(n, 0);
   for (size_t u = 0; u < n; ++u) {
     const auto& op = graph_.ops[u];
     uint64_t activation = 0;
-    bool profiled = false;
     for (const auto& [kind_name, p] : op.profile) {
-      const int k = kind_index(placement::device_kind_from_string(kind_name));
-      kind_cost_[u][k] = {p.forward_s, p.backward_s, p.update_s};
+      placement::device_kind_from_string(kind_name);  // rejects a kind we do not know
       activation = std::max(activation, p.activation_bytes);
-      profiled = true;
     }
-    // Without a profile, what the op produces is what autograd would keep. An op without any
-    // profile (graph inputs, ops too cheap to time) costs nothing anywhere rather than being
-    // unplaceable: its data still moves over the links.
-    activation_bytes_[u] = profiled ? activation : op.output_bytes();
-    if (!profiled) kind_cost_[u].assign(kKinds, Cost{0, 0, 0});
+    // Without a profile, what the op produces is what autograd would keep.
+    activation_bytes_[u] = op.profile.empty() ? op.output_bytes() : activation;
+    for (size_t d = 0; d < D; ++d) costs_[u * D + d] = time_on(op, devices_.devices[d]);
   }
 }
 
-Simulator::Cost Simulator::cost(int op, int device) const {
-  const auto& d = devices_.devices[device];
-  const Cost& c = kind_cost_[op][kind_index(d.kind)];
-  if (c.forward < 0)
-    throw std::invalid_argument("op " + std::to_string(op) + " '" + graph_.ops[op].name + "' has no " +
-                                to_string(d.kind) + " profile, so it cannot be simulated on " + d.name() +
-                                " (profile the graph on a " + to_string(d.kind) + " device first)");
-  return {c.forward / d.speed, c.backward / d.speed, c.update / d.speed};
+Simulator::Cost Simulator::time_on(const placement::Op& op, const placement::Device& device) const {
+  if (auto it = op.profile.find(to_string(device.kind)); it != op.profile.end()) {
+    const placement::OpProfile& p = it->second;
+    return {p.forward_s / device.speed, p.backward_s / device.speed, p.update_s / device.speed, false};
+  }
+  if (op.work && device.spec) {
+    const PredictedTime t = predict_op_time(*op.work, *device.spec, options_.math);
+    return {t.forward_s, t.backward_s,
+            predict_update_time(op.parameter_bytes, options_.optimizer_state_factor, *device.spec), true};
+  }
+  // An op nobody profiled and capture did not count (graph inputs of hand-written graphs) costs
+  // nothing anywhere rather than being unplaceable: its data still moves over the links.
+  if (op.profile.empty() && !op.work) return {0, 0, 0, false};
+  return {};
+}
+
+const Simulator::Cost& Simulator::cost(int op, int device) const {
+  const Cost& c = costs_[static_cast<size_t>(op) * devices_.size() + device];
+  if (c.forward >= 0) return c;
+  const placement::Op& o = graph_.ops[op];
+  const placement::Device& d = devices_.devices[device];
+  const std::string what = "op " + std::to_string(op) + " '" + o.name + "' cannot be timed on " + d.name() + ": ";
+  const std::string kind = to_string(d.kind);
+  if (!o.work)
+    throw std::invalid_argument(what + "it has no " + kind + " profile and the graph has no op work to predict one "
+                                "from (the file predates it: re-capture the model with placementctl-capture)");
+  throw std::invalid_argument(what + "it has no " + kind + " profile and " + d.name() +
+                              " has no spec to predict one from (give the device spec = \"<preset>\" or its "
+                              "figures in the topology, or profile the graph on a " + kind + " device)");
+}
+
+std::pair<size_t, std::string> Simulator::untimeable_ops(int device) const {
+  std::pair<size_t, std::string> out{0, ""};
+  for (size_t u = 0; u < graph_.ops.size(); ++u) {
+    if (costs_[u * devices_.size() + device].forward >= 0) continue;
+    if (out.first++ == 0) {
+      try {
+        cost(static_cast<int>(u), device);
+      } catch (const std::invalid_argument& e) {
+        out.second = e.what();
+      }
+    }
+  }
+  return out;
+}
+
+size_t Simulator::predicted_op_count(int device) const {
+  size_t count = 0;
+  for (size_t u = 0; u < graph_.ops.size(); ++u) count += costs_[u * devices_.size() + device].predicted;
+  return count;
 }
 
 void Simulator::fill_memory(const Placement& placement, SimulationResult& result) const {
@@ -121,7 +154,10 @@ SimulationResult Simulator::simulate(const Placement& placement) const {
   fill_memory(placement, result);
 
   std::vector<Cost> costs(n);
-  for (size_t u = 0; u < n; ++u) costs[u] = cost(static_cast<int>(u), dev[u]);
+  for (size_t u = 0; u < n; ++u) {
+    costs[u] = cost(static_cast<int>(u), dev[u]);
+    result.predicted_ops += costs[u].predicted;
+  }
 
   // Execution resources: each GPU is its own; CPU devices may share the host.
   std::vector<size_t> resource(D);
@@ -204,15 +240,15 @@ double Simulator::lower_bound_s() const {
   std::vector<double> best(n, -1.0), best_update(n, 0.0);
   for (size_t u = 0; u < n; ++u) {
     for (size_t d = 0; d < D; ++d) {
-      const Cost& c = kind_cost_[u][kind_index(devices_.devices[d].kind)];
+      const Cost& c = costs_[u * D + d];
       if (c.forward < 0) continue;
-      const double t = (c.forward + c.backward) / devices_.devices[d].speed;
+      const double t = c.forward + c.backward;
       if (best[u] < 0 || t < best[u]) {
         best[u] = t;
-        best_update[u] = std::max(c.update, 0.0) / devices_.devices[d].speed;
+        best_update[u] = std::max(c.update, 0.0);
       }
     }
-    if (best[u] < 0) best[u] = 0.0;  // unprofiled everywhere: contributes nothing we can bound
+    if (best[u] < 0) best[u] = 0.0;  // cannot be timed anywhere: contributes nothing we can bound
   }
   // A chain's forward and backward times add up along every path.
   std::vector<double> path(n, 0.0);

@@ -10,6 +10,7 @@
 #include "placement/devices.h"
 #include "placement/graph.h"
 #include "placement/placement.h"
+#include "planning/sim/cost_model.h"
 
 namespace placementd::sim {
 
@@ -21,6 +22,8 @@ struct SimulatorOptions {
   /// CPU devices are one host: their ops run one at a time, never in parallel with each other
   /// (logical CPU devices "cpu:0", "cpu:1" stand in for GPUs in tests, but share the cores).
   bool cpu_devices_share_host = true;
+  /// Math modes of the job, for ops timed by the cost model.
+  MathModes math;
 };
 
 /// Memory a placement needs on one device, by what it is for.
@@ -44,6 +47,8 @@ struct SimulationResult {
   std::vector<MemoryUse> memory;
   uint64_t transferred_bytes = 0;
   size_t transfers = 0;
+  /// Ops whose time came from the cost model (no profile for the kind of device they ran on).
+  size_t predicted_ops = 0;
 
   /// Indices of the devices whose peak memory exceeds their capacity (why it is invalid).
   std::vector<size_t> over_capacity() const {
@@ -61,7 +66,8 @@ struct SimulationResult {
 /// (latency + bytes / bandwidth). Backward runs in reverse order after the forward pass, gradients
 /// crossing the same links back; the optimizer update of each device's parameters follows the
 /// backward pass. An op's time on a device is its profile for that device kind divided by the
-/// device's relative speed.
+/// device's relative speed; without one, the cost model's prediction from the op's work and the
+/// device's spec (cost_model.h).
 ///
 /// Construction precomputes per-op costs; simulate() is O(ops + edges) and const, so one Simulator
 /// can serve many placements from several threads.
@@ -71,7 +77,8 @@ class Simulator {
   Simulator(placement::OpGraph graph, placement::DeviceSet devices, SimulatorOptions options = {});
 
   /// Throws std::invalid_argument if the placement does not fit the graph/devices, or puts an op on
-  /// a device kind it has no profile for (naming the op and the kind).
+  /// a device it can be timed on neither way: no profile for the device's kind and no spec on the
+  /// device, or no work recorded in the graph (a file from before placementd counted it).
   SimulationResult simulate(const placement::Placement& placement) const;
 
   /// Memory only (the cheap pre-screen of live candidates): `valid`, `invalid_reason` and `memory`
@@ -79,8 +86,13 @@ class Simulator {
   SimulationResult check_memory(const placement::Placement& placement) const;
 
   /// max(critical path, total work / devices), each op at its fastest device, transfers free: no
-  /// placement can beat it.
+  /// placement can beat it. Ops that cannot be timed on any device count nothing.
   double lower_bound_s() const;
+
+  /// Ops that have no profile for the kind of `device`, and so are timed there by the cost model.
+  size_t predicted_op_count(int device) const;
+  /// Ops that cannot be timed on `device` at all, and why for the first of them ("" when none).
+  std::pair<size_t, std::string> untimeable_ops(int device) const;
 
   const placement::OpGraph& graph() const { return graph_; }
   const placement::DeviceSet& devices() const { return devices_; }
@@ -88,10 +100,12 @@ class Simulator {
 
  private:
   struct Cost {
-    double forward = -1, backward = -1, update = -1;  // -1: no profile for that kind
+    double forward = -1, backward = -1, update = -1;  // -1: cannot be timed on that device
+    bool predicted = false;
   };
-  /// Cost of `op` on `device` (speed applied); throws std::invalid_argument if unprofiled.
-  Cost cost(int op, int device) const;
+  /// Cost of `op` on `device`; throws std::invalid_argument naming why when it cannot be timed.
+  const Cost& cost(int op, int device) const;
+  Cost time_on(const placement::Op& op, const placement::Device& device) const;
   void fill_memory(const placement::Placement& placement, SimulationResult& result) const;
 
   placement::OpGraph graph_;
@@ -100,8 +114,8 @@ class Simulator {
   std::vector<int> order_;
   /// CSR adjacency: for op u, in_edges_[in_begin_[u] .. in_begin_[u+1]) are edge indices into it.
   std::vector<int> in_begin_, in_edges_, out_begin_, out_edges_;
-  /// Cost per op and device kind (index of DeviceKind), before dividing by the device's speed.
-  std::vector<std::vector<Cost>> kind_cost_;
+  /// Cost of op u on device d at costs_[u * devices + d].
+  std::vector<Cost> costs_;
   std::vector<uint64_t> activation_bytes_;
 };
 

@@ -4,6 +4,7 @@
 #include <map>
 #include <sstream>
 
+#include "planning/sim/device_presets.h"
 #include "toml/toml_checker.h"
 
 namespace placementd::sim {
@@ -16,6 +17,76 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 struct LinkSpec {
   double bandwidth = 0, latency = 0;
 };
+
+std::string preset_names() {
+  std::string names;
+  for (const DevicePreset& p : device_presets()) names += (names.empty() ? "" : ", ") + p.name;
+  return names;
+}
+
+// The device's cost-model figures: a preset, figures of its own, or a preset some figures of which
+// it overrides. Problems are reported through `c`; the device then has no spec.
+void read_spec(TomlChecker& c, const toml::table& t, const std::string& where, placement::Device& d) {
+  std::optional<placement::DeviceSpec> spec;
+  std::string preset_name;
+  if (c.get_string(t, "spec", where, preset_name)) {
+    const DevicePreset* preset = find_device_preset(preset_name);
+    if (!preset) {
+      c.error(*t.get("spec"), where + ".spec: unknown device preset '" + preset_name + "' (known: " + preset_names() +
+                                  "; or give the device's figures: fp32_tflops, memory_bandwidth_gbs, ...)");
+      return;
+    }
+    if (preset->kind != d.kind) {
+      c.error(*t.get("spec"), where + ".spec: '" + preset_name + "' is a " + to_string(preset->kind) + " preset, but " +
+                                  d.name() + " is a " + to_string(d.kind) + " device");
+      return;
+    }
+    spec = preset->spec;
+    if (!t.get("memory_gib")) d.memory_bytes = preset->memory_bytes;
+  }
+  struct Figure {
+    const char* key;
+    double scale;
+    double placement::DeviceSpec::*field;
+    double min, max;
+  };
+  static const Figure figures[] = {
+      {"fp32_tflops", 1e12, &placement::DeviceSpec::fp32_flops, 1e-6, 1e6},
+      {"tf32_tflops", 1e12, &placement::DeviceSpec::tf32_flops, 0, 1e6},
+      {"bf16_tflops", 1e12, &placement::DeviceSpec::bf16_flops, 0, 1e6},
+      {"fp16_tflops", 1e12, &placement::DeviceSpec::fp16_flops, 0, 1e6},
+      {"memory_bandwidth_gbs", 1e9, &placement::DeviceSpec::memory_bandwidth, 1e-6, 1e6},
+      {"launch_us", 1e-6, &placement::DeviceSpec::launch_s, 0, 1e6},
+      {"compute_efficiency", 1, &placement::DeviceSpec::compute_efficiency, 1e-3, 1},
+      {"memory_efficiency", 1, &placement::DeviceSpec::memory_efficiency, 1e-3, 1},
+  };
+  bool given = false;
+  for (const Figure& f : figures) given = given || t.get(f.key);
+  if (!given) {
+    d.spec = spec;
+    return;
+  }
+  const bool from_preset = spec.has_value();
+  if (!spec) spec.emplace();
+  bool ok = true;
+  for (const Figure& f : figures) {
+    double value = 0;
+    if (c.get_float(t, f.key, where, value, f.min, f.max)) (*spec).*(f.field) = value * f.scale;
+    else if (t.get(f.key)) ok = false;
+  }
+  if (!from_preset) {
+    std::string missing;
+    for (const char* required : {"fp32_tflops", "memory_bandwidth_gbs"})
+      if (!t.get(required)) missing += (missing.empty() ? "" : " and ") + std::string(required);
+    if (!missing.empty()) {
+      c.error(t, "device " + d.name() + " gives cost-model figures but no " + missing +
+                     " (give them, or spec = \"<preset>\" to start from a preset)");
+      ok = false;
+    }
+  }
+  if (from_preset) spec->preset += " (modified)";
+  if (ok) d.spec = spec;
+}
 
 }  // namespace
 
@@ -51,7 +122,9 @@ placement::DeviceSet parse_topology(const std::string& text, const std::string& 
       for (size_t i = 0; i < array.size(); ++i) {
         const toml::table& t = *array.get(i)->as_table();
         const std::string where = "device[" + std::to_string(i) + "]";
-        c.only(t, where, {"name", "memory_gib", "speed"});
+        c.only(t, where, {"name", "memory_gib", "speed", "spec", "fp32_tflops", "tf32_tflops", "bf16_tflops",
+                          "fp16_tflops", "memory_bandwidth_gbs", "launch_us", "compute_efficiency",
+                          "memory_efficiency"});
         placement::Device d;
         std::string device_name;
         if (!c.get_string(t, "name", where, device_name)) {
@@ -65,10 +138,11 @@ placement::DeviceSet parse_topology(const std::string& text, const std::string& 
           continue;
         }
         double memory = 0;
-        if (!c.get_float(t, "memory_gib", where, memory, 1e-6, 1e9))
-          if (!t.get("memory_gib")) c.error(t, "device " + d.name() + " has no memory_gib");
-        d.memory_bytes = static_cast<uint64_t>(memory * kGiB);
+        if (c.get_float(t, "memory_gib", where, memory, 1e-6, 1e9)) d.memory_bytes = static_cast<uint64_t>(memory * kGiB);
         c.get_float(t, "speed", where, d.speed, 1e-6, 1e6);
+        read_spec(c, t, where, d);
+        if (d.memory_bytes == 0 && !t.get("memory_gib"))
+          c.error(t, "device " + d.name() + " has no memory_gib (and no spec preset to take it from)");
         if (device_pos.count(d.name())) {
           c.error(*t.get("name"), "device " + d.name() + " appears twice");
           continue;

@@ -2,6 +2,7 @@
 // The devices a job may place ops on, and the links between them.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,30 @@ const char* to_string(DeviceKind kind);
 /// Inverse of to_string(DeviceKind); throws std::invalid_argument on anything else.
 DeviceKind device_kind_from_string(const std::string& text);
 
+/// What a device can do, for the simulator's cost model to time ops nobody profiled on it
+/// (docs/simulator.md, "Cost model"): peak rates from a data sheet or a calibration run, and the
+/// fractions of them real kernels reach.
+struct DeviceSpec {
+  /// The preset the figures came from ("h100-sxm"); empty when a topology gave them.
+  std::string preset;
+  /// Peak FLOP/s: fp32 on the vector units, and on tensor cores per input type (0: no tensor
+  /// cores for that type; the op then runs at the fp32 rate, or at half it for fp16/bf16 storage).
+  double fp32_flops = 0.0;
+  double tf32_flops = 0.0;
+  double bf16_flops = 0.0;
+  double fp16_flops = 0.0;
+  /// Memory bandwidth, bytes/s.
+  double memory_bandwidth = 0.0;
+  /// Host time to dispatch one kernel (framework overhead + launch), seconds.
+  double launch_s = 0.0;
+  /// Fractions of the peaks that large kernels reach: of the arithmetic peak for matrix products
+  /// and convolutions, of the bandwidth for everything else.
+  double compute_efficiency = 0.7;
+  double memory_efficiency = 0.8;
+
+  bool operator==(const DeviceSpec& other) const;
+};
+
 /// One device. On a GPU-less machine several logical CPU devices ("cpu:0", "cpu:1") stand in for
 /// GPUs so the cross-device paths run everywhere.
 struct Device {
@@ -23,6 +48,8 @@ struct Device {
   uint64_t memory_bytes = 0;
   /// Relative compute speed (1.0 = reference), used by the simulator.
   double speed = 1.0;
+  /// Figures for the cost model; without them only profiled ops can be timed on this device.
+  std::optional<DeviceSpec> spec;
 
   /// "cpu:0", "cuda:1".
   std::string name() const;

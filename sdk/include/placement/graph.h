@@ -32,6 +32,40 @@ struct OpProfile {
   bool operator==(const OpProfile& other) const;
 };
 
+/// Which peak rate an op's arithmetic can reach: matrix products (matmul, linear, attention, the
+/// GEMMs inside a fused RNN) and convolutions run on tensor cores where the math mode allows,
+/// everything else on the vector units.
+enum class MathClass { kVector, kMatmul, kConv };
+
+/// "vector", "matmul" or "conv".
+const char* to_string(MathClass math);
+/// Inverse of to_string(MathClass); throws std::invalid_argument on anything else.
+MathClass math_class_from_string(const std::string& text);
+
+/// What one op computes in a training step, counted from its real tensors when the graph was
+/// captured (placement/op_work.h): the input of the simulator's device cost model, which predicts
+/// an op's time on a device nobody profiled it on. The optimizer update is not here: its bytes
+/// follow from parameter_bytes and the optimizer.
+struct OpWork {
+  MathClass math = MathClass::kVector;
+  /// Element type the arithmetic runs in ("float32", "bfloat16", ...): picks the peak rate.
+  std::string dtype = "float32";
+  double forward_flops = 0.0;
+  double backward_flops = 0.0;
+  /// Bytes read from and written to device memory.
+  double forward_bytes = 0.0;
+  double backward_bytes = 0.0;
+  /// Kernels launched (0 for a view; a fused LSTM launches several per time step): each costs the
+  /// device's launch time on the host.
+  int forward_kernels = 1;
+  int backward_kernels = 1;
+  /// The op's kind has no formula: the figures are a conservative memory-bound guess from its
+  /// tensors (every input and output read or written once, twice that backward).
+  bool estimated = false;
+
+  bool operator==(const OpWork& other) const;
+};
+
 /// One placeable tensor operation.
 struct Op {
   /// Dense index: ops[i].id == i.
@@ -47,6 +81,8 @@ struct Op {
   std::optional<DeviceKind> pinned;
   /// Profiles keyed by device kind name ("cpu", "cuda").
   std::map<std::string, OpProfile> profile;
+  /// Counted at capture; absent in graphs written before placementd recorded it (re-capture them).
+  std::optional<OpWork> work;
 
   uint64_t output_bytes() const;
   bool operator==(const Op& other) const;

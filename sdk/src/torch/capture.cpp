@@ -1,4 +1,5 @@
 #include "placement/capture.h"
+#include "placement/op_work.h"
 
 #include <map>
 #include <unordered_map>
@@ -45,7 +46,35 @@ TensorInfo describe_tensor(const at::Tensor& t) {
   info.bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
   return info;
 }
-
+// An op input as the cost model sees it.
+OpArgument describe_argument(const c10::IValue& value) {
+  if (value.isTensor()) {
+    const at::Tensor& t = value.toTensor();
+    return t.defined() ? OpArgument::tensor(describe_tensor(t)) : OpArgument{};
+  }
+  if (value.isInt()) return OpArgument::integer(value.toInt());
+  if (value.isIntList()) return OpArgument::integers(value.toIntVector());
+  if (value.isBool()) return OpArgument::boolean(value.toBool());
+  if (value.isString()) return OpArgument::string(value.toStringRef());
+  if (value.isNone()) return OpArgument{};
+  if (value.isDouble()) {
+    OpArgument a;
+    a.type = OpArgument::Type::kFloat;
+    a.number = value.toDouble();
+    return a;
+  }
+  std::vector<at::Tensor> tensors;
+  detail::tensors_in(value, tensors);
+  if (tensors.empty()) {
+    OpArgument a;
+    a.type = OpArgument::Type::kOther;
+    return a;
+  }
+  std::vector<TensorInfo> infos;
+  for (const at::Tensor& t : tensors)
+    if (t.defined()) infos.push_back(describe_tensor(t));
+  return OpArgument::tensor_list(std::move(infos));
+}
 
 std::string short_kind(const Node* node) {
   const std::string kind = node->kind().toUnqualString();
@@ -66,6 +95,7 @@ OpGraph capture(const torch::jit::Module& module, const std::vector<at::Tensor>&
   std::map<std::pair<int, int>, uint64_t> edges;
   std::map<std::string, int> names_used;
   int current = -1;
+  std::vector<OpArgument> current_arguments;
 
   // Bytes of what an input carries from other ops, without module tensors a list may hold beside them.
   auto activation_bytes = [&counted_parameters](const c10::IValue& value) {
@@ -103,6 +133,8 @@ OpGraph capture(const torch::jit::Module& module, const std::vector<at::Tensor>&
         b = std::max(b, share);
       }
     }
+    current_arguments.clear();
+    for (const c10::IValue& value : stack) current_arguments.push_back(describe_argument(value));
     current = op.id;
     graph.ops.push_back(std::move(op));
   };
@@ -125,6 +157,7 @@ OpGraph capture(const torch::jit::Module& module, const std::vector<at::Tensor>&
       tensors_in(value, tensors);
       for (const at::Tensor& t : tensors) op.outputs.push_back(describe_tensor(t));
     }
+    op.work = estimate_work(op.kind, current_arguments, op.outputs);
     for (const Value* out : node->outputs()) producers[out] = {current};
   };
 
@@ -136,6 +169,7 @@ OpGraph capture(const torch::jit::Module& module, const std::vector<at::Tensor>&
   for (const auto& [key, bytes] : edges) graph.edges.push_back({key.first, key.second, bytes});
   if (graph.ops.empty()) throw CaptureError("the model has no tensor operations to place");
   graph.validate();
+  add_gradient_accumulation(graph);
   return graph;
 }
 

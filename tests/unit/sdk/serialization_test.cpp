@@ -28,14 +28,36 @@ TEST(Serialization, GraphRoundTripsThroughJsonAndCbor) {
   g.ops[1].pinned = DeviceKind::kCpu;
   g.ops[2].parameter_bytes = 4096;
   g.ops[2].profile["cuda"] = {0.001, 0.002, 1 << 20};
+  OpWork work;
+  work.math = MathClass::kConv;
+  work.dtype = "bfloat16";
+  work.forward_flops = 1.5e9;
+  work.backward_flops = 3e9;
+  work.forward_bytes = 4096;
+  work.backward_bytes = 8192;
+  work.forward_kernels = 2;
+  work.backward_kernels = 0;
+  work.estimated = true;
+  g.ops[0].work = work;
   const json doc = to_json(g);
   EXPECT_EQ(graph_from_json(doc), g);
   EXPECT_EQ(graph_from_json(json::from_cbor(json::to_cbor(doc))), g);
 }
 
 TEST(Serialization, DevicesPlacementMeasurementRoundTrip) {
-  const DeviceSet d = testing::devices(3);
+  DeviceSet d = testing::devices(3);
+  DeviceSpec spec;
+  spec.preset = "custom";
+  spec.fp32_flops = 1e12;
+  spec.tf32_flops = 8e12;
+  spec.memory_bandwidth = 2e11;
+  spec.launch_s = 4e-6;
+  spec.compute_efficiency = 0.6;
+  d.devices[2].spec = spec;
   EXPECT_EQ(devices_from_json(to_json(d)), d);
+  d.devices[2].spec->memory_bandwidth = 0;
+  EXPECT_EQ(error_of([&] { devices_from_json(to_json(d)); }), "device cpu:2 spec: memory bandwidth must be > 0");
+  d.devices[2].spec.reset();
   const OpGraph g = testing::chain(4);
   const Placement p{{2, 0, 1, 2}};
   EXPECT_EQ(placement_from_json(to_json(p, d), g, d), p);
@@ -90,6 +112,17 @@ TEST(Serialization, ErrorsNameThePathOfTheFieldAtFault) {
   doc = to_json(testing::chain(3));
   doc["ops"][0]["parameter_bytes"] = -5;
   EXPECT_EQ(error_of([&] { graph_from_json(doc); }), "ops[0].parameter_bytes: expected a non-negative integer, found -5");
+}
+
+TEST(Serialization, OpWorkFieldsAreChecked) {
+  OpGraph g = testing::chain(2);
+  g.ops[1].work = OpWork{};
+  json doc = to_json(g);
+  doc["ops"][1]["work"]["math"] = "quantum";
+  EXPECT_EQ(error_of([&] { graph_from_json(doc); }), "ops[1].work.math: unknown math class 'quantum' (vector, matmul or conv)");
+  doc = to_json(g);
+  doc["ops"][1]["work"]["forward_bytes"] = -1;
+  EXPECT_EQ(error_of([&] { graph_from_json(doc); }), "ops[1].work: work figures must be >= 0");
 }
 
 TEST(Serialization, GraphInvariantsAreChecked) {

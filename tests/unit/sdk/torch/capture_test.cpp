@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 #include <torch/csrc/jit/serialization/import.h>
@@ -115,6 +116,30 @@ TEST(Capture, WeightsPassedInAListAreCountedWithTheOpThatReadsThem) {
       EXPECT_LT(e.bytes, 4u * 4 * 32 * 32) << "an edge into " << g.ops[e.dst].name << " carries the layer's weights";
     }
   }
+}
+
+TEST(Capture, EveryOpCarriesItsWorkAndEveryKindOfTheTestModelsHasAFormula) {
+  for (const std::string name : {"mlp", "two_tower", "gnmt_small", "gnmt_small_unrolled", "rnnlm_small", "bert_small",
+                                  "resnet18"}) {
+    const OpGraph g = capture_model(name);
+    std::set<std::string> guessed;
+    for (const auto& op : g.ops) {
+      ASSERT_TRUE(op.work) << name << ": " << op.name;
+      if (op.work->estimated) guessed.insert(op.kind);
+    }
+    std::string list;
+    for (const auto& kind : guessed) list += kind + " ";
+    EXPECT_TRUE(guessed.empty()) << name << ": no formula for " << list;
+  }
+  const OpGraph resnet = capture_model("resnet18");
+  // conv1 on 1x3x64x64: 64 output channels at 32x32, each a 3x7x7 window.
+  const Op& conv1 = named(resnet, "conv1/_convolution");
+  EXPECT_EQ(conv1.work->math, MathClass::kConv);
+  EXPECT_DOUBLE_EQ(conv1.work->forward_flops, 2.0 * 64 * 32 * 32 * 3 * 7 * 7);
+  // rnnlm_small: LSTM(32, 32), one layer, over its input sequence: launches per time step.
+  const Op& lstm = named(capture_model("rnnlm_small"), "layers.0/lstm");
+  EXPECT_EQ(lstm.work->math, MathClass::kMatmul);
+  EXPECT_GT(lstm.work->forward_kernels, 2);
 }
 
 TEST(Capture, TransformerIsCapturedOpByOp) {

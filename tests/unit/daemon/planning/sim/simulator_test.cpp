@@ -117,8 +117,61 @@ TEST(Simulator, MissingProfileIsNamed) {
     sim.simulate(Placement{{0, 1}});
     FAIL();
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("op 1 'layer.1' has no cuda profile"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("op 1 'layer.1' cannot be timed on cuda:0: it has no cuda profile and the "
+                                         "graph has no op work to predict one from (the file predates it: re-capture"),
+              std::string::npos)
+        << e.what();
   }
+  EXPECT_EQ(sim.untimeable_ops(1).first, 2u);
+  EXPECT_EQ(sim.untimeable_ops(0).first, 0u);
+}
+
+// Every op: 1 GFLOP of fp32 matrix product and 1 MB moved each way, no profile.
+OpGraph with_work(OpGraph g) {
+  placement::testing::give_work(g, 1e9, 1e6, 1000000);
+  return g;
+}
+
+placement::DeviceSpec teraflop_device() {
+  placement::DeviceSpec spec;
+  spec.fp32_flops = 1e12;
+  spec.memory_bandwidth = 1e11;
+  spec.launch_s = 1e-5;
+  spec.compute_efficiency = spec.memory_efficiency = 1.0;
+  return spec;
+}
+
+TEST(Simulator, UnprofiledOpsAreTimedByTheCostModelOnDevicesWithASpec) {
+  placement::DeviceSet d = placement::DeviceSet::uniform(
+      {{DeviceKind::kCpu, 0, 1ull << 30, 1.0}, {DeviceKind::kCuda, 0, 1ull << 30, 1.0, teraflop_device()}}, 1e9, 0);
+  const Simulator sim(with_work(placement::testing::chain(3)), d);
+  const auto r = sim.simulate(Placement{{1, 1, 1}});
+  EXPECT_EQ(r.predicted_ops, 3u);
+  EXPECT_NEAR(r.forward_s, 3 * (1e-3 + 1e-5), 1e-12);
+  EXPECT_NEAR(r.backward_s - r.forward_s, 3 * (2e-3 + 1e-5), 1e-12);
+  // Adam: 18 passes over the parameter bytes, one launch per op's parameters, all after backward.
+  EXPECT_NEAR(r.step_time_s - r.backward_s, 3 * (18e6 / 1e11 + 1e-5), 1e-12);
+  EXPECT_EQ(sim.predicted_op_count(1), 3u);
+  // The CPU has no spec: nothing to time the ops by there, and the reason says what to add.
+  const auto [count, why] = sim.untimeable_ops(0);
+  EXPECT_EQ(count, 3u);
+  EXPECT_NE(why.find("it has no cpu profile and cpu:0 has no spec to predict one from (give the device spec = "),
+            std::string::npos)
+      << why;
+  EXPECT_THROW(sim.simulate(Placement{{0, 1, 1}}), std::invalid_argument);
+  // The chain's forward and backward on the GPU is the critical path.
+  EXPECT_NEAR(sim.lower_bound_s(), 3 * (3e-3 + 2e-5), 1e-12);
+}
+
+TEST(Simulator, AProfileForTheDevicesKindWinsOverThePrediction) {
+  OpGraph g = with_work(placement::testing::chain(2));
+  g.ops[0].profile["cuda"] = {0.5, 1.0, 0.0, 100};
+  placement::DeviceSet d = placement::DeviceSet::uniform(
+      {{DeviceKind::kCuda, 0, 1ull << 30, 1.0, teraflop_device()}}, 1e9, 0);
+  const Simulator sim(g, d);
+  const auto r = sim.simulate(Placement{{0, 0}});
+  EXPECT_EQ(r.predicted_ops, 1u);
+  EXPECT_NEAR(r.forward_s, 0.5 + 1e-3 + 1e-5, 1e-12);
 }
 
 TEST(Simulator, NoPlacementBeatsTheLowerBound) {

@@ -1,0 +1,42 @@
+#include "planning/sim/cost_model.h"
+
+#include <algorithm>
+
+namespace placementd::sim {
+
+using placement::DeviceSpec;
+using placement::MathClass;
+
+double peak_flops(const DeviceSpec& spec, MathClass math, const std::string& dtype, const MathModes& modes) {
+  if (math == MathClass::kVector) return spec.fp32_flops;
+  auto tensor_cores_or_fp32 = [&](double rate) { return rate > 0 ? rate : spec.fp32_flops; };
+  if (dtype == "bfloat16") return tensor_cores_or_fp32(spec.bf16_flops);
+  if (dtype == "float16") return tensor_cores_or_fp32(spec.fp16_flops);
+  if (dtype == "float64") return spec.fp32_flops / 2;
+  const bool tf32 = math == MathClass::kConv ? modes.conv_tf32 : modes.matmul_tf32;
+  return tf32 ? tensor_cores_or_fp32(spec.tf32_flops) : spec.fp32_flops;
+}
+
+PredictedTime predict_op_time(const placement::OpWork& work, const DeviceSpec& spec, const MathModes& modes) {
+  const double flops_per_s = peak_flops(spec, work.math, work.dtype, modes) * spec.compute_efficiency;
+  const double bytes_per_s = spec.memory_bandwidth * spec.memory_efficiency;
+  auto pass = [&](double flops, double bytes, int kernels) {
+    return std::max(flops / flops_per_s, bytes / bytes_per_s) + kernels * spec.launch_s;
+  };
+  return {pass(work.forward_flops, work.forward_bytes, work.forward_kernels),
+          pass(work.backward_flops, work.backward_bytes, work.backward_kernels)};
+}
+
+double optimizer_passes(double optimizer_state_factor) {
+  const double f = std::max(0.0, optimizer_state_factor);
+  return f <= 1.0 ? 3.0 + 5.0 * f : 8.0 + 10.0 * (f - 1.0);
+}
+
+double predict_update_time(uint64_t parameter_bytes, double optimizer_state_factor, const DeviceSpec& spec) {
+  if (parameter_bytes == 0) return 0.0;
+  const double streamed = static_cast<double>(parameter_bytes) * optimizer_passes(optimizer_state_factor);
+  // Multi-tensor apply launches each pass once for a whole parameter list; charged per op here.
+  return streamed / (spec.memory_bandwidth * spec.memory_efficiency) + spec.launch_s;
+}
+
+}  // namespace placementd::sim

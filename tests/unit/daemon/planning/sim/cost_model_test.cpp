@@ -1,0 +1,88 @@
+#include <gtest/gtest.h>
+
+#include "planning/sim/cost_model.h"
+#include "planning/sim/device_presets.h"
+
+namespace placementd::sim {
+namespace {
+
+using placement::MathClass;
+using placement::OpWork;
+
+const placement::DeviceSpec& preset(const std::string& name) {
+  const DevicePreset* p = find_device_preset(name);
+  EXPECT_NE(p, nullptr) << name;
+  return p->spec;
+}
+
+TEST(CostModel, PyTorchsDefaultMathModesPickThePeak) {
+  const auto& h100 = preset("h100-sxm");
+  const MathModes defaults;
+  EXPECT_DOUBLE_EQ(peak_flops(h100, MathClass::kConv, "float32", defaults), h100.tf32_flops);
+  EXPECT_DOUBLE_EQ(peak_flops(h100, MathClass::kMatmul, "float32", defaults), h100.fp32_flops);
+  EXPECT_DOUBLE_EQ(peak_flops(h100, MathClass::kVector, "float32", defaults), h100.fp32_flops);
+  EXPECT_DOUBLE_EQ(peak_flops(h100, MathClass::kMatmul, "bfloat16", defaults), h100.bf16_flops);
+  MathModes tf32;
+  tf32.matmul_tf32 = true;
+  tf32.conv_tf32 = false;
+  EXPECT_DOUBLE_EQ(peak_flops(h100, MathClass::kMatmul, "float32", tf32), h100.tf32_flops);
+  EXPECT_DOUBLE_EQ(peak_flops(h100, MathClass::kConv, "float32", tf32), h100.fp32_flops);
+  // No tensor cores for the type: the vector units' rate.
+  const auto& v100 = preset("v100-sxm");
+  EXPECT_DOUBLE_EQ(peak_flops(v100, MathClass::kMatmul, "bfloat16", defaults), v100.fp32_flops);
+  EXPECT_DOUBLE_EQ(peak_flops(v100, MathClass::kConv, "float32", defaults), v100.fp32_flops);
+  EXPECT_DOUBLE_EQ(peak_flops(v100, MathClass::kMatmul, "float16", defaults), v100.fp16_flops);
+}
+
+TEST(CostModel, RooflineTakesTheSlowerOfArithmeticAndMemoryPlusLaunches) {
+  placement::DeviceSpec spec;
+  spec.fp32_flops = 1e12;
+  spec.memory_bandwidth = 1e11;
+  spec.launch_s = 1e-5;
+  spec.compute_efficiency = 0.5;
+  spec.memory_efficiency = 0.5;
+  OpWork w;
+  w.math = MathClass::kMatmul;
+  w.forward_flops = 1e9;   // 2 ms at 0.5 TFLOP/s
+  w.forward_bytes = 1e6;   // 20 us at 50 GB/s
+  w.backward_flops = 1e6;  // 2 us
+  w.backward_bytes = 1e8;  // 2 ms
+  w.forward_kernels = 1;
+  w.backward_kernels = 3;
+  const PredictedTime t = predict_op_time(w, spec, {});
+  EXPECT_NEAR(t.forward_s, 2e-3 + 1e-5, 1e-12);
+  EXPECT_NEAR(t.backward_s, 2e-3 + 3e-5, 1e-12);
+  // Small enough, only the launch is left.
+  OpWork tiny;
+  tiny.forward_flops = 10;
+  tiny.forward_bytes = 10;
+  EXPECT_NEAR(predict_op_time(tiny, spec, {}).forward_s, 1e-5, 1e-9);
+}
+
+TEST(CostModel, UpdateStreamsTheParametersAsOftenAsPyTorchsForeachOptimizerDoes) {
+  placement::DeviceSpec spec;
+  spec.fp32_flops = 1e12;
+  spec.memory_bandwidth = 1e9;
+  spec.memory_efficiency = 1.0;
+  spec.launch_s = 0;
+  EXPECT_DOUBLE_EQ(predict_update_time(1000000, 2.0, spec), 18e-3);  // Adam
+  EXPECT_DOUBLE_EQ(predict_update_time(1000000, 1.0, spec), 8e-3);   // SGD with momentum
+  EXPECT_DOUBLE_EQ(predict_update_time(1000000, 0.0, spec), 3e-3);   // plain SGD
+  EXPECT_DOUBLE_EQ(predict_update_time(0, 2.0, spec), 0.0);
+}
+
+TEST(CostModel, EveryPresetIsAValidSpecWithASource) {
+  for (const DevicePreset& p : device_presets()) {
+    placement::DeviceSet set = placement::DeviceSet::uniform({{p.kind, 0, p.memory_bytes, 1.0, p.spec}}, 1e9, 0);
+    EXPECT_NO_THROW(set.validate()) << p.name;
+    EXPECT_EQ(p.spec.preset, p.name);
+    EXPECT_FALSE(p.source.empty()) << p.name;
+  }
+  // Newer GPUs are faster at everything the model looks at.
+  EXPECT_GT(preset("h100-sxm").tf32_flops, preset("a100-sxm").tf32_flops);
+  EXPECT_GT(preset("a100-sxm").memory_bandwidth, preset("v100-sxm").memory_bandwidth);
+  EXPECT_GT(preset("v100-sxm").fp32_flops, preset("k40").fp32_flops);
+}
+
+}  // namespace
+}  // namespace placementd::sim
