@@ -116,7 +116,7 @@ bool JobChannel::connect() {
     // Grouping a large graph takes the daemon a while.
     client->set_timeout_ms(options_.timeout_ms * 10);
     const messages::GraphUpload upload{options_.graph, options_.start};
-    client->request(upload.kType, upload.to_json(options_.devices), messages::GraphAccepted::kType);
+    client->request(upload.kType, upload.to_json(options_.devices, client->version()), messages::GraphAccepted::kType);
     client->set_timeout_ms(options_.timeout_ms);
     const json first =
         client->request(messages::PlacementRequest::kType, messages::PlacementRequest{}.to_json(), messages::Directive::kType);

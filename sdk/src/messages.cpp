@@ -144,8 +144,10 @@ Attached Attached::from_json(const json& body) {
   return a;
 }
 
-json GraphUpload::to_json(const DeviceSet& devices) const {
+json GraphUpload::to_json(const DeviceSet& devices, uint16_t version) const {
   json j = {{"graph", placement::to_json(graph)}};
+  if (version < protocol::kOpWorkVersion)
+    for (json& op : j["graph"]["ops"]) op.erase("work");
   if (start) j["placement"] = placement::to_json(*start, devices);
   return j;
 }

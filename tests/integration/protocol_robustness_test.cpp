@@ -69,7 +69,7 @@ TEST_F(ProtocolRobustness, OversizedLengthIsRefusedBeforeReadingIt) {
 TEST_F(ProtocolRobustness, UnsupportedVersionIsRefusedInTheHandshake) {
   RawConnection c(daemon_->socket);
   c.send_frame(MessageType::kHello, {{"client", "future"}, {"min_version", 7}, {"max_version", 9}});
-  EXPECT_NE(expect_error(c, protocol::error::kUnsupportedVersion, true).find("speaks 1..2"), std::string::npos);
+  EXPECT_NE(expect_error(c, protocol::error::kUnsupportedVersion, true).find("speaks 1..3"), std::string::npos);
 }
 
 TEST_F(ProtocolRobustness, WrongVersionInALaterHeaderCloses) {
@@ -182,7 +182,7 @@ TEST_F(ProtocolRobustness, ProfileReportsAreCheckedAndNeedVersion2) {
     EXPECT_EQ(expect_error(old, protocol::error::kUnexpected, false), "profile_report needs protocol version 2");
   }
   RawConnection c(daemon_->socket);
-  c.hello();
+  c.hello(2);
   ASSERT_EQ(c.version(), 2);
   EXPECT_TRUE(start_job(c, {{"job", "v2"}, {"profile_steps", 3}}).value("profile", false))
       << "an unprofiled graph: the job is asked to profile";

@@ -21,10 +21,13 @@ namespace placement::protocol {
 inline constexpr std::array<uint8_t, 4> kMagic = {'P', 'L', 'M', 'T'};
 inline constexpr uint16_t kMinVersion = 1;
 // Version 2 added per-op profiles measured by the job: profile_report, `profiled` in step_report,
-// `profile_steps` in attach and `profile` in placement_directive.
-inline constexpr uint16_t kMaxVersion = 2;
+// `profile_steps` in attach and `profile` in placement_directive. Version 3 added each op's `work`
+// (the cost model's FLOP and byte counts) to graph_upload's graph.
+inline constexpr uint16_t kMaxVersion = 3;
 /// The first version with profile_report.
 inline constexpr uint16_t kProfileReportVersion = 2;
+/// The first version whose graph_upload carries op work.
+inline constexpr uint16_t kOpWorkVersion = 3;
 inline constexpr size_t kHeaderSize = 16;
 /// Default for the config key daemon.max_frame_bytes.
 inline constexpr uint32_t kDefaultMaxFrameBytes = 64u << 20;

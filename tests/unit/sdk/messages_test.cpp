@@ -156,6 +156,17 @@ TEST(Messages, RepliesRoundTrip) {
   EXPECT_EQ(Reloaded::from_json(Reloaded{"/etc/p.toml", 20}.to_json()).plugins, 20u);
 }
 
+TEST(Messages, GraphUploadLeavesOpWorkOutForDaemonsBeforeVersion3) {
+  GraphUpload upload;
+  upload.graph = testing::chain(2);
+  upload.graph.ops[1].work = OpWork{};
+  const DeviceSet devices = testing::devices(1);
+  EXPECT_EQ(GraphUpload::from_json(upload.to_json(devices), devices).graph, upload.graph);
+  const json old = upload.to_json(devices, 2);
+  EXPECT_FALSE(old["graph"]["ops"][1].contains("work"));
+  EXPECT_FALSE(GraphUpload::from_json(old, devices).graph.ops[1].work);
+}
+
 TEST(Messages, RequestsRoundTrip) {
   const Hello h = Hello::from_json(Hello{1, 2, "placementctl"}.to_json());
   EXPECT_EQ(h.min_version, 1);
