@@ -2,6 +2,8 @@
 // depends on the previous time step of its layer and on the layer below), 80 000 ops, placed
 // randomly and layer-wise on "4xH100 + CPU" (tests/data/topologies/4xh100_cpu_pcie5.toml).
 // Target (issue #3): <= 50 ms per placement. Prints the median of 20 placements of each kind.
+// Then the same graph without profiles, every op timed by the cost model from its work (issue #17
+// target: the cost model's part of construction <= 1 s).
 //
 //   simulator_bench [--ops N]   (default 80000; --help)
 
@@ -14,6 +16,7 @@
 #include <CLI/CLI.hpp>
 
 #include "command_line.h"
+#include "placement/op_work.h"
 #include "planning/sim/simulator.h"
 #include "planning/sim/topology.h"
 
@@ -73,6 +76,40 @@ int time_simulator(int ops) {
   std::printf("%-36s %10.2f ms  (predicted step %.3f s)\n", "simulate(), random placement", random_ms[10], step_random);
   std::printf("%-36s %10.2f ms  (predicted step %.3f s)\n", "simulate(), layer i on cuda:i", layer_ms[10], step_layer);
   std::printf("%-36s %10.2f ms  (%.3f s)\n", "lower_bound_s()", bound_ms, bound);
+
+  // The same graph as capture records it without --profile: each cell's work, no profile.
+  auto f32 = [](std::vector<int64_t> shape) {
+    placement::TensorInfo t{shape, "float32", 4};
+    for (int64_t d : shape) t.bytes *= static_cast<uint64_t>(d);
+    return t;
+  };
+  const placement::OpWork cell = placement::estimate_work(
+      "aten::lstm_cell",
+      {placement::OpArgument::tensor(f32({128, 1024})),
+       placement::OpArgument::tensor_list({f32({128, 1024}), f32({128, 1024})}),
+       placement::OpArgument::tensor(f32({4096, 1024})), placement::OpArgument::tensor(f32({4096, 1024}))},
+      {f32({128, 1024}), f32({128, 1024})});
+  for (placement::Op& op : g.ops) {
+    op.profile.clear();
+    op.work = cell;
+  }
+  t0 = Clock::now();
+  const placementd::sim::Simulator predicted(g, devices);
+  const double predicted_setup_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  placement::Placement layerwise;
+  for (int u = 0; u < static_cast<int>(g.ops.size()); ++u) layerwise.device_of_op.push_back(1 + u % layers);
+  double predicted_step = 0;
+  std::vector<double> predicted_ms;
+  for (int i = 0; i < 5; ++i) {
+    const auto start = Clock::now();
+    predicted_step = predicted.simulate(layerwise).step_time_s;
+    predicted_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+  }
+  std::sort(predicted_ms.begin(), predicted_ms.end());
+  std::printf("%-36s %10.2f ms  (every op on every device by the cost model)\n", "Simulator construction, no profiles",
+              predicted_setup_ms);
+  std::printf("%-36s %10.2f ms  (predicted step %.3f s)\n", "simulate(), layer i on cuda:i", predicted_ms[2],
+              predicted_step);
   return 0;
 }
 

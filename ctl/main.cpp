@@ -16,14 +16,15 @@
 
 namespace {
 
-// `placementctl capture ...` runs placementctl-capture from the same directory, so that only that
-// helper loads LibTorch.
-int run_capture_helper(const std::vector<std::string>& args) {
+// `placementctl capture ...` runs placementctl-capture from the same directory (calibrate:
+// placementctl-calibrate), so that only that helper loads LibTorch.
+int run_helper(const std::string& command, const std::vector<std::string>& args) {
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  const std::string helper = (self.parent_path() / "placementctl-capture").string();
+  const std::string helper = (self.parent_path() / ("placementctl-" + command)).string();
   if (ec || ::access(helper.c_str(), X_OK) != 0) {
-    std::cerr << "placementctl: capture needs " << helper << ", which this build does not have (built without LibTorch?)\n";
+    std::cerr << "placementctl: " << command << " needs " << helper
+              << ", which this build does not have (built without LibTorch?)\n";
     return 1;
   }
   std::vector<char*> argv{const_cast<char*>(helper.c_str())};
@@ -128,9 +129,14 @@ int main(int argc, char** argv) {
   capture->prefix_command();  // everything after `capture` goes to the helper as it is
   capture->fallthrough(false);
   capture->set_help_flag();   // --help too
+  auto* calibrate = app.add_subcommand("calibrate", "measure this CPU for the cost model (runs placementctl-calibrate)");
+  calibrate->prefix_command();
+  calibrate->fallthrough(false);
+  calibrate->set_help_flag();
   CLI11_PARSE(app, argc, argv);
 
-  if (*capture) return run_capture_helper(capture->remaining());
+  if (*capture) return run_helper("capture", capture->remaining());
+  if (*calibrate) return run_helper("calibrate", calibrate->remaining());
   spdlog::set_level(spdlog::level::err);  // plugin scanning in `config check` logs through spdlog
   try {
     if (*status) return placementctl::status(g);

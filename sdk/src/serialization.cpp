@@ -180,7 +180,8 @@ json to_json(const DeviceSet& set) {
                    {"memory_bandwidth", s->memory_bandwidth},
                    {"launch_s", s->launch_s},
                    {"compute_efficiency", s->compute_efficiency},
-                   {"memory_efficiency", s->memory_efficiency}};
+                   {"memory_efficiency", s->memory_efficiency},
+                   {"conv_efficiency", s->conv_efficiency}};
     devices.push_back(std::move(j));
   }
   return {{"devices", devices}, {"bandwidth", set.bandwidth}, {"latency", set.latency}};
@@ -206,7 +207,7 @@ DeviceSet devices_from_json(const json& doc) {
     if (d.has("spec")) {
       const JsonReader s = d.field("spec");
       s.object({"preset", "fp32_flops", "tf32_flops", "bf16_flops", "fp16_flops", "memory_bandwidth", "launch_s",
-                "compute_efficiency", "memory_efficiency"});
+                "compute_efficiency", "memory_efficiency", "conv_efficiency"});
       DeviceSpec spec;
       if (s.has("preset")) spec.preset = s.field("preset").string();
       spec.fp32_flops = s.field("fp32_flops").number();
@@ -217,6 +218,7 @@ DeviceSet devices_from_json(const json& doc) {
       if (s.has("launch_s")) spec.launch_s = s.field("launch_s").number();
       if (s.has("compute_efficiency")) spec.compute_efficiency = s.field("compute_efficiency").number();
       if (s.has("memory_efficiency")) spec.memory_efficiency = s.field("memory_efficiency").number();
+      if (s.has("conv_efficiency")) spec.conv_efficiency = s.field("conv_efficiency").number();
       device.spec = spec;
     }
     set.devices.push_back(device);

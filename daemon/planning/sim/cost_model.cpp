@@ -18,7 +18,9 @@ double peak_flops(const DeviceSpec& spec, MathClass math, const std::string& dty
 }
 
 PredictedTime predict_op_time(const placement::OpWork& work, const DeviceSpec& spec, const MathModes& modes) {
-  const double flops_per_s = peak_flops(spec, work.math, work.dtype, modes) * spec.compute_efficiency;
+  const double efficiency =
+      work.math == MathClass::kConv && spec.conv_efficiency > 0 ? spec.conv_efficiency : spec.compute_efficiency;
+  const double flops_per_s = peak_flops(spec, work.math, work.dtype, modes) * efficiency;
   const double bytes_per_s = spec.memory_bandwidth * spec.memory_efficiency;
   auto pass = [&](double flops, double bytes, int kernels) {
     return std::max(flops / flops_per_s, bytes / bytes_per_s) + kernels * spec.launch_s;

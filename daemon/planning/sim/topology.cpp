@@ -59,6 +59,7 @@ void read_spec(TomlChecker& c, const toml::table& t, const std::string& where, p
       {"launch_us", 1e-6, &placement::DeviceSpec::launch_s, 0, 1e6},
       {"compute_efficiency", 1, &placement::DeviceSpec::compute_efficiency, 1e-3, 1},
       {"memory_efficiency", 1, &placement::DeviceSpec::memory_efficiency, 1e-3, 1},
+      {"conv_efficiency", 1, &placement::DeviceSpec::conv_efficiency, 1e-3, 1},
   };
   bool given = false;
   for (const Figure& f : figures) given = given || t.get(f.key);
@@ -124,7 +125,7 @@ placement::DeviceSet parse_topology(const std::string& text, const std::string& 
         const std::string where = "device[" + std::to_string(i) + "]";
         c.only(t, where, {"name", "memory_gib", "speed", "spec", "fp32_tflops", "tf32_tflops", "bf16_tflops",
                           "fp16_tflops", "memory_bandwidth_gbs", "launch_us", "compute_efficiency",
-                          "memory_efficiency"});
+                          "memory_efficiency", "conv_efficiency"});
         placement::Device d;
         std::string device_name;
         if (!c.get_string(t, "name", where, device_name)) {

@@ -35,6 +35,9 @@ struct DeviceSpec {
   /// and convolutions, of the bandwidth for everything else.
   double compute_efficiency = 0.7;
   double memory_efficiency = 0.8;
+  /// Convolutions' fraction of the arithmetic peak where it differs from compute_efficiency
+  /// (0: the same). A CPU's convolution kernels reach far less of it than its matrix products.
+  double conv_efficiency = 0.0;
 
   bool operator==(const DeviceSpec& other) const;
 };

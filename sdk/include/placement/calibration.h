@@ -1,0 +1,24 @@
+#pragma once
+// Measures this machine's CPU as LibTorch uses it, for the simulator's cost model: the figures a
+// topology file's CPU device takes (docs/simulator.md, "Cost model"). In libplacement_torch.
+
+#include "placement/devices.h"
+
+namespace placement {
+
+struct CpuCalibration {
+  /// Achieved rates, so compute and memory efficiency are 1: fp32_flops from a large matrix
+  /// product, memory_bandwidth from an elementwise add over tensors far larger than the caches,
+  /// conv_efficiency from a 3x3 convolution's forward and backward (as a fraction of fp32_flops),
+  /// launch_s from a training step of a chain of one-element adds through placementd's engine (per
+  /// kernel, forward and backward).
+  DeviceSpec spec;
+  /// Intra-op threads the figures were measured with.
+  int threads = 0;
+};
+
+/// Takes about a second. `threads` > 0 sets LibTorch's intra-op threads for the measurement (and
+/// leaves them set); 0 keeps LibTorch's current setting.
+CpuCalibration calibrate_cpu(int threads = 0);
+
+}  // namespace placement
