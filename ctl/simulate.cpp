@@ -88,8 +88,15 @@ int simulate(const Globals& g, const std::string& graph_file, const std::string&
     }
   }
   const double bound = sim.lower_bound_s();
-  json out = {{"graph", graph.name}, {"fingerprint", graph.fingerprint()}, {"ops", graph.ops.size()},
-              {"lower_bound_s", bound}, {"placements", json::array()}};
+  const auto floor = sim.memory_floor();
+  json out = {{"graph", graph.name},
+              {"fingerprint", graph.fingerprint()},
+              {"ops", graph.ops.size()},
+              {"lower_bound_s", bound},
+              {"memory_floor_bytes", floor.bytes},
+              {"fits_one_device", floor.fits_one_device},
+              {"fits_all_devices", floor.fits_all_devices},
+              {"placements", json::array()}};
   Table t({"PLACEMENT", "STEP", "FORWARD", "BACKWARD", "TRANSFERS", "PREDICTED", "VS BOUND", "MEMORY"});
   for (const auto& [name, p] : candidates) {
     placementd::sim::SimulationResult r;
@@ -119,7 +126,12 @@ int simulate(const Globals& g, const std::string& graph_file, const std::string&
     return 0;
   }
   std::cout << "graph " << graph.name << " (" << graph.ops.size() << " ops, " << graph.fingerprint() << ") on "
-            << devices.size() << " devices; lower bound " << format_seconds(&bound) << "\n\n";
+            << devices.size() << " devices; lower bound " << format_seconds(&bound) << "; needs at least "
+            << mib(floor.bytes)
+            << (!floor.fits_all_devices ? ": more than all devices have together, no placement fits"
+                : !floor.fits_one_device ? ": more than any one device has, so it must be split"
+                                         : "")
+            << "\n\n";
   t.print(std::cout);
   return 0;
 }

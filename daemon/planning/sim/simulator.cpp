@@ -85,6 +85,24 @@ const Simulator::Cost& Simulator::cost(int op, int device) const {
                               "figures in the topology, or profile the graph on a " + kind + " device)");
 }
 
+Simulator::MemoryFloor Simulator::memory_floor() const {
+  MemoryFloor floor;
+  const double param_factor = 2.0 + options_.optimizer_state_factor;
+  for (size_t u = 0; u < graph_.ops.size(); ++u)
+    floor.bytes += static_cast<uint64_t>(static_cast<double>(graph_.ops[u].parameter_bytes) * param_factor) +
+                   activation_bytes_[u];
+  uint64_t largest = 0, total = 0;
+  for (const auto& d : devices_.devices) {
+    const auto capacity =
+        static_cast<uint64_t>(static_cast<double>(d.memory_bytes) * (1.0 - options_.memory_headroom_fraction));
+    largest = std::max(largest, capacity);
+    total += capacity;
+  }
+  floor.fits_one_device = floor.bytes <= largest;
+  floor.fits_all_devices = floor.bytes <= total;
+  return floor;
+}
+
 std::pair<size_t, std::string> Simulator::untimeable_ops(int device) const {
   std::pair<size_t, std::string> out{0, ""};
   for (size_t u = 0; u < graph_.ops.size(); ++u) {

@@ -89,6 +89,16 @@ class Simulator {
   /// placement can beat it. Ops that cannot be timed on any device count nothing.
   double lower_bound_s() const;
 
+  /// What any placement needs in memory, wherever its ops go: every op's parameters (with gradients
+  /// and optimizer state) and kept activations; transfers only add copies. Against the devices'
+  /// usable capacities: whether it fits on the largest one, and on all of them together.
+  struct MemoryFloor {
+    uint64_t bytes = 0;
+    bool fits_one_device = true;
+    bool fits_all_devices = true;
+  };
+  MemoryFloor memory_floor() const;
+
   /// Ops that have no profile for the kind of `device`, and so are timed there by the cost model.
   size_t predicted_op_count(int device) const;
   /// Ops that cannot be timed on `device` at all, and why for the first of them ("" when none).

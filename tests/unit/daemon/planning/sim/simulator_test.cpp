@@ -174,6 +174,21 @@ TEST(Simulator, AProfileForTheDevicesKindWinsOverThePrediction) {
   EXPECT_NEAR(r.forward_s, 0.5 + 1e-3 + 1e-5, 1e-12);
 }
 
+TEST(Simulator, TheMemoryFloorSaysWhetherAnyOneDeviceOrAllTogetherCanHoldTheModel) {
+  OpGraph g = profiled(placement::testing::chain(3));  // 100 bytes of activations each
+  for (auto& op : g.ops) op.parameter_bytes = 1ull << 30;  // x4 with Adam: 4 GiB per op
+  const uint64_t needed = 3 * (4ull << 30) + 300;
+  const Simulator roomy(g, slow_links(2, 16ull << 30));
+  EXPECT_EQ(roomy.memory_floor().bytes, needed);
+  EXPECT_TRUE(roomy.memory_floor().fits_one_device);
+  const Simulator split(g, slow_links(2, 9ull << 30));
+  EXPECT_FALSE(split.memory_floor().fits_one_device);
+  EXPECT_TRUE(split.memory_floor().fits_all_devices);
+  EXPECT_TRUE(split.check_memory(Placement{{0, 0, 1}}).valid) << "split, it fits";
+  const Simulator none(g, slow_links(2, 5ull << 30));
+  EXPECT_FALSE(none.memory_floor().fits_all_devices);
+}
+
 TEST(Simulator, NoPlacementBeatsTheLowerBound) {
   OpGraph g = profiled(placement::testing::two_chains(6));
   const Simulator sim(g, slow_links(3), {2.0, 0.0, false});
