@@ -51,7 +51,7 @@ long rss_kib(pid_t pid) {
 // A job's connection: attached, graph uploaded, first placement received.
 uint64_t attach(Client& c, const placement::OpGraph& graph, const std::string& name) {
   const auto devices = placement::DeviceSet::uniform(
-      {{placement::DeviceKind::kCpu, 0, 1ull << 32, 1.0}, {placement::DeviceKind::kCpu, 1, 1ull << 32, 1.0}}, 1e10, 1e-5);
+      {{placement::DeviceKind::kCpu, 0, 1ull << 32, 1.0, {}}, {placement::DeviceKind::kCpu, 1, 1ull << 32, 1.0, {}}}, 1e10, 1e-5);
   namespace msg = placement::messages;
   msg::Attach a;
   a.job = name;

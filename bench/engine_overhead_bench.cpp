@@ -84,7 +84,7 @@ Row measure(const std::string& dir, const std::string& name, const placement::De
   const double capture_s = median(captures);
   // Memory only matters to the simulator, not to placed execution.
   placement::PlacedModule placed(copy, std::move(graph),
-                                 placement::DeviceSet::uniform({{device.kind, device.index, memory, 1.0}}, 1e9, 0));
+                                 placement::DeviceSet::uniform({{device.kind, device.index, memory, 1.0, {}}}, 1e9, 0));
   std::vector<at::Tensor> plain_params;
   for (const auto& p : plain.parameters()) plain_params.push_back(p);
   torch::optim::SGD plain_sgd(plain_params, torch::optim::SGDOptions(1e-4));
