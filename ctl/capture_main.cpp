@@ -68,11 +68,26 @@ int main(int argc, char** argv) {
   app.add_option("--profile", profile_on, "measure each op during real training steps on this device (cpu, cuda:N)");
   app.add_option("--profile-steps", profile_steps, "measured steps (after 2 warm-up steps)")->capture_default_str()
       ->check(CLI::Range(1, 1000));
+  std::string keep_profiles;
+  app.add_option("--keep-profiles", keep_profiles,
+                 "copy the per-op profiles of an earlier capture of the same model (same fingerprint) instead of "
+                 "measuring them: adds what this version records (op work) to an old graph file")
+      ->check(CLI::ExistingFile)
+      ->excludes("--profile");
   CLI11_PARSE(app, argc, argv);
   try {
     std::vector<std::vector<int64_t>> shapes;
     for (const auto& s : inputs) shapes.push_back(parse_shape(s));
     placement::OpGraph graph = placement::capture_file(model, shapes, dtype);
+    if (!keep_profiles.empty()) {
+      const placement::OpGraph old = placement::load_graph_file(keep_profiles);
+      if (old.fingerprint() != graph.fingerprint())
+        throw std::invalid_argument(keep_profiles + ": a different model (fingerprint " + old.fingerprint() + ", " +
+                                    std::to_string(old.ops.size()) + " ops; this capture: " + graph.fingerprint() + ", " +
+                                    std::to_string(graph.ops.size()) +
+                                    " ops): capture with the inputs it was captured with, or profile anew with --profile");
+      for (size_t i = 0; i < graph.ops.size(); ++i) graph.ops[i].profile = old.ops[i].profile;
+    }
     if (!profile_on.empty()) {
       // Training steps with a mean-square loss over the first output and SGD: what is timed is
       // the model's own forward, backward and update.

@@ -196,5 +196,30 @@ TEST(CaptureCommand, WritesAGraphFileThatLoadsBack) {
   EXPECT_NE(std::system(bad.c_str()), 0) << "one input for a model that takes two";
 }
 
+TEST(CaptureCommand, KeepProfilesCopiesAnEarlierCapturesProfilesIntoANewCapture) {
+  const std::string dir = std::string(MODEL_DIR) + "/";
+  const std::string base = std::string(PLACEMENTCTL_BIN) + " capture " + model("mlp") + " --input 8x32 ";
+  ASSERT_EQ(std::system((base + "--profile cpu --profile-steps 1 -o " + dir + "mlp.profiled.json > /dev/null").c_str()), 0);
+  // An old file: its ops have no work.
+  OpGraph old = load_graph_file(dir + "mlp.profiled.json");
+  for (auto& op : old.ops) op.work.reset();
+  write_json_file(dir + "mlp.old.json", to_json(old));
+  ASSERT_EQ(std::system((base + "--keep-profiles " + dir + "mlp.old.json -o " + dir + "mlp.kept.json > /dev/null").c_str()), 0);
+  const OpGraph kept = load_graph_file(dir + "mlp.kept.json");
+  ASSERT_EQ(kept.ops.size(), old.ops.size());
+  for (size_t i = 0; i < kept.ops.size(); ++i) {
+    EXPECT_EQ(kept.ops[i].profile, old.ops[i].profile) << kept.ops[i].name;
+    EXPECT_FALSE(kept.ops[i].profile.empty());
+    EXPECT_TRUE(kept.ops[i].work) << kept.ops[i].name;
+  }
+  // Another batch size is another model.
+  const std::string other = std::string(PLACEMENTCTL_BIN) + " capture " + model("mlp") + " --input 4x32 --keep-profiles " +
+                            dir + "mlp.old.json -o " + dir + "mlp.other.json 2> " + dir + "mlp.err";
+  EXPECT_NE(std::system(other.c_str()), 0);
+  std::ifstream err(dir + "mlp.err");
+  const std::string message((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
+  EXPECT_NE(message.find("mlp.old.json: a different model (fingerprint "), std::string::npos) << message;
+}
+
 }  // namespace
 }  // namespace placement
