@@ -12,7 +12,7 @@ bool TensorInfo::operator==(const TensorInfo& o) const {
 
 bool OpProfile::operator==(const OpProfile& o) const {
   return forward_s == o.forward_s && backward_s == o.backward_s && update_s == o.update_s &&
-         activation_bytes == o.activation_bytes;
+         activation_bytes == o.activation_bytes && predicted == o.predicted;
 }
 
 const char* to_string(MathClass math) {

@@ -51,13 +51,16 @@ OpProfile profile_from_json(const JsonReader& p) {
   prof.backward_s = p.field("backward_s").number();
   if (p.has("update_s")) prof.update_s = p.field("update_s").number();
   if (p.has("activation_bytes")) prof.activation_bytes = p.field("activation_bytes").uint();
+  if (p.has("predicted")) prof.predicted = p.field("predicted").boolean();
   if (!(prof.forward_s >= 0 && prof.backward_s >= 0 && prof.update_s >= 0)) p.fail("times must be >= 0");
   return prof;
 }
 
 json profile_json(const OpProfile& p) {
-  return {{"forward_s", p.forward_s}, {"backward_s", p.backward_s}, {"update_s", p.update_s},
-          {"activation_bytes", p.activation_bytes}};
+  json j = {{"forward_s", p.forward_s}, {"backward_s", p.backward_s}, {"update_s", p.update_s},
+            {"activation_bytes", p.activation_bytes}};
+  if (p.predicted) j["predicted"] = true;
+  return j;
 }
 
 OpWork work_from_json(const JsonReader& r) {
@@ -118,7 +121,7 @@ Op op_from_json(const JsonReader& r) {
     profile.object({"cpu", "cuda"});
     for (const auto& item : profile.value().items())
       op.profile[item.key()] =
-          profile_from_json(profile.field(item.key().c_str()).object({"forward_s", "backward_s", "update_s", "activation_bytes"}));
+          profile_from_json(profile.field(item.key().c_str()).object({"forward_s", "backward_s", "update_s", "activation_bytes", "predicted"}));
   }
   if (r.has("work")) op.work = work_from_json(r.field("work"));
   return op;

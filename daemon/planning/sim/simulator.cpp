@@ -48,22 +48,44 @@ Simulator::Simulator(OpGraph graph, placement::DeviceSet devices, SimulatorOptio
       placement::device_kind_from_string(kind_name);  // rejects a kind we do not know
       activation = std::max(activation, p.activation_bytes);
     }
+    // A predicted profile's activation bytes are the op's outputs, as without a profile.
     // Without a profile, what the op produces is what autograd would keep.
     activation_bytes_[u] = op.profile.empty() ? op.output_bytes() : activation;
     for (size_t d = 0; d < D; ++d) costs_[u * D + d] = time_on(op, devices_.devices[d]);
   }
+  add_predicted_profiles();
+}
+
+void Simulator::add_predicted_profiles() {
+  const size_t D = devices_.size();
+  for (size_t d = 0; d < D; ++d) {
+    const placement::Device& device = devices_.devices[d];
+    if (!device.spec) continue;
+    const std::string kind = to_string(device.kind);
+    for (size_t u = 0; u < graph_.ops.size(); ++u) {
+      placement::Op& op = graph_.ops[u];
+      const Cost& c = costs_[u * D + d];
+      if (!c.predicted || op.profile.count(kind)) continue;  // measured, or an earlier device of the kind
+      op.profile[kind] = {c.forward * device.speed, c.backward * device.speed, c.update * device.speed,
+                          activation_bytes_[u], true};
+    }
+  }
 }
 
 Simulator::Cost Simulator::time_on(const placement::Op& op, const placement::Device& device) const {
-  if (auto it = op.profile.find(to_string(device.kind)); it != op.profile.end()) {
+  const auto it = op.profile.find(to_string(device.kind));
+  auto from_profile = [&](bool predicted) {
     const placement::OpProfile& p = it->second;
-    return {p.forward_s / device.speed, p.backward_s / device.speed, p.update_s / device.speed, false};
-  }
+    return Cost{p.forward_s / device.speed, p.backward_s / device.speed, p.update_s / device.speed, predicted};
+  };
+  if (it != op.profile.end() && !it->second.predicted) return from_profile(false);
   if (op.work && device.spec) {
     const PredictedTime t = predict_op_time(*op.work, *device.spec, options_.math);
     return {t.forward_s, t.backward_s,
             predict_update_time(op.parameter_bytes, options_.optimizer_state_factor, *device.spec), true};
   }
+  // A prediction made for another device of this kind (a graph from another simulator's graph()).
+  if (it != op.profile.end()) return from_profile(true);
   // An op nobody profiled and capture did not count (graph inputs of hand-written graphs) costs
   // nothing anywhere rather than being unplaceable: its data still moves over the links.
   if (op.profile.empty() && !op.work) return {0, 0, 0, false};

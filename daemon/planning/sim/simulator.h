@@ -104,6 +104,7 @@ class Simulator {
   /// Ops that cannot be timed on `device` at all, and why for the first of them ("" when none).
   std::pair<size_t, std::string> untimeable_ops(int device) const;
 
+  /// The graph, with predicted profiles where the cost model timed ops (add_predicted_profiles).
   const placement::OpGraph& graph() const { return graph_; }
   const placement::DeviceSet& devices() const { return devices_; }
   const SimulatorOptions& options() const { return options_; }
@@ -116,6 +117,10 @@ class Simulator {
   /// Cost of `op` on `device`; throws std::invalid_argument naming why when it cannot be timed.
   const Cost& cost(int op, int device) const;
   Cost time_on(const placement::Op& op, const placement::Device& device) const;
+  /// Gives graph_'s ops, for each device kind with an unprofiled op that a device of that kind can
+  /// predict, the prediction for the first such device (OpProfile::predicted), so that placers
+  /// and groupers reading graph() see every kind. The simulator's own costs stay per device.
+  void add_predicted_profiles();
   void fill_memory(const placement::Placement& placement, SimulationResult& result) const;
 
   placement::OpGraph graph_;

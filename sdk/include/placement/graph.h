@@ -28,6 +28,9 @@ struct OpProfile {
   double update_s = 0.0;
   /// Bytes of activations this op keeps alive until its backward pass.
   uint64_t activation_bytes = 0;
+  /// Filled in by the simulator's cost model for a device kind nobody profiled the op on (so that
+  /// placers and groupers, which read profiles, see every kind); not a measurement.
+  bool predicted = false;
 
   bool operator==(const OpProfile& other) const;
 };

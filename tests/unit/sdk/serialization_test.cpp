@@ -28,6 +28,7 @@ TEST(Serialization, GraphRoundTripsThroughJsonAndCbor) {
   g.ops[1].pinned = DeviceKind::kCpu;
   g.ops[2].parameter_bytes = 4096;
   g.ops[2].profile["cuda"] = {0.001, 0.002, 1 << 20};
+  g.ops[1].profile["cuda"] = {0.003, 0.006, 0.0, 4096, true};
   OpWork work;
   work.math = MathClass::kConv;
   work.dtype = "bfloat16";

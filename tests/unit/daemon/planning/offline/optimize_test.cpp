@@ -13,6 +13,7 @@
 #include "planning/offline/optimize.h"
 #include "planning/sim/model_error.h"
 #include "planning/sim/profile_scaling.h"
+#include "planning/sim/device_presets.h"
 #include "planning/sim/topology.h"
 #include "test_graphs.h"
 
@@ -145,6 +146,28 @@ TEST(Optimize, DeterministicPlacerIsEvaluatedOnceAndBaselinesAreReported) {
       EXPECT_LE(r.best_step_time_s, *t) << "never worse than baseline " << name;
     }
   }
+}
+
+// A graph captured without a profile, on a CPU without figures and two GPUs with them: every
+// baseline plans on the cost model's predictions (the placers read the predicted GPU profiles of
+// simulator.graph()) and lands on the GPUs, none on the CPU it cannot time.
+TEST(Optimize, BaselinesPlanAGraphCapturedWithoutProfilesOnThePredictedDevices) {
+  placement::OpGraph g = placement::testing::two_chains(4);
+  placement::testing::give_work(g, 2e9, 1e6, 1 << 20);
+  placement::DeviceSet devices = placement::testing::devices(3, DeviceKind::kCuda, 8ull << 30);
+  devices.devices[0].kind = DeviceKind::kCpu;
+  for (size_t d = 1; d < 3; ++d) devices.devices[d].spec = sim::find_device_preset("h100-sxm")->spec;
+  const sim::Simulator simulator(g, devices);
+  OptimizeOptions o;
+  o.grouper = {"none", {}};
+  o.placer = {"single_device", {}};
+  o.budget = 4;
+  const OptimizeResult r = optimize(simulator, registry(), o);
+  for (const char* name : {"single_device", "expert", "metis", "scotch", "mincut", "list_scheduling"}) {
+    ASSERT_TRUE(r.baselines.count(name)) << name;
+    EXPECT_TRUE(r.baselines.at(name).has_value()) << name << ": " << (r.baseline_errors.count(name) ? r.baseline_errors.at(name) : "");
+  }
+  EXPECT_EQ(std::count(r.best.device_of_op.begin(), r.best.device_of_op.end(), 0), 0) << "nothing on the CPU";
 }
 
 TEST(Optimize, BaselinesPlanOnTheSameModelAsTheSearchAndAreTimedOnTheTruth) {

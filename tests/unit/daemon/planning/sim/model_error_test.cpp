@@ -51,5 +51,22 @@ TEST(ModelError, ScalesOpTimesAndBandwidthsReproducibly) {
   EXPECT_THROW(with_model_error(truth, -0.1, 1), std::invalid_argument);
 }
 
+// Ops the cost model times (captured without a profile) are as uncertain as profiled ones.
+TEST(ModelError, AlsoScalesWhatTheCostModelPredictsFrom) {
+  placement::OpGraph g = placement::testing::two_chains(6);
+  placement::testing::give_work(g, 1e9, 1e6, 0);
+  placement::DeviceSet devices = placement::testing::devices(2, DeviceKind::kCuda);
+  for (auto& d : devices.devices) {
+    d.spec.emplace();
+    d.spec->fp32_flops = 1e12;
+    d.spec->memory_bandwidth = 1e11;
+  }
+  const Simulator truth(g, devices);
+  const Simulator model = with_model_error(truth, 0.3, 3);
+  EXPECT_EQ(model.simulate(kSplit).predicted_ops, g.ops.size());
+  EXPECT_NE(model.simulate(kSplit).step_time_s, truth.simulate(kSplit).step_time_s);
+  EXPECT_DOUBLE_EQ(with_model_error(truth, 0.0, 3).simulate(kSplit).step_time_s, truth.simulate(kSplit).step_time_s);
+}
+
 }  // namespace
 }  // namespace placementd::sim

@@ -163,6 +163,25 @@ TEST(Simulator, UnprofiledOpsAreTimedByTheCostModelOnDevicesWithASpec) {
   EXPECT_NEAR(sim.lower_bound_s(), 3 * (3e-3 + 2e-5), 1e-12);
 }
 
+TEST(Simulator, ItsGraphCarriesThePredictionsAsProfilesMarkedPredicted) {
+  OpGraph g = with_work(placement::testing::chain(2));
+  g.ops[0].profile["cpu"] = {0.5, 1.0, 0.0, 100};
+  placement::DeviceSet d = placement::DeviceSet::uniform(
+      {{DeviceKind::kCpu, 0, 1ull << 30, 1.0}, {DeviceKind::kCuda, 0, 1ull << 30, 1.0, teraflop_device()}}, 1e9, 0);
+  const Simulator sim(g, d);
+  const auto& ops = sim.graph().ops;
+  ASSERT_TRUE(ops[0].profile.count("cuda") && ops[1].profile.count("cuda"));
+  EXPECT_TRUE(ops[1].profile.at("cuda").predicted);
+  EXPECT_NEAR(ops[1].profile.at("cuda").forward_s, 1e-3 + 1e-5, 1e-12);
+  EXPECT_FALSE(ops[0].profile.at("cpu").predicted) << "measured profiles stay as they were";
+  EXPECT_EQ(ops[1].profile.count("cpu"), 0u) << "the CPU has no spec: nothing predicted there";
+  // A simulator of that graph (as the planning model with error is made) times alike.
+  const Simulator again(sim.graph(), d);
+  const Placement on_gpu{{1, 1}};
+  EXPECT_DOUBLE_EQ(again.simulate(on_gpu).step_time_s, sim.simulate(on_gpu).step_time_s);
+  EXPECT_EQ(again.simulate(on_gpu).predicted_ops, 2u);
+}
+
 TEST(Simulator, AProfileForTheDevicesKindWinsOverThePrediction) {
   OpGraph g = with_work(placement::testing::chain(2));
   g.ops[0].profile["cuda"] = {0.5, 1.0, 0.0, 100};
