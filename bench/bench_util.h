@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -27,6 +28,18 @@ inline double median(std::vector<double> v) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+/// Median wall time of `measured` calls of `step`, after `warmup` untimed ones.
+template <typename Step>
+double median_step_seconds(Step&& step, int warmup = 2, int measured = 7) {
+  std::vector<double> times;
+  for (int i = 0; i < warmup + measured; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    step();
+    if (i >= warmup) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return median(times);
 }
 
 #ifdef MODEL_PYTHON  // defined for the benchmarks that trace models (bench/CMakeLists.txt)

@@ -91,14 +91,10 @@ int calibrate(std::string dir) {
 
     for (const auto& [label, p] : placements) {
       placed.set_placement(p);
-      std::vector<double> steps;
-      for (int i = 0; i < 9; ++i) {
-        const auto start = Clock::now();
+      const double measured = placement::bench::median_step_seconds([&] {
         forward_backward();
         update();
-        if (i >= 2) steps.push_back(std::chrono::duration<double>(Clock::now() - start).count());
-      }
-      const double measured = median(steps);
+      });
       const double predicted = sim.simulate(p).step_time_s;
       const double error = (predicted - measured) / measured;
       errors.push_back(std::abs(error));

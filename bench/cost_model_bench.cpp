@@ -25,7 +25,6 @@
 #include "placement/engine.h"
 #include "planning/sim/simulator.h"
 
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
@@ -53,15 +52,11 @@ int run(std::string dir, int threads) {
     const placement::OpGraph graph = placement::capture(module, tensors, name);
     placement::PlacedModule placed(module, graph, engine_devices);
     torch::optim::SGD sgd(placed.parameters(), torch::optim::SGDOptions(1e-4));
-    std::vector<double> steps;
-    for (int i = 0; i < 9; ++i) {
-      const auto start = Clock::now();
+    const double measured = placement::bench::median_step_seconds([&] {
       placed.forward(inputs).at(0).toTensor().to(at::kFloat).pow(2).mean().backward();
       sgd.step();
       sgd.zero_grad();
-      if (i >= 2) steps.push_back(std::chrono::duration<double>(Clock::now() - start).count());
-    }
-    const double measured = median(steps);
+    });
     const placementd::sim::Simulator sim(graph, model_devices, options);
     const double predicted = sim.simulate(placement::Placement::single(graph, 0)).step_time_s;
     double flops = 0;

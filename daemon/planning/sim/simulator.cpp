@@ -94,31 +94,41 @@ Simulator::Cost Simulator::time_on(const placement::Op& op, const placement::Dev
 
 const Simulator::Cost& Simulator::cost(int op, int device) const {
   const Cost& c = costs_[static_cast<size_t>(op) * devices_.size() + device];
-  if (c.forward >= 0) return c;
+  if (c.forward < 0) throw std::invalid_argument(why_untimeable(op, device));
+  return c;
+}
+
+std::string Simulator::why_untimeable(int op, int device) const {
   const placement::Op& o = graph_.ops[op];
   const placement::Device& d = devices_.devices[device];
   const std::string what = "op " + std::to_string(op) + " '" + o.name + "' cannot be timed on " + d.name() + ": ";
   const std::string kind = to_string(d.kind);
   if (!o.work)
-    throw std::invalid_argument(what + "it has no " + kind + " profile and the graph has no op work to predict one "
-                                "from (the file predates it: re-capture the model with placementctl-capture)");
-  throw std::invalid_argument(what + "it has no " + kind + " profile and " + d.name() +
-                              " has no spec to predict one from (give the device spec = \"<preset>\" or its "
-                              "figures in the topology, or profile the graph on a " + kind + " device)");
+    return what + "it has no " + kind + " profile and the graph has no op work to predict one "
+                  "from (the file predates it: re-capture the model with placementctl-capture)";
+  return what + "it has no " + kind + " profile and " + d.name() +
+         " has no spec to predict one from (give the device spec = \"<preset>\" or its "
+         "figures in the topology, or profile the graph on a " + kind + " device)";
+}
+
+uint64_t Simulator::capacity(size_t device) const {
+  return static_cast<uint64_t>(static_cast<double>(devices_.devices[device].memory_bytes) *
+                               (1.0 - options_.memory_headroom_fraction));
+}
+
+uint64_t Simulator::parameter_state_bytes(size_t op) const {
+  // Value, gradient and the optimizer's states.
+  return static_cast<uint64_t>(static_cast<double>(graph_.ops[op].parameter_bytes) *
+                               (2.0 + options_.optimizer_state_factor));
 }
 
 Simulator::MemoryFloor Simulator::memory_floor() const {
   MemoryFloor floor;
-  const double param_factor = 2.0 + options_.optimizer_state_factor;
-  for (size_t u = 0; u < graph_.ops.size(); ++u)
-    floor.bytes += static_cast<uint64_t>(static_cast<double>(graph_.ops[u].parameter_bytes) * param_factor) +
-                   activation_bytes_[u];
+  for (size_t u = 0; u < graph_.ops.size(); ++u) floor.bytes += parameter_state_bytes(u) + activation_bytes_[u];
   uint64_t largest = 0, total = 0;
-  for (const auto& d : devices_.devices) {
-    const auto capacity =
-        static_cast<uint64_t>(static_cast<double>(d.memory_bytes) * (1.0 - options_.memory_headroom_fraction));
-    largest = std::max(largest, capacity);
-    total += capacity;
+  for (size_t d = 0; d < devices_.size(); ++d) {
+    largest = std::max(largest, capacity(d));
+    total += capacity(d);
   }
   floor.fits_one_device = floor.bytes <= largest;
   floor.fits_all_devices = floor.bytes <= total;
@@ -129,13 +139,7 @@ std::pair<size_t, std::string> Simulator::untimeable_ops(int device) const {
   std::pair<size_t, std::string> out{0, ""};
   for (size_t u = 0; u < graph_.ops.size(); ++u) {
     if (costs_[u * devices_.size() + device].forward >= 0) continue;
-    if (out.first++ == 0) {
-      try {
-        cost(static_cast<int>(u), device);
-      } catch (const std::invalid_argument& e) {
-        out.second = e.what();
-      }
-    }
+    if (out.first++ == 0) out.second = why_untimeable(static_cast<int>(u), device);
   }
   return out;
 }
@@ -149,13 +153,10 @@ size_t Simulator::predicted_op_count(int device) const {
 void Simulator::fill_memory(const Placement& placement, SimulationResult& result) const {
   const size_t D = devices_.size();
   result.memory.assign(D, {});
-  for (size_t d = 0; d < D; ++d)
-    result.memory[d].capacity =
-        static_cast<uint64_t>(static_cast<double>(devices_.devices[d].memory_bytes) * (1.0 - options_.memory_headroom_fraction));
-  const double param_factor = 2.0 + options_.optimizer_state_factor;  // value + gradient + state
+  for (size_t d = 0; d < D; ++d) result.memory[d].capacity = capacity(d);
   for (size_t u = 0; u < graph_.ops.size(); ++u) {
     MemoryUse& m = result.memory[placement.device_of_op[u]];
-    m.parameters += static_cast<uint64_t>(static_cast<double>(graph_.ops[u].parameter_bytes) * param_factor);
+    m.parameters += parameter_state_bytes(u);
     m.activations += activation_bytes_[u];
     m.transient = std::max(m.transient, graph_.ops[u].output_bytes());
   }

@@ -116,6 +116,12 @@ class Simulator {
   };
   /// Cost of `op` on `device`; throws std::invalid_argument naming why when it cannot be timed.
   const Cost& cost(int op, int device) const;
+  /// Why `op` cannot be timed on `device`: what is missing and what to do about it.
+  std::string why_untimeable(int op, int device) const;
+  /// Usable memory of a device: memory × (1 − headroom).
+  uint64_t capacity(size_t device) const;
+  /// Memory an op's parameters take with their gradients and optimizer state.
+  uint64_t parameter_state_bytes(size_t op) const;
   Cost time_on(const placement::Op& op, const placement::Device& device) const;
   /// Gives graph_'s ops, for each device kind with an unprofiled op that a device of that kind can
   /// predict, the prediction for the first such device (OpProfile::predicted), so that placers
