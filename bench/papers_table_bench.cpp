@@ -1,12 +1,12 @@
-// The papers' table, in simulation: on the profiled benchmark graphs (tests/data/graphs) and the
-// "4×H100 + CPU over PCIe 5" topology, every deterministic baseline and the four papers'
-// configurations (plus Post), 3 seeds each. Prints best simulated step time, placements evaluated
-// to come within 2% of it, wall time and the ratio to the lower bound.
+// The papers' table, in simulation: the papers' models at the papers' batch sizes
+// (tests/data/graphs/papers, scripts/make-graph-data.sh --papers) on "4×H100 + CPU over PCIe 5",
+// "4×H100 NVLink" and "2×K40 + CPU" (tests/data/topologies), every deterministic baseline and the
+// four papers' configurations (plus Post), 3 seeds each. Prints best simulated step time,
+// placements evaluated to come within 2% of it, wall time and the ratio to the lower bound.
 //
-// The shipped graphs carry CPU profiles from the development machine only. Until CUDA profiles
-// from an H100 are captured, each op gets a synthetic cuda profile = cpu profile / --gpu-speedup
-// (default 20); the CPU keeps its measured one. Figures are therefore about the search, not about
-// real H100 step times.
+// The graphs carry shapes and op work, no profiles: every op is timed by the cost model from its
+// device's spec (docs/simulator.md), so the figures are predictions for those GPUs, not
+// measurements.
 //
 // --imitate BASELINE runs every configuration a second time with the policy warm-started from that
 // baseline's placement (same seeds) and prints, for both, the evaluations until the run is within
@@ -15,7 +15,8 @@
 // the baselines plan on the same model. A warm row also shows the warm start's own answer (its
 // first candidate) on the truth and the fastest baseline planned on each seed's model.
 //
-//   papers_table_bench [--models NAME ...] [--seeds N] [--budget N] [--only PREFIX ...] [--imitate BASELINE]
+//   papers_table_bench [--models NAME ...] [--topologies NAME ...] [--seeds N] [--budget N] [--only PREFIX ...]
+//                      [--imitate BASELINE]
 //   (every option and its default: papers_table_bench --help; docs/benchmarks.md)
 #include <algorithm>
 #include <cstdio>
@@ -32,7 +33,6 @@
 #include "command_line.h"
 #include "placement/serialization.h"
 #include "planning/offline/optimize.h"
-#include "planning/sim/profile_scaling.h"
 #include "planning/sim/simulator.h"
 #include "planning/sim/topology.h"
 
@@ -66,8 +66,11 @@ std::string best_baseline(const OptimizeResult& r) {
   return buf;
 }
 
-// The shipped profiled capture of `model`.
-std::string graph_file(const std::string& model) { return std::string(DATA_DIR "/graphs/") + model + ".json.gz"; }
+// The shipped capture of `model` at the papers' settings.
+std::string graph_file(const std::string& model) {
+  return std::string(DATA_DIR "/graphs/papers/") + model + ".json.gz";
+}
+std::string topology_file(const std::string& name) { return std::string(DATA_DIR "/topologies/") + name + ".toml"; }
 
 struct Configuration {
   std::string label;
@@ -75,26 +78,30 @@ struct Configuration {
   placement::Params grouper_params, placer_params;
 };
 
-// Accepts NAME when tests/data/graphs/NAME.json.gz exists: a misspelt name fails at once, not after
-// the models listed before it have run for minutes.
-CLI::Validator shipped_graph() {
+// Accepts NAME when its file exists: a misspelt name fails at once, not after the models listed
+// before it have run for minutes.
+CLI::Validator shipped(std::string (*file_of)(const std::string&)) {
   return CLI::Validator(
-      [](std::string& name) -> std::string {
-        const std::string file = graph_file(name);
-        return std::ifstream(file) ? "" : "no graph " + file;
+      [file_of](std::string& name) -> std::string {
+        const std::string file = file_of(name);
+        return std::ifstream(file) ? "" : "no file " + file;
       },
       "");
 }
+
+double gib(uint64_t bytes) { return static_cast<double>(bytes) / (1ull << 30); }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"The papers' table in simulation: every deterministic baseline and the papers' configurations on the "
-               "profiled benchmark graphs (tests/data/graphs) and 4xH100 + CPU over PCIe 5.",
+               "papers' models (tests/data/graphs/papers), timed by the cost model on the shipped topologies.",
                "papers_table_bench"};
   int64_t budget = 200, seeds = 3, hidden = 64;
-  double speedup = 20.0;
-  std::vector<std::string> models = {"inception_v3", "gnmt4_unrolled", "bert_base", "rnnlm"};
+  std::vector<std::string> models = {"inception_v3", "inception_v3_bs32", "resnet50_bs64", "gnmt4_bs128",
+                                     "gnmt4_unrolled_bs128", "gnmt8_bs256", "gnmt8_unrolled_bs256", "rnnlm_bs64",
+                                     "bert_base_mlm_bs24", "bert_large_mlm_bs24", "gnmt8_vocab1m_bs256", "gpt2_xl_bs8"};
+  std::vector<std::string> topologies = {"4xh100_cpu_pcie5", "4xh100_nvlink", "2xk40_cpu"};
   app.add_option("--budget", budget, "candidates per run")
       ->capture_default_str()
       ->check(examples::command_line::at_least(1));
@@ -104,12 +111,12 @@ int main(int argc, char** argv) {
   app.add_option("--hidden", hidden, "seq2seq hidden units (papers: 256)")
       ->capture_default_str()
       ->check(examples::command_line::at_least(1));
-  app.add_option("--gpu-speedup", speedup, "synthetic cuda profile = cpu / this")
+  app.add_option("--models", models, "graphs under tests/data/graphs/papers (NAME.json.gz)")
       ->capture_default_str()
-      ->check(examples::command_line::positive());
-  app.add_option("--models", models, "graphs under tests/data/graphs (NAME.json.gz)")
+      ->check(shipped(graph_file));
+  app.add_option("--topologies", topologies, "topologies under tests/data/topologies (NAME.toml)")
       ->capture_default_str()
-      ->check(shipped_graph());
+      ->check(shipped(topology_file));
   std::string imitate;
   std::vector<std::string> only;
   app.add_option("--imitate", imitate,
@@ -132,7 +139,6 @@ int main(int argc, char** argv) {
   return examples::command_line::run(app, argc, argv, [&] {
     placementd::PluginRegistry registry;
     registry.scan({PLUGIN_DIR});
-    const placement::DeviceSet devices = placementd::sim::load_topology(DATA_DIR "/topologies/4xh100_cpu_pcie5.toml");
     const placement::Params s2s_after = {{"attention", std::string("after")}, {"hidden", hidden}};
     const placement::Params s2s_before = {{"attention", std::string("before")}, {"hidden", hidden}};
     // HP and EAGLE train the feed-forward grouper jointly with the placer; G = 64 rather than HP's 256
@@ -152,14 +158,25 @@ int main(int argc, char** argv) {
         {"EAGLE-GCN (metis-256+gcn+ppo)", "metis", "gcn", "ppo", {{"groups", int64_t{256}}}, {}},
     };
 
-    std::printf("budget %lld candidates, %lld seeds, seq2seq hidden %lld, synthetic cuda = cpu / %.0f\n\n",
-                static_cast<long long>(budget), static_cast<long long>(seeds), static_cast<long long>(hidden), speedup);
-    for (const std::string& model : models) {
-      placement::OpGraph graph = placement::load_graph_file(graph_file(model));
-      placementd::sim::scale_profile(graph, "cpu", "cuda", speedup);
-      const placementd::sim::Simulator simulator(graph, devices);
+    std::vector<std::pair<std::string, std::string>> runs;
+    for (const std::string& topology : topologies)
+      for (const std::string& model : models) runs.emplace_back(topology, model);
+    std::printf("budget %lld candidates, %lld seeds, seq2seq hidden %lld; every op timed by the cost model\n\n",
+                static_cast<long long>(budget), static_cast<long long>(seeds), static_cast<long long>(hidden));
+    for (const auto& [topology, model] : runs) {
+      const placement::DeviceSet devices = placementd::sim::load_topology(topology_file(topology));
+      const placementd::sim::Simulator simulator(placement::load_graph_file(graph_file(model)), devices);
+      // The simulator's graph: with the predicted profiles that groupers and placers read.
+      const placement::OpGraph& graph = simulator.graph();
+      const auto floor = simulator.memory_floor();
+      std::printf("== %s on %s: %zu ops, needs %.1f GiB%s", model.c_str(), topology.c_str(), graph.ops.size(),
+                  gib(floor.bytes), floor.fits_one_device ? "" : " (more than any one device)");
+      if (!floor.fits_all_devices) {
+        std::printf("; the devices hold %.1f GiB together: no placement fits, skipped\n\n", gib(floor.all_devices_bytes));
+        continue;
+      }
       const double bound = simulator.lower_bound_s();
-      std::printf("== %s: %zu ops, lower bound %.3f ms\n", model.c_str(), graph.ops.size(), bound * 1e3);
+      std::printf(", lower bound %.3f ms\n", bound * 1e3);
       std::printf("%-44s %7s %12s %10s %14s %9s %9s %13s  %s\n", "configuration", "groups", "best_ms", "vs_bound",
                   "evals_to_2pct", "wall_s", "rejected", "to_cold_2pct", "best baseline on these groups");
       {

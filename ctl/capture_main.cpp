@@ -97,6 +97,10 @@ int main(int argc, char** argv) {
                                     std::to_string(torch::cuda::device_count()) + " CUDA device(s)");
       const uint64_t memory = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
       torch::jit::Module module = torch::jit::load(model);
+      if (placement::on_meta_device(module))
+        throw std::invalid_argument(model + ": saved on the meta device, so it has shapes but no weights: it can be "
+                                            "captured (op work, for the cost model) but not profiled; trace and save "
+                                            "it on the CPU to --profile it");
       std::vector<c10::IValue> args;
       for (const at::Tensor& t : placement::example_inputs(shapes, dtype)) args.emplace_back(t);
       placement::PlacedModule placed(module, graph, placement::DeviceSet::uniform({{device.kind, device.index, memory, 1.0}}, 1e9, 0));

@@ -90,6 +90,13 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
   sim_options.math = a.math;
   const placementd::sim::Simulator simulator(load_timeable_graph(a.graph), devices, sim_options);
   if (!g.json) warn_untimeable(simulator, a.topology);
+  if (const auto floor = simulator.memory_floor(); !floor.fits_all_devices) {
+    char text[160];
+    std::snprintf(text, sizeof(text), "needs at least %.1f GiB with its optimizer state, and the devices hold %.1f GiB together",
+                  static_cast<double>(floor.bytes) / (1ull << 30), static_cast<double>(floor.all_devices_bytes) / (1ull << 30));
+    throw std::invalid_argument(a.graph + " on " + a.topology + ": no placement fits: the model " + text +
+                                " (add devices, or capture it at a smaller batch)");
+  }
   placementd::PluginRegistry registry;
   registry.scan(a.plugin_dirs.empty() ? std::vector<std::string>{placementd::default_plugin_dir()} : a.plugin_dirs);
 

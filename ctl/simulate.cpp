@@ -1,3 +1,4 @@
+#include <cmath>
 #include <iostream>
 #include <stdexcept>
 
@@ -92,7 +93,7 @@ int simulate(const Globals& g, const std::string& graph_file, const std::string&
   json out = {{"graph", graph.name},
               {"fingerprint", graph.fingerprint()},
               {"ops", graph.ops.size()},
-              {"lower_bound_s", bound},
+              {"lower_bound_s", std::isfinite(bound) ? json(bound) : json(nullptr)},
               {"memory_floor_bytes", floor.bytes},
               {"fits_one_device", floor.fits_one_device},
               {"fits_all_devices", floor.fits_all_devices},
@@ -116,7 +117,8 @@ int simulate(const Globals& g, const std::string& graph_file, const std::string&
     for (size_t d = 0; d < devices.size(); ++d)
       if (r.memory[d].peak() > 0) memory += (memory.empty() ? "" : ", ") + devices.devices[d].name() + " " + mib(r.memory[d].peak());
     char ratio[32];
-    std::snprintf(ratio, sizeof(ratio), "%.2fx", bound > 0 ? r.step_time_s / bound : 0.0);
+    if (bound > 0 && std::isfinite(bound)) std::snprintf(ratio, sizeof(ratio), "%.2fx", r.step_time_s / bound);
+    else std::snprintf(ratio, sizeof(ratio), "-");
     t.add({name, format_seconds(&r.step_time_s), format_seconds(&r.forward_s), format_seconds(&r.backward_s),
            std::to_string(r.transfers), std::to_string(r.predicted_ops) + "/" + std::to_string(graph.ops.size()), ratio,
            r.valid ? memory : "INVALID: " + r.invalid_reason});
@@ -126,7 +128,8 @@ int simulate(const Globals& g, const std::string& graph_file, const std::string&
     return 0;
   }
   std::cout << "graph " << graph.name << " (" << graph.ops.size() << " ops, " << graph.fingerprint() << ") on "
-            << devices.size() << " devices; lower bound " << format_seconds(&bound) << "; needs at least "
+            << devices.size() << " devices; lower bound "
+            << (std::isfinite(bound) ? format_seconds(&bound) : std::string("none")) << "; needs at least "
             << mib(floor.bytes)
             << (!floor.fits_all_devices ? ": more than all devices have together, no placement fits"
                 : !floor.fits_one_device ? ": more than any one device has, so it must be split"

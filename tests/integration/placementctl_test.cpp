@@ -201,6 +201,37 @@ TEST(Placementctl, AGraphCapturedWithoutProfilesIsTimedByTheCostModel) {
   ASSERT_EQ(opt.exit_code, 0) << opt.err;
 }
 
+// A model larger than all the devices together: simulate says so and has no bound; optimize refuses
+// the graph, saying what it needs and what the devices hold.
+TEST(Placementctl, AModelNoDevicesCanHoldTogetherIsRefusedWithTheFigures) {
+  DaemonProcess paths;  // only for its temp dir
+  OpGraph g = two_chains(3);
+  for (auto& op : g.ops) {
+    op.profile["cuda"] = {0.001, 0.002, 0.0, 4096};
+    op.parameter_bytes = 1ull << 28;  // 1 GiB per op with gradients and Adam's states
+  }
+  write_json_file(paths.dir + "/g.json", to_json(g));
+  std::ofstream(paths.dir + "/topo.toml") << "[defaults]\nbandwidth_gbs = 10\n[[device]]\nname = \"cuda:0\"\nmemory_gib = 2\n"
+                                             "[[device]]\nname = \"cuda:1\"\nmemory_gib = 2\n";
+  const CommandResult sim = run_command({placementctl_bin(), "simulate", "--graph", paths.dir + "/g.json", "--devices",
+                                         paths.dir + "/topo.toml"});
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  EXPECT_NE(sim.out.find("lower bound none; needs at least"), std::string::npos) << sim.out;
+  EXPECT_NE(sim.out.find("more than all devices have together, no placement fits"), std::string::npos) << sim.out;
+  const CommandResult json_sim = run_command({placementctl_bin(), "--json", "simulate", "--graph",
+                                              paths.dir + "/g.json", "--devices", paths.dir + "/topo.toml"});
+  ASSERT_EQ(json_sim.exit_code, 0) << json_sim.err;
+  EXPECT_TRUE(json::parse(json_sim.out).at("lower_bound_s").is_null());
+  const CommandResult opt = run_command({placementctl_bin(), "optimize", "--graph", paths.dir + "/g.json", "--devices",
+                                         paths.dir + "/topo.toml", "--budget", "4", "--plugin-dir", PLUGIN_DIR});
+  EXPECT_EQ(opt.exit_code, 1);
+  EXPECT_NE(opt.err.find(paths.dir + "/g.json on " + paths.dir +
+                         "/topo.toml: no placement fits: the model needs at least 7.0 GiB with its optimizer state, "
+                         "and the devices hold 4.0 GiB together"),
+            std::string::npos)
+      << opt.err;
+}
+
 // g.json: two profiled chains of 4 ops and a join; topo.toml: two 1 GiB GPUs over 10 GB/s.
 void write_optimize_inputs(const std::string& dir) {
   OpGraph g = two_chains(4);

@@ -16,6 +16,11 @@ Traced, they return a dict ({"logits": ...}), as transformers' models do.
 tensors it creates (an LSTM's zero state, a transformer's positions), so a model traced on the CPU
 cannot run as a plain module on a GPU. The weights are saved on that device too.
 
+--device meta builds and traces the model on PyTorch's meta device: shapes without weights or
+values. The file is small whatever the model's size, and placementctl capture records its ops'
+shapes and work without computing them (it cannot profile it). Models with convolutions do not
+trace there (PyTorch 2.11's meta convolution fails under the tracer): trace those on the CPU.
+
 The recurrent models are written with one module per layer (a traced nn.LSTM(num_layers=4) is one
 fused op), and GNMT also in an unrolled variant (one LSTMCell call per layer and time step), which
 is what the papers' TensorFlow graphs were.
@@ -206,7 +211,8 @@ def torchvision_model(name, **kwargs):
 
 
 def hf_model(name):
-    """A transformers model at a small config, random weights, in its default (SDPA) attention."""
+    """A transformers model at a small config (or GPT-2 XL's), random weights, in its default (SDPA)
+    attention."""
     import transformers
 
     transformers.logging.set_verbosity_error()
@@ -215,6 +221,10 @@ def hf_model(name):
         config = transformers.BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                                          intermediate_size=64, max_position_embeddings=64, pad_token_id=0)
         return transformers.BertForMaskedLM(config)
+    if name == "gpt2_xl":  # GPT-2 XL's shape: 48 layers, hidden 1600, 25 heads, 1.56e9 parameters
+        config = transformers.GPT2Config(vocab_size=50257, n_embd=1600, n_layer=48, n_head=25, n_positions=1024,
+                                         use_cache=False)
+        return transformers.GPT2LMHeadModel(config)
     if name == "gpt2":
         config = transformers.GPT2Config(vocab_size=vocab, n_embd=32, n_layer=2, n_head=2, n_positions=64,
                                          use_cache=False, **tokens)
@@ -255,6 +265,19 @@ MODELS = {
     "gnmt4_bs256": (lambda: Gnmt(vocab=32000, hidden=1024, layers=4), [[256, 40], [256, 40]], "int64"),
     # The cost model's H100 calibration points (issue #17): BERT-base pre-training, bs 24, seq 384.
     "bert_base_mlm_bs24": (lambda: BertMlm(), [[24, 384]], "int64"),
+    # The papers' models at the papers' batch sizes, for the cost model (tests/data/graphs/papers,
+    # scripts/make-graph-data.sh --papers): with inception_v3, inception_v3_bs32 and resnet50_bs64.
+    "gnmt4_bs128": (lambda: Gnmt(vocab=32000, hidden=1024, layers=4), [[128, 50], [128, 50]], "int64"),
+    "gnmt4_unrolled_bs128": (lambda: Gnmt(vocab=32000, hidden=1024, layers=4, unrolled=True), [[128, 50], [128, 50]],
+                             "int64"),
+    "gnmt8_bs256": (lambda: Gnmt(vocab=32000, hidden=1024, layers=8), [[256, 50], [256, 50]], "int64"),
+    "gnmt8_unrolled_bs256": (lambda: Gnmt(vocab=32000, hidden=1024, layers=8, unrolled=True), [[256, 50], [256, 50]],
+                             "int64"),
+    "rnnlm_bs64": (lambda: RnnLm(vocab=10000, hidden=2048, layers=2), [[64, 40]], "int64"),
+    "bert_large_mlm_bs24": (lambda: BertMlm(hidden=1024, layers=24, heads=16), [[24, 384]], "int64"),
+    # Two that do not fit one 80 GiB GPU with Adam: placement is needed at all.
+    "gnmt8_vocab1m_bs256": (lambda: Gnmt(vocab=1000000, hidden=1024, layers=8), [[256, 50], [256, 50]], "int64"),
+    "gpt2_xl_bs8": (lambda: hf_model("gpt2_xl"), [[8, 1024]], "int64"),
 }
 SMALL = ["mlp", "two_tower", "gnmt_small", "gnmt_small_unrolled", "rnnlm_small", "bert_small", "resnet18",
          "control_flow", "gnmt_example", "inception_example", "hf_bert", "hf_gpt2", "hf_llama"]
@@ -264,7 +287,13 @@ SCRIPTED = {"control_flow"}
 def make(name, out_dir, device="cpu"):
     build, shapes, dtype = MODELS[name]
     torch.manual_seed(0)
-    model = build().eval().to(device)
+    if device == "meta":
+        # Built on the meta device, weights are never allocated: a model far larger than this
+        # machine's memory traces in seconds.
+        with torch.device("meta"):
+            model = build().eval()
+    else:
+        model = build().eval().to(device)
     if dtype == "int64":
         inputs = tuple(torch.randint(0, 100, shape, device=device) for shape in shapes)
     else:
@@ -273,7 +302,7 @@ def make(name, out_dir, device="cpu"):
     # transformer layer) would hide the ops we want to place.
     if name in SCRIPTED:
         compiled = torch.jit.script(model)
-    elif name.startswith("hf_"):
+    elif name.startswith(("hf_", "gpt2_xl")):
         # transformers checks shapes and masks in Python; traced, those checks become constants for
         # these input shapes, which is what capture wants, so their TracerWarnings are noise here.
         # strict=False: the output is a dict.

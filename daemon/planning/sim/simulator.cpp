@@ -1,5 +1,10 @@
 #include "planning/sim/simulator.h"
 
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <numeric>
+
 #include <algorithm>
 #include <cstdio>
 #include <stdexcept>
@@ -131,6 +136,7 @@ Simulator::MemoryFloor Simulator::memory_floor() const {
     total += capacity(d);
   }
   floor.fits_one_device = floor.bytes <= largest;
+  floor.all_devices_bytes = total;
   floor.fits_all_devices = floor.bytes <= total;
   return floor;
 }
@@ -278,30 +284,164 @@ SimulationResult Simulator::simulate(const Placement& placement) const {
 
 double Simulator::lower_bound_s() const {
   const size_t n = graph_.ops.size(), D = devices_.size();
-  std::vector<double> best(n, -1.0), best_update(n, 0.0);
+  std::vector<double> best(n, -1.0);
   for (size_t u = 0; u < n; ++u) {
     for (size_t d = 0; d < D; ++d) {
       const Cost& c = costs_[u * D + d];
-      if (c.forward < 0) continue;
-      const double t = c.forward + c.backward;
-      if (best[u] < 0 || t < best[u]) {
-        best[u] = t;
-        best_update[u] = std::max(c.update, 0.0);
-      }
+      if (c.forward >= 0 && (best[u] < 0 || c.forward + c.backward < best[u])) best[u] = c.forward + c.backward;
     }
     if (best[u] < 0) best[u] = 0.0;  // cannot be timed anywhere: contributes nothing we can bound
   }
   // A chain's forward and backward times add up along every path.
   std::vector<double> path(n, 0.0);
-  double critical = 0.0, work = 0.0;
+  double critical = 0.0;
   for (int v : order_) {
     double longest = 0.0;
     for (int i = in_begin_[v]; i < in_begin_[v + 1]; ++i) longest = std::max(longest, path[graph_.edges[in_edges_[i]].src]);
     path[v] = longest + best[v];
     critical = std::max(critical, path[v]);
-    work += best[v] + best_update[v];
   }
-  return std::max(critical, work / static_cast<double>(D));
+  return std::max(critical, work_bound_s());
+}
+
+// The busiest device works at least as long as the optimum T of the linear program that spreads
+// each op fractionally over the devices (x[u][d] ≥ 0, Σ_d x[u][d] = 1) so that each device's time
+// Σ_u x[u][d]·t[u][d] ≤ T and memory Σ_u x[u][d]·m[u] ≤ C[d]: every valid placement is one of its
+// solutions. Identical devices merge into one type k of n[k] devices and M[k] bytes without
+// changing the optimum (a fractional solution splits evenly among them); CPU devices that share the
+// host merge into one type that counts as one device for time, since the host runs their ops one
+// at a time. By weak duality, any α ≥ 0 with Σ_k n[k]·α[k] = 1 and λ ≥ 0 give a lower bound:
+//     L(α, λ) = Σ_u min_k (α[k]·t[u][k] + λ[k]·m[u]/M[k]) − Σ_k λ[k].
+// L is concave; the bound is the best L found by line searches (golden section, exact for a
+// concave function) over α for each λ and over λ outside. Every L evaluated is a valid bound; with
+// two device types (GPUs and their host, the usual node) the searches reach the LP's optimum. λ
+// stays 0, and the bound is the memory-blind one, unless some type cannot hold the whole model;
+// where the fast devices cannot, λ prices their memory and pushes work onto slower ones. When the
+// model exceeds all devices together the LP has no solution: no placement is valid, the bound is
+// infinite.
+double Simulator::work_bound_s() const {
+  const size_t n = graph_.ops.size(), D = devices_.size();
+  const MemoryFloor floor = memory_floor();
+  if (!floor.fits_all_devices) return std::numeric_limits<double>::infinity();
+  auto total_time = [&](size_t u, size_t d) {
+    const Cost& c = costs_[u * D + d];
+    return c.forward < 0 ? -1.0 : c.forward + c.backward + std::max(c.update, 0.0);
+  };
+  // Device types: the host's CPU devices when they share it, else devices alike in every op's cost
+  // and in memory.
+  struct Type {
+    std::vector<size_t> devices;
+    double count = 0, memory = 0;
+  };
+  std::vector<Type> types;
+  for (size_t d = 0; d < D; ++d) {
+    const bool shared = options_.cpu_devices_share_host && devices_.devices[d].kind == DeviceKind::kCpu;
+    auto same = [&](const Type& type) {
+      const size_t e = type.devices.front();
+      if (shared) return devices_.devices[e].kind == DeviceKind::kCpu;
+      if (options_.cpu_devices_share_host && devices_.devices[e].kind == DeviceKind::kCpu) return false;
+      if (capacity(e) != capacity(d)) return false;
+      for (size_t u = 0; u < n; ++u)
+        if (total_time(u, e) != total_time(u, d)) return false;
+      return true;
+    };
+    auto it = std::find_if(types.begin(), types.end(), same);
+    if (it == types.end()) it = types.insert(types.end(), Type{});
+    it->devices.push_back(d);
+    it->count = shared ? 1.0 : static_cast<double>(it->devices.size());
+    it->memory += static_cast<double>(capacity(d));
+  }
+  const size_t K = types.size();
+  std::vector<double> time(n * K, -1.0), memory(n);
+  for (size_t u = 0; u < n; ++u) {
+    memory[u] = static_cast<double>(parameter_state_bytes(u) + activation_bytes_[u]);
+    for (size_t k = 0; k < K; ++k)
+      for (size_t d : types[k].devices) {
+        const double t = total_time(u, d);
+        if (t >= 0 && (time[u * K + k] < 0 || t < time[u * K + k])) time[u * K + k] = t;
+      }
+  }
+  auto bound_at = [&](const std::vector<double>& alpha, const std::vector<double>& lambda) {
+    double value = -std::accumulate(lambda.begin(), lambda.end(), 0.0);
+    for (size_t u = 0; u < n; ++u) {
+      double cheapest = std::numeric_limits<double>::infinity();
+      for (size_t k = 0; k < K; ++k) {
+        const double t = time[u * K + k];
+        if (t < 0 || (types[k].memory <= 0 && memory[u] > 0)) continue;
+        const double priced = alpha[k] * t + (lambda[k] > 0 ? lambda[k] * memory[u] / types[k].memory : 0.0);
+        cheapest = std::min(cheapest, priced);
+      }
+      if (std::isfinite(cheapest)) value += cheapest;  // else: cannot be timed anywhere
+    }
+    return value;
+  };
+  // Maximizes a concave f over [lo, hi]; returns the argmax found. The ends are tried too: the
+  // optimum is often there (a type that should take no work at all).
+  auto golden = [](double lo, double hi, const std::function<double(double)>& f) {
+    constexpr double kRatio = 0.6180339887498949;
+    const double at_lo = f(lo), at_hi = f(hi), end = at_lo >= at_hi ? lo : hi, f_end = std::max(at_lo, at_hi);
+    double a = hi - kRatio * (hi - lo), b = lo + kRatio * (hi - lo), fa = f(a), fb = f(b);
+    for (int i = 0; i < 40; ++i) {
+      if (fa < fb) {
+        lo = a, a = b, fa = fb;
+        b = lo + kRatio * (hi - lo), fb = f(b);
+      } else {
+        hi = b, b = a, fb = fa;
+        a = hi - kRatio * (hi - lo), fa = f(a);
+      }
+    }
+    const double inner = fa < fb ? b : a;
+    return std::max(fa, fb) >= f_end ? inner : end;
+  };
+  double bound = 0.0;
+  std::vector<double> alpha(K), lambda(K, 0.0);
+  double devices_counted = 0;
+  for (const Type& type : types) devices_counted += type.count;
+  for (size_t k = 0; k < K; ++k) alpha[k] = 1.0 / devices_counted;
+  // α for this λ: mass moved between pairs of types (n[i]·α[i] + n[j]·α[j] stays), a round per
+  // pair; one round is exact for two types.
+  auto best_alpha = [&](const std::vector<double>& at_lambda) {
+    const int rounds = K <= 2 ? 1 : 3;
+    for (int round = 0; round < rounds; ++round)
+      for (size_t i = 0; i < K; ++i)
+        for (size_t j = i + 1; j < K; ++j) {
+          const double ni = types[i].count, nj = types[j].count, mass = ni * alpha[i] + nj * alpha[j];
+          std::vector<double> trial = alpha;
+          auto f = [&](double share) {  // share of the pair's mass on type i
+            trial[i] = share * mass / ni;
+            trial[j] = (1.0 - share) * mass / nj;
+            const double v = bound_at(trial, at_lambda);
+            bound = std::max(bound, v);
+            return v;
+          };
+          f(golden(0.0, 1.0, f));
+          alpha = trial;
+        }
+    return bound_at(alpha, at_lambda);
+  };
+  bound = std::max(bound, bound_at(alpha, lambda));
+  best_alpha(lambda);
+  // Types that cannot hold the whole model are the ones whose memory can bind.
+  double slowest_total = 0.0;
+  for (size_t u = 0; u < n; ++u) {
+    double worst = 0.0;
+    for (size_t k = 0; k < K; ++k) worst = std::max(worst, time[u * K + k]);
+    slowest_total += worst;
+  }
+  for (int round = 0; round < (K <= 2 ? 1 : 2); ++round)
+    for (size_t k = 0; k < K; ++k) {
+      if (types[k].memory >= static_cast<double>(floor.bytes)) continue;
+      // λ[k] beyond the time the slowest devices would take for everything prices this type out
+      // of every op: the bound only falls there.
+      std::vector<double> trial = lambda;
+      auto f = [&](double value) {
+        trial[k] = value;
+        return best_alpha(trial);
+      };
+      lambda[k] = golden(0.0, 2.0 * slowest_total, f);
+      f(lambda[k]);
+    }
+  return bound;
 }
 
 }  // namespace placementd::sim

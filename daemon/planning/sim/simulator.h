@@ -85,15 +85,22 @@ class Simulator {
   /// are filled, times are not. Needs no profile beyond activation bytes.
   SimulationResult check_memory(const placement::Placement& placement) const;
 
-  /// max(critical path, total work / devices), each op at its fastest device, transfers free: no
-  /// placement can beat it. Ops that cannot be timed on any device count nothing.
+  /// max(critical path with each op at its fastest device, the busiest device's least work given
+  /// the devices' memory (work_bound_s)); transfers free: no valid placement can beat it. Ops that
+  /// cannot be timed on any device count nothing. Infinite when the model's memory exceeds all
+  /// devices together (no placement is valid).
   double lower_bound_s() const;
+  /// The least time the busiest device works, with ops split fractionally over the devices within
+  /// their usable memory: where the fastest devices cannot hold the model, work must go to slower
+  /// ones, and the bound rises with it (simulator.cpp has the derivation).
+  double work_bound_s() const;
 
   /// What any placement needs in memory, wherever its ops go: every op's parameters (with gradients
   /// and optimizer state) and kept activations; transfers only add copies. Against the devices'
   /// usable capacities: whether it fits on the largest one, and on all of them together.
   struct MemoryFloor {
     uint64_t bytes = 0;
+    uint64_t all_devices_bytes = 0;  // the devices' usable memory together
     bool fits_one_device = true;
     bool fits_all_devices = true;
   };

@@ -29,11 +29,19 @@ OpGraph capture(const torch::jit::Module& module, const std::vector<at::Tensor>&
                 const std::string& name = "");
 
 /// Example inputs of the given shapes: random normal floats, or random integers in [0, 100) for
-/// integer dtypes (token ids). `dtype` is "float32", "float64", "int64" or "int32".
-std::vector<at::Tensor> example_inputs(const std::vector<std::vector<int64_t>>& shapes, const std::string& dtype);
+/// integer dtypes (token ids). `dtype` is "float32", "float64", "int64" or "int32". `meta`: on
+/// the meta device, shapes without storage.
+std::vector<at::Tensor> example_inputs(const std::vector<std::vector<int64_t>>& shapes, const std::string& dtype,
+                                       bool meta = false);
+
+/// Whether the module's parameters or buffers live on the meta device (a model built under
+/// `with torch.device("meta")` and traced there): it has shapes but no weights.
+bool on_meta_device(const torch::jit::Module& module);
 
 /// Loads a TorchScript file (torch.jit.save / torch::jit::save) and captures it with
-/// example_inputs(shapes, dtype). Errors name the file.
+/// example_inputs(shapes, dtype). A model saved on the meta device is captured on meta inputs:
+/// every op's shapes and work are recorded without computing anything or holding any activation,
+/// which is how models larger than this machine's memory are captured. Errors name the file.
 OpGraph capture_file(const std::string& path, const std::vector<std::vector<int64_t>>& shapes,
                      const std::string& dtype = "float32");
 

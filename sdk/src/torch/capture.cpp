@@ -173,18 +173,28 @@ OpGraph capture(const torch::jit::Module& module, const std::vector<at::Tensor>&
   return graph;
 }
 
-std::vector<at::Tensor> example_inputs(const std::vector<std::vector<int64_t>>& shapes, const std::string& dtype) {
+std::vector<at::Tensor> example_inputs(const std::vector<std::vector<int64_t>>& shapes, const std::string& dtype,
+                                       bool meta) {
   std::vector<at::Tensor> inputs;
+  const at::TensorOptions on = at::TensorOptions().device(meta ? at::kMeta : at::kCPU);
   for (const auto& shape : shapes) {
     for (int64_t d : shape)
       if (d <= 0) throw CaptureError("input shape dimensions must be positive");
-    if (dtype == "float32") inputs.push_back(at::randn(shape, at::TensorOptions().dtype(at::kFloat)));
-    else if (dtype == "float64") inputs.push_back(at::randn(shape, at::TensorOptions().dtype(at::kDouble)));
-    else if (dtype == "int64") inputs.push_back(at::randint(0, 100, shape, at::TensorOptions().dtype(at::kLong)));
-    else if (dtype == "int32") inputs.push_back(at::randint(0, 100, shape, at::TensorOptions().dtype(at::kInt)));
+    if (dtype == "float32") inputs.push_back(at::randn(shape, on.dtype(at::kFloat)));
+    else if (dtype == "float64") inputs.push_back(at::randn(shape, on.dtype(at::kDouble)));
+    else if (dtype == "int64") inputs.push_back(at::randint(0, 100, shape, on.dtype(at::kLong)));
+    else if (dtype == "int32") inputs.push_back(at::randint(0, 100, shape, on.dtype(at::kInt)));
     else throw CaptureError("unknown input dtype '" + dtype + "' (float32, float64, int64 or int32)");
   }
   return inputs;
+}
+
+bool on_meta_device(const torch::jit::Module& module) {
+  for (const at::Tensor& t : module.parameters())
+    if (t.is_meta()) return true;
+  for (const at::Tensor& t : module.buffers())
+    if (t.is_meta()) return true;
+  return false;
 }
 
 OpGraph capture_file(const std::string& path, const std::vector<std::vector<int64_t>>& shapes, const std::string& dtype) {
@@ -199,7 +209,7 @@ OpGraph capture_file(const std::string& path, const std::vector<std::vector<int6
   try {
     std::string name = path.substr(path.find_last_of('/') + 1);
     if (const auto dot = name.rfind('.'); dot != std::string::npos) name.resize(dot);
-    return capture(module, example_inputs(shapes, dtype), name);
+    return capture(module, example_inputs(shapes, dtype, on_meta_device(module)), name);
   } catch (const CaptureError& e) {
     throw CaptureError(path + ": " + e.what());
   }

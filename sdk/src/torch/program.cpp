@@ -1,6 +1,9 @@
 #include "program.h"
 
 #include <algorithm>
+#include <functional>
+
+#include <ATen/ops/empty_strided.h>
 
 #include <torch/csrc/jit/api/function_impl.h>
 
@@ -56,6 +59,55 @@ void append_unique(std::vector<at::Tensor>& to, const std::vector<at::Tensor>& f
     const bool seen = std::any_of(to.begin(), to.end(), [&t](const at::Tensor& u) { return u.is_same(t); });
     if (!seen) to.push_back(t);
   }
+}
+
+// A copy of `value` with each tensor replaced by fn(tensor), through lists, tuples and dicts.
+c10::IValue map_tensors(const c10::IValue& value, const std::function<at::Tensor(const at::Tensor&)>& fn) {
+  if (value.isTensor()) return value.toTensor().defined() ? c10::IValue(fn(value.toTensor())) : value;
+  if (value.isTensorList()) {
+    c10::List<at::Tensor> list;
+    for (const at::Tensor& t : value.toTensorList().vec()) list.push_back(t.defined() ? fn(t) : t);
+    return list;
+  }
+  if (value.isList()) {
+    c10::impl::GenericList list(value.toList().elementType());
+    for (const c10::IValue& v : value.toListRef()) list.push_back(map_tensors(v, fn));
+    return list;
+  }
+  if (value.isTuple()) {
+    std::vector<c10::IValue> items;
+    for (const c10::IValue& v : value.toTupleRef().elements()) items.push_back(map_tensors(v, fn));
+    return c10::ivalue::Tuple::create(std::move(items));
+  }
+  if (value.isGenericDict()) {
+    c10::impl::GenericDict dict(value.toGenericDict().keyType(), value.toGenericDict().valueType());
+    for (const auto& entry : value.toGenericDict()) dict.insert_or_assign(entry.key(), map_tensors(entry.value(), fn));
+    return dict;
+  }
+  return value;
+}
+
+bool holds_meta(const std::vector<c10::IValue>& stack) {
+  std::vector<at::Tensor> tensors;
+  for (const c10::IValue& v : stack) tensors_in(v, tensors);
+  return std::any_of(tensors.begin(), tensors.end(), [](const at::Tensor& t) { return t.defined() && t.is_meta(); });
+}
+
+// Runs an op that LibTorch has no meta kernel for (many of PyTorch's meta implementations are
+// registered from Python, which a C++ process never loads) on CPU zeros of its inputs' shapes, and
+// returns meta tensors of its outputs' shapes. Zeros are valid token ids and indices; the op's
+// values are thrown away, only shapes are kept. Costs the op's CPU time and its inputs' memory, for
+// these few ops only.
+void run_on_cpu_zeros(const Node* node, std::vector<c10::IValue>& stack) {
+  for (c10::IValue& v : stack)
+    v = map_tensors(v, [](const at::Tensor& t) {
+      return t.is_meta() ? at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kCPU)).zero_() : t;
+    });
+  node->getOperation()(stack);
+  for (c10::IValue& v : stack)
+    v = map_tensors(v, [](const at::Tensor& t) {
+      return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta));
+    });
 }
 
 }  // namespace
@@ -219,7 +271,8 @@ std::vector<c10::IValue> Program::run(const std::vector<c10::IValue>& inputs, co
   std::unordered_map<const torch::jit::Value*, c10::IValue> env;
   env[graph_->inputs()[0]] = module_._ivalue();
   for (size_t i = 0; i < inputs.size(); ++i) env[graph_->inputs()[i + 1]] = inputs[i];
-  std::vector<c10::IValue> stack;
+  std::vector<c10::IValue> stack, saved;
+  const bool meta = holds_meta(inputs);
   for (const Node* node : graph_->nodes()) {
     const auto kind = node->kind();
     if (kind == c10::prim::Constant) {
@@ -233,9 +286,19 @@ std::vector<c10::IValue> Program::run(const std::vector<c10::IValue>& inputs, co
     stack.clear();
     for (const torch::jit::Value* in : node->inputs()) stack.push_back(env.at(in));
     if (before) before(node, stack);
+    if (meta) saved = stack;
     try {
-      if (is_structural(kind)) run_structural(node, stack);
-      else node->getOperation()(stack);
+      if (is_structural(kind)) {
+        run_structural(node, stack);
+      } else {
+        try {
+          node->getOperation()(stack);
+        } catch (const c10::Error&) {
+          if (!meta || !holds_meta(saved)) throw;
+          stack = saved;
+          run_on_cpu_zeros(node, stack);
+        }
+      }
     } catch (const std::exception& e) {
       std::string message = e.what();
       if (const auto cut = message.find("\nException raised from"); cut != std::string::npos) message.resize(cut);

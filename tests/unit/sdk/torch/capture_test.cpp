@@ -142,6 +142,26 @@ TEST(Capture, EveryOpCarriesItsWorkAndEveryKindOfTheTestModelsHasAFormula) {
   EXPECT_GT(lstm.work->forward_kernels, 2);
 }
 
+// A model traced on the meta device (tests/models/make_models.py --device meta) has no weights and
+// no values; capture runs it on meta inputs and must record what a capture on the CPU records: the
+// same ops, names, shapes, parameter bytes, edges and work.
+TEST(Capture, OnTheMetaDeviceTheGraphIsTheOneTheCpuCaptures) {
+  for (const std::string name :
+       {"mlp", "gnmt_small", "gnmt_small_unrolled", "rnnlm_small", "bert_small", "hf_bert", "hf_gpt2", "hf_llama"}) {
+    const std::string meta = std::string(MODEL_DIR) + "/meta/" + name;
+    std::ifstream in(meta + ".json");
+    const auto spec = nlohmann::json::parse(in);
+    const OpGraph on_meta = capture_file(meta + ".pt", spec["inputs"].get<std::vector<std::vector<int64_t>>>(),
+                                         spec["dtype"]);
+    const OpGraph on_cpu = capture_model(name);
+    const nlohmann::json meta_json = to_json(on_meta), cpu_json = to_json(on_cpu);
+    ASSERT_EQ(meta_json["ops"].size(), cpu_json["ops"].size()) << name;
+    for (size_t i = 0; i < cpu_json["ops"].size(); ++i)
+      ASSERT_EQ(meta_json["ops"][i], cpu_json["ops"][i]) << name << ": op " << i;
+    EXPECT_EQ(meta_json, cpu_json) << name << ": edges";
+  }
+}
+
 TEST(Capture, TransformerIsCapturedOpByOp) {
   const OpGraph g = capture_model("bert_small");
   EXPECT_EQ(kinds(g).count("aten::_transformer_encoder_layer_fwd"), 0u) << "no fused inference fast path";
@@ -219,6 +239,18 @@ TEST(CaptureCommand, KeepProfilesCopiesAnEarlierCapturesProfilesIntoANewCapture)
   std::ifstream err(dir + "mlp.err");
   const std::string message((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
   EXPECT_NE(message.find("mlp.old.json: a different model (fingerprint "), std::string::npos) << message;
+}
+
+TEST(CaptureCommand, AModelOnTheMetaDeviceIsCapturedButNotProfiled) {
+  const std::string dir = std::string(MODEL_DIR) + "/meta/";
+  const std::string base = std::string(PLACEMENTCTL_BIN) + " capture " + dir + "mlp.pt --input 8x32 ";
+  ASSERT_EQ(std::system((base + "-o " + dir + "mlp.graph.json > /dev/null").c_str()), 0);
+  EXPECT_EQ(load_graph_file(dir + "mlp.graph.json").fingerprint(), capture_model("mlp").fingerprint());
+  EXPECT_NE(std::system((base + "--profile cpu 2> " + dir + "mlp.err").c_str()), 0);
+  std::ifstream err(dir + "mlp.err");
+  const std::string message((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
+  EXPECT_NE(message.find("mlp.pt: saved on the meta device, so it has shapes but no weights"), std::string::npos)
+      << message;
 }
 
 }  // namespace

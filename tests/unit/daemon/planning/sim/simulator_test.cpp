@@ -1,11 +1,13 @@
 #include <gtest/gtest.h>
 
-#include <random>
-
+#include <cmath>
 #include <filesystem>
+#include <limits>
+#include <random>
 
 #include "placement/serialization.h"
 #include "planning/sim/simulator.h"
+#include "planning/sim/topology.h"
 #include "test_graphs.h"
 
 namespace placementd::sim {
@@ -159,8 +161,9 @@ TEST(Simulator, UnprofiledOpsAreTimedByTheCostModelOnDevicesWithASpec) {
             std::string::npos)
       << why;
   EXPECT_THROW(sim.simulate(Placement{{0, 1, 1}}), std::invalid_argument);
-  // The chain's forward and backward on the GPU is the critical path.
-  EXPECT_NEAR(sim.lower_bound_s(), 3 * (3e-3 + 2e-5), 1e-12);
+  // Only the GPU can time the ops: all their work, update included, is on it, and the bound is the
+  // step itself.
+  EXPECT_NEAR(sim.lower_bound_s(), r.step_time_s, 1e-9 * r.step_time_s);
 }
 
 TEST(Simulator, ItsGraphCarriesThePredictionsAsProfilesMarkedPredicted) {
@@ -208,6 +211,47 @@ TEST(Simulator, TheMemoryFloorSaysWhetherAnyOneDeviceOrAllTogetherCanHoldTheMode
   EXPECT_FALSE(none.memory_floor().fits_all_devices);
 }
 
+// A GPU ten times faster than the host that holds only half the model: without its memory, the
+// bound would spread 10/11 of the work onto the GPU (10/11 of n); with it, at most half the ops fit
+// there and the rest take 10 s each on the host, so no valid placement is faster than 10·n/2.
+TEST(Simulator, TheLowerBoundKnowsTheFastDeviceCannotHoldTheModel) {
+  const int n = 20;
+  OpGraph g;
+  for (int i = 0; i < n; ++i) {
+    placement::Op op;
+    op.id = i;
+    op.name = "op" + std::to_string(i);
+    op.kind = "aten::mm";
+    op.outputs = {{{1}, "float32", 100}};
+    op.parameter_bytes = 1ull << 28;  // with gradient and Adam's two states: 1 GiB per op
+    op.profile["cpu"] = {4.0, 6.0, 0.0, 100};
+    op.profile["cuda"] = {0.4, 0.6, 0.0, 100};
+    g.ops.push_back(op);
+  }
+  auto devices = [](uint64_t gpu_memory) {
+    return placement::DeviceSet::uniform(
+        {{DeviceKind::kCpu, 0, 1ull << 40, 1.0}, {DeviceKind::kCuda, 0, gpu_memory, 1.0}}, 1e9, 0);
+  };
+  SimulatorOptions options{2.0, 0.0, false};
+  const Simulator roomy(g, devices(1ull << 40), options);
+  EXPECT_NEAR(roomy.lower_bound_s(), 10.0 * n / 11, 0.02 * n) << "memory-blind: the LP balances the two";
+  // Ten ops (10 GiB and their outputs), not eleven.
+  const Simulator tight(g, devices((10ull << 30) + 4096), options);
+  EXPECT_LE(tight.lower_bound_s(), 10.0 * n / 2 + 1e-9) << "a bound, never above the optimum";
+  EXPECT_GE(tight.lower_bound_s(), 0.95 * 10.0 * n / 2) << "and close to it";
+  Placement half;
+  for (int i = 0; i < n; ++i) half.device_of_op.push_back(i < n / 2 ? 1 : 0);
+  const auto r = tight.simulate(half);
+  ASSERT_TRUE(r.valid) << r.invalid_reason;
+  EXPECT_GE(r.step_time_s + 1e-9, tight.lower_bound_s());
+  EXPECT_FALSE(tight.simulate(Placement::single(g, 1)).valid);
+  // More than both devices hold: no placement is valid, and the bound says so.
+  const Simulator none(g, placement::DeviceSet::uniform(
+                              {{DeviceKind::kCpu, 0, 5ull << 30, 1.0}, {DeviceKind::kCuda, 0, 5ull << 30, 1.0}}, 1e9, 0),
+                       options);
+  EXPECT_TRUE(std::isinf(none.lower_bound_s()));
+}
+
 TEST(Simulator, NoPlacementBeatsTheLowerBound) {
   OpGraph g = profiled(placement::testing::two_chains(6));
   const Simulator sim(g, slow_links(3), {2.0, 0.0, false});
@@ -231,6 +275,7 @@ namespace {
 TEST(ShippedGraphs, LoadAndSimulateOnTheHost) {
   int seen = 0;
   for (const auto& entry : std::filesystem::directory_iterator(GRAPH_DIR)) {
+    if (!entry.is_regular_file()) continue;  // papers/: no profiles (PapersGraphs)
     const placement::OpGraph g = placement::load_graph_file(entry.path().string());
     for (const auto& op : g.ops) ASSERT_EQ(op.profile.count("cpu"), 1u) << entry.path() << ": " << op.name;
     const Simulator sim(g, placement::testing::devices(1, DeviceKind::kCpu, 1ull << 40));
@@ -241,6 +286,31 @@ TEST(ShippedGraphs, LoadAndSimulateOnTheHost) {
     ++seen;
   }
   EXPECT_GE(seen, 6);
+}
+
+// The papers' models at the papers' batch sizes (scripts/make-graph-data.sh --papers) carry shapes
+// and op work, no profiles: on the shipped GPU topologies the cost model times every op, and the
+// two models made not to fit one H100 do not.
+TEST(ShippedGraphs, ThePapersModelsAreTimedByTheCostModel) {
+  const auto h100s = load_topology(std::string(TOPOLOGY_DIR) + "/4xh100_nvlink.toml");
+  int seen = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(GRAPH_DIR) + "/papers")) {
+    const placement::OpGraph g = placement::load_graph_file(entry.path().string());
+    for (const auto& op : g.ops) {
+      ASSERT_TRUE(op.work) << entry.path() << ": " << op.name;
+      ASSERT_TRUE(op.profile.empty()) << entry.path() << ": " << op.name;
+    }
+    const Simulator sim(g, h100s);
+    const auto r = sim.simulate(Placement::single(g, 1));
+    EXPECT_EQ(r.predicted_ops, g.ops.size()) << entry.path();
+    EXPECT_GT(r.step_time_s, 0.0) << entry.path();
+    const std::string name = entry.path().filename().string();
+    const bool too_big = name.rfind("gpt2_xl", 0) == 0 || name.rfind("gnmt8_vocab1m", 0) == 0;
+    EXPECT_EQ(r.valid, !too_big) << name << ": " << r.invalid_reason;
+    EXPECT_GE(r.valid ? r.step_time_s : std::numeric_limits<double>::infinity(), sim.lower_bound_s()) << name;
+    ++seen;
+  }
+  EXPECT_EQ(seen, 12);
 }
 
 }  // namespace
