@@ -11,6 +11,8 @@
 #include <sstream>
 
 #include "config/listen_address.h"
+#include "planning/sim/device_presets.h"
+#include "planning/sim/device_spec_toml.h"
 #include "toml/toml_checker.h"
 
 namespace placementd {
@@ -25,6 +27,38 @@ bool JobRule::matches(const std::string& job, uid_t job_uid) const {
 }
 
 namespace {
+
+// [devices] cpu_spec / cuda_spec: a preset's name, or a table with a topology device's figures.
+void read_node_spec(TomlChecker& c, const toml::table& devices, const char* key, placement::DeviceKind kind,
+                    std::optional<placement::DeviceSpec>& out) {
+  const toml::node* node = devices.get(key);
+  if (!node) return;
+  const std::string where = std::string("devices.") + key;
+  placement::Device d;
+  d.kind = kind;
+  if (const auto* name = node->as_string()) {
+    const sim::DevicePreset* preset = sim::find_device_preset(name->get());
+    if (!preset)
+      c.error(*node, where + ": unknown device preset '" + name->get() + "' (known: " + sim::preset_names() +
+                         "; or a table of figures: { fp32_tflops = ..., memory_bandwidth_gbs = ... })");
+    else if (preset->kind != kind)
+      c.error(*node, where + ": '" + name->get() + "' is a " + placement::to_string(preset->kind) + " preset");
+    else
+      out = preset->spec;
+    return;
+  }
+  const toml::table* t = node->as_table();
+  if (!t) {
+    c.error(*node, where + " must be a preset's name or a table of figures, got " + TomlChecker::type_name(*node));
+    return;
+  }
+  c.only(*t, where, {"spec", "fp32_tflops", "tf32_tflops", "bf16_tflops", "fp16_tflops", "memory_bandwidth_gbs",
+                     "launch_us", "compute_efficiency", "memory_efficiency", "conv_efficiency"});
+  sim::read_device_spec(c, *t, where, d);
+  if (d.spec) out = d.spec;
+  else if (!t->get("spec") && !t->get("fp32_tflops") && !t->get("memory_bandwidth_gbs"))
+    c.error(*t, where + ": give spec = \"<preset>\" or the device's figures (fp32_tflops, memory_bandwidth_gbs, ...)");
+}
 
 const char* kLogLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
 
@@ -175,7 +209,7 @@ void read_document(const toml::table& root, const std::string& file, Config& con
   }
 
   if (const toml::table* t = c.table(root, "devices", "[devices]")) {
-    c.only(*t, "[devices]", {"allow", "memory_headroom_fraction"});
+    c.only(*t, "[devices]", {"allow", "memory_headroom_fraction", "cpu_spec", "cuda_spec"});
     std::vector<std::string> allow;
     if (c.get_strings(*t, "allow", "devices", allow)) {
       bool ok = true;
@@ -188,6 +222,8 @@ void read_document(const toml::table& root, const std::string& file, Config& con
       if (ok) config.allow = allow;
     }
     c.get_float(*t, "memory_headroom_fraction", "devices", config.memory_headroom_fraction, 0.0, 0.9);
+    read_node_spec(c, *t, "cpu_spec", placement::DeviceKind::kCpu, config.cpu_spec);
+    read_node_spec(c, *t, "cuda_spec", placement::DeviceKind::kCuda, config.cuda_spec);
   }
 
   if (const toml::table* t = c.table(root, "policy", "[policy]")) {

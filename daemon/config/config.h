@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "placement/devices.h"
 #include "placement/params.h"
 #include "placement/plugin.h"
 #include "placement/protocol.h"
@@ -122,6 +123,10 @@ struct Config {
   std::vector<std::string> allow = {"cpu:*", "cuda:*"};
   /// Fraction of each device's memory the memory model keeps free.
   double memory_headroom_fraction = 0.10;
+  /// The cost model's figures for this node's CPU and GPUs, given to a job's devices that come
+  /// without a spec: the simulator then times the ops the job has not profiled (the warm start of a
+  /// job that does not profile). Unset: such ops cannot be timed.
+  std::optional<placement::DeviceSpec> cpu_spec, cuda_spec;
 
   // [policy], [exploration], [grouper.X], [placer.X], [algorithm.X], [[rules]]
   PolicyChoice policy;

@@ -73,6 +73,10 @@ void attach(ServiceContext& ctx, ConnectionState& conn, Request& req) {
   identity.profile_steps = attach.profile_steps.value_or(0);
   identity.expected_steps = attach.expected_steps;
   identity.devices = std::move(attach.devices);
+  // The node's figures ([devices] cpu_spec, cuda_spec) for devices the job sent none for: the
+  // simulator can then time what the job has not profiled.
+  for (auto& d : identity.devices.devices)
+    if (!d.spec) d.spec = d.kind == placement::DeviceKind::kCuda ? cfg->cuda_spec : cfg->cpu_spec;
   EffectivePolicy policy = effective_policy(*cfg, identity.name, identity.uid);
   conn.job = ctx.jobs.add(std::move(identity), std::move(policy), ctx.registry, ctx.store,
                           ctx.policy_pool.get_executor());

@@ -320,6 +320,19 @@ TEST(LiveJob, TheJobProfilesItsOwnStepsSoTheDaemonCanSearchItsSimulator) {
   EXPECT_EQ(stats.profiled_steps, 0u);
   EXPECT_NE(plain.log().find("no warm start: simulator search: the graph has no profile"), std::string::npos)
       << plain.log();
+
+  // Given the node's CPU figures ([devices] cpu_spec), the daemon times the job's ops by its cost
+  // model, and warm-starts the same job without a single profile.
+  DaemonOptions figures = simulator_warm_start();
+  figures.extra += "[devices]\ncpu_spec = \"xeon-8480-2s\"\n";
+  DaemonProcess predicted(figures);
+  predicted.start();
+  quiet.socket_path = predicted.socket;
+  std::set<std::string> predicted_reasons;
+  train("two_tower", quiet, 20, slow_loss, &stats, nullptr, &predicted_reasons, ran_warm_start);
+  EXPECT_EQ(stats.profiled_steps, 0u);
+  EXPECT_NE(predicted.log().find("policy warm-started from simulator"), std::string::npos) << predicted.log();
+  EXPECT_EQ(predicted_reasons.count("warm start"), 1u) << predicted.log();
 }
 
 TEST(LiveJob, AStoredBestThatNoLongerFitsFallsBackToTheJobsOwnPlacement) {

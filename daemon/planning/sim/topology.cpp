@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "planning/sim/device_presets.h"
-#include "toml/toml_checker.h"
+#include "planning/sim/device_spec_toml.h"
 
 namespace placementd::sim {
 
@@ -18,15 +18,15 @@ struct LinkSpec {
   double bandwidth = 0, latency = 0;
 };
 
+}  // namespace
+
 std::string preset_names() {
   std::string names;
   for (const DevicePreset& p : device_presets()) names += (names.empty() ? "" : ", ") + p.name;
   return names;
 }
 
-// The device's cost-model figures: a preset, figures of its own, or a preset some figures of which
-// it overrides. Problems are reported through `c`; the device then has no spec.
-void read_spec(TomlChecker& c, const toml::table& t, const std::string& where, placement::Device& d) {
+void read_device_spec(TomlChecker& c, const toml::table& t, const std::string& where, placement::Device& d) {
   std::optional<placement::DeviceSpec> spec;
   std::string preset_name;
   if (c.get_string(t, "spec", where, preset_name)) {
@@ -89,8 +89,6 @@ void read_spec(TomlChecker& c, const toml::table& t, const std::string& where, p
   if (ok) d.spec = spec;
 }
 
-}  // namespace
-
 placement::DeviceSet parse_topology(const std::string& text, const std::string& name) {
   std::vector<ConfigError> errors;
   placement::DeviceSet set;
@@ -141,7 +139,7 @@ placement::DeviceSet parse_topology(const std::string& text, const std::string& 
         double memory = 0;
         if (c.get_float(t, "memory_gib", where, memory, 1e-6, 1e9)) d.memory_bytes = static_cast<uint64_t>(memory * kGiB);
         c.get_float(t, "speed", where, d.speed, 1e-6, 1e6);
-        read_spec(c, t, where, d);
+        read_device_spec(c, t, where, d);
         if (d.memory_bytes == 0 && !t.get("memory_gib"))
           c.error(t, "device " + d.name() + " has no memory_gib (and no spec preset to take it from)");
         if (device_pos.count(d.name())) {

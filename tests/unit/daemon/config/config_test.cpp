@@ -101,6 +101,40 @@ TEST(Config, ShippedFileShowsEveryPluginsHyperparametersWithTheirDefaults) {
   }
 }
 
+// The node's cost-model figures: a preset by name, or a table as a topology device takes.
+TEST(Config, DeviceSpecsAreAPresetOrFiguresAndBadOnesAreNamed) {
+  const Config c = parse_config(
+      "[devices]\ncpu_spec = \"xeon-8480-2s\"\ncuda_spec = { spec = \"h100-sxm\", launch_us = 8 }\n", "t.toml",
+      "/plugins");
+  ASSERT_TRUE(c.cpu_spec && c.cuda_spec);
+  EXPECT_EQ(c.cpu_spec->preset, "xeon-8480-2s");
+  EXPECT_EQ(c.cuda_spec->preset, "h100-sxm (modified)");
+  EXPECT_DOUBLE_EQ(c.cuda_spec->launch_s, 8e-6);
+  EXPECT_GT(c.cuda_spec->tf32_flops, c.cuda_spec->fp32_flops);
+  const Config figures = parse_config("[devices]\ncpu_spec = { fp32_tflops = 2, memory_bandwidth_gbs = 100 }\n",
+                                      "t.toml", "/plugins");
+  ASSERT_TRUE(figures.cpu_spec);
+  EXPECT_DOUBLE_EQ(figures.cpu_spec->fp32_flops, 2e12);
+  EXPECT_FALSE(figures.cuda_spec) << "unset: unprofiled ops are not predicted";
+
+  const auto errors = errors_of(
+      "[devices]\n"
+      "cuda_spec = \"h200\"\n"
+      "cpu_spec = \"h100-sxm\"\n");
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_NE(errors[0].find("t.toml:2:13: devices.cuda_spec: unknown device preset 'h200' (known: h100-sxm, "),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[1].find("t.toml:3:12: devices.cpu_spec: 'h100-sxm' is a cuda preset"), std::string::npos)
+      << errors[1];
+  const auto more = errors_of("[devices]\ncuda_spec = { fp32_tflops = 60 }\ncpu_spec = 3\n");
+  ASSERT_EQ(more.size(), 2u);
+  EXPECT_NE(more[0].find("gives cost-model figures but no memory_bandwidth_gbs"), std::string::npos) << more[0];
+  EXPECT_NE(more[1].find("t.toml:3:12: devices.cpu_spec must be a preset's name or a table of figures, got an integer"),
+            std::string::npos)
+      << more[1];
+}
+
 TEST(Config, ErrorsCarryFileLineColumnAndAreAllCollected) {
   const auto errors = errors_of(
       "[daemon]\n"
