@@ -286,11 +286,18 @@ double Simulator::lower_bound_s() const {
   const size_t n = graph_.ops.size(), D = devices_.size();
   std::vector<double> best(n, -1.0);
   for (size_t u = 0; u < n; ++u) {
+    const uint64_t alone = parameter_state_bytes(u) + activation_bytes_[u] + graph_.ops[u].output_bytes();
     for (size_t d = 0; d < D; ++d) {
       const Cost& c = costs_[u * D + d];
-      if (c.forward >= 0 && (best[u] < 0 || c.forward + c.backward < best[u])) best[u] = c.forward + c.backward;
+      if (c.forward >= 0 && alone <= capacity(d) && (best[u] < 0 || c.forward + c.backward < best[u]))
+        best[u] = c.forward + c.backward;
     }
-    if (best[u] < 0) best[u] = 0.0;  // cannot be timed anywhere: contributes nothing we can bound
+    if (best[u] < 0) {
+      // Timed somewhere but held nowhere: no placement is valid.
+      for (size_t d = 0; d < D; ++d)
+        if (costs_[u * D + d].forward >= 0) return std::numeric_limits<double>::infinity();
+      best[u] = 0.0;  // cannot be timed anywhere: contributes nothing we can bound
+    }
   }
   // A chain's forward and backward times add up along every path.
   std::vector<double> path(n, 0.0);
@@ -355,10 +362,14 @@ double Simulator::work_bound_s() const {
   std::vector<double> time(n * K, -1.0), memory(n);
   for (size_t u = 0; u < n; ++u) {
     memory[u] = static_cast<double>(parameter_state_bytes(u) + activation_bytes_[u]);
+    // An op that alone needs more than a device holds (its state, what it keeps and its output as
+    // the working buffer) can be on no device of that kind in any valid placement: the language
+    // model head of a large vocabulary, which only the host can hold.
+    const uint64_t alone = parameter_state_bytes(u) + activation_bytes_[u] + graph_.ops[u].output_bytes();
     for (size_t k = 0; k < K; ++k)
       for (size_t d : types[k].devices) {
         const double t = total_time(u, d);
-        if (t >= 0 && (time[u * K + k] < 0 || t < time[u * K + k])) time[u * K + k] = t;
+        if (t >= 0 && alone <= capacity(d) && (time[u * K + k] < 0 || t < time[u * K + k])) time[u * K + k] = t;
       }
   }
   auto bound_at = [&](const std::vector<double>& alpha, const std::vector<double>& lambda) {

@@ -250,6 +250,21 @@ TEST(Simulator, TheLowerBoundKnowsTheFastDeviceCannotHoldTheModel) {
                               {{DeviceKind::kCpu, 0, 5ull << 30, 1.0}, {DeviceKind::kCuda, 0, 5ull << 30, 1.0}}, 1e9, 0),
                        options);
   EXPECT_TRUE(std::isinf(none.lower_bound_s()));
+  // One op's state alone is more than the GPU holds (a large vocabulary's output layer): whatever
+  // the rest does, that op runs on the host, and the bound charges it there.
+  OpGraph head = g;
+  head.ops[0].parameter_bytes = 11ull << 28;  // 11 GiB with its gradient and Adam's states
+  const Simulator headed(head, devices((10ull << 30) + 4096), options);
+  EXPECT_GE(headed.lower_bound_s(), 10.0 - 1e-9) << "op 0's 10 s on the host";
+  Placement head_on_host{std::vector<int>(n, 0)};
+  for (int i = 1; i <= n / 2; ++i) head_on_host.device_of_op[i] = 1;
+  const auto valid = headed.simulate(head_on_host);
+  ASSERT_TRUE(valid.valid) << valid.invalid_reason;
+  EXPECT_GE(valid.step_time_s + 1e-9, headed.lower_bound_s());
+  EXPECT_FALSE(headed.simulate(half).valid) << "op 0 on the GPU";
+  // ... and more than every device holds: no placement is valid.
+  head.ops[0].parameter_bytes = 1ull << 40;
+  EXPECT_TRUE(std::isinf(Simulator(head, devices(10ull << 30), options).lower_bound_s()));
 }
 
 TEST(Simulator, NoPlacementBeatsTheLowerBound) {
