@@ -44,7 +44,9 @@ class Program {
 
   /// Runs the graph node by node on `inputs`. `before` may rewrite a node's input stack (the
   /// engine moves tensors to the op's device there); `after` sees its outputs. Throws CaptureError
-  /// naming the node when an op fails.
+  /// naming the node when an op fails. On meta inputs (capture of a model saved on the meta
+  /// device), an op without a meta kernel in LibTorch runs on CPU zeros of its inputs' shapes and
+  /// yields meta tensors of its outputs' shapes.
   using Hook = std::function<void(const torch::jit::Node*, std::vector<c10::IValue>&)>;
   std::vector<c10::IValue> run(const std::vector<c10::IValue>& inputs, const Hook& before = {},
                                const Hook& after = {}) const;
