@@ -19,6 +19,7 @@
 //                      [--imitate BASELINE]
 //   (every option and its default: papers_table_bench --help; docs/benchmarks.md)
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -176,6 +177,10 @@ int main(int argc, char** argv) {
         continue;
       }
       const double bound = simulator.lower_bound_s();
+      if (!std::isfinite(bound)) {
+        std::printf("; the ops only one kind of device can hold need more than it has: no placement fits, skipped\n\n");
+        continue;
+      }
       std::printf(", lower bound %.3f ms\n", bound * 1e3);
       std::printf("%-44s %7s %12s %10s %14s %9s %9s %13s  %s\n", "configuration", "groups", "best_ms", "vs_bound",
                   "evals_to_2pct", "wall_s", "rejected", "to_cold_2pct", "best baseline on these groups");
@@ -218,6 +223,7 @@ int main(int argc, char** argv) {
         // baseline planned on the same seed's model. The policy's best is picked by one noisy
         // measurement per candidate among ~100, so it can be slower than the answer it started from.
         std::vector<double> answer, seed_baseline;
+        std::string skipped;  // why the warm start did not run, when it did not
         int groups = 0;
         OptimizeResult last;
         for (int64_t seed = 1; seed <= seeds; ++seed) {
@@ -236,7 +242,9 @@ int main(int argc, char** argv) {
             o.selection = placementd::offline::selection_names().at(selection);
             last = placementd::offline::optimize(simulator, registry, o);
             if (!warm) cold_best = last.policy_best_s.value_or(0.0);
-            best[warm].push_back(last.policy_best_s.value_or(0.0));
+            // A run whose candidates all failed the memory check has no best: counted apart.
+            if (last.policy_best_s) best[warm].push_back(*last.policy_best_s);
+            if (warm && last.imitation && !last.imitation->skipped.empty()) skipped = last.imitation->skipped;
             evals[warm].push_back(static_cast<double>(last.evaluations_to_within_2pct.value_or(budget)));
             double n = static_cast<double>(budget);
             for (size_t i = 0; i < last.curve.size(); ++i)
@@ -263,6 +271,14 @@ int main(int argc, char** argv) {
             std::snprintf(buf, sizeof(buf), "its answer %.3f; fastest baseline per seed %.3f (medians)",
                           median(answer) * 1e3, seed_baseline.empty() ? 0.0 : median(seed_baseline) * 1e3);
             note = buf;
+          }
+          if (warm && answer.empty() && !skipped.empty()) note = "warm start skipped: " + skipped;
+          if (best[warm].size() < static_cast<size_t>(seeds))
+            note = "valid in " + std::to_string(best[warm].size()) + " of " + std::to_string(seeds) + " seeds; " + note;
+          if (best[warm].empty()) {
+            std::printf("%-44s %7d %12s %10s %14s %9.1f %9.0f %13s  %s\n", label.c_str(), groups, "none valid", "-", "-",
+                        median(wall[warm]), median(rejected[warm]), "-", note.c_str());
+            continue;
           }
           std::printf("%-44s %7d %12.3f %10.2f %14.0f %9.1f %9.0f %13.0f  %s\n", label.c_str(), groups,
                       median(best[warm]) * 1e3, median(best[warm]) / bound, median(evals[warm]), median(wall[warm]),

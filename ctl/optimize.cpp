@@ -1,5 +1,6 @@
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -97,6 +98,11 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
     throw std::invalid_argument(a.graph + " on " + a.topology + ": no placement fits: the model " + text +
                                 " (add devices, or capture it at a smaller batch)");
   }
+  if (!std::isfinite(simulator.lower_bound_s()))
+    throw std::invalid_argument(a.graph + " on " + a.topology +
+                                ": no placement fits: the ops that only one kind of device can hold (each too large "
+                                "for the others) need more memory than those devices have (placementctl simulate "
+                                "shows the memory; add devices, or capture it at a smaller batch)");
   placementd::PluginRegistry registry;
   registry.scan(a.plugin_dirs.empty() ? std::vector<std::string>{placementd::default_plugin_dir()} : a.plugin_dirs);
 

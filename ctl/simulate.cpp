@@ -132,6 +132,8 @@ int simulate(const Globals& g, const std::string& graph_file, const std::string&
             << (std::isfinite(bound) ? format_seconds(&bound) : std::string("none")) << "; needs at least "
             << mib(floor.bytes)
             << (!floor.fits_all_devices ? ": more than all devices have together, no placement fits"
+                : !std::isfinite(bound)   ? "; the ops that only one kind of device can hold need more than those "
+                                            "devices have, no placement fits"
                 : !floor.fits_one_device ? ": more than any one device has, so it must be split"
                                          : "")
             << "\n\n";

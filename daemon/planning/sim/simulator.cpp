@@ -372,6 +372,19 @@ double Simulator::work_bound_s() const {
         if (t >= 0 && alone <= capacity(d) && (time[u * K + k] < 0 || t < time[u * K + k])) time[u * K + k] = t;
       }
   }
+  // Ops that only one type can hold must all fit there, with the largest one's output as some
+  // device's working buffer.
+  std::vector<double> forced(K, 0.0), forced_output(K, 0.0);
+  for (size_t u = 0; u < n; ++u) {
+    size_t holders = 0, at = 0;
+    for (size_t k = 0; k < K; ++k)
+      if (time[u * K + k] >= 0) ++holders, at = k;
+    if (holders != 1) continue;
+    forced[at] += memory[u];
+    forced_output[at] = std::max(forced_output[at], static_cast<double>(graph_.ops[u].output_bytes()));
+  }
+  for (size_t k = 0; k < K; ++k)
+    if (forced[k] + forced_output[k] > types[k].memory) return std::numeric_limits<double>::infinity();
   auto bound_at = [&](const std::vector<double>& alpha, const std::vector<double>& lambda) {
     double value = -std::accumulate(lambda.begin(), lambda.end(), 0.0);
     for (size_t u = 0; u < n; ++u) {

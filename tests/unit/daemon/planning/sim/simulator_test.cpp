@@ -265,6 +265,17 @@ TEST(Simulator, TheLowerBoundKnowsTheFastDeviceCannotHoldTheModel) {
   // ... and more than every device holds: no placement is valid.
   head.ops[0].parameter_bytes = 1ull << 40;
   EXPECT_TRUE(std::isinf(Simulator(head, devices(10ull << 30), options).lower_bound_s()));
+  // Two ops only the host can hold, and together more than it has, though the model as a whole
+  // is less than both devices together: no placement is valid either.
+  OpGraph big(g);
+  big.ops.resize(3);
+  big.ops[0].parameter_bytes = big.ops[1].parameter_bytes = 11ull << 28;
+  const Simulator crowded(big, placement::DeviceSet::uniform({{DeviceKind::kCpu, 0, 21ull << 30, 1.0},
+                                                               {DeviceKind::kCuda, 0, 10ull << 30, 1.0}},
+                                                              1e9, 0),
+                          options);
+  EXPECT_TRUE(crowded.memory_floor().fits_all_devices);
+  EXPECT_TRUE(std::isinf(crowded.lower_bound_s()));
 }
 
 TEST(Simulator, NoPlacementBeatsTheLowerBound) {
