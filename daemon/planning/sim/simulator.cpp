@@ -455,8 +455,9 @@ double Simulator::work_bound_s() const {
   for (int round = 0; round < (K <= 2 ? 1 : 2); ++round)
     for (size_t k = 0; k < K; ++k) {
       if (types[k].memory >= static_cast<double>(floor.bytes)) continue;
-      // λ[k] beyond the time the slowest devices would take for everything prices this type out
-      // of every op: the bound only falls there.
+      // Searched up to twice the time the slowest devices would take for everything, which prices
+      // this type out of every op that needs a noticeable share of its memory; every λ gives a
+      // valid bound, a bracket too narrow only a lower one.
       std::vector<double> trial = lambda;
       auto f = [&](double value) {
         trial[k] = value;
