@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
 #include <stdexcept>
 
 namespace placement::plugins {
@@ -27,9 +28,12 @@ void ListSchedulingPlacer::prepare(const OpGraph& graph, const Grouping& groupin
   const auto members = grouping.members();
   const auto producers = graph.producers();
 
-  // Memory each group needs and compute time on each device.
+  // Memory each group needs and compute time on each device. The memory is counted as the
+  // simulator checks it: parameters with gradients and optimizer state, the activations kept for
+  // backward, the copies of tensors received from other devices, and the largest single output as
+  // a working buffer, so that a placement this placer calls fitting is one the memory check passes.
   const size_t G = members.size();
-  std::vector<double> need(G, 0.0);
+  std::vector<double> need(G, 0.0), largest_output(G, 0.0);
   std::vector<std::vector<double>> work(G, std::vector<double>(D, 0.0));
   for (size_t g = 0; g < G; ++g)
     for (int op : members[g]) {
@@ -37,17 +41,33 @@ void ListSchedulingPlacer::prepare(const OpGraph& graph, const Grouping& groupin
       uint64_t kept = o.output_bytes();
       for (const auto& [kind, p] : o.profile) kept = std::max<uint64_t>(kept, p.activation_bytes);
       need[g] += static_cast<double>(o.parameter_bytes) * (2.0 + optimizer_state_factor_) + static_cast<double>(kept);
+      largest_output[g] = std::max(largest_output[g], static_cast<double>(o.output_bytes()));
       for (size_t d = 0; d < D; ++d) work[g][d] += op_time(o, devices.devices[d]);
     }
-  std::vector<double> free_memory(D);
-  for (size_t d = 0; d < D; ++d) free_memory[d] = static_cast<double>(devices.devices[d].memory_bytes) * (1.0 - headroom_);
+  std::vector<double> capacity(D), used(D, 0.0), buffer(D, 0.0);
+  for (size_t d = 0; d < D; ++d) capacity[d] = static_cast<double>(devices.devices[d].memory_bytes) * (1.0 - headroom_);
 
-  // Bytes flowing into each group from other groups, by source group.
-  std::vector<std::vector<std::pair<int, double>>> inputs(G);
+  // Tensors flowing into each group from other groups: source group, producing op, bytes.
+  struct Input {
+    int group, op;
+    double bytes;
+  };
+  std::vector<std::vector<Input>> inputs(G);
   for (const Edge& e : graph.edges) {
     const int from = grouping.group_of_op[e.src], to = grouping.group_of_op[e.dst];
-    if (from != to) inputs[to].push_back({from, static_cast<double>(e.bytes)});
+    if (from != to) inputs[to].push_back({from, e.src, static_cast<double>(e.bytes)});
   }
+  // A received tensor is kept once per (producing op, device), as autograd keeps it.
+  std::set<std::pair<int, size_t>> received;
+  auto receives = [&](size_t g, size_t d) {
+    double bytes = 0.0;
+    std::set<int> counted;
+    for (const Input& in : inputs[g])
+      if (device_of_group_[in.group] >= 0 && static_cast<size_t>(device_of_group_[in.group]) != d &&
+          !received.count({in.op, d}) && counted.insert(in.op).second)
+        bytes += in.bytes;
+    return bytes;
+  };
 
   device_of_group_.assign(G, -1);
   std::vector<double> finish(G, 0.0), device_free(D, 0.0);
@@ -57,13 +77,14 @@ void ListSchedulingPlacer::prepare(const OpGraph& graph, const Grouping& groupin
     int best = -1;
     double best_finish = kInfinity;
     for (size_t d = 0; d < D; ++d) {
-      if (need[g] > free_memory[d] || work[g][d] == kInfinity) continue;
+      if (work[g][d] == kInfinity) continue;
+      if (used[d] + need[g] + receives(g, d) + std::max(buffer[d], largest_output[g]) > capacity[d]) continue;
       double ready = 0.0;
-      for (const auto& [src, bytes] : inputs[g]) {
-        if (device_of_group_[src] < 0) continue;  // a cycle between groups: that input comes later
-        const size_t from = static_cast<size_t>(device_of_group_[src]);
-        const double link = from == d ? 0.0 : devices.latency[from][d] + bytes / devices.bandwidth[from][d];
-        ready = std::max(ready, finish[src] + link);
+      for (const Input& in : inputs[g]) {
+        if (device_of_group_[in.group] < 0) continue;  // a cycle between groups: that input comes later
+        const size_t from = static_cast<size_t>(device_of_group_[in.group]);
+        const double link = from == d ? 0.0 : devices.latency[from][d] + in.bytes / devices.bandwidth[from][d];
+        ready = std::max(ready, finish[in.group] + link);
       }
       const double done = std::max(ready, device_free[d]) + work[g][d];
       if (done < best_finish) {
@@ -74,13 +95,21 @@ void ListSchedulingPlacer::prepare(const OpGraph& graph, const Grouping& groupin
     if (best < 0) {
       // Fits nowhere: take the device with the most memory left; the daemon's memory check then
       // rejects the placement with the device and bytes named, instead of the placer guessing.
-      best = static_cast<int>(std::max_element(free_memory.begin(), free_memory.end()) - free_memory.begin());
+      size_t roomiest = 0;
+      for (size_t d = 1; d < D; ++d)
+        if (capacity[d] - used[d] > capacity[roomiest] - used[roomiest]) roomiest = d;
+      best = static_cast<int>(roomiest);
       best_finish = device_free[best] + (work[g][best] == kInfinity ? 0.0 : work[g][best]);
     }
+    const size_t at = static_cast<size_t>(best);
+    used[at] += need[g] + receives(g, at);
+    for (const Input& in : inputs[g])
+      if (device_of_group_[in.group] >= 0 && static_cast<size_t>(device_of_group_[in.group]) != at)
+        received.insert({in.op, at});
+    buffer[at] = std::max(buffer[at], largest_output[g]);
     device_of_group_[g] = best;
     finish[g] = best_finish;
     device_free[best] = best_finish;
-    free_memory[best] -= need[g];
   }
   for (int& d : device_of_group_)
     if (d < 0) d = 0;  // groups without ops

@@ -58,17 +58,37 @@ TEST(ListScheduling, MovesToTheFasterDeviceOnlyWhenTheLinkAllowsIt) {
 }
 
 TEST(ListScheduling, MemoryIsAHardConstraint) {
-  // Six ops of 1 GiB parameters each (x4 with gradients and Adam state) on 16 GiB devices: at most
-  // three per device, so the placement must use both even though one device would be faster.
+  // Six ops of 1 GiB parameters each (x4 with gradients and Adam state) and 1 GiB outputs on 18 GiB
+  // devices: three ops take 15 GiB and a 1 GiB working buffer, a fourth would need 21; the second
+  // device also keeps the 1 GiB it receives. So the placement uses both, three ops each, even
+  // though one device would be faster.
   OpGraph g = testing::chain(6, 1ull << 30);
   for (auto& op : g.ops) {
     op.parameter_bytes = 1ull << 30;
     op.profile["cuda"] = {1e-3, 2e-3, 0.0, 0};
   }
-  const auto p = schedule(g, gpus(2, 16ull << 30, 1e9));
-  const auto count0 = std::count(p.begin(), p.end(), 0);
-  EXPECT_EQ(count0, 3);
-  EXPECT_EQ(static_cast<long>(p.size()) - count0, 3);
+  const auto p = schedule(g, gpus(2, 18ull << 30, 1e9));
+  EXPECT_EQ(p, (std::vector<int>{0, 0, 0, 1, 1, 1}));
+}
+
+// The memory check counts the largest output as a working buffer beside what is kept: an op whose
+// 4 GiB of state and 4 GiB of kept output fit a 10 GiB GPU, but not with its 4 GiB output as the
+// buffer too (a large vocabulary's logits), goes to the host, however much faster the GPU is.
+TEST(ListScheduling, TheWorkingBufferAndReceivedCopiesCountAsTheMemoryCheckCountsThem) {
+  OpGraph g = testing::chain(3, 1024);
+  for (auto& op : g.ops) {
+    op.profile["cpu"] = {10e-3, 20e-3, 0.0, 0};
+    op.profile["cuda"] = {1e-3, 2e-3, 0.0, 0};
+  }
+  g.ops[1].parameter_bytes = 1ull << 30;
+  g.ops[1].outputs[0].bytes = 4ull << 30;
+  const DeviceSet host_and_gpu =
+      DeviceSet::uniform({{DeviceKind::kCpu, 0, 1ull << 40, 1.0}, {DeviceKind::kCuda, 0, 10ull << 30, 1.0}}, 1e15, 0);
+  EXPECT_EQ(schedule(g, host_and_gpu)[1], 0);
+  // With 13 GiB the GPU holds it, buffer included.
+  const DeviceSet bigger =
+      DeviceSet::uniform({{DeviceKind::kCpu, 0, 1ull << 40, 1.0}, {DeviceKind::kCuda, 0, 13ull << 30, 1.0}}, 1e15, 0);
+  EXPECT_EQ(schedule(g, bigger)[1], 1);
 }
 
 }  // namespace
