@@ -230,6 +230,30 @@ TEST(Placementctl, AModelNoDevicesCanHoldTogetherIsRefusedWithTheFigures) {
                          "and the devices hold 4.0 GiB together"),
             std::string::npos)
       << opt.err;
+
+  // Less than both devices together, but two ops too large for the GPU need more than the host has.
+  for (auto& op : g.ops) {
+    op.parameter_bytes = 0;
+    op.profile["cpu"] = {0.01, 0.02, 0.0, 4096};
+  }
+  g.ops[0].parameter_bytes = g.ops[1].parameter_bytes = 11ull << 28;  // 11 GiB each with Adam
+  write_json_file(paths.dir + "/g.json", to_json(g));
+  std::ofstream(paths.dir + "/topo.toml") << "[defaults]\nbandwidth_gbs = 10\n[[device]]\nname = \"cpu:0\"\nmemory_gib = 21\n"
+                                             "[[device]]\nname = \"cuda:0\"\nmemory_gib = 10\n";
+  const CommandResult crowded = run_command({placementctl_bin(), "simulate", "--graph", paths.dir + "/g.json",
+                                             "--devices", paths.dir + "/topo.toml"});
+  ASSERT_EQ(crowded.exit_code, 0) << crowded.err;
+  EXPECT_NE(crowded.out.find("lower bound none; needs at least"), std::string::npos) << crowded.out;
+  EXPECT_NE(crowded.out.find("the ops that only one kind of device can hold need more than those devices have"),
+            std::string::npos)
+      << crowded.out;
+  const CommandResult refused = run_command({placementctl_bin(), "optimize", "--graph", paths.dir + "/g.json",
+                                             "--devices", paths.dir + "/topo.toml", "--budget", "4", "--plugin-dir",
+                                             PLUGIN_DIR});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("/topo.toml: no placement fits: the ops that only one kind of device can hold"),
+            std::string::npos)
+      << refused.err;
 }
 
 // g.json: two profiled chains of 4 ops and a join; topo.toml: two 1 GiB GPUs over 10 GB/s.
