@@ -5,29 +5,10 @@
 
 namespace placementd::offline {
 
-namespace {
-
-// A placer that plans memory itself (list_scheduling's `headroom`, `optimizer_state_factor`) plans
-// with the memory model its placement is then checked by, not its own defaults: otherwise it
-// rejects placements the check would pass, or makes ones it fails.
-placement::Params memory_model_params(const std::string& name, const sim::Simulator& simulator,
-                                      const PluginRegistry& registry) {
-  placement::Params params;
-  const auto info = registry.info(placement::PluginKind::kPlacer, name);
-  if (!info) return params;
-  for (const auto& h : info->hyperparameters) {
-    if (h.name == "headroom") params[h.name] = simulator.options().memory_headroom_fraction;
-    if (h.name == "optimizer_state_factor") params[h.name] = simulator.options().optimizer_state_factor;
-  }
-  return params;
-}
-
-}  // namespace
-
 BaselinePlacement place_baseline(const std::string& name, const sim::Simulator& simulator,
                                  const PluginRegistry& registry, const placement::Grouping& grouping, uint64_t seed,
                                  const sim::Simulator* judge) {
-  auto placer = registry.create_placer(name, memory_model_params(name, judge ? *judge : simulator, registry));
+  auto placer = registry.create_placer(name, {});
   std::mt19937_64 rng(seed);
   placer->prepare(simulator.graph(), grouping, simulator.devices(), rng);
   BaselinePlacement b;

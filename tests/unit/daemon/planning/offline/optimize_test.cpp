@@ -5,7 +5,6 @@
 // (not the baselines the answer also includes) has to find the optimum within a fixed budget.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <ostream>
 
 #include "built_plugins.h"
@@ -15,7 +14,6 @@
 #include "planning/sim/model_error.h"
 #include "planning/sim/device_presets.h"
 #include "planning/sim/topology.h"
-#include "placer_inputs.h"
 #include "test_graphs.h"
 
 namespace placementd::offline {
@@ -196,32 +194,6 @@ TEST(Optimize, BaselinesPlanOnTheSameModelAsTheSearchAndAreTimedOnTheTruth) {
     }
   }
   EXPECT_TRUE(any_differs) << "a model 80% off changes some heuristic's placement";
-}
-
-// list_scheduling plans memory itself; as a baseline it plans with the memory model that checks
-// it. Two ops of 1 GiB of state each (4 GiB with Adam) and a GPU of 8.5 GiB, ten times faster than
-// the host: both fit with no headroom (8 GiB and the outputs), not with the plugin's default 10%.
-TEST(Baselines, APlacerThatPlansMemoryPlansWithTheSimulatorsMemoryModel) {
-  if (!registry().has(placement::PluginKind::kPlacer, "list_scheduling")) GTEST_SKIP() << "not built";
-  placement::OpGraph g = placement::testing::chain(2, 1024);
-  for (auto& op : g.ops) {
-    op.parameter_bytes = 1ull << 30;
-    op.profile["cpu"] = {10e-3, 20e-3, 0.0, 0};
-    op.profile["cuda"] = {1e-3, 2e-3, 0.0, 0};
-  }
-  const placement::DeviceSet devices = placement::DeviceSet::uniform(
-      {{DeviceKind::kCpu, 0, 1ull << 40, 1.0}, {DeviceKind::kCuda, 0, 17ull << 29, 1.0}}, 1e12, 0);
-  const placement::Grouping each_op = placement::testing::each_op_alone(g);
-  sim::SimulatorOptions none;
-  none.memory_headroom_fraction = 0.0;
-  const BaselinePlacement roomy = place_baseline("list_scheduling", sim::Simulator(g, devices, none), registry(), each_op, 1);
-  EXPECT_EQ(roomy.placement.device_of_op, (std::vector<int>{1, 1}));
-  EXPECT_TRUE(roomy.fits) << roomy.why;
-  sim::SimulatorOptions fifth;
-  fifth.memory_headroom_fraction = 0.2;  // 6.8 GiB usable: one op
-  const BaselinePlacement tight = place_baseline("list_scheduling", sim::Simulator(g, devices, fifth), registry(), each_op, 1);
-  EXPECT_EQ(std::count(tight.placement.device_of_op.begin(), tight.placement.device_of_op.end(), 1), 1);
-  EXPECT_TRUE(tight.fits) << tight.why;
 }
 
 // The winner's curse on BERT: warm-started by the simulator search, the policy samples 100
