@@ -127,6 +127,10 @@ uint64_t Simulator::parameter_state_bytes(size_t op) const {
                                (2.0 + options_.optimizer_state_factor));
 }
 
+bool Simulator::holds_alone(size_t op, size_t device) const {
+  return parameter_state_bytes(op) + activation_bytes_[op] + graph_.ops[op].output_bytes() <= capacity(device);
+}
+
 Simulator::MemoryFloor Simulator::memory_floor() const {
   MemoryFloor floor;
   for (size_t u = 0; u < graph_.ops.size(); ++u) floor.bytes += parameter_state_bytes(u) + activation_bytes_[u];
@@ -286,10 +290,9 @@ double Simulator::lower_bound_s() const {
   const size_t n = graph_.ops.size(), D = devices_.size();
   std::vector<double> best(n, -1.0);
   for (size_t u = 0; u < n; ++u) {
-    const uint64_t alone = parameter_state_bytes(u) + activation_bytes_[u] + graph_.ops[u].output_bytes();
     for (size_t d = 0; d < D; ++d) {
       const Cost& c = costs_[u * D + d];
-      if (c.forward >= 0 && alone <= capacity(d) && (best[u] < 0 || c.forward + c.backward < best[u]))
+      if (c.forward >= 0 && holds_alone(u, d) && (best[u] < 0 || c.forward + c.backward < best[u]))
         best[u] = c.forward + c.backward;
     }
     if (best[u] < 0) {
@@ -362,14 +365,10 @@ double Simulator::work_bound_s() const {
   std::vector<double> time(n * K, -1.0), memory(n);
   for (size_t u = 0; u < n; ++u) {
     memory[u] = static_cast<double>(parameter_state_bytes(u) + activation_bytes_[u]);
-    // An op that alone needs more than a device holds (its state, what it keeps and its output as
-    // the working buffer) can be on no device of that kind in any valid placement: the language
-    // model head of a large vocabulary, which only the host can hold.
-    const uint64_t alone = parameter_state_bytes(u) + activation_bytes_[u] + graph_.ops[u].output_bytes();
     for (size_t k = 0; k < K; ++k)
       for (size_t d : types[k].devices) {
         const double t = total_time(u, d);
-        if (t >= 0 && alone <= capacity(d) && (time[u * K + k] < 0 || t < time[u * K + k])) time[u * K + k] = t;
+        if (t >= 0 && holds_alone(u, d) && (time[u * K + k] < 0 || t < time[u * K + k])) time[u * K + k] = t;
       }
   }
   // Ops that only one type can hold must all fit there, with the largest one's output as some

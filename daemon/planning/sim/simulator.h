@@ -129,6 +129,10 @@ class Simulator {
   uint64_t capacity(size_t device) const;
   /// Memory an op's parameters take with their gradients and optimizer state.
   uint64_t parameter_state_bytes(size_t op) const;
+  /// Whether `device` can hold `op` alone: its state, what it keeps and its output as the working
+  /// buffer. An op it cannot is on no device like it in any valid placement (the output layer of a
+  /// large vocabulary, which only the host can hold).
+  bool holds_alone(size_t op, size_t device) const;
   Cost time_on(const placement::Op& op, const placement::Device& device) const;
   /// Gives graph_'s ops, for each device kind with an unprofiled op that a device of that kind can
   /// predict, the prediction for the first such device (OpProfile::predicted), so that placers

@@ -8,6 +8,7 @@
 #include "placement/capture.h"
 #include "physical_device.h"
 #include "program.h"
+#include "tensor_bytes.h"
 #include "transfer.h"
 
 namespace placement {
@@ -55,23 +56,7 @@ struct PlacedModule::Impl {
   // indices of aten::index (Tensor?[]), an RNN's state tuple. Their producers are not tracked
   // through the container, so only a module tensor's home is known.
   c10::IValue move_nested(const c10::IValue& value, int to) const {
-    if (value.isTensor()) return move(value.toTensor(), home_of(value.toTensor(), nullptr), to);
-    if (value.isTensorList()) {
-      c10::List<at::Tensor> moved;
-      for (const at::Tensor& t : value.toTensorList().vec()) moved.push_back(move(t, home_of(t, nullptr), to));
-      return moved;
-    }
-    if (value.isList()) {
-      c10::impl::GenericList moved(value.toList().elementType());
-      for (const c10::IValue& v : value.toListRef()) moved.push_back(move_nested(v, to));
-      return moved;
-    }
-    if (value.isTuple()) {
-      std::vector<c10::IValue> moved;
-      for (const c10::IValue& v : value.toTupleRef().elements()) moved.push_back(move_nested(v, to));
-      return c10::ivalue::Tuple::create(std::move(moved));
-    }
-    return value;
+    return detail::map_tensors(value, [&](const at::Tensor& t) { return move(t, home_of(t, nullptr), to); });
   }
 };
 

@@ -61,32 +61,6 @@ void append_unique(std::vector<at::Tensor>& to, const std::vector<at::Tensor>& f
   }
 }
 
-// A copy of `value` with each tensor replaced by fn(tensor), through lists, tuples and dicts.
-c10::IValue map_tensors(const c10::IValue& value, const std::function<at::Tensor(const at::Tensor&)>& fn) {
-  if (value.isTensor()) return value.toTensor().defined() ? c10::IValue(fn(value.toTensor())) : value;
-  if (value.isTensorList()) {
-    c10::List<at::Tensor> list;
-    for (const at::Tensor& t : value.toTensorList().vec()) list.push_back(t.defined() ? fn(t) : t);
-    return list;
-  }
-  if (value.isList()) {
-    c10::impl::GenericList list(value.toList().elementType());
-    for (const c10::IValue& v : value.toListRef()) list.push_back(map_tensors(v, fn));
-    return list;
-  }
-  if (value.isTuple()) {
-    std::vector<c10::IValue> items;
-    for (const c10::IValue& v : value.toTupleRef().elements()) items.push_back(map_tensors(v, fn));
-    return c10::ivalue::Tuple::create(std::move(items));
-  }
-  if (value.isGenericDict()) {
-    c10::impl::GenericDict dict(value.toGenericDict().keyType(), value.toGenericDict().valueType());
-    for (const auto& entry : value.toGenericDict()) dict.insert_or_assign(entry.key(), map_tensors(entry.value(), fn));
-    return dict;
-  }
-  return value;
-}
-
 bool holds_meta(const std::vector<c10::IValue>& stack) {
   std::vector<at::Tensor> tensors;
   for (const c10::IValue& v : stack) tensors_in(v, tensors);
