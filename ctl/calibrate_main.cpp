@@ -35,8 +35,9 @@ int main(int argc, char** argv) {
     std::snprintf(text, sizeof(text),
                   "# This machine's CPU as LibTorch %s uses it with %d intra-op threads, measured by\n"
                   "# placementctl calibrate on %s: achieved rates (a 1024x1024 matrix product, an add over\n"
-                  "# 64 MiB tensors, a 3x3 convolution trained, a chain of one-element adds trained through\n"
-                  "# placementd's engine), so the efficiencies are 1 but the convolutions'.\n"
+                  "# 64 MiB tensors, tiny linear + ReLU layers trained through placementd's engine, two 3x3\n"
+                  "# convolutions trained, a 3x3 max pooling), so the efficiencies are 1 but the convolutions'\n"
+                  "# and pooling's.\n"
                   "[[device]]\n"
                   "name = \"cpu:0\"\n"
                   "memory_gib = %.1f\n"
@@ -45,9 +46,12 @@ int main(int argc, char** argv) {
                   "launch_us = %.3g\n"
                   "compute_efficiency = 1.0\n"
                   "memory_efficiency = 1.0\n"
-                  "conv_efficiency = %.3g\n",
+                  "conv_efficiency = %.3g\n"
+                  "conv_layout_gbs = %.4g\n"
+                  "pool_efficiency = %.3g\n",
                   TORCH_VERSION, c.threads, date, memory_gib, c.spec.fp32_flops / 1e12, c.spec.memory_bandwidth / 1e9,
-                  c.spec.launch_s * 1e6, c.spec.conv_efficiency);
+                  c.spec.launch_s * 1e6, c.spec.conv_efficiency, c.spec.conv_layout_bandwidth / 1e9,
+                  c.spec.pool_efficiency);
     std::cout << text;
     if (!output.empty()) placement::write_file_atomically(output, text);
   } catch (const std::exception& e) {

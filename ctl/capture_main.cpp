@@ -106,7 +106,14 @@ int main(int argc, char** argv) {
       placement::PlacedModule placed(module, graph, placement::DeviceSet::uniform({{device.kind, device.index, memory, 1.0}}, 1e9, 0));
       torch::optim::SGD sgd(placed.parameters(), torch::optim::SGDOptions(1e-4));
       const auto profiles = placement::profile_steps(
-          placed, [&] { placed.forward(args).at(0).toTensor().to(at::kFloat).pow(2).mean().backward(); },
+          placed,
+          [&] {
+            const at::Tensor out = placed.forward(args).at(0).toTensor();
+            if (!out.requires_grad())
+              throw std::invalid_argument("--profile: " + model + "'s first output depends on no trained parameter, so "
+                                          "a training step has no backward to time; profile a model with parameters");
+            out.to(at::kFloat).pow(2).mean().backward();
+          },
           [&] {
             sgd.step();
             sgd.zero_grad();

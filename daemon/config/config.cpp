@@ -52,8 +52,7 @@ void read_node_spec(TomlChecker& c, const toml::table& devices, const char* key,
     c.error(*node, where + " must be a preset's name or a table of figures, got " + TomlChecker::type_name(*node));
     return;
   }
-  c.only(*t, where, {"spec", "fp32_tflops", "tf32_tflops", "bf16_tflops", "fp16_tflops", "memory_bandwidth_gbs",
-                     "launch_us", "compute_efficiency", "memory_efficiency", "conv_efficiency"});
+  c.only(*t, where, sim::device_spec_keys({}));
   sim::read_device_spec(c, *t, where, d);
   if (d.spec) out = d.spec;
   else if (!t->get("spec") && !t->get("fp32_tflops") && !t->get("memory_bandwidth_gbs"))

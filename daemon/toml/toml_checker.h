@@ -26,6 +26,9 @@ class TomlChecker {
 
   /// Reports keys of `table` that are not in `known`.
   void only(const toml::table& table, const std::string& name, std::initializer_list<const char*> known) {
+    only(table, name, std::vector<const char*>(known));
+  }
+  void only(const toml::table& table, const std::string& name, const std::vector<const char*>& known) {
     for (const auto& [key, node] : table) {
       bool ok = false;
       for (const char* k : known) ok = ok || key.str() == k;

@@ -21,7 +21,8 @@ bool DeviceSpec::operator==(const DeviceSpec& o) const {
   return preset == o.preset && fp32_flops == o.fp32_flops && tf32_flops == o.tf32_flops &&
          bf16_flops == o.bf16_flops && fp16_flops == o.fp16_flops && memory_bandwidth == o.memory_bandwidth &&
          launch_s == o.launch_s && compute_efficiency == o.compute_efficiency &&
-         memory_efficiency == o.memory_efficiency && conv_efficiency == o.conv_efficiency;
+         memory_efficiency == o.memory_efficiency && conv_efficiency == o.conv_efficiency &&
+         conv_layout_bandwidth == o.conv_layout_bandwidth && pool_efficiency == o.pool_efficiency;
 }
 
 bool Device::operator==(const Device& o) const {
@@ -73,8 +74,11 @@ void DeviceSet::validate() const {
         throw std::invalid_argument(where + "tensor-core FLOP/s must be >= 0");
       if (!(s->launch_s >= 0)) throw std::invalid_argument(where + "launch time must be >= 0");
       if (!(s->compute_efficiency > 0 && s->compute_efficiency <= 1 && s->memory_efficiency > 0 &&
-            s->memory_efficiency <= 1 && s->conv_efficiency >= 0 && s->conv_efficiency <= 1))
+            s->memory_efficiency <= 1 && s->conv_efficiency >= 0 && s->conv_efficiency <= 1 &&
+            s->pool_efficiency >= 0 && s->pool_efficiency <= 1))
         throw std::invalid_argument(where + "efficiencies must be in (0, 1]");
+      if (!(s->conv_layout_bandwidth >= 0))
+        throw std::invalid_argument(where + "convolution layout bandwidth must be >= 0");
     }
   }
   const size_t n = devices.size();

@@ -19,6 +19,7 @@ const char* to_string(MathClass math) {
   switch (math) {
     case MathClass::kMatmul: return "matmul";
     case MathClass::kConv: return "conv";
+    case MathClass::kPool: return "pool";
     case MathClass::kVector: break;
   }
   return "vector";
@@ -28,7 +29,8 @@ MathClass math_class_from_string(const std::string& text) {
   if (text == "vector") return MathClass::kVector;
   if (text == "matmul") return MathClass::kMatmul;
   if (text == "conv") return MathClass::kConv;
-  throw std::invalid_argument("unknown math class '" + text + "' (vector, matmul or conv)");
+  if (text == "pool") return MathClass::kPool;
+  throw std::invalid_argument("unknown math class '" + text + "' (vector, matmul, conv or pool)");
 }
 
 bool OpWork::operator==(const OpWork& o) const {

@@ -171,6 +171,23 @@ Totals totals(const std::vector<OpArgument>& inputs, const std::vector<TensorInf
   return t;
 }
 
+// Elements of one pooling window: the kernel size (argument 1; one size for every spatial dimension
+// when it gives one) of an op pooling `spatial` dimensions, or 0 when the arguments do not say.
+double pool_window(const std::vector<OpArgument>& inputs, int spatial) {
+  if (inputs.size() < 2 || inputs[1].type != OpArgument::Type::kInts || inputs[1].ints.empty()) return 0;
+  const std::vector<int64_t>& k = inputs[1].ints;
+  double window = 1;
+  for (int d = 0; d < spatial; ++d) window *= static_cast<double>(k[std::min<size_t>(d, k.size() - 1)]);
+  return window;
+}
+
+// The kernels of a pass are not all it costs the host: every op goes through the dispatcher
+// forward, even a view that launches nothing, and autograd runs a node for it backward.
+void count_dispatches(OpWork& w, bool autograd_node) {
+  w.forward_kernels = std::max(1, w.forward_kernels);
+  if (autograd_node) ++w.backward_kernels;
+}
+
 bool any_floating_output(const std::vector<TensorInfo>& outputs) {
   return std::any_of(outputs.begin(), outputs.end(), [](const TensorInfo& t) { return floating(t.dtype); });
 }
@@ -342,6 +359,7 @@ OpWork estimate_work(const std::string& kind, const std::vector<OpArgument>& inp
     w.estimated = true;
     w.forward_flops = t.output_numel;
     w.backward_flops = has_gradient ? t.output_numel : 0.0;
+    count_dispatches(w, has_gradient);
     return w;
   }
   switch (*family) {
@@ -441,8 +459,7 @@ OpWork estimate_work(const std::string& kind, const std::vector<OpArgument>& inp
       w.backward_bytes = has_gradient ? t.input_bytes + 2.0 * t.output_bytes : 0.0;
       break;
     case Family::kView:
-      // Metadata only, both ways: no kernel, no bytes (the host's dispatch is the launch cost of
-      // the kernels around it).
+      // Metadata only, both ways: no kernel, no bytes; the dispatch and autograd's node remain.
       w.forward_bytes = w.backward_bytes = 0;
       w.forward_kernels = w.backward_kernels = 0;
       break;
@@ -465,11 +482,20 @@ OpWork estimate_work(const std::string& kind, const std::vector<OpArgument>& inp
       w.backward_flops = has_gradient ? t.largest_input_numel : 0.0;
       w.backward_bytes = has_gradient ? t.input_bytes + t.output_bytes : 0.0;
       break;
-    case Family::kPool:
-      w.forward_flops = std::max(t.largest_input_numel, t.output_numel);
-      w.backward_flops = w.forward_flops;
+    case Family::kPool: {
+      // One compare or add per window element and output; an adaptive pool's windows tile its
+      // input. Backward, max pooling scatters each output's gradient to its maximum; average
+      // pooling spreads it over the window.
+      w.math = MathClass::kPool;
+      const bool adaptive = kind.find("adaptive") != std::string::npos;
+      const int spatial = kind.find("1d") != std::string::npos ? 1 : kind.find("3d") != std::string::npos ? 3 : 2;
+      const double window = adaptive ? 0 : pool_window(inputs, spatial);
+      w.forward_flops = window > 0 ? t.output_numel * window : std::max(t.largest_input_numel, t.output_numel);
+      const bool max_pool = kind.find("max_pool") != std::string::npos;
+      w.backward_flops = max_pool ? t.output_numel : w.forward_flops;
       w.backward_bytes = t.input_bytes + 2.0 * t.output_bytes;
       break;
+    }
     case Family::kLoss:
       w.forward_flops = 5.0 * t.largest_input_numel;
       w.backward_flops = 5.0 * t.largest_input_numel;
@@ -501,6 +527,7 @@ OpWork estimate_work(const std::string& kind, const std::vector<OpArgument>& inp
     w.forward_kernels = 1;
     w.backward_kernels = has_gradient ? 1 : 0;
   }
+  count_dispatches(w, has_gradient && *family != Family::kCreation && *family != Family::kNoGradient);
   return w;
 }
 

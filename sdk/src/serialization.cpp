@@ -184,7 +184,9 @@ json to_json(const DeviceSet& set) {
                    {"launch_s", s->launch_s},
                    {"compute_efficiency", s->compute_efficiency},
                    {"memory_efficiency", s->memory_efficiency},
-                   {"conv_efficiency", s->conv_efficiency}};
+                   {"conv_efficiency", s->conv_efficiency},
+                   {"conv_layout_bandwidth", s->conv_layout_bandwidth},
+                   {"pool_efficiency", s->pool_efficiency}};
     devices.push_back(std::move(j));
   }
   return {{"devices", devices}, {"bandwidth", set.bandwidth}, {"latency", set.latency}};
@@ -210,7 +212,7 @@ DeviceSet devices_from_json(const json& doc) {
     if (d.has("spec")) {
       const JsonReader s = d.field("spec");
       s.object({"preset", "fp32_flops", "tf32_flops", "bf16_flops", "fp16_flops", "memory_bandwidth", "launch_s",
-                "compute_efficiency", "memory_efficiency", "conv_efficiency"});
+                "compute_efficiency", "memory_efficiency", "conv_efficiency", "conv_layout_bandwidth", "pool_efficiency"});
       DeviceSpec spec;
       if (s.has("preset")) spec.preset = s.field("preset").string();
       spec.fp32_flops = s.field("fp32_flops").number();
@@ -222,6 +224,8 @@ DeviceSet devices_from_json(const json& doc) {
       if (s.has("compute_efficiency")) spec.compute_efficiency = s.field("compute_efficiency").number();
       if (s.has("memory_efficiency")) spec.memory_efficiency = s.field("memory_efficiency").number();
       if (s.has("conv_efficiency")) spec.conv_efficiency = s.field("conv_efficiency").number();
+      if (s.has("conv_layout_bandwidth")) spec.conv_layout_bandwidth = s.field("conv_layout_bandwidth").number();
+      if (s.has("pool_efficiency")) spec.pool_efficiency = s.field("pool_efficiency").number();
       device.spec = spec;
     }
     set.devices.push_back(device);

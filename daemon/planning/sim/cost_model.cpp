@@ -8,7 +8,7 @@ using placement::DeviceSpec;
 using placement::MathClass;
 
 double peak_flops(const DeviceSpec& spec, MathClass math, const std::string& dtype, const MathModes& modes) {
-  if (math == MathClass::kVector) return spec.fp32_flops;
+  if (math == MathClass::kVector || math == MathClass::kPool) return spec.fp32_flops;
   auto tensor_cores_or_fp32 = [&](double rate) { return rate > 0 ? rate : spec.fp32_flops; };
   if (dtype == "bfloat16") return tensor_cores_or_fp32(spec.bf16_flops);
   if (dtype == "float16") return tensor_cores_or_fp32(spec.fp16_flops);
@@ -18,12 +18,18 @@ double peak_flops(const DeviceSpec& spec, MathClass math, const std::string& dty
 }
 
 PredictedTime predict_op_time(const placement::OpWork& work, const DeviceSpec& spec, const MathModes& modes) {
-  const double efficiency =
-      work.math == MathClass::kConv && spec.conv_efficiency > 0 ? spec.conv_efficiency : spec.compute_efficiency;
+  double efficiency = spec.compute_efficiency;
+  if (work.math == MathClass::kConv && spec.conv_efficiency > 0) efficiency = spec.conv_efficiency;
+  if (work.math == MathClass::kPool && spec.pool_efficiency > 0) efficiency = spec.pool_efficiency;
   const double flops_per_s = peak_flops(spec, work.math, work.dtype, modes) * efficiency;
   const double bytes_per_s = spec.memory_bandwidth * spec.memory_efficiency;
+  // A library that converts every convolution's operands to its own layout does that before and
+  // after the arithmetic, not under it.
+  const bool layout_pass = work.math == MathClass::kConv && spec.conv_layout_bandwidth > 0;
   auto pass = [&](double flops, double bytes, int kernels) {
-    return std::max(flops / flops_per_s, bytes / bytes_per_s) + kernels * spec.launch_s;
+    const double compute = flops / flops_per_s;
+    const double data = layout_pass ? compute + bytes / spec.conv_layout_bandwidth : bytes / bytes_per_s;
+    return std::max(compute, data) + kernels * spec.launch_s;
   };
   return {pass(work.forward_flops, work.forward_bytes, work.forward_kernels),
           pass(work.backward_flops, work.backward_bytes, work.backward_kernels)};

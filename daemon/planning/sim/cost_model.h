@@ -28,7 +28,9 @@ double peak_flops(const placement::DeviceSpec& spec, placement::MathClass math, 
                   const MathModes& modes);
 
 /// Forward and backward time of one op: for each pass, the larger of FLOPs ÷ (peak × compute
-/// efficiency) and bytes ÷ (bandwidth × memory efficiency), plus kernels × launch time.
+/// efficiency) and bytes ÷ (bandwidth × memory efficiency), plus kernels × launch time. On a device
+/// with a convolution layout bandwidth, a convolution takes its FLOPs' time plus its bytes at that
+/// rate instead.
 PredictedTime predict_op_time(const placement::OpWork& work, const placement::DeviceSpec& spec,
                               const MathModes& modes);
 

@@ -11,7 +11,7 @@ constexpr uint64_t kGiB = 1ull << 30;
 // Tensor-core figures are the dense ones: data sheets since Ampere print "with sparsity" rates,
 // twice the dense rate, which training never reaches.
 //
-// launch_s is PyTorch eager's host cost per kernel (dispatcher + cudaLaunchKernel), a few
+// launch_s is PyTorch eager's host cost per dispatch (dispatcher + cudaLaunchKernel), a few
 // microseconds on a current server CPU; 10 us for the K40-era frameworks of the papers.
 //
 // compute_efficiency/memory_efficiency are the fractions of peak that large cuBLAS/cuDNN kernels

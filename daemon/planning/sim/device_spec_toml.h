@@ -4,6 +4,7 @@
 // so that the users of topologies do not compile toml++.
 
 #include <string>
+#include <vector>
 
 #include "placement/devices.h"
 #include "toml/toml_checker.h"
@@ -17,5 +18,8 @@ namespace placementd::sim {
 void read_device_spec(TomlChecker& c, const toml::table& t, const std::string& where, placement::Device& d);
 /// The presets' names, comma-separated, for messages.
 std::string preset_names();
+/// The keys read_device_spec() reads, with `others` (the table's own keys) before them: for
+/// TomlChecker::only.
+std::vector<const char*> device_spec_keys(std::initializer_list<const char*> others);
 
 }  // namespace placementd::sim

@@ -18,7 +18,35 @@ struct LinkSpec {
   double bandwidth = 0, latency = 0;
 };
 
+struct Figure {
+  const char* key;
+  double scale;
+  double placement::DeviceSpec::*field;
+  double min, max;
+};
+
+const Figure kFigures[] = {
+    {"fp32_tflops", 1e12, &placement::DeviceSpec::fp32_flops, 1e-6, 1e6},
+    {"tf32_tflops", 1e12, &placement::DeviceSpec::tf32_flops, 0, 1e6},
+    {"bf16_tflops", 1e12, &placement::DeviceSpec::bf16_flops, 0, 1e6},
+    {"fp16_tflops", 1e12, &placement::DeviceSpec::fp16_flops, 0, 1e6},
+    {"memory_bandwidth_gbs", 1e9, &placement::DeviceSpec::memory_bandwidth, 1e-6, 1e6},
+    {"launch_us", 1e-6, &placement::DeviceSpec::launch_s, 0, 1e6},
+    {"compute_efficiency", 1, &placement::DeviceSpec::compute_efficiency, 1e-3, 1},
+    {"memory_efficiency", 1, &placement::DeviceSpec::memory_efficiency, 1e-3, 1},
+    {"conv_efficiency", 1, &placement::DeviceSpec::conv_efficiency, 1e-3, 1},
+    {"conv_layout_gbs", 1e9, &placement::DeviceSpec::conv_layout_bandwidth, 0, 1e6},
+    {"pool_efficiency", 1, &placement::DeviceSpec::pool_efficiency, 1e-6, 1},
+};
+
 }  // namespace
+
+std::vector<const char*> device_spec_keys(std::initializer_list<const char*> others) {
+  std::vector<const char*> keys(others);
+  keys.push_back("spec");
+  for (const Figure& f : kFigures) keys.push_back(f.key);
+  return keys;
+}
 
 std::string preset_names() {
   std::string names;
@@ -44,25 +72,8 @@ void read_device_spec(TomlChecker& c, const toml::table& t, const std::string& w
     spec = preset->spec;
     if (!t.get("memory_gib")) d.memory_bytes = preset->memory_bytes;
   }
-  struct Figure {
-    const char* key;
-    double scale;
-    double placement::DeviceSpec::*field;
-    double min, max;
-  };
-  static const Figure figures[] = {
-      {"fp32_tflops", 1e12, &placement::DeviceSpec::fp32_flops, 1e-6, 1e6},
-      {"tf32_tflops", 1e12, &placement::DeviceSpec::tf32_flops, 0, 1e6},
-      {"bf16_tflops", 1e12, &placement::DeviceSpec::bf16_flops, 0, 1e6},
-      {"fp16_tflops", 1e12, &placement::DeviceSpec::fp16_flops, 0, 1e6},
-      {"memory_bandwidth_gbs", 1e9, &placement::DeviceSpec::memory_bandwidth, 1e-6, 1e6},
-      {"launch_us", 1e-6, &placement::DeviceSpec::launch_s, 0, 1e6},
-      {"compute_efficiency", 1, &placement::DeviceSpec::compute_efficiency, 1e-3, 1},
-      {"memory_efficiency", 1, &placement::DeviceSpec::memory_efficiency, 1e-3, 1},
-      {"conv_efficiency", 1, &placement::DeviceSpec::conv_efficiency, 1e-3, 1},
-  };
   bool given = false;
-  for (const Figure& f : figures) given = given || t.get(f.key);
+  for (const Figure& f : kFigures) given = given || t.get(f.key);
   if (!given) {
     d.spec = spec;
     return;
@@ -70,7 +81,7 @@ void read_device_spec(TomlChecker& c, const toml::table& t, const std::string& w
   const bool from_preset = spec.has_value();
   if (!spec) spec.emplace();
   bool ok = true;
-  for (const Figure& f : figures) {
+  for (const Figure& f : kFigures) {
     double value = 0;
     if (c.get_float(t, f.key, where, value, f.min, f.max)) (*spec).*(f.field) = value * f.scale;
     else if (t.get(f.key)) ok = false;
@@ -121,9 +132,7 @@ placement::DeviceSet parse_topology(const std::string& text, const std::string& 
       for (size_t i = 0; i < array.size(); ++i) {
         const toml::table& t = *array.get(i)->as_table();
         const std::string where = "device[" + std::to_string(i) + "]";
-        c.only(t, where, {"name", "memory_gib", "speed", "spec", "fp32_tflops", "tf32_tflops", "bf16_tflops",
-                          "fp16_tflops", "memory_bandwidth_gbs", "launch_us", "compute_efficiency",
-                          "memory_efficiency", "conv_efficiency"});
+        c.only(t, where, device_spec_keys({"name", "memory_gib", "speed"}));
         placement::Device d;
         std::string device_name;
         if (!c.get_string(t, "name", where, device_name)) {

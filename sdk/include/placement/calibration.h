@@ -9,9 +9,10 @@ namespace placement {
 struct CpuCalibration {
   /// Achieved rates, so compute and memory efficiency are 1: fp32_flops from a large matrix
   /// product, memory_bandwidth from an elementwise add over tensors far larger than the caches,
-  /// conv_efficiency from a 3x3 convolution's forward and backward (as a fraction of fp32_flops),
-  /// launch_s from a training step of a chain of one-element adds through placementd's engine (per
-  /// kernel, forward and backward).
+  /// launch_s from a training step of tiny linear + ReLU layers through placementd's engine (per
+  /// dispatch as the cost model counts them), conv_efficiency (as a fraction of fp32_flops) and
+  /// conv_layout_bandwidth from two 3x3 convolutions trained, one bound by its arithmetic and one
+  /// by its weights, and pool_efficiency from a 3x3 max pooling.
   DeviceSpec spec;
   /// Intra-op threads the figures were measured with.
   int threads = 0;

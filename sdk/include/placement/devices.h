@@ -38,6 +38,15 @@ struct DeviceSpec {
   /// Convolutions' fraction of the arithmetic peak where it differs from compute_efficiency
   /// (0: the same). A CPU's convolution kernels reach far less of it than its matrix products.
   double conv_efficiency = 0.0;
+  /// Bytes/s at which the convolution library moves a convolution's operands (input, weights,
+  /// output) into and out of its own blocked layout, as oneDNN does on CPUs for every NCHW call.
+  /// Where given (> 0), a convolution costs its FLOPs plus its bytes at this rate, not the larger
+  /// of the two: a CPU's weight-heavy layers (512 channels at 2x2) run at a tenth of their
+  /// roofline. 0: the roofline (GPUs).
+  double conv_layout_bandwidth = 0.0;
+  /// Pooling's fraction of the fp32 peak, per window element compared or summed, where it differs
+  /// from compute_efficiency (0: the same). A CPU's NCHW max pooling reaches well under 1%.
+  double pool_efficiency = 0.0;
 
   bool operator==(const DeviceSpec& other) const;
 };

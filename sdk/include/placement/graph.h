@@ -37,10 +37,11 @@ struct OpProfile {
 
 /// Which peak rate an op's arithmetic can reach: matrix products (matmul, linear, attention, the
 /// GEMMs inside a fused RNN) and convolutions run on tensor cores where the math mode allows,
-/// everything else on the vector units.
-enum class MathClass { kVector, kMatmul, kConv };
+/// everything else on the vector units. Pooling is told apart because a CPU's pooling kernels
+/// compare window elements one at a time, far below the vector rate (DeviceSpec::pool_efficiency).
+enum class MathClass { kVector, kMatmul, kConv, kPool };
 
-/// "vector", "matmul" or "conv".
+/// "vector", "matmul", "conv" or "pool".
 const char* to_string(MathClass math);
 /// Inverse of to_string(MathClass); throws std::invalid_argument on anything else.
 MathClass math_class_from_string(const std::string& text);
@@ -58,8 +59,10 @@ struct OpWork {
   /// Bytes read from and written to device memory.
   double forward_bytes = 0.0;
   double backward_bytes = 0.0;
-  /// Kernels launched (0 for a view; a fused LSTM launches several per time step): each costs the
-  /// device's launch time on the host.
+  /// Dispatches on the host, each costing the device's launch time: forward, one per kernel and
+  /// at least one per op (a view launches nothing but still goes through the dispatcher);
+  /// backward, autograd's node for the op, its kernels (a fused LSTM launches several per time
+  /// step) and one gradient accumulation per trained parameter it reads. 0 backward: no gradient.
   int forward_kernels = 1;
   int backward_kernels = 1;
   /// The op's kind has no formula: the figures are a conservative memory-bound guess from its

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -56,28 +57,80 @@ CpuCalibration calibrate_cpu(int threads) {
   const double add_s = median_seconds(5, [&] { at::add_out(sum, x, y); });
   c.spec.memory_bandwidth = 3.0 * elements * 4 / add_s;
 
-  // A convolution's forward and both gradients, as a CNN layer runs them in training.
-  const at::Tensor image = at::randn({8, 64, 32, 32}).requires_grad_(), kernel = at::randn({64, 64, 3, 3}).requires_grad_();
-  const double conv_s = median_seconds(3, [&] { torch::autograd::backward({at::conv2d(image, kernel, {}, 1, 1).sum()}); });
-  const double conv_flops = 3.0 * 2.0 * 8 * 64 * 32 * 32 * 64 * 9;
-  c.spec.conv_efficiency = std::min(1.0, conv_flops / conv_s / c.spec.fp32_flops);
-
-  // Launch: what one op costs when it has nothing to compute, as placementd's engine runs a
-  // training step (interpreter, autograd's forward record and backward), from a chain of adds on
-  // one-element tensors; each counts one kernel forward and one backward.
-  constexpr int chain = 64;
+  // Dispatch: what the host spends per dispatch the cost model counts, from a training step of
+  // tiny linear + ReLU layers through placementd's engine (interpreter, dispatcher, autograd's
+  // nodes and gradient accumulation, the small GEMMs' setup), where nothing is left to compute.
+  constexpr int layers = 32;
+  torch::jit::Module mlp("calibration");
   std::string source = "def forward(self, x):\n";
-  for (int i = 0; i < chain; ++i) source += "    x = x + 1.0\n";
+  for (int i = 0; i < layers; ++i) {
+    const std::string w = "w" + std::to_string(i), b = "b" + std::to_string(i);
+    mlp.register_parameter(w, (at::randn({8, 8}) * 0.3).requires_grad_(), false);
+    mlp.register_parameter(b, at::zeros({8}).requires_grad_(), false);
+    source += "    x = torch.relu(torch.linear(x, self." + w + ", self." + b + "))\n";
+  }
   source += "    return x\n";
-  torch::jit::Module module("calibration");
-  module.define(source);
-  const at::Tensor seed = at::ones({1});
-  const OpGraph graph = capture(module, {seed}, "calibration");
-  PlacedModule placed(module, graph, DeviceSet::uniform({{DeviceKind::kCpu, 0, 1ull << 30, 1.0, {}}}, 1e9, 0));
-  const at::Tensor input = seed.clone().requires_grad_();
-  const std::vector<c10::IValue> args = {input};
-  const double step_s = median_seconds(7, [&] { torch::autograd::backward({placed.forward(args).at(0).toTensor().sum()}); });
-  c.spec.launch_s = step_s / (2.0 * static_cast<double>(graph.ops.size()));
+  mlp.define(source);
+  const at::Tensor seed = at::ones({1, 8});
+  const OpGraph graph = capture(mlp, {seed}, "calibration");
+  double dispatches = 0;
+  for (const Op& op : graph.ops) dispatches += op.work->forward_kernels + op.work->backward_kernels;
+  PlacedModule placed(mlp, graph, DeviceSet::uniform({{DeviceKind::kCpu, 0, 1ull << 30, 1.0, {}}}, 1e9, 0));
+  const std::vector<c10::IValue> args = {seed};
+  const double step_s = median_seconds(9, [&] {
+    torch::autograd::backward({placed.forward(args).at(0).toTensor().sum()});
+    for (const at::Tensor& p : placed.parameters()) p.mutable_grad().reset();
+  });
+  c.spec.launch_s = step_s / dispatches;
+
+  // Convolutions, forward and both gradients: seconds beyond their dispatches for the work capture
+  // counts. Three layers of different balance (bound by arithmetic, by activations, by 9 MiB of
+  // weights) fit FLOPs / rate + bytes / layout bandwidth, by least squares on the relative error
+  // so that no one of them decides alone.
+  struct Conv {
+    double flops, bytes, seconds;
+  };
+  auto measure_conv = [&](std::vector<int64_t> image_shape, std::vector<int64_t> kernel_shape) {
+    torch::jit::Module conv("calibration_conv");
+    conv.register_parameter("weight", (at::randn(kernel_shape) * 0.05).requires_grad_(), false);
+    conv.define("def forward(self, x):\n    return torch.conv2d(x, self.weight, None, 1, 1)\n");
+    const at::Tensor image = at::randn(image_shape);
+    const Op op = capture(conv, {image}, "calibration").ops.at(0);
+    const at::Tensor input = image.clone().requires_grad_();
+    const double s = median_seconds(7, [&] {
+      torch::autograd::backward({conv.forward({input}).toTensor().sum()});
+      input.mutable_grad().reset();
+      for (const at::Tensor& p : conv.parameters()) p.mutable_grad().reset();
+    });
+    const int kernels = op.work->forward_kernels + op.work->backward_kernels;
+    return Conv{op.work->forward_flops + op.work->backward_flops, op.work->forward_bytes + op.work->backward_bytes,
+                std::max(0.0, s - kernels * c.spec.launch_s)};
+  };
+  const Conv compute = measure_conv({8, 64, 32, 32}, {64, 64, 3, 3});
+  const Conv convs[] = {compute, measure_conv({16, 64, 16, 16}, {64, 64, 1, 1}),
+                        measure_conv({1, 512, 2, 2}, {512, 512, 3, 3})};
+  double ff = 0, fb = 0, bb = 0, f1 = 0, b1 = 0;  // normal equations of rows (flops, bytes) / seconds = 1
+  for (const Conv& k : convs) {
+    const double f = k.flops / k.seconds, b = k.bytes / k.seconds;
+    ff += f * f, fb += f * b, bb += b * b, f1 += f, b1 += b;
+  }
+  const double det = ff * bb - fb * fb;
+  const double per_flop = (f1 * bb - b1 * fb) / det;
+  const double per_byte = (ff * b1 - fb * f1) / det;
+  if (std::isfinite(per_flop) && std::isfinite(per_byte) && per_flop > 0 && per_byte > 0) {
+    c.spec.conv_efficiency = std::min(1.0, 1.0 / per_flop / c.spec.fp32_flops);
+    c.spec.conv_layout_bandwidth = 1.0 / per_byte;
+  } else {
+    // Both run at their roofline (no layout conversion worth modelling): the rate of the first.
+    c.spec.conv_efficiency = std::min(1.0, compute.flops / compute.seconds / c.spec.fp32_flops);
+  }
+
+  // Max pooling forward, as in training (it records the maxima's indices): per window element.
+  const at::Tensor feature_map = at::randn({8, 32, 32, 32}).requires_grad_();
+  const double pool_s = median_seconds(7, [&] { at::max_pool2d(feature_map, {3, 3}, {1, 1}, {1, 1}); });
+  const double window_elements = 8.0 * 32 * 32 * 32 * 9;
+  c.spec.pool_efficiency =
+      std::clamp(window_elements / std::max(pool_s - c.spec.launch_s, 1e-9) / c.spec.fp32_flops, 1e-6, 1.0);
   return c;
 }
 

@@ -95,6 +95,7 @@ OpGraph capture(const torch::jit::Module& module, const std::vector<at::Tensor>&
   std::map<std::pair<int, int>, uint64_t> edges;
   std::map<std::string, int> names_used;
   int current = -1;
+  int current_trained_tensors = 0;
   std::vector<OpArgument> current_arguments;
 
   // Bytes of what an input carries from other ops, without module tensors a list may hold beside them.
@@ -119,9 +120,12 @@ OpGraph capture(const torch::jit::Module& module, const std::vector<at::Tensor>&
     op.name = seen == 0 ? base : base + "." + std::to_string(seen);
     // The module's tensors it reads, directly or through a list (an LSTM's weights): they live with
     // their first consumer, and are no edge.
+    current_trained_tensors = 0;
     for (const at::Tensor& t : program.module_state_read_by(node))
-      if (counted_parameters.insert(t.unsafeGetTensorImpl()).second)
+      if (counted_parameters.insert(t.unsafeGetTensorImpl()).second) {
         op.parameter_bytes += static_cast<uint64_t>(t.numel()) * t.element_size();
+        current_trained_tensors += t.requires_grad() ? 1 : 0;
+      }
     for (size_t i = 0; i < node->inputs().size(); ++i) {
       auto it = producers.find(node->inputs()[i]);
       if (it == producers.end()) continue;  // a graph input, a constant or the module's own tensors
@@ -158,6 +162,8 @@ OpGraph capture(const torch::jit::Module& module, const std::vector<at::Tensor>&
       for (const at::Tensor& t : tensors) op.outputs.push_back(describe_tensor(t));
     }
     op.work = estimate_work(op.kind, current_arguments, op.outputs);
+    // Autograd accumulates each trained parameter's gradient in a node of its own.
+    if (op.work->backward_kernels > 0) op.work->backward_kernels += current_trained_tensors;
     for (const Value* out : node->outputs()) producers[out] = {current};
   };
 

@@ -111,17 +111,42 @@ TEST(OpWork, EmbeddingBackwardWritesTheWholeTableUnlessSparse) {
   EXPECT_DOUBLE_EQ(dense.backward_bytes - sparse.backward_bytes, static_cast<double>(table.bytes));
 }
 
-TEST(OpWork, ViewsLaunchNothingAndSlicesPayOnlyBackward) {
+TEST(OpWork, ViewsMoveNoBytesButAreDispatchedAndSlicesPayBackward) {
   const OpWork view = estimate_work("aten::view", {OpArgument::tensor(tensor({4, 6})), OpArgument::integers({24})},
                                     {tensor({24})});
-  EXPECT_EQ(view.forward_kernels, 0);
-  EXPECT_EQ(view.backward_kernels, 0);
+  EXPECT_EQ(view.forward_kernels, 1) << "the dispatcher runs even where no kernel does";
+  EXPECT_EQ(view.backward_kernels, 1) << "autograd's node for the view";
   EXPECT_DOUBLE_EQ(view.forward_bytes + view.backward_bytes, 0.0);
   const OpWork slice = estimate_work("aten::select", {OpArgument::tensor(tensor({4, 6})), OpArgument::integer(0),
                                                       OpArgument::integer(1)},
                                      {tensor({6})});
-  EXPECT_EQ(slice.forward_kernels, 0);
+  EXPECT_DOUBLE_EQ(slice.forward_bytes, 0.0);
+  EXPECT_EQ(slice.backward_kernels, 3) << "the node, zeroing the input's gradient, writing the part";
   EXPECT_GT(slice.backward_bytes, 0.0);
+  const OpWork zeros = estimate_work("aten::zeros", {OpArgument::integers({4, 6})}, {tensor({4, 6})});
+  EXPECT_EQ(zeros.backward_kernels, 0) << "a new tensor has no autograd node";
+}
+
+TEST(OpWork, PoolingComparesEveryWindowElementAndMaxPoolingScattersBackward) {
+  // Inception's pooling branch: 3x3, stride 1, padding 1, on 16 x 32 x 16 x 16.
+  const TensorInfo x = tensor({16, 32, 16, 16});
+  const OpWork max = estimate_work("aten::max_pool2d",
+                                   {OpArgument::tensor(x), OpArgument::integers({3, 3}), OpArgument::integers({1, 1}),
+                                    OpArgument::integers({1, 1}), OpArgument::integers({1, 1}),
+                                    OpArgument::boolean(false)},
+                                   {x});
+  EXPECT_EQ(max.math, MathClass::kPool);
+  EXPECT_DOUBLE_EQ(max.forward_flops, 9.0 * 16 * 32 * 16 * 16);
+  EXPECT_DOUBLE_EQ(max.backward_flops, 16.0 * 32 * 16 * 16);
+  // One size for both dimensions; average pooling spreads each gradient over its window.
+  const OpWork avg = estimate_work("aten::avg_pool2d", {OpArgument::tensor(x), OpArgument::integers({2})},
+                                   {tensor({16, 32, 8, 8})});
+  EXPECT_DOUBLE_EQ(avg.forward_flops, 4.0 * 16 * 32 * 8 * 8);
+  EXPECT_DOUBLE_EQ(avg.backward_flops, avg.forward_flops);
+  // An adaptive pool's windows tile the input.
+  const OpWork adaptive = estimate_work("aten::adaptive_avg_pool2d",
+                                        {OpArgument::tensor(x), OpArgument::integers({1, 1})}, {tensor({16, 32, 1, 1})});
+  EXPECT_DOUBLE_EQ(adaptive.forward_flops, 16.0 * 32 * 16 * 16);
 }
 
 TEST(OpWork, InPlaceVariantsShareTheirKernelsFormula) {

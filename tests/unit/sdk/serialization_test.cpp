@@ -54,6 +54,8 @@ TEST(Serialization, DevicesPlacementMeasurementRoundTrip) {
   spec.memory_bandwidth = 2e11;
   spec.launch_s = 4e-6;
   spec.compute_efficiency = 0.6;
+  spec.conv_layout_bandwidth = 3e9;
+  spec.pool_efficiency = 0.004;
   d.devices[2].spec = spec;
   EXPECT_EQ(devices_from_json(to_json(d)), d);
   d.devices[2].spec->memory_bandwidth = 0;
@@ -120,7 +122,7 @@ TEST(Serialization, OpWorkFieldsAreChecked) {
   g.ops[1].work = OpWork{};
   json doc = to_json(g);
   doc["ops"][1]["work"]["math"] = "quantum";
-  EXPECT_EQ(error_of([&] { graph_from_json(doc); }), "ops[1].work.math: unknown math class 'quantum' (vector, matmul or conv)");
+  EXPECT_EQ(error_of([&] { graph_from_json(doc); }), "ops[1].work.math: unknown math class 'quantum' (vector, matmul, conv or pool)");
   doc = to_json(g);
   doc["ops"][1]["work"]["forward_bytes"] = -1;
   EXPECT_EQ(error_of([&] { graph_from_json(doc); }), "ops[1].work: work figures must be >= 0");

@@ -21,6 +21,10 @@ TEST(CpuCalibration, MeasuresPlausibleAchievedRates) {
   EXPECT_LT(c.spec.launch_s, 1e-2);
   EXPECT_GT(c.spec.conv_efficiency, 0.0);
   EXPECT_LE(c.spec.conv_efficiency, 1.0);
+  EXPECT_GE(c.spec.conv_layout_bandwidth, 0.0);
+  EXPECT_LT(c.spec.conv_layout_bandwidth, 1e13);
+  EXPECT_GT(c.spec.pool_efficiency, 0.0);
+  EXPECT_LE(c.spec.pool_efficiency, 1.0);
   EXPECT_EQ(c.spec.compute_efficiency, 1.0);
   EXPECT_EQ(c.spec.preset, "measured");
   DeviceSet set = DeviceSet::uniform({{DeviceKind::kCpu, 0, 1ull << 30, 1.0, c.spec}}, 1e9, 0);

@@ -140,6 +140,9 @@ TEST(Capture, EveryOpCarriesItsWorkAndEveryKindOfTheTestModelsHasAFormula) {
   const Op& lstm = named(capture_model("rnnlm_small"), "layers.0/lstm");
   EXPECT_EQ(lstm.work->math, MathClass::kMatmul);
   EXPECT_GT(lstm.work->forward_kernels, 2);
+  // mlp's Linear(32, 64) backward: autograd's node, two products, and one gradient accumulation
+  // for each of its weight and bias.
+  EXPECT_EQ(named(capture_model("mlp"), "layer1/linear").work->backward_kernels, 5);
 }
 
 // A model traced on the meta device (tests/models/make_models.py --device meta) has no weights and
@@ -195,6 +198,23 @@ TEST(Capture, BadInputsAreNamed) {
   EXPECT_NE(flow.find("control flow (prim::If"), std::string::npos) << flow;
   EXPECT_NE(error_of([&] { capture_file(model("mlp"), {{8, 32}}, "complex"); }).find("unknown input dtype 'complex'"),
             std::string::npos);
+}
+
+// A model with nothing to train has no backward: --profile says so instead of LibTorch's autograd
+// error and its stack.
+TEST(CaptureCommand, AModelWithoutParametersIsNotProfiled) {
+  const std::string path = std::string(MODEL_DIR) + "/parameterless.pt";
+  torch::jit::Module doubler("Doubler");
+  doubler.define("def forward(self, x):\n    return x * 2.0 + 1.0\n");
+  doubler.save(path);
+  const std::string err = std::string(MODEL_DIR) + "/parameterless.err";
+  EXPECT_NE(std::system((std::string(PLACEMENTCTL_BIN) + " capture " + path + " --input 4x8 --profile cpu 2> " + err).c_str()),
+            0);
+  std::ifstream in(err);
+  const std::string message((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(message.find("parameterless.pt's first output depends on no trained parameter"), std::string::npos)
+      << message;
+  EXPECT_EQ(message.find("Exception raised from"), std::string::npos) << message;
 }
 
 }  // namespace

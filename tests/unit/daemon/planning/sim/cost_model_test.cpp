@@ -59,6 +59,41 @@ TEST(CostModel, RooflineTakesTheSlowerOfArithmeticAndMemoryPlusLaunches) {
   EXPECT_NEAR(predict_op_time(tiny, spec, {}).forward_s, 1e-5, 1e-9);
 }
 
+TEST(CostModel, ALayoutConvertingLibraryPaysAConvolutionsBytesOnTopOfItsArithmetic) {
+  placement::DeviceSpec cpu;
+  cpu.fp32_flops = 1e11;
+  cpu.memory_bandwidth = 2e10;
+  cpu.compute_efficiency = 1.0;
+  cpu.memory_efficiency = 1.0;
+  cpu.conv_efficiency = 0.5;
+  OpWork conv;
+  conv.math = MathClass::kConv;
+  conv.forward_flops = 1e8;  // 2 ms at 50 GFLOP/s
+  conv.forward_bytes = 1e7;  // 0.5 ms at 20 GB/s: under the arithmetic
+  conv.forward_kernels = 0;
+  EXPECT_NEAR(predict_op_time(conv, cpu, {}).forward_s, 2e-3, 1e-12) << "the roofline without a layout rate";
+  cpu.conv_layout_bandwidth = 5e9;  // 2 ms more
+  EXPECT_NEAR(predict_op_time(conv, cpu, {}).forward_s, 4e-3, 1e-12);
+  // Other ops keep the roofline.
+  OpWork product = conv;
+  product.math = MathClass::kMatmul;
+  EXPECT_NEAR(predict_op_time(product, cpu, {}).forward_s, 1e-3, 1e-12);
+}
+
+TEST(CostModel, PoolingRunsAtItsOwnFractionOfThePeakWhereASpecGivesOne) {
+  placement::DeviceSpec cpu;
+  cpu.fp32_flops = 1e11;
+  cpu.memory_bandwidth = 1e12;
+  cpu.compute_efficiency = 1.0;
+  OpWork pool;
+  pool.math = MathClass::kPool;
+  pool.forward_flops = 1e6;
+  pool.forward_kernels = 0;
+  EXPECT_NEAR(predict_op_time(pool, cpu, {}).forward_s, 1e-5, 1e-12);
+  cpu.pool_efficiency = 0.01;
+  EXPECT_NEAR(predict_op_time(pool, cpu, {}).forward_s, 1e-3, 1e-12);
+}
+
 TEST(CostModel, UpdateStreamsTheParametersAsOftenAsPyTorchsForeachOptimizerDoes) {
   placement::DeviceSpec spec;
   spec.fp32_flops = 1e12;
