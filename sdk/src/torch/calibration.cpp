@@ -121,7 +121,7 @@ CpuCalibration calibrate_cpu(int threads) {
     c.spec.conv_efficiency = std::min(1.0, 1.0 / per_flop / c.spec.fp32_flops);
     c.spec.conv_layout_bandwidth = 1.0 / per_byte;
   } else {
-    // Both run at their roofline (no layout conversion worth modelling): the rate of the first.
+    // No positive layout cost fits (the convolutions run at their roofline): the first one's rate.
     c.spec.conv_efficiency = std::min(1.0, compute.flops / compute.seconds / c.spec.fp32_flops);
   }
 
