@@ -28,8 +28,8 @@ PredictedTime predict_op_time(const placement::OpWork& work, const DeviceSpec& s
   const bool layout_pass = work.math == MathClass::kConv && spec.conv_layout_bandwidth > 0;
   auto pass = [&](double flops, double bytes, int kernels) {
     const double compute = flops / flops_per_s;
-    const double data = layout_pass ? compute + bytes / spec.conv_layout_bandwidth : bytes / bytes_per_s;
-    return std::max(compute, data) + kernels * spec.launch_s;
+    const double work = layout_pass ? compute + bytes / spec.conv_layout_bandwidth : std::max(compute, bytes / bytes_per_s);
+    return work + kernels * spec.launch_s;
   };
   return {pass(work.forward_flops, work.forward_bytes, work.forward_kernels),
           pass(work.backward_flops, work.backward_bytes, work.backward_kernels)};

@@ -15,6 +15,16 @@ const placement::DeviceSpec& preset(const std::string& name) {
   return p->spec;
 }
 
+// A device given by achieved rates, as placementctl calibrate measures one: the efficiencies are 1.
+placement::DeviceSpec achieved(double flops, double bandwidth) {
+  placement::DeviceSpec spec;
+  spec.fp32_flops = flops;
+  spec.memory_bandwidth = bandwidth;
+  spec.compute_efficiency = 1.0;
+  spec.memory_efficiency = 1.0;
+  return spec;
+}
+
 TEST(CostModel, PyTorchsDefaultMathModesPickThePeak) {
   const auto& h100 = preset("h100-sxm");
   const MathModes defaults;
@@ -60,11 +70,7 @@ TEST(CostModel, RooflineTakesTheSlowerOfArithmeticAndMemoryPlusLaunches) {
 }
 
 TEST(CostModel, ALayoutConvertingLibraryPaysAConvolutionsBytesOnTopOfItsArithmetic) {
-  placement::DeviceSpec cpu;
-  cpu.fp32_flops = 1e11;
-  cpu.memory_bandwidth = 2e10;
-  cpu.compute_efficiency = 1.0;
-  cpu.memory_efficiency = 1.0;
+  placement::DeviceSpec cpu = achieved(1e11, 2e10);
   cpu.conv_efficiency = 0.5;
   OpWork conv;
   conv.math = MathClass::kConv;
@@ -81,10 +87,7 @@ TEST(CostModel, ALayoutConvertingLibraryPaysAConvolutionsBytesOnTopOfItsArithmet
 }
 
 TEST(CostModel, PoolingRunsAtItsOwnFractionOfThePeakWhereASpecGivesOne) {
-  placement::DeviceSpec cpu;
-  cpu.fp32_flops = 1e11;
-  cpu.memory_bandwidth = 1e12;
-  cpu.compute_efficiency = 1.0;
+  placement::DeviceSpec cpu = achieved(1e11, 1e12);
   OpWork pool;
   pool.math = MathClass::kPool;
   pool.forward_flops = 1e6;
@@ -95,11 +98,7 @@ TEST(CostModel, PoolingRunsAtItsOwnFractionOfThePeakWhereASpecGivesOne) {
 }
 
 TEST(CostModel, UpdateStreamsTheParametersAsOftenAsPyTorchsForeachOptimizerDoes) {
-  placement::DeviceSpec spec;
-  spec.fp32_flops = 1e12;
-  spec.memory_bandwidth = 1e9;
-  spec.memory_efficiency = 1.0;
-  spec.launch_s = 0;
+  const placement::DeviceSpec spec = achieved(1e12, 1e9);
   EXPECT_DOUBLE_EQ(predict_update_time(1000000, 2.0, spec), 18e-3);  // Adam
   EXPECT_DOUBLE_EQ(predict_update_time(1000000, 1.0, spec), 8e-3);   // SGD with momentum
   EXPECT_DOUBLE_EQ(predict_update_time(1000000, 0.0, spec), 3e-3);   // plain SGD
