@@ -34,9 +34,11 @@ int run(std::string dir, int threads) {
   if (dir.empty()) dir = placement::bench::trace_models(SOURCE_DIR, "costmodel");
   const placement::CpuCalibration cpu = placement::calibrate_cpu(threads);
   std::printf("this CPU, %d intra-op threads: %.3f TFLOP/s (1024^3 matmul), convolutions at %.2f of it plus their "
-              "bytes at %.2f GB/s, pooling at %.4f of it, %.1f GB/s (add), %.2f us per dispatch (engine)\n",
+              "bytes at %.2f GB/s, pooling at %.4f of it, %.1f GB/s (add), %.2f us per dispatch and %.1f us per step "
+              "(engine), LSTM layers %.1f us per call and %.2f us per step\n",
               cpu.threads, cpu.spec.fp32_flops / 1e12, cpu.spec.conv_efficiency, cpu.spec.conv_layout_bandwidth / 1e9,
-              cpu.spec.pool_efficiency, cpu.spec.memory_bandwidth / 1e9, cpu.spec.launch_s * 1e6);
+              cpu.spec.pool_efficiency, cpu.spec.memory_bandwidth / 1e9, cpu.spec.launch_s * 1e6, cpu.spec.step_s * 1e6,
+              cpu.spec.rnn_layer_s * 1e6, cpu.spec.rnn_step_s * 1e6);
   const uint64_t memory = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   const auto engine_devices = placement::DeviceSet::uniform({{placement::DeviceKind::kCpu, 0, memory, 1.0, {}}}, 1e10, 0);
   const auto model_devices = placement::DeviceSet::uniform({{placement::DeviceKind::kCpu, 0, memory, 1.0, cpu.spec}}, 1e10, 0);

@@ -35,23 +35,27 @@ int main(int argc, char** argv) {
     std::snprintf(text, sizeof(text),
                   "# This machine's CPU as LibTorch %s uses it with %d intra-op threads, measured by\n"
                   "# placementctl calibrate on %s: achieved rates (a 1024x1024 matrix product, an add over\n"
-                  "# 64 MiB tensors, tiny linear + ReLU layers trained through placementd's engine, two 3x3\n"
-                  "# convolutions trained, a 3x3 max pooling), so the efficiencies are 1 but the convolutions'\n"
-                  "# and pooling's.\n"
+                  "# 64 MiB tensors, training steps of 8 and 32 tiny linear + ReLU layers through placementd's\n"
+                  "# engine, three convolutions and an LSTM at two lengths trained, a 3x3 max pooling), so the\n"
+                  "# efficiencies are 1 but the convolutions' and pooling's.\n"
                   "[[device]]\n"
                   "name = \"cpu:0\"\n"
                   "memory_gib = %.1f\n"
                   "fp32_tflops = %.4g\n"
                   "memory_bandwidth_gbs = %.4g\n"
                   "launch_us = %.3g\n"
+                  "step_us = %.3g\n"
                   "compute_efficiency = 1.0\n"
                   "memory_efficiency = 1.0\n"
                   "conv_efficiency = %.3g\n"
                   "conv_layout_gbs = %.4g\n"
-                  "pool_efficiency = %.3g\n",
+                  "pool_efficiency = %.3g\n"
+                  "rnn_layer_us = %.3g\n"
+                  "rnn_step_us = %.3g\n",
                   TORCH_VERSION, c.threads, date, memory_gib, c.spec.fp32_flops / 1e12, c.spec.memory_bandwidth / 1e9,
-                  c.spec.launch_s * 1e6, c.spec.conv_efficiency, c.spec.conv_layout_bandwidth / 1e9,
-                  c.spec.pool_efficiency);
+                  c.spec.launch_s * 1e6, c.spec.step_s * 1e6, c.spec.conv_efficiency,
+                  c.spec.conv_layout_bandwidth / 1e9, c.spec.pool_efficiency, c.spec.rnn_layer_s * 1e6,
+                  c.spec.rnn_step_s * 1e6);
     std::cout << text;
     if (!output.empty()) placement::write_file_atomically(output, text);
   } catch (const std::exception& e) {

@@ -38,6 +38,10 @@ int config_check(const Globals& g, const std::string& file);
 /// single-device placement), and the lower bound.
 int simulate(const Globals& g, const std::string& graph, const std::string& topology, const std::string& placement,
              const placementd::sim::MathModes& math);
+/// Offline: the cost model's forward and backward time per op kind against the graph's measured
+/// profiles, for each device of the topology with a spec and a profile of its kind.
+int compare_costs(const Globals& g, const std::string& graph, const std::string& topology,
+                  const placementd::sim::MathModes& math);
 
 // Defaults are the library's own (OptimizeOptions and what it holds), so the two cannot drift.
 struct OptimizeArgs {

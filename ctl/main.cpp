@@ -83,6 +83,11 @@ int main(int argc, char** argv) {
                       "(torch.backends.cudnn.allow_tf32; PyTorch's default: on)");
   };
   math_flags(simulate, math);
+  bool by_kind = false;
+  simulate->add_flag("--by-kind", by_kind,
+                     "instead: the cost model against the graph's measured profiles, forward and backward per op "
+                     "kind, on each device with a spec")
+      ->excludes("--placement");
   auto* optimize = app.add_subcommand("optimize", "learn a placement against the simulator (offline)");
   placementctl::OptimizeArgs opt;
   math_flags(optimize, opt.math);
@@ -145,7 +150,9 @@ int main(int argc, char** argv) {
     if (*plugins) return placementctl::plugins(g);
     if (*reload) return placementctl::reload(g);
     if (*check) return placementctl::config_check(g, file);
-    if (*simulate) return placementctl::simulate(g, graph, topology, placement_file, math);
+    if (*simulate)
+      return by_kind ? placementctl::compare_costs(g, graph, topology, math)
+                     : placementctl::simulate(g, graph, topology, placement_file, math);
     if (*optimize) return placementctl::optimize(g, opt);
   } catch (const placementd::ConfigInvalid& e) {
     std::cerr << e.what() << "\n";

@@ -12,7 +12,8 @@
 #   test      ctest (all tests, or --tests REGEX), and the CUDA tests' results by name
 #   engine    traces the models on the device, engine overhead vs the plain module per model
 #   live      placementd with the example jobs on DEVICES, live_bench
-#   profiles  per-op profiles of the test models on the device (placementctl capture --profile)
+#   profiles  per-op profiles of the test models on the device (placementctl capture --profile), and
+#             the cost model against them per op kind (placementctl simulate --by-kind)
 #
 # --cpu runs the same stages without a GPU (devices cpu:0,cpu:1, CUDA not forced, the torch of the
 # project's environment, .venv): how CI checks this script (tests/scripts/gpu_run_cpu_mode.sh).
@@ -255,6 +256,24 @@ PY
       tail -n 5 "$logs/$m.log" | tee -a "$report"
     fi
   done
+  # The cost model against those profiles, per op kind: what re-fits a preset's efficiencies.
+  # On a GPU, the H100 preset; on the CPU, this machine's own calibration.
+  if ((cpu)); then
+    "$build/bin/placementctl" calibrate -o "$logs/spec.toml" >/dev/null 2>"$logs/calibrate.log" || fail "placementctl calibrate"
+  else
+    printf '[[device]]\nname = "%s"\nspec = "h100-sxm"\n' "$device" >"$logs/spec.toml"
+  fi
+  log
+  log "## the cost model against the $kind profiles (placementctl simulate --by-kind)"
+  log
+  log '```'
+  for m in "${models[@]}"; do
+    [[ -f $logs/$m.json ]] || continue
+    "$build/bin/placementctl" simulate --by-kind --graph "$logs/$m.json" --devices "$logs/spec.toml" \
+      >"$logs/$m-by-kind.log" 2>&1 || fail "simulate --by-kind of $m"
+    tee -a "$report" <"$logs/$m-by-kind.log" >/dev/null
+  done
+  log '```'
   ;;
 esac
 ((failures == 0))

@@ -22,7 +22,8 @@ bool DeviceSpec::operator==(const DeviceSpec& o) const {
          bf16_flops == o.bf16_flops && fp16_flops == o.fp16_flops && memory_bandwidth == o.memory_bandwidth &&
          launch_s == o.launch_s && compute_efficiency == o.compute_efficiency &&
          memory_efficiency == o.memory_efficiency && conv_efficiency == o.conv_efficiency &&
-         conv_layout_bandwidth == o.conv_layout_bandwidth && pool_efficiency == o.pool_efficiency;
+         conv_layout_bandwidth == o.conv_layout_bandwidth && pool_efficiency == o.pool_efficiency &&
+         rnn_layer_s == o.rnn_layer_s && rnn_step_s == o.rnn_step_s && step_s == o.step_s;
 }
 
 bool Device::operator==(const Device& o) const {
@@ -72,7 +73,8 @@ void DeviceSet::validate() const {
       if (!(s->memory_bandwidth > 0)) throw std::invalid_argument(where + "memory bandwidth must be > 0");
       if (!(s->tf32_flops >= 0 && s->bf16_flops >= 0 && s->fp16_flops >= 0))
         throw std::invalid_argument(where + "tensor-core FLOP/s must be >= 0");
-      if (!(s->launch_s >= 0)) throw std::invalid_argument(where + "launch time must be >= 0");
+      if (!(s->launch_s >= 0 && s->rnn_layer_s >= 0 && s->rnn_step_s >= 0 && s->step_s >= 0))
+        throw std::invalid_argument(where + "launch, RNN and step times must be >= 0");
       if (!(s->compute_efficiency > 0 && s->compute_efficiency <= 1 && s->memory_efficiency > 0 &&
             s->memory_efficiency <= 1 && s->conv_efficiency >= 0 && s->conv_efficiency <= 1 &&
             s->pool_efficiency >= 0 && s->pool_efficiency <= 1))

@@ -37,7 +37,8 @@ bool OpWork::operator==(const OpWork& o) const {
   return math == o.math && dtype == o.dtype && forward_flops == o.forward_flops &&
          backward_flops == o.backward_flops && forward_bytes == o.forward_bytes &&
          backward_bytes == o.backward_bytes && forward_kernels == o.forward_kernels &&
-         backward_kernels == o.backward_kernels && estimated == o.estimated;
+         backward_kernels == o.backward_kernels && rnn_layers == o.rnn_layers && rnn_steps == o.rnn_steps &&
+         estimated == o.estimated;
 }
 
 uint64_t Op::output_bytes() const {

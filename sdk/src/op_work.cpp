@@ -228,7 +228,7 @@ double einsum_flops(const std::vector<OpArgument>& inputs) {
   return 2.0 * points;
 }
 
-// A fused multi-layer RNN (cuDNN's or ATen's): the input-to-hidden GEMM of a layer is batched over
+// A fused multi-layer RNN (cuDNN's or oneDNN's): the input-to-hidden GEMM of a layer is batched over
 // all time steps, the hidden-to-hidden GEMM and the gates run once per step.
 void rnn(OpWork& w, const std::vector<OpArgument>& inputs, const Totals& t) {
   w.math = MathClass::kMatmul;
@@ -262,9 +262,12 @@ void rnn(OpWork& w, const std::vector<OpArgument>& inputs, const Totals& t) {
   // steps in general), the gates written and read back.
   w.forward_bytes = t.input_bytes + t.output_bytes + steps * recurrent_bytes + 2.0 * gates * elt;
   w.backward_bytes = 2.0 * w.forward_bytes;
-  const double per_layer = 1.0 + 2.0 * steps;
-  w.forward_kernels = static_cast<int>(std::min(1e6, layers_and_directions * per_layer));
-  w.backward_kernels = static_cast<int>(std::min(1e6, 2.0 * layers_and_directions * per_layer));
+  // One dispatch per layer call each way; what the library does inside (per step) is the
+  // device's: DeviceSpec::rnn_layer_s and rnn_step_s.
+  w.rnn_layers = static_cast<int>(std::min(1e6, layers_and_directions));
+  w.rnn_steps = static_cast<int>(std::min(1e6, layers_and_directions * steps));
+  w.forward_kernels = w.rnn_layers;
+  w.backward_kernels = w.rnn_layers;
 }
 
 void rnn_cell(OpWork& w, const std::vector<OpArgument>& inputs, const Totals& t) {

@@ -65,7 +65,7 @@ json profile_json(const OpProfile& p) {
 
 OpWork work_from_json(const JsonReader& r) {
   r.object({"math", "dtype", "forward_flops", "backward_flops", "forward_bytes", "backward_bytes",
-            "forward_kernels", "backward_kernels", "estimated"});
+            "forward_kernels", "backward_kernels", "rnn_layers", "rnn_steps", "estimated"});
   OpWork w;
   const JsonReader math = r.field("math");
   try {
@@ -80,9 +80,11 @@ OpWork work_from_json(const JsonReader& r) {
   w.backward_bytes = r.field("backward_bytes").number();
   w.forward_kernels = r.field("forward_kernels").small_int();
   w.backward_kernels = r.field("backward_kernels").small_int();
+  if (r.has("rnn_layers")) w.rnn_layers = r.field("rnn_layers").small_int();
+  if (r.has("rnn_steps")) w.rnn_steps = r.field("rnn_steps").small_int();
   if (r.has("estimated")) w.estimated = r.field("estimated").boolean();
   if (!(w.forward_flops >= 0 && w.backward_flops >= 0 && w.forward_bytes >= 0 && w.backward_bytes >= 0 &&
-        w.forward_kernels >= 0 && w.backward_kernels >= 0))
+        w.forward_kernels >= 0 && w.backward_kernels >= 0 && w.rnn_layers >= 0 && w.rnn_steps >= 0))
     r.fail("work figures must be >= 0");
   return w;
 }
@@ -92,6 +94,10 @@ json work_json(const OpWork& w) {
             {"forward_flops", w.forward_flops},     {"backward_flops", w.backward_flops},
             {"forward_bytes", w.forward_bytes},     {"backward_bytes", w.backward_bytes},
             {"forward_kernels", w.forward_kernels}, {"backward_kernels", w.backward_kernels}};
+  if (w.rnn_layers > 0 || w.rnn_steps > 0) {
+    j["rnn_layers"] = w.rnn_layers;
+    j["rnn_steps"] = w.rnn_steps;
+  }
   if (w.estimated) j["estimated"] = true;
   return j;
 }
@@ -186,7 +192,10 @@ json to_json(const DeviceSet& set) {
                    {"memory_efficiency", s->memory_efficiency},
                    {"conv_efficiency", s->conv_efficiency},
                    {"conv_layout_bandwidth", s->conv_layout_bandwidth},
-                   {"pool_efficiency", s->pool_efficiency}};
+                   {"pool_efficiency", s->pool_efficiency},
+                   {"rnn_layer_s", s->rnn_layer_s},
+                   {"rnn_step_s", s->rnn_step_s},
+                   {"step_s", s->step_s}};
     devices.push_back(std::move(j));
   }
   return {{"devices", devices}, {"bandwidth", set.bandwidth}, {"latency", set.latency}};
@@ -212,7 +221,8 @@ DeviceSet devices_from_json(const json& doc) {
     if (d.has("spec")) {
       const JsonReader s = d.field("spec");
       s.object({"preset", "fp32_flops", "tf32_flops", "bf16_flops", "fp16_flops", "memory_bandwidth", "launch_s",
-                "compute_efficiency", "memory_efficiency", "conv_efficiency", "conv_layout_bandwidth", "pool_efficiency"});
+                "compute_efficiency", "memory_efficiency", "conv_efficiency", "conv_layout_bandwidth", "pool_efficiency",
+                "rnn_layer_s", "rnn_step_s", "step_s"});
       DeviceSpec spec;
       if (s.has("preset")) spec.preset = s.field("preset").string();
       spec.fp32_flops = s.field("fp32_flops").number();
@@ -226,6 +236,9 @@ DeviceSet devices_from_json(const json& doc) {
       if (s.has("conv_efficiency")) spec.conv_efficiency = s.field("conv_efficiency").number();
       if (s.has("conv_layout_bandwidth")) spec.conv_layout_bandwidth = s.field("conv_layout_bandwidth").number();
       if (s.has("pool_efficiency")) spec.pool_efficiency = s.field("pool_efficiency").number();
+      if (s.has("rnn_layer_s")) spec.rnn_layer_s = s.field("rnn_layer_s").number();
+      if (s.has("rnn_step_s")) spec.rnn_step_s = s.field("rnn_step_s").number();
+      if (s.has("step_s")) spec.step_s = s.field("step_s").number();
       device.spec = spec;
     }
     set.devices.push_back(device);

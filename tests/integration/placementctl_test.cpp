@@ -163,6 +163,52 @@ TEST(Placementctl, SimulateAndOptimizeRefuseAGraphWithoutProfilesOrWork) {
   }
 }
 
+TEST(Placementctl, SimulateByKindSetsTheCostModelAgainstTheMeasuredProfiles) {
+  DaemonProcess paths;  // only for its temp dir
+  OpGraph g = two_chains(3);
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    Op& op = g.ops[i];
+    op.kind = i < 3 ? "aten::mm" : "aten::relu";
+    OpWork w;
+    w.math = i < 3 ? MathClass::kMatmul : MathClass::kVector;
+    w.forward_flops = 1e9;  // 1 ms at 1 TFLOP/s
+    w.backward_flops = 2e9;
+    w.forward_kernels = w.backward_kernels = 0;
+    op.work = w;
+    op.profile["cuda"] = {i < 3 ? 0.002 : 0.001, 0.002, 0.0, 4096};  // measured: 2 ms and 1 ms forward
+  }
+  write_json_file(paths.dir + "/g.json", to_json(g));
+  std::ofstream(paths.dir + "/topo.toml") << "[[device]]\nname = \"cuda:0\"\nmemory_gib = 1\nfp32_tflops = 1\n"
+                                             "memory_bandwidth_gbs = 1000\ncompute_efficiency = 1\n";
+  const CommandResult r = run_command({placementctl_bin(), "--json", "simulate", "--by-kind", "--graph",
+                                       paths.dir + "/g.json", "--devices", paths.dir + "/topo.toml"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json kinds = json::parse(r.out).at("devices").at(0).at("kinds");
+  ASSERT_EQ(kinds.size(), 3u);  // the two kinds, slower first, then all
+  EXPECT_EQ(kinds[0]["kind"], "aten::mm");
+  EXPECT_EQ(kinds[0]["ops"], 3);
+  EXPECT_NEAR(kinds[0]["measured_forward_s"].get<double>(), 0.006, 1e-12);
+  EXPECT_NEAR(kinds[0]["predicted_forward_s"].get<double>(), 0.003, 1e-12);
+  const double relus = static_cast<double>(g.ops.size() - 3);
+  EXPECT_EQ(kinds[1]["ops"].get<double>(), relus);
+  EXPECT_NEAR(kinds[1]["measured_forward_s"].get<double>(), relus * 0.001, 1e-12);
+  EXPECT_NEAR(kinds[2]["predicted_backward_s"].get<double>(), (3 + relus) * 0.002, 1e-12);
+  EXPECT_EQ(kinds[2]["kind"], "all");
+  const CommandResult table = run_command({placementctl_bin(), "simulate", "--by-kind", "--graph",
+                                           paths.dir + "/g.json", "--devices", paths.dir + "/topo.toml"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("-50.0%"), std::string::npos) << table.out;
+  // A topology whose devices have no spec has nothing to compare.
+  std::ofstream(paths.dir + "/bare.toml") << "[[device]]\nname = \"cuda:0\"\nmemory_gib = 1\n";
+  const CommandResult bare = run_command({placementctl_bin(), "simulate", "--by-kind", "--graph",
+                                          paths.dir + "/g.json", "--devices", paths.dir + "/bare.toml"});
+  EXPECT_EQ(bare.exit_code, 1);
+  EXPECT_NE(bare.err.find(paths.dir + "/g.json: no op has a measured profile for a device of " + paths.dir +
+                          "/bare.toml with a spec"),
+            std::string::npos)
+      << bare.err;
+}
+
 TEST(Placementctl, AGraphCapturedWithoutProfilesIsTimedByTheCostModel) {
   DaemonProcess paths;  // only for its temp dir
   // What capture records without --profile: work per op, no profile.

@@ -21,6 +21,7 @@ run --stage engine >/dev/null
 check engine '^rnnlm_small +[0-9]+ +[0-9.]+ ms'
 run --stage profiles >/dev/null
 check profiles '^\| gnmt_small \| 36 \|'
+check profiles '^aten::lstm +8 '  # gnmt_small's LSTMs, measured against the cost model
 run --stage live --steps 40 >/dev/null
 check live 'speed-up vs start'
 # Failures are not swallowed: no test matched, an unknown stage.

@@ -31,8 +31,14 @@ PredictedTime predict_op_time(const placement::OpWork& work, const DeviceSpec& s
     const double work = layout_pass ? compute + bytes / spec.conv_layout_bandwidth : std::max(compute, bytes / bytes_per_s);
     return work + kernels * spec.launch_s;
   };
-  return {pass(work.forward_flops, work.forward_bytes, work.forward_kernels),
-          pass(work.backward_flops, work.backward_bytes, work.backward_kernels)};
+  const double rnn = rnn_library_time(work, spec);
+  return {pass(work.forward_flops, work.forward_bytes, work.forward_kernels) + rnn,
+          pass(work.backward_flops, work.backward_bytes, work.backward_kernels) + 2.0 * rnn};
+}
+
+double rnn_library_time(const placement::OpWork& work, const DeviceSpec& spec) {
+  const double per_step = spec.rnn_step_s > 0 ? spec.rnn_step_s : 2.0 * spec.launch_s;
+  return work.rnn_layers * spec.rnn_layer_s + work.rnn_steps * per_step;
 }
 
 double optimizer_passes(double optimizer_state_factor) {

@@ -28,11 +28,16 @@ double peak_flops(const placement::DeviceSpec& spec, placement::MathClass math, 
                   const MathModes& modes);
 
 /// Forward and backward time of one op: for each pass, the larger of FLOPs ÷ (peak × compute
-/// efficiency) and bytes ÷ (bandwidth × memory efficiency), plus kernels × launch time. On a device
-/// with a convolution layout bandwidth, a convolution takes its FLOPs' time plus its bytes at that
-/// rate instead.
+/// efficiency) and bytes ÷ (bandwidth × memory efficiency), plus kernels × launch time and a fused
+/// RNN's library time. On a device with a convolution layout bandwidth, a convolution takes its
+/// FLOPs' time plus its bytes at that rate instead.
 PredictedTime predict_op_time(const placement::OpWork& work, const placement::DeviceSpec& spec,
                               const MathModes& modes);
+
+/// What a fused RNN spends in its library beyond its dispatches, forward (backward: twice that):
+/// rnn_layer_s per layer call and rnn_step_s per layer time step, or two launches per step where
+/// the spec gives no step cost (cuDNN's GEMM and fused gates). 0 for other ops.
+double rnn_library_time(const placement::OpWork& work, const placement::DeviceSpec& spec);
 
 /// Passes over the parameters' bytes that PyTorch's default (foreach) optimizer step makes, for
 /// `optimizer_state_factor` states per parameter: SGD (0) reads parameter and gradient and writes

@@ -282,8 +282,19 @@ SimulationResult Simulator::simulate(const Placement& placement) const {
     result.busy_s[d] += update[d];
     step = std::max(step, backward_done + update[d]);
   }
-  result.step_time_s = step;
+  // One training loop drives every device: its own cost (loss, backward's start, the optimizer's
+  // loop) is paid once, by the slowest host among those in use.
+  double loop = 0.0;
+  for (size_t u = 0; u < n; ++u)
+    if (const auto& spec = devices_.devices[dev[u]].spec) loop = std::max(loop, spec->step_s);
+  result.step_time_s = step + loop;
   return result;
+}
+
+double Simulator::least_step_overhead_s() const {
+  double least = std::numeric_limits<double>::infinity();
+  for (const auto& d : devices_.devices) least = std::min(least, d.spec ? d.spec->step_s : 0.0);
+  return std::isfinite(least) ? least : 0.0;
 }
 
 double Simulator::lower_bound_s() const {
@@ -311,7 +322,7 @@ double Simulator::lower_bound_s() const {
     path[v] = longest + best[v];
     critical = std::max(critical, path[v]);
   }
-  return std::max(critical, work_bound_s());
+  return std::max(critical, work_bound_s()) + least_step_overhead_s();
 }
 
 // The busiest device works at least as long as the optimum T of the linear program that spreads

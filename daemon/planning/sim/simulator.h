@@ -88,7 +88,8 @@ class Simulator {
   /// max(critical path with each op at its fastest device, the busiest device's least work given
   /// the devices' memory (work_bound_s)); transfers free: no valid placement can beat it. Ops that
   /// cannot be timed on any device count nothing. Infinite when the model's memory exceeds all
-  /// devices together (no placement is valid).
+  /// devices together (no placement is valid). Plus the least of the devices' step overheads
+  /// (DeviceSpec::step_s), which every placement pays.
   double lower_bound_s() const;
   /// The least time the busiest device works, with ops split fractionally over the devices within
   /// their usable memory: where the fastest devices cannot hold the model, work must go to slower
@@ -133,6 +134,8 @@ class Simulator {
   /// buffer. An op it cannot is on no device like it in any valid placement (the output layer of a
   /// large vocabulary, which only the host can hold).
   bool holds_alone(size_t op, size_t device) const;
+  /// The least DeviceSpec::step_s among the devices (0 for one without a spec).
+  double least_step_overhead_s() const;
   Cost time_on(const placement::Op& op, const placement::Device& device) const;
   /// Gives graph_'s ops, for each device kind with an unprofiled op that a device of that kind can
   /// predict, the prediction for the first such device (OpProfile::predicted), so that placers

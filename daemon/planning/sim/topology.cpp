@@ -37,6 +37,9 @@ const Figure kFigures[] = {
     {"conv_efficiency", 1, &placement::DeviceSpec::conv_efficiency, 1e-3, 1},
     {"conv_layout_gbs", 1e9, &placement::DeviceSpec::conv_layout_bandwidth, 0, 1e6},
     {"pool_efficiency", 1, &placement::DeviceSpec::pool_efficiency, 1e-6, 1},
+    {"rnn_layer_us", 1e-6, &placement::DeviceSpec::rnn_layer_s, 0, 1e6},
+    {"rnn_step_us", 1e-6, &placement::DeviceSpec::rnn_step_s, 0, 1e6},
+    {"step_us", 1e-6, &placement::DeviceSpec::step_s, 0, 1e6},
 };
 
 }  // namespace

@@ -9,10 +9,11 @@ namespace placement {
 struct CpuCalibration {
   /// Achieved rates, so compute and memory efficiency are 1: fp32_flops from a large matrix
   /// product, memory_bandwidth from an elementwise add over tensors far larger than the caches,
-  /// launch_s from a training step of tiny linear + ReLU layers through placementd's engine (per
-  /// dispatch as the cost model counts them), conv_efficiency (as a fraction of fp32_flops) and
-  /// conv_layout_bandwidth from two 3x3 convolutions trained, one bound by its arithmetic and one
-  /// by its weights, and pool_efficiency from a 3x3 max pooling.
+  /// launch_s and step_s from training steps of 8 and 32 tiny linear + ReLU layers through
+  /// placementd's engine (per dispatch as the cost model counts them, and what is left at none),
+  /// conv_efficiency (as a fraction of fp32_flops) and conv_layout_bandwidth from three
+  /// convolutions trained (bound by arithmetic, by activations, by weights), rnn_layer_s and
+  /// rnn_step_s from an LSTM trained at 4 and 32 steps, and pool_efficiency from a 3x3 max pooling.
   DeviceSpec spec;
   /// Intra-op threads the figures were measured with.
   int threads = 0;

@@ -47,6 +47,16 @@ struct DeviceSpec {
   /// Pooling's fraction of the fp32 peak, per window element compared or summed, where it differs
   /// from compute_efficiency (0: the same). A CPU's NCHW max pooling reaches well under 1%.
   double pool_efficiency = 0.0;
+  /// A fused RNN's cost in its library beyond its dispatches, per layer call and per layer time
+  /// step, forward (backward: twice that). 0 steps: two launches per step, as cuDNN runs a GEMM
+  /// and the fused gates every step. oneDNN on a CPU sets each call up at length (about 100 us)
+  /// and then loops over the steps at a few microseconds each.
+  double rnn_layer_s = 0.0;
+  double rnn_step_s = 0.0;
+  /// Host time a training step spends outside the graph's ops, once per step: the loss, starting
+  /// autograd's backward, the optimizer's and zero_grad's loops. The simulator charges it once per
+  /// step: the largest among the devices a placement uses.
+  double step_s = 0.0;
 
   bool operator==(const DeviceSpec& other) const;
 };

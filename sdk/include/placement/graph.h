@@ -61,10 +61,18 @@ struct OpWork {
   double backward_bytes = 0.0;
   /// Dispatches on the host, each costing the device's launch time: forward, one per kernel and
   /// at least one per op (a view launches nothing but still goes through the dispatcher);
-  /// backward, autograd's node for the op, its kernels (a fused LSTM launches several per time
-  /// step) and one gradient accumulation per trained parameter it reads. 0 backward: no gradient.
+  /// backward, autograd's node for the op, its kernels and one gradient accumulation per trained
+  /// parameter it reads. 0 backward: no gradient.
   int forward_kernels = 1;
   int backward_kernels = 1;
+  /// A fused RNN (aten::lstm, gru, rnn_*): the library calls it makes per pass, one per layer and
+  /// direction, and the time steps those calls run in all (layers × directions × steps). The
+  /// library's own cost per call and per step differs by device (cuDNN launches kernels every
+  /// step; oneDNN sets up each call and then loops cheaply): DeviceSpec::rnn_layer_s, rnn_step_s.
+  /// 0 for every other op, and in graphs captured before they were counted, whose kernel counts
+  /// include the steps.
+  int rnn_layers = 0;
+  int rnn_steps = 0;
   /// The op's kind has no formula: the figures are a conservative memory-bound guess from its
   /// tensors (every input and output read or written once, twice that backward).
   bool estimated = false;

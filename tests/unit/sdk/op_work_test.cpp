@@ -70,7 +70,7 @@ TEST(OpWork, MatrixProductsContractOverTheFirstOperandsLastDimension) {
   EXPECT_DOUBLE_EQ(einsum.forward_flops, 2.0 * 3 * 4 * 5 * 6);
 }
 
-TEST(OpWork, FusedLstmRunsEveryWeightOncePerTimeStepAndLaunchesPerStep) {
+TEST(OpWork, FusedLstmRunsEveryWeightOncePerTimeStepAndCountsItsLayerCallsAndSteps) {
   // 2 layers, hidden 256, input 128, sequence 50, batch 16 (time-major).
   const std::vector<TensorInfo> weights = {tensor({1024, 128}), tensor({1024, 256}), tensor({1024}), tensor({1024}),
                                            tensor({1024, 256}), tensor({1024, 256}), tensor({1024}), tensor({1024})};
@@ -85,7 +85,10 @@ TEST(OpWork, FusedLstmRunsEveryWeightOncePerTimeStepAndLaunchesPerStep) {
   const double weight_numel = 1024.0 * 128 + 3 * 1024.0 * 256;
   const double gates = 16.0 * 50 * 2048;
   EXPECT_DOUBLE_EQ(work.forward_flops, 2.0 * 16 * 50 * weight_numel + 8.0 * gates);
-  EXPECT_EQ(work.forward_kernels, 2 * (1 + 2 * 50));
+  EXPECT_EQ(work.rnn_layers, 2);
+  EXPECT_EQ(work.rnn_steps, 2 * 50);
+  EXPECT_EQ(work.forward_kernels, 2) << "one dispatch per layer; what runs per step is the device's";
+  EXPECT_EQ(work.backward_kernels, 2 + 1) << "and autograd's node";
   // batch_first reads the sequence length from the second dimension.
   const OpWork batch_first = estimate_work(
       "aten::lstm",
@@ -95,6 +98,10 @@ TEST(OpWork, FusedLstmRunsEveryWeightOncePerTimeStepAndLaunchesPerStep) {
        OpArgument::boolean(false), OpArgument::boolean(true)},
       {tensor({16, 50, 256}), tensor({2, 16, 256}), tensor({2, 16, 256})});
   EXPECT_DOUBLE_EQ(batch_first.forward_flops, work.forward_flops);
+  EXPECT_EQ(batch_first.rnn_steps, work.rnn_steps);
+  // Other ops run no RNN library.
+  const OpWork relu = estimate_work("aten::relu", {OpArgument::tensor(tensor({4, 6}))}, {tensor({4, 6})});
+  EXPECT_EQ(relu.rnn_layers + relu.rnn_steps, 0);
 }
 
 TEST(OpWork, EmbeddingBackwardWritesTheWholeTableUnlessSparse) {

@@ -40,9 +40,18 @@ TEST(Serialization, GraphRoundTripsThroughJsonAndCbor) {
   work.backward_kernels = 0;
   work.estimated = true;
   g.ops[0].work = work;
+  OpWork lstm;
+  lstm.rnn_layers = 2;
+  lstm.rnn_steps = 100;
+  g.ops[3].work = lstm;
   const json doc = to_json(g);
   EXPECT_EQ(graph_from_json(doc), g);
   EXPECT_EQ(graph_from_json(json::from_cbor(json::to_cbor(doc))), g);
+  // Graphs written before RNN calls and steps were counted read as none.
+  json old = doc;
+  old["ops"][3]["work"].erase("rnn_layers");
+  old["ops"][3]["work"].erase("rnn_steps");
+  EXPECT_EQ(graph_from_json(old).ops[3].work->rnn_steps, 0);
 }
 
 TEST(Serialization, DevicesPlacementMeasurementRoundTrip) {
@@ -56,6 +65,9 @@ TEST(Serialization, DevicesPlacementMeasurementRoundTrip) {
   spec.compute_efficiency = 0.6;
   spec.conv_layout_bandwidth = 3e9;
   spec.pool_efficiency = 0.004;
+  spec.rnn_layer_s = 1.1e-4;
+  spec.rnn_step_s = 1.5e-6;
+  spec.step_s = 9e-5;
   d.devices[2].spec = spec;
   EXPECT_EQ(devices_from_json(to_json(d)), d);
   d.devices[2].spec->memory_bandwidth = 0;

@@ -25,6 +25,13 @@ TEST(CpuCalibration, MeasuresPlausibleAchievedRates) {
   EXPECT_LT(c.spec.conv_layout_bandwidth, 1e13);
   EXPECT_GT(c.spec.pool_efficiency, 0.0);
   EXPECT_LE(c.spec.pool_efficiency, 1.0);
+  // The loop's own cost and an LSTM layer's setup: more than nothing, less than a second.
+  EXPECT_GE(c.spec.step_s, 0.0);
+  EXPECT_LT(c.spec.step_s, 1.0);
+  EXPECT_GE(c.spec.rnn_layer_s, 0.0);
+  EXPECT_LT(c.spec.rnn_layer_s, 1.0);
+  EXPECT_GT(c.spec.rnn_step_s, 0.0) << "0 would mean a GPU's two launches per step";
+  EXPECT_LT(c.spec.rnn_step_s, 1.0);
   EXPECT_EQ(c.spec.compute_efficiency, 1.0);
   EXPECT_EQ(c.spec.preset, "measured");
   DeviceSet set = DeviceSet::uniform({{DeviceKind::kCpu, 0, 1ull << 30, 1.0, c.spec}}, 1e9, 0);

@@ -97,6 +97,30 @@ TEST(CostModel, PoolingRunsAtItsOwnFractionOfThePeakWhereASpecGivesOne) {
   EXPECT_NEAR(predict_op_time(pool, cpu, {}).forward_s, 1e-3, 1e-12);
 }
 
+TEST(CostModel, AFusedRnnPaysItsLibraryPerLayerCallAndPerStepBackwardTwice) {
+  OpWork lstm;
+  lstm.math = MathClass::kMatmul;
+  lstm.forward_kernels = 0;
+  lstm.backward_kernels = 0;
+  lstm.rnn_layers = 2;
+  lstm.rnn_steps = 2 * 50;
+  // A GPU spec without RNN figures: cuDNN's two launches per step.
+  placement::DeviceSpec gpu = achieved(1e14, 1e12);
+  gpu.launch_s = 5e-6;
+  EXPECT_NEAR(predict_op_time(lstm, gpu, {}).forward_s, 100 * 2 * 5e-6, 1e-12);
+  EXPECT_NEAR(predict_op_time(lstm, gpu, {}).backward_s, 2 * 100 * 2 * 5e-6, 1e-12);
+  // A CPU as calibrated: a long setup per call, cheap steps.
+  placement::DeviceSpec cpu = gpu;
+  cpu.rnn_layer_s = 1e-4;
+  cpu.rnn_step_s = 1e-6;
+  EXPECT_NEAR(predict_op_time(lstm, cpu, {}).forward_s, 2 * 1e-4 + 100 * 1e-6, 1e-12);
+  EXPECT_NEAR(predict_op_time(lstm, cpu, {}).backward_s, 2 * (2 * 1e-4 + 100 * 1e-6), 1e-12);
+  // Other ops pay none of it.
+  OpWork product = lstm;
+  product.rnn_layers = product.rnn_steps = 0;
+  EXPECT_DOUBLE_EQ(predict_op_time(product, cpu, {}).forward_s, 0.0);
+}
+
 TEST(CostModel, UpdateStreamsTheParametersAsOftenAsPyTorchsForeachOptimizerDoes) {
   const placement::DeviceSpec spec = achieved(1e12, 1e9);
   EXPECT_DOUBLE_EQ(predict_update_time(1000000, 2.0, spec), 18e-3);  // Adam

@@ -166,6 +166,25 @@ TEST(Simulator, UnprofiledOpsAreTimedByTheCostModelOnDevicesWithASpec) {
   EXPECT_NEAR(sim.lower_bound_s(), r.step_time_s, 1e-9 * r.step_time_s);
 }
 
+TEST(Simulator, TheTrainingLoopsOwnCostIsPaidOncePerStepByTheSlowestHostInUse) {
+  placement::DeviceSpec fast = teraflop_device(), slow = teraflop_device();
+  fast.step_s = 1e-4;
+  slow.step_s = 3e-4;
+  placement::DeviceSet d = placement::DeviceSet::uniform(
+      {{DeviceKind::kCuda, 0, 1ull << 30, 1.0, fast}, {DeviceKind::kCuda, 1, 1ull << 30, 1.0, slow}}, 1e9, 0);
+  const Simulator sim(with_work(placement::testing::chain(3)), d);
+  const auto on_fast = sim.simulate(Placement{{0, 0, 0}});
+  EXPECT_NEAR(on_fast.step_time_s - on_fast.backward_s, 3 * (18e6 / 1e11 + 1e-5) + 1e-4, 1e-12)
+      << "after the update, once, not per op or per device";
+  const auto split = sim.simulate(Placement{{0, 1, 0}});
+  EXPECT_NEAR(split.step_time_s - split.backward_s, 2 * (18e6 / 1e11 + 1e-5) + 3e-4, 1e-12);
+  // Every placement pays at least the least of them.
+  EXPECT_GE(on_fast.step_time_s, sim.lower_bound_s());
+  d.devices[0].spec->step_s = 0;
+  d.devices[1].spec->step_s = 0;
+  EXPECT_NEAR(sim.lower_bound_s() - Simulator(with_work(placement::testing::chain(3)), d).lower_bound_s(), 1e-4, 1e-12);
+}
+
 TEST(Simulator, ItsGraphCarriesThePredictionsAsProfilesMarkedPredicted) {
   OpGraph g = with_work(placement::testing::chain(2));
   g.ops[0].profile["cpu"] = {0.5, 1.0, 0.0, 100};

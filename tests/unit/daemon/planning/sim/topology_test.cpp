@@ -60,7 +60,7 @@ TEST(Topology, DeviceSpecFromAPresetWithOverrides) {
       "[[device]]\nname = \"cuda:0\"\nspec = \"h100-sxm\"\n"
       "[[device]]\nname = \"cuda:1\"\nspec = \"a100-sxm\"\nmemory_gib = 40\nmemory_bandwidth_gbs = 1555\n"
       "[[device]]\nname = \"cpu:0\"\nmemory_gib = 64\nfp32_tflops = 2\nmemory_bandwidth_gbs = 100\nlaunch_us = 4\n"
-      "conv_layout_gbs = 3.5\npool_efficiency = 0.004\n"
+      "conv_layout_gbs = 3.5\npool_efficiency = 0.004\nrnn_layer_us = 110\nrnn_step_us = 1.5\nstep_us = 90\n"
       "[[device]]\nname = \"cpu:1\"\nmemory_gib = 64\n",
       "t.toml");
   ASSERT_EQ(set.size(), 4u);
@@ -78,6 +78,9 @@ TEST(Topology, DeviceSpecFromAPresetWithOverrides) {
   EXPECT_DOUBLE_EQ(set.devices[2].spec->launch_s, 4e-6);
   EXPECT_DOUBLE_EQ(set.devices[2].spec->conv_layout_bandwidth, 3.5e9);
   EXPECT_DOUBLE_EQ(set.devices[2].spec->pool_efficiency, 0.004);
+  EXPECT_DOUBLE_EQ(set.devices[2].spec->rnn_layer_s, 110e-6);
+  EXPECT_DOUBLE_EQ(set.devices[2].spec->rnn_step_s, 1.5e-6);
+  EXPECT_DOUBLE_EQ(set.devices[2].spec->step_s, 90e-6);
   EXPECT_DOUBLE_EQ(set.devices[2].spec->compute_efficiency, placement::DeviceSpec{}.compute_efficiency);
   EXPECT_FALSE(set.devices[3].spec);
 }
