@@ -3,7 +3,6 @@
 // comparison that re-fits a preset's efficiencies once a graph is profiled on the real device.
 
 #include <algorithm>
-#include <cstdio>
 #include <iostream>
 #include <map>
 #include <stdexcept>
@@ -28,9 +27,8 @@ struct KindTotals {
 
 std::string signed_percent(double predicted, double measured) {
   if (!(measured > 0)) return "-";
-  char text[32];
-  std::snprintf(text, sizeof(text), "%+.1f%%", 100.0 * (predicted - measured) / measured);
-  return text;
+  const double error = (predicted - measured) / measured;
+  return (error >= 0 ? "+" : "") + format_percent(error);
 }
 
 }  // namespace

@@ -276,17 +276,19 @@ SimulationResult Simulator::simulate(const Placement& placement) const {
 
   // optimizer.step() runs after loss.backward() returns; devices update their own parameters.
   std::vector<double> update(D, 0.0);
-  for (size_t u = 0; u < n; ++u) update[resource[dev[u]]] += std::max(costs[u].update, 0.0);
-  double step = backward_done;
-  for (size_t d = 0; d < D; ++d) {
-    result.busy_s[d] += update[d];
-    step = std::max(step, backward_done + update[d]);
+  std::vector<char> used(D, 0);
+  for (size_t u = 0; u < n; ++u) {
+    update[resource[dev[u]]] += std::max(costs[u].update, 0.0);
+    used[dev[u]] = 1;
   }
   // One training loop drives every device: its own cost (loss, backward's start, the optimizer's
   // loop) is paid once, by the slowest host among those in use.
-  double loop = 0.0;
-  for (size_t u = 0; u < n; ++u)
-    if (const auto& spec = devices_.devices[dev[u]].spec) loop = std::max(loop, spec->step_s);
+  double step = backward_done, loop = 0.0;
+  for (size_t d = 0; d < D; ++d) {
+    result.busy_s[d] += update[d];
+    step = std::max(step, backward_done + update[d]);
+    if (used[d] && devices_.devices[d].spec) loop = std::max(loop, devices_.devices[d].spec->step_s);
+  }
   result.step_time_s = step + loop;
   return result;
 }

@@ -91,8 +91,8 @@ CpuCalibration calibrate_cpu(int threads) {
   };
   const auto [few_dispatches, few_s] = tiny_mlp_step(8);
   const auto [many_dispatches, many_s] = tiny_mlp_step(32);
-  c.spec.launch_s = std::max(0.0, (many_s - few_s) / (many_dispatches - few_dispatches));
-  if (c.spec.launch_s <= 0) c.spec.launch_s = many_s / many_dispatches;  // noise swallowed the slope
+  const double slope = (many_s - few_s) / (many_dispatches - few_dispatches);
+  c.spec.launch_s = slope > 0 ? slope : many_s / many_dispatches;  // noise swallowed the slope
   c.spec.step_s = std::max(0.0, many_s - many_dispatches * c.spec.launch_s);
 
   // Convolutions, forward and both gradients: seconds beyond their dispatches for the work capture
