@@ -1,5 +1,6 @@
 #include "commands.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -39,6 +40,13 @@ std::string seconds(std::optional<double> value) { return format_seconds(value);
 // A time in the warm start's report (planning's own JSON).
 std::string json_seconds(const json& value) {
   return seconds(value.is_number() ? std::optional<double>(value.get<double>()) : std::nullopt);
+}
+
+// "73.1 ms ± 0.8 ms": a median and the larger half-width of its 95% interval.
+std::string with_interval(std::optional<double> median, const std::optional<std::array<double, 2>>& interval) {
+  if (!median || !interval) return seconds(median);
+  const double half = std::max(*median - (*interval)[0], (*interval)[1] - *median);
+  return seconds(median) + " ± " + seconds(half);
 }
 
 std::string speedup(const msg::JobSummary& job) {
@@ -141,7 +149,10 @@ int job_show(const Globals& g, uint64_t id, const std::string& plot_path) {
                                             std::to_string(j.profiled_steps) + " profiled steps" +
                                             (profiling_s > 0 ? ", " + seconds(profiling_s) + " of overhead" : "") + ")"});
   head.add({"steps", std::to_string(j.steps) + " (" + std::to_string(j.failed_steps) + " failed)"});
-  head.add({"start / best", seconds(j.start_step_time_s) + " / " + seconds(j.best_step_time_s) + " (" + speedup(j) + ")"});
+  // The best is the placement in force: only an A/B trial puts a candidate there.
+  head.add({"start / best", with_interval(j.start_step_time_s, j.start_step_time_interval_s) + " / " +
+                                with_interval(j.best_step_time_s, j.best_step_time_interval_s) + " (" + speedup(j) +
+                                ")"});
   head.add({"exploration overhead", format_percent(j.exploration_overhead)});
   head.add({"exploration", std::to_string(j.exploration_steps) + " steps" +
                                (j.expected_steps ? " of " + std::to_string(j.expected_steps) + " expected" : std::string()) +
@@ -152,13 +163,13 @@ int job_show(const Globals& g, uint64_t id, const std::string& plot_path) {
   head.align_numbers(false);
   head.print(std::cout);
   std::cout << "\n";
-  Table t({"CANDIDATE", "REASON", "STEPS", "FAILED", "MEDIAN", "OPS PER DEVICE"});
+  Table t({"CANDIDATE", "REASON", "STEPS", "FAILED", "MEDIAN", "OPS PER DEVICE", "TRIAL"});
   for (const msg::CandidateInfo& c : info.candidates) {
     std::string spread;
     for (size_t d = 0; d < c.ops_per_device.size() && d < info.device_names.size(); ++d)
       spread += (spread.empty() ? "" : " ") + info.device_names[d] + "=" + std::to_string(c.ops_per_device[d]);
     t.add({std::to_string(c.id), msg::to_string(c.reason), std::to_string(c.steps), std::to_string(c.failures),
-           seconds(c.median_step_time_s), spread});
+           seconds(c.median_step_time_s), spread, c.trial ? *c.trial : "-"});
   }
   t.print(std::cout);
   if (!plot_path.empty()) {

@@ -103,7 +103,8 @@ class Checker : public TomlChecker {
                    std::map<std::string, double>* set_keys) {
     only(t, where,
          {"steps_per_candidate", "warmup_steps", "max_candidates", "max_overhead_fraction",
-          "failing_reward", "drift_threshold", "drift_steps", "converge_candidates"});
+          "failing_reward", "drift_threshold", "drift_steps", "converge_candidates", "trial_window_steps",
+          "max_trial_steps", "confidence", "min_gain"});
     auto note = [&](const char* key, double v) {
       if (set_keys) (*set_keys)[key] = v;
     };
@@ -123,6 +124,14 @@ class Checker : public TomlChecker {
       note("drift_steps", static_cast<double>(e.drift_steps));
     if (get_int(t, "converge_candidates", where, e.converge_candidates, 0, 10000000))
       note("converge_candidates", static_cast<double>(e.converge_candidates));
+    if (get_int(t, "trial_window_steps", where, e.trial_window_steps, 1, 100000))
+      note("trial_window_steps", static_cast<double>(e.trial_window_steps));
+    if (get_int(t, "max_trial_steps", where, e.max_trial_steps, 16, 100000000))
+      note("max_trial_steps", static_cast<double>(e.max_trial_steps));
+    if (get_float(t, "confidence", where, e.confidence, 0.5, 0.9999))
+      note("confidence", e.confidence);
+    if (get_float(t, "min_gain", where, e.min_gain, 0.0, 1.0))
+      note("min_gain", e.min_gain);
   }
 
   void policy_names(const toml::table& t, const std::string& where, std::string* grouper,
@@ -386,6 +395,10 @@ EffectivePolicy effective_policy(const Config& config, const std::string& job, u
       else if (key == "drift_threshold") e.drift_threshold = v;
       else if (key == "drift_steps") e.drift_steps = static_cast<int64_t>(v);
       else if (key == "converge_candidates") e.converge_candidates = static_cast<int64_t>(v);
+      else if (key == "trial_window_steps") e.trial_window_steps = static_cast<int64_t>(v);
+      else if (key == "max_trial_steps") e.max_trial_steps = static_cast<int64_t>(v);
+      else if (key == "confidence") e.confidence = v;
+      else if (key == "min_gain") e.min_gain = v;
     }
   }
   return out;

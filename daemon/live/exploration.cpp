@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 
+#include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
 namespace placementd {
@@ -15,8 +16,15 @@ namespace {
 // Policy samples drawn per advance before giving up on finding one worth running: a converged
 // policy keeps drawing placements it already measured, which is the signal to stop exploring.
 constexpr int kSamplesPerAdvance = 64;
-// A candidate must beat the best by this much to count as progress for convergence.
-constexpr double kImprovement = 0.01;
+// A screened candidate goes on trial unless its median is slower than the incumbent's by more than
+// this many standard errors of the difference: at 10 screening steps and 30% step-time noise a
+// median is only good to ±12%, so "looked faster over ten steps" would drop a third of the real 5%
+// gains, while a candidate 20% slower is mostly spared a trial.
+constexpr double kScreenZ = 1.0;
+// The standard error of a median of n normal samples is sqrt(pi/2) sigma / sqrt(n); sigma comes
+// from the median absolute deviation (1.4826 MAD, robust to a spike).
+constexpr double kMedianEfficiency = 1.2533;
+constexpr double kMadToSigma = 1.4826;
 
 bool exploring(SessionState s) { return s == SessionState::kExploring || s == SessionState::kReexploring; }
 
@@ -27,6 +35,8 @@ Directive issue(Session& s, Placement placement, Reason reason, std::optional<st
   record.reason = reason;
   record.action = std::move(action);
   s.current_candidate = record.id;
+  s.warmup_left = s.policy.exploration.warmup_steps;
+  s.screen_steps = 0;
   Directive d;
   d.placement_id = record.id;
   d.reason = record.reason;
@@ -38,7 +48,7 @@ Directive issue(Session& s, Placement placement, Reason reason, std::optional<st
 // The measured candidate with this placement, if any (repeats are scored, not run again).
 const CandidateRecord* measured(const Session& s, const std::string& fingerprint) {
   for (const auto& [id, c] : s.candidates)
-    if (!c.stale && c.median(s.policy.exploration.warmup_steps) && c.placement.fingerprint() == fingerprint) return &c;
+    if (!c.stale && c.median() && c.placement.fingerprint() == fingerprint) return &c;
   return nullptr;
 }
 
@@ -71,18 +81,44 @@ std::string exhausted(const Session& s) {
   if (s.expected_steps > 0 && s.exploration_steps >= e.max_overhead_fraction * static_cast<double>(s.expected_steps))
     return "max_overhead_fraction of the expected steps spent";
   if (e.converge_candidates > 0 && s.since_improvement >= e.converge_candidates)
-    return "converged (" + std::to_string(s.since_improvement) + " candidates without a 1% gain)";
+    return "converged (" + std::to_string(s.since_improvement) + " candidates in a row, none shown faster)";
   if (!s.pipeline->policy() && s.candidates.size() >= 2) return "the placer is deterministic";
   return "";
+}
+
+TrialPlan trial_plan(const ExplorationConfig& e) {
+  TrialPlan plan;
+  plan.window_steps = e.trial_window_steps;
+  plan.max_steps = e.max_trial_steps;
+  plan.confidence = e.confidence;
+  plan.min_gain = e.min_gain;
+  return plan;
+}
+
+// Runs candidate `id` (measured already) again; nullopt when it runs now. A swap's first steps are
+// warm-up again: caches, allocators and the parameters' new homes settle.
+std::optional<Directive> move_to(Session& s, uint64_t id, Reason reason) {
+  if (s.current_candidate == id) return std::nullopt;
+  s.current_candidate = id;
+  s.warmup_left = s.policy.exploration.warmup_steps;
+  Directive d;
+  d.placement_id = id;
+  d.reason = reason;
+  d.placement = s.candidates.at(id).placement;
+  return d;
 }
 
 Directive exploit(Session& s, const std::string& why) {
   const CandidateRecord* best = s.best();
   s.state = SessionState::kExploiting;
   s.drift_count = 0;
-  s.current_candidate = best->id;
+  s.drift_reference = best->median();
+  s.trial.reset();
+  s.finishing.clear();
   spdlog::info("job {} '{}': exploiting placement {} ({:.6f} s/step, {} candidates): {}", s.id, s.job, best->id,
-               *best->median(s.policy.exploration.warmup_steps), s.candidates.size(), why);
+               *best->median(), s.candidates.size(), why);
+  if (s.current_candidate != best->id) s.warmup_left = s.policy.exploration.warmup_steps;
+  s.current_candidate = best->id;
   Directive d;
   d.placement_id = best->id;
   d.reason = Reason::kBest;
@@ -90,29 +126,178 @@ Directive exploit(Session& s, const std::string& why) {
   return d;
 }
 
-// Scores the candidate that just finished (or failed) and trains the policy on it.
+// Scores the candidate whose screening just finished (or failed) and trains the policy on it.
 void score(Session& s, CandidateRecord& c) {
   const ExplorationConfig& e = s.policy.exploration;
-  std::optional<double> best_time;
-  for (const auto& [id, other] : s.candidates)
-    if (id != c.id && !other.stale)
-      if (auto m = other.median(e.warmup_steps); m && (!best_time || *m < *best_time)) best_time = m;
-  const std::optional<double> median = c.failures == 0 ? c.median(e.warmup_steps) : std::nullopt;
+  const std::optional<double> median = c.failures == 0 ? c.median() : std::nullopt;
   c.measured_at_step = s.steps;
   c.measured_at_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.attached_steady).count();
   if (c.action) {
     if (median) s.algorithm->observe(*c.action, reward_of(*median), true);
     else s.algorithm->observe(*c.action, e.failing_reward, false);
   }
-  if (median && (!best_time || *median < (1.0 - kImprovement) * *best_time)) s.since_improvement = 0;
-  else ++s.since_improvement;
+  // Progress is a trial won (advance_trial resets this), never a screening that looked good.
+  ++s.since_improvement;
+}
+
+// The standard error of log(median) of a candidate's steps.
+double log_median_error(const CandidateRecord& c) {
+  std::vector<double> logs;
+  for (double t : c.step_times) logs.push_back(std::log(t));
+  const size_t n = logs.size();
+  if (n < 2) return 0.0;
+  const size_t mid = n / 2;
+  std::nth_element(logs.begin(), logs.begin() + mid, logs.end());
+  const double center = logs[mid];
+  for (double& x : logs) x = std::abs(x - center);
+  std::nth_element(logs.begin(), logs.begin() + mid, logs.end());
+  return kMedianEfficiency * kMadToSigma * logs[mid] / std::sqrt(static_cast<double>(n));
+}
+
+// Whether a screened candidate goes on trial against the incumbent (see kScreenZ).
+bool worth_a_trial(const Session& s, const CandidateRecord& c) {
+  const CandidateRecord* incumbent = s.best();
+  if (!incumbent || incumbent->id == c.id || c.failures > 0 || !c.median()) return false;
+  if (c.placement.fingerprint() == incumbent->placement.fingerprint()) return false;
+  const double gap = std::log(*c.median()) - std::log(*incumbent->median());
+  const double a = log_median_error(c), b = log_median_error(*incumbent);
+  return gap < kScreenZ * std::sqrt(a * a + b * b);
 }
 
 // Nothing ran well and nothing is left to try: back to the placement the job started on.
 Directive fall_back(Session& s, const std::string& why) {
   spdlog::warn("job {} '{}': no candidate measured well ({}); keeping the start placement", s.id, s.job, why);
   s.state = SessionState::kExploiting;
-  return issue(s, s.candidates.begin()->second.placement, Reason::kStart, std::nullopt);
+  s.trial.reset();
+  s.finishing.clear();
+  Directive d = issue(s, s.candidates.begin()->second.placement, Reason::kStart, std::nullopt);
+  s.incumbent = d.placement_id;
+  return d;
+}
+
+// Exploration is over (`why`). The incumbent won the last of many trials: the winner of many
+// comparisons is the likeliest to have won by luck (the winner's curse), so before the job is left
+// on it, it goes through one more trial against the start, on fresh steps (the final check).
+std::optional<Directive> finish(Session& s, const std::string& why) {
+  const CandidateRecord* best = s.best();
+  const CandidateRecord* start = s.start();
+  if (best->placement.fingerprint() == start->placement.fingerprint()) return exploit(s, why);
+  spdlog::info("job {} '{}': {}; checking placement {} against the start ({}) before keeping it", s.id, s.job, why,
+               best->id, start->id);
+  s.finishing = why;
+  s.trial.emplace(start->id, best->id, trial_plan(s.policy.exploration), true);
+  if (auto d = move_to(s, s.trial->running(), Reason::kBest)) return d;
+  return std::nullopt;
+}
+
+bool trial_budget_spent(const Session& s) {
+  const ExplorationConfig& e = s.policy.exploration;
+  return s.expected_steps > 0 &&
+         s.exploration_steps >= e.max_overhead_fraction * static_cast<double>(s.expected_steps);
+}
+
+std::optional<Directive> next_candidate(Session& s);
+
+// After a candidate's screening or trial: persist, then stop, pause or go on.
+std::optional<Directive> after_candidate(Session& s, Store& store) {
+  // The policy's state is written on progress and every 10 candidates (it can be megabytes).
+  persist_best(s, store);
+  if (s.since_improvement == 0 || s.candidates.size() % 10 == 0) persist_policy(s, store);
+  const bool any_best = s.best() != nullptr;
+  if (const std::string why = exhausted(s); !why.empty()) {
+    if (any_best) return finish(s, why);
+    return fall_back(s, why);
+  }
+  if (any_best && s.state == SessionState::kExploring && over_pace(s)) {
+    s.paused = true;
+    return exploit(s, "paused: exploration took " +
+                          std::to_string(static_cast<int>(100.0 * s.exploration_seconds / s.measured_seconds)) +
+                          "% of the job's time (max_overhead_fraction; the job gave no expected_steps)");
+  }
+  return next_candidate(s);
+}
+
+const char* verdict_name(TrialVerdict v) {
+  switch (v) {
+    case TrialVerdict::kFaster: return "faster";
+    case TrialVerdict::kNotFaster: return "not faster";
+    case TrialVerdict::kUnclear: return "unclear";
+    case TrialVerdict::kUndecided: break;
+  }
+  return "undecided";
+}
+
+// A trial's window ended (or its challenger failed a step): look, then swap arms or decide.
+std::optional<Directive> advance_trial(Session& s, Store& store) {
+  Trial& t = *s.trial;
+  CandidateRecord& challenger = s.candidates.at(t.challenger());
+  TrialVerdict verdict = challenger.failures > 0 ? TrialVerdict::kNotFaster : t.close_window();
+  if (verdict == TrialVerdict::kUndecided && !t.final_check() && trial_budget_spent(s)) verdict = TrialVerdict::kUnclear;
+  if (verdict == TrialVerdict::kUndecided) {
+    const uint64_t next = t.running();
+    return move_to(s, next, next == s.incumbent ? Reason::kBest : s.candidates.at(next).reason);
+  }
+  challenger.trial = TrialOutcome{t.incumbent(), verdict, t.last_look(), t.pairs(), t.final_check()};
+  const auto& ratio = t.last_look();
+  spdlog::info("job {} '{}': placement {} {} than {} after {} pairs of windows ({})", s.id, s.job, challenger.id,
+               verdict_name(verdict), t.incumbent(), t.pairs(),
+               ratio ? fmt::format("{:+.1f}%, {:+.1f}% to {:+.1f}%", 100.0 * std::expm1(ratio->estimate),
+                                   100.0 * std::expm1(ratio->low), 100.0 * std::expm1(ratio->high))
+                     : std::string("no look yet"));
+  const bool final_check = t.final_check();
+  s.trial.reset();
+  if (final_check) {
+    const std::string why = s.finishing;
+    if (verdict != TrialVerdict::kFaster) {
+      s.incumbent = t.incumbent();
+      return exploit(s, why + "; placement " + std::to_string(challenger.id) +
+                            " was not shown faster than the start, which the job keeps");
+    }
+    return exploit(s, why);
+  }
+  if (verdict == TrialVerdict::kFaster) {
+    s.incumbent = challenger.id;
+    s.since_improvement = 0;
+  }
+  return after_candidate(s, store);
+}
+
+std::optional<Directive> next_candidate(Session& s) {
+  const ExplorationConfig& e = s.policy.exploration;
+  if (!s.single_device_tried) {
+    s.single_device_tried = true;
+    if (std::optional<Placement> p = single_device_candidate(s)) return issue(s, std::move(*p), Reason::kSingleDevice, std::nullopt);
+  }
+  // A warm-started policy's first candidate is what it imitated, not a sample around it.
+  if (!s.warm_start_tried && s.warm_start && s.warm_start->skipped.empty()) {
+    s.warm_start_tried = true;
+    if (!measured(s, s.warm_start->placement.fingerprint()) && s.memory_model->check_memory(s.warm_start->placement).valid)
+      return issue(s, s.warm_start->placement, Reason::kWarmStart, s.warm_start->action);
+  }
+
+  for (int attempt = 0; attempt < kSamplesPerAdvance; ++attempt) {
+    PolicyPipeline::Sample sample = s.pipeline->sample(s.rng);
+    placement::Action action = std::move(sample.action);
+    Placement p = std::move(sample.placement);
+    const sim::SimulationResult memory = s.memory_model->check_memory(p);
+    if (!memory.valid) {
+      ++s.rejected;
+      for (size_t d : memory.over_capacity()) ++s.rejected_by_device[s.devices.devices[d].name()];
+      s.algorithm->observe(action, e.failing_reward, false);
+      continue;
+    }
+    if (const CandidateRecord* known = measured(s, p.fingerprint())) {
+      ++s.repeats_scored;
+      s.algorithm->observe(action, reward_of(*known->median()), true);
+      if (!s.pipeline->policy()) break;  // a deterministic placer answers the same again
+      continue;
+    }
+    return issue(s, std::move(p), s.state == SessionState::kReexploring ? Reason::kReexplore : Reason::kPolicy,
+                 std::move(action));
+  }
+  const std::string why = "the policy only proposes placements already measured or rejected";
+  if (s.best()) return finish(s, why);
+  return fall_back(s, why);
 }
 
 }  // namespace
@@ -139,10 +324,11 @@ std::string policy_key(const Session& s) {
 
 Directive start_session(Session& s) {
   s.state = SessionState::kProfiling;
-  if (s.cached) return issue(s, *s.cached, Reason::kCached, std::nullopt);
-  Placement start = s.job_start ? *s.job_start : Placement::single(*s.graph, 0);
-  start.enforce_pins(*s.graph, s.devices);
-  return issue(s, std::move(start), Reason::kStart, std::nullopt);
+  Placement start = s.cached ? *s.cached : s.job_start ? *s.job_start : Placement::single(*s.graph, 0);
+  if (!s.cached) start.enforce_pins(*s.graph, s.devices);
+  Directive d = issue(s, std::move(start), s.cached ? Reason::kCached : Reason::kStart, std::nullopt);
+  s.incumbent = d.placement_id;  // in force from the first step
+  return d;
 }
 
 bool record_report(Session& s, const placement::Measurement& m) {
@@ -152,14 +338,24 @@ bool record_report(Session& s, const placement::Measurement& m) {
     return false;
   }
   CandidateRecord& c = it->second;
+  const bool current = c.id == s.current_candidate;
   ++s.steps;
   s.measured_seconds += m.step_time_s;
+  bool window_full = false;
   // A profiled step is slower by its instrumentation: a step of the job, no measurement.
   if (m.profiled) {
     ++s.profiled_steps;
     c.profiled_times.push_back(m.step_time_s);
   } else if (m.ok) {
-    c.step_times.push_back(m.step_time_s);
+    if (current) ++s.screen_steps;
+    // The first steps after a swap are warm-up; a report in flight from before it is no such step.
+    if (current && s.warmup_left > 0) {
+      --s.warmup_left;
+      ++c.warmup_steps;
+    } else {
+      c.record(m.step_time_s);
+      if (s.trial && current) window_full = s.trial->add(c.id, m.step_time_s);
+    }
   } else {
     if (c.failures++ == 0) {
       c.error = m.error;
@@ -168,23 +364,26 @@ bool record_report(Session& s, const placement::Measurement& m) {
     }
     ++s.failed_steps;
   }
-  if (exploring(s.state) && c.id == s.current_candidate && c.reason != Reason::kRemeasure) {
+  // Steps off the placement in force while exploring: a candidate's screening, its trial windows,
+  // and the start's windows in the final check.
+  if (exploring(s.state) && current && c.id != s.incumbent && c.reason != Reason::kRemeasure) {
     ++s.exploration_steps;
     s.exploration_seconds += m.step_time_s;
   }
   // After a plugin failed, the placement in force stays: nothing is left to decide.
-  if (s.advance_pending || c.id != s.current_candidate || !s.policy_error.empty()) return false;
+  if (s.advance_pending || !current || !s.policy_error.empty()) return false;
   const ExplorationConfig& e = s.policy.exploration;
   bool due = false;
   if (s.state == SessionState::kExploiting) {
-    const CandidateRecord* best = s.best();
-    const auto best_time = best ? best->median(e.warmup_steps) : std::nullopt;
+    const std::optional<double> best_time = s.drift_reference;
     if (m.ok && !m.profiled && best_time && m.step_time_s > *best_time * (1.0 + e.drift_threshold)) ++s.drift_count;
     else s.drift_count = 0;
     due = s.drift_count >= e.drift_steps;
     due = due || (s.paused && may_resume(s));
+  } else if (s.trial) {
+    due = window_full || (!m.ok && c.id == s.trial->challenger());
   } else if (s.state == SessionState::kProfiling || exploring(s.state)) {
-    due = !m.ok || static_cast<int64_t>(c.step_times.size()) >= e.steps_per_candidate;
+    due = !m.ok || s.screen_steps >= e.steps_per_candidate;
   }
   if (due) s.advance_pending = true;
   return due;
@@ -195,14 +394,16 @@ std::optional<Directive> advance_session(Session& s, Store& store) {
   const ExplorationConfig& e = s.policy.exploration;
   auto current = s.candidates.find(s.current_candidate);
   if (current == s.candidates.end()) return std::nullopt;
+  if (s.trial) return advance_trial(s, store);
 
-  const bool resuming = s.state == SessionState::kExploiting && s.paused && s.drift_count < e.drift_steps;
-  if (resuming) {
+  if (s.state == SessionState::kExploiting && s.paused && s.drift_count < e.drift_steps) {
     s.paused = false;
     s.state = SessionState::kExploring;
     spdlog::info("job {} '{}': exploration overhead down to {:.1f}% of the job's time; exploring again", s.id, s.job,
                  100.0 * s.exploration_seconds / s.measured_seconds);
-  } else if (s.state == SessionState::kExploiting) {
+    return next_candidate(s);
+  }
+  if (s.state == SessionState::kExploiting) {
     // Drift: what was measured before no longer describes this machine. Re-measure the best,
     // then let the (already trained) policy try a few placements around it.
     s.paused = false;
@@ -216,61 +417,29 @@ std::optional<Directive> advance_session(Session& s, Store& store) {
     return issue(s, current->second.placement, Reason::kRemeasure, std::nullopt);
   }
 
-  if (!resuming) {  // the placement that ran was the best, already scored
-    score(s, current->second);
-    if (s.state == SessionState::kReexploring && current->second.reason != Reason::kRemeasure) --s.reexplore_left;
-    if (s.state == SessionState::kProfiling) s.state = SessionState::kExploring;
-    // The policy's state is written on progress and every 10 candidates (it can be megabytes).
-    persist_best(s, store);
-    if (s.since_improvement == 0 || s.candidates.size() % 10 == 0) persist_policy(s, store);
-
-    const bool any_best = s.best() != nullptr;
-    if (const std::string why = exhausted(s); !why.empty()) return any_best ? exploit(s, why) : fall_back(s, why);
-    if (any_best && s.state == SessionState::kExploring && over_pace(s)) {
-      s.paused = true;
-      return exploit(s, "paused: exploration took " +
-                            std::to_string(static_cast<int>(100.0 * s.exploration_seconds / s.measured_seconds)) +
-                            "% of the job's time (max_overhead_fraction; the job gave no expected_steps)");
-    }
+  // A screening finished (or failed).
+  CandidateRecord& c = current->second;
+  score(s, c);
+  if (s.state == SessionState::kReexploring && c.reason != Reason::kRemeasure) --s.reexplore_left;
+  if (s.state == SessionState::kProfiling) {
+    s.state = SessionState::kExploring;
+    s.incumbent = c.id;
+    s.since_improvement = 0;  // the first measurement is progress: the policy state is saved
+  } else if (c.reason == Reason::kRemeasure) {
+    s.incumbent = c.id;
+  } else if (worth_a_trial(s, c)) {
+    // The challenger runs now: its first window starts without a swap.
+    s.trial.emplace(s.incumbent, c.id, trial_plan(e), false);
+    return std::nullopt;
   }
-  if (!s.single_device_tried) {
-    s.single_device_tried = true;
-    if (std::optional<Placement> p = single_device_candidate(s)) return issue(s, std::move(*p), Reason::kSingleDevice, std::nullopt);
-  }
-  // A warm-started policy's first candidate is what it imitated, not a sample around it.
-  if (!s.warm_start_tried && s.warm_start && s.warm_start->skipped.empty()) {
-    s.warm_start_tried = true;
-    if (!measured(s, s.warm_start->placement.fingerprint()) && s.memory_model->check_memory(s.warm_start->placement).valid)
-      return issue(s, s.warm_start->placement, Reason::kWarmStart, s.warm_start->action);
-  }
-
-  for (int attempt = 0; attempt < kSamplesPerAdvance; ++attempt) {
-    PolicyPipeline::Sample sample = s.pipeline->sample(s.rng);
-    placement::Action action = std::move(sample.action);
-    Placement p = std::move(sample.placement);
-    const sim::SimulationResult memory = s.memory_model->check_memory(p);
-    if (!memory.valid) {
-      ++s.rejected;
-      for (size_t d : memory.over_capacity()) ++s.rejected_by_device[s.devices.devices[d].name()];
-      s.algorithm->observe(action, e.failing_reward, false);
-      continue;
-    }
-    if (const CandidateRecord* known = measured(s, p.fingerprint())) {
-      ++s.repeats_scored;
-      s.algorithm->observe(action, reward_of(*known->median(e.warmup_steps)), true);
-      if (!s.pipeline->policy()) break;  // a deterministic placer answers the same again
-      continue;
-    }
-    return issue(s, std::move(p), s.state == SessionState::kReexploring ? Reason::kReexplore : Reason::kPolicy,
-                 std::move(action));
-  }
-  const std::string why = "the policy only proposes placements already measured or rejected";
-  return s.best() ? exploit(s, why) : fall_back(s, why);
+  return after_candidate(s, store);
 }
 
 std::optional<Directive> stop_exploring(Session& s, const std::string& why) {
   s.advance_pending = false;
   s.paused = false;
+  s.trial.reset();
+  s.finishing.clear();
   if (s.candidates.empty()) return std::nullopt;  // not started: its start placement comes next
   const uint64_t before = s.current_candidate;
   if (s.best()) {
@@ -282,6 +451,8 @@ std::optional<Directive> stop_exploring(Session& s, const std::string& why) {
   if (current != s.candidates.end() &&
       current->second.placement.fingerprint() == s.candidates.begin()->second.placement.fingerprint()) {
     s.state = SessionState::kExploiting;
+    s.incumbent = before;  // what it measures from now on is the best there is
+    s.drift_reference = current->second.median();
     return std::nullopt;
   }
   return fall_back(s, why);
@@ -291,7 +462,7 @@ bool persist_best(Session& s, Store& store) {
   if (!s.graph) return false;
   try {
     if (const CandidateRecord* b = s.best())
-      return store.offer(*s.graph, s.devices, {b->placement, *b->median(s.policy.exploration.warmup_steps), s.job});
+      return store.offer(*s.graph, s.devices, {b->placement, *b->median(), s.job});
   } catch (const std::exception& e) {
     spdlog::error("job {} '{}': cannot persist its best placement: {}", s.id, s.job, e.what());
   }

@@ -3,11 +3,16 @@
 // reports. Socket-free and thread-agnostic (LiveSession holds the lock), so tests drive it
 // directly with made-up step times.
 //
-//   profiling    the start placement (the stored best, else the job's own) runs k steps
-//   exploring    policy samples, pre-screened by the memory model, run k steps each; their
-//                reward (−√median, or the failing reward) trains the policy
-//   exploiting   the best measured placement runs for good; a drift of its step time starts...
-//   re-exploring a few more samples after re-measuring the best, then back to exploiting
+//   profiling    the start placement (the stored best, else the job's own) runs k steps; it is
+//                the incumbent, the placement in force
+//   exploring    policy samples, pre-screened by the memory model, run k steps each (screening);
+//                their reward (−√median, or the failing reward) trains the policy. A screening
+//                not clearly slower than the incumbent puts the candidate on an A/B trial against
+//                it (live/trial.h): only a "faster" verdict makes it the incumbent. When
+//                exploration ends, an incumbent never tried against the start directly is tried
+//                against it once more (the final check); without that evidence the start stays.
+//   exploiting   the incumbent runs for good; a drift of its step time starts...
+//   re-exploring a few more samples after re-measuring the incumbent, then back to exploiting
 
 #include <cstdint>
 #include <optional>
@@ -26,21 +31,23 @@ using placement::messages::Directive;
 Directive start_session(Session& session);
 
 /// Records one step report (cheap; on the session's strand). Returns true when the policy has to
-/// run advance_session() now: the current candidate finished (k good steps) or failed, or the
-/// best placement drifted. Reports of earlier placements still count for their own candidate.
+/// run advance_session() now: the current candidate's screening finished (k good steps) or failed,
+/// a trial's window is full, or the best placement drifted. Reports of earlier placements still
+/// count for their own candidate (outside any trial window).
 bool record_report(Session& session, const placement::Measurement& report);
 
-/// Policy work (seconds for big policies: run it off the I/O thread): scores the finished
-/// candidate, trains the policy on it, persists a new best and the policy state in `store`, and
-/// picks what runs next. nullopt: the job keeps its current placement.
+/// Policy work (seconds for big policies: run it off the I/O thread): scores the screened
+/// candidate and trains the policy on it, or closes a trial's window and looks; persists the
+/// incumbent and the policy state in `store`, and picks what runs next. nullopt: the job keeps its
+/// current placement.
 std::optional<Directive> advance_session(Session& session, Store& store);
 
-/// Ends exploration for good (plugin code failed: `why`): the best placement measured runs from
-/// now on, or the start placement when none measured well. Returns the directive that moves the
+/// Ends exploration for good (plugin code failed: `why`): the incumbent runs from now on (a trial
+/// in progress is dropped), or the start placement when none measured well. Returns the directive that moves the
 /// job there; nullopt when it runs that placement already. No plugin code runs.
 std::optional<Directive> stop_exploring(Session& session, const std::string& why);
 
-/// Offers the best placement measured to the store (as on detach, disconnect and SIGTERM); a
+/// Offers the incumbent to the store (as on detach, disconnect and SIGTERM); a
 /// store that cannot write is logged. Returns true if it was written.
 bool persist_best(Session& session, Store& store);
 

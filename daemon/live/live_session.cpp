@@ -241,7 +241,7 @@ messages::Detached LiveSession::on_detach() {
     if (s_.state == SessionState::kDetached) return detached;
     detached.persisted = persist_locked();
     if (const CandidateRecord* b = s_.best()) {
-      detached.best_step_time_s = *b->median(s_.policy.exploration.warmup_steps);
+      detached.best_step_time_s = *b->median();
       // Taken now or after an earlier candidate: what counts is that the store holds it.
       if (auto stored = store_.best(*s_.graph, s_.devices))
         detached.persisted = detached.persisted || stored->step_time_s <= *detached.best_step_time_s;

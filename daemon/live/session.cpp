@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include <nlohmann/json.hpp>
 
@@ -11,14 +12,38 @@ namespace placementd {
 
 using nlohmann::json;
 
-std::vector<double> CandidateRecord::measured(int64_t warmup) const {
-  const size_t skip = static_cast<size_t>(std::max<int64_t>(warmup, 0));
-  if (step_times.size() <= skip) return {};
-  return std::vector<double>(step_times.begin() + static_cast<std::ptrdiff_t>(skip), step_times.end());
+namespace {
+
+std::string percent(double log_ratio) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%+.1f%%", 100.0 * std::expm1(log_ratio));
+  return buf;
 }
 
-std::optional<double> CandidateRecord::median(int64_t warmup) const {
-  std::vector<double> kept = measured(warmup);
+}  // namespace
+
+std::string describe(const TrialOutcome& t) {
+  const char* verdict = t.verdict == TrialVerdict::kFaster      ? "faster than "
+                        : t.verdict == TrialVerdict::kNotFaster ? "not faster than "
+                        : t.verdict == TrialVerdict::kUnclear   ? "no faster than "
+                                                                : "on trial against ";
+  std::string out = verdict + std::string(t.final_check ? "the start " : "") + std::to_string(t.against);
+  if (t.verdict == TrialVerdict::kUnclear) out += " (unclear at the cap)";
+  if (t.log_ratio)
+    out += ": " + percent(t.log_ratio->estimate) + " (" + percent(t.log_ratio->low) + " to " +
+           percent(t.log_ratio->high) + ")";
+  return out + ", " + std::to_string(t.pairs) + " pairs";
+}
+
+void CandidateRecord::record(double step_time_s) {
+  if (step_times.size() >= 2 * kKeptSteps)
+    step_times.erase(step_times.begin(), step_times.begin() + static_cast<std::ptrdiff_t>(kKeptSteps));
+  step_times.push_back(step_time_s);
+  ++measured_steps;
+}
+
+std::optional<double> CandidateRecord::median() const {
+  std::vector<double> kept = step_times;
   if (kept.empty()) return std::nullopt;
   const size_t mid = kept.size() / 2;
   std::nth_element(kept.begin(), kept.begin() + mid, kept.end());
@@ -28,8 +53,8 @@ std::optional<double> CandidateRecord::median(int64_t warmup) const {
   return (kept[mid - 1] + upper) / 2.0;
 }
 
-std::optional<std::array<double, 2>> CandidateRecord::median_interval(int64_t warmup) const {
-  std::vector<double> kept = measured(warmup);
+std::optional<std::array<double, 2>> CandidateRecord::median_interval() const {
+  std::vector<double> kept = step_times;
   const size_t n = kept.size();
   // [x(l), x(n+1-l)] (1-based, sorted) covers the median with probability 1 - 2 P(B <= l-1),
   // B ~ Binomial(n, 1/2): take the largest l that keeps that at 95% or more.
@@ -48,30 +73,18 @@ std::optional<std::array<double, 2>> CandidateRecord::median_interval(int64_t wa
 }
 
 const CandidateRecord* Session::best() const {
-  // Once exploiting, the placement in force is the answer: its median rests on many more steps
-  // than any candidate's, so a candidate measured a hair faster over a few steps does not unseat it.
-  if (state == SessionState::kExploiting)
-    if (auto it = candidates.find(current_candidate);
-        it != candidates.end() && !it->second.stale && it->second.median(policy.exploration.warmup_steps))
-      return &it->second;
-  const CandidateRecord* best = nullptr;
-  std::optional<double> best_time;
-  for (const auto& [id, c] : candidates) {
-    if (c.stale) continue;
-    const auto m = c.median(policy.exploration.warmup_steps);
-    if (m && (!best_time || *m < *best_time)) {
-      best = &c;
-      best_time = m;
-    }
-  }
-  return best;
+  const auto it = candidates.find(incumbent);
+  if (it == candidates.end() || !it->second.median()) return nullptr;
+  return &it->second;
 }
+
+const CandidateRecord* Session::start() const { return candidates.empty() ? nullptr : &candidates.begin()->second; }
 
 double Session::profiling_overhead_seconds() const {
   double extra = 0.0;
   for (const auto& [id, c] : candidates) {
     if (c.profiled_times.empty() || !(c.reason == Reason::kStart || c.reason == Reason::kCached)) continue;
-    const std::optional<double> m = c.median(policy.exploration.warmup_steps);
+    const std::optional<double> m = c.median();
     if (!m) continue;
     double total = 0.0;
     for (double t : c.profiled_times) total += t;
@@ -89,15 +102,14 @@ std::set<std::string> Session::profiled_kinds() const {
 }
 
 placement::messages::JobSummary Session::summary() const {
-  const int64_t warmup = policy.exploration.warmup_steps;
   const CandidateRecord* b = best();
   placement::messages::JobSummary out;
-  if (!candidates.empty()) out.start_step_time_s = candidates.begin()->second.median(warmup);
-  if (b) out.best_step_time_s = b->median(warmup);
-  if (!candidates.empty()) out.start_step_time_interval_s = candidates.begin()->second.median_interval(warmup);
-  if (b) out.best_step_time_interval_s = b->median_interval(warmup);
+  if (!candidates.empty()) out.start_step_time_s = candidates.begin()->second.median();
+  if (b) out.best_step_time_s = b->median();
+  if (!candidates.empty()) out.start_step_time_interval_s = candidates.begin()->second.median_interval();
+  if (b) out.best_step_time_interval_s = b->median_interval();
   if (auto it = candidates.find(current_candidate); it != candidates.end())
-    out.current_step_time_s = it->second.median(warmup);
+    out.current_step_time_s = it->second.median();
   // Time spent running exploration candidates, and profiling beyond the start's own step time, as
   // a fraction of measured step time (the start placement is what the job would have run anyway).
   const double profiling = profiling_overhead_seconds();
@@ -107,7 +119,7 @@ placement::messages::JobSummary Session::summary() const {
   // When the search first got within 2% of the best it has now (issue #5's convergence figure).
   if (b)
     for (const auto& [cid, c] : candidates) {
-      const auto m = c.median(warmup);
+      const auto m = c.median();
       if (c.stale || !m || !c.measured_at_step || *m > 1.02 * *out.best_step_time_s) continue;
       out.steps_to_within_2pct = *c.measured_at_step;
       out.seconds_to_within_2pct = *c.measured_at_s;
@@ -166,10 +178,11 @@ placement::messages::JobInfo Session::detail() const {
     ci.stale = c.stale;
     ci.placement_fingerprint = c.placement.fingerprint();
     for (auto n : c.placement.ops_per_device(devices.size())) ci.ops_per_device.push_back(n);
-    ci.steps = c.step_times.size();
+    ci.steps = c.measured_steps + c.warmup_steps;
     ci.failures = c.failures;
     if (!c.error.empty()) ci.error = c.error;
-    ci.median_step_time_s = c.median(policy.exploration.warmup_steps);
+    ci.median_step_time_s = c.median();
+    if (c.trial) ci.trial = describe(*c.trial);
     info.candidates.push_back(std::move(ci));
   }
   for (const auto& d : devices.devices) info.device_names.push_back(d.name());

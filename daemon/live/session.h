@@ -17,6 +17,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "config/config.h"
+#include "live/trial.h"
 #include "placement/algorithm.h"
 #include "placement/devices.h"
 #include "placement/graph.h"
@@ -36,12 +37,27 @@ namespace placementd {
 using SessionState = placement::messages::JobState;
 using placement::messages::Reason;
 
+/// How a candidate's A/B trial against the placement in force ended.
+struct TrialOutcome {
+  /// The candidate it was compared with (the incumbent; the start in a final check).
+  uint64_t against = 0;
+  TrialVerdict verdict = TrialVerdict::kUndecided;
+  /// log(this / against): estimate and interval at the trial's confidence; nullopt before a look.
+  std::optional<ShiftInterval> log_ratio;
+  int64_t pairs = 0;
+  bool final_check = false;
+};
+
+/// The outcome in words, as `placementctl jobs show` prints it.
+std::string describe(const TrialOutcome& t);
+
 /// Everything measured under one placement directive.
 struct CandidateRecord {
   uint64_t id = 0;
   placement::Placement placement;
   /// Why it was issued (never kBest: the best is a candidate measured already).
   Reason reason = Reason::kStart;
+  /// Measured steps: the warm-up after each swap to this placement is not among them.
   std::vector<double> step_times;
   uint64_t failures = 0;
   /// What the job said of the first failed step under it (an out-of-memory, an exception).
@@ -50,20 +66,26 @@ struct CandidateRecord {
   std::optional<std::vector<int>> action;
   /// Measured before a drift: no longer comparable with what runs now.
   bool stale = false;
-  /// The session's step count and seconds since attach when its measurement was complete.
+  /// The session's step count and seconds since attach when its screening was complete.
   std::optional<uint64_t> measured_at_step;
   std::optional<double> measured_at_s;
   /// Times of the steps the job ran under its per-op profiler here (not measurements).
   std::vector<double> profiled_times;
-  /// Median of the measured steps after `warmup` discarded ones; nullopt while too few.
-  std::optional<double> median(int64_t warmup) const;
+  /// Steps discarded as warm-up after a swap to this placement.
+  uint64_t warmup_steps = 0;
+  /// Its A/B trial, when its screening made it a challenger (the last one, if it had several).
+  std::optional<TrialOutcome> trial;
+  /// Adds a measured step. The placement in force measures every step of a long job: only the
+  /// latest kKeptSteps to 2 × kKeptSteps are kept, so its median follows the machine of late.
+  void record(double step_time_s);
+  static constexpr size_t kKeptSteps = 8192;
+  /// Steps measured under it, all of them (step_times keeps the latest).
+  uint64_t measured_steps = 0;
+  /// Median of the measured steps; nullopt while none.
+  std::optional<double> median() const;
   /// A distribution-free 95% confidence interval of that median (order statistics: the binomial
   /// ranks around it); nullopt with fewer than 6 measured steps, too few for one.
-  std::optional<std::array<double, 2>> median_interval(int64_t warmup) const;
-
- private:
-  /// The step times after `warmup` discarded ones.
-  std::vector<double> measured(int64_t warmup) const;
+  std::optional<std::array<double, 2>> median_interval() const;
 };
 
 /// The state of a job's session: LiveSession's private part (live_session.h), which guards it;
@@ -139,8 +161,11 @@ struct Session {
   uint64_t repeats_scored = 0;
   /// Candidates in a row that did not beat the best by more than 1%.
   int64_t since_improvement = 0;
-  /// Consecutive steps on the best placement slower than best × (1 + drift_threshold).
+  /// Consecutive steps on the best placement slower than best × (1 + drift_threshold), and that
+  /// best's median when exploitation began (a median per report would cost a job of a million
+  /// steps a sort of its history at every step).
   int64_t drift_count = 0;
+  std::optional<double> drift_reference;
   uint64_t reexplorations = 0;
   int64_t reexplore_left = 0;
   /// A finished candidate waits for the policy thread (no second advance is queued meanwhile).
@@ -150,10 +175,23 @@ struct Session {
   /// Set when plugin code threw (what and where): exploration ended for good, the job runs its
   /// best (or start) placement, and the policy's state is no longer saved.
   std::string policy_error;
+  /// The placement in force: the start until a challenger is shown faster in an A/B trial; the
+  /// one exploration returns to between candidates, and the one the job keeps.
+  uint64_t incumbent = 0;
+  /// The A/B trial running, if any (its windows alternate incumbent and challenger).
+  std::optional<Trial> trial;
+  /// Why exploration ended, while the final check (the start against the choice) runs.
+  std::string finishing;
+  /// Steps still to discard as warm-up after the latest swap (to current_candidate).
+  int64_t warmup_left = 0;
+  /// Steps run under current_candidate since it was issued for screening (warm-up included).
+  int64_t screen_steps = 0;
 
-  /// While exploiting, the placement in force; else the candidate with the lowest median step
-  /// time among the ones not stale; nullptr while none has a median.
+  /// The placement in force (`incumbent`) once it has a measurement; nullptr before. It is never
+  /// a candidate measured a hair faster over a few noisy steps: only a trial unseats it.
   const CandidateRecord* best() const;
+  /// The placement the job ran first (the stored best, else its own).
+  const CandidateRecord* start() const;
   /// What profiling cost beyond the placements' own step times, on candidates that are not
   /// exploration (the start; an exploration candidate's steps all count as exploration already).
   double profiling_overhead_seconds() const;

@@ -150,6 +150,7 @@ CandidateInfo candidate_from(const JsonReader& r) {
   c.failures = count(r, "failures");
   c.error = maybe_text(r, "error");
   c.median_step_time_s = maybe_number(r, "median_step_time_s");
+  c.trial = maybe_text(r, "trial");
   return c;
 }
 
@@ -238,7 +239,8 @@ json CandidateInfo::to_json() const {
           {"steps", steps},
           {"failures", failures},
           {"error", or_null(error)},
-          {"median_step_time_s", or_null(median_step_time_s)}};
+          {"median_step_time_s", or_null(median_step_time_s)},
+          {"trial", or_null(trial)}};
 }
 
 CandidateInfo CandidateInfo::from_json(const json& body) { return candidate_from(body_of(body, "candidate")); }

@@ -29,15 +29,15 @@ using nlohmann::json;
 using testing::DaemonOptions;
 using testing::DaemonProcess;
 
-// Short candidates so a test sees many swaps in few steps; one group per op, so the policy has
-// many placements to propose.
+// Short candidates and short A/B trials (windows of 1 step, at most 16 pairs) so a test sees many
+// swaps and candidates in few steps; one group per op, so the policy has many placements to propose.
 // Without expected_steps the overhead budget paces exploration by the job's time; 1.0 turns that
 // off for tests that want many swaps in few steps.
 DaemonOptions fast_exploration(int64_t max_candidates = 12, double max_overhead_fraction = 1.0) {
   DaemonOptions o;
   o.log_level = "info";
   o.extra = "[policy]\ngrouper = \"none\"\n[exploration]\nsteps_per_candidate = 3\nwarmup_steps = 1\nmax_candidates = " +
-            std::to_string(max_candidates) + "\nconverge_candidates = 0\nmax_overhead_fraction = " +
+            std::to_string(max_candidates) + "\nconverge_candidates = 0\ntrial_window_steps = 1\nmax_trial_steps = 32\nmax_overhead_fraction = " +
             std::to_string(max_overhead_fraction) + "\n";
   return o;
 }
@@ -123,7 +123,9 @@ TEST(LiveJob, PlacementsChangeBetweenStepsAndTrainingMatchesARunWithoutSwaps) {
   EXPECT_GE(stats.swaps, 4u) << daemon.log();
   EXPECT_EQ(stats.steps, placements.size()) << "every batch trained exactly once";
   EXPECT_GT(stats.migrated_bytes, 0u) << "parameters are copied between logical devices";
-  EXPECT_GT(std::set<uint64_t>(placements.begin(), placements.end()).size(), 3u);
+  // Four swaps: from the start to a candidate, and A/B trial windows going back and forth (or more
+  // candidates, when screenings rule out trials).
+  EXPECT_GE(std::set<uint64_t>(placements.begin(), placements.end()).size(), 2u);
   expect_bitwise_equal(with_swaps, without);
   const std::string job = "job_id=\"1\",job_name=\"two_tower\"";
   // Two swaps in, the session is exploring, or already exploiting what it found.
@@ -132,7 +134,7 @@ TEST(LiveJob, PlacementsChangeBetweenStepsAndTrainingMatchesARunWithoutSwaps) {
       << mid_run;
   const size_t at = mid_run.find("placementd_job_candidates{" + job + "} ");
   ASSERT_NE(at, std::string::npos) << mid_run;
-  EXPECT_GE(std::stoi(mid_run.substr(at + mid_run.substr(at).find("} ") + 2)), 3) << "start and two swaps";
+  EXPECT_GE(std::stoi(mid_run.substr(at + mid_run.substr(at).find("} ") + 2)), 2) << "the start and a candidate";
   EXPECT_NE(mid_run.find("placementd_job_step_time_seconds{" + job + ",placement=\"start\"} "), std::string::npos);
 }
 
@@ -462,7 +464,7 @@ TEST(LiveJob, TwoExampleJobsAtOnceSwapPlacementsAndTrainExactlyLikeRunsWithoutPl
       EXPECT_TRUE(j.contains(key)) << key;
     EXPECT_EQ(j["state"], "detached");
     EXPECT_EQ(j["steps"].get<uint64_t>(), 40u);
-    EXPECT_GE(j["candidates_tried"].get<uint64_t>(), 3u);
+    EXPECT_GE(j["candidates_tried"].get<uint64_t>(), 2u) << "the start and at least one candidate (and its trial)";
     EXPECT_LE(j["best_step_time_s"].get<double>(), j["start_step_time_s"].get<double>()) << "never worse than the start";
     EXPECT_GT(j["exploration_overhead"].get<double>(), 0.0);
     EXPECT_LT(j["exploration_overhead"].get<double>(), 1.0);

@@ -109,6 +109,9 @@ struct CandidateInfo {
   uint64_t steps = 0, failures = 0;
   std::optional<std::string> error;
   std::optional<double> median_step_time_s;
+  /// How its A/B trial against the placement in force ended, in words, e.g. "faster than 1:
+  /// -4.1% (-6.0% to -2.2%), 64 pairs"; nullopt when it had none.
+  std::optional<std::string> trial;
   nlohmann::json to_json() const;
   static CandidateInfo from_json(const nlohmann::json& body);
 };

@@ -56,6 +56,10 @@ TEST(Config, ShippedFileHoldsEveryKeyWithItsDefault) {
   EXPECT_EQ(a.drift_threshold, b.drift_threshold);
   EXPECT_EQ(a.drift_steps, b.drift_steps);
   EXPECT_EQ(a.converge_candidates, b.converge_candidates);
+  EXPECT_EQ(a.trial_window_steps, b.trial_window_steps);
+  EXPECT_EQ(a.max_trial_steps, b.max_trial_steps);
+  EXPECT_EQ(a.confidence, b.confidence);
+  EXPECT_EQ(a.min_gain, b.min_gain);
   const toml::table doc = toml::parse_file(SHIPPED_CONFIG);
   for (const char* key : {"daemon.socket", "daemon.socket_mode", "daemon.admin_group", "daemon.state_dir",
                           "daemon.max_frame_bytes", "daemon.max_connections", "daemon.frame_timeout_ms",
@@ -64,7 +68,8 @@ TEST(Config, ShippedFileHoldsEveryKeyWithItsDefault) {
                           "exploration.steps_per_candidate",
                           "exploration.warmup_steps", "exploration.max_candidates", "exploration.max_overhead_fraction",
                           "exploration.failing_reward", "exploration.drift_threshold", "exploration.drift_steps",
-                          "exploration.converge_candidates"})
+                          "exploration.converge_candidates", "exploration.trial_window_steps",
+                          "exploration.max_trial_steps", "exploration.confidence", "exploration.min_gain"})
     EXPECT_TRUE(doc.at_path(key)) << key << " is missing from etc/placementd.toml";
 }
 
@@ -242,6 +247,22 @@ TEST(Config, RulesOverrideDefaultsForMatchingJobs) {
   EXPECT_EQ(other.algorithm, "ppo");
   EXPECT_EQ(other.exploration.max_candidates, 100);
   EXPECT_EQ(effective_policy(c, "gnmt", 0).rule, -1);
+}
+
+TEST(Config, TrialKeysAreCheckedAndARuleMayLoosenThemForANoisyJob) {
+  const Config c = parse_config(
+      "[exploration]\nconfidence = 0.95\ntrial_window_steps = 20\n"
+      "[[rules]]\njob = \"noisy-*\"\n[rules.exploration]\nmin_gain = 0.05\nmax_trial_steps = 8000\n",
+      "t.toml", "/plugins");
+  const EffectivePolicy noisy = effective_policy(c, "noisy-bert", 0);
+  EXPECT_DOUBLE_EQ(noisy.exploration.min_gain, 0.05);
+  EXPECT_EQ(noisy.exploration.max_trial_steps, 8000);
+  EXPECT_DOUBLE_EQ(noisy.exploration.confidence, 0.95) << "the global value";
+  EXPECT_EQ(noisy.exploration.trial_window_steps, 20);
+  const std::vector<std::string> errors = errors_of("[exploration]\nconfidence = 1.0\nmax_trial_steps = 8\n");
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0], "t.toml:2:14: exploration.confidence must be in [0.5, 0.9999], got 1");
+  EXPECT_EQ(errors[1], "t.toml:3:19: exploration.max_trial_steps must be in [16, 100000000], got 8");
 }
 
 }  // namespace

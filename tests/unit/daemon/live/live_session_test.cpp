@@ -49,6 +49,7 @@ class LiveSessionTest : public ::testing::Test {
     policy.exploration.max_candidates = 12;
     policy.exploration.converge_candidates = 0;
     policy.exploration.max_overhead_fraction = 1.0;
+    policy.exploration.trial_window_steps = 2;
     return std::make_unique<LiveSession>(id, std::move(job), std::move(policy), built_and_test_plugins(), *store);
   }
 
