@@ -155,6 +155,13 @@ void check_exploration_consistency(const ExplorationConfig& e, const SourcePos& 
                                  ") must be smaller than steps_per_candidate (" +
                                  std::to_string(e.steps_per_candidate) +
                                  "): no step would be left to measure"});
+  // A trial's statistics grow with the square (interval) and cube (null distribution) of its pairs.
+  const int64_t pairs = e.max_trial_steps / (2 * std::max<int64_t>(e.trial_window_steps, 1));
+  if (pairs > kMaxTrialPairs)
+    errors.push_back({where, "exploration.max_trial_steps (" + std::to_string(e.max_trial_steps) +
+                                 ") allows " + std::to_string(pairs) + " pairs of trial_window_steps (" +
+                                 std::to_string(e.trial_window_steps) + ") windows; at most " +
+                                 std::to_string(kMaxTrialPairs) + ": lower it or widen the windows"});
 }
 
 void read_document(const toml::table& root, const std::string& file, Config& config,

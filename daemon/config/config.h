@@ -66,6 +66,9 @@ struct ExplorationConfig {
   double min_gain = 0.02;
 };
 
+/// The most window pairs a trial may take (max_trial_steps / (2 trial_window_steps)).
+constexpr int64_t kMaxTrialPairs = 500;
+
 /// The grouper/placer/algorithm triple and its exploration settings.
 struct PolicyChoice {
   std::string grouper = "colocation";

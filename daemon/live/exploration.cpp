@@ -25,6 +25,8 @@ constexpr double kScreenZ = 1.0;
 // from the median absolute deviation (1.4826 MAD, robust to a spike).
 constexpr double kMedianEfficiency = 1.2533;
 constexpr double kMadToSigma = 1.4826;
+// Steps (at least; drift_steps if more) whose median is the reference a drift is measured from.
+constexpr int64_t kDriftBaselineSteps = 30;
 
 bool exploring(SessionState s) { return s == SessionState::kExploring || s == SessionState::kReexploring; }
 
@@ -53,6 +55,20 @@ const CandidateRecord* measured(const Session& s, const std::string& fingerprint
 }
 
 double reward_of(double step_time_s) { return -std::sqrt(step_time_s); }
+
+// Whether the job may be left on `c` (and the store may offer it to the next run): it is the start,
+// or it passed the final check against it.
+bool checked(const Session& s, const CandidateRecord& c) {
+  const CandidateRecord* start = s.start();
+  const std::string fingerprint = c.placement.fingerprint();
+  if (!start || fingerprint == start->placement.fingerprint()) return true;
+  // A re-measurement after a drift is a new record of a placement that may have passed already.
+  for (const auto& [id, other] : s.candidates)
+    if (other.trial && other.trial->final_check && other.trial->verdict == TrialVerdict::kFaster &&
+        other.placement.fingerprint() == fingerprint)
+      return true;
+  return false;
+}
 
 // A job that did not say how many steps it will run gets its overhead budget as a pace: once the
 // time on exploration candidates exceeds max_overhead_fraction of all measured time, exploration
@@ -112,7 +128,8 @@ Directive exploit(Session& s, const std::string& why) {
   const CandidateRecord* best = s.best();
   s.state = SessionState::kExploiting;
   s.drift_count = 0;
-  s.drift_reference = best->median();
+  s.drift_reference.reset();
+  s.drift_baseline.clear();
   s.trial.reset();
   s.finishing.clear();
   spdlog::info("job {} '{}': exploiting placement {} ({:.6f} s/step, {} candidates): {}", s.id, s.job, best->id,
@@ -170,9 +187,16 @@ Directive fall_back(Session& s, const std::string& why) {
   s.state = SessionState::kExploiting;
   s.trial.reset();
   s.finishing.clear();
+  s.drift_reference.reset();
+  s.drift_baseline.clear();
   Directive d = issue(s, s.candidates.begin()->second.placement, Reason::kStart, std::nullopt);
   s.incumbent = d.placement_id;
   return d;
+}
+
+void start_trial(Session& s, uint64_t incumbent, uint64_t challenger, bool final_check) {
+  s.trial.emplace(incumbent, challenger, trial_plan(s.policy.exploration), final_check);
+  s.trial_failures = {s.candidates.at(incumbent).failures, s.candidates.at(challenger).failures};
 }
 
 // Exploration is over (`why`). The incumbent won the last of many trials: the winner of many
@@ -185,14 +209,14 @@ std::optional<Directive> finish(Session& s, const std::string& why) {
   spdlog::info("job {} '{}': {}; checking placement {} against the start ({}) before keeping it", s.id, s.job, why,
                best->id, start->id);
   s.finishing = why;
-  s.trial.emplace(start->id, best->id, trial_plan(s.policy.exploration), true);
-  if (auto d = move_to(s, s.trial->running(), Reason::kBest)) return d;
-  return std::nullopt;
+  start_trial(s, start->id, best->id, true);
+  return move_to(s, s.trial->running(), Reason::kBest);
 }
 
+// Re-exploration has its own budget (a few candidates), not what first exploration spent.
 bool trial_budget_spent(const Session& s) {
   const ExplorationConfig& e = s.policy.exploration;
-  return s.expected_steps > 0 &&
+  return s.state == SessionState::kExploring && s.expected_steps > 0 &&
          s.exploration_steps >= e.max_overhead_fraction * static_cast<double>(s.expected_steps);
 }
 
@@ -217,30 +241,33 @@ std::optional<Directive> after_candidate(Session& s, Store& store) {
   return next_candidate(s);
 }
 
-const char* verdict_name(TrialVerdict v) {
-  switch (v) {
-    case TrialVerdict::kFaster: return "faster";
-    case TrialVerdict::kNotFaster: return "not faster";
-    case TrialVerdict::kUnclear: return "unclear";
-    case TrialVerdict::kUndecided: break;
-  }
-  return "undecided";
-}
-
 // A trial's window ended (or its challenger failed a step): look, then swap arms or decide.
 std::optional<Directive> advance_trial(Session& s, Store& store) {
   Trial& t = *s.trial;
   CandidateRecord& challenger = s.candidates.at(t.challenger());
-  TrialVerdict verdict = challenger.failures > 0 ? TrialVerdict::kNotFaster : t.close_window();
+  // A step that fails in a trial ends it: a failing challenger is not faster; a failing incumbent
+  // (the start in a final check, say, that no longer fits) cannot stay in force.
+  std::string note;
+  TrialVerdict verdict = TrialVerdict::kUndecided;
+  if (challenger.failures > s.trial_failures[1]) {
+    verdict = TrialVerdict::kNotFaster;
+    note = "it failed a step";
+  } else if (s.candidates.at(t.incumbent()).failures > s.trial_failures[0]) {
+    verdict = TrialVerdict::kFaster;
+    note = std::string(t.final_check() ? "the start" : "placement " + std::to_string(t.incumbent())) +
+           " failed a step";
+  } else {
+    verdict = t.close_window();
+  }
   if (verdict == TrialVerdict::kUndecided && !t.final_check() && trial_budget_spent(s)) verdict = TrialVerdict::kUnclear;
   if (verdict == TrialVerdict::kUndecided) {
     const uint64_t next = t.running();
     return move_to(s, next, next == s.incumbent ? Reason::kBest : s.candidates.at(next).reason);
   }
-  challenger.trial = TrialOutcome{t.incumbent(), verdict, t.last_look(), t.pairs(), t.final_check()};
+  challenger.trial = TrialOutcome{t.incumbent(), verdict, t.last_look(), t.pairs(), t.final_check(), note};
   const auto& ratio = t.last_look();
   spdlog::info("job {} '{}': placement {} {} than {} after {} pairs of windows ({})", s.id, s.job, challenger.id,
-               verdict_name(verdict), t.incumbent(), t.pairs(),
+               to_string(verdict), t.incumbent(), t.pairs(),
                ratio ? fmt::format("{:+.1f}%, {:+.1f}% to {:+.1f}%", 100.0 * std::expm1(ratio->estimate),
                                    100.0 * std::expm1(ratio->low), 100.0 * std::expm1(ratio->high))
                      : std::string("no look yet"));
@@ -342,6 +369,7 @@ bool record_report(Session& s, const placement::Measurement& m) {
   ++s.steps;
   s.measured_seconds += m.step_time_s;
   bool window_full = false;
+  bool measured = false;  // a step of the placement in force, past its warm-up
   // A profiled step is slower by its instrumentation: a step of the job, no measurement.
   if (m.profiled) {
     ++s.profiled_steps;
@@ -354,6 +382,7 @@ bool record_report(Session& s, const placement::Measurement& m) {
       ++c.warmup_steps;
     } else {
       c.record(m.step_time_s);
+      measured = current;
       if (s.trial && current) window_full = s.trial->add(c.id, m.step_time_s);
     }
   } else {
@@ -375,13 +404,22 @@ bool record_report(Session& s, const placement::Measurement& m) {
   const ExplorationConfig& e = s.policy.exploration;
   bool due = false;
   if (s.state == SessionState::kExploiting) {
+    if (!s.drift_reference && measured) {
+      s.drift_baseline.push_back(m.step_time_s);
+      if (static_cast<int64_t>(s.drift_baseline.size()) >= std::max<int64_t>(e.drift_steps, kDriftBaselineSteps)) {
+        CandidateRecord baseline;
+        baseline.step_times = std::move(s.drift_baseline);
+        s.drift_reference = baseline.median();
+        s.drift_baseline.clear();
+      }
+    }
     const std::optional<double> best_time = s.drift_reference;
     if (m.ok && !m.profiled && best_time && m.step_time_s > *best_time * (1.0 + e.drift_threshold)) ++s.drift_count;
     else s.drift_count = 0;
     due = s.drift_count >= e.drift_steps;
     due = due || (s.paused && may_resume(s));
   } else if (s.trial) {
-    due = window_full || (!m.ok && c.id == s.trial->challenger());
+    due = window_full || (!m.ok && (c.id == s.trial->challenger() || c.id == s.trial->incumbent()));
   } else if (s.state == SessionState::kProfiling || exploring(s.state)) {
     due = !m.ok || s.screen_steps >= e.steps_per_candidate;
   }
@@ -425,11 +463,13 @@ std::optional<Directive> advance_session(Session& s, Store& store) {
     s.state = SessionState::kExploring;
     s.incumbent = c.id;
     s.since_improvement = 0;  // the first measurement is progress: the policy state is saved
-  } else if (c.reason == Reason::kRemeasure) {
+  } else if (c.reason == Reason::kRemeasure || (!s.best() && c.failures == 0 && c.median())) {
+    // A re-measurement is the incumbent afresh; so is the first candidate that ran at all when the
+    // start failed (nothing runs to compare it with; the final check still tries the start).
     s.incumbent = c.id;
   } else if (worth_a_trial(s, c)) {
     // The challenger runs now: its first window starts without a swap.
-    s.trial.emplace(s.incumbent, c.id, trial_plan(e), false);
+    start_trial(s, s.incumbent, c.id, false);
     return std::nullopt;
   }
   return after_candidate(s, store);
@@ -442,6 +482,9 @@ std::optional<Directive> stop_exploring(Session& s, const std::string& why) {
   s.finishing.clear();
   if (s.candidates.empty()) return std::nullopt;  // not started: its start placement comes next
   const uint64_t before = s.current_candidate;
+  // Without its final check, the winner of the trials is not kept: back to the start, if it ran.
+  if (const CandidateRecord* b = s.best(); b && !checked(s, *b) && s.start()->median() && s.start()->failures == 0)
+    s.incumbent = s.start()->id;
   if (s.best()) {
     Directive d = exploit(s, why);
     if (d.placement_id == before) return std::nullopt;
@@ -461,7 +504,7 @@ std::optional<Directive> stop_exploring(Session& s, const std::string& why) {
 bool persist_best(Session& s, Store& store) {
   if (!s.graph) return false;
   try {
-    if (const CandidateRecord* b = s.best())
+    if (const CandidateRecord* b = s.best(); b && checked(s, *b))
       return store.offer(*s.graph, s.devices, {b->placement, *b->median(), s.job});
   } catch (const std::exception& e) {
     spdlog::error("job {} '{}': cannot persist its best placement: {}", s.id, s.job, e.what());

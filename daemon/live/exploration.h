@@ -9,8 +9,8 @@
 //                their reward (−√median, or the failing reward) trains the policy. A screening
 //                not clearly slower than the incumbent puts the candidate on an A/B trial against
 //                it (live/trial.h): only a "faster" verdict makes it the incumbent. When
-//                exploration ends, an incumbent never tried against the start directly is tried
-//                against it once more (the final check); without that evidence the start stays.
+//                exploration ends, an incumbent other than the start goes through one more trial
+//                against the start (the final check); without that evidence the start stays.
 //   exploiting   the incumbent runs for good; a drift of its step time starts...
 //   re-exploring a few more samples after re-measuring the incumbent, then back to exploiting
 
@@ -47,7 +47,7 @@ std::optional<Directive> advance_session(Session& session, Store& store);
 /// job there; nullopt when it runs that placement already. No plugin code runs.
 std::optional<Directive> stop_exploring(Session& session, const std::string& why);
 
-/// Offers the incumbent to the store (as on detach, disconnect and SIGTERM); a
+/// Offers the incumbent to the store, once it is the start or passed the final check (as on detach, disconnect and SIGTERM); a
 /// store that cannot write is logged. Returns true if it was written.
 bool persist_best(Session& session, Store& store);
 

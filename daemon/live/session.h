@@ -42,10 +42,13 @@ struct TrialOutcome {
   /// The candidate it was compared with (the incumbent; the start in a final check).
   uint64_t against = 0;
   TrialVerdict verdict = TrialVerdict::kUndecided;
-  /// log(this / against): estimate and interval at the trial's confidence; nullopt before a look.
+  /// log(this / against): estimate and interval at the last look's α (the trial's 1 − confidence
+  /// shared among its looks); nullopt before a look.
   std::optional<ShiftInterval> log_ratio;
   int64_t pairs = 0;
   bool final_check = false;
+  /// Why it ended without a test ("the start failed a step"); empty when the test decided.
+  std::string note;
 };
 
 /// The outcome in words, as `placementctl jobs show` prints it.
@@ -159,13 +162,16 @@ struct Session {
   std::map<std::string, uint64_t> rejected_by_device;
   /// Policy samples scored from an earlier measurement of the same placement instead of running.
   uint64_t repeats_scored = 0;
-  /// Candidates in a row that did not beat the best by more than 1%.
+  /// Candidates in a row that no trial showed faster than the incumbent.
   int64_t since_improvement = 0;
   /// Consecutive steps on the best placement slower than best × (1 + drift_threshold), and that
   /// best's median when exploitation began (a median per report would cost a job of a million
   /// steps a sort of its history at every step).
   int64_t drift_count = 0;
   std::optional<double> drift_reference;
+  /// The first steps of an exploitation, whose median becomes drift_reference: fresh steps, not a
+  /// median that mixes in thousands measured before a drift or ten from a screening.
+  std::vector<double> drift_baseline;
   uint64_t reexplorations = 0;
   int64_t reexplore_left = 0;
   /// A finished candidate waits for the policy thread (no second advance is queued meanwhile).
@@ -176,10 +182,12 @@ struct Session {
   /// best (or start) placement, and the policy's state is no longer saved.
   std::string policy_error;
   /// The placement in force: the start until a challenger is shown faster in an A/B trial; the
-  /// one exploration returns to between candidates, and the one the job keeps.
+  /// trials' reference, and the one the job keeps (after the final check).
   uint64_t incumbent = 0;
-  /// The A/B trial running, if any (its windows alternate incumbent and challenger).
+  /// The A/B trial running, if any (its windows alternate incumbent and challenger), and each arm's
+  /// failed steps when it began (a failure before the trial is not the trial's).
   std::optional<Trial> trial;
+  std::array<uint64_t, 2> trial_failures{};
   /// Why exploration ended, while the final check (the start against the choice) runs.
   std::string finishing;
   /// Steps still to discard as warm-up after the latest swap (to current_candidate).

@@ -14,6 +14,14 @@ namespace {
 // One-sided α of the futility bound at each look (see close_window).
 constexpr double kFutilityAlpha = 0.1;
 
+// Windows go C I | I C | C I | …: pairs alternate which arm runs first, so a linear drift within
+// a pair cancels over two pairs, and arms swap once per window pair after the first.
+int arm_of_window(int64_t window) {
+  const bool challenger_first = (window / 2) % 2 == 0;
+  const bool first = window % 2 == 0;
+  return first == challenger_first ? 1 : 0;
+}
+
 // The signed-rank null distribution of n pairs: P(W+ = w) for w = 0 … n(n+1)/2. Adding pair k
 // either leaves W+ (its sign negative) or adds k (positive), each with probability 1/2.
 std::vector<double> signed_rank_pmf(int n) {
@@ -45,6 +53,16 @@ int64_t critical_value(int n, double alpha) {
 }
 
 }  // namespace
+
+const char* to_string(TrialVerdict v) {
+  switch (v) {
+    case TrialVerdict::kFaster: return "faster";
+    case TrialVerdict::kNotFaster: return "not faster";
+    case TrialVerdict::kUnclear: return "unclear";
+    case TrialVerdict::kUndecided: break;
+  }
+  return "undecided";
+}
 
 double signed_rank_cdf(int n, int64_t w) {
   if (w < 0) return 0.0;
@@ -85,11 +103,12 @@ std::vector<int64_t> TrialPlan::looks() const {
   // n pairs cannot reach α below 2^-n (all n differences of one sign is the smallest p-value), so
   // the first look waits for enough pairs to decide at the α each look gets; that α depends on
   // how many looks there are, hence the second pass.
-  const int64_t cap = std::max<int64_t>(8, max_steps / (2 * std::max<int64_t>(window_steps, 1)));
+  const int64_t steps_cap = max_steps / (2 * std::max<int64_t>(window_steps, 1));
   int64_t first = 8;
   std::vector<int64_t> out;
   for (int pass = 0; pass < 2; ++pass) {
     out.clear();
+    const int64_t cap = std::max(steps_cap, first);  // a trial that cannot say "faster" is no trial
     for (int64_t n = first; n < cap; n *= 2) out.push_back(n);
     out.push_back(cap);
     const double alpha = (1.0 - confidence) / static_cast<double>(out.size());
@@ -102,16 +121,6 @@ double TrialPlan::alpha_per_look() const { return (1.0 - confidence) / static_ca
 
 Trial::Trial(uint64_t incumbent, uint64_t challenger, TrialPlan plan, bool final_check)
     : ids_{incumbent, challenger}, plan_(plan), final_check_(final_check), looks_(plan_.looks()) {}
-
-namespace {
-// Windows go C I | I C | C I | …: pairs alternate which arm runs first, so a linear drift within
-// a pair cancels over two pairs, and arms swap once per window pair after the first.
-int arm_of_window(int64_t window) {
-  const bool challenger_first = (window / 2) % 2 == 0;
-  const bool first = window % 2 == 0;
-  return first == challenger_first ? 1 : 0;
-}
-}  // namespace
 
 uint64_t Trial::running() const { return ids_[arm_of_window(window_)]; }
 
@@ -143,10 +152,6 @@ TrialVerdict Trial::close_window() {
   const std::optional<ShiftInterval> futility = signed_rank_interval(differences_, kFutilityAlpha);
   if (futility && futility->low > -std::log1p(plan_.min_gain)) return TrialVerdict::kNotFaster;
   return next_look_ >= looks_.size() ? TrialVerdict::kUnclear : TrialVerdict::kUndecided;
-}
-
-std::optional<ShiftInterval> Trial::interval() const {
-  return signed_rank_interval(differences_, plan_.alpha_per_look());
 }
 
 }  // namespace placementd

@@ -39,7 +39,7 @@ struct TrialPlan {
   /// Measured steps per window (each arm's windows; warm-up after a swap not counted).
   int64_t window_steps = 10;
   /// Most measured steps, both arms together; the trial ends undecided (the incumbent stays) there.
-  int64_t max_steps = 4096;
+  int64_t max_steps = 4000;
   /// One-sided confidence of a "faster" verdict, over all the trial's looks together.
   double confidence = 0.99;
   /// The smallest gain worth the trial: it ends "not faster" as soon as a (one-sided 90%)
@@ -47,7 +47,7 @@ struct TrialPlan {
   double min_gain = 0.02;
 
   /// The window pairs at which the trial looks: doubling from the first count that can reach its
-  /// α (at least 8) up to the cap (max_steps / 2 windows).
+  /// α (at least 8) up to the cap (max_steps / 2 windows, or that first count if it is more).
   std::vector<int64_t> looks() const;
   /// α at each end of each look's interval.
   double alpha_per_look() const;
@@ -56,6 +56,8 @@ struct TrialPlan {
 /// kNotFaster: the interval rules out a gain of min_gain. kUnclear: the cap came first. Either way
 /// the incumbent stays.
 enum class TrialVerdict { kUndecided, kFaster, kNotFaster, kUnclear };
+/// "faster", "not faster", "unclear", "undecided".
+const char* to_string(TrialVerdict v);
 
 /// One trial's windows and differences. Arm 0 is the incumbent, arm 1 the challenger.
 class Trial {
@@ -81,8 +83,6 @@ class Trial {
   int64_t measured_steps() const { return measured_; }
   /// The last look's interval of log(challenger / incumbent); nullopt before the first look.
   const std::optional<ShiftInterval>& last_look() const { return last_; }
-  /// The interval of log(challenger / incumbent) at α per end from the pairs so far (for display).
-  std::optional<ShiftInterval> interval() const;
 
  private:
   uint64_t ids_[2];

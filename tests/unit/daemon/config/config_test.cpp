@@ -263,6 +263,13 @@ TEST(Config, TrialKeysAreCheckedAndARuleMayLoosenThemForANoisyJob) {
   ASSERT_EQ(errors.size(), 2u);
   EXPECT_EQ(errors[0], "t.toml:2:14: exploration.confidence must be in [0.5, 0.9999], got 1");
   EXPECT_EQ(errors[1], "t.toml:3:19: exploration.max_trial_steps must be in [16, 100000000], got 8");
+  // A trial's statistics grow with the cube of its pairs: their number is capped.
+  const std::vector<std::string> too_long = errors_of("[exploration]\nmax_trial_steps = 100000\n");
+  ASSERT_EQ(too_long.size(), 1u);
+  EXPECT_NE(too_long[0].find("exploration.max_trial_steps (100000) allows 5000 pairs of trial_window_steps (10) "
+                             "windows; at most 500"),
+            std::string::npos)
+      << too_long[0];
 }
 
 }  // namespace

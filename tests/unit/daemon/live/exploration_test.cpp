@@ -247,10 +247,12 @@ TEST_F(Exploration, ExploitsTheBestAfterTheBudgetAndReexploresOnDrift) {
     }
   EXPECT_LE(*best->median(), 8.0) << "never worse than the start";
 
-  // Steady step times on the best: no directive.
+  // Steady step times on the best: no directive. The first 30 (after the swap's warm-up) are the
+  // reference a drift is measured from.
   const double best_time = *best->median();
   const uint64_t best_id = best->id;
-  for (int i = 0; i < 20; ++i) EXPECT_FALSE(record_report(s, {d->placement_id, step++, best_time, true, ""}));
+  for (int i = 0; i < 40; ++i) EXPECT_FALSE(record_report(s, {d->placement_id, step++, best_time, true, ""}));
+  EXPECT_EQ(s.drift_reference, best_time);
   // 30% slower for drift_steps steps: re-measure the best, then a few new samples.
   for (int i = 0; i < 2; ++i) EXPECT_FALSE(record_report(s, {d->placement_id, step++, best_time * 1.3, true, ""}));
   ASSERT_TRUE(record_report(s, {d->placement_id, step++, best_time * 1.3, true, ""}));
@@ -456,6 +458,56 @@ TEST_F(FinalCheck, WithoutEvidenceAgainstTheStartTheJobGoesBackToIt) {
   const auto j = s.summary();
   EXPECT_EQ(j.best_step_time_s, s.candidates.at(1).median());
   EXPECT_TRUE(j.best_step_time_interval_s);
+}
+
+TEST_F(FinalCheck, AStartThatFailsInTheFinalCheckLeavesTheJobOnItsChoice) {
+  std::optional<Directive> d = start_session(s);
+  for (int i = 0; i < 100000 && s.state != SessionState::kExploiting; ++i) {
+    // The start no longer fits once the final check begins (another job took the memory).
+    const bool fails = s.trial && s.trial->final_check() && d->placement_id == 1;
+    if (record_report(s, {d->placement_id, step++, units(d->placement), !fails, fails ? "out of memory" : ""}))
+      if (auto next = advance_session(s, *store)) d = next;
+  }
+  ASSERT_EQ(s.state, SessionState::kExploiting);
+  EXPECT_EQ(d->placement.device_of_op, (std::vector<int>{1, 1, 1, 1}));
+  const CandidateRecord& chosen = *s.best();
+  ASSERT_TRUE(chosen.trial);
+  EXPECT_TRUE(chosen.trial->final_check);
+  EXPECT_EQ(chosen.trial->note, "the start failed a step");
+}
+
+TEST_F(FinalCheck, APluginFailureDuringTheFinalCheckGoesBackToTheStartAndNothingUncheckedIsStored) {
+  std::optional<Directive> d = start_session(s);
+  for (int i = 0; i < 100000 && !(s.trial && s.trial->final_check()); ++i)
+    if (record_report(s, {d->placement_id, step++, units(d->placement), true, ""}))
+      if (auto next = advance_session(s, *store)) d = next;
+  ASSERT_TRUE(s.trial && s.trial->final_check());
+  EXPECT_NE(s.incumbent, 1u) << "premise: the winner is in force while it is checked";
+  EXPECT_FALSE(persist_best(s, *store)) << "an unchecked winner is not offered to the next run";
+  d = stop_exploring(s, "policy step: it exploded");
+  EXPECT_EQ(s.state, SessionState::kExploiting);
+  EXPECT_EQ(s.best()->id, 1u);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->placement_id, 1u);
+  persist_best(s, *store);
+  store->flush();
+  EXPECT_EQ(store->best(*s.graph, s.devices)->placement.device_of_op, (std::vector<int>{0, 1, 0, 1}))
+      << "the start, stored when it was measured, is all the store has";
+}
+
+TEST_F(Exploration, WhenTheStartFailsTheFirstCandidateThatRunsIsInForce) {
+  make_session();
+  s.job_start = Placement{{0, 1, 0, 1}};
+  std::optional<Directive> d = start_session(s);
+  for (int i = 0; i < 100000 && s.state != SessionState::kExploiting; ++i) {
+    const bool fails = d->placement_id == 1;
+    if (record_report(s, {d->placement_id, step++, units(d->placement), !fails, fails ? "out of memory" : ""}))
+      if (auto next = advance_session(s, *store)) d = next;
+  }
+  ASSERT_EQ(s.state, SessionState::kExploiting);
+  ASSERT_NE(s.best(), nullptr);
+  EXPECT_NE(s.best()->id, 1u);
+  EXPECT_NE(d->placement_id, 1u) << "the job is not sent back to the failing start";
 }
 
 TEST_F(Exploration, TrialWindowsAreExplorationOnlyOnTheChallenger) {

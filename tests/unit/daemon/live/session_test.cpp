@@ -69,7 +69,10 @@ TEST(Session, TheTrialOutcomeIsDescribedWithItsInterval) {
   t.verdict = TrialVerdict::kUnclear;
   t.final_check = true;
   t.log_ratio.reset();
-  EXPECT_EQ(describe(t), "no faster than the start 1 (unclear at the cap), 64 pairs");
+  EXPECT_EQ(describe(t), "not shown faster than the start 1 (unclear at the cap or the budget's end), 64 pairs");
+  t.verdict = TrialVerdict::kFaster;
+  t.note = "the start failed a step";
+  EXPECT_EQ(describe(t), "faster than the start 1 (the start failed a step), 64 pairs");
 }
 
 }  // namespace
