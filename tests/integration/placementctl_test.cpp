@@ -50,6 +50,8 @@ TEST(Placementctl, StatusJobsAndPlugins) {
   const CommandResult show = run_command({ctl, "--socket", daemon.socket, "jobs", "show", "1"});
   ASSERT_EQ(show.exit_code, 0) << show.err;
   EXPECT_NE(show.out.find("cpu:0=20 cpu:1=0"), std::string::npos) << show.out;
+  // The best is the placement in force (the start, still being profiled), each with its interval.
+  EXPECT_NE(show.out.find("250.00 ms ± 0.0 us / 250.00 ms ± 0.0 us (1.00x)"), std::string::npos) << show.out;
 
   // Global options after the subcommand, as the README writes them (and systemctl takes them).
   const CommandResult after = run_command({ctl, "jobs", "--json", "--socket", daemon.socket, "--timeout-ms", "3000"});
