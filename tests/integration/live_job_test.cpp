@@ -6,6 +6,7 @@
 #include <chrono>
 #include <csignal>
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -397,6 +398,16 @@ TEST(LiveJob, KeepsTrainingWithoutTheDaemonAndReattachesWhenItIsBack) {
   ASSERT_GE(job.stats().placement_id, 2u) << "runs placementd's placements once attached\n" << daemon.log();
   EXPECT_EQ(job.stats().profiled_steps, 3u) << "the start placement (all on cpu:0) was profiled";
   EXPECT_EQ(job.daemon().profiles_sent, 1u);
+  // The store writes on a thread of its own: the start's file is on disk a moment after the
+  // directive that followed it (a kill -9 before that loses it, as it would any write in flight).
+  auto stored = [&] {
+    std::error_code ec;
+    for (const auto& f : std::filesystem::directory_iterator(daemon.state_dir + "/placements", ec))
+      if (f.path().extension() == ".json") return true;
+    return false;
+  };
+  for (int tries = 0; tries < 200 && !stored(); ++tries, ++i) step(i);
+  ASSERT_TRUE(stored()) << "the start placement was never persisted\n" << daemon.log();
 
   // kill -9 mid-exploration: the job notices, keeps stepping, and attaches to the new daemon.
   daemon.stop(SIGKILL);
