@@ -407,9 +407,7 @@ bool record_report(Session& s, const placement::Measurement& m) {
     if (!s.drift_reference && measured) {
       s.drift_baseline.push_back(m.step_time_s);
       if (static_cast<int64_t>(s.drift_baseline.size()) >= std::max<int64_t>(e.drift_steps, kDriftBaselineSteps)) {
-        CandidateRecord baseline;
-        baseline.step_times = std::move(s.drift_baseline);
-        s.drift_reference = baseline.median();
+        s.drift_reference = median_of(std::move(s.drift_baseline));
         s.drift_baseline.clear();
       }
     }

@@ -43,8 +43,9 @@ void CandidateRecord::record(double step_time_s) {
   ++measured_steps;
 }
 
-std::optional<double> CandidateRecord::median() const {
-  std::vector<double> kept = step_times;
+std::optional<double> CandidateRecord::median() const { return median_of(step_times); }
+
+std::optional<double> median_of(std::vector<double> kept) {
   if (kept.empty()) return std::nullopt;
   const size_t mid = kept.size() / 2;
   std::nth_element(kept.begin(), kept.begin() + mid, kept.end());

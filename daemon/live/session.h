@@ -51,6 +51,9 @@ struct TrialOutcome {
   std::string note;
 };
 
+/// The median of `values`; nullopt when there are none.
+std::optional<double> median_of(std::vector<double> values);
+
 /// The outcome in words, as `placementctl jobs show` prints it.
 std::string describe(const TrialOutcome& t);
 

@@ -120,7 +120,8 @@ std::vector<int64_t> TrialPlan::looks() const {
 double TrialPlan::alpha_per_look() const { return (1.0 - confidence) / static_cast<double>(looks().size()); }
 
 Trial::Trial(uint64_t incumbent, uint64_t challenger, TrialPlan plan, bool final_check)
-    : ids_{incumbent, challenger}, plan_(plan), final_check_(final_check), looks_(plan_.looks()) {}
+    : ids_{incumbent, challenger}, plan_(plan), final_check_(final_check), looks_(plan_.looks()),
+      alpha_(plan_.alpha_per_look()) {}
 
 uint64_t Trial::running() const { return ids_[arm_of_window(window_)]; }
 
@@ -145,7 +146,7 @@ TrialVerdict Trial::close_window() {
   pending_.reset();
   if (next_look_ >= looks_.size() || pairs() < looks_[next_look_]) return TrialVerdict::kUndecided;
   ++next_look_;
-  last_ = signed_rank_interval(differences_, plan_.alpha_per_look());
+  last_ = signed_rank_interval(differences_, alpha_);
   if (last_ && last_->high < 0.0) return TrialVerdict::kFaster;
   // Giving up early only costs a chance at a gain, never a wrong placement: the futility bound
   // needs no Bonferroni share, and a loose one spares the job most of an equal challenger's trial.

@@ -89,6 +89,7 @@ class Trial {
   TrialPlan plan_;
   bool final_check_;
   std::vector<int64_t> looks_;
+  double alpha_;  // plan_.alpha_per_look(), which recomputes the looks
   size_t next_look_ = 0;
   int64_t window_ = 0;  // index of the running window
   std::vector<double> window_steps_;
