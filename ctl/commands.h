@@ -50,6 +50,7 @@ struct OptimizeArgs {
   std::string grouper = placementd::offline::OptimizeOptions{}.grouper.name,
               placer = placementd::offline::OptimizeOptions{}.placer.name,
               algorithm = placementd::offline::OptimizeOptions{}.algorithm.name;
+  int max_groups = placementd::offline::OptimizeOptions{}.max_groups;
   int64_t budget = placementd::offline::OptimizeOptions{}.budget;
   uint64_t seed = placementd::offline::OptimizeOptions{}.seed;
   double noise = placementd::offline::OptimizeOptions{}.noise;

@@ -96,6 +96,9 @@ int main(int argc, char** argv) {
   optimize->add_option("--grouper", opt.grouper, "grouper plugin")->capture_default_str();
   optimize->add_option("--placer", opt.placer, "placer plugin")->capture_default_str();
   optimize->add_option("--algorithm", opt.algorithm, "algorithm plugin")->capture_default_str();
+  optimize->add_option("--max-groups", opt.max_groups, "the most groups the placer is given ([policy] max_groups)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
   optimize->add_option("--budget", opt.budget, "candidates to evaluate")->capture_default_str()->check(CLI::PositiveNumber);
   optimize->add_option("--seed", opt.seed, "random seed (same seed, same result)")->capture_default_str();
   optimize->add_option("--noise", opt.noise, "relative std. dev. of the simulated measurement")

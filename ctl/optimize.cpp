@@ -110,6 +110,7 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
   o.grouper.name = a.grouper;
   o.placer.name = a.placer;
   o.algorithm.name = a.algorithm;
+  o.max_groups = a.max_groups;
   o.budget = a.budget;
   o.seed = a.seed;
   o.noise = a.noise;

@@ -168,7 +168,7 @@ void read_document(const toml::table& root, const std::string& file, Config& con
                    std::vector<ConfigError>& errors) {
   Checker c(file, errors);
   c.only(root, "the top level",
-         {"daemon", "logging", "metrics", "plugins", "devices", "policy", "exploration", "params", "rules"});
+         {"daemon", "logging", "metrics", "plugins", "devices", "policy", "exploration", "limits", "params", "rules"});
 
   if (const toml::table* t = c.table(root, "daemon", "[daemon]")) {
     c.only(*t, "[daemon]",
@@ -242,8 +242,11 @@ void read_document(const toml::table& root, const std::string& file, Config& con
   }
 
   if (const toml::table* t = c.table(root, "policy", "[policy]")) {
-    c.only(*t, "[policy]", {"grouper", "placer", "algorithm", "warm_start", "warm_start_seconds"});
+    c.only(*t, "[policy]", {"grouper", "placer", "algorithm", "warm_start", "warm_start_seconds", "max_groups"});
     c.get_float(*t, "warm_start_seconds", "policy", config.policy.warm_start_seconds, 0.01, 600.0);
+    // The policy's features hold max_groups² floats: 4096 is 64 MiB of them.
+    if (c.get_int(*t, "max_groups", "policy", config.policy.max_groups, 1, 4096))
+      config.policy.max_groups_pos = c.pos(*t->get("max_groups"));
     if (c.get_string(*t, "warm_start", "policy", config.policy.warm_start))
       config.policy.warm_start_pos = c.pos(*t->get("warm_start"));
     SourcePos positions[3];
@@ -257,6 +260,18 @@ void read_document(const toml::table& root, const std::string& file, Config& con
   if (const toml::table* t = c.table(root, "exploration", "[exploration]")) {
     c.exploration(*t, "exploration", config.exploration, nullptr);
     check_exploration_consistency(config.exploration, c.pos(*t), errors);
+  }
+
+  if (const toml::table* t = c.table(root, "limits", "[limits]")) {
+    c.only(*t, "[limits]", {"max_graph_ops", "max_graph_bytes", "max_session_bytes"});
+    c.get_int(*t, "max_graph_ops", "limits", config.limits.max_graph_ops, 1, 100000000);
+    if (c.get_int(*t, "max_graph_bytes", "limits", config.limits.max_graph_bytes, 4096, int64_t{1} << 40) &&
+        config.limits.max_graph_bytes > static_cast<int64_t>(config.max_frame_bytes))
+      c.error(*t->get("max_graph_bytes"), "limits.max_graph_bytes (" + std::to_string(config.limits.max_graph_bytes) +
+                                              ") is larger than daemon.max_frame_bytes (" +
+                                              std::to_string(config.max_frame_bytes) +
+                                              "): no frame that large is read; raise both");
+    c.get_int(*t, "max_session_bytes", "limits", config.limits.max_session_bytes, int64_t{1} << 20, int64_t{1} << 50);
   }
 
   if (const toml::table* t = c.table(root, "params", "[params]")) c.plugin_params(*t, "params", config.params);
@@ -362,6 +377,7 @@ EffectivePolicy effective_policy(const Config& config, const std::string& job, u
   out.algorithm = config.policy.algorithm;
   out.warm_start = config.policy.warm_start;
   out.warm_start_seconds = config.policy.warm_start_seconds;
+  out.max_groups = static_cast<int>(config.policy.max_groups);
   out.exploration = config.exploration;
   auto params_for = [](const PluginParamTables& tables, PluginKind kind, const std::string& name) {
     auto it = tables.find({kind, name});

@@ -69,6 +69,16 @@ struct ExplorationConfig {
 /// The most window pairs a trial may take (max_trial_steps / (2 trial_window_steps)).
 constexpr int64_t kMaxTrialPairs = 500;
 
+/// [limits]: what one job's graph may cost the daemon, checked before the graph is built.
+struct LimitsConfig {
+  /// Ops in an uploaded graph.
+  int64_t max_graph_ops = 200000;
+  /// Bytes of a graph upload's frame (its decoding is the largest transient allocation).
+  int64_t max_graph_bytes = int64_t{64} << 20;
+  /// The estimate of one session's memory (live/session_memory.h) from its graph's size.
+  int64_t max_session_bytes = int64_t{2} << 30;
+};
+
 /// The grouper/placer/algorithm triple and its exploration settings.
 struct PolicyChoice {
   std::string grouper = "colocation";
@@ -78,7 +88,9 @@ struct PolicyChoice {
   std::string warm_start;
   /// Wall time the "simulator" warm start's search may take on the session's policy thread.
   double warm_start_seconds = 1.0;
-  SourcePos grouper_pos, placer_pos, algorithm_pos, warm_start_pos;
+  /// The most groups a placer is given (planning/group_cap.h).
+  int64_t max_groups = 256;
+  SourcePos grouper_pos, placer_pos, algorithm_pos, warm_start_pos, max_groups_pos;
 };
 
 /// A per-job override, matched on the job name (glob) and/or the job's uid; the first match wins.
@@ -142,6 +154,7 @@ struct Config {
   PolicyChoice policy;
   ExplorationConfig exploration;
   PluginParamTables params;
+  LimitsConfig limits;
   std::vector<JobRule> rules;
 };
 
@@ -168,6 +181,8 @@ struct EffectivePolicy {
   std::string warm_start;
   /// [policy] warm_start_seconds: the simulator search's time limit.
   double warm_start_seconds = 1.0;
+  /// [policy] max_groups.
+  int max_groups = 256;
   placement::Params grouper_params, placer_params, algorithm_params;
   ExplorationConfig exploration;
   /// Index of the rule that matched, or -1.

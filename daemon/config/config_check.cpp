@@ -3,6 +3,7 @@
 #include "planning/offline/warm_start.h"
 
 #include <algorithm>
+#include <variant>
 
 namespace placementd {
 
@@ -41,6 +42,40 @@ void check_tables(const PluginRegistry& registry, const PluginParamTables& table
   }
 }
 
+// A grouper that takes its group count as a hyperparameter (fluid, metis, feedforward: `groups`)
+// and asks for more than [policy] max_groups would have its partition merged away by the cap or,
+// learned, could not run at all. `tables` are searched in order; the plugin's default comes last.
+void check_group_count(const PluginRegistry& registry, const Config& config, const std::string& grouper,
+                       const SourcePos& grouper_pos, const std::vector<const PluginParamTables*>& tables,
+                       std::vector<ConfigError>& errors) {
+  const auto info = registry.info(PluginKind::kGrouper, grouper);
+  if (!info) return;
+  const auto declared = std::find_if(info->hyperparameters.begin(), info->hyperparameters.end(),
+                                     [](const placement::HyperParameter& h) { return h.name == "groups"; });
+  if (declared == info->hyperparameters.end() || !std::holds_alternative<int64_t>(declared->default_value)) return;
+  int64_t groups = std::get<int64_t>(declared->default_value);
+  SourcePos pos = grouper_pos;
+  std::string from = "its default";
+  for (const PluginParamTables* t : tables) {
+    const auto table = t->find({PluginKind::kGrouper, grouper});
+    if (table == t->end()) continue;
+    const auto value = table->second.values.find("groups");
+    if (value == table->second.values.end() || !std::holds_alternative<int64_t>(value->second)) continue;
+    groups = std::get<int64_t>(value->second);
+    const auto where = table->second.where.find("groups");
+    if (where != table->second.where.end()) pos = where->second;
+    from = "groups";
+    break;
+  }
+  if (groups <= config.policy.max_groups) return;
+  ConfigError e{pos, "grouper '" + grouper + "' makes " + std::to_string(groups) + " groups (" + from +
+                         "), more than [policy] max_groups = " + std::to_string(config.policy.max_groups) +
+                         ": lower its groups or raise max_groups"};
+  // A rule that picks the global grouper and table again would repeat the global error.
+  if (std::none_of(errors.begin(), errors.end(), [&](const ConfigError& o) { return o.str() == e.str(); }))
+    errors.push_back(std::move(e));
+}
+
 }  // namespace
 
 std::vector<ConfigError> check_plugins(const Config& config, const PluginRegistry& registry) {
@@ -55,6 +90,8 @@ std::vector<ConfigError> check_plugins(const Config& config, const PluginRegistr
     check_name(registry, PluginKind::kPlacer, config.policy.warm_start, pos_or_file(config.policy.warm_start_pos),
                "policy.warm_start", errors);
   check_tables(registry, config.params, "params", errors);
+  check_group_count(registry, config, config.policy.grouper, pos_or_file(config.policy.grouper_pos), {&config.params},
+                    errors);
   for (size_t i = 0; i < config.rules.size(); ++i) {
     const JobRule& rule = config.rules[i];
     const std::string where = "rules[" + std::to_string(i) + "]";
@@ -62,6 +99,9 @@ std::vector<ConfigError> check_plugins(const Config& config, const PluginRegistr
     if (rule.placer) check_name(registry, PluginKind::kPlacer, *rule.placer, rule.placer_pos, where + ".placer", errors);
     if (rule.algorithm) check_name(registry, PluginKind::kAlgorithm, *rule.algorithm, rule.algorithm_pos, where + ".algorithm", errors);
     check_tables(registry, rule.params, where + ".params", errors);
+    const std::string& grouper = rule.grouper ? *rule.grouper : config.policy.grouper;
+    check_group_count(registry, config, grouper, rule.grouper ? rule.grouper_pos : rule.where,
+                        {&rule.params, &config.params}, errors);
   }
   return errors;
 }

@@ -77,7 +77,8 @@ messages::GraphAccepted LiveSession::on_graph(placement::OpGraph graph, std::opt
     s_.algorithm = registry_.create_algorithm(s_.policy.algorithm, s_.policy.algorithm_params);
     s_.graph = std::move(graph);
     const placement::OpGraph& g = *s_.graph;
-    s_.pipeline = std::make_unique<PolicyPipeline>(*s_.grouper, *s_.placer, g, s_.devices, s_.rng);
+    s_.pipeline = std::make_unique<PolicyPipeline>(*s_.grouper, *s_.placer, g, s_.devices, s_.rng,
+                                                   s_.policy.max_groups);
     placement::TrainablePolicy* policy = s_.pipeline->policy();
     s_.algorithm->reset({policy, s_.policy.exploration.failing_reward});
     s_.fingerprint = g.fingerprint();

@@ -89,15 +89,26 @@ class PolicyPipeline::JointPolicy : public placement::TrainablePolicy {
 
 PolicyPipeline::PolicyPipeline(placement::Grouper& grouper, placement::Placer& placer,
                                const placement::OpGraph& graph, const placement::DeviceSet& devices,
-                               std::mt19937_64& rng)
-    : grouper_(grouper), placer_(placer), graph_(graph), devices_(devices) {
-  grouping_ = grouper_.group(graph_, devices_, rng);
-  grouping_.validate(graph_);
+                               std::mt19937_64& rng, int max_groups)
+    : grouper_(grouper), placer_(placer), graph_(graph), devices_(devices), max_groups_(max_groups) {
+  grouping_ = group(rng);
   placer_.prepare(graph_, grouping_, devices_, rng);
   if (placement::TrainablePolicy* g = grouper_.policy()) joint_ = std::make_unique<JointPolicy>(*this, *g, placer_.policy());
 }
 
 PolicyPipeline::~PolicyPipeline() = default;
+
+placement::Grouping PolicyPipeline::group(std::mt19937_64& rng) {
+  placement::Grouping g = grouper_.group(graph_, devices_, rng);
+  g.validate(graph_);
+  if (g.num_groups <= max_groups_) return g;
+  // Merging a learned grouping would make the placer act on groups the grouper's action does not name.
+  if (grouper_.policy())
+    throw std::invalid_argument("the learned grouper made " + std::to_string(g.num_groups) +
+                                " groups, more than [policy] max_groups = " + std::to_string(max_groups_) +
+                                ": lower its groups hyperparameter");
+  return cap_groups(graph_, g, max_groups_);
+}
 
 bool PolicyPipeline::learned_grouping() const { return joint_ != nullptr; }
 
@@ -108,8 +119,7 @@ placement::TrainablePolicy* PolicyPipeline::policy() {
 
 PolicyPipeline::Sample PolicyPipeline::sample(std::mt19937_64& rng) {
   if (joint_) {
-    grouping_ = grouper_.group(graph_, devices_, rng);
-    grouping_.validate(graph_);
+    grouping_ = group(rng);
     placer_.prepare(graph_, grouping_, devices_, rng);
   }
   const std::vector<int> devices = placer_.place(rng);

@@ -17,15 +17,18 @@
 #include "placement/placement.h"
 #include "placement/placer.h"
 #include "placement/policy.h"
+#include "planning/group_cap.h"
 
 namespace placementd {
 
 class PolicyPipeline {
  public:
   /// Groups `graph` once (and, for a learned grouper, draws the first grouping) and prepares the
-  /// placer on it. The grouper, placer, graph and devices must outlive the pipeline.
+  /// placer on it. A fixed grouper's groups are merged into at most `max_groups` (cap_groups()); a
+  /// learned grouper that makes more throws std::invalid_argument, since its groupings are the
+  /// actions it learns from. The grouper, placer, graph and devices must outlive the pipeline.
   PolicyPipeline(placement::Grouper& grouper, placement::Placer& placer, const placement::OpGraph& graph,
-                 const placement::DeviceSet& devices, std::mt19937_64& rng);
+                 const placement::DeviceSet& devices, std::mt19937_64& rng, int max_groups = kDefaultMaxGroups);
   ~PolicyPipeline();
 
   struct Sample {
@@ -48,10 +51,13 @@ class PolicyPipeline {
 
  private:
   class JointPolicy;
+  /// The grouper's grouping, checked and capped.
+  placement::Grouping group(std::mt19937_64& rng);
   placement::Grouper& grouper_;
   placement::Placer& placer_;
   const placement::OpGraph& graph_;
   const placement::DeviceSet& devices_;
+  int max_groups_;
   placement::Grouping grouping_;
   std::unique_ptr<JointPolicy> joint_;
 };

@@ -46,8 +46,14 @@ std::string bound_path(int fd) {
 }
 
 ServerLimits limits_from(const Config& c) {
-  return {c.max_frame_bytes, c.max_connections, c.frame_timeout_ms, kMaxQueuedReplyBytes, c.admin_group,
-          static_cast<size_t>(c.max_buffered_bytes)};
+  return {c.max_frame_bytes,
+          c.max_connections,
+          c.frame_timeout_ms,
+          kMaxQueuedReplyBytes,
+          c.admin_group,
+          static_cast<size_t>(c.max_buffered_bytes),
+          c.limits,
+          static_cast<int>(c.policy.max_groups)};
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include "placement/serialization.h"
+#include "server/graph_limits.h"
 
 namespace placementd {
 
@@ -152,7 +153,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Handles every complete frame in the input buffer.
   void parse() {
-    size_t offset = 0;
+    size_t offset = drop(input_.size());
     const size_t header_size = placement::protocol::kHeaderSize;
     while (!stop_reading_ && input_.size() - offset >= header_size) {
       placement::protocol::Header header;
@@ -165,6 +166,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                         std::to_string(server_.limits().max_frame_bytes));
         return;
       }
+      // Refused before its bytes are buffered, let alone decoded (decoding is where a graph's memory
+      // is first spent): its payload is dropped as it arrives, and the job hears why.
+      const LimitsConfig& limits = server_.limits().graph_limits;
+      if (header.type == static_cast<uint16_t>(MessageType::kGraphUpload) &&
+          header.length > static_cast<uint64_t>(limits.max_graph_bytes)) {
+        const std::string why = "graph upload of " + std::to_string(header.length) +
+                                " bytes; [limits] max_graph_bytes = " + std::to_string(limits.max_graph_bytes);
+        spdlog::warn("uid {} pid {}: graph refused: {}", state_.peer.uid, state_.peer.pid, why);
+        send(MessageType::kError, header.request_id,
+             placement::messages::Error{error::kOverLimit, why, false}.to_json(), false);
+        offset += header_size;
+        skip_ = header.length;
+        offset += drop(input_.size() - offset);
+        continue;
+      }
       if (input_.size() - offset - header_size < header.length) break;
       const uint8_t* payload = input_.data() + offset + header_size;
       offset += header_size + header.length;
@@ -173,6 +189,26 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (stop_reading_) return;
     input_.erase(input_.begin(), input_.begin() + offset);
     release_input(offset);
+  }
+
+  // Weighs a graph upload before it is decoded; a graph over [limits] is refused with a reply to
+  // its request, and the connection stays usable (the job trains on without the daemon).
+  bool over_graph_limits(const placement::protocol::Header& header, const uint8_t* payload) {
+    const auto counts = count_graph_upload(payload, header.length);
+    if (!counts) return false;
+    const auto over = graph_over_limits(*counts, server_.limits().graph_limits, server_.limits().max_groups);
+    if (!over) return false;
+    spdlog::warn("uid {} pid {}: graph refused: {}", state_.peer.uid, state_.peer.pid, *over);
+    send(MessageType::kError, header.request_id, placement::messages::Error{error::kOverLimit, *over, false}.to_json(),
+         false);
+    return true;
+  }
+
+  // Counts up to `available` bytes of a refused payload as dropped; returns how many.
+  size_t drop(size_t available) {
+    const size_t n = std::min(skip_, available);
+    skip_ -= n;
+    return n;
   }
 
   void release_input(size_t bytes) { server_.buffered_ -= std::min(bytes, server_.buffered_); }
@@ -190,6 +226,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
            placement::messages::Error{error::kUnknownType, "unknown message type " + std::to_string(header.type), false}.to_json(), false);
       return;
     }
+    if (type == MessageType::kGraphUpload && over_graph_limits(header, payload)) return;
     json body;
     try {
       body = placement::protocol::decode_payload(payload, header.length);
@@ -207,7 +244,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // A frame that has begun must complete in time, so a stalled client cannot hold a half frame.
   void arm_timer() {
-    if (input_.empty()) {
+    if (input_.empty() && skip_ == 0) {
       timer_armed_ = false;
       timer_.cancel();
       return;
@@ -219,7 +256,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     timer_.async_wait([this, self](const boost::system::error_code& ec) {
       if (ec || closed_ || !timer_armed_) return;
       timer_armed_ = false;
-      if (!input_.empty()) fail(error::kTimeout, "incomplete frame for " + std::to_string(server_.limits().frame_timeout_ms) + " ms");
+      if (!input_.empty() || skip_ > 0) fail(error::kTimeout, "incomplete frame for " + std::to_string(server_.limits().frame_timeout_ms) + " ms");
     });
   }
 
@@ -250,6 +287,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Responder responder_;
   std::array<uint8_t, 65536> chunk_{};
   std::vector<uint8_t> input_;
+  /// Bytes of a refused graph upload's payload still to be dropped as they arrive.
+  size_t skip_ = 0;
   std::deque<std::vector<uint8_t>> queue_;
   size_t queued_bytes_ = 0;
   bool writing_ = false;

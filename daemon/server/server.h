@@ -24,6 +24,9 @@ struct ServerLimits {
   std::string admin_group;
   /// Partial frames buffered over all connections (daemon.max_buffered_bytes).
   size_t max_buffered_bytes = static_cast<size_t>(kDefaultMaxBufferedBytes);
+  /// [limits], and [policy] max_groups for the session estimate (server/graph_limits.h).
+  LimitsConfig graph_limits;
+  int max_groups = static_cast<int>(PolicyChoice{}.max_groups);
 };
 
 /// All I/O runs on one io_context thread; policy work is posted elsewhere by the Service and its

@@ -101,7 +101,8 @@ JobChannel::Status JobChannel::status() const {
   return status_;
 }
 
-bool JobChannel::connect() {
+bool JobChannel::connect(bool* refused) {
+  *refused = false;
   try {
     auto client = std::make_unique<Client>(ClientOptions{options_.socket_path, "placement job " + options_.job, options_.timeout_ms});
     messages::Attach attach;
@@ -135,6 +136,8 @@ bool JobChannel::connect() {
     cv_.notify_all();
     return true;
   } catch (const std::exception& e) {
+    const auto* server = dynamic_cast<const ServerError*>(&e);
+    *refused = server && server->code() == protocol::error::kOverLimit;
     std::lock_guard<std::mutex> lock(mutex_);
     status_.connected = false;
     ++status_.attempts;
@@ -196,9 +199,11 @@ void JobChannel::pump(int wait_ms) {
 
 void JobChannel::run() {
   while (!stop_) {
-    if (!client_ && !connect()) {
+    bool refused = false;
+    if (!client_ && !connect(&refused)) {
       std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait_for(lock, std::chrono::milliseconds(options_.reconnect_interval_ms), [this] { return stop_.load(); });
+      const int pause = refused ? options_.refused_retry_interval_ms : options_.reconnect_interval_ms;
+      cv_.wait_for(lock, std::chrono::milliseconds(pause), [this] { return stop_.load(); });
       continue;
     }
     try {

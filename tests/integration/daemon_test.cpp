@@ -11,7 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon_process.h"
+#include "placement/job_channel.h"
 #include "placement/serialization.h"
+#include "test_graphs.h"
 
 namespace placement::testing {
 namespace {
@@ -327,6 +329,66 @@ TEST(Daemon, DevicesOutsideThePoolAreRefused) {
     EXPECT_EQ(e.code(), protocol::error::kPermissionDenied);
     EXPECT_NE(std::string(e.what()).find("device cpu:1 is not in this node's device pool"), std::string::npos);
   }
+}
+
+// [limits]: a graph over one is refused from what the upload says of itself, before it is built,
+// with the limit and the figure; the session and the daemon go on, and a reload can raise them.
+TEST(Daemon, GraphsOverTheLimitsAreRefusedBeforeTheyAreBuilt) {
+  DaemonProcess daemon({"", "[limits]\nmax_graph_ops = 1000\nmax_session_bytes = 16777216\nmax_graph_bytes = 1048576\n"});
+  daemon.start();
+  auto refused = [&](const OpGraph& graph, const std::string& message) {
+    Client c = daemon.client();
+    try {
+      attach_and_upload(c, "big", graph);
+      ADD_FAILURE() << graph.ops.size() << " ops were accepted";
+    } catch (const ServerError& e) {
+      EXPECT_EQ(e.code(), protocol::error::kOverLimit);
+      EXPECT_EQ(e.what(), "over_limit: " + message);
+      EXPECT_FALSE(e.fatal());
+    }
+    // The connection still answers; the session has no graph, so it has no placement to give.
+    EXPECT_NO_THROW(c.request(MessageType::kStatus, json::object(), MessageType::kStatusReply));
+    EXPECT_THROW(first_directive(c, graph), ServerError);
+  };
+  refused(unrolled_stack(1200), "graph has 1200 ops; [limits] max_graph_ops = 1000");
+  refused(unrolled_stack(800),
+          "graph of 800 ops and 1396 edges needs about 18 MiB in the daemon; [limits] max_session_bytes = 16777216 "
+          "(16 MiB)");
+  OpGraph named = chain(300);
+  for (Op& op : named.ops) op.name = std::string(4000, 'x') + std::to_string(op.id);
+  const size_t bytes = json::to_cbor(msg::GraphUpload{named, std::nullopt}.to_json(two_cpus())).size();
+  // Too many bytes: its payload is dropped unread as it arrives, and the connection goes on.
+  refused(named, "graph upload of " + std::to_string(bytes) + " bytes; [limits] max_graph_bytes = 1048576");
+  EXPECT_TRUE(daemon.alive());
+  const std::string log = daemon.log();
+  EXPECT_NE(log.find("graph refused: graph has 1200 ops; [limits] max_graph_ops = 1000"), std::string::npos) << log;
+
+  // Within the limits, the same daemon takes a graph.
+  Client c = daemon.client();
+  EXPECT_EQ(attach_and_upload(c, "small", unrolled_stack(400)).ops, 400u);
+  EXPECT_EQ(first_directive(c, unrolled_stack(400)).placement.device_of_op.size(), 400u);
+}
+
+// A job whose graph is over the limits keeps training without the daemon and offers the graph
+// again only after the long pause: a retry every second would only repeat the upload.
+TEST(Daemon, AJobRefusedForItsSizeWaitsBeforeOfferingItsGraphAgain) {
+  DaemonProcess daemon({"", "[limits]\nmax_graph_ops = 100\n"});
+  daemon.start();
+  JobChannelOptions options;
+  options.socket_path = daemon.socket;
+  options.job = "too-big";
+  options.devices = two_cpus();
+  options.graph = unrolled_stack(400);
+  options.start.device_of_op.assign(400, 0);
+  options.reconnect_interval_ms = 20;
+  options.refused_retry_interval_ms = 60000;
+  JobChannel channel(options);
+  EXPECT_FALSE(channel.wait_for_directive(5000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const JobChannel::Status status = channel.status();
+  EXPECT_EQ(status.attempts, 1u) << "at the 20 ms reconnect pause it would have tried about 25 times";
+  EXPECT_FALSE(status.connected);
+  EXPECT_EQ(status.last_error, "over_limit: graph has 400 ops; [limits] max_graph_ops = 100");
 }
 
 }  // namespace

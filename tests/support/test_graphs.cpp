@@ -18,6 +18,31 @@ int add_op(OpGraph& g, const std::string& name, const std::string& kind, uint64_
 
 }  // namespace
 
+OpGraph unrolled_stack(int ops, int layers) {
+  OpGraph g;
+  g.name = "unrolled-" + std::to_string(layers) + "-layer";
+  const int steps = ops / layers;
+  const uint64_t bytes = 128 * 1024 * 4;
+  g.ops.reserve(static_cast<size_t>(steps) * layers);
+  g.edges.reserve(2 * static_cast<size_t>(steps) * layers);
+  for (int t = 0; t < steps; ++t)
+    for (int l = 0; l < layers; ++l) {
+      Op op;
+      op.id = static_cast<int>(g.ops.size());
+      op.name = "layer." + std::to_string(l) + ".step." + std::to_string(t);
+      op.kind = "aten::lstm_cell";
+      op.outputs.push_back({{128, 1024}, "float32", bytes});
+      // The cell's weights belong to its first step; later steps reuse them.
+      op.parameter_bytes = t == 0 ? 32u << 20 : 0;
+      op.profile["cuda"] = {20e-6, 40e-6, t == 0 ? 50e-6 : 0.0, 512 * 1024};
+      op.profile["cpu"] = {2e-4, 4e-4, t == 0 ? 5e-4 : 0.0, 512 * 1024};
+      if (t > 0) g.edges.push_back({op.id - layers, op.id, bytes});
+      if (l > 0) g.edges.push_back({op.id - 1, op.id, bytes});
+      g.ops.push_back(std::move(op));
+    }
+  return g;
+}
+
 OpGraph chain(int n, uint64_t bytes) {
   OpGraph g;
   g.name = "chain" + std::to_string(n);

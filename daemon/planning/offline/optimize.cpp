@@ -55,7 +55,7 @@ OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& r
   auto grouper = registry.create_grouper(options.grouper.name, options.grouper.params);
   auto placer = registry.create_placer(options.placer.name, options.placer.params);
   auto algorithm = registry.create_algorithm(options.algorithm.name, options.algorithm.params);
-  PolicyPipeline pipeline(*grouper, *placer, graph, devices, rng);
+  PolicyPipeline pipeline(*grouper, *placer, graph, devices, rng, options.max_groups);
   // With a learned grouper, baselines and the warm start use its first grouping.
   const placement::Grouping grouping = pipeline.grouping();
   placement::TrainablePolicy* policy = pipeline.policy();

@@ -24,9 +24,12 @@ struct PluginChoice {
 };
 
 struct OptimizeOptions {
+  // The triple a job gets from the default config ([policy]), so optimize previews it.
   PluginChoice grouper{"colocation", {}};
-  PluginChoice placer{"seq2seq", {}};
+  PluginChoice placer{"feedforward", {}};
   PluginChoice algorithm{"reinforce", {}};
+  /// The most groups the placer is given ([policy] max_groups; planning/group_cap.h).
+  int max_groups = 256;
   /// Candidate placements to evaluate (the policy's samples; memory-rejected ones included).
   int64_t budget = 500;
   uint64_t seed = 1;

@@ -36,6 +36,9 @@ struct JobChannelOptions {
   std::string torch_version;
   /// Pause between attempts to reach the daemon while it is away.
   int reconnect_interval_ms = 1000;
+  /// Pause after the daemon refused the graph for its [limits] (error over_limit): offering it
+  /// again every second would only repeat the upload, until an admin raises the limits.
+  int refused_retry_interval_ms = 300000;
   /// Steps the job profiles per-op when placementd asks (0: it never does; see JobOptions).
   int profile_steps = 0;
   /// Limit for one round trip (attach, detach); the graph upload gets ten times as long.
@@ -91,7 +94,8 @@ class JobChannel {
 
  private:
   void run();
-  bool connect();
+  /// False when it failed; `*refused` says whether the daemon refused the graph for its limits.
+  bool connect(bool* refused);
   void pump(int wait_ms);
   void wake();
 

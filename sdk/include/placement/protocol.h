@@ -81,6 +81,7 @@ inline constexpr const char* kNotFound = "not_found";
 inline constexpr const char* kInvalidConfig = "invalid_config";
 inline constexpr const char* kTimeout = "timeout";
 inline constexpr const char* kBusy = "busy";  // connection or input-buffer limit reached
+inline constexpr const char* kOverLimit = "over_limit";  // a graph over a [limits] value
 inline constexpr const char* kInternal = "internal";
 }  // namespace error
 

@@ -42,5 +42,36 @@ TEST(ConfigCheck, WarmStartNamesALoadedPlacer) {
   EXPECT_TRUE(check_plugins(search, registry).empty());
 }
 
+TEST(ConfigCheck, AGrouperThatAsksForMoreGroupsThanMaxGroupsIsAnError) {
+  PluginRegistry registry;
+  const Config fits = parse_config("[policy]\ngrouper = \"metis\"\n", "t.toml", PLUGIN_DIR);
+  registry.scan(fits.plugin_dirs);
+  EXPECT_TRUE(check_plugins(fits, registry).empty()) << "metis's default 256 groups fit the default max_groups";
+
+  // Its own key, at its position.
+  const Config set = parse_config("[policy]\ngrouper = \"metis\"\nmax_groups = 300\n[params.grouper.metis]\ngroups = 512\n",
+                                  "t.toml", PLUGIN_DIR);
+  auto errors = check_plugins(set, registry);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].str(), "t.toml:5:10: grouper 'metis' makes 512 groups (groups), more than [policy] max_groups = "
+                             "300: lower its groups or raise max_groups");
+
+  // The plugin's default, blamed on the line that chose the grouper.
+  const Config lowered = parse_config("[policy]\nmax_groups = 64\n[[rules]]\njob = \"big-*\"\ngrouper = \"fluid\"\n",
+                                      "t.toml", PLUGIN_DIR);
+  errors = check_plugins(lowered, registry);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].str(), "t.toml:5:11: grouper 'fluid' makes 256 groups (its default), more than [policy] "
+                             "max_groups = 64: lower its groups or raise max_groups");
+
+  // A rule's own table is what its jobs get; the global grouper (colocation) has no count.
+  const Config rule = parse_config("[policy]\nmax_groups = 64\n[params.grouper.metis]\ngroups = 32\n"
+                                   "[[rules]]\njob = \"x\"\ngrouper = \"metis\"\n[rules.params.grouper.metis]\ngroups = 100\n",
+                                   "t.toml", PLUGIN_DIR);
+  errors = check_plugins(rule, registry);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].str().rfind("t.toml:9:10: grouper 'metis' makes 100 groups", 0), 0u) << errors[0].str();
+}
+
 }  // namespace
 }  // namespace placementd

@@ -46,6 +46,10 @@ TEST(Config, ShippedFileHoldsEveryKeyWithItsDefault) {
   EXPECT_EQ(shipped.policy.placer, defaults.policy.placer);
   EXPECT_EQ(shipped.policy.algorithm, defaults.policy.algorithm);
   EXPECT_EQ(shipped.policy.warm_start_seconds, defaults.policy.warm_start_seconds);
+  EXPECT_EQ(shipped.policy.max_groups, defaults.policy.max_groups);
+  EXPECT_EQ(shipped.limits.max_graph_ops, defaults.limits.max_graph_ops);
+  EXPECT_EQ(shipped.limits.max_graph_bytes, defaults.limits.max_graph_bytes);
+  EXPECT_EQ(shipped.limits.max_session_bytes, defaults.limits.max_session_bytes);
   const auto& a = shipped.exploration;
   const auto& b = defaults.exploration;
   EXPECT_EQ(a.steps_per_candidate, b.steps_per_candidate);
@@ -64,7 +68,8 @@ TEST(Config, ShippedFileHoldsEveryKeyWithItsDefault) {
   for (const char* key : {"daemon.socket", "daemon.socket_mode", "daemon.admin_group", "daemon.state_dir",
                           "daemon.max_frame_bytes", "daemon.max_connections", "daemon.frame_timeout_ms",
                           "daemon.policy_threads", "daemon.max_buffered_bytes", "logging.level", "metrics.listen", "devices.allow", "devices.memory_headroom_fraction",
-                          "policy.grouper", "policy.placer", "policy.algorithm", "policy.warm_start_seconds",
+                          "policy.grouper", "policy.placer", "policy.algorithm", "policy.warm_start_seconds", "policy.max_groups",
+                          "limits.max_graph_ops", "limits.max_graph_bytes", "limits.max_session_bytes",
                           "exploration.steps_per_candidate",
                           "exploration.warmup_steps", "exploration.max_candidates", "exploration.max_overhead_fraction",
                           "exploration.failing_reward", "exploration.drift_threshold", "exploration.drift_steps",
@@ -195,6 +200,32 @@ TEST(Config, BufferCapMustHoldOneLargestFrame) {
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_NE(errors[0].find("t.toml:3:22: daemon.max_buffered_bytes (65536) must be at least daemon.max_frame_bytes (1048576)"),
             std::string::npos) << errors[0];
+}
+
+// [policy] max_groups reaches every job; [limits] are bounded, and a graph-size limit no frame
+// could reach is refused where it is written.
+TEST(Config, MaxGroupsAndLimitsAreCheckedAndReachTheDaemon) {
+  const Config c = parse_config("[policy]\nmax_groups = 64\n[limits]\nmax_graph_ops = 1000\nmax_graph_bytes = 1048576\n"
+                                "max_session_bytes = 268435456\n",
+                                "t.toml", "/plugins");
+  EXPECT_EQ(effective_policy(c, "any-job", 1000).max_groups, 64);
+  EXPECT_EQ(c.limits.max_graph_ops, 1000);
+  EXPECT_EQ(c.limits.max_graph_bytes, 1 << 20);
+  EXPECT_EQ(c.limits.max_session_bytes, 256 << 20);
+  const Config d = parse_config("", "t.toml", "/plugins");
+  EXPECT_EQ(effective_policy(d, "any-job", 1000).max_groups, 256) << "the Hierarchical Planner's";
+  EXPECT_EQ(d.limits.max_graph_ops, 200000);
+  EXPECT_EQ(errors_of("[policy]\nmax_groups = 0\n"),
+            std::vector<std::string>{"t.toml:2:14: policy.max_groups must be in [1, 4096], got 0"});
+  EXPECT_EQ(errors_of("[limits]\nmax_graph_ops = 0\n"),
+            std::vector<std::string>{"t.toml:2:17: limits.max_graph_ops must be in [1, 100000000], got 0"});
+  EXPECT_EQ(errors_of("[limits]\nmax_graph_bytes = 134217728\n"),
+            std::vector<std::string>{"t.toml:2:19: limits.max_graph_bytes (134217728) is larger than "
+                                     "daemon.max_frame_bytes (67108864): no frame that large is read; raise both"});
+  EXPECT_TRUE(errors_of("[daemon]\nmax_frame_bytes = 134217728\nmax_buffered_bytes = 134217728\n"
+                        "[limits]\nmax_graph_bytes = 134217728\n")
+                  .empty());
+  EXPECT_EQ(errors_of("[limits]\nmax_ops = 5\n").size(), 1u) << "unknown keys are errors";
 }
 
 TEST(Config, WarmupMustLeaveStepsToMeasure) {

@@ -79,6 +79,33 @@ TEST_F(LearnedGrouping, EverySampleRegroupsAndItsPlacementFollowsTheGroups) {
   EXPECT_THROW(pipeline.policy()->load_state("joint:99999:x"), std::invalid_argument);
 }
 
+// [policy] max_groups: a fixed grouper's groups are merged down to it; a learned grouper's groupings
+// are its actions, so one that makes more is refused with the key to change.
+TEST(PolicyPipeline, HoldsEveryGrouperToMaxGroups) {
+  const placement::OpGraph g = placement::testing::chain(600);
+  const placement::DeviceSet d = placement::testing::devices(2);
+  auto none = offline::built_plugins().create_grouper("none", {});
+  auto pl = offline::built_plugins().create_placer("single_device", {});
+  std::mt19937_64 rng(1);
+  PolicyPipeline capped(*none, *pl, g, d, rng, 256);
+  EXPECT_EQ(capped.grouping().num_groups, 256);
+  const PolicyPipeline::Sample s = capped.sample(rng);
+  EXPECT_EQ(s.placement.device_of_op.size(), 600u);
+  PolicyPipeline wide(*none, *pl, g, d, rng, 1000);
+  EXPECT_EQ(wide.grouping().num_groups, 600) << "a cap above the group count changes nothing";
+
+  if (!offline::built_plugins().has(placement::PluginKind::kGrouper, "feedforward")) return;
+  auto learned = offline::built_plugins().create_grouper("feedforward", {{"groups", int64_t{64}}});
+  auto ff = offline::built_plugins().create_placer("feedforward", {});
+  try {
+    PolicyPipeline refused(*learned, *ff, g, d, rng, 32);
+    FAIL() << "a learned grouper over the cap was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "the learned grouper made 64 groups, more than [policy] max_groups = 32: lower its groups "
+                           "hyperparameter");
+  }
+}
+
 // EAGLE's pairing (learned grouper trained jointly, PPO) with the feed-forward placer. With
 // REINFORCE instead, the joint policy settles early on a 24 ms placement on every one of 5 seeds
 // (the EMA baseline starts at the failing reward, so the first samples are all reinforced);
