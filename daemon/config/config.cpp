@@ -173,7 +173,7 @@ void read_document(const toml::table& root, const std::string& file, Config& con
   if (const toml::table* t = c.table(root, "daemon", "[daemon]")) {
     c.only(*t, "[daemon]",
            {"socket", "socket_mode", "admin_group", "state_dir", "max_frame_bytes",
-            "max_connections", "max_buffered_bytes", "frame_timeout_ms", "policy_threads"});
+            "max_connections", "max_buffered_bytes", "frame_timeout_ms", "policy_threads", "policy_nice"});
     c.get_string(*t, "socket", "daemon", config.socket);
     if (config.socket.size() >= 108)
       c.error(*t->get("socket"), "daemon.socket is longer than the 107 bytes a Unix socket path may have");
@@ -192,6 +192,7 @@ void read_document(const toml::table& root, const std::string& file, Config& con
                                                  std::to_string(config.max_frame_bytes) + "): one largest frame must fit");
     c.get_int(*t, "frame_timeout_ms", "daemon", config.frame_timeout_ms, 10, 3600000);
     c.get_int(*t, "policy_threads", "daemon", config.policy_threads, 1, 256);
+    c.get_int(*t, "policy_nice", "daemon", config.policy_nice, 0, 19);
   }
 
   if (const toml::table* t = c.table(root, "logging", "[logging]")) {

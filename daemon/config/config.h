@@ -129,6 +129,9 @@ struct Config {
   int64_t frame_timeout_ms = kDefaultFrameTimeoutMs;
   /// Threads computing groupings and placements, off the I/O thread.
   int64_t policy_threads = 2;
+  /// Their nice value (server/policy_priority.h): 19, the lowest priority, so a CPU-bound job on
+  /// the same cores barely notices them.
+  int64_t policy_nice = 19;
 
   // [logging]
   std::string log_level = "info";

@@ -99,8 +99,10 @@ std::vector<ConfigError> check_plugins(const Config& config, const PluginRegistr
     if (rule.placer) check_name(registry, PluginKind::kPlacer, *rule.placer, rule.placer_pos, where + ".placer", errors);
     if (rule.algorithm) check_name(registry, PluginKind::kAlgorithm, *rule.algorithm, rule.algorithm_pos, where + ".algorithm", errors);
     check_tables(registry, rule.params, where + ".params", errors);
+    // Only a rule that picks the grouper or its own count can add to what the global check said.
     const std::string& grouper = rule.grouper ? *rule.grouper : config.policy.grouper;
-    check_group_count(registry, config, grouper, rule.grouper ? rule.grouper_pos : rule.where,
+    if (rule.grouper || rule.params.count({PluginKind::kGrouper, grouper}))
+      check_group_count(registry, config, grouper, rule.grouper ? rule.grouper_pos : rule.where,
                         {&rule.params, &config.params}, errors);
   }
   return errors;

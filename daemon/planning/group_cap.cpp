@@ -23,13 +23,15 @@ placement::Grouping cap_groups(const placement::OpGraph& graph, const placement:
   std::stable_sort(by_first.begin(), by_first.end(), [&](int a, int b) { return first[a] < first[b]; });
 
   // Run k takes the groups that start within the k-th equal share of the ops: the run index
-  // floor(ops before the group · max_groups / total) never decreases and stays below max_groups.
+  // floor(ops before the group · max_groups / total) never decreases. Empty groups sort last, where
+  // `before` is the total, so the index is clamped into the last run.
   const size_t total = order.size();
   std::vector<int> merged(G, -1);
   int runs = 0, last_run = -1;
   size_t before = 0;
   for (int g : by_first) {
-    const int run = static_cast<int>(before * static_cast<size_t>(max_groups) / std::max<size_t>(total, 1));
+    const int run = std::min(max_groups - 1,
+                             static_cast<int>(before * static_cast<size_t>(max_groups) / std::max<size_t>(total, 1)));
     if (run != last_run) {
       last_run = run;
       ++runs;  // dense ids: a run that no group starts in is skipped

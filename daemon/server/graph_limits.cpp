@@ -1,5 +1,6 @@
 #include "server/graph_limits.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -86,21 +87,26 @@ std::optional<GraphCounts> count_graph_upload(const uint8_t* payload, size_t siz
   return GraphCounts{*sax.ops, *sax.edges};
 }
 
-uint64_t estimate_session_bytes(const GraphCounts& counts, int max_groups) {
+uint64_t estimate_session_bytes(const GraphCounts& counts, uint64_t payload_bytes, int max_groups) {
   // Fitted to the daemon's peak RSS over idle with unrolled 4-layer stacks of 20k, 80k and 160k
   // ops (1.75 edges per op; the feedforward placer, 100 candidates): 7.3 KiB per op and edge pair,
-  // of which about 5.3 KiB is the decoded upload, freed once the graph is built. Per group pair,
-  // the features' and the placers' G² floats and doubles.
+  // of which about 5.3 KiB is the decoded upload (21 bytes per byte of CBOR), freed once the graph
+  // is built. Per group pair, the features' and the placers' G² floats and doubles.
   constexpr uint64_t kPerOp = 7000, kPerEdge = 256, kPerGroupPair = 64, kBase = 8u << 20;
+  // What a graph's bytes cost decoded and built, for ops heavier than these: the decoded document
+  // and the graph built from it.
+  constexpr uint64_t kPerPayloadByte = 28;
   const auto g = static_cast<uint64_t>(max_groups);
-  return kBase + counts.ops * kPerOp + counts.edges * kPerEdge + g * g * kPerGroupPair;
+  const uint64_t by_count = counts.ops * kPerOp + counts.edges * kPerEdge;
+  return kBase + std::max(by_count, payload_bytes * kPerPayloadByte) + g * g * kPerGroupPair;
 }
 
-std::optional<std::string> graph_over_limits(const GraphCounts& counts, const LimitsConfig& limits, int max_groups) {
+std::optional<std::string> graph_over_limits(const GraphCounts& counts, uint64_t payload_bytes,
+                                             const LimitsConfig& limits, int max_groups) {
   if (counts.ops > static_cast<uint64_t>(limits.max_graph_ops))
     return "graph has " + std::to_string(counts.ops) + " ops; [limits] max_graph_ops = " +
            std::to_string(limits.max_graph_ops);
-  const uint64_t bytes = estimate_session_bytes(counts, max_groups);
+  const uint64_t bytes = estimate_session_bytes(counts, payload_bytes, max_groups);
   if (bytes > static_cast<uint64_t>(limits.max_session_bytes))
     return "graph of " + std::to_string(counts.ops) + " ops and " + std::to_string(counts.edges) +
            " edges needs about " + mib(bytes) + " in the daemon; [limits] max_session_bytes = " +

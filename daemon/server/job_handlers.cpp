@@ -102,7 +102,9 @@ void upload_graph(ServiceContext& ctx, Request& req) {
         std::move(upload.graph), std::move(upload.start), ctx.config()->memory_headroom_fraction);
     req.respond(accepted.kType, req.id, accepted.to_json(), false);
   }
+#ifdef __GLIBC__
   ::malloc_trim(0);
+#endif
 }
 
 void request_placement(ServiceContext& ctx, Request& req) {

@@ -161,25 +161,30 @@ class Connection : public std::enable_shared_from_this<Connection> {
         fail(error::kBadFrame, "bad magic: this is not a placementd protocol stream");
         return;
       }
+      // A graph upload over the limit is refused before its bytes are buffered, let alone decoded
+      // (decoding is where a graph's memory is first spent): its payload is dropped as it arrives,
+      // which buffers nothing, so the connection goes on and the job hears why.
+      if (header.type == static_cast<uint16_t>(MessageType::kGraphUpload)) {
+        const auto graph_limit = static_cast<uint64_t>(server_.limits().graph_limits.max_graph_bytes);
+        const bool frame_binds = server_.limits().max_frame_bytes < graph_limit;
+        if (header.length > std::min<uint64_t>(graph_limit, server_.limits().max_frame_bytes)) {
+          const std::string why =
+              "graph upload of " + std::to_string(header.length) + " bytes; " +
+              (frame_binds ? "daemon.max_frame_bytes = " + std::to_string(server_.limits().max_frame_bytes)
+                           : "[limits] max_graph_bytes = " + std::to_string(graph_limit));
+          spdlog::warn("uid {} pid {}: graph refused: {}", state_.peer.uid, state_.peer.pid, why);
+          send(MessageType::kError, header.request_id,
+               placement::messages::Error{error::kOverLimit, why, false}.to_json(), false);
+          offset += header_size;
+          skip_ = header.length;
+          offset += drop(input_.size() - offset);
+          continue;
+        }
+      }
       if (header.length > server_.limits().max_frame_bytes) {
         fail(error::kFrameTooLarge, "frame of " + std::to_string(header.length) + " bytes exceeds the maximum of " +
                                         std::to_string(server_.limits().max_frame_bytes));
         return;
-      }
-      // Refused before its bytes are buffered, let alone decoded (decoding is where a graph's memory
-      // is first spent): its payload is dropped as it arrives, and the job hears why.
-      const LimitsConfig& limits = server_.limits().graph_limits;
-      if (header.type == static_cast<uint16_t>(MessageType::kGraphUpload) &&
-          header.length > static_cast<uint64_t>(limits.max_graph_bytes)) {
-        const std::string why = "graph upload of " + std::to_string(header.length) +
-                                " bytes; [limits] max_graph_bytes = " + std::to_string(limits.max_graph_bytes);
-        spdlog::warn("uid {} pid {}: graph refused: {}", state_.peer.uid, state_.peer.pid, why);
-        send(MessageType::kError, header.request_id,
-             placement::messages::Error{error::kOverLimit, why, false}.to_json(), false);
-        offset += header_size;
-        skip_ = header.length;
-        offset += drop(input_.size() - offset);
-        continue;
       }
       if (input_.size() - offset - header_size < header.length) break;
       const uint8_t* payload = input_.data() + offset + header_size;
@@ -196,7 +201,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool over_graph_limits(const placement::protocol::Header& header, const uint8_t* payload) {
     const auto counts = count_graph_upload(payload, header.length);
     if (!counts) return false;
-    const auto over = graph_over_limits(*counts, server_.limits().graph_limits, server_.limits().max_groups);
+    const auto over =
+        graph_over_limits(*counts, header.length, server_.limits().graph_limits, server_.limits().max_groups);
     if (!over) return false;
     spdlog::warn("uid {} pid {}: graph refused: {}", state_.peer.uid, state_.peer.pid, *over);
     send(MessageType::kError, header.request_id, placement::messages::Error{error::kOverLimit, *over, false}.to_json(),

@@ -10,6 +10,7 @@
 #include "live/request_error.h"
 #include "placement/serialization.h"
 #include "server/admin_handlers.h"
+#include "server/policy_priority.h"
 #include "server/job_handlers.h"
 #include "server/job_log.h"
 #include "server/metrics.h"
@@ -83,6 +84,13 @@ Service::Service(std::shared_ptr<const Config> config, PluginRegistry& registry,
   add_admin_handlers(handlers_, ctx_);
   for (MessageType type : handlers_.types())
     if (handlers_.find(type)->runs != Runs::kIoThread) ctx_.policy_latency.add(type);
+  const auto cfg = ctx_.config();
+  try {
+    nice_pool_threads(ctx_.policy_pool, static_cast<int>(cfg->policy_threads), static_cast<int>(cfg->policy_nice));
+  } catch (const std::runtime_error& e) {
+    // The daemon still works; policy work then competes with the jobs at full priority.
+    spdlog::warn("{} (daemon.policy_nice); policy work runs at the daemon's own priority", e.what());
+  }
 }
 
 Service::~Service() { ctx_.policy_pool.join(); }

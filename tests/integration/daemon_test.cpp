@@ -363,6 +363,22 @@ TEST(Daemon, GraphsOverTheLimitsAreRefusedBeforeTheyAreBuilt) {
   const std::string log = daemon.log();
   EXPECT_NE(log.find("graph refused: graph has 1200 ops; [limits] max_graph_ops = 1000"), std::string::npos) << log;
 
+  // With the defaults (64 MiB both), a daemon whose frames are smaller refuses the same way.
+  DaemonProcess small_frames({"max_frame_bytes = 1048576\n"});
+  small_frames.start();
+  {
+    Client c = small_frames.client();
+    try {
+      attach_and_upload(c, "big", named);
+      ADD_FAILURE() << "a graph over max_frame_bytes was accepted";
+    } catch (const ServerError& e) {
+      EXPECT_EQ(std::string(e.what()), "over_limit: graph upload of " + std::to_string(bytes) +
+                                           " bytes; daemon.max_frame_bytes = 1048576");
+      EXPECT_FALSE(e.fatal());
+    }
+    EXPECT_NO_THROW(c.request(MessageType::kStatus, json::object(), MessageType::kStatusReply));
+  }
+
   // Within the limits, the same daemon takes a graph.
   Client c = daemon.client();
   EXPECT_EQ(attach_and_upload(c, "small", unrolled_stack(400)).ops, 400u);
@@ -386,9 +402,21 @@ TEST(Daemon, AJobRefusedForItsSizeWaitsBeforeOfferingItsGraphAgain) {
   EXPECT_FALSE(channel.wait_for_directive(5000));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const JobChannel::Status status = channel.status();
-  EXPECT_EQ(status.attempts, 1u) << "at the 20 ms reconnect pause it would have tried about 25 times";
+  EXPECT_EQ(status.attempts, 1u) << "at the 20 ms reconnect pause it would have tried hundreds of times";
   EXPECT_FALSE(status.connected);
   EXPECT_EQ(status.last_error, "over_limit: graph has 400 ops; [limits] max_graph_ops = 100");
+}
+
+// The policy threads run at nice 19 ([daemon] policy_nice), the rest of the daemon at its own.
+TEST(Daemon, PolicyThreadsAreNicedAndTheIoThreadIsNot) {
+  DaemonProcess daemon({"policy_threads = 3\n"});
+  daemon.start();
+  std::map<int, int> nice = threads_by_nice(daemon.pid);
+  EXPECT_EQ(nice[19], 3);
+  EXPECT_GE(nice[0], 1) << "the main thread, which runs the I/O";
+  DaemonProcess unniced({"policy_threads = 3\npolicy_nice = 0\n"});
+  unniced.start();
+  EXPECT_EQ(threads_by_nice(unniced.pid)[19], 0);
 }
 
 }  // namespace

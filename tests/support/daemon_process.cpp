@@ -79,6 +79,20 @@ int wait_exit(pid_t pid, int timeout_ms) {
 
 }  // namespace
 
+std::map<int, int> threads_by_nice(pid_t pid) {
+  std::map<int, int> count;
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& entry : std::filesystem::directory_iterator(tasks)) {
+    const std::string stat = read_file(entry.path().string() + "/stat");
+    // The command name may hold spaces: fields count on from its closing parenthesis (field 2).
+    std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+    std::string field;
+    for (int i = 3; i <= 19 && fields >> field; ++i)
+      if (i == 19) ++count[std::stoi(field)];
+  }
+  return count;
+}
+
 std::string placementd_bin() { return PLACEMENTD_BIN; }
 std::string placementctl_bin() { return PLACEMENTCTL_BIN; }
 std::string plugin_dir() { return PLUGIN_DIR; }

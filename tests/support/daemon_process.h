@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,9 @@ struct CommandResult {
 
 /// Runs argv to completion, capturing stdout and stderr.
 CommandResult run_command(const std::vector<std::string>& argv);
+
+/// How many threads of process `pid` have each nice value (/proc/PID/task/TID/stat).
+std::map<int, int> threads_by_nice(pid_t pid);
 
 /// Binaries and directories of this build (from compile definitions).
 std::string placementd_bin();

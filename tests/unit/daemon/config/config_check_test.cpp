@@ -64,6 +64,15 @@ TEST(ConfigCheck, AGrouperThatAsksForMoreGroupsThanMaxGroupsIsAnError) {
   EXPECT_EQ(errors[0].str(), "t.toml:5:11: grouper 'fluid' makes 256 groups (its default), more than [policy] "
                              "max_groups = 64: lower its groups or raise max_groups");
 
+  // A rule that picks neither the grouper nor its count adds nothing to the global error.
+  const Config quiet = parse_config("[policy]\ngrouper = \"metis\"\nmax_groups = 64\n[[rules]]\njob = \"a\"\n"
+                                    "placer = \"single_device\"\n",
+                                    "t.toml", PLUGIN_DIR);
+  errors = check_plugins(quiet, registry);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].str().rfind("t.toml:2:11: grouper 'metis' makes 256 groups (its default)", 0), 0u)
+      << errors[0].str();
+
   // A rule's own table is what its jobs get; the global grouper (colocation) has no count.
   const Config rule = parse_config("[policy]\nmax_groups = 64\n[params.grouper.metis]\ngroups = 32\n"
                                    "[[rules]]\njob = \"x\"\ngrouper = \"metis\"\n[rules.params.grouper.metis]\ngroups = 100\n",

@@ -28,6 +28,15 @@ TEST(GroupCap, AGroupingWithinTheCapIsUnchanged) {
   EXPECT_THROW(cap_groups(g, grouping, 0), std::invalid_argument);
 }
 
+TEST(GroupCap, AnEmptyGroupNeverMakesOneTooMany) {
+  const placement::OpGraph g = placement::testing::chain(1000);
+  placement::Grouping grouping = each_op(g);
+  grouping.num_groups = 1001;  // group 1000 holds no op
+  const placement::Grouping capped = cap_groups(g, grouping, 256);
+  capped.validate(g);
+  EXPECT_LE(capped.num_groups, 256);
+}
+
 TEST(GroupCap, AChainIsCutIntoEqualRunsOfConsecutiveOps) {
   const placement::OpGraph g = placement::testing::chain(1000);
   const placement::Grouping capped = cap_groups(g, each_op(g), 256);
