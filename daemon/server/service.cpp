@@ -10,10 +10,10 @@
 #include "live/request_error.h"
 #include "placement/serialization.h"
 #include "server/admin_handlers.h"
-#include "server/policy_priority.h"
 #include "server/job_handlers.h"
 #include "server/job_log.h"
 #include "server/metrics.h"
+#include "server/policy_priority.h"
 #include "server/version.h"
 
 namespace placementd {
