@@ -105,33 +105,25 @@ class Checker : public TomlChecker {
          {"steps_per_candidate", "warmup_steps", "max_candidates", "max_overhead_fraction",
           "failing_reward", "drift_threshold", "drift_steps", "converge_candidates", "trial_window_steps",
           "max_trial_steps", "confidence", "min_gain"});
-    auto note = [&](const char* key, double v) {
-      if (set_keys) (*set_keys)[key] = v;
+    // Each key read, in range, is also noted for a rule (which overrides only what it sets).
+    auto int_key = [&](const char* key, int64_t& field, int64_t min, int64_t max) {
+      if (get_int(t, key, where, field, min, max) && set_keys) (*set_keys)[key] = static_cast<double>(field);
     };
-    if (get_int(t, "steps_per_candidate", where, e.steps_per_candidate, 2, 100000))
-      note("steps_per_candidate", static_cast<double>(e.steps_per_candidate));
-    if (get_int(t, "warmup_steps", where, e.warmup_steps, 0, 100000))
-      note("warmup_steps", static_cast<double>(e.warmup_steps));
-    if (get_int(t, "max_candidates", where, e.max_candidates, 0, 10000000))
-      note("max_candidates", static_cast<double>(e.max_candidates));
-    if (get_float(t, "max_overhead_fraction", where, e.max_overhead_fraction, 0.0, 1.0))
-      note("max_overhead_fraction", e.max_overhead_fraction);
-    if (get_float(t, "failing_reward", where, e.failing_reward, -1e9, 0.0))
-      note("failing_reward", e.failing_reward);
-    if (get_float(t, "drift_threshold", where, e.drift_threshold, 0.0, 100.0))
-      note("drift_threshold", e.drift_threshold);
-    if (get_int(t, "drift_steps", where, e.drift_steps, 1, 10000000))
-      note("drift_steps", static_cast<double>(e.drift_steps));
-    if (get_int(t, "converge_candidates", where, e.converge_candidates, 0, 10000000))
-      note("converge_candidates", static_cast<double>(e.converge_candidates));
-    if (get_int(t, "trial_window_steps", where, e.trial_window_steps, 1, 100000))
-      note("trial_window_steps", static_cast<double>(e.trial_window_steps));
-    if (get_int(t, "max_trial_steps", where, e.max_trial_steps, 16, 100000000))
-      note("max_trial_steps", static_cast<double>(e.max_trial_steps));
-    if (get_float(t, "confidence", where, e.confidence, 0.5, 0.9999))
-      note("confidence", e.confidence);
-    if (get_float(t, "min_gain", where, e.min_gain, 0.0, 1.0))
-      note("min_gain", e.min_gain);
+    auto float_key = [&](const char* key, double& field, double min, double max) {
+      if (get_float(t, key, where, field, min, max) && set_keys) (*set_keys)[key] = field;
+    };
+    int_key("steps_per_candidate", e.steps_per_candidate, 2, 100000);
+    int_key("warmup_steps", e.warmup_steps, 0, 100000);
+    int_key("max_candidates", e.max_candidates, 0, 10000000);
+    float_key("max_overhead_fraction", e.max_overhead_fraction, 0.0, 1.0);
+    float_key("failing_reward", e.failing_reward, -1e9, 0.0);
+    float_key("drift_threshold", e.drift_threshold, 0.0, 100.0);
+    int_key("drift_steps", e.drift_steps, 1, 10000000);
+    int_key("converge_candidates", e.converge_candidates, 0, 10000000);
+    int_key("trial_window_steps", e.trial_window_steps, 1, 100000);
+    int_key("max_trial_steps", e.max_trial_steps, 16, 100000000);
+    float_key("confidence", e.confidence, 0.5, 0.9999);
+    float_key("min_gain", e.min_gain, 0.0, 1.0);
   }
 
   void policy_names(const toml::table& t, const std::string& where, std::string* grouper,

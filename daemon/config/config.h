@@ -15,6 +15,7 @@
 #include "placement/params.h"
 #include "placement/plugin.h"
 #include "placement/protocol.h"
+#include "planning/group_cap.h"
 #include "toml/source_pos.h"
 
 namespace placementd {
@@ -89,7 +90,7 @@ struct PolicyChoice {
   /// Wall time the "simulator" warm start's search may take on the session's policy thread.
   double warm_start_seconds = 1.0;
   /// The most groups a placer is given (planning/group_cap.h).
-  int64_t max_groups = 256;
+  int64_t max_groups = kDefaultMaxGroups;
   SourcePos grouper_pos, placer_pos, algorithm_pos, warm_start_pos, max_groups_pos;
 };
 
@@ -185,7 +186,7 @@ struct EffectivePolicy {
   /// [policy] warm_start_seconds: the simulator search's time limit.
   double warm_start_seconds = 1.0;
   /// [policy] max_groups.
-  int max_groups = 256;
+  int max_groups = kDefaultMaxGroups;
   placement::Params grouper_params, placer_params, algorithm_params;
   ExplorationConfig exploration;
   /// Index of the rule that matched, or -1.

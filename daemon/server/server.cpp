@@ -172,9 +172,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
               "graph upload of " + std::to_string(header.length) + " bytes; " +
               (frame_binds ? "daemon.max_frame_bytes = " + std::to_string(server_.limits().max_frame_bytes)
                            : "[limits] max_graph_bytes = " + std::to_string(graph_limit));
-          spdlog::warn("uid {} pid {}: graph refused: {}", state_.peer.uid, state_.peer.pid, why);
-          send(MessageType::kError, header.request_id,
-               placement::messages::Error{error::kOverLimit, why, false}.to_json(), false);
+          refuse_graph(header.request_id, why);
           offset += header_size;
           skip_ = header.length;
           offset += drop(input_.size() - offset);
@@ -204,10 +202,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const auto over =
         graph_over_limits(*counts, header.length, server_.limits().graph_limits, server_.limits().max_groups);
     if (!over) return false;
-    spdlog::warn("uid {} pid {}: graph refused: {}", state_.peer.uid, state_.peer.pid, *over);
-    send(MessageType::kError, header.request_id, placement::messages::Error{error::kOverLimit, *over, false}.to_json(),
-         false);
+    refuse_graph(header.request_id, *over);
     return true;
+  }
+
+  // Answers a graph upload over [limits]; nothing else is wrong with the connection.
+  void refuse_graph(uint32_t request_id, const std::string& why) {
+    spdlog::warn("uid {} pid {}: graph refused: {}", state_.peer.uid, state_.peer.pid, why);
+    send(MessageType::kError, request_id, placement::messages::Error{error::kOverLimit, why, false}.to_json(), false);
   }
 
   // Counts up to `available` bytes of a refused payload as dropped; returns how many.

@@ -26,7 +26,7 @@ struct ServerLimits {
   size_t max_buffered_bytes = static_cast<size_t>(kDefaultMaxBufferedBytes);
   /// [limits], and [policy] max_groups for the session estimate (server/graph_limits.h).
   LimitsConfig graph_limits;
-  int max_groups = static_cast<int>(PolicyChoice{}.max_groups);
+  int max_groups = kDefaultMaxGroups;
 };
 
 /// All I/O runs on one io_context thread; policy work is posted elsewhere by the Service and its

@@ -12,6 +12,7 @@
 
 #include "placement/params.h"
 #include "placement/placement.h"
+#include "planning/group_cap.h"
 #include "planning/offline/warm_start.h"
 #include "planning/sim/simulator.h"
 #include "plugins/plugin_registry.h"
@@ -29,7 +30,7 @@ struct OptimizeOptions {
   PluginChoice placer{"feedforward", {}};
   PluginChoice algorithm{"reinforce", {}};
   /// The most groups the placer is given ([policy] max_groups; planning/group_cap.h).
-  int max_groups = 256;
+  int max_groups = kDefaultMaxGroups;
   /// Candidate placements to evaluate (the policy's samples; memory-rejected ones included).
   int64_t budget = 500;
   uint64_t seed = 1;
