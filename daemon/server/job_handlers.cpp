@@ -117,7 +117,11 @@ void request_placement(ServiceContext& ctx, Request& req) {
 // Training the policy may hold the session for seconds; the job does not wait for it. A report is
 // one-way: nothing answers it unless the placement changes.
 void step_report(Request& req) {
-  if (auto d = req.job->live.on_report(placement::measurement_from_json(req.body))) push(req, *d);
+  const placement::Measurement report = placement::measurement_from_json(req.body);
+  if (auto d = req.job->live.on_report(report)) {
+    d->after_step = report.step;
+    push(req, *d);
+  }
 }
 
 void profile_report(ServiceContext& ctx, Request& req) {

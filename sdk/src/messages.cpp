@@ -179,11 +179,13 @@ GraphAccepted GraphAccepted::from_json(const json& body) {
 }
 
 json Directive::to_json(const DeviceSet& devices) const {
-  return {{"placement_id", placement_id},
-          {"reason", messages::to_string(reason)},
-          {"state", messages::to_string(state)},
-          {"profile", profile},
-          {"placement", placement::to_json(placement, devices)}};
+  json body = {{"placement_id", placement_id},
+               {"reason", messages::to_string(reason)},
+               {"state", messages::to_string(state)},
+               {"profile", profile},
+               {"placement", placement::to_json(placement, devices)}};
+  if (after_step) body["after_step"] = *after_step;
+  return body;
 }
 
 Directive Directive::from_json(const json& body, const OpGraph& graph, const DeviceSet& devices) {
@@ -195,6 +197,7 @@ Directive Directive::from_json(const json& body, const OpGraph& graph, const Dev
   d.reason = nested(reason, [&](const json&) { return reason_from_string(name); });
   d.state = state_from_string(r.field("state"));
   d.profile = flag(r, "profile");
+  if (r.has("after_step")) d.after_step = r.field("after_step").uint();
   d.placement = nested(r.field("placement"), [&](const json& j) { return placement_from_json(j, graph, devices); });
   return d;
 }

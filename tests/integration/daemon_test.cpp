@@ -195,6 +195,7 @@ TEST(Daemon, APluginThatThrowsEndsOneJobsExplorationAndNothingElse) {
   const json pushed = good.read_frame(&header);
   EXPECT_EQ(header.type, static_cast<uint16_t>(MessageType::kPlacementDirective));
   EXPECT_EQ(pushed["reason"].get<std::string>(), "policy");
+  EXPECT_EQ(pushed["after_step"], 1) << "the push names the report that completed the start candidate";
 
   Client admin = daemon.client();
   json shown;

@@ -29,30 +29,16 @@
 #include "live/trial.h"
 #include "placement/client.h"
 #include "placement/serialization.h"
+#include "process_stats.h"
 #include "test_graphs.h"
 
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 using placement::protocol::MessageType;
 namespace msg = placement::messages;
+using placement::testing::cpu_seconds;
 
 namespace {
-
-// CPU time of a process in seconds (/proc/PID/stat utime + stime).
-double cpu_seconds(pid_t pid) {
-  FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
-  if (!f) return 0;
-  char buffer[4096];
-  const size_t n = std::fread(buffer, 1, sizeof(buffer) - 1, f);
-  std::fclose(f);
-  buffer[n] = 0;
-  const std::string stat(buffer);
-  const char* p = stat.c_str() + stat.rfind(')') + 2;
-  unsigned long utime = 0, stime = 0;
-  // Fields 14 and 15 (utime, stime), counted from field 3 after the command name.
-  std::sscanf(p, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime);
-  return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
-}
 
 struct Result {
   double estimate = 0, low = 0, high = 0, daemon_cores = 0;

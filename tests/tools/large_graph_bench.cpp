@@ -12,10 +12,8 @@
 //
 //   large_graph_bench [--ops N] [--steps N] [--budget N] [--check]
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -30,6 +28,7 @@
 #include "planning/group_cap.h"
 #include "planning/sim/simulator.h"
 #include "planning/sim/topology.h"
+#include "process_stats.h"
 #include "server/graph_limits.h"
 #include "test_graphs.h"
 
@@ -37,31 +36,12 @@ using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 using placement::protocol::MessageType;
 namespace msg = placement::messages;
+using placement::testing::percentile;
+using placement::testing::status_mib;
 
 namespace {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// "VmRSS:" and "VmHWM:" (the peak) of a process, in MiB.
-double status_mib(pid_t pid, const std::string& key) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string k;
-  while (in >> k) {
-    if (k == key) {
-      long kib = 0;
-      in >> kib;
-      return static_cast<double>(kib) / 1024.0;
-    }
-    in.ignore(4096, '\n');
-  }
-  return -1;
-}
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(p * static_cast<double>(v.size() - 1))];
-}
 
 int run(int ops, int steps, int budget, bool check) {
   int failures = 0;
@@ -161,7 +141,7 @@ int run(int ops, int steps, int budget, bool check) {
   std::printf("%-58s %10s\n", "", "figure");
   std::printf("%-58s %10.2f s   (encode %.2f s, accepted after %.2f s; target <= 10 s)\n",
               "first directive, from the start of the upload", first_s, encode_s, accepted_s);
-  std::printf("%-58s %10d\n", "groups the placer is given", accepted.groups);
+  std::printf("%-58s %10d\n", "groups the placer is given", static_cast<int>(accepted.groups));
   std::printf("%-58s %10.0f MiB (idle %.0f MiB)\n", "daemon RSS with the graph attached", attached_mib, idle_mib);
   std::printf("%-58s %10.0f MiB\n", "daemon RSS after the steps", explored_mib);
   std::printf("%-58s %10.0f MiB (target <= 1024 MiB)\n", "daemon peak RSS (VmHWM)", peak_mib);

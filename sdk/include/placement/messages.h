@@ -163,6 +163,9 @@ struct Directive {
   JobState state = JobState::kProfiling;
   /// Protocol 2: measure per-op costs under this placement and send a ProfileReport.
   bool profile = false;
+  /// On a pushed directive: the `step` of the report that made the daemon send it, so a job (or a
+  /// benchmark) can tell how long the decision took. Absent on a reply and from older daemons.
+  std::optional<uint64_t> after_step;
   Placement placement;
   nlohmann::json to_json(const DeviceSet& devices) const;
   static Directive from_json(const nlohmann::json& body, const OpGraph& graph, const DeviceSet& devices);

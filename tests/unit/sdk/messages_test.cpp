@@ -104,6 +104,7 @@ TEST(Messages, DirectiveRoundTripsWithItsReasonAndState) {
   a.reason = Reason::kReexplore;
   a.state = JobState::kReexploring;
   a.profile = true;
+  a.after_step = 41;
   a.placement = Placement::single(g, 1);
   const json body = over_the_wire(a.to_json(d));
   EXPECT_EQ(body["reason"], "re-explore");
@@ -113,11 +114,16 @@ TEST(Messages, DirectiveRoundTripsWithItsReasonAndState) {
   EXPECT_EQ(b.reason, Reason::kReexplore);
   EXPECT_EQ(b.state, JobState::kReexploring);
   EXPECT_TRUE(b.profile);
+  EXPECT_EQ(b.after_step, std::optional<uint64_t>(41));
   EXPECT_EQ(b.placement.device_of_op, a.placement.device_of_op);
 
-  json v1 = body;  // a protocol 1 daemon sends no "profile"
+  json v1 = body;  // a protocol 1 daemon sends no "profile"; a reply carries no "after_step"
   v1.erase("profile");
+  v1.erase("after_step");
   EXPECT_FALSE(Directive::from_json(v1, g, d).profile);
+  EXPECT_FALSE(Directive::from_json(v1, g, d).after_step.has_value());
+  a.after_step.reset();
+  EXPECT_FALSE(over_the_wire(a.to_json(d)).contains("after_step"));
   json wrong = body;
   wrong["state"] = "dreaming";
   EXPECT_EQ(error_of([&] { Directive::from_json(wrong, g, d); }), "placement_directive.state: 'dreaming' is not a job state");
