@@ -1,6 +1,9 @@
 #include "live/store.h"
 
+#include <signal.h>
+
 #include <cctype>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -22,6 +25,29 @@ Store::Store(std::string state_dir) : dir_(std::move(state_dir)) {
   fs::create_directories(fs::path(dir_) / "placements", ec);
   if (!ec) fs::create_directories(fs::path(dir_) / "policies", ec);
   if (ec) throw std::runtime_error("state directory " + dir_ + ": " + ec.message());
+  remove_unfinished_writes();
+}
+
+// A write goes to "<file>.tmp.<pid>" and is renamed over the file once complete; a daemon killed
+// in between leaves the temporary behind. Those of processes that are gone are removed; a live
+// one's (another daemon sharing the directory) may still be renamed.
+void Store::remove_unfinished_writes() const {
+  size_t removed = 0;
+  for (const char* sub : {"placements", "policies"}) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(fs::path(dir_) / sub, ec)) {
+      const std::string name = entry.path().filename().string();
+      const size_t tmp = name.rfind(".tmp.");
+      if (tmp == std::string::npos) continue;
+      const std::string pid = name.substr(tmp + 5);
+      if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9) continue;
+      if (::kill(static_cast<pid_t>(std::stol(pid)), 0) == 0 || errno != ESRCH) continue;
+      std::error_code removing;
+      if (fs::remove(entry.path(), removing)) ++removed;
+      else spdlog::warn("cannot remove the unfinished write {}: {}", entry.path().string(), removing.message());
+    }
+  }
+  if (removed) spdlog::info("removed {} unfinished write(s) of a daemon that was stopped mid-write", removed);
 }
 
 Store::~Store() { writer_.join(); }
@@ -61,22 +87,37 @@ std::optional<StoredPlacement> Store::best(const placement::OpGraph& graph,
   return known_locked(path, graph, devices);
 }
 
-bool Store::offer(const placement::OpGraph& graph, const placement::DeviceSet& devices,
-                  const StoredPlacement& candidate) {
-  const std::string path = path_for(graph, devices);
+namespace {
+
+std::string stored_file(const placement::OpGraph& graph, const placement::DeviceSet& devices,
+                        const StoredPlacement& stored) {
   const json doc = {{"graph_fingerprint", graph.fingerprint()},
                     {"devices_fingerprint", devices.fingerprint()},
                     {"graph_name", graph.name},
-                    {"job", candidate.job},
-                    {"step_time_s", candidate.step_time_s},
-                    {"placement", placement::to_json(candidate.placement, devices)}};
+                    {"job", stored.job},
+                    {"step_time_s", stored.step_time_s},
+                    {"placement", placement::to_json(stored.placement, devices)}};
+  return doc.dump() + "\n";
+}
+
+}  // namespace
+
+bool Store::offer(const placement::OpGraph& graph, const placement::DeviceSet& devices,
+                  const StoredPlacement& candidate) {
+  const std::string path = path_for(graph, devices);
   // Compared, remembered and queued under one lock: two jobs of one model offering at once leave
   // the faster on disk.
   std::lock_guard<std::mutex> lock(mutex_);
   std::optional<StoredPlacement>& known = known_locked(path, graph, devices);
-  if (known && known->step_time_s <= candidate.step_time_s) return false;
+  if (known && known->step_time_s <= candidate.step_time_s) {
+    // The best is known but its last write failed (a full disk, say): every offer tries it again,
+    // so it reaches the disk once there is room, not only when a faster placement comes along.
+    if (errors_.count(path) && !pending_.count(path) && writing_ != path)
+      queue_locked(path, stored_file(graph, devices, *known));
+    return false;
+  }
   known = candidate;
-  queue_locked(path, doc.dump() + "\n");
+  queue_locked(path, stored_file(graph, devices, candidate));
   return true;
 }
 

@@ -27,8 +27,9 @@ struct StoredPlacement {
 /// The store answers from memory what it read or was given, and writes on a thread of its own, so
 /// no caller waits for a disk (a session offers its best after every candidate, under its lock).
 /// Files are written atomically (temp + fsync + rename), the latest content per file only when
-/// writes pile up; a failed write is logged and counted. A damaged file is reported and ignored,
-/// never fatal. Thread-safe. The destructor finishes the queued writes.
+/// writes pile up; a failed write is logged, counted, and tried again with the next offer. A
+/// damaged file is reported and ignored, never fatal. Thread-safe. The destructor finishes the
+/// queued writes.
 class Store {
  public:
   /// Creates `state_dir`/placements and /policies if needed; throws std::runtime_error naming the
@@ -65,6 +66,8 @@ class Store {
   uint64_t failed_writes() const;
 
  private:
+  /// Removes the temporaries of writes that a killed daemon left behind.
+  void remove_unfinished_writes() const;
   std::string path_for(const placement::OpGraph& graph, const placement::DeviceSet& devices) const;
   std::string policy_path(const placement::OpGraph& graph, const placement::DeviceSet& devices,
                           const std::string& key) const;

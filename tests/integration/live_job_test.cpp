@@ -29,19 +29,7 @@ namespace {
 using nlohmann::json;
 using testing::DaemonOptions;
 using testing::DaemonProcess;
-
-// Short candidates and short A/B trials (windows of 1 step, at most 16 pairs) so a test sees many
-// swaps and candidates in few steps; one group per op, so the policy has many placements to propose.
-// Without expected_steps the overhead budget paces exploration by the job's time; 1.0 turns that
-// off for tests that want many swaps in few steps.
-DaemonOptions fast_exploration(int64_t max_candidates = 12, double max_overhead_fraction = 1.0) {
-  DaemonOptions o;
-  o.log_level = "info";
-  o.extra = "[policy]\ngrouper = \"none\"\n[exploration]\nsteps_per_candidate = 3\nwarmup_steps = 1\nmax_candidates = " +
-            std::to_string(max_candidates) + "\nconverge_candidates = 0\ntrial_window_steps = 1\nmax_trial_steps = 32\nmax_overhead_fraction = " +
-            std::to_string(max_overhead_fraction) + "\n";
-  return o;
-}
+using testing::fast_exploration;
 
 struct Model {
   torch::jit::Module module;
@@ -388,13 +376,17 @@ TEST(LiveJob, KeepsTrainingWithoutTheDaemonAndReattachesWhenItIsBack) {
   EXPECT_EQ(job.stats().placement_id, 0u);
 
   daemon.start();
-  auto wait_attached = [&](uint64_t attaches) {
-    for (int tries = 0; tries < 400 && job.daemon().attaches < attaches; ++tries, ++i) step(i);
-    return job.daemon().attaches >= attaches;
+  // Trains until `done`, for at most 30 s: the daemon answers while the job trains, and on a loaded
+  // machine (CI runs the fault suite beside it) its answers may take many of these tiny steps.
+  auto train_until = [&](const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    for (; !done() && std::chrono::steady_clock::now() < deadline; ++i) step(i);
+    return done();
   };
+  auto wait_attached = [&](uint64_t attaches) { return train_until([&] { return job.daemon().attaches >= attaches; }); };
   ASSERT_TRUE(wait_attached(1)) << job.daemon().last_error;
   // Until the second candidate runs: the first was measured and persisted before it was sent.
-  for (int tries = 0; tries < 2000 && job.stats().placement_id < 2; ++tries, ++i) step(i);
+  train_until([&] { return job.stats().placement_id >= 2; });
   ASSERT_GE(job.stats().placement_id, 2u) << "runs placementd's placements once attached\n" << daemon.log();
   EXPECT_EQ(job.stats().profiled_steps, 3u) << "the start placement (all on cpu:0) was profiled";
   EXPECT_EQ(job.daemon().profiles_sent, 1u);
@@ -406,8 +398,7 @@ TEST(LiveJob, KeepsTrainingWithoutTheDaemonAndReattachesWhenItIsBack) {
       if (f.path().extension() == ".json") return true;
     return false;
   };
-  for (int tries = 0; tries < 200 && !stored(); ++tries, ++i) step(i);
-  ASSERT_TRUE(stored()) << "the start placement was never persisted\n" << daemon.log();
+  ASSERT_TRUE(train_until(stored)) << "the start placement was never persisted\n" << daemon.log();
 
   // kill -9 mid-exploration: the job notices, keeps stepping, and attaches to the new daemon.
   daemon.stop(SIGKILL);

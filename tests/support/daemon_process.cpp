@@ -119,6 +119,16 @@ CommandResult run_command(const std::vector<std::string>& argv) {
   return result;
 }
 
+DaemonOptions fast_exploration(int64_t max_candidates, double max_overhead_fraction) {
+  DaemonOptions o;
+  o.log_level = "info";
+  o.extra = "[policy]\ngrouper = \"none\"\n[exploration]\nsteps_per_candidate = 3\nwarmup_steps = 1\nmax_candidates = " +
+            std::to_string(max_candidates) +
+            "\nconverge_candidates = 0\ntrial_window_steps = 1\nmax_trial_steps = 32\nmax_overhead_fraction = " +
+            std::to_string(max_overhead_fraction) + "\n";
+  return o;
+}
+
 DaemonProcess::DaemonProcess(DaemonOptions options) : options_(std::move(options)) {
   if (options_.plugin_dirs.empty()) options_.plugin_dirs = {plugin_dir()};
   dir = make_temp_dir();

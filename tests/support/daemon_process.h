@@ -53,6 +53,12 @@ struct DaemonOptions {
   int64_t frame_timeout_ms = 500;
 };
 
+/// Short candidates and short A/B trials (windows of 1 step, at most 32 pairs), so a test sees many
+/// swaps and candidates in few steps; one group per op, so the policy has many placements to
+/// propose. Without expected_steps the overhead budget paces exploration by the job's time; 1.0
+/// turns that off for tests that want many swaps in few steps.
+DaemonOptions fast_exploration(int64_t max_candidates = 12, double max_overhead_fraction = 1.0);
+
 class DaemonProcess {
  public:
   explicit DaemonProcess(DaemonOptions options = {});

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../../examples/common/command_line.h"
+#include "attach_flow.h"
 #include "daemon_process.h"
 #include "live/trial.h"
 #include "placement/client.h"
@@ -35,7 +36,6 @@
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 using placement::protocol::MessageType;
-namespace msg = placement::messages;
 using placement::testing::cpu_seconds;
 
 namespace {
@@ -66,16 +66,7 @@ Result measure(int nice, int pairs, int window_ms, int ops) {
   for (int j = 0; j < cores; ++j)
     jobs.emplace_back([&, j] {
       placement::Client c = daemon.client(60000);
-      msg::Attach attach;
-      attach.job = "explorer-" + std::to_string(j);
-      attach.devices = devices;
-      c.request(attach.kType, attach.to_json(), msg::Attached::kType);
-      c.request(msg::GraphUpload::kType, msg::GraphUpload{graph, std::nullopt}.to_json(devices),
-                msg::GraphAccepted::kType);
-      uint64_t id = msg::Directive::from_json(c.request(msg::PlacementRequest::kType, msg::PlacementRequest{}.to_json(),
-                                                        msg::Directive::kType),
-                                              graph, devices)
-                        .placement_id;
+      uint64_t id = placement::testing::attach_and_place(c, "explorer-" + std::to_string(j), graph, devices).placement_id;
       for (uint64_t step = 0; !done; ++step) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
         if (!exploring) continue;

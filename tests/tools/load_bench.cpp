@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../../examples/common/command_line.h"
+#include "attach_flow.h"
 #include "daemon_process.h"
 #include "placement/client.h"
 #include "placement/serialization.h"
@@ -64,18 +65,10 @@ JobFigures run_job(const placement::testing::DaemonProcess& daemon, int index, i
   const placement::OpGraph graph = placement::testing::unrolled_stack(ops + 4 * index);
   const placementd::sim::Simulator simulator(graph, devices);
   placement::Client client = daemon.client(60000);
-  msg::Attach attach;
-  attach.job = "load-" + std::to_string(index);
-  attach.devices = devices;
-  // Long enough that the exploration budget never ends exploring within the run.
-  attach.expected_steps = 10000000;
-  client.request(attach.kType, attach.to_json(), msg::Attached::kType);
   const auto asked = Clock::now();
-  client.request(msg::GraphUpload::kType, msg::GraphUpload{graph, std::nullopt}.to_json(devices),
-                 msg::GraphAccepted::kType);
-  msg::Directive directive = msg::Directive::from_json(
-      client.request(msg::PlacementRequest::kType, msg::PlacementRequest{}.to_json(), msg::Directive::kType), graph,
-      devices);
+  // expected_steps: long enough that the exploration budget never ends exploring within the run.
+  msg::Directive directive =
+      placement::testing::attach_and_place(client, "load-" + std::to_string(index), graph, devices, 10000000);
   f.first_directive_ms = ms_between(asked, Clock::now());
   attached->fetch_add(1);
 
@@ -201,7 +194,7 @@ int run(int jobs, int ops, double step_ms, int seconds, bool check) {
   std::printf("%-58s %.0f / %.0f / %.0f MiB (idle %.0f)\n", "daemon RSS exploring / peak / after the detaches",
               exploring_mib, peak_mib, detached_mib, idle_mib);
   std::printf("%-58s %.2f s\n", "every job attached and training after", all_attached_s);
-  std::printf("%-58s %.0f / %.0f ms\n", "first directive (upload -> placement) p50 / max", percentile(first_ms, 0.5),
+  std::printf("%-58s %.0f / %.0f ms\n", "first directive (attach -> placement) p50 / max", percentile(first_ms, 0.5),
               percentile(first_ms, 1.0));
   std::printf("%-58s %.0f (per job min %.0f, median %.0f, max %.0f)\n", "directives pushed", [&] {
     double n = 0;

@@ -38,6 +38,20 @@ TEST_F(StoreTest, KeepsTheFastestPlacementPerGraphAndDeviceSet) {
   EXPECT_FALSE(store.best(g, placement::testing::devices(3))) << "another device set has its own entry";
 }
 
+// A daemon killed mid-write leaves "<file>.tmp.<pid>"; the next store removes those of processes
+// that are gone and leaves a live writer's alone.
+TEST_F(StoreTest, UnfinishedWritesOfAKilledDaemonAreRemoved) {
+  Store(dir).flush();
+  const std::string dead = dir + "/placements/a-b.json.tmp.999999999";
+  const std::string live = dir + "/policies/a-b-key.bin.tmp." + std::to_string(::getpid());
+  const std::string named_like_one = dir + "/placements/notes.tmp.x";
+  for (const std::string& f : {dead, live, named_like_one}) std::ofstream(f) << "{\"half";
+  Store store(dir);
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_TRUE(fs::exists(live)) << "a running process may still rename it";
+  EXPECT_TRUE(fs::exists(named_like_one)) << "not one of the store's temporaries";
+}
+
 TEST_F(StoreTest, ADamagedFileIsIgnoredNotFatalAndReplaced) {
   const auto g = placement::testing::chain(2);
   const auto d = placement::testing::devices(2);
@@ -92,13 +106,25 @@ TEST_F(StoreTest, AWriteThatFailsIsCountedAndNotOnDisk) {
   EXPECT_FALSE(store.on_disk(g, d)) << "failed";
   EXPECT_EQ(store.failed_writes(), 1u);
   EXPECT_DOUBLE_EQ(store.best(g, d)->step_time_s, 2.0) << "memory still holds it";
-  // Once the directory is back, the next better placement gets there.
+  // A slower offer while the disk still fails: the best is tried again, and fails again.
+  EXPECT_FALSE(store.offer(g, d, {{{1, 0}}, 3.0, "slower"}));
+  store.flush();
+  EXPECT_EQ(store.failed_writes(), 2u);
+  // Once the directory is back, the next offer, even a slower one, writes the best it holds.
   fs::remove(fs::path(dir) / "placements");
   fs::create_directories(fs::path(dir) / "placements");
-  EXPECT_TRUE(store.offer(g, d, {{{1, 1}}, 1.0, "b"}));
+  EXPECT_FALSE(store.offer(g, d, {{{1, 0}}, 3.0, "slower"}));
   store.flush();
   EXPECT_TRUE(store.on_disk(g, d));
-  EXPECT_EQ(store.failed_writes(), 1u);
+  EXPECT_EQ(store.failed_writes(), 2u);
+  const auto read_back = Store(dir).best(g, d);
+  ASSERT_TRUE(read_back);
+  EXPECT_EQ(read_back->job, "a");
+  EXPECT_DOUBLE_EQ(read_back->step_time_s, 2.0);
+  // And a better one replaces it as before.
+  EXPECT_TRUE(store.offer(g, d, {{{1, 1}}, 1.0, "b"}));
+  store.flush();
+  EXPECT_EQ(Store(dir).best(g, d)->job, "b");
 }
 
 }  // namespace
