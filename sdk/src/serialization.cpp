@@ -451,6 +451,17 @@ void write_file_atomically(const std::string& path, const std::string& text) {
     ::unlink(tmp.c_str());
     throw std::runtime_error(path + ": rename failed: " + std::strerror(err));
   }
+  // The rename is durable only once the directory is: without this a power loss may bring back
+  // the old file (never a torn one). Filesystems that cannot sync a directory say EINVAL.
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0 || (::fsync(dir_fd) != 0 && errno != EINVAL)) {
+    const int err = errno;
+    if (dir_fd >= 0) ::close(dir_fd);
+    throw std::runtime_error(dir + ": fsync of the directory after writing " + path + " failed: " + std::strerror(err));
+  }
+  ::close(dir_fd);
 }
 
 OpGraph load_graph_file(const std::string& path) {

@@ -44,8 +44,8 @@ Placement placement_from_json(const nlohmann::json& doc, const OpGraph& graph,
 
 /// Reads a JSON file, gzip-compressed if the name ends in ".gz"; errors are prefixed with the path.
 nlohmann::json read_json_file(const std::string& path);
-/// Writes atomically: a temporary file in the same directory, fsync, then rename over `path`;
-/// gzip-compressed if the name ends in ".gz".
+/// Writes atomically: a temporary file in the same directory, fsync, rename over `path`, then
+/// fsync of the directory; gzip-compressed if the name ends in ".gz".
 void write_json_file(const std::string& path, const nlohmann::json& doc, int indent = 1);
 /// The same for any bytes (no compression).
 void write_file_atomically(const std::string& path, const std::string& contents);
