@@ -18,7 +18,6 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <iterator>
 #include <random>
 #include <sstream>
 #include <string>
@@ -44,11 +43,6 @@ using Clock = std::chrono::steady_clock;
 // A job's steps. The reference run (ctest faults.reference) trains twice as many without
 // placementd; a job's losses are the first of them (the example's batches depend on the step only).
 constexpr int kSteps = 600;
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 size_t count_of(const std::string& text, const std::string& what) {
   size_t n = 0;

@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <iterator>
 #include <set>
 #include <thread>
 
@@ -30,6 +29,7 @@ using nlohmann::json;
 using testing::DaemonOptions;
 using testing::DaemonProcess;
 using testing::fast_exploration;
+using testing::read_file;
 
 struct Model {
   torch::jit::Module module;
@@ -237,9 +237,14 @@ TEST(LiveJob, ProfilesFromACaptureFileLetTheDaemonSearchItsSimulator) {
   EXPECT_GE(stats.steps, 30u);
 
   // Another model's profiles are refused, naming the file.
+  const std::string other = daemon.dir + "/gnmt_small.graph.json";
+  const testing::CommandResult other_captured =
+      testing::run_command({testing::placementctl_bin(), "capture", std::string(MODEL_DIR) + "/gnmt_small.pt", "--input",
+                            "2x6", "--input", "2x5", "--dtype", "int64", "-o", other});
+  ASSERT_EQ(other_captured.exit_code, 0) << other_captured.err << other_captured.out;
   JobOptions wrong;
   wrong.use_daemon = false;
-  wrong.profile_graph_file = std::string(MODEL_DIR) + "/gnmt_small.graph.json";
+  wrong.profile_graph_file = other;
   Model m = load("two_tower");
   try {
     Job job("two_tower", m.module, m.inputs, wrong);
@@ -422,11 +427,6 @@ TEST(LiveJob, KeepsTrainingWithoutTheDaemonAndReattachesWhenItIsBack) {
   JobOptions alone;
   alone.use_daemon = false;
   expect_bitwise_equal(final_params, train("two_tower", alone, i, mean_square));
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 TEST(LiveJob, TwoExampleJobsAtOnceSwapPlacementsAndTrainExactlyLikeRunsWithoutPlacementd) {

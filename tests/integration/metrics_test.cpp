@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attach_flow.h"
 #include "daemon_process.h"
 #include "http_get.h"
 #include "placement/serialization.h"
@@ -24,20 +25,11 @@ namespace {
 
 using nlohmann::json;
 using protocol::MessageType;
-namespace msg = messages;
 
 // Attaches `name`, uploads the example graph, takes the start placement and reports `steps`
 // steps of `seconds` under it; returns once the daemon has counted them.
 void run_start(Client& c, const std::string& name, int steps, double seconds) {
-  msg::Attach attach;
-  attach.job = name;
-  const DeviceSet cpus = devices(2);
-  attach.devices = cpus;
-  c.request(attach.kType, attach.to_json(), msg::Attached::kType);
-  const OpGraph graph = load_graph_file(example_graph());
-  c.request(msg::GraphUpload::kType, msg::GraphUpload{graph, std::nullopt}.to_json(cpus), msg::GraphAccepted::kType);
-  const json d = c.request(msg::PlacementRequest::kType, msg::PlacementRequest{}.to_json(), msg::Directive::kType);
-  const uint64_t id = d.at("placement_id").get<uint64_t>();
+  const uint64_t id = attach_and_place(c, name, load_graph_file(example_graph()), devices(2)).placement_id;
   for (int i = 0; i < steps; ++i)
     ASSERT_TRUE(c.send_oneway(MessageType::kStepReport,
                               to_json(Measurement{id, static_cast<uint64_t>(i), seconds, true, ""})));

@@ -19,14 +19,14 @@ extern char** environ;
 
 namespace placement::testing {
 
-namespace {
-
 std::string read_file(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
 }
+
+namespace {
 
 std::string make_temp_dir() {
   char tmpl[] = "/tmp/pdt.XXXXXX";  // short: Unix socket paths are limited to 108 bytes

@@ -19,6 +19,9 @@ struct CommandResult {
   std::string err;
 };
 
+/// The whole file ("" if it cannot be read).
+std::string read_file(const std::string& path);
+
 /// Runs argv to completion, capturing stdout and stderr.
 CommandResult run_command(const std::vector<std::string>& argv);
 
