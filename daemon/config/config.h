@@ -48,7 +48,9 @@ struct ExplorationConfig {
   int64_t warmup_steps = 5;
   /// Candidates tried before the best placement is kept for good.
   int64_t max_candidates = 100;
-  /// Largest fraction of the job's wall time that may be spent off the best known placement.
+  /// Largest fraction of the job's time exploration may cost: what its steps take beyond the
+  /// placement in force's (live/exploration.cpp), against the steps the job says it will run, or
+  /// its time so far (the pace).
   double max_overhead_fraction = 0.05;
   /// Reward of an invalid or failing placement.
   double failing_reward = -10.0;

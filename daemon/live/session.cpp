@@ -112,10 +112,12 @@ placement::messages::JobSummary Session::summary() const {
   if (b) out.best_step_time_interval_s = b->median_interval();
   if (auto it = candidates.find(current_candidate); it != candidates.end())
     out.current_step_time_s = it->second.median();
-  // Time spent running exploration candidates, and profiling beyond the start's own step time, as
-  // a fraction of measured step time (the start placement is what the job would have run anyway).
+  // What exploration cost beyond the placement in force's step time, and profiling beyond the
+  // start's own, as a fraction of measured step time (0 when exploration earned more time back than
+  // it cost: a challenger faster than the incumbent ran before a trial showed it).
   const double profiling = profiling_overhead_seconds();
-  out.exploration_overhead = measured_seconds > 0 ? (exploration_seconds + profiling) / measured_seconds : 0.0;
+  out.exploration_overhead =
+      measured_seconds > 0 ? std::max(0.0, exploration_cost_s + profiling) / measured_seconds : 0.0;
   if (out.start_step_time_s && out.best_step_time_s && *out.best_step_time_s > 0)
     out.speedup = *out.start_step_time_s / *out.best_step_time_s;
   // When the search first got within 2% of the best it has now (issue #5's convergence figure).
@@ -127,15 +129,16 @@ placement::messages::JobSummary Session::summary() const {
       out.seconds_to_within_2pct = *c.measured_at_s;
       break;
     }
-  // How much of the exploration budget is spent: candidates against max_candidates, and steps
-  // against max_overhead_fraction of the steps the job said it will run (or, without them, of the
-  // time measured so far: the pace).
+  // How much of the exploration budget is spent: candidates against max_candidates, and the cost
+  // against max_overhead_fraction of the time of the steps the job said it will run (or, without
+  // them, of the time measured so far: the pace).
   const auto& e = policy.exploration;
   double budget_used = e.max_candidates > 0 ? static_cast<double>(candidates.size()) / e.max_candidates : 1.0;
-  if (expected_steps > 0 && e.max_overhead_fraction > 0)
-    budget_used = std::max(budget_used, exploration_steps / (e.max_overhead_fraction * expected_steps));
+  if (expected_steps > 0 && e.max_overhead_fraction > 0 && cost_reference)
+    budget_used =
+        std::max(budget_used, exploration_cost_s / (e.max_overhead_fraction * expected_steps * *cost_reference));
   if (expected_steps == 0 && e.max_overhead_fraction > 0 && measured_seconds > 0)
-    budget_used = std::max(budget_used, exploration_seconds / (e.max_overhead_fraction * measured_seconds));
+    budget_used = std::max(budget_used, exploration_cost_s / (e.max_overhead_fraction * measured_seconds));
   if ((state == SessionState::kExploiting && !paused) || state == SessionState::kDetached) budget_used = 1.0;
   out.budget_used = std::min(budget_used, 1.0);
   const auto end = detached_steady ? *detached_steady : std::chrono::steady_clock::now();

@@ -149,10 +149,17 @@ struct Session {
   double measured_seconds = 0.0;
   /// Steps the job expects to run (0: unknown); bounds exploration by max_overhead_fraction.
   uint64_t expected_steps = 0;
-  /// Steps run, and their measured seconds, on exploration candidates (not the start placement,
-  /// not the best being exploited, not a re-measurement of it).
+  /// Steps run on exploration candidates (not the start placement, not the best being exploited,
+  /// not a re-measurement of it).
   uint64_t exploration_steps = 0;
-  double exploration_seconds = 0.0;
+  /// What exploration cost the job: the seconds its steps took beyond cost_reference (a candidate
+  /// as fast as the placement in force costs nothing, a faster one earns time back), the warm-up
+  /// of swaps back to the placement in force during a trial, and the whole of a failed step. This
+  /// is what max_overhead_fraction bounds.
+  double exploration_cost_s = 0.0;
+  /// The mean step time of the placement in force over its latest measured steps, refreshed after
+  /// each policy advance; nullopt until it has been measured.
+  std::optional<double> cost_reference;
   /// Exploiting only until the job's time brings exploration back under its pace (jobs without
   /// expected_steps); exploration then resumes.
   bool paused = false;

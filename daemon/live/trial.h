@@ -42,8 +42,8 @@ struct TrialPlan {
   int64_t max_steps = 4000;
   /// One-sided confidence of a "faster" verdict, over all the trial's looks together.
   double confidence = 0.99;
-  /// The smallest gain worth the trial: it ends "not faster" as soon as a (one-sided 90%)
-  /// interval rules out a gain this large.
+  /// The smallest gain worth the trial: it ends "not faster" as soon as a one-sided 90% interval
+  /// (99% in a final check) rules out a gain this large.
   double min_gain = 0.02;
 
   /// The window pairs at which the trial looks: doubling from the first count that can reach its

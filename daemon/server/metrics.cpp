@@ -52,7 +52,7 @@ void add_jobs(const ServiceContext& ctx, std::vector<MetricFamily>& out) {
   MetricFamily max_candidates = family("placementd_job_max_candidates", "exploration.max_candidates in force",
                                        MetricType::Gauge);
   MetricFamily overhead = family("placementd_job_exploration_overhead_ratio",
-                                 "Time off the start placement for exploration and profiling, over the time measured",
+                                 "What exploration and profiling cost beyond the placement in force's step time, over the time measured",
                                  MetricType::Gauge);
   MetricFamily budget = family("placementd_job_exploration_budget_used_ratio",
                                "Fraction of the exploration budget spent (1: exploiting for good)", MetricType::Gauge);

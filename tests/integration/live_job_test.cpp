@@ -143,9 +143,11 @@ TEST(LiveJob, AFailingCandidateLosesNoBatchAndLeavesNoTrace) {
   Job job("flaky", m.module, m.inputs, live);
   current = &job;
   torch::optim::Adam optimizer(job.parameters(), torch::optim::AdamOptions(0.01));
-  // 60 steps, or more until a candidate has failed (the daemon answers while the job trains).
+  // 60 steps, or more until a candidate has failed: the daemon answers while the job trains, and
+  // this model's steps are far shorter than a policy step, so the bound is time, not steps.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   int steps = 0;
-  for (; steps < 60 || (job.stats().retried_steps == 0 && steps < 600); ++steps) {
+  for (; steps < 60 || (job.stats().retried_steps == 0 && std::chrono::steady_clock::now() < deadline); ++steps) {
     at::manual_seed(100 + steps);
     const at::Tensor loss = job.step({at::randn(m.inputs[0].sizes())}, flaky, optimizer);
     EXPECT_TRUE(loss.defined());
@@ -468,8 +470,10 @@ TEST(LiveJob, TwoExampleJobsAtOnceSwapPlacementsAndTrainExactlyLikeRunsWithoutPl
     EXPECT_EQ(j["steps"].get<uint64_t>(), 40u);
     EXPECT_GE(j["candidates_tried"].get<uint64_t>(), 2u) << "the start and at least one candidate (and its trial)";
     EXPECT_LE(j["best_step_time_s"].get<double>(), j["start_step_time_s"].get<double>()) << "never worse than the start";
-    EXPECT_GT(j["exploration_overhead"].get<double>(), 0.0);
+    // What exploration cost beyond the placement in force: 0 when candidates ran faster than it.
+    EXPECT_GE(j["exploration_overhead"].get<double>(), 0.0);
     EXPECT_LT(j["exploration_overhead"].get<double>(), 1.0);
+    EXPECT_GT(j["exploration_steps"].get<uint64_t>(), 0u);
   }
   const std::string svg = dir + "/curve.svg";
   const testing::CommandResult shown = testing::run_command(

@@ -63,6 +63,8 @@ struct Run {
   uint64_t candidates = 0;
   uint64_t trials = 0;
   bool exploiting = false;    // exploration over by the end
+  // How far the 5%-faster placements got: proposed, put on trial, won one (then the final check).
+  bool gain_proposed = false, gain_tried = false, gain_won = false;
 };
 
 // A placement's truth, drawn when the run first sees it.
@@ -130,20 +132,36 @@ Run run_one(uint64_t seed, double noise, bool gain_world, const Options& o, plac
   r.mean = truth_sum / static_cast<double>(o.steps);
   r.exploration_steps = s.exploration_steps;
   r.candidates = s.candidates.size();
-  for (const auto& [id, c] : s.candidates) r.trials += c.trial ? 1 : 0;
+  for (const auto& [id, c] : s.candidates) {
+    r.trials += c.trial ? 1 : 0;
+    if (truth_of(c.placement) > 0.95 + 1e-12) continue;
+    r.gain_proposed = true;
+    // A record keeps its last trial: the final check's, for the one that won its way there.
+    if (c.trial) r.gain_tried = true;
+    if (c.trial && (c.trial->final_check || c.trial->verdict == placementd::TrialVerdict::kFaster)) r.gain_won = true;
+  }
   r.exploiting = s.state == SessionState::kExploiting;
   return r;
 }
 
 struct Tally {
   int runs = 0, slower = 0, found = 0, exploiting = 0;
+  // Runs that missed the gain, by how far its placements got.
+  int never_proposed = 0, screened_out = 0, lost_trial = 0, lost_final_check = 0;
   std::vector<uint64_t> slower_seeds;
   double worst = 0.0, mean_sum = 0.0, exploration_sum = 0.0, trials_sum = 0.0, candidates_sum = 0.0;
   void add(const Run& r) {
     ++runs;
     slower += r.kept > 1.01 ? 1 : 0;
     if (r.kept > 1.01) slower_seeds.push_back(r.seed);
-    found += r.kept <= 0.95 + 1e-12 ? 1 : 0;
+    const bool gained = r.kept <= 0.95 + 1e-12;
+    found += gained ? 1 : 0;
+    if (!gained) {
+      if (!r.gain_proposed) ++never_proposed;
+      else if (!r.gain_tried) ++screened_out;
+      else if (!r.gain_won) ++lost_trial;
+      else ++lost_final_check;
+    }
     exploiting += r.exploiting ? 1 : 0;
     worst = std::max(worst, r.kept);
     mean_sum += r.mean;
@@ -216,6 +234,10 @@ int main(int argc, char** argv) {
                       gain ? "gain" : "no gain", t.slower, 100.0 * (t.worst - 1.0), gain ? 100.0 * t.found / n : 0.0,
                       100.0 * (t.mean_sum / n - 1.0), t.exploration_sum / n, t.trials_sum / n, t.candidates_sum / n,
                       100.0 * t.exploiting / n);
+          if (gain && t.found < t.runs)
+            std::printf("       missed: %d never proposed, %d screened out, %d lost their trials, %d lost the final "
+                        "check\n",
+                        t.never_proposed, t.screened_out, t.lost_trial, t.lost_final_check);
           if (o.check && t.slower > 0) {
             std::string seeds;
             for (uint64_t seed : t.slower_seeds) seeds += " " + std::to_string(seed);

@@ -40,7 +40,7 @@ TEST(Session, TheBestIsTheIncumbentNotTheLowestMedian) {
   s.candidates[2] = {2, {}, Reason::kPolicy, {2, 2}, 0};  // faster over two steps, never on trial
   s.candidates[3] = {3, {}, Reason::kPolicy, {}, 0};      // warm-up only: no median yet
   s.measured_seconds = 5 + 4 + 4 + 5 + 2 + 2 + 1;
-  s.exploration_seconds = 5 + 2 + 2 + 1;  // candidates 2 and 3; the start is no overhead
+  s.exploration_cost_s = 3.0;  // what candidates 2 and 3 took beyond the start's time
   EXPECT_EQ(s.best(), nullptr) << "no incumbent before the start's screening";
   s.incumbent = 1;
   ASSERT_NE(s.best(), nullptr);
@@ -49,8 +49,10 @@ TEST(Session, TheBestIsTheIncumbentNotTheLowestMedian) {
   EXPECT_DOUBLE_EQ(j.start_step_time_s.value(), 4.0);
   EXPECT_DOUBLE_EQ(j.best_step_time_s.value(), 4.0);
   EXPECT_DOUBLE_EQ(j.speedup.value(), 1.0);
-  EXPECT_NEAR(j.exploration_overhead, 10.0 / 23.0, 1e-12);
+  EXPECT_NEAR(j.exploration_overhead, 3.0 / 23.0, 1e-12);
   EXPECT_EQ(j.candidates_tried, 3u);
+  s.exploration_cost_s = -1.0;  // faster candidates earned time back
+  EXPECT_EQ(s.summary().exploration_overhead, 0.0);
   s.incumbent = 2;  // as after a trial it won
   j = s.summary();
   EXPECT_DOUBLE_EQ(j.best_step_time_s.value(), 2.0);

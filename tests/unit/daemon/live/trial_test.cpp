@@ -136,5 +136,24 @@ TEST(Trial, UnderTheNullFasterIsRareAtThirtyPercentNoise) {
   EXPECT_LE(faster, 20);
 }
 
+TEST(Trial, AFinalCheckGivesUpARealGainOnlyOnStrongerEvidence) {
+  // A real 5% gain at 30% noise. A trial's loose futility bound lets some go; the final check,
+  // whose challenger already won a trial, needs 99% to give it up.
+  int given_up[2] = {0, 0};
+  constexpr int kTrials = 300;
+  for (bool final_check : {false, true}) {
+    std::mt19937_64 rng(5);
+    std::lognormal_distribution<double> noise(0.0, 0.3);
+    for (int i = 0; i < kTrials; ++i) {
+      Trial t(1, 2, TrialPlan{}, final_check);
+      if (run_trial(t, [&](uint64_t arm, int64_t) { return (arm == 2 ? 0.95 : 1.0) * noise(rng); }) ==
+          TrialVerdict::kNotFaster)
+        ++given_up[final_check];
+    }
+  }
+  EXPECT_GT(given_up[0], given_up[1]);  // 10 and 1 with this seed
+  EXPECT_LE(given_up[1], kTrials / 50);
+}
+
 }  // namespace
 }  // namespace placementd
