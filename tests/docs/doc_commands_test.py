@@ -2,7 +2,8 @@
 """Runs every command line that README.md and docs/*.md show in ```sh blocks, as written.
 
 A line runs after these substitutions only: the build's binaries for build/bin/ (and for a bare
-placementd or placementctl), private temporary paths for /tmp/pd.sock, /tmp/pd-state and curve.svg,
+placementd or placementctl), the build directory for build/ in a NAME=build/... setting, this
+Python for .venv/bin/python, private temporary paths for /tmp/pd.sock, /tmp/pd-state and curve.svg,
 and real files for the placeholders G.json, TOPO.toml, P.json, M.pt, model.pt, ID and <pid>. A line
 with optional parts ([--all]) runs once bare and once with each part (SYNOPSES lists the concrete
 forms of lines whose parts do not combine freely). A line this test cannot run here is in SKIPPED with
@@ -146,6 +147,11 @@ class Sandbox:
                 word = str(self.daemon.pid)
             elif word.startswith("build/"):
                 word = str(self.build / word[len("build/"):])
+            elif re.fullmatch(r"[A-Z_]+=build/\S*", word):  # PYTHONPATH=build/python
+                name, path = word.split("=", 1)
+                word = name + "=" + str(self.build / path[len("build/"):])
+            elif word == ".venv/bin/python":  # the Python whose torch the build links: this one
+                word = sys.executable
             elif word.startswith(("tests/", "etc/", "examples/", "scripts/")):
                 word = str(self.source / word)
             elif i == 0 and word in ("placementd", "placementctl"):

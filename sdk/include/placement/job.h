@@ -63,6 +63,19 @@ struct JobOptions {
 /// The outputs of the module's forward → the loss to minimise.
 using LossFunction = std::function<at::Tensor(const std::vector<c10::IValue>& outputs)>;
 
+/// The optimizer as Job::step drives it, for one that is not a torch::optim optimizer (the Python
+/// module adapts torch.optim ones): its update, clearing the gradients, and moving the state of
+/// parameters that moved (moments, momentum buffers) next to them.
+class StepOptimizer {
+ public:
+  virtual ~StepOptimizer() = default;
+  virtual void step() = 0;
+  virtual void zero_grad() = 0;
+  /// After a placement change, parameters[i] lives on devices[i]: moves their state there, all or
+  /// nothing (on failure it throws and leaves the state as it was). Returns the bytes moved.
+  virtual uint64_t move_state(const std::vector<at::Tensor>& parameters, const std::vector<c10::Device>& devices) = 0;
+};
+
 struct JobStats {
   uint64_t steps = 0;
   /// Placement changes applied at step boundaries.
@@ -111,6 +124,8 @@ class Job {
   /// good placement itself is the model's own and is rethrown. Returns the loss (detached).
   at::Tensor step(const std::vector<c10::IValue>& inputs, const LossFunction& loss,
                   torch::optim::Optimizer& optimizer);
+  /// The same with an optimizer that is not a torch::optim one.
+  at::Tensor step(const std::vector<c10::IValue>& inputs, const LossFunction& loss, StepOptimizer& optimizer);
 
   const Placement& placement() const;
   const OpGraph& graph() const;

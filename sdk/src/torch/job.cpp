@@ -110,14 +110,16 @@ struct Job::Impl {
   std::optional<Profiling> profiling;
 
   // Moves the module and the optimizer's state to `target`; on failure everything stays as it was.
-  bool switch_to(InForce target, torch::optim::Optimizer* optimizer) {
+  bool switch_to(InForce target, StepOptimizer& optimizer) {
     const auto started = Clock::now();
     const Placement before = placed->placement();
     const ParameterHomes homes_before = parameter_homes(*placed);
     try {
       const MigrationStats moved = placed->set_placement(target.directive.placement);
       try {
-        if (optimizer) stats.migrated_bytes += migrate_optimizer_state(*optimizer, *placed, homes_before);
+        MovedParameters state = moved_parameters(*placed, homes_before);
+        stats.migrated_bytes += optimizer.move_state(state.parameters, state.devices);
+        for (at::Tensor& p : state.parameters) p.mutable_grad() = at::Tensor();  // a step boundary has none worth keeping
       } catch (...) {
         placed->set_placement(before);
         throw;
@@ -233,11 +235,33 @@ std::unique_ptr<Job> attach(std::string name, const torch::jit::Module& module,
 
 std::vector<at::Tensor> Job::parameters() const { return impl_->placed->parameters(); }
 
+namespace {
+
+class TorchOptimizer final : public StepOptimizer {
+ public:
+  explicit TorchOptimizer(torch::optim::Optimizer& o) : o_(o) {}
+  void step() override { o_.step(); }
+  void zero_grad() override { o_.zero_grad(); }
+  uint64_t move_state(const std::vector<at::Tensor>& parameters, const std::vector<c10::Device>& devices) override {
+    return move_optimizer_state(o_, {parameters, devices});
+  }
+
+ private:
+  torch::optim::Optimizer& o_;
+};
+
+}  // namespace
+
 at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction& loss,
                      torch::optim::Optimizer& optimizer) {
+  TorchOptimizer adapted(optimizer);
+  return step(inputs, loss, adapted);
+}
+
+at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction& loss, StepOptimizer& optimizer) {
   Impl& s = *impl_;
   if (s.channel)
-    if (std::optional<ReceivedDirective> d = s.channel->take_directive()) s.switch_to(std::move(*d), &optimizer);
+    if (std::optional<ReceivedDirective> d = s.channel->take_directive()) s.switch_to(std::move(*d), optimizer);
   bool profiled = s.begin_profiled_step();
   auto started = Clock::now();
   at::Tensor value;
@@ -251,7 +275,7 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
     s.report(false, seconds_since(started), e.what());
     for (at::Tensor& p : s.placed->parameters()) p.mutable_grad() = at::Tensor();
     s.current_ran = false;
-    if (!s.switch_to(s.last_good, &optimizer)) throw;
+    if (!s.switch_to(s.last_good, optimizer)) throw;
     ++s.stats.retried_steps;
     started = Clock::now();
     value = s.forward_backward(inputs, loss);

@@ -63,33 +63,44 @@ ParameterHomes parameter_homes(const PlacedModule& module) {
   return homes;
 }
 
-uint64_t migrate_optimizer_state(torch::optim::Optimizer& optimizer, const PlacedModule& module,
-                                 const ParameterHomes& before) {
+MovedParameters moved_parameters(const PlacedModule& module, const ParameterHomes& before) {
+  MovedParameters out;
+  for (const at::Tensor& p : module.parameters()) {
+    const auto now = module.device_of(p);
+    const auto was = before.find(p.unsafeGetTensorImpl());
+    if (!now || was == before.end() || was->second == *now) continue;
+    out.parameters.push_back(p);
+    out.devices.push_back(module.physical_device(*now));
+  }
+  return out;
+}
+
+uint64_t move_optimizer_state(torch::optim::Optimizer& optimizer, const MovedParameters& moved) {
   auto& states = optimizer.state();
   std::vector<std::function<void(at::Tensor)>> installs;
   std::vector<detail::CopyRequest> copies;
-  std::vector<at::Tensor> moved_parameters;
   uint64_t bytes = 0;
   at::NoGradGuard no_grad;
-  for (auto& group : optimizer.param_groups())
-    for (at::Tensor& p : group.params()) {
-      const auto now = module.device_of(p);
-      const auto was = before.find(p.unsafeGetTensorImpl());
-      if (!now || was == before.end() || was->second == *now) continue;
-      moved_parameters.push_back(p);
-      auto it = states.find(p.unsafeGetTensorImpl());  // torch::optim files state under the TensorImpl address
-      if (it == states.end() || !it->second) continue;  // no step yet: no state
-      const c10::Device target = module.physical_device(*now);
-      for (StateTensor& s : state_tensors(*it->second)) {
-        bytes += static_cast<uint64_t>(s.value.numel()) * s.value.element_size();
-        installs.push_back(std::move(s.install));
-        copies.push_back({s.value, target});
-      }
+  for (size_t i = 0; i < moved.parameters.size(); ++i) {
+    auto it = states.find(moved.parameters[i].unsafeGetTensorImpl());  // torch::optim files state under the TensorImpl address
+    if (it == states.end() || !it->second) continue;  // no step yet (or not this optimizer's): no state
+    for (StateTensor& s : state_tensors(*it->second)) {
+      bytes += static_cast<uint64_t>(s.value.numel()) * s.value.element_size();
+      installs.push_back(std::move(s.install));
+      copies.push_back({s.value, moved.devices[i]});
     }
+  }
   // One batch, copies before installs: a failed copy leaves the state as it was.
   std::vector<at::Tensor> copied = detail::copy_all(copies);
   for (size_t i = 0; i < installs.size(); ++i) installs[i](std::move(copied[i]));
-  for (at::Tensor& p : moved_parameters) p.mutable_grad() = at::Tensor();
+  return bytes;
+}
+
+uint64_t migrate_optimizer_state(torch::optim::Optimizer& optimizer, const PlacedModule& module,
+                                 const ParameterHomes& before) {
+  MovedParameters moved = moved_parameters(module, before);
+  const uint64_t bytes = move_optimizer_state(optimizer, moved);
+  for (at::Tensor& p : moved.parameters) p.mutable_grad() = at::Tensor();
   return bytes;
 }
 

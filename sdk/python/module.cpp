@@ -1,0 +1,231 @@
+// placement._placement: the C++ job API (placement/job.h) for Python training loops. The Python
+// package (placement/__init__.py) wraps it: it traces an nn.Module, adapts torch.optim optimizers
+// and gives errors their Python types. Built with the pybind11 that the torch wheel ships and its
+// ABI flags, so that a torch.jit.ScriptModule crosses as the torch::jit::Module it holds.
+
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/jit/python/module_python.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <nlohmann/json.hpp>
+
+#include "placement/capture.h"
+#include "placement/job.h"
+#include "placement/serialization.h"
+
+namespace py = pybind11;
+
+namespace {
+
+using placement::Job;
+using placement::JobOptions;
+
+// A Python exception raised in a callback (the loss function, the optimizer) while Job::step runs
+// without the GIL. It crosses the C++ code as a std::runtime_error with the Python message (a
+// failing step's report to placementd carries it) and is raised again, as it was, in Python.
+class PythonCallbackError : public std::runtime_error {
+ public:
+  explicit PythonCallbackError(py::error_already_set e)
+      : std::runtime_error(e.what()), error_(std::make_shared<py::error_already_set>(std::move(e))) {}
+  void restore() const { error_->restore(); }
+
+ private:
+  std::shared_ptr<py::error_already_set> error_;
+};
+
+template <typename F>
+auto with_gil(F&& f) {
+  py::gil_scoped_acquire gil;
+  try {
+    return f();
+  } catch (py::error_already_set& e) {
+    throw PythonCallbackError(std::move(e));
+  }
+}
+
+// torch.optim's optimizers through their Python API; their state moves through the package's
+// _move_optimizer_state, which knows torch.optim's layout (state filed under the parameter).
+class PythonOptimizer final : public placement::StepOptimizer {
+ public:
+  PythonOptimizer(py::object optimizer, py::object move_state)
+      : optimizer_(std::move(optimizer)), move_state_(std::move(move_state)) {}
+  void step() override {
+    with_gil([&] { optimizer_.attr("step")(); });
+  }
+  void zero_grad() override {
+    with_gil([&] { optimizer_.attr("zero_grad")(); });
+  }
+  uint64_t move_state(const std::vector<at::Tensor>& parameters, const std::vector<c10::Device>& devices) override {
+    return with_gil([&] {
+      py::list names;
+      for (const c10::Device& d : devices) names.append(d.str());
+      return move_state_(optimizer_, parameters, names).cast<uint64_t>();
+    });
+  }
+
+ private:
+  py::object optimizer_;
+  py::object move_state_;
+};
+
+torch::jit::Module script_module(const py::object& module) {
+  std::optional<torch::jit::Module> m = torch::jit::as_module(module);
+  if (!m) throw py::type_error("expected a torch.jit.ScriptModule");
+  return *m;
+}
+
+std::vector<at::Tensor> tensors(const py::sequence& values, const char* what) {
+  std::vector<at::Tensor> out;
+  for (size_t i = 0; i < values.size(); ++i) {
+    py::object v = values[i];
+    if (!THPVariable_Check(v.ptr()))
+      throw py::type_error(std::string(what) + "[" + std::to_string(i) + "] is a " +
+                           std::string(py::str(py::type::handle_of(v).attr("__name__"))) + ", not a torch.Tensor");
+    out.push_back(THPVariable_Unpack(v.ptr()));
+  }
+  return out;
+}
+
+py::object outputs_to_python(const std::vector<c10::IValue>& outputs) {
+  if (outputs.size() == 1) return torch::jit::toPyObject(outputs[0]);
+  py::tuple out(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) out[i] = torch::jit::toPyObject(outputs[i]);
+  return out;
+}
+
+py::dict stats_dict(const placement::JobStats& s) {
+  py::dict d;
+  d["steps"] = s.steps;
+  d["swaps"] = s.swaps;
+  d["migrated_bytes"] = s.migrated_bytes;
+  d["migration_seconds"] = s.migration_seconds;
+  d["retried_steps"] = s.retried_steps;
+  d["failed_swaps"] = s.failed_swaps;
+  d["profiled_steps"] = s.profiled_steps;
+  d["profiles_sent"] = s.profiles_sent;
+  d["placement_id"] = s.placement_id;
+  d["reason"] = s.reason;
+  d["state"] = s.state;
+  d["last_step_s"] = s.last_step_s;
+  return d;
+}
+
+py::dict status_dict(const placement::JobChannel::Status& s) {
+  py::dict d;
+  d["connected"] = s.connected;
+  d["session"] = s.session;
+  d["attaches"] = s.attaches;
+  d["attempts"] = s.attempts;
+  d["reports_sent"] = s.reports_sent;
+  d["reports_dropped"] = s.reports_dropped;
+  d["profiles_sent"] = s.profiles_sent;
+  d["last_error"] = s.last_error;
+  if (s.detached) {
+    py::dict detached;
+    detached["best_step_time_s"] =
+        s.detached->best_step_time_s ? py::cast(*s.detached->best_step_time_s) : py::object(py::none());
+    detached["persisted"] = s.detached->persisted;
+    d["detached"] = detached;
+  } else {
+    d["detached"] = py::none();
+  }
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_placement, m) {
+  m.doc() = "placementd's job API (C++), for the placement package";
+  py::register_exception<placement::CaptureError>(m, "CaptureError", PyExc_ValueError);
+
+  py::class_<Job>(m, "Job")
+      .def(py::init([](const std::string& name, const py::object& module, const py::sequence& example_inputs,
+                       const std::vector<std::string>& devices, const std::string& socket, uint64_t expected_steps,
+                       uint64_t memory_bytes, bool use_daemon, const std::vector<int>& start_device_of_op,
+                       const std::vector<uint64_t>& memory_limit_bytes, const std::string& profile_graph_file,
+                       int profile_steps, int reconnect_interval_ms) {
+             JobOptions o;
+             o.devices = devices;
+             o.socket_path = socket;
+             o.expected_steps = expected_steps;
+             o.memory_bytes = memory_bytes;
+             o.use_daemon = use_daemon;
+             o.start_device_of_op = start_device_of_op;
+             o.memory_limit_bytes = memory_limit_bytes;
+             o.profile_graph_file = profile_graph_file;
+             o.profile_steps = profile_steps;
+             o.reconnect_interval_ms = reconnect_interval_ms;
+             const torch::jit::Module scripted = script_module(module);
+             const std::vector<at::Tensor> inputs = tensors(example_inputs, "example_inputs");
+             py::gil_scoped_release release;  // capture and the first contact with placementd take a while
+             return std::make_unique<Job>(name, scripted, inputs, std::move(o));
+           }),
+           py::arg("name"), py::arg("module"), py::arg("example_inputs"), py::arg("devices"), py::arg("socket"),
+           py::arg("expected_steps"), py::arg("memory_bytes"), py::arg("use_daemon"), py::arg("start_device_of_op"),
+           py::arg("memory_limit_bytes"), py::arg("profile_graph_file"), py::arg("profile_steps"),
+           py::arg("reconnect_interval_ms"))
+      .def("parameters", &Job::parameters)
+      .def(
+          "step",
+          [](Job& job, const py::sequence& inputs, const py::object& loss, const py::object& optimizer,
+             const py::object& move_state) {
+            std::vector<c10::IValue> values;
+            for (const at::Tensor& t : tensors(inputs, "inputs")) values.emplace_back(t);
+            PythonOptimizer adapted(optimizer, move_state);
+            placement::LossFunction loss_fn = [&loss](const std::vector<c10::IValue>& outputs) {
+              return with_gil([&] {
+                py::object value = loss(outputs_to_python(outputs));
+                if (!THPVariable_Check(value.ptr()))
+                  throw py::type_error("the loss function returned a " +
+                                       std::string(py::str(py::type::handle_of(value).attr("__name__"))) +
+                                       ", not a torch.Tensor");
+                return THPVariable_Unpack(value.ptr());
+              });
+            };
+            try {
+              py::gil_scoped_release release;
+              return job.step(values, loss_fn, adapted);
+            } catch (const PythonCallbackError& e) {
+              e.restore();
+              throw py::error_already_set();
+            }
+          },
+          py::arg("inputs"), py::arg("loss"), py::arg("optimizer"), py::arg("move_state"))
+      .def("placement", [](const Job& job) { return job.placement().device_of_op; })
+      .def("device_names",
+           [](const Job& job) {
+             std::vector<std::string> out;
+             for (const placement::Device& d : job.devices().devices) out.push_back(d.name());
+             return out;
+           })
+      .def("graph_json", [](const Job& job) { return placement::to_json(job.graph()).dump(); })
+      .def("stats", [](const Job& job) { return stats_dict(job.stats()); })
+      .def("daemon", [](const Job& job) { return status_dict(job.daemon()); })
+      .def("detach", [](Job& job) {
+        placement::JobChannel::Status s;
+        {
+          py::gil_scoped_release release;
+          s = job.detach();
+        }
+        return status_dict(s);
+      });
+
+  m.def(
+      "capture_json",
+      [](const py::object& module, const py::sequence& example_inputs, const std::string& name) {
+        const torch::jit::Module scripted = script_module(module);
+        const std::vector<at::Tensor> inputs = tensors(example_inputs, "example_inputs");
+        py::gil_scoped_release release;
+        return placement::to_json(placement::capture(scripted, inputs, name)).dump();
+      },
+      py::arg("module"), py::arg("example_inputs"), py::arg("name"));
+}

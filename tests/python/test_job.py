@@ -1,0 +1,162 @@
+"""The Python SDK against a real placementd on two logical CPU devices: training is bitwise what it
+is without placementd, swaps move Adam's state with the parameters, a failing loss function or a
+dead daemon costs the job nothing."""
+
+import io
+import time
+
+import pytest
+import torch
+
+import placement
+from conftest import Mlp, batch, mse_to
+
+DEVICES = ["cpu:0", "cpu:1"]
+
+
+def start(name, socket=None, use_daemon=True, **options):
+    torch.manual_seed(0)
+    model = Mlp()
+    job = placement.attach(name, model, (batch(0)[0],), devices=DEVICES, socket=socket, use_daemon=use_daemon,
+                           reconnect_interval_ms=100, **options)
+    return model, job, torch.optim.Adam(job.parameters(), lr=1e-2)
+
+
+def plain_losses(steps, skip=()):
+    """The same loop in plain PyTorch, no placement at all."""
+    torch.manual_seed(0)
+    model = Mlp()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for i in range(steps):
+        x, y = batch(i)
+        if i in skip:
+            continue
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+    return losses, [p.detach().clone() for p in model.parameters()]
+
+
+def train_until_swapped(job, optimizer, swaps, min_steps=60, seconds=30):
+    """Trains until the job has swapped placements `swaps` times (placementd answers while the job
+    trains; this model's steps are far shorter than a policy step, so the bound is time)."""
+    losses = []
+    deadline = time.monotonic() + seconds
+    while len(losses) < min_steps or (job.stats()["swaps"] < swaps and time.monotonic() < deadline):
+        x, y = batch(len(losses))
+        losses.append(job.step((x,), mse_to(y), optimizer).item())
+    return losses
+
+
+def test_training_with_placementd_swapping_is_bitwise_training_without_it(daemon):
+    model, job, optimizer = start("py-bitwise", daemon.socket)
+    assert [p is q for p, q in zip(job.parameters(), model.parameters())] == [True] * 6, \
+        "the job trains the module's own parameter tensors"
+    losses = train_until_swapped(job, optimizer, swaps=3)
+    stats = job.stats()
+    summary = job.summary()
+    job.detach()
+    assert stats["swaps"] >= 3, daemon.log()
+    assert summary["daemon"]["connected"] and summary["daemon"]["attaches"] == 1
+    reference, parameters = plain_losses(len(losses))
+    assert losses == reference  # bit for bit: float equality, no tolerance
+    for p, q in zip(model.parameters(), parameters):
+        assert torch.equal(p.detach(), q)
+    saved = io.BytesIO()
+    torch.save(model.state_dict(), saved)  # the module's own state, wherever placementd put it
+    saved.seek(0)
+    for (name, value), p in zip(torch.load(saved).items(), model.parameters()):
+        assert torch.equal(value, p.detach()), name
+
+
+def test_a_swap_moves_adams_state_with_its_parameters(daemon):
+    model, job, optimizer = start("py-adam", daemon.socket)
+    x, y = batch(0)
+    job.step((x,), mse_to(y), optimizer)
+    before = {n: optimizer.state[p]["exp_avg"] for n, p in model.named_parameters()}
+    steps_before = {n: optimizer.state[p]["step"] for n, p in model.named_parameters()}
+    train_until_swapped(job, optimizer, swaps=3)
+    job.detach()
+    assert job.stats()["swaps"] >= 3, daemon.log()
+    moved = [n for n, p in model.named_parameters() if optimizer.state[p]["exp_avg"] is not before[n]]
+    assert moved, f"no state tensor was replaced by a copy over {job.stats()['swaps']} swaps"
+    for n, p in model.named_parameters():
+        state = optimizer.state[p]
+        assert state["exp_avg"].device == p.device and state["exp_avg_sq"].device == p.device
+        assert state["step"] is steps_before[n] or state["step"].device.type == "cpu", "the step count stays on the CPU"
+    assert job.stats()["migrated_bytes"] > 0
+
+
+def test_a_loss_function_that_raises_reaches_the_caller_and_the_job_trains_on(daemon):
+    _, job, optimizer = start("py-raise", daemon.socket)
+    losses = []
+    failing_step = 30
+    for i in range(120):
+        x, y = batch(i)
+        if i == failing_step:
+            def broken(out):
+                raise ValueError("the loss function's own bug")
+            with pytest.raises(ValueError, match="the loss function's own bug"):
+                job.step((x,), broken, optimizer)
+            continue
+        losses.append(job.step((x,), mse_to(y), optimizer).item())
+    job.detach()
+    reference, _ = plain_losses(120, skip={failing_step})
+    assert losses == reference, "the failed step changed nothing: no update, no lost state"
+
+
+def test_the_job_trains_on_when_placementd_is_killed_and_attaches_again_when_it_is_back(daemon):
+    _, job, optimizer = start("py-kill", daemon.socket)
+    losses = train_until_swapped(job, optimizer, swaps=1)
+    daemon.kill()
+    started = time.monotonic()
+    for _ in range(200):
+        x, y = batch(len(losses))
+        losses.append(job.step((x,), mse_to(y), optimizer).item())
+    assert time.monotonic() - started < 20, "steps waited for the dead daemon"
+    assert not job.daemon()["connected"]
+    daemon.start()
+    deadline = time.monotonic() + 30
+    while job.daemon()["attaches"] < 2 and time.monotonic() < deadline:
+        x, y = batch(len(losses))
+        losses.append(job.step((x,), mse_to(y), optimizer).item())
+    assert job.daemon()["attaches"] == 2, daemon.log()
+    job.detach()
+    reference, _ = plain_losses(len(losses))
+    assert losses == reference
+
+
+def test_without_placementd_the_job_is_the_plain_loop():
+    model, job, optimizer = start("py-alone", use_daemon=False)
+    losses = []
+    for i in range(50):
+        x, y = batch(i)
+        losses.append(job.step((x,), mse_to(y), optimizer).item())
+    reference, parameters = plain_losses(50)
+    assert losses == reference
+    assert all(torch.equal(p.detach(), q) for p, q in zip(model.parameters(), parameters))
+    assert job.stats()["reason"] == "own" and job.stats()["swaps"] == 0
+
+
+def test_bad_arguments_are_python_errors_that_say_what_is_wrong():
+    with pytest.raises(TypeError, match="not a torch.nn.Module"):
+        placement.attach("bad", object(), (torch.zeros(1),), use_daemon=False)
+    model, job, optimizer = start("py-bad", use_daemon=False)
+    with pytest.raises(TypeError, match=r"inputs\[0\] is a str, not a torch.Tensor"):
+        job.step(("text",), mse_to(torch.zeros(8, 4)), optimizer)
+    with pytest.raises(TypeError, match="the loss function returned a float"):
+        job.step((batch(0)[0],), lambda out: 1.0, optimizer)
+    with pytest.raises(ValueError, match="cuda:7|device"):
+        placement.attach("bad-device", Mlp(), (batch(0)[0],), devices=["cuda:7"], use_daemon=False)
+
+
+def test_capture_returns_the_graph_placementctl_reads(tmp_path):
+    path = tmp_path / "mlp.graph.json"
+    graph = placement.capture(Mlp(), (batch(0)[0],), name="mlp", path=str(path))
+    assert graph["name"] == "mlp"
+    kinds = [op["kind"] for op in graph["ops"]]
+    assert kinds.count("aten::linear") == 3, kinds
+    assert path.read_text().startswith("{")
