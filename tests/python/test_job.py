@@ -117,6 +117,10 @@ def test_the_job_trains_on_when_placementd_is_killed_and_attaches_again_when_it_
         x, y = batch(len(losses))
         losses.append(job.step((x,), mse_to(y), optimizer).item())
     assert time.monotonic() - started < 20, "steps waited for the dead daemon"
+    deadline = time.monotonic() + 10  # the job's connection thread notices the closed socket
+    while job.daemon()["connected"] and time.monotonic() < deadline:
+        x, y = batch(len(losses))
+        losses.append(job.step((x,), mse_to(y), optimizer).item())
     assert not job.daemon()["connected"]
     daemon.start()
     deadline = time.monotonic() + 30
