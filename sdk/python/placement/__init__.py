@@ -144,7 +144,8 @@ def capture(model, example_inputs, name="model", path=None):
     output bytes), as the dict `placementctl` reads; written to `path` as JSON when given."""
     import json
 
-    text = _capture_json(_script(model, _inputs(example_inputs)), list(_inputs(example_inputs)), str(name))
+    inputs = _inputs(example_inputs)
+    text = _capture_json(_script(model, inputs), list(inputs), str(name))
     if path is not None:
         with open(path, "w") as f:
             f.write(text)

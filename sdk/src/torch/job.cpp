@@ -117,9 +117,7 @@ struct Job::Impl {
     try {
       const MigrationStats moved = placed->set_placement(target.directive.placement);
       try {
-        MovedParameters state = moved_parameters(*placed, homes_before);
-        stats.migrated_bytes += optimizer.move_state(state.parameters, state.devices);
-        for (at::Tensor& p : state.parameters) p.mutable_grad() = at::Tensor();  // a step boundary has none worth keeping
+        stats.migrated_bytes += migrate_optimizer_state(optimizer, *placed, homes_before);
       } catch (...) {
         placed->set_placement(before);
         throw;
@@ -235,26 +233,9 @@ std::unique_ptr<Job> attach(std::string name, const torch::jit::Module& module,
 
 std::vector<at::Tensor> Job::parameters() const { return impl_->placed->parameters(); }
 
-namespace {
-
-class TorchOptimizer final : public StepOptimizer {
- public:
-  explicit TorchOptimizer(torch::optim::Optimizer& o) : o_(o) {}
-  void step() override { o_.step(); }
-  void zero_grad() override { o_.zero_grad(); }
-  uint64_t move_state(const std::vector<at::Tensor>& parameters, const std::vector<c10::Device>& devices) override {
-    return move_optimizer_state(o_, {parameters, devices});
-  }
-
- private:
-  torch::optim::Optimizer& o_;
-};
-
-}  // namespace
-
 at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction& loss,
                      torch::optim::Optimizer& optimizer) {
-  TorchOptimizer adapted(optimizer);
+  TorchStepOptimizer adapted(optimizer);
   return step(inputs, loss, adapted);
 }
 

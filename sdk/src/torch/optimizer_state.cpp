@@ -63,31 +63,24 @@ ParameterHomes parameter_homes(const PlacedModule& module) {
   return homes;
 }
 
-MovedParameters moved_parameters(const PlacedModule& module, const ParameterHomes& before) {
-  MovedParameters out;
-  for (const at::Tensor& p : module.parameters()) {
-    const auto now = module.device_of(p);
-    const auto was = before.find(p.unsafeGetTensorImpl());
-    if (!now || was == before.end() || was->second == *now) continue;
-    out.parameters.push_back(p);
-    out.devices.push_back(module.physical_device(*now));
-  }
-  return out;
-}
+void TorchStepOptimizer::step() { optimizer_.step(); }
 
-uint64_t move_optimizer_state(torch::optim::Optimizer& optimizer, const MovedParameters& moved) {
-  auto& states = optimizer.state();
+void TorchStepOptimizer::zero_grad() { optimizer_.zero_grad(); }
+
+uint64_t TorchStepOptimizer::move_state(const std::vector<at::Tensor>& parameters,
+                                        const std::vector<c10::Device>& devices) {
+  auto& states = optimizer_.state();
   std::vector<std::function<void(at::Tensor)>> installs;
   std::vector<detail::CopyRequest> copies;
   uint64_t bytes = 0;
   at::NoGradGuard no_grad;
-  for (size_t i = 0; i < moved.parameters.size(); ++i) {
-    auto it = states.find(moved.parameters[i].unsafeGetTensorImpl());  // torch::optim files state under the TensorImpl address
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    auto it = states.find(parameters[i].unsafeGetTensorImpl());  // torch::optim files state under the TensorImpl address
     if (it == states.end() || !it->second) continue;  // no step yet (or not this optimizer's): no state
     for (StateTensor& s : state_tensors(*it->second)) {
       bytes += static_cast<uint64_t>(s.value.numel()) * s.value.element_size();
       installs.push_back(std::move(s.install));
-      copies.push_back({s.value, moved.devices[i]});
+      copies.push_back({s.value, devices[i]});
     }
   }
   // One batch, copies before installs: a failed copy leaves the state as it was.
@@ -96,12 +89,25 @@ uint64_t move_optimizer_state(torch::optim::Optimizer& optimizer, const MovedPar
   return bytes;
 }
 
+uint64_t migrate_optimizer_state(StepOptimizer& optimizer, const PlacedModule& module, const ParameterHomes& before) {
+  std::vector<at::Tensor> moved;
+  std::vector<c10::Device> devices;
+  for (const at::Tensor& p : module.parameters()) {
+    const auto now = module.device_of(p);
+    const auto was = before.find(p.unsafeGetTensorImpl());
+    if (!now || was == before.end() || was->second == *now) continue;
+    moved.push_back(p);
+    devices.push_back(module.physical_device(*now));
+  }
+  const uint64_t bytes = optimizer.move_state(moved, devices);
+  for (at::Tensor& p : moved) p.mutable_grad() = at::Tensor();
+  return bytes;
+}
+
 uint64_t migrate_optimizer_state(torch::optim::Optimizer& optimizer, const PlacedModule& module,
                                  const ParameterHomes& before) {
-  MovedParameters moved = moved_parameters(module, before);
-  const uint64_t bytes = move_optimizer_state(optimizer, moved);
-  for (at::Tensor& p : moved.parameters) p.mutable_grad() = at::Tensor();
-  return bytes;
+  TorchStepOptimizer adapted(optimizer);
+  return migrate_optimizer_state(adapted, module, before);
 }
 
 }  // namespace placement

@@ -11,6 +11,7 @@
 #include <c10/core/TensorImpl.h>
 
 #include "placement/engine.h"
+#include "placement/job.h"
 
 namespace torch::optim {
 class Optimizer;
@@ -22,21 +23,25 @@ namespace placement {
 using ParameterHomes = std::unordered_map<const c10::TensorImpl*, int>;
 ParameterHomes parameter_homes(const PlacedModule& module);
 
-/// After module.set_placement(): the parameters whose logical device changed (relative to
-/// `before`), and the physical device each now lives on.
-struct MovedParameters {
-  std::vector<at::Tensor> parameters;
-  std::vector<c10::Device> devices;
+/// A torch::optim optimizer as Job::step drives it: its state found under each parameter's
+/// TensorImpl and copied by type (Adam, AdamW, SGD, RMSprop, Adagrad).
+class TorchStepOptimizer final : public StepOptimizer {
+ public:
+  explicit TorchStepOptimizer(torch::optim::Optimizer& optimizer) : optimizer_(optimizer) {}
+  void step() override;
+  void zero_grad() override;
+  /// All copies are made before any is installed, so a failure (out of memory, a state type it
+  /// cannot move) changes nothing and throws.
+  uint64_t move_state(const std::vector<at::Tensor>& parameters, const std::vector<c10::Device>& devices) override;
+
+ private:
+  torch::optim::Optimizer& optimizer_;
 };
-MovedParameters moved_parameters(const PlacedModule& module, const ParameterHomes& before);
 
-/// Copies the state of each moved parameter to its new device. All copies are made before any is
-/// installed, so a failure (out of memory, a state type it cannot move) changes nothing and
-/// throws. Returns bytes copied.
-uint64_t move_optimizer_state(torch::optim::Optimizer& optimizer, const MovedParameters& moved);
-
-/// moved_parameters, move_optimizer_state, and the gradients of moved parameters dropped (the
-/// step boundary has none worth keeping). Returns bytes copied.
+/// After module.set_placement(): moves the optimizer's state of every parameter whose logical
+/// device changed (relative to `before`) to the physical device it now lives on, and drops those
+/// parameters' gradients (the step boundary has none worth keeping). Returns bytes copied.
+uint64_t migrate_optimizer_state(StepOptimizer& optimizer, const PlacedModule& module, const ParameterHomes& before);
 uint64_t migrate_optimizer_state(torch::optim::Optimizer& optimizer, const PlacedModule& module,
                                  const ParameterHomes& before);
 
