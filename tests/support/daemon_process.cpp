@@ -26,14 +26,14 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
-namespace {
-
 std::string make_temp_dir() {
   char tmpl[] = "/tmp/pdt.XXXXXX";  // short: Unix socket paths are limited to 108 bytes
   if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
   ::chmod(tmpl, 0755);  // tests run clients under another uid too
   return tmpl;
 }
+
+namespace {
 
 pid_t spawn(const std::vector<std::string>& argv, const std::string& out_path, const std::string& err_path,
             const std::vector<std::string>& extra_env = {}) {

@@ -94,6 +94,9 @@ class DaemonProcess {
 
 namespace placement::testing {
 
+/// A new directory under /tmp with a name short enough for a Unix socket inside it.
+std::string make_temp_dir();
+
 /// Any child process with its output in files; for job processes in integration tests.
 class Child {
  public:

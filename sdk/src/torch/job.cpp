@@ -6,6 +6,7 @@
 #include <chrono>
 #include <stdexcept>
 #include <optional>
+#include <set>
 
 #include <torch/csrc/jit/api/module.h>
 #include <torch/optim/optimizer.h>
@@ -108,6 +109,17 @@ struct Job::Impl {
   JobStats stats;
   int profile_steps = 0;
   std::optional<Profiling> profiling;
+  // The device kinds whose profiles this job sent in attachment `sent_generation`. placementd
+  // decides on a directive when a step report arrives, which may be before the profiles measured
+  // ahead of it: a request for kinds already on their way to the same session is not run again.
+  uint64_t sent_generation = 0;
+  std::set<DeviceKind> sent_kinds;
+
+  bool profiles_on_their_way(const InForce& target) const {
+    if (target.generation != sent_generation) return false;
+    return std::all_of(target.directive.placement.device_of_op.begin(), target.directive.placement.device_of_op.end(),
+                       [&](int d) { return sent_kinds.count(devices.devices[static_cast<size_t>(d)].kind) > 0; });
+  }
 
   // Moves the module and the optimizer's state to `target`; on failure everything stays as it was.
   bool switch_to(InForce target, StepOptimizer& optimizer) {
@@ -134,7 +146,8 @@ struct Job::Impl {
     ++stats.swaps;
     if (current_ran) last_good = current;
     profiling.reset();
-    if (target.directive.profile && profile_steps > 0) profiling = Profiling{target.directive.placement_id, 1, nullptr};
+    if (target.directive.profile && profile_steps > 0 && !profiles_on_their_way(target))
+      profiling = Profiling{target.directive.placement_id, 1, nullptr};
     current = std::move(target);
     current_ran = false;
     return true;
@@ -177,6 +190,9 @@ struct Job::Impl {
       out.ops.push_back({static_cast<int>(i), to_string(devices.devices[current.directive.placement.device_of_op[i]].kind), profiles[i]});
     profiling.reset();
     out.apply(graph);
+    if (current.generation != sent_generation) sent_kinds.clear();
+    sent_generation = current.generation;
+    for (int d : current.directive.placement.device_of_op) sent_kinds.insert(devices.devices[static_cast<size_t>(d)].kind);
     if (channel) channel->send_profiles(current.generation, std::move(out));
     ++stats.profiles_sent;
   }
