@@ -11,7 +11,8 @@
 #   build     configure (LibTorch and CUDA forced on) and build; prints the build's feature line
 #   test      ctest (all tests, or --tests REGEX), and the CUDA tests' results by name
 #   engine    traces the models on the device, engine overhead vs the plain module per model
-#   live      placementd with the example jobs on DEVICES, live_bench
+#   live      placementd with the example jobs on DEVICES (C++ and Python), live_bench, the Python
+#             SDK's step overhead
 #   profiles  per-op profiles of the test models on the device (placementctl capture --profile), and
 #             the cost model against them per op kind (placementctl simulate --by-kind)
 #
@@ -45,7 +46,7 @@ while [ $# -gt 0 ]; do
     --memory-gib) memory_gib=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --tests) tests=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu-run.sh: unknown argument $1" >&2; usage ;;
   esac
 done
@@ -190,6 +191,15 @@ live)
     finish
   }
   trap stop_daemon EXIT
+  # Appends an example job's summary (its "== summary" on) to the report under the title $1.
+  report_summary() {
+    log "## $1"
+    log
+    log '```'
+    sed -n '/== summary/,$p' "$2" | tee -a "$report"
+    log '```'
+    log
+  }
   # Loading the LibTorch plugins takes seconds on a cold machine: wait for the socket, not a guess.
   for _ in $(seq 600); do
     [ -S "$socket" ] && break
@@ -207,17 +217,41 @@ live)
     echo "== $example example on $devices"
     if "$build/bin/train_$example" --model "$logs/models/${example}_example.pt" --socket "$socket" --devices "$devices" \
         --memory-gib "$memory_gib" --steps "$steps" --log-every $((steps / 5)) --start interleaved >"$logs/$example.log" 2>&1; then
-      log "## $example example ($steps steps on $devices)"
-      log
-      log '```'
-      sed -n '/== summary/,/placement in force/p' "$logs/$example.log" | tee -a "$report"
-      log '```'
-      log
+      report_summary "$example example ($steps steps on $devices)" "$logs/$example.log"
     else
       fail "train_$example; its last lines:"
       tail -n 10 "$logs/$example.log" | tee -a "$report"
     fi
   done
+  # The Python SDK (issue #19): its examples placed live, and what job.step costs beyond the plain
+  # loop. In --cpu mode at sizes a CPU runs in seconds; on the GPU at the examples' own sizes.
+  if [ -f "$build/python/placement/__init__.py" ]; then
+    resnet_sizes=() lm_sizes=() overhead=(--model resnet18 --device "$device")
+    if ((cpu)); then
+      resnet_sizes=(--batch 2 --image-size 32 --classes 10)
+      lm_sizes=(--layers 2 --context 16 --width 32 --heads 2 --vocab 64)
+      overhead=(--model mlp --pairs 6)
+    fi
+    for example in resnet lm; do
+      sizes="${example}_sizes[@]"
+      if PYTHONPATH="$build/python" "$python" "$root/examples/python/train_$example.py" "${!sizes}" --socket "$socket" \
+          --devices "$devices" --steps "$steps" --log-every $((steps / 5)) >"$logs/python_$example.log" 2>&1; then
+        report_summary "Python $example example ($steps steps on $devices)" "$logs/python_$example.log"
+      else
+        fail "examples/python/train_$example.py; its last lines:"
+        tail -n 10 "$logs/python_$example.log" | tee -a "$report"
+      fi
+    done
+    log "## Python SDK step overhead"
+    log
+    log '```'
+    PYTHONPATH="$build/python" "$python" "$root/bench/python/step_overhead.py" "${overhead[@]}" \
+      >"$logs/python_overhead.log" 2>&1 || fail "bench/python/step_overhead.py"
+    grep -v -i warn "$logs/python_overhead.log" | tee -a "$report" >/dev/null
+    log '```'
+  else
+    fail "the Python SDK was not built (no Python.h or libtorch_python for $python: see cmake.log of the build stage)"
+  fi
   "$build/bin/placementctl" --socket "$socket" --json jobs --finished >"$logs/jobs.json" || fail "placementctl jobs"
   log "## live_bench"
   log

@@ -152,7 +152,7 @@ class Sandbox:
                 word = name + "=" + str(self.build / path[len("build/"):])
             elif word == ".venv/bin/python":  # the Python whose torch the build links: this one
                 word = sys.executable
-            elif word.startswith(("tests/", "etc/", "examples/", "scripts/")):
+            elif word.startswith(("tests/", "etc/", "examples/", "scripts/", "bench/")):
                 word = str(self.source / word)
             elif i == 0 and word in ("placementd", "placementctl"):
                 word = str(self.build / "bin" / word)

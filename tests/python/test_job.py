@@ -90,6 +90,25 @@ def test_a_swap_moves_adams_state_with_its_parameters(daemon):
     assert job.stats()["migrated_bytes"] > 0
 
 
+def test_targets_reach_the_loss_function_on_the_device_of_the_output(daemon):
+    _, job, optimizer = start("py-targets", daemon.socket)
+    devices = []
+
+    def loss(out, y, weight):
+        devices.extend((y.device, weight.device, out.device))
+        return ((out - y) ** 2 * weight).mean()  # weight 1: the same loss, bit for bit
+
+    losses = []
+    deadline = time.monotonic() + 30
+    while len(losses) < 60 or (job.stats()["swaps"] < 2 and time.monotonic() < deadline):
+        x, y = batch(len(losses))
+        losses.append(job.step((x,), loss, optimizer, targets=(y, torch.ones(8, 4))).item())
+    job.detach()
+    assert job.stats()["swaps"] >= 2, daemon.log()
+    assert len(set(devices)) == 1  # logical CPU devices are one physical device; a GPU run checks cuda
+    assert losses == plain_losses(len(losses))[0]
+
+
 def test_a_loss_function_that_raises_reaches_the_caller_and_the_job_trains_on(daemon):
     _, job, optimizer = start("py-raise", daemon.socket)
     losses = []

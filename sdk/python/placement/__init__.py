@@ -5,12 +5,14 @@
                            expected_steps=10_000)
     opt = torch.optim.Adam(job.parameters(), lr=1e-3)
     for x, y in loader:
-        loss = job.step((x,), lambda out: torch.nn.functional.cross_entropy(out, y), opt)
+        loss = job.step((x,), torch.nn.functional.cross_entropy, opt, targets=y)
     print(job.summary())
 
 The loop never waits for placementd: when it is missing or dies, the job trains on its current
 placement and attaches again once it is back. docs/python.md has the whole API.
 """
+
+import contextlib
 
 import torch
 
@@ -39,6 +41,36 @@ def _inputs(example_inputs):
     if torch.is_tensor(example_inputs):
         return (example_inputs,)
     return tuple(example_inputs)
+
+
+def _first_tensor(value):
+    if torch.is_tensor(value):
+        return value
+    if isinstance(value, (tuple, list)):
+        for v in value:
+            t = _first_tensor(v)
+            if t is not None:
+                return t
+    if isinstance(value, dict):
+        return _first_tensor(list(value.values()))
+    return None
+
+
+def _on_output_device(loss_fn, targets):
+    """loss_fn run where the model's (first) output is: under that CUDA device, so tensors it
+    makes without a device land there, and with `targets` moved there first and passed after the
+    outputs. The loss then never mixes devices, whichever device placementd put the last op on."""
+
+    def run(outputs):
+        first = _first_tensor(outputs)
+        device = first.device if first is not None else torch.device("cpu")
+        scope = torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
+        with scope:
+            if targets is None:
+                return loss_fn(outputs)
+            return loss_fn(outputs, *(t.to(device) for t in targets))
+
+    return run
 
 
 def _move_optimizer_state(optimizer, parameters, devices):
@@ -87,14 +119,18 @@ class Job:
         """The module's parameters, for the optimizer: the same tensors across placements."""
         return self._job.parameters()
 
-    def step(self, inputs, loss_fn, optimizer):
+    def step(self, inputs, loss_fn, optimizer, targets=None):
         """One training step under the placement in force: applies a pending placement at the step
         boundary (parameters and the optimizer's state move), forward, loss_fn(outputs), backward,
         optimizer.step(), optimizer.zero_grad(); reports the step's time to placementd without
-        waiting. A step
-        that fails under a placement placementd proposed is run again on the last good one, so no
-        batch is lost. Returns the loss, detached."""
-        return self._job.step(list(_inputs(inputs)), loss_fn, optimizer, _move_optimizer_state)
+        waiting. With `targets` (a tensor or a tuple of them, on any device), the loss is
+        loss_fn(outputs, *targets) with the targets moved to the device of the model's output,
+        where the placement in force put it. A step that fails under a placement placementd
+        proposed is run again on the last good one, so no batch is lost. Returns the loss, detached."""
+        if targets is not None:
+            targets = _inputs(targets)
+        return self._job.step(list(_inputs(inputs)), _on_output_device(loss_fn, targets), optimizer,
+                              _move_optimizer_state)
 
     @property
     def placement(self):

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""What job.step costs beyond the training step a PyTorch user writes, when no swap happens.
+
+Two copies of one model train side by side on the same batches: one in the plain eager loop
+(forward, loss, backward, optimizer.step(), zero_grad()), one through placement.Job.step with every
+op on one device and no daemon. Windows of --window steps alternate between them (ABBA, so neither
+always runs first); each pair of windows gives a ratio, and the figures are the median step times
+and the mean overhead over the pairs with a 95% bootstrap interval. Issue #19's target: at most 3%
+on ResNet-18, or at most 50 us a step on a tiny model.
+
+    python3 bench/python/step_overhead.py --model mlp
+    python3 bench/python/step_overhead.py --model resnet18 --batch 32 --image-size 224 --device cuda:0
+"""
+
+import argparse
+import random
+import statistics
+import sys
+import time
+
+import torch
+
+import placement
+
+
+def positive(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
+
+
+def make(args):
+    """(model, inputs, target, loss_fn) on the CPU, the same for every call (seeded)."""
+    torch.manual_seed(args.seed)
+    if args.model == "mlp":
+        mlp = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64), torch.nn.ReLU(),
+                                  torch.nn.Linear(64, 4))
+        return mlp, (torch.randn(args.batch, 32),), torch.randn(args.batch, 4), torch.nn.functional.mse_loss
+    import torchvision
+
+    model = torchvision.models.resnet18(num_classes=1000)
+    x = torch.randn(args.batch, 3, args.image_size, args.image_size)
+    return model, (x,), torch.randint(1000, (args.batch,)), torch.nn.functional.cross_entropy
+
+
+def run():
+    p = argparse.ArgumentParser(description="Per-step overhead of placement.Job.step against the plain PyTorch "
+                                            "loop, no swap, windows interleaved in one run.")
+    p.add_argument("--model", choices=["mlp", "resnet18"], default="resnet18",
+                   help="mlp (batch 8 by default) or torchvision's resnet18 (default)")
+    p.add_argument("--batch", type=positive, help="batch size (default: 8 for mlp, 32 for resnet18)")
+    p.add_argument("--image-size", type=positive, default=224, help="resnet18's image size (default 224)")
+    p.add_argument("--device", default="cuda:0" if torch.cuda.is_available() else "cpu",
+                   help="where both copies train (default: cuda:0 when there is one, else cpu)")
+    p.add_argument("--pairs", type=positive, default=20, help="pairs of windows (default 20)")
+    p.add_argument("--window", type=positive, help="steps a window (default: 200 for mlp, 5 for resnet18)")
+    p.add_argument("--warmup", type=positive, default=5, help="untimed steps of each copy first (default 5)")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+    args.batch = args.batch or (8 if args.model == "mlp" else 32)
+    args.window = args.window or (200 if args.model == "mlp" else 5)
+    device = torch.device(args.device)
+    cuda = device.type == "cuda"
+    if cuda and not torch.cuda.is_available():
+        raise ValueError(f"--device {args.device}: this torch sees no CUDA device")
+
+    model, inputs, target, loss_fn = make(args)
+    plain = model.to(device)
+    plain_inputs = tuple(x.to(device) for x in inputs)
+    plain_target = target.to(device)
+    plain_opt = torch.optim.SGD(plain.parameters(), lr=1e-3, momentum=0.9)
+
+    placed_model, _, _, _ = make(args)
+    job = placement.attach("step-overhead", placed_model, inputs, devices=[args.device], use_daemon=False)
+    job_inputs = plain_inputs
+    job_opt = torch.optim.SGD(job.parameters(), lr=1e-3, momentum=0.9)
+
+    def plain_step():
+        loss = loss_fn(plain(*plain_inputs), plain_target)
+        loss.backward()
+        plain_opt.step()
+        plain_opt.zero_grad()
+
+    def job_step():
+        job.step(job_inputs, loss_fn, job_opt, targets=plain_target)
+
+    def window(step):
+        if cuda:
+            torch.cuda.synchronize(device)
+        started = time.perf_counter()
+        for _ in range(args.window):
+            step()
+        if cuda:
+            torch.cuda.synchronize(device)
+        return (time.perf_counter() - started) / args.window
+
+    for _ in range(args.warmup):
+        plain_step()
+        job_step()
+    plain_s, job_s = [], []
+    for pair in range(args.pairs):
+        if pair % 2 == 0:
+            plain_s.append(window(plain_step))
+            job_s.append(window(job_step))
+        else:
+            job_s.append(window(job_step))
+            plain_s.append(window(plain_step))
+    job.detach()
+
+    ratios = [j / q for j, q in zip(job_s, plain_s)]
+    deltas = [j - q for j, q in zip(job_s, plain_s)]
+    rng = random.Random(args.seed)
+
+    def interval(values):
+        means = sorted(statistics.fmean(rng.choices(values, k=len(values))) for _ in range(10000))
+        return means[249], means[9749]
+
+    ratio_low, ratio_high = interval(ratios)
+    delta_low, delta_high = interval(deltas)
+    overhead = statistics.fmean(ratios) - 1
+    delta = statistics.fmean(deltas)
+    shape = f"batch {args.batch}" + (f", 3x{args.image_size}x{args.image_size}" if args.model == "resnet18" else "")
+    print(f"{args.model} ({shape}) on {args.device}, torch {torch.__version__}: {args.pairs} pairs of "
+          f"{args.window}-step windows, alternating, after {args.warmup} warm-up steps each")
+    print(f"{'plain PyTorch loop':22} {1e3 * statistics.median(plain_s):10.3f} ms/step (median window)")
+    print(f"{'job.step':22} {1e3 * statistics.median(job_s):10.3f} ms/step")
+    print(f"{'overhead':22} {100 * overhead:+10.2f} %  (95% interval {100 * (ratio_low - 1):+.2f} to "
+          f"{100 * (ratio_high - 1):+.2f})")
+    print(f"{'':22} {1e6 * delta:+10.1f} us/step (95% interval {1e6 * delta_low:+.1f} to {1e6 * delta_high:+.1f})")
+    met = ratio_high - 1 <= 0.03 or delta_high <= 50e-6
+    print(f"{'target':22} <= 3% or <= 50 us a step: {'met' if met else 'not met'} (upper bounds of the intervals)")
+
+
+if __name__ == "__main__":
+    try:
+        run()
+    except (ValueError, OSError) as e:
+        print(f"step_overhead.py: {e}", file=sys.stderr)
+        sys.exit(1)

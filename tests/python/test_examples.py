@@ -1,0 +1,83 @@
+"""examples/python as a user runs them: separate processes, against a real placementd and without
+it. With placementd swapping placements between logical CPU devices, the losses are bit for bit
+those of the run without it."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "python"
+# Small enough for seconds a run on a 2-core machine; the defaults are the examples' real sizes.
+TINY = {
+    "train_lm.py": ["--batch", "4", "--context", "16", "--vocab", "64", "--width", "32", "--heads", "2",
+                    "--layers", "2"],
+    "train_resnet.py": ["--batch", "2", "--image-size", "32", "--classes", "10"],
+}
+
+
+def run(script, *args, timeout=300):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, str(EXAMPLES / script), *TINY[script], *args], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def swaps(stdout):
+    found = re.search(r"^placement swaps\s+(\d+)", stdout, re.M)
+    assert found, stdout
+    return int(found.group(1))
+
+
+@pytest.mark.parametrize("script,steps", [("train_lm.py", 80), ("train_resnet.py", 40)])
+def test_an_example_trains_alike_with_placementd_swapping_and_without_it(daemon, tmp_path, script, steps):
+    live = run(script, "--steps", str(steps), "--log-every", "20", "--socket", daemon.socket,
+               "--losses", str(tmp_path / "live"))
+    assert live.returncode == 0, live.stderr + live.stdout
+    assert re.search(r"placementd session \d+", live.stdout), live.stdout
+    assert swaps(live.stdout) >= 1, live.stdout + daemon.log()
+    assert "detached: best" in live.stdout, live.stdout
+    alone = run(script, "--steps", str(steps), "--log-every", "20", "--no-daemon", "--losses", str(tmp_path / "alone"))
+    assert alone.returncode == 0, alone.stderr + alone.stdout
+    assert swaps(alone.stdout) == 0
+    live_losses = (tmp_path / "live").read_text().split()
+    assert len(live_losses) == steps
+    assert live_losses == (tmp_path / "alone").read_text().split()
+
+
+def test_the_language_model_learns_its_synthetic_text():
+    result = run("train_lm.py", "--steps", "100", "--log-every", "10", "--no-daemon", "--lr", "1e-2")
+    assert result.returncode == 0, result.stderr
+    losses = [float(x) for x in re.findall(r"loss (\d+\.\d+)", result.stdout)]
+    assert losses[-1] < 0.6 * losses[0], result.stdout  # about log(64) = 4.16 at the start; 1.8 here
+
+
+def test_an_example_without_a_daemon_to_reach_trains_anyway(tmp_path):
+    result = run("train_lm.py", "--steps", "5", "--socket", str(tmp_path / "nobody.sock"))
+    assert result.returncode == 0, result.stderr
+    assert "not reachable" in result.stdout and "training anyway" in result.stdout, result.stdout
+
+
+def test_bad_options_are_one_line_errors():
+    usage = run("train_lm.py", "--steps", "0")
+    assert usage.returncode == 2 and "--steps: 0 is not a positive integer" in usage.stderr, usage.stderr
+    heads = run("train_lm.py", "--heads", "3")
+    assert heads.returncode == 2 and "--width 32 is not a multiple of --heads 3" in heads.stderr, heads.stderr
+    device = run("train_resnet.py", "--steps", "1", "--devices", "gpu:0")
+    assert device.returncode == 1, device.stderr
+    assert device.stderr.startswith("train_resnet.py: ") and len(device.stderr.strip().splitlines()) == 1, device.stderr
+
+
+@pytest.mark.parametrize("program", [EXAMPLES / "train_lm.py", EXAMPLES / "train_resnet.py",
+                                     EXAMPLES.parents[1] / "bench" / "python" / "step_overhead.py"])
+def test_a_program_keeps_the_projects_command_line_conventions(program):
+    """As tests/scripts/help_test.sh checks for the C++ programs: --help is a usage on stdout and
+    status 0; an unknown option is status 2 and named on stderr."""
+    for flag in ("--help", "-h"):
+        shown = subprocess.run([sys.executable, str(program), flag], capture_output=True, text=True, timeout=60)
+        assert shown.returncode == 0 and "usage" in shown.stdout.lower(), shown.stderr
+    wrong = subprocess.run([sys.executable, str(program), "--no-such-option"], capture_output=True, text=True,
+                           timeout=60)
+    assert wrong.returncode == 2 and "--no-such-option" in wrong.stderr, wrong.stderr
