@@ -14,7 +14,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 packages=(
   cmake g++ ninja-build ccache pkg-config
   libboost-dev libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libsystemd-dev zlib1g-dev libmetis-dev libscotch-dev
-  libgtest-dev libgmock-dev libeigen3-dev prometheus-cpp-dev
+  libgtest-dev libgmock-dev libeigen3-dev prometheus-cpp-dev libgloo-dev
   systemd util-linux python3 python3-venv
   dpkg-dev file
 )

@@ -51,7 +51,8 @@ json daemon_view(const std::string& socket, uint64_t session) {
   }
 }
 
-void print_summary(const placement::Job& job, const json& view, double wall_s) {
+// `no_view`: what the summary says of placementd when it has no view of the job.
+void print_summary(const placement::Job& job, const json& view, double wall_s, const char* no_view) {
   const placement::JobStats stats = job.stats();
   std::printf("\n== summary\n");
   std::printf("%-34s %llu in %.1f s\n", "steps", static_cast<unsigned long long>(stats.steps), wall_s);
@@ -70,7 +71,7 @@ void print_summary(const placement::Job& job, const json& view, double wall_s) {
     std::printf("%-34s %.1f%% of measured step time\n", "exploration overhead",
                 100.0 * view.value("exploration_overhead", 0.0));
   } else {
-    std::printf("%-34s %s\n", "placementd", "not reachable: trained on the placement in force");
+    std::printf("%-34s %s\n", "placementd", no_view);
   }
   std::printf("%-34s %llu (%.1f MB moved in %.1f ms), %llu failed swaps, %llu steps retried\n", "placement swaps",
               static_cast<unsigned long long>(stats.swaps), stats.migrated_bytes / 1e6, stats.migration_seconds * 1e3,
@@ -99,6 +100,7 @@ int run_live(const LiveOptions& o, const ExampleModel& m) {
   options.expected_steps = static_cast<uint64_t>(o.steps);
   options.use_daemon = o.use_daemon;
   options.profile_graph_file = o.profiles_file;
+  options.replicas.timeout_ms = o.replica_timeout_ms;
   if (o.start == "interleaved") {
     const size_t ops = placement::capture(module, m.example_inputs).ops.size();
     const int devices = static_cast<int>(o.devices.empty() ? 2 : o.devices.size());
@@ -107,23 +109,32 @@ int run_live(const LiveOptions& o, const ExampleModel& m) {
   const auto started = std::chrono::steady_clock::now();
   auto job = placement::attach(o.job, module, m.example_inputs, options);
   const auto status = job->daemon();
+  // Data-parallel replicas (torchrun's environment): rank r of n trains on batches r, n + r, ...;
+  // only rank 0 talks to placementd, whose directives hold for every rank.
+  const placement::JobStats first = job->stats();
+  const bool talks = o.use_daemon && first.rank == 0;
   std::printf("job '%s': %zu ops on %zu devices; placementd %s\n", o.job.c_str(), job->graph().ops.size(),
               job->devices().size(),
               !o.use_daemon      ? "not used"
+              : !talks           ? "of rank 0, which places every rank"
               : status.connected ? ("session " + std::to_string(status.session)).c_str()
                                  : ("not reachable (" + status.last_error + "); training anyway").c_str());
+  if (first.world_size > 1) std::printf("replica: rank %d of %d\n", first.rank, first.world_size);
   std::fflush(stdout);
   torch::optim::Adam optimizer(job->parameters(), torch::optim::AdamOptions(o.learning_rate));
   FILE* losses = o.losses_file.empty() ? nullptr : std::fopen(o.losses_file.c_str(), "w");
   if (!o.losses_file.empty() && !losses) throw std::runtime_error("cannot write " + o.losses_file);
+  FILE* placements = o.placements_file.empty() ? nullptr : std::fopen(o.placements_file.c_str(), "w");
+  if (!o.placements_file.empty() && !placements) throw std::runtime_error("cannot write " + o.placements_file);
   double window_s = 0;
   for (int64_t step = 0; step < o.steps; ++step) {
-    const Batch batch = m.batch(step);
+    const Batch batch = m.batch(step * first.world_size + first.rank);
     const at::Tensor loss = job->step(
         batch.inputs, [&](const std::vector<c10::IValue>& out) { return m.loss(out.at(0).toTensor(), batch.target); },
         optimizer);
     const double value = loss.item<double>();
     if (losses) std::fprintf(losses, "%a\n", value);
+    if (placements) std::fprintf(placements, "%llu\n", static_cast<unsigned long long>(job->stats().placement_id));
     window_s += job->stats().last_step_s;
     if ((step + 1) % o.log_every == 0 || step + 1 == o.steps) {
       const placement::JobStats s = job->stats();
@@ -131,19 +142,23 @@ int run_live(const LiveOptions& o, const ExampleModel& m) {
       std::printf("step %6lld  loss %.4f  %7.2f ms/step  placement %llu (%s, %s)%s\n",
                   static_cast<long long>(step + 1), value, 1e3 * window_s / o.log_every,
                   static_cast<unsigned long long>(s.placement_id), s.reason.c_str(), s.state.c_str(),
-                  o.use_daemon && !d.connected ? "  [placementd away]" : "");
+                  talks && !d.connected ? "  [placementd away]" : "");
       std::fflush(stdout);
       window_s = 0;
     }
   }
   if (losses) std::fclose(losses);
+  if (placements) std::fclose(placements);
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   json view = nullptr;
-  if (o.use_daemon && job->daemon().connected)
+  if (talks && job->daemon().connected)
     view = daemon_view(o.socket.empty() ? placement::default_socket_path() : o.socket, job->daemon().session);
-  print_summary(*job, view, wall_s);
+  print_summary(*job, view, wall_s,
+                !o.use_daemon ? "not used" : talks ? "not reachable: trained on the placement in force" : "rank 0's session");
+  // Replicas compare it: every rank's parameters, bit for bit.
+  std::printf("parameters digest: %s\n", placement::parameters_digest(job->parameters()).c_str());
   const auto final_status = job->detach();
-  if (o.use_daemon) {
+  if (talks) {
     std::string answer = "no answer";
     if (const auto& d = final_status.detached) {
       char best[64] = "none";
@@ -187,6 +202,13 @@ int live_main(int argc, char** argv, const ExampleProgram& program) {
                  "lets placementd's simulator time placements ([policy] warm_start = \"simulator\"); default: none")
       ->check(CLI::ExistingFile);
   app.add_option("--losses", o.losses_file, "write each step's loss (hex float) to this file; default: none");
+  app.add_option("--replica-timeout-ms", o.replica_timeout_ms,
+                 "with torchrun's environment (WORLD_SIZE > 1): how long a rank waits for the others before it "
+                 "fails")
+      ->capture_default_str()
+      ->check(command_line::at_least(1));
+  app.add_option("--placements", o.placements_file,
+                 "write the placement each step ran under (placementd's id) to this file; default: none");
   app.add_option("--lr", o.learning_rate, "Adam learning rate")->capture_default_str();
   bool no_daemon = false;
   app.add_flag("--no-daemon", no_daemon, "train without placementd (the control run)");

@@ -30,6 +30,10 @@ struct LiveOptions {
   std::string profiles_file;
   /// Write every step's loss here (hex floats, one per line) to compare runs bitwise.
   std::string losses_file;
+  /// Write the placement id each step ran under here, one a line (replicas compare them).
+  std::string placements_file;
+  /// Data-parallel replicas (torchrun's environment): how long a collective may wait for the others.
+  int replica_timeout_ms = 60000;
   double learning_rate = 1e-3;
 };
 

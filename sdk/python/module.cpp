@@ -116,6 +116,8 @@ py::dict stats_dict(const placement::JobStats& s) {
   d["reason"] = s.reason;
   d["state"] = s.state;
   d["last_step_s"] = s.last_step_s;
+  d["rank"] = s.rank;
+  d["world_size"] = s.world_size;
   return d;
 }
 
@@ -152,7 +154,7 @@ PYBIND11_MODULE(_placement, m) {
                        const std::vector<std::string>& devices, const std::string& socket, uint64_t expected_steps,
                        uint64_t memory_bytes, bool use_daemon, const std::vector<int>& start_device_of_op,
                        const std::vector<uint64_t>& memory_limit_bytes, const std::string& profile_graph_file,
-                       int profile_steps, int reconnect_interval_ms) {
+                       int profile_steps, int reconnect_interval_ms, int replica_timeout_ms) {
              JobOptions o;
              o.devices = devices;
              o.socket_path = socket;
@@ -164,6 +166,7 @@ PYBIND11_MODULE(_placement, m) {
              o.profile_graph_file = profile_graph_file;
              o.profile_steps = profile_steps;
              o.reconnect_interval_ms = reconnect_interval_ms;
+             o.replicas.timeout_ms = replica_timeout_ms;
              const torch::jit::Module scripted = script_module(module);
              const std::vector<at::Tensor> inputs = tensors(example_inputs, "example_inputs");
              py::gil_scoped_release release;  // capture and the first contact with placementd take a while
@@ -172,7 +175,7 @@ PYBIND11_MODULE(_placement, m) {
            py::arg("name"), py::arg("module"), py::arg("example_inputs"), py::arg("devices"), py::arg("socket"),
            py::arg("expected_steps"), py::arg("memory_bytes"), py::arg("use_daemon"), py::arg("start_device_of_op"),
            py::arg("memory_limit_bytes"), py::arg("profile_graph_file"), py::arg("profile_steps"),
-           py::arg("reconnect_interval_ms"))
+           py::arg("reconnect_interval_ms"), py::arg("replica_timeout_ms"))
       .def("parameters", &Job::parameters)
       .def(
           "step",

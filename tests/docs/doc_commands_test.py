@@ -45,6 +45,10 @@ SKIPPED = {
     "build/bin/live_noise_harness --seeds 1000": "a minute of both cores; live.noise_harness runs the same program at 100 seeds",
     "build/bin/live_noise_harness --seeds 1000 --noise 0.2,0.3 --steps 200000":
         "a minute of both cores; live.noise_harness runs the same program at 100 seeds",
+    "RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 build/bin/train_gnmt --model M.pt --steps 60 --socket /tmp/pd.sock &":
+        "a replica group of two processes on a fixed port; Replicas.* (tests/integration/replicas_test.cpp) runs it on a free port",
+    "RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 build/bin/train_gnmt --model M.pt --steps 60 --socket /tmp/pd.sock":
+        "a replica group of two processes on a fixed port; Replicas.* (tests/integration/replicas_test.cpp) runs it on a free port",
     "apt install ./build/packages/placementd_*.deb":
         "installs into the system; package.deb_apt_install runs it where that is allowed (CI)",
 }

@@ -214,8 +214,8 @@ placement::Client DaemonProcess::client(int timeout_ms) const {
 
 namespace placement::testing {
 
-Child::Child(const std::vector<std::string>& argv) : dir_(make_temp_dir()) {
-  pid = spawn(argv, dir_ + "/out", dir_ + "/err");
+Child::Child(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env) : dir_(make_temp_dir()) {
+  pid = spawn(argv, dir_ + "/out", dir_ + "/err", extra_env);
 }
 
 Child::~Child() {

@@ -100,7 +100,8 @@ std::string make_temp_dir();
 /// Any child process with its output in files; for job processes in integration tests.
 class Child {
  public:
-  explicit Child(const std::vector<std::string>& argv);
+  /// `extra_env`: NAME=VALUE entries added to this process's environment.
+  explicit Child(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {});
   ~Child();
   /// Waits until stdout contains `text`; false on timeout or exit.
   bool wait_for_output(const std::string& text, int timeout_ms = 10000);

@@ -22,6 +22,26 @@
 
 namespace placement {
 
+/// Data-parallel replicas (torch.distributed's c10d, Gloo): the same model trained in WORLD_SIZE
+/// processes, each on its own share of the data, the gradients averaged across them before every
+/// update. One placement holds for the whole group: rank 0's placementd chooses it, every rank
+/// applies it at the same step boundary, and a candidate is timed by the slowest rank.
+struct ReplicaOptions {
+  /// Take what is unset below from torchrun's environment: RANK, WORLD_SIZE, MASTER_ADDR,
+  /// MASTER_PORT. No WORLD_SIZE, or 1: one process, no group.
+  bool from_environment = true;
+  int rank = -1;
+  int world_size = 0;
+  std::string master_addr;
+  int master_port = 0;
+  /// The rendezvous and every collective fail after this long (a rank that died or hangs) with an
+  /// error from Job's constructor or Job::step, never a hang.
+  int timeout_ms = 60000;
+  /// Gradients go across in flat buckets of at most this many bytes (per device and dtype), so
+  /// that small tensors do not cost a collective each.
+  uint64_t bucket_bytes = 25ull << 20;
+};
+
 struct JobOptions {
   /// Empty: $PLACEMENTD_SOCKET, else the system default.
   std::string socket_path;
@@ -58,6 +78,8 @@ struct JobOptions {
   /// real training steps, only slower by the instrumentation (a per-op device sync on GPUs); they
   /// are reported as profiled so their time is no measurement of the placement. 0: never.
   int profile_steps = 3;
+  /// Data-parallel replicas; by default from torchrun's environment when WORLD_SIZE > 1.
+  ReplicaOptions replicas;
 };
 
 /// The outputs of the module's forward → the loss to minimise.
@@ -96,7 +118,14 @@ struct JobStats {
   std::string reason;
   std::string state;
   double last_step_s = 0.0;
+  /// This process's rank in its replica group and the group's size (0 and 1 without one).
+  int rank = 0;
+  int world_size = 1;
 };
+
+/// 16 hex digits over every tensor's bytes in order (FNV-1a): equal digests, equal parameters.
+/// Replicas of a data-parallel job print it to show that they agree.
+std::string parameters_digest(const std::vector<at::Tensor>& tensors);
 
 /// A model in training whose placement placementd chooses. Not thread-safe: the training thread
 /// uses it. If placementd is unreachable or dies, the job keeps training on its current

@@ -11,15 +11,19 @@
 #include <torch/csrc/jit/api/module.h>
 #include <torch/optim/optimizer.h>
 #include <torch/version.h>
+#include <nlohmann/json.hpp>
 
 #include "device_sync.h"
 #include "memory_limit.h"
 #include "optimizer_state.h"
+#include "replica_group.h"
 #include "step_profiler.h"
 #include "transfer.h"
 #include "placement/capture.h"
+#include "placement/messages.h"
 #include "placement/serialization.h"
 
+#include "../hash.h"
 #include "stopwatch.h"
 
 namespace placement {
@@ -114,6 +118,15 @@ struct Job::Impl {
   // ahead of it: a request for kinds already on their way to the same session is not run again.
   uint64_t sent_generation = 0;
   std::set<DeviceKind> sent_kinds;
+  // Data-parallel replicas: the group, and the step whose time goes to placementd at the next
+  // boundary, once the slowest rank's time is known.
+  std::unique_ptr<detail::ReplicaGroup> group;
+  struct PendingReport {
+    uint64_t step = 0;
+    double seconds = 0.0;
+    bool profiled = false;
+  };
+  std::optional<PendingReport> pending_report;
 
   bool profiles_on_their_way(const InForce& target) const {
     if (target.generation != sent_generation) return false;
@@ -196,6 +209,82 @@ struct Job::Impl {
     if (channel) channel->send_profiles(current.generation, std::move(out));
     ++stats.profiles_sent;
   }
+
+  bool leader() const { return !group || group->rank() == 0; }
+
+  // The step boundary of a replica group: the slowest rank's time of the step before goes to
+  // placementd, and a directive rank 0 took is applied by every rank, or by none.
+  void group_boundary(StepOptimizer& optimizer) {
+    std::optional<ReceivedDirective> taken;
+    if (channel) taken = channel->take_directive();
+    const std::vector<double> agreed = group->max({taken ? 1.0 : 0.0, pending_report ? pending_report->seconds : 0.0});
+    if (pending_report && channel && current.directive.placement_id != 0)
+      channel->report(current.generation, {current.directive.placement_id, pending_report->step, agreed[1], true, "",
+                                           pending_report->profiled});
+    pending_report.reset();
+    if (agreed[0] == 0.0) return;
+    const std::string sent = group->broadcast(taken ? taken->directive.to_json(devices).dump() : std::string());
+    ReceivedDirective target;
+    if (taken) {
+      target = std::move(*taken);
+    } else {
+      target.directive = messages::Directive::from_json(nlohmann::json::parse(sent), graph, devices);
+      target.directive.profile = false;  // rank 0 profiles for placementd
+    }
+    const InForce before = current;
+    const bool moved = switch_to(target, optimizer);
+    const int failed_rank = static_cast<int>(group->max({moved ? 0.0 : group->rank() + 1.0})[0]) - 1;
+    if (failed_rank < 0) return;
+    if (moved) {
+      switch_to(before, optimizer);
+      ++stats.failed_swaps;
+      if (channel)
+        channel->report(target.generation, {target.directive.placement_id, stats.steps, 0.0, false,
+                                            "migration failed on rank " + std::to_string(failed_rank)});
+    }
+  }
+
+  at::Tensor group_step(const std::vector<c10::IValue>& inputs, const LossFunction& loss_fn, StepOptimizer& optimizer) {
+    group_boundary(optimizer);
+    bool profiled = begin_profiled_step();
+    auto started = Clock::now();
+    at::Tensor value;
+    std::string error;
+    try {
+      value = forward_backward(inputs, loss_fn);
+    } catch (const std::exception& e) {
+      error = e.what();
+      profiling.reset();
+      profiled = false;
+    }
+    // Every rank learns whether any failed, and retries with them.
+    const int failed_rank = static_cast<int>(group->max({error.empty() ? 0.0 : group->rank() + 1.0})[0]) - 1;
+    if (failed_rank >= 0) {
+      const std::string what = error.empty() ? "the step failed on rank " + std::to_string(failed_rank) : error;
+      if (current.directive.placement_id == 0) throw std::runtime_error(what);
+      report(false, seconds_since(started), what);
+      for (at::Tensor& p : placed->parameters()) p.mutable_grad() = at::Tensor();
+      current_ran = false;
+      if (!switch_to(last_good, optimizer)) throw std::runtime_error(what);
+      ++stats.retried_steps;
+      started = Clock::now();
+      value = forward_backward(inputs, loss_fn);
+    }
+    if (profiled) profiling->profiler->end_forward_backward();
+    group->average_gradients(placed->parameters());
+    const auto update_started = Clock::now();
+    optimizer.step();
+    optimizer.zero_grad();
+    if (any_cuda) detail::synchronize_cuda_devices(devices);
+    if (profiled) profiling->profiler->add_update(seconds_since(update_started));
+    const double seconds = seconds_since(started);
+    current_ran = true;
+    pending_report = PendingReport{stats.steps, seconds, profiled};
+    ++stats.steps;
+    stats.last_step_s = seconds;
+    if (profiled) end_profiled_step();
+    return value.detach();
+  }
 };
 
 Job::Job(std::string name, const torch::jit::Module& module, const std::vector<at::Tensor>& example_inputs,
@@ -223,7 +312,15 @@ Job::Job(std::string name, const torch::jit::Module& module, const std::vector<a
   s.placed->set_placement(start);
   s.current.directive.placement = start;
   s.last_good = s.current;
-  if (!options.use_daemon) return;
+  if (const std::optional<detail::ReplicaConfig> replicas = detail::replica_config(options.replicas)) {
+    s.group = std::make_unique<detail::ReplicaGroup>(*replicas);
+    // Every replica starts from rank 0's weights, as torch's DistributedDataParallel does.
+    std::vector<at::Tensor> state = s.placed->parameters();
+    for (const at::Tensor& b : s.module.buffers(true)) state.push_back(b);
+    s.group->broadcast(state);
+  }
+  // In a replica group only rank 0 talks to placementd: its directives hold for every rank.
+  if (!options.use_daemon || !s.leader()) return;
   JobChannelOptions channel;
   channel.socket_path = options.socket_path;
   channel.job = std::move(name);
@@ -257,6 +354,7 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
 
 at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction& loss, StepOptimizer& optimizer) {
   Impl& s = *impl_;
+  if (s.group) return s.group_step(inputs, loss, optimizer);
   if (s.channel)
     if (std::optional<ReceivedDirective> d = s.channel->take_directive()) s.switch_to(std::move(*d), optimizer);
   bool profiled = s.begin_profiled_step();
@@ -303,7 +401,20 @@ JobStats Job::stats() const {
   out.placement_id = d.placement_id;
   out.reason = d.placement_id == 0 ? "own" : messages::to_string(d.reason);
   out.state = d.placement_id == 0 ? "" : messages::to_string(d.state);
+  if (impl_->group) {
+    out.rank = impl_->group->rank();
+    out.world_size = impl_->group->size();
+  }
   return out;
+}
+
+std::string parameters_digest(const std::vector<at::Tensor>& tensors) {
+  detail::Fnv1a hash;
+  for (const at::Tensor& t : tensors) {
+    const at::Tensor bytes = t.detach().to(at::kCPU).contiguous();
+    hash.add(std::string(static_cast<const char*>(bytes.data_ptr()), bytes.numel() * bytes.element_size()));
+  }
+  return hash.hex();
 }
 
 JobChannel::Status Job::daemon() const { return impl_->channel ? impl_->channel->status() : JobChannel::Status{}; }

@@ -1,0 +1,196 @@
+#include "replica_group.h"
+
+#include <cstdlib>
+#include <map>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+
+// Gloo's headers come from Debian's libgloo-dev; c10d keeps every gloo object behind a pointer, so
+// ProcessGroupGloo's layout does not depend on which gloo version they are.
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+namespace placement::detail {
+namespace {
+
+std::optional<std::string> env(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return std::nullopt;
+  return std::string(v);
+}
+
+int env_int(const char* name, const std::string& text) {
+  size_t used = 0;
+  int value = 0;
+  try {
+    value = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size()) throw std::invalid_argument(std::string(name) + "=" + text + " is not an integer");
+  return value;
+}
+
+}  // namespace
+
+std::optional<ReplicaConfig> replica_config(const ReplicaOptions& o) {
+  ReplicaConfig c;
+  c.rank = o.rank;
+  c.world_size = o.world_size;
+  c.master_addr = o.master_addr;
+  c.master_port = o.master_port;
+  if (o.from_environment) {
+    if (c.world_size == 0)
+      if (auto v = env("WORLD_SIZE")) c.world_size = env_int("WORLD_SIZE", *v);
+    if (c.rank < 0)
+      if (auto v = env("RANK")) c.rank = env_int("RANK", *v);
+    if (c.master_addr.empty())
+      if (auto v = env("MASTER_ADDR")) c.master_addr = *v;
+    if (c.master_port == 0)
+      if (auto v = env("MASTER_PORT")) c.master_port = env_int("MASTER_PORT", *v);
+  }
+  if (c.world_size < 0) throw std::invalid_argument("replicas: world_size (WORLD_SIZE) " + std::to_string(c.world_size) + " is negative");
+  if (c.world_size <= 1) return std::nullopt;
+  const std::string where = o.from_environment ? " (torchrun's environment, or JobOptions::replicas)" : "";
+  if (c.rank < 0 || c.rank >= c.world_size)
+    throw std::invalid_argument("replicas: rank (RANK) " + std::to_string(c.rank) + " is not in [0, " +
+                                std::to_string(c.world_size) + ")" + where);
+  if (c.master_addr.empty()) throw std::invalid_argument("replicas: no master_addr (MASTER_ADDR)" + where);
+  if (c.master_port <= 0 || c.master_port > 65535)
+    throw std::invalid_argument("replicas: master_port (MASTER_PORT) " + std::to_string(c.master_port) +
+                                " is not a TCP port" + where);
+  if (o.timeout_ms <= 0) throw std::invalid_argument("replicas: timeout_ms must be > 0");
+  if (o.bucket_bytes == 0) throw std::invalid_argument("replicas: bucket_bytes must be > 0");
+  c.timeout = std::chrono::milliseconds(o.timeout_ms);
+  c.bucket_bytes = o.bucket_bytes;
+  return c;
+}
+
+ReplicaGroup::ReplicaGroup(const ReplicaConfig& config) : config_(config) {
+  const std::string who = "rank " + std::to_string(config_.rank) + " of " + std::to_string(config_.world_size);
+  try {
+    c10d::TCPStoreOptions store;
+    store.port = static_cast<uint16_t>(config_.master_port);
+    store.isServer = config_.rank == 0;
+    store.numWorkers = static_cast<size_t>(config_.world_size);
+    store.timeout = config_.timeout;
+    store_ = c10::make_intrusive<c10d::TCPStore>(config_.master_addr, store);
+    auto options = c10d::ProcessGroupGloo::Options::create(config_.timeout);
+    // The interface that reaches the master is the one the other ranks reach this one on.
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(config_.master_addr));
+    group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, config_.rank, config_.world_size, options);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("replica group: " + who + " could not join at " + config_.master_addr + ":" +
+                             std::to_string(config_.master_port) + " within " +
+                             std::to_string(config_.timeout.count()) + " ms: " + e.what());
+  }
+}
+
+ReplicaGroup::~ReplicaGroup() = default;
+
+void ReplicaGroup::run(const char* what, const std::function<void()>& collective) {
+  try {
+    collective();
+  } catch (const std::exception& e) {
+    throw std::runtime_error("replica group: " + std::string(what) + " failed on rank " + std::to_string(config_.rank) +
+                             " of " + std::to_string(config_.world_size) + ": " + missing_ranks() + " (" + e.what() + ")");
+  }
+}
+
+std::string ReplicaGroup::missing_ranks() {
+  // Gloo names a peer by its address only. A roll call in the store names the ranks: each rank
+  // whose collective failed answers, and whoever has not within a few seconds ended or hangs.
+  const auto key = [](int rank) { return "placementd/roll-call/" + std::to_string(rank); };
+  std::vector<int> missing;
+  try {
+    store_->set(key(config_.rank), std::vector<uint8_t>{1});
+    const auto deadline = std::chrono::steady_clock::now() + std::min(config_.timeout, std::chrono::milliseconds(5000));
+    do {
+      missing.clear();
+      for (int r = 0; r < config_.world_size; ++r)
+        if (!store_->check({key(r)})) missing.push_back(r);
+      if (missing.empty() || std::chrono::steady_clock::now() > deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    } while (true);
+  } catch (const std::exception&) {
+    return "rank 0, which serves the group's store at " + config_.master_addr + ":" + std::to_string(config_.master_port) +
+           ", is gone";
+  }
+  if (missing.empty()) return "every rank is still there (a rank failed its part, see its own error)";
+  std::string ranks;
+  for (int r : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  return (missing.size() == 1 ? "rank " : "ranks ") + ranks + " ended or did not answer within " +
+         std::to_string(config_.timeout.count()) + " ms";
+}
+
+std::vector<double> ReplicaGroup::max(const std::vector<double>& values) {
+  at::Tensor t = at::tensor(values, at::kDouble);
+  run("the step's exchange", [&] {
+    std::vector<at::Tensor> ts = {t};
+    c10d::AllreduceOptions o;
+    o.reduceOp = c10d::ReduceOp::MAX;
+    group_->allreduce(ts, o)->wait();
+  });
+  return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+}
+
+std::string ReplicaGroup::broadcast(const std::string& bytes) {
+  at::Tensor length = at::tensor({static_cast<int64_t>(bytes.size())}, at::kLong);
+  std::vector<at::Tensor> ts = {length};
+  run("broadcasting the placement", [&] { group_->broadcast(ts)->wait(); });
+  at::Tensor data = at::empty({length.item<int64_t>()}, at::kByte);
+  if (config_.rank == 0) std::memcpy(data.data_ptr(), bytes.data(), bytes.size());
+  ts = {data};
+  run("broadcasting the placement", [&] { group_->broadcast(ts)->wait(); });
+  return std::string(reinterpret_cast<const char*>(data.data_ptr()), static_cast<size_t>(data.numel()));
+}
+
+void ReplicaGroup::broadcast(const std::vector<at::Tensor>& tensors) {
+  for (const at::Tensor& t : tensors) {
+    at::NoGradGuard no_grad;
+    // Gloo sends contiguous CPU memory; a tensor elsewhere goes through a CPU copy.
+    at::Tensor staged = t.device().is_cpu() && t.is_contiguous() ? t.detach() : t.detach().to(at::kCPU).contiguous();
+    std::vector<at::Tensor> ts = {staged};
+    run("broadcasting rank 0's parameters", [&] { group_->broadcast(ts)->wait(); });
+    if (!staged.is_same(t)) t.detach().copy_(staged);
+  }
+}
+
+void ReplicaGroup::average_gradients(const std::vector<at::Tensor>& parameters) {
+  at::NoGradGuard no_grad;
+  // Buckets by (device, dtype) in parameter order; every rank builds the same ones.
+  std::map<std::pair<std::string, int>, std::vector<std::vector<at::Tensor>>> buckets;
+  std::map<std::pair<std::string, int>, uint64_t> filled;
+  for (const at::Tensor& p : parameters) {
+    if (!p.requires_grad()) continue;
+    at::Tensor& g = const_cast<at::Tensor&>(p).mutable_grad();
+    if (!g.defined()) g = at::zeros_like(p);
+    const auto key = std::make_pair(p.device().str(), static_cast<int>(p.scalar_type()));
+    auto& list = buckets[key];
+    const uint64_t bytes = static_cast<uint64_t>(g.numel()) * g.element_size();
+    if (list.empty() || filled[key] + bytes > config_.bucket_bytes) {
+      list.emplace_back();
+      filled[key] = 0;
+    }
+    list.back().push_back(g);
+    filled[key] += bytes;
+  }
+  const double scale = 1.0 / config_.world_size;
+  for (auto& [key, list] : buckets)
+    for (const std::vector<at::Tensor>& bucket : list) {
+      std::vector<at::Tensor> flat_parts;
+      for (const at::Tensor& g : bucket) flat_parts.push_back(g.reshape({-1}).to(at::kCPU));
+      at::Tensor flat = at::cat(flat_parts);
+      std::vector<at::Tensor> ts = {flat};
+      run("averaging the gradients", [&] { group_->allreduce(ts)->wait(); });
+      flat.mul_(scale);
+      int64_t offset = 0;
+      for (const at::Tensor& g : bucket) {
+        g.copy_(flat.narrow(0, offset, g.numel()).view_as(g));
+        offset += g.numel();
+      }
+    }
+}
+
+}  // namespace placement::detail

@@ -1,0 +1,125 @@
+// Data-parallel replicas (issue #20): the GNMT example started N times with torchrun's environment,
+// Gloo on 127.0.0.1, against a real placementd that explores. One placement holds for the group:
+// every rank runs the same placement at every step, and the parameters agree bit for bit.
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <memory>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "daemon_process.h"
+
+namespace placement {
+namespace {
+
+using testing::Child;
+using testing::DaemonProcess;
+using testing::read_file;
+
+// A TCP port nothing listens on now (the kernel's choice; the store binds it a moment later).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t length = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+struct Replicas {
+  std::vector<std::unique_ptr<Child>> ranks;
+  std::vector<std::string> placements;  // each rank's --placements file
+};
+
+Replicas start(int world, const std::string& socket, const std::string& dir, int steps, int timeout_ms = 60000) {
+  Replicas r;
+  const int port = free_port();
+  for (int rank = 0; rank < world; ++rank) {
+    r.placements.push_back(dir + "/placements." + std::to_string(rank));
+    r.ranks.push_back(std::make_unique<Child>(
+        std::vector<std::string>{TRAIN_GNMT_BIN, "--model", std::string(MODEL_DIR) + "/gnmt_example.pt", "--steps",
+                                 std::to_string(steps), "--log-every", "10", "--socket", socket, "--placements",
+                                 r.placements.back(), "--replica-timeout-ms", std::to_string(timeout_ms)},
+        std::vector<std::string>{"RANK=" + std::to_string(rank), "WORLD_SIZE=" + std::to_string(world),
+                                 "LOCAL_RANK=" + std::to_string(rank), "MASTER_ADDR=127.0.0.1",
+                                 "MASTER_PORT=" + std::to_string(port), "OMP_NUM_THREADS=1"}));
+  }
+  return r;
+}
+
+std::string digest(const std::string& out) {
+  std::smatch m;
+  return std::regex_search(out, m, std::regex("parameters digest: ([0-9a-f]{16})")) ? m[1].str() : std::string();
+}
+
+void expect_one_group(int world) {
+  DaemonProcess daemon(testing::fast_exploration(12, 0.5));
+  daemon.start();
+  Replicas r = start(world, daemon.socket, daemon.dir, 60);
+  std::vector<std::string> digests;
+  for (int rank = 0; rank < world; ++rank) {
+    Child& c = *r.ranks[rank];
+    ASSERT_EQ(c.wait(180000), 0) << "rank " << rank << ":\n" << c.err() << c.out();
+    EXPECT_NE(c.out().find("replica: rank " + std::to_string(rank) + " of " + std::to_string(world)), std::string::npos)
+        << c.out();
+    digests.push_back(digest(c.out()));
+    ASSERT_FALSE(digests.back().empty()) << c.out();
+  }
+  EXPECT_EQ(std::set<std::string>(digests.begin(), digests.end()).size(), 1u) << "the replicas' parameters differ";
+  const std::string leader = read_file(r.placements[0]);
+  std::set<std::string> ids;
+  for (size_t at = 0, next; at < leader.size(); at = next + 1) {
+    next = leader.find('\n', at);
+    ids.insert(leader.substr(at, next - at));
+  }
+  EXPECT_GE(ids.size(), 2u) << "placementd swapped placements in the group:\n" << leader << daemon.log();
+  for (int rank = 1; rank < world; ++rank)
+    EXPECT_EQ(read_file(r.placements[rank]), leader) << "rank " << rank << " ran other placements than rank 0";
+  // Only rank 0 attaches: the group is one job to placementd.
+  EXPECT_EQ(daemon.log().find("'gnmt-example' attached"), daemon.log().rfind("'gnmt-example' attached")) << daemon.log();
+}
+
+TEST(Replicas, TwoRanksRunTheSamePlacementsAtTheSameStepsAndEndBitwiseEqual) { expect_one_group(2); }
+
+TEST(Replicas, FourRanksRunTheSamePlacementsAtTheSameStepsAndEndBitwiseEqual) { expect_one_group(4); }
+
+// Kills rank `victim` of two mid-training; the other must end, with status 1, inside its timeout
+// (20 s), with an error containing `named`.
+void kill_one_of_two(int victim, const std::string& named) {
+  DaemonProcess daemon(testing::fast_exploration(1000, 0.5));
+  daemon.start();
+  Replicas r = start(2, daemon.socket, daemon.dir, 100000, 20000);
+  Child& dying = *r.ranks[victim];
+  Child& other = *r.ranks[1 - victim];
+  ASSERT_TRUE(dying.wait_for_output("step     10", 120000)) << dying.err() << dying.out();
+  dying.signal(SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  const int status = other.wait(30000);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  EXPECT_EQ(status, 1) << other.err() << other.out();
+  EXPECT_LT(waited, 25.0) << "the surviving rank outlived its timeout (20 s)";
+  EXPECT_NE(other.err().find("replica group: "), std::string::npos) << other.err();
+  EXPECT_NE(other.err().find(named), std::string::npos) << "the error names the rank that died\n" << other.err();
+}
+
+TEST(Replicas, ARankThatDiesEndsTheOthersWithAnErrorThatNamesIt) {
+  kill_one_of_two(1, "failed on rank 0 of 2: rank 1 ended or did not answer");
+}
+
+TEST(Replicas, RankZeroDyingEndsTheOthersWithAnErrorThatNamesIt) {
+  kill_one_of_two(0, "failed on rank 1 of 2: rank 0, which serves the group's store at 127.0.0.1:");
+}
+
+}  // namespace
+}  // namespace placement
