@@ -1,26 +1,32 @@
 """A Python training loop under torchrun's environment trains as a data-parallel replica (the C++
 job API's replica group, Gloo on 127.0.0.1): both ranks run placementd's placements at the same
-steps and end with the same parameters."""
+steps and end with the same parameters, those of one process trained on the whole batches."""
 
 import os
 import socket
 import subprocess
 import sys
 
+import torch
+
+# Each rank trains on its half of every batch of conftest's data; the parameters go to argv[3].
 SCRIPT = r"""
 import hashlib, sys, torch, placement
 from conftest import Mlp, batch
-torch.manual_seed(int(sys.argv[1]))  # each rank its own initial weights: rank 0's must win
+torch.manual_seed(0 if sys.argv[1] in ("single", "0") else 101)  # rank 0's weights must win
 model = Mlp()
-job = placement.attach("py-replicas", model, (batch(0)[0],), devices=["cpu:0", "cpu:1"], socket=sys.argv[2])
+job = placement.attach("py-replicas", model, (batch(0)[0][:4],), devices=["cpu:0", "cpu:1"], socket=sys.argv[2],
+                       use_daemon=sys.argv[1] != "single")
 optimizer = torch.optim.Adam(job.parameters(), lr=1e-2)
 rank, world = job.stats()["rank"], job.stats()["world_size"]
 placements = []
 for step in range(80):
-    x, y = batch(step * world + rank)
-    job.step((x,), lambda out, y: ((out - y) ** 2).mean(), optimizer, targets=y)
+    x, y = batch(step)
+    share = slice(rank * 8 // world, (rank + 1) * 8 // world)
+    job.step((x[share],), lambda out, y: ((out - y) ** 2).mean(), optimizer, targets=y[share])
     placements.append(job.stats()["placement_id"])
 job.detach()
+torch.save([p.detach() for p in model.parameters()], sys.argv[3])
 digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters())).hexdigest()
 print(rank, world, digest, ",".join(map(str, placements)))
 """
@@ -37,7 +43,8 @@ def test_two_python_replicas_follow_rank_zeros_placements_and_end_equal(daemon, 
     port = free_port()
     env = dict(os.environ, WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), os.environ["PYTHONPATH"]]))
-    ranks = [subprocess.Popen([sys.executable, str(tmp_path / "replica.py"), str(rank), daemon.socket],
+    ranks = [subprocess.Popen([sys.executable, str(tmp_path / "replica.py"), str(rank), daemon.socket,
+                               str(tmp_path / f"rank{rank}.pt")],
                               env=dict(env, RANK=str(rank)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for rank in range(2)]
     results = []
@@ -49,3 +56,12 @@ def test_two_python_replicas_follow_rank_zeros_placements_and_end_equal(daemon, 
     assert results[0][2] == results[1][2], "the replicas' parameters differ"
     assert results[0][3] == results[1][3], "the ranks ran different placements"
     assert len(set(results[0][3].split(","))) >= 2, "placementd swapped placements\n" + daemon.log()
+    # Averaged gradients of two half batches are the gradient of the whole batch: one process on
+    # the concatenated batches ends where the group does, to rounding.
+    single_env = {k: v for k, v in env.items() if k not in ("WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    single = subprocess.run([sys.executable, str(tmp_path / "replica.py"), "single", daemon.socket,
+                             str(tmp_path / "single.pt")], env=single_env, capture_output=True, text=True, timeout=120)
+    assert single.returncode == 0, single.stderr
+    assert single.stdout.split()[:2] == ["0", "1"]
+    for group, alone in zip(torch.load(tmp_path / "rank0.pt"), torch.load(tmp_path / "single.pt")):
+        torch.testing.assert_close(group, alone, rtol=1e-5, atol=1e-6)
