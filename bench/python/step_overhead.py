@@ -21,13 +21,7 @@ import time
 import torch
 
 import placement
-
-
-def positive(text):
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
-    return value
+from figures import interval, positive
 
 
 def make(args):
@@ -111,13 +105,8 @@ def run():
     ratios = [j / q for j, q in zip(job_s, plain_s)]
     deltas = [j - q for j, q in zip(job_s, plain_s)]
     rng = random.Random(args.seed)
-
-    def interval(values):
-        means = sorted(statistics.fmean(rng.choices(values, k=len(values))) for _ in range(10000))
-        return means[249], means[9749]
-
-    ratio_low, ratio_high = interval(ratios)
-    delta_low, delta_high = interval(deltas)
+    ratio_low, ratio_high = interval(ratios, rng)
+    delta_low, delta_high = interval(deltas, rng)
     overhead = statistics.fmean(ratios) - 1
     delta = statistics.fmean(deltas)
     shape = f"batch {args.batch}" + (f", 3x{args.image_size}x{args.image_size}" if args.model == "resnet18" else "")

@@ -118,9 +118,11 @@ struct JobStats {
   std::string reason;
   std::string state;
   double last_step_s = 0.0;
-  /// This process's rank in its replica group and the group's size (0 and 1 without one).
+  /// This process's rank in its replica group and the group's size (0 and 1 without one), and the
+  /// time its steps spent averaging gradients with the other ranks.
   int rank = 0;
   int world_size = 1;
+  double allreduce_seconds = 0.0;
 };
 
 /// 16 hex digits over every tensor's bytes in order (FNV-1a): equal digests, equal parameters.

@@ -271,7 +271,9 @@ struct Job::Impl {
       value = forward_backward(inputs, loss_fn);
     }
     if (profiled) profiling->profiler->end_forward_backward();
+    const auto allreduce_started = Clock::now();
     group->average_gradients(placed->parameters());
+    stats.allreduce_seconds += seconds_since(allreduce_started);
     const auto update_started = Clock::now();
     optimizer.step();
     optimizer.zero_grad();
