@@ -65,3 +65,39 @@ def test_two_python_replicas_follow_rank_zeros_placements_and_end_equal(daemon, 
     assert single.stdout.split()[:2] == ["0", "1"]
     for group, alone in zip(torch.load(tmp_path / "rank0.pt"), torch.load(tmp_path / "single.pt")):
         torch.testing.assert_close(group, alone, rtol=1e-5, atol=1e-6)
+
+
+UNUSED = r"""
+import torch, placement
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.used = torch.nn.Linear(4, 4)
+        self.unused = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.used(x)
+
+torch.manual_seed(0)
+model = Model()
+job = placement.attach("py-unused", model, (torch.randn(2, 4),), use_daemon=False)
+optimizer = torch.optim.AdamW(job.parameters(), lr=0.1, weight_decay=0.5)
+before = model.unused.weight.detach().clone()
+for step in range(5):
+    x = torch.randn(2, 4, generator=torch.Generator().manual_seed(10 * step + job.stats()["rank"]))
+    job.step((x,), lambda out: out.pow(2).mean(), optimizer)
+print(job.stats()["world_size"], torch.equal(before, model.unused.weight.detach()))
+"""
+
+
+def test_a_parameter_no_rank_reached_is_left_alone_as_in_one_process(tmp_path):
+    """AdamW's weight decay would move it, were its gradient made zeros: one process skips it."""
+    (tmp_path / "unused.py").write_text(UNUSED)
+    env = dict(os.environ, WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    ranks = [subprocess.Popen([sys.executable, str(tmp_path / "unused.py")], env=dict(env, RANK=str(rank)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(2)]
+    for p in ranks:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        assert out.split() == ["2", "True"], out

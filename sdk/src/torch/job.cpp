@@ -257,8 +257,17 @@ struct Job::Impl {
       profiling.reset();
       profiled = false;
     }
-    // Every rank learns whether any failed, and retries with them.
-    const int failed_rank = static_cast<int>(group->max({error.empty() ? 0.0 : group->rank() + 1.0})[0]) - 1;
+    // One exchange after backward: whether any rank failed (all retry with it), and which
+    // parameters any rank's step reached. A parameter none reached keeps no gradient, so the
+    // optimizer skips it as in one process; one that some reached counts as zeros on the others.
+    const std::vector<at::Tensor> parameters = placed->parameters();
+    const auto exchange = [&](bool failed) {
+      std::vector<double> v = {failed ? group->rank() + 1.0 : 0.0};
+      for (const at::Tensor& p : parameters) v.push_back(p.grad().defined() ? 1.0 : 0.0);
+      return group->max(v);
+    };
+    std::vector<double> agreed = exchange(!error.empty());
+    const int failed_rank = static_cast<int>(agreed[0]) - 1;
     if (failed_rank >= 0) {
       const std::string what = error.empty() ? "the step failed on rank " + std::to_string(failed_rank) : error;
       if (current.directive.placement_id == 0) throw std::runtime_error(what);
@@ -269,10 +278,14 @@ struct Job::Impl {
       ++stats.retried_steps;
       started = Clock::now();
       value = forward_backward(inputs, loss_fn);
+      agreed = exchange(false);
     }
     if (profiled) profiling->profiler->end_forward_backward();
     const auto allreduce_started = Clock::now();
-    group->average_gradients(placed->parameters());
+    std::vector<at::Tensor> reached;
+    for (size_t i = 0; i < parameters.size(); ++i)
+      if (agreed[i + 1] > 0.0) reached.push_back(parameters[i]);
+    group->average_gradients(reached);
     stats.allreduce_seconds += seconds_since(allreduce_started);
     const auto update_started = Clock::now();
     optimizer.step();

@@ -48,7 +48,7 @@ class ReplicaGroup {
   /// Every rank's `tensors` overwritten in place with rank 0's.
   void broadcast(const std::vector<at::Tensor>& tensors);
   /// Each gradient of `parameters` replaced by its mean over the ranks (a parameter without one
-  /// counts as zeros, as in every rank's update).
+  /// here counts as zeros; every rank passes the same parameters).
   void average_gradients(const std::vector<at::Tensor>& parameters);
 
  private:
