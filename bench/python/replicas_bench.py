@@ -81,7 +81,7 @@ def child(args):
     def plain_step():
         loss_fn(plain(x), y).backward()
         started = time.perf_counter()
-        for bucket in plain_buckets:
+        for bucket in plain_buckets if world > 1 else []:  # one process: the plain loop alone
             flat = torch.cat([p.grad.reshape(-1) for p in bucket])
             dist.all_reduce(flat)
             flat.div_(world)

@@ -118,8 +118,8 @@ struct Job::Impl {
   // ahead of it: a request for kinds already on their way to the same session is not run again.
   uint64_t sent_generation = 0;
   std::set<DeviceKind> sent_kinds;
-  // Data-parallel replicas: the group, and the step whose time goes to placementd at the next
-  // boundary, once the slowest rank's time is known.
+  // Data-parallel replicas: the group, and the step whose time goes to placementd after the next
+  // step's exchange, once the slowest rank's time is known.
   std::unique_ptr<detail::ReplicaGroup> group;
   struct PendingReport {
     uint64_t step = 0;
@@ -127,6 +127,10 @@ struct Job::Impl {
     bool profiled = false;
   };
   std::optional<PendingReport> pending_report;
+  // A directive rank 0 took and offered in a step's exchange, and whether one is due at the next
+  // boundary (every rank knows that from the exchange).
+  std::optional<ReceivedDirective> held;
+  bool directive_due = false;
 
   bool profiles_on_their_way(const InForce& target) const {
     if (target.generation != sent_generation) return false;
@@ -212,21 +216,17 @@ struct Job::Impl {
 
   bool leader() const { return !group || group->rank() == 0; }
 
-  // The step boundary of a replica group: the slowest rank's time of the step before goes to
-  // placementd, and a directive rank 0 took is applied by every rank, or by none.
+  // The step boundary of a replica group: the directive rank 0 offered in the step before is
+  // applied by every rank, or by none.
   void group_boundary(StepOptimizer& optimizer) {
-    std::optional<ReceivedDirective> taken;
-    if (channel) taken = channel->take_directive();
-    const std::vector<double> agreed = group->max({taken ? 1.0 : 0.0, pending_report ? pending_report->seconds : 0.0});
-    if (pending_report && channel && current.directive.placement_id != 0)
-      channel->report(current.generation, {current.directive.placement_id, pending_report->step, agreed[1], true, "",
-                                           pending_report->profiled});
-    pending_report.reset();
-    if (agreed[0] == 0.0) return;
-    const std::string sent = group->broadcast(taken ? taken->directive.to_json(devices).dump() : std::string());
+    if (!directive_due) return;
+    directive_due = false;
+    std::optional<ReceivedDirective> offered = std::move(held);
+    held.reset();
+    const std::string sent = group->broadcast(offered ? offered->directive.to_json(devices).dump() : std::string());
     ReceivedDirective target;
-    if (taken) {
-      target = std::move(*taken);
+    if (offered) {
+      target = std::move(*offered);
     } else {
       target.directive = messages::Directive::from_json(nlohmann::json::parse(sent), graph, devices);
       target.directive.profile = false;  // rank 0 profiles for placementd
@@ -257,16 +257,26 @@ struct Job::Impl {
       profiling.reset();
       profiled = false;
     }
-    // One exchange after backward: whether any rank failed (all retry with it), and which
-    // parameters any rank's step reached. A parameter none reached keeps no gradient, so the
-    // optimizer skips it as in one process; one that some reached counts as zeros on the others.
+    // One small exchange a step, after backward (a plain data-parallel loop has none; the
+    // gradients' buckets follow): whether any rank failed (all retry with it); whether rank 0
+    // offers a directive (every rank applies it at the next boundary); the slowest rank's time of
+    // the step before (placementd's measurement); which parameters any rank's step reached. A
+    // parameter none reached keeps no gradient, so the optimizer skips it as in one process; one
+    // that some reached counts as zeros on the others.
+    if (channel && !held) held = channel->take_directive();
     const std::vector<at::Tensor> parameters = placed->parameters();
     const auto exchange = [&](bool failed) {
-      std::vector<double> v = {failed ? group->rank() + 1.0 : 0.0};
+      std::vector<double> v = {failed ? group->rank() + 1.0 : 0.0, held ? 1.0 : 0.0,
+                               pending_report ? pending_report->seconds : 0.0};
       for (const at::Tensor& p : parameters) v.push_back(p.grad().defined() ? 1.0 : 0.0);
       return group->max(v);
     };
     std::vector<double> agreed = exchange(!error.empty());
+    directive_due = agreed[1] > 0.0;
+    if (pending_report && channel && current.directive.placement_id != 0)
+      channel->report(current.generation, {current.directive.placement_id, pending_report->step, agreed[2], true, "",
+                                           pending_report->profiled});
+    pending_report.reset();
     const int failed_rank = static_cast<int>(agreed[0]) - 1;
     if (failed_rank >= 0) {
       const std::string what = error.empty() ? "the step failed on rank " + std::to_string(failed_rank) : error;
@@ -280,11 +290,12 @@ struct Job::Impl {
       value = forward_backward(inputs, loss_fn);
       agreed = exchange(false);
     }
+    constexpr size_t kReachedAt = 3;
     if (profiled) profiling->profiler->end_forward_backward();
     const auto allreduce_started = Clock::now();
     std::vector<at::Tensor> reached;
     for (size_t i = 0; i < parameters.size(); ++i)
-      if (agreed[i + 1] > 0.0) reached.push_back(parameters[i]);
+      if (agreed[kReachedAt + i] > 0.0) reached.push_back(parameters[i]);
     group->average_gradients(reached);
     stats.allreduce_seconds += seconds_since(allreduce_started);
     const auto update_started = Clock::now();
