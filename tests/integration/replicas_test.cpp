@@ -94,31 +94,36 @@ TEST(Replicas, TwoRanksRunTheSamePlacementsAtTheSameStepsAndEndBitwiseEqual) { e
 
 TEST(Replicas, FourRanksRunTheSamePlacementsAtTheSameStepsAndEndBitwiseEqual) { expect_one_group(4); }
 
-// Kills rank `victim` of two mid-training; the other must end, with status 1, inside its timeout
-// (20 s), with an error containing `named`.
-void kill_one_of_two(int victim, const std::string& named) {
+// Sends `signo` to rank `victim` of two mid-training (SIGKILL: it dies; SIGSTOP: it hangs); the
+// other must end, with status 1, inside its timeout (`timeout_ms`) and the roll call (5 s at most),
+// with an error containing `named`.
+void stop_one_of_two(int victim, int signo, int timeout_ms, const std::string& named) {
   DaemonProcess daemon(testing::fast_exploration(1000, 0.5));
   daemon.start();
-  Replicas r = start(2, daemon.socket, daemon.dir, 100000, 20000);
+  Replicas r = start(2, daemon.socket, daemon.dir, 100000, timeout_ms);
   Child& dying = *r.ranks[victim];
   Child& other = *r.ranks[1 - victim];
   ASSERT_TRUE(dying.wait_for_output("step     10", 120000)) << dying.err() << dying.out();
-  dying.signal(SIGKILL);
+  dying.signal(signo);
   const auto killed = std::chrono::steady_clock::now();
-  const int status = other.wait(30000);
+  const int status = other.wait(timeout_ms + 15000);
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
   EXPECT_EQ(status, 1) << other.err() << other.out();
-  EXPECT_LT(waited, 25.0) << "the surviving rank outlived its timeout (20 s)";
+  EXPECT_LT(waited, timeout_ms / 1000.0 + 10.0) << "the surviving rank outlived its timeout";
   EXPECT_NE(other.err().find("replica group: "), std::string::npos) << other.err();
   EXPECT_NE(other.err().find(named), std::string::npos) << "the error names the rank that died\n" << other.err();
 }
 
 TEST(Replicas, ARankThatDiesEndsTheOthersWithAnErrorThatNamesIt) {
-  kill_one_of_two(1, "failed on rank 0 of 2: rank 1 ended or did not answer");
+  stop_one_of_two(1, SIGKILL, 20000, "failed on rank 0 of 2: rank 1 ended or did not answer");
 }
 
 TEST(Replicas, RankZeroDyingEndsTheOthersWithAnErrorThatNamesIt) {
-  kill_one_of_two(0, "failed on rank 1 of 2: rank 0, which serves the group's store at 127.0.0.1:");
+  stop_one_of_two(0, SIGKILL, 20000, "failed on rank 1 of 2: rank 0, which serves the group's store at 127.0.0.1:");
+}
+
+TEST(Replicas, ARankThatHangsEndsTheOthersAfterTheTimeoutWithAnErrorThatNamesIt) {
+  stop_one_of_two(1, SIGSTOP, 3000, "failed on rank 0 of 2: rank 1 ended or did not answer within 3000 ms");
 }
 
 }  // namespace
