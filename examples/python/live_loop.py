@@ -60,8 +60,13 @@ def train(args, model, example_inputs, batch, loss_fn):
             where = f"session {status['session']}"
         else:
             where = f"not reachable ({status['last_error']}); training anyway"
+        stats = job.stats()
+        if stats["world_size"] > 1 and stats["rank"] > 0 and not args.no_daemon:
+            where = "of rank 0, which places every rank"
         print(f"job '{args.job}': {len(job.placement)} ops on {', '.join(job.device_names)}; placementd {where}",
               flush=True)
+        if stats["world_size"] > 1:
+            print(f"replica: rank {stats['rank']} of {stats['world_size']}", flush=True)
         optimizer = torch.optim.Adam(job.parameters(), lr=args.lr)
         with contextlib.ExitStack() as files:
             losses = files.enter_context(open(args.losses, "w")) if args.losses else None
@@ -77,7 +82,9 @@ def train(args, model, example_inputs, batch, loss_fn):
     for d in job.placement:
         counts[job.device_names[d]] = counts.get(job.device_names[d], 0) + 1
     print(f"{'ops per device':34} " + ", ".join(f"{name}: {n}" for name, n in counts.items()))
-    if not args.no_daemon:
+    # Data-parallel replicas (torchrun's environment) print the same digest.
+    print(f"parameters digest: {placement.parameters_digest(job.parameters())}")
+    if not args.no_daemon and stats["rank"] == 0:
         detached = answer["detached"]
         if detached is None:
             print(f"detached: no answer ({answer['last_error'] or 'placementd not reachable'})")
@@ -92,15 +99,17 @@ def train(args, model, example_inputs, batch, loss_fn):
 def train_steps(args, job, optimizer, batch, loss_fn, losses):
     """The loop itself, printing every --log-every steps the mean step time since the last line."""
     window_s = 0.0
+    # Under torchrun's environment rank r of n trains on batches r, n + r, 2n + r, ...
+    rank, world = job.stats()["rank"], job.stats()["world_size"]
     for step in range(args.steps):
-        inputs, target = batch(step)
+        inputs, target = batch(step * world + rank)
         loss = job.step(inputs, loss_fn, optimizer, targets=target).item()
         if losses:
             losses.write(f"{loss.hex()}\n")
         stats = job.stats()
         window_s += stats["last_step_s"]
         if (step + 1) % args.log_every == 0 or step + 1 == args.steps:
-            away = "  [placementd away]" if not args.no_daemon and not job.daemon()["connected"] else ""
+            away = "  [placementd away]" if not args.no_daemon and rank == 0 and not job.daemon()["connected"] else ""
             steps_in_window = (step % args.log_every) + 1
             print(f"step {step + 1:6d}  loss {loss:.4f}  {1e3 * window_s / steps_in_window:7.2f} ms/step  "
                   f"placement {_describe(stats)}{away}", flush=True)

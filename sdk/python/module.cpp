@@ -223,6 +223,7 @@ PYBIND11_MODULE(_placement, m) {
         return status_dict(s);
       });
 
+  m.def("parameters_digest", &placement::parameters_digest, py::arg("tensors"));
   m.def(
       "capture_json",
       [](const py::object& module, const py::sequence& example_inputs, const std::string& name) {

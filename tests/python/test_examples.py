@@ -82,3 +82,26 @@ def test_a_program_keeps_the_projects_command_line_conventions(program):
     wrong = subprocess.run([sys.executable, str(program), "--no-such-option"], capture_output=True, text=True,
                            timeout=60)
     assert wrong.returncode == 2 and "--no-such-option" in wrong.stderr, wrong.stderr
+
+
+def test_an_example_under_torchruns_environment_trains_as_replicas_that_agree(daemon):
+    import socket as sockets
+
+    with sockets.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, OMP_NUM_THREADS="1", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    command = [sys.executable, str(EXAMPLES / "train_lm.py"), *TINY["train_lm.py"], "--steps", "40", "--socket",
+               daemon.socket]
+    ranks = [subprocess.Popen(command, env=dict(env, RANK=str(r)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for r in range(2)]
+    digests = []
+    for r, p in enumerate(ranks):
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        assert f"replica: rank {r} of 2" in out, out
+        found = re.search(r"^parameters digest: ([0-9a-f]{16})$", out, re.M)
+        assert found, out
+        digests.append(found.group(1))
+    assert digests[0] == digests[1], "the replicas' parameters differ"
+    assert daemon.log().count("'lm-example' attached") == 1, "only rank 0 attaches\n" + daemon.log()

@@ -19,8 +19,15 @@ import torch
 from ._placement import CaptureError
 from ._placement import Job as _CppJob
 from ._placement import capture_json as _capture_json
+from ._placement import parameters_digest as _parameters_digest
 
-__all__ = ["attach", "capture", "CaptureError", "Job"]
+__all__ = ["attach", "capture", "CaptureError", "Job", "parameters_digest"]
+
+
+def parameters_digest(tensors):
+    """16 hex digits over every tensor's bytes in order, as the C++ examples print: data-parallel
+    replicas whose parameters agree bit for bit print the same."""
+    return _parameters_digest([t.detach() for t in tensors])
 
 
 def _script(model, example_inputs):
