@@ -37,6 +37,12 @@ std::string state_of(const msg::JobSummary& job) {
 
 std::string seconds(std::optional<double> value) { return format_seconds(value); }
 
+// "1/4 10.0.0.1:29500/3fa2c1d0": rank/world size and group; "-" for a job of one process.
+std::string replica_of(const msg::JobSummary& job) {
+  if (!job.replica) return "-";
+  return std::to_string(job.replica->rank) + "/" + std::to_string(job.replica->world_size) + " " + job.replica->group;
+}
+
 // A time in the warm start's report (planning's own JSON).
 std::string json_seconds(const json& value) {
   return seconds(value.is_number() ? std::optional<double>(value.get<double>()) : std::nullopt);
@@ -114,11 +120,19 @@ int jobs(const Globals& g, bool all, bool finished) {
     std::cout << "no jobs attached\n";
     return 0;
   }
-  Table t({"ID", "NAME", "UID", "STATE", "STEPS", "CANDIDATES", "START", "BEST", "SPEEDUP", "OVERHEAD", "BUDGET"});
-  for (const msg::JobSummary& j : list.jobs)
+  Table t({"ID", "NAME", "UID", "STATE", "STEPS", "CANDIDATES", "START", "BEST", "SPEEDUP", "OVERHEAD", "BUDGET",
+           "REPLICA"});
+  for (const msg::JobSummary& j : list.jobs) {
+    // A follower runs rank 0's placement: its own figures are its steps and its step time.
+    if (j.replica && j.replica->follower()) {
+      t.add({std::to_string(j.id), j.name, std::to_string(j.uid), state_of(j), std::to_string(j.steps), "-", "-",
+             seconds(j.current_step_time_s), "-", "-", "-", replica_of(j)});
+      continue;
+    }
     t.add({std::to_string(j.id), j.name, std::to_string(j.uid), state_of(j), std::to_string(j.steps),
            std::to_string(j.candidates_tried), seconds(j.start_step_time_s), seconds(j.best_step_time_s), speedup(j),
-           format_percent(j.exploration_overhead), progress_bar(j.budget_used, 10)});
+           format_percent(j.exploration_overhead), progress_bar(j.budget_used, 10), replica_of(j)});
+  }
   t.print(std::cout);
   return 0;
 }
@@ -134,6 +148,19 @@ int job_show(const Globals& g, uint64_t id, const std::string& plot_path) {
   Table head({"job " + std::to_string(id), j.name});
   head.add({"state", state_of(j)});
   head.add({"uid / pid", std::to_string(j.uid) + " / " + std::to_string(j.pid)});
+  if (j.replica) {
+    const msg::ReplicaInfo& r = *j.replica;
+    head.add({"replica", "rank " + std::to_string(r.rank) + " of " + std::to_string(r.world_size) + " in group " +
+                             r.group + (r.follower() ? ": runs the placement rank 0's daemon decides"
+                                                     : ": its placements hold for every rank")});
+    if (r.follower()) {
+      head.add({"steps", std::to_string(j.steps) + " (" + std::to_string(j.failed_steps) + " failed)"});
+      head.add({"step time", seconds(j.current_step_time_s) + " (median of the latest 64)"});
+      head.align_numbers(false);
+      head.print(std::cout);
+      return 0;
+    }
+  }
   head.add({"graph", j.fingerprint + " (" + std::to_string(j.ops) + " ops, " + std::to_string(j.groups) + " groups)"});
   head.add({"policy", j.grouper + " / " + j.placer + " / " + j.algorithm});
   if (info.warm_start.is_object()) head.add({"warm start", describe_warm_start(info.warm_start)});

@@ -32,12 +32,27 @@ int reload(const Globals& g);
 placement::OpGraph load_timeable_graph(const std::string& path);
 /// Says on stderr which devices of the topology file some ops cannot be timed on, and why.
 void warn_untimeable(const placementd::sim::Simulator& sim, const std::string& topology_file);
+/// Data-parallel replicas for simulate and optimize: the placement runs on `replicas` nodes whose
+/// gradients a ring all-reduce averages over the topology's link between nodes.
+struct ReplicaArgs {
+  int replicas = 1;
+  double bucket_mib = 25.0;
+  /// Overlap the all-reduce with backward (torch's DDP) instead of running it after (the SDK's).
+  bool overlap = false;
+};
+/// The simulator's replicas for `args` on `topology` (read from `topology_file`); throws
+/// std::invalid_argument naming the file when more than one replica has no link between nodes.
+placementd::sim::SimulatorOptions::Replicas replica_options(const ReplicaArgs& args,
+                                                            const placementd::sim::Topology& topology,
+                                                            const std::string& topology_file);
+/// " x 8 nodes (ring all-reduce over 50.0 GB/s, 25 MiB buckets, after backward)"; "" for one.
+std::string describe_replicas(const placementd::sim::SimulatorOptions::Replicas& replicas);
 /// Works offline: no daemon needed.
 int config_check(const Globals& g, const std::string& file);
 /// Offline: predicted step time and memory of a placement (or, without one, of every
 /// single-device placement), and the lower bound.
 int simulate(const Globals& g, const std::string& graph, const std::string& topology, const std::string& placement,
-             const placementd::sim::MathModes& math);
+             const placementd::sim::MathModes& math, const ReplicaArgs& replicas);
 /// Offline: the cost model's forward and backward time per op kind against the graph's measured
 /// profiles, for each device of the topology with a spec and a profile of its kind.
 int compare_costs(const Globals& g, const std::string& graph, const std::string& topology,
@@ -47,6 +62,7 @@ int compare_costs(const Globals& g, const std::string& graph, const std::string&
 struct OptimizeArgs {
   std::string graph, topology;
   placementd::sim::MathModes math;
+  ReplicaArgs replicas;
   std::string grouper = placementd::offline::OptimizeOptions{}.grouper.name,
               placer = placementd::offline::OptimizeOptions{}.placer.name,
               algorithm = placementd::offline::OptimizeOptions{}.algorithm.name;

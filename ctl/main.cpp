@@ -83,6 +83,21 @@ int main(int argc, char** argv) {
                       "(torch.backends.cudnn.allow_tf32; PyTorch's default: on)");
   };
   math_flags(simulate, math);
+  auto replica_flags = [](CLI::App* command, placementctl::ReplicaArgs& r) {
+    command->add_option("--replicas", r.replicas,
+                        "data-parallel replicas: the placement on N nodes, each step's gradients averaged by a ring "
+                        "all-reduce over the topology's [[link]] between = [\"node\", \"node\"]")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 20));
+    command->add_option("--bucket-mib", r.bucket_mib, "--replicas: gradients per all-reduce, per device")
+        ->capture_default_str()
+        ->check(CLI::Range(0.001, 1e6));
+    command->add_flag("--overlap", r.overlap,
+                      "--replicas: start each bucket's all-reduce during backward, once its gradients are ready "
+                      "(torch's DistributedDataParallel); default: after backward, as placementd's SDK does");
+  };
+  placementctl::ReplicaArgs sim_replicas;
+  replica_flags(simulate, sim_replicas);
   bool by_kind = false;
   simulate->add_flag("--by-kind", by_kind,
                      "instead: the cost model against the graph's measured profiles, forward and backward per op "
@@ -91,6 +106,7 @@ int main(int argc, char** argv) {
   auto* optimize = app.add_subcommand("optimize", "learn a placement against the simulator (offline)");
   placementctl::OptimizeArgs opt;
   math_flags(optimize, opt.math);
+  replica_flags(optimize, opt.replicas);
   optimize->add_option("--graph", opt.graph, "captured OpGraph JSON")->required()->check(CLI::ExistingFile);
   optimize->add_option("--devices", opt.topology, "device topology TOML")->required()->check(CLI::ExistingFile);
   optimize->add_option("--grouper", opt.grouper, "grouper plugin")->capture_default_str();
@@ -155,7 +171,7 @@ int main(int argc, char** argv) {
     if (*check) return placementctl::config_check(g, file);
     if (*simulate)
       return by_kind ? placementctl::compare_costs(g, graph, topology, math)
-                     : placementctl::simulate(g, graph, topology, placement_file, math);
+                     : placementctl::simulate(g, graph, topology, placement_file, math, sim_replicas);
     if (*optimize) return placementctl::optimize(g, opt);
   } catch (const placementd::ConfigInvalid& e) {
     std::cerr << e.what() << "\n";

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -86,9 +87,11 @@ class LibraryOutputToStderr {
 }  // namespace
 
 int optimize(const Globals& g, const OptimizeArgs& a) {
-  const placement::DeviceSet devices = placementd::sim::load_topology(a.topology);
+  const placementd::sim::Topology topology = placementd::sim::load_topology_file(a.topology);
+  const placement::DeviceSet& devices = topology.devices;
   placementd::sim::SimulatorOptions sim_options;
   sim_options.math = a.math;
+  sim_options.replicas = replica_options(a.replicas, topology, a.topology);
   const placementd::sim::Simulator simulator(load_timeable_graph(a.graph), devices, sim_options);
   if (!g.json) warn_untimeable(simulator, a.topology);
   if (const auto floor = simulator.memory_floor(); !floor.fits_all_devices) {
@@ -152,6 +155,10 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
     write_curve_svg(a.plot, plot);
   }
 
+  // What the gradients' all-reduce costs the best placement: the ring's time, and what of it the
+  // step waits for beyond backward.
+  std::optional<placementd::sim::SimulationResult> best_run;
+  if (sim_options.replicas.count > 1) best_run = simulator.simulate(r.best);
   if (g.json) {
     json baselines = json::object();
     for (const auto& [name, t] : r.baselines) baselines[name] = seconds_or_null(t);
@@ -161,6 +168,9 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
                       {"ops", simulator.graph().ops.size()},
                       {"groups", r.num_groups},
                       {"devices", devices.size()},
+                      {"replicas", sim_options.replicas.count},
+                      {"best_allreduce_s", best_run ? json(best_run->allreduce_s) : json(nullptr)},
+                      {"best_allreduce_exposed_s", best_run ? json(best_run->allreduce_exposed_s) : json(nullptr)},
                       {"grouper", a.grouper},
                       {"placer", a.placer},
                       {"algorithm", a.algorithm},
@@ -188,7 +198,8 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
   }
 
   std::cout << simulator.graph().name << ": " << simulator.graph().ops.size() << " ops in " << r.num_groups
-            << " groups on " << devices.size() << " devices; " << a.grouper << " + " << a.placer << " + "
+            << " groups on " << devices.size() << " devices" << describe_replicas(sim_options.replicas) << "; "
+            << a.grouper << " + " << a.placer << " + "
             << a.algorithm << ", seed " << a.seed << ", noise " << a.noise * 100 << "%\n\n";
   if (r.imitation) std::cout << "warm start: " << describe_warm_start(placementd::offline::to_json(*r.imitation)) << "\n\n";
   std::cout << "learning curve (best simulated step time after N candidates):\n";
@@ -211,6 +222,10 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
   t.add({"best", format_seconds(&r.best_step_time_s), ratio(r.best_step_time_s)});
   t.add({"lower bound", format_seconds(&r.lower_bound_s), "1.00x"});
   t.print(std::cout);
+  if (best_run)
+    std::cout << "\nbest placement's gradient all-reduce: " << format_seconds(&best_run->allreduce_s) << " on the ring in "
+              << best_run->allreduce_buckets << " buckets, " << format_seconds(&best_run->allreduce_exposed_s)
+              << " of it after backward\n";
   std::cout << "\nbest from " << r.best_source << "; " << r.evaluations << " candidates evaluated";
   if (r.evaluations_to_within_2pct) std::cout << ", within 2% of the policy's best after " << *r.evaluations_to_within_2pct;
   std::cout << "; " << r.invalid_rejected << " rejected by the memory model";

@@ -39,6 +39,10 @@ json result_json(const placementd::sim::SimulationResult& r, const placement::De
           {"transfers", r.transfers},
           {"transferred_bytes", r.transferred_bytes},
           {"predicted_ops", r.predicted_ops},
+          {"allreduce_s", r.allreduce_s},
+          {"allreduce_exposed_s", r.allreduce_exposed_s},
+          {"allreduce_bytes", r.allreduce_bytes},
+          {"allreduce_buckets", r.allreduce_buckets},
           {"devices", per_device}};
 }
 
@@ -54,6 +58,33 @@ placement::OpGraph load_timeable_graph(const std::string& path) {
                                   "(docs/capture-and-engine.md)");
 }
 
+placementd::sim::SimulatorOptions::Replicas replica_options(const ReplicaArgs& args,
+                                                            const placementd::sim::Topology& topology,
+                                                            const std::string& topology_file) {
+  placementd::sim::SimulatorOptions::Replicas out;
+  out.count = args.replicas;
+  out.bucket_bytes = static_cast<uint64_t>(args.bucket_mib * (1 << 20));
+  out.overlap = args.overlap;
+  if (args.replicas > 1) {
+    if (!topology.node_link)
+      throw std::invalid_argument("--replicas " + std::to_string(args.replicas) + ": " + topology_file +
+                                  " has no link between nodes for the gradients' all-reduce; add one, e.g. "
+                                  "[[link]] between = [\"node\", \"node\"], bandwidth_gbs = 50 (400 Gb/s), "
+                                  "latency_us = 5");
+    out.link = *topology.node_link;
+  }
+  return out;
+}
+
+std::string describe_replicas(const placementd::sim::SimulatorOptions::Replicas& r) {
+  if (r.count <= 1) return "";
+  char text[160];
+  std::snprintf(text, sizeof(text), " x %d nodes (ring all-reduce over %.1f GB/s, %.0f MiB buckets, %s)", r.count,
+                r.link.bandwidth / 1e9, static_cast<double>(r.bucket_bytes) / (1 << 20),
+                r.overlap ? "overlapped with backward" : "after backward");
+  return text;
+}
+
 void warn_untimeable(const placementd::sim::Simulator& sim, const std::string& topology_file) {
   const auto& devices = sim.devices().devices;
   for (size_t d = 0; d < devices.size(); ++d) {
@@ -65,11 +96,15 @@ void warn_untimeable(const placementd::sim::Simulator& sim, const std::string& t
 }
 
 int simulate(const Globals& g, const std::string& graph_file, const std::string& topology_file,
-             const std::string& placement_file, const placementd::sim::MathModes& math) {
-  const placement::DeviceSet devices = placementd::sim::load_topology(topology_file);
+             const std::string& placement_file, const placementd::sim::MathModes& math,
+             const ReplicaArgs& replicas) {
+  const placementd::sim::Topology topology = placementd::sim::load_topology_file(topology_file);
+  const placement::DeviceSet& devices = topology.devices;
   placement::OpGraph graph = load_timeable_graph(graph_file);
   placementd::sim::SimulatorOptions options;
   options.math = math;
+  options.replicas = replica_options(replicas, topology, topology_file);
+  const bool replicated = options.replicas.count > 1;
   const placementd::sim::Simulator sim(graph, devices, options);
   warn_untimeable(sim, topology_file);
 
@@ -97,8 +132,12 @@ int simulate(const Globals& g, const std::string& graph_file, const std::string&
               {"memory_floor_bytes", floor.bytes},
               {"fits_one_device", floor.fits_one_device},
               {"fits_all_devices", floor.fits_all_devices},
+              {"replicas", options.replicas.count},
               {"placements", json::array()}};
-  Table t({"PLACEMENT", "STEP", "FORWARD", "BACKWARD", "TRANSFERS", "PREDICTED", "VS BOUND", "MEMORY"});
+  std::vector<std::string> columns = {"PLACEMENT", "STEP", "FORWARD", "BACKWARD", "TRANSFERS", "PREDICTED", "VS BOUND",
+                                      "MEMORY"};
+  if (replicated) columns.insert(columns.begin() + 4, "ALL-REDUCE (WAITED)");
+  Table t(columns);
   for (const auto& [name, p] : candidates) {
     placementd::sim::SimulationResult r;
     try {
@@ -106,7 +145,9 @@ int simulate(const Globals& g, const std::string& graph_file, const std::string&
     } catch (const std::invalid_argument& e) {
       // Ops on a device they cannot be timed on (warn_untimeable said which and why).
       out["placements"].push_back({{"name", name}, {"timed", false}, {"reason", e.what()}});
-      t.add({name, "-", "-", "-", "-", "-", "-", "CANNOT TIME: see the note above"});
+      std::vector<std::string> row = {name, "-", "-", "-", "-", "-", "-", "CANNOT TIME: see the note above"};
+      if (replicated) row.insert(row.begin() + 4, "-");
+      t.add(row);
       continue;
     }
     json j = result_json(r, devices);
@@ -119,16 +160,20 @@ int simulate(const Globals& g, const std::string& graph_file, const std::string&
     char ratio[32];
     if (bound > 0 && std::isfinite(bound)) std::snprintf(ratio, sizeof(ratio), "%.2fx", r.step_time_s / bound);
     else std::snprintf(ratio, sizeof(ratio), "-");
-    t.add({name, format_seconds(&r.step_time_s), format_seconds(&r.forward_s), format_seconds(&r.backward_s),
-           std::to_string(r.transfers), std::to_string(r.predicted_ops) + "/" + std::to_string(graph.ops.size()), ratio,
-           r.valid ? memory : "INVALID: " + r.invalid_reason});
+    std::vector<std::string> row = {
+        name, format_seconds(&r.step_time_s), format_seconds(&r.forward_s), format_seconds(&r.backward_s),
+        std::to_string(r.transfers), std::to_string(r.predicted_ops) + "/" + std::to_string(graph.ops.size()), ratio,
+        r.valid ? memory : "INVALID: " + r.invalid_reason};
+    if (replicated)
+      row.insert(row.begin() + 4, format_seconds(&r.allreduce_s) + " (" + format_seconds(&r.allreduce_exposed_s) + ")");
+    t.add(row);
   }
   if (g.json) {
     std::cout << out.dump(2) << "\n";
     return 0;
   }
   std::cout << "graph " << graph.name << " (" << graph.ops.size() << " ops, " << graph.fingerprint() << ") on "
-            << devices.size() << " devices; lower bound "
+            << devices.size() << " devices" << describe_replicas(options.replicas) << "; lower bound "
             << (std::isfinite(bound) ? format_seconds(&bound) : std::string("none")) << "; needs at least "
             << mib(floor.bytes)
             << (!floor.fits_all_devices ? ": more than all devices have together, no placement fits"

@@ -17,6 +17,17 @@ namespace placementd {
 namespace error = placement::protocol::error;
 namespace messages = placement::messages;
 
+namespace {
+
+// What a follower is refused, and why.
+RequestError not_for_followers(const Session& s, const std::string& doing) {
+  return RequestError(error::kUnexpected, "rank " + std::to_string(s.replica->rank) + " of replica group " +
+                                              s.replica->group + " follows the placement rank 0's daemon decides: "
+                                              "a follower does not " + doing);
+}
+
+}  // namespace
+
 LiveSession::LiveSession(uint64_t id, JobIdentity job, EffectivePolicy policy, const PluginRegistry& registry,
                          Store& store)
     : registry_(registry), store_(store) {
@@ -30,6 +41,8 @@ LiveSession::LiveSession(uint64_t id, JobIdentity job, EffectivePolicy policy, c
   s_.job_profile_steps = job.profile_steps;
   s_.expected_steps = job.expected_steps;
   s_.devices = std::move(job.devices);
+  s_.replica = std::move(job.replica);
+  if (s_.follower()) s_.state = SessionState::kFollowing;
   s_.policy = std::move(policy);
   s_.rng.seed(id);
   s_.attached_at = std::chrono::system_clock::now();
@@ -63,6 +76,7 @@ messages::Directive LiveSession::complete(messages::Directive d) const {
 messages::GraphAccepted LiveSession::on_graph(placement::OpGraph graph, std::optional<placement::Placement> start,
                                               double memory_headroom) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (s_.follower()) throw not_for_followers(s_, "upload a graph");
   if (s_.graph) throw RequestError(error::kUnexpected, "the graph was already uploaded");
   for (const auto& op : graph.ops)
     if (op.pinned && std::none_of(s_.devices.devices.begin(), s_.devices.devices.end(),
@@ -132,6 +146,7 @@ messages::GraphAccepted LiveSession::on_graph(placement::OpGraph graph, std::opt
 
 messages::Directive LiveSession::next_directive() {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (s_.follower()) throw not_for_followers(s_, "request placements");
   if (!s_.graph) throw RequestError(error::kUnexpected, "upload the graph before requesting a placement");
   if (s_.candidates.empty()) return complete(start_session(s_));
   // A later request gets the placement in force again.
@@ -146,6 +161,17 @@ messages::Directive LiveSession::next_directive() {
 std::optional<messages::Directive> LiveSession::on_report(const placement::Measurement& report) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (s_.state == SessionState::kDetached) return std::nullopt;
+  if (s_.follower()) {
+    ++s_.steps;
+    s_.measured_seconds += report.step_time_s;
+    if (!report.ok) {
+      ++s_.failed_steps;
+    } else if (!report.profiled) {
+      s_.follower_step_times.push_back(report.step_time_s);
+      if (s_.follower_step_times.size() > Session::kFollowerWindow) s_.follower_step_times.pop_front();
+    }
+    return std::nullopt;
+  }
   if (!record_report(s_, report)) return std::nullopt;
   return guarded("policy step", [&]() -> std::optional<messages::Directive> {
     if (warm_start_due(WarmStartWhen::kBeforeFirstSample)) warm_start();
@@ -158,6 +184,7 @@ std::optional<messages::Directive> LiveSession::on_report(const placement::Measu
 void LiveSession::on_profiles(const placement::ProfileReport& report) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (s_.state == SessionState::kDetached) return;
+  if (s_.follower()) throw not_for_followers(s_, "send profiles");
   try {
     apply_profiles(s_, report);
   } catch (const std::exception& e) {
@@ -217,6 +244,8 @@ void LiveSession::warm_start() {
 }
 
 bool LiveSession::persist_locked() {
+  // A follower has nothing of its own to keep: rank 0's daemon stores the group's placement.
+  if (s_.follower()) return false;
   const bool written = persist_best(s_, store_);
   guarded("saving the policy state", [&]() -> std::optional<messages::Directive> {
     persist_policy(s_, store_);

@@ -49,6 +49,8 @@ struct JobIdentity {
   /// Steps it expects to run (0: unknown).
   uint64_t expected_steps = 0;
   placement::DeviceSet devices;
+  /// Protocol 4: one replica of a data-parallel group; a follower when its rank is not 0.
+  std::optional<placement::messages::ReplicaInfo> replica;
 };
 
 class LiveSession {
@@ -64,6 +66,10 @@ class LiveSession {
   const std::string& name() const { return s_.job; }
   const placement::DeviceSet& devices() const { return s_.devices; }
   const EffectivePolicy& policy() const { return s_.policy; }
+  /// A replica of rank > 0: rank 0's daemon places the group; this session counts its steps, for
+  /// `placementctl jobs`, and refuses graphs, placement requests and profiles.
+  bool follower() const { return s_.follower(); }
+  const std::optional<placement::messages::ReplicaInfo>& replica() const { return s_.replica; }
 
   /// The job's graph, and the placement it runs now if it said (else all on its first device):
   /// creates the policy's plugins, groups the graph, finds the stored best placement and policy

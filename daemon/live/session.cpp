@@ -170,6 +170,14 @@ placement::messages::JobSummary Session::summary() const {
   out.profiled_steps = profiled_steps;
   out.profiling_overhead_s = profiling;
   if (!policy_error.empty()) out.policy_error = policy_error;
+  out.replica = replica;
+  if (follower()) {
+    out.current_step_time_s = median_of({follower_step_times.begin(), follower_step_times.end()});
+    // A follower explores nothing: rank 0's session spends the group's budget.
+    out.grouper = out.placer = out.algorithm = "";
+    out.max_candidates = 0;
+    out.budget_used = 0;
+  }
   return out;
 }
 

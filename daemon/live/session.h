@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -202,6 +203,14 @@ struct Session {
   std::string finishing;
   /// Steps still to discard as warm-up after the latest swap (to current_candidate).
   int64_t warmup_left = 0;
+
+  /// Protocol 4: the job is one replica of a data-parallel group. A follower (rank > 0) runs the
+  /// placement rank 0's daemon decides: it has no graph, candidates or directives here, only its
+  /// steps, of which the latest kFollowerWindow give its current step time.
+  std::optional<placement::messages::ReplicaInfo> replica;
+  std::deque<double> follower_step_times;
+  static constexpr size_t kFollowerWindow = 64;
+  bool follower() const { return replica && replica->follower(); }
   /// Steps run under current_candidate since it was issued for screening (warm-up included).
   int64_t screen_steps = 0;
 

@@ -41,6 +41,13 @@ void status(ServiceContext& ctx, const ConnectionState& conn, Request& req) {
   req.respond(s.kType, req.id, s.to_json(), false);
 }
 
+// A placementctl older than protocol 4 cannot read the state "following": it sees "attached".
+messages::JobSummary for_version(messages::JobSummary summary, uint16_t version) {
+  if (version < placement::protocol::kReplicaVersion && summary.state == messages::JobState::kFollowing)
+    summary.state = messages::JobState::kAttached;
+  return summary;
+}
+
 // A session's lock may be held by its policy work for seconds: these run on a policy thread.
 void list_jobs(ServiceContext& ctx, Request& req) {
   const messages::ListJobs request = messages::ListJobs::from_json(req.body);
@@ -49,7 +56,7 @@ void list_jobs(ServiceContext& ctx, Request& req) {
     throw RequestError(error::kPermissionDenied, "listing every user's jobs needs root or the admin group '" +
                                                      ctx.config()->admin_group + "'");
   messages::JobList list;
-  for (const auto& job : ctx.jobs.visible(req.peer, request.finished)) list.jobs.push_back(job->live.summary());
+  for (const auto& job : ctx.jobs.visible(req.peer, request.finished)) list.jobs.push_back(for_version(job->live.summary(), req.version));
   req.respond(list.kType, req.id, list.to_json(), false);
 }
 
@@ -57,7 +64,8 @@ void show_job(ServiceContext& ctx, Request& req) {
   const uint64_t id = messages::JobShow::from_json(req.body).id;
   for (const auto& job : ctx.jobs.visible(req.peer, true))
     if (job->live.id() == id) {
-      const messages::JobInfo info = job->live.detail();
+      messages::JobInfo info = job->live.detail();
+      info.job = for_version(std::move(info.job), req.version);
       req.respond(info.kType, req.id, info.to_json(), false);
       return;
     }

@@ -74,6 +74,7 @@ void attach(ServiceContext& ctx, ConnectionState& conn, Request& req) {
   identity.profile_steps = attach.profile_steps.value_or(0);
   identity.expected_steps = attach.expected_steps;
   identity.devices = std::move(attach.devices);
+  identity.replica = std::move(attach.replica);
   // The node's figures ([devices] cpu_spec, cuda_spec) for devices the job sent none for: the
   // simulator can then time what the job has not profiled.
   for (auto& d : identity.devices.devices)
@@ -83,8 +84,21 @@ void attach(ServiceContext& ctx, ConnectionState& conn, Request& req) {
                           ctx.policy_pool.get_executor());
   const LiveSession& s = conn.job->live;
   const JobLogScope scope(s.id(), s.name());
-  spdlog::info("job {} '{}' attached (uid {}, pid {}, {} devices; {} / {} / {})", s.id(), s.name(), s.uid(),
-               conn.peer.pid, s.devices().size(), s.policy().grouper, s.policy().placer, s.policy().algorithm);
+  if (s.follower()) {
+    spdlog::info("job {} '{}' attached as rank {} of {} in replica group {} (uid {}, pid {}): it follows rank 0's "
+                 "placement",
+                 s.id(), s.name(), s.replica()->rank, s.replica()->world_size, s.replica()->group, s.uid(),
+                 conn.peer.pid);
+    const messages::Attached attached{s.id(), "", "", "", 0, 0, 0};
+    req.respond(attached.kType, req.id, attached.to_json(), false);
+    return;
+  }
+  const std::string leads =
+      s.replica() ? fmt::format(", rank 0 of {} in replica group {}: it places the group", s.replica()->world_size,
+                                s.replica()->group)
+                  : std::string();
+  spdlog::info("job {} '{}' attached (uid {}, pid {}, {} devices; {} / {} / {}){}", s.id(), s.name(), s.uid(),
+               conn.peer.pid, s.devices().size(), s.policy().grouper, s.policy().placer, s.policy().algorithm, leads);
   const auto& e = s.policy().exploration;
   const messages::Attached attached{s.id(), s.policy().grouper, s.policy().placer, s.policy().algorithm,
                                     e.steps_per_candidate, e.warmup_steps, e.max_candidates};

@@ -119,7 +119,8 @@ int run_live(const LiveOptions& o, const ExampleModel& m) {
               : !talks           ? "of rank 0, which places every rank"
               : status.connected ? ("session " + std::to_string(status.session)).c_str()
                                  : ("not reachable (" + status.last_error + "); training anyway").c_str());
-  if (first.world_size > 1) std::printf("replica: rank %d of %d\n", first.rank, first.world_size);
+  if (first.world_size > 1)
+    std::printf("replica: rank %d of %d in group %s\n", first.rank, first.world_size, first.replica_group.c_str());
   std::fflush(stdout);
   torch::optim::Adam optimizer(job->parameters(), torch::optim::AdamOptions(o.learning_rate));
   FILE* losses = o.losses_file.empty() ? nullptr : std::fopen(o.losses_file.c_str(), "w");

@@ -66,7 +66,7 @@ def train(args, model, example_inputs, batch, loss_fn):
         print(f"job '{args.job}': {len(job.placement)} ops on {', '.join(job.device_names)}; placementd {where}",
               flush=True)
         if stats["world_size"] > 1:
-            print(f"replica: rank {stats['rank']} of {stats['world_size']}", flush=True)
+            print(f"replica: rank {stats['rank']} of {stats['world_size']} in group {stats['replica_group']}", flush=True)
         optimizer = torch.optim.Adam(job.parameters(), lr=args.lr)
         with contextlib.ExitStack() as files:
             losses = files.enter_context(open(args.losses, "w")) if args.losses else None

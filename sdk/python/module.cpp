@@ -118,6 +118,7 @@ py::dict stats_dict(const placement::JobStats& s) {
   d["last_step_s"] = s.last_step_s;
   d["rank"] = s.rank;
   d["world_size"] = s.world_size;
+  d["replica_group"] = s.replica_group;
   d["allreduce_seconds"] = s.allreduce_seconds;
   return d;
 }

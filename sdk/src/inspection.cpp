@@ -94,6 +94,7 @@ void summary_to_json(const JobSummary& s, json& j) {
   j["profiling_overhead_s"] = s.profiling_overhead_s;
   j["policy_error"] = or_null(s.policy_error);
   j["attached_s"] = s.attached_s;
+  j["replica"] = s.replica ? s.replica->to_json() : json();
 }
 
 JobSummary summary_from(const JsonReader& r) {
@@ -135,6 +136,7 @@ JobSummary summary_from(const JsonReader& r) {
   s.profiling_overhead_s = number(r, "profiling_overhead_s");
   s.policy_error = maybe_text(r, "policy_error");
   s.attached_s = number(r, "attached_s");
+  if (r.has("replica") && !r.value().at("replica").is_null()) s.replica = replica_from(r.field("replica"));
   return s;
 }
 

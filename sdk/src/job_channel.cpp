@@ -27,6 +27,8 @@ ReceivedDirective directive_from(const json& body, const JobChannelOptions& o, u
   return {messages::Directive::from_json(body, o.graph, o.devices), generation};
 }
 
+bool follower(const JobChannelOptions& o) { return o.replica && o.replica->follower(); }
+
 }  // namespace
 
 JobChannel::JobChannel(JobChannelOptions options) : options_(std::move(options)) {
@@ -101,10 +103,30 @@ JobChannel::Status JobChannel::status() const {
   return status_;
 }
 
+void JobChannel::attached_locked(uint64_t session) {
+  ++generation_;
+  // Reports still queued belong to the previous attachment.
+  status_.reports_dropped += reports_.size();
+  reports_.clear();
+  status_.connected = true;
+  ++status_.attempts;
+  status_.session = session;
+  ++status_.attaches;
+  status_.last_error.clear();
+  cv_.notify_all();
+}
+
 bool JobChannel::connect(bool* refused) {
   *refused = false;
   try {
     auto client = std::make_unique<Client>(ClientOptions{options_.socket_path, "placement job " + options_.job, options_.timeout_ms});
+    // An older daemon would take a follower for a job of its own and explore placements it never runs.
+    if (follower(options_) && client->version() < protocol::kReplicaVersion) {
+      *refused = true;
+      throw std::runtime_error("placementd speaks protocol " + std::to_string(client->version()) +
+                               "; a follower rank attaches only to protocol " +
+                               std::to_string(protocol::kReplicaVersion) + " or later");
+    }
     messages::Attach attach;
     attach.job = options_.job;
     attach.devices = options_.devices;
@@ -112,8 +134,15 @@ bool JobChannel::connect(bool* refused) {
     attach.torch_version = options_.torch_version;
     attach.expected_steps = options_.expected_steps;
     if (client->version() >= protocol::kProfileReportVersion) attach.profile_steps = options_.profile_steps;
+    if (client->version() >= protocol::kReplicaVersion) attach.replica = options_.replica;
     const auto attached =
         messages::Attached::from_json(client->request(attach.kType, attach.to_json(), messages::Attached::kType));
+    if (follower(options_)) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      attached_locked(attached.session);
+      client_ = std::move(client);
+      return true;
+    }
     // Grouping a large graph takes the daemon a while.
     client->set_timeout_ms(options_.timeout_ms * 10);
     const messages::GraphUpload upload{options_.graph, options_.start};
@@ -122,22 +151,13 @@ bool JobChannel::connect(bool* refused) {
     const json first =
         client->request(messages::PlacementRequest::kType, messages::PlacementRequest{}.to_json(), messages::Directive::kType);
     std::lock_guard<std::mutex> lock(mutex_);
-    ++generation_;
-    // Reports still queued belong to the previous attachment.
-    status_.reports_dropped += reports_.size();
-    reports_.clear();
+    attached_locked(attached.session);
     directive_ = directive_from(first, options_, generation_);
-    status_.connected = true;
-    ++status_.attempts;
-    status_.session = attached.session;
-    ++status_.attaches;
-    status_.last_error.clear();
     client_ = std::move(client);
-    cv_.notify_all();
     return true;
   } catch (const std::exception& e) {
     const auto* server = dynamic_cast<const ServerError*>(&e);
-    *refused = server && server->code() == protocol::error::kOverLimit;
+    *refused = *refused || (server && server->code() == protocol::error::kOverLimit);
     std::lock_guard<std::mutex> lock(mutex_);
     status_.connected = false;
     ++status_.attempts;
@@ -159,7 +179,7 @@ void JobChannel::pump(int wait_ms) {
   }
   uint64_t sent = 0, dropped = 0, profiles_sent = 0;
   for (const auto& [gen, m] : reports) {
-    if (gen == generation && client_->send_oneway(MessageType::kStepReport, to_json(m))) ++sent;
+    if ((gen == generation || follower(options_)) && client_->send_oneway(MessageType::kStepReport, to_json(m))) ++sent;
     else ++dropped;
   }
   for (const auto& [gen, p] : profiles) {

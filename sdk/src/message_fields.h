@@ -50,4 +50,7 @@ auto nested(const JsonReader& field, F&& decode) -> decltype(decode(field.value(
 /// The JobState a field names ("exploring").
 JobState state_from_string(const JsonReader& r);
 
+/// A replica field ({rank, world_size, group}), its ranges checked.
+ReplicaInfo replica_from(const JsonReader& r);
+
 }  // namespace placement::messages::fields

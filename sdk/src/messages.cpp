@@ -19,7 +19,8 @@ namespace {
 constexpr std::pair<JobState, const char*> kStates[] = {
     {JobState::kAttached, "attached"},     {JobState::kProfiling, "profiling"},
     {JobState::kExploring, "exploring"},   {JobState::kExploiting, "exploiting"},
-    {JobState::kReexploring, "re-exploring"}, {JobState::kDetached, "detached"}};
+    {JobState::kReexploring, "re-exploring"}, {JobState::kDetached, "detached"},
+    {JobState::kFollowing, "following"}};
 
 constexpr std::pair<Reason, const char*> kReasons[] = {
     {Reason::kStart, "start"},         {Reason::kCached, "cached"},       {Reason::kSingleDevice, "single device"},
@@ -94,11 +95,35 @@ Error Error::from_json(const json& body) {
   return {text(r, "code", "unknown"), text(r, "message"), flag(r, "fatal")};
 }
 
+json ReplicaInfo::to_json() const { return {{"rank", rank}, {"world_size", world_size}, {"group", group}}; }
+
+ReplicaInfo fields::replica_from(const JsonReader& r) {
+  if (!r.value().is_object()) r.fail(std::string("expected a map, found ") + r.value().type_name());
+  // An integer within [low, high], or an error naming the field and the range.
+  const auto integer_in = [](const JsonReader& f, int64_t low, int64_t high, const std::string& range) {
+    const nlohmann::json& v = f.value();
+    const bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(high)
+                                             : v.is_number_integer() && v.get<int64_t>() >= low && v.get<int64_t>() <= high;
+    if (!fits) f.fail("must be an integer from " + range);
+    return v.get<int64_t>();
+  };
+  ReplicaInfo out;
+  constexpr int64_t kMaxWorld = 1 << 20;
+  out.world_size = integer_in(r.field("world_size"), 1, kMaxWorld, "1 to " + std::to_string(kMaxWorld));
+  out.rank = integer_in(r.field("rank"), 0, out.world_size - 1,
+                        "0 to world_size - 1 (" + std::to_string(out.world_size - 1) + ")");
+  out.group = r.field("group").string();
+  if (out.group.empty() || out.group.size() > ReplicaInfo::kMaxGroupName)
+    r.field("group").fail("must have 1 to " + std::to_string(ReplicaInfo::kMaxGroupName) + " characters");
+  return out;
+}
+
 json Attach::to_json() const {
   json j = {{"job", job}, {"devices", placement::to_json(devices)}, {"sdk_version", sdk_version},
             {"torch_version", torch_version}};
   if (expected_steps > 0) j["expected_steps"] = expected_steps;
   if (profile_steps) j["profile_steps"] = *profile_steps;
+  if (replica) j["replica"] = replica->to_json();
   return j;
 }
 
@@ -118,6 +143,7 @@ Attach Attach::from_json(const json& body) {
       f.fail("must be an integer from 0 to " + std::to_string(kMaxProfileSteps));
     a.profile_steps = f.value().get<int64_t>();
   }
+  if (r.has("replica")) a.replica = replica_from(r.field("replica"));
   return a;
 }
 

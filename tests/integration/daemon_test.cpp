@@ -2,7 +2,11 @@
 
 #include <fstream>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -406,6 +410,104 @@ TEST(Daemon, AJobRefusedForItsSizeWaitsBeforeOfferingItsGraphAgain) {
   EXPECT_EQ(status.attempts, 1u) << "at the 20 ms reconnect pause it would have tried hundreds of times";
   EXPECT_FALSE(status.connected);
   EXPECT_EQ(status.last_error, "over_limit: graph has 400 ops; [limits] max_graph_ops = 100");
+}
+
+// A follower's channel (rank 1 of a replica group) attaches without a graph, gets no directive and
+// reports every step; its daemon lists it as following with those steps, and the detach ends it.
+TEST(Daemon, AFollowerAttachesWithoutAGraphAndReportsItsSteps) {
+  DaemonProcess daemon;
+  daemon.start();
+  JobChannelOptions options;
+  options.socket_path = daemon.socket;
+  options.job = "replica";
+  options.devices = two_cpus();
+  options.replica = msg::ReplicaInfo{1, 2, "127.0.0.1:29500/0badf00d"};
+  JobChannel channel(options);
+  for (int i = 0; i < 200 && !channel.status().connected; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(channel.status().connected) << channel.status().last_error;
+  for (uint64_t step = 0; step < 30; ++step) channel.report(0, Measurement{5, step, 0.01, true, ""});
+  json listed;
+  for (int i = 0; i < 200 && !(listed.is_object() && listed["steps"] == 30); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const json jobs = daemon.client().request(MessageType::kListJobs, json::object(), MessageType::kJobList);
+    if (!jobs["jobs"].empty()) listed = jobs["jobs"][0];
+  }
+  ASSERT_TRUE(listed.is_object()) << daemon.log();
+  EXPECT_EQ(listed["steps"], 30) << listed.dump(2);
+  EXPECT_EQ(listed["state"], "following");
+  EXPECT_EQ(listed["replica"]["group"], "127.0.0.1:29500/0badf00d");
+  EXPECT_FALSE(channel.take_directive()) << "a follower is sent no placement";
+  const JobChannel::Status closed = channel.close();
+  ASSERT_TRUE(closed.detached) << closed.last_error;
+  EXPECT_FALSE(closed.detached->persisted);
+  EXPECT_EQ(closed.reports_sent, 30u);
+}
+
+// A daemon of protocol 3 would take a follower for a job of its own: the follower does not attach,
+// says why, and tries again only after refused_retry_interval_ms. The "daemon" here answers the
+// handshake with version 3 and records whatever comes after it.
+TEST(Daemon, AFollowerDoesNotAttachToADaemonOlderThanProtocol4) {
+  const std::string path = make_temp_dir() + "/v3.sock";
+  const int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  std::atomic<int> connections{0}, frames_after_hello{0};
+  std::atomic<bool> stop{false};
+  std::thread server([&] {
+    while (!stop) {
+      pollfd p{listener, POLLIN, 0};
+      if (::poll(&p, 1, 20) <= 0) continue;
+      const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+      ++connections;
+      uint8_t head[protocol::kHeaderSize];
+      bool welcomed = false;
+      while (!stop) {
+        pollfd q{fd, POLLIN, 0};
+        if (::poll(&q, 1, 20) <= 0) continue;
+        if (::recv(fd, head, sizeof(head), MSG_WAITALL) != static_cast<ssize_t>(sizeof(head))) break;
+        protocol::Header h;
+        protocol::decode_header(head, &h);
+        std::vector<uint8_t> payload(h.length);
+        if (h.length > 0 && ::recv(fd, payload.data(), payload.size(), MSG_WAITALL) != static_cast<ssize_t>(h.length)) break;
+        if (welcomed) {
+          ++frames_after_hello;
+          continue;
+        }
+        msg::Welcome w;
+        w.version = 3;
+        w.server = "placementd 0.0.3";
+        const auto bytes = protocol::encode_frame(msg::Welcome::kType, h.request_id, w.to_json(), 3);
+        ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+        welcomed = true;
+      }
+      ::close(fd);
+    }
+  });
+  {
+    JobChannelOptions options;
+    options.socket_path = path;
+    options.job = "replica";
+    options.devices = two_cpus();
+    options.replica = msg::ReplicaInfo{1, 2, "127.0.0.1:29500/0badf00d"};
+    options.reconnect_interval_ms = 10;
+    options.refused_retry_interval_ms = 60000;
+    JobChannel channel(options);
+    for (int i = 0; i < 200 && channel.status().attempts == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const JobChannel::Status status = channel.status();
+    EXPECT_FALSE(status.connected);
+    EXPECT_EQ(status.attempts, 1u) << "at the 10 ms reconnect pause it would have tried again and again";
+    EXPECT_EQ(status.last_error,
+              "placementd speaks protocol 3; a follower rank attaches only to protocol 4 or later");
+  }
+  stop = true;
+  server.join();
+  ::close(listener);
+  EXPECT_EQ(connections.load(), 1);
+  EXPECT_EQ(frames_after_hello.load(), 0) << "no attach went to the old daemon";
 }
 
 // The policy threads run at nice 19 ([daemon] policy_nice), the rest of the daemon at its own.

@@ -151,6 +151,69 @@ TEST(Placementctl, SimulateReportsStepTimeMemoryAndTheBound) {
   EXPECT_NE(bad.err.find(paths.dir + "/bad.toml:1:1: device cpu:0 has no memory_gib"), std::string::npos) << bad.err;
 }
 
+// Data-parallel replicas on the shipped ResNet-50 (batch 64) and 4×H100 node, whose topology
+// names a 50 GB/s link between nodes: the all-reduce of 98 MiB of gradients grows the step with
+// the node count, overlapping it with backward hides part of it, and a topology without a node
+// link is refused by name.
+TEST(Placementctl, SimulateAndOptimizeWithReplicasChargeTheGradientAllReduce) {
+  const std::string graph = std::string(GRAPH_DIR) + "/papers/resnet50_bs64.json.gz";
+  const std::string topology = std::string(SOURCE_TOPOLOGY_DIR) + "/4xh100_nvlink.toml";
+  const auto simulate = [&](std::vector<std::string> extra) {
+    std::vector<std::string> argv = {placementctl_bin(), "--json", "simulate", "--graph", graph, "--devices", topology};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    const CommandResult r = run_command(argv);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const json out = json::parse(r.out);
+    for (const json& p : out["placements"])
+      if (p["name"] == "all on cuda:0") return p;
+    ADD_FAILURE() << r.out;
+    return json();
+  };
+  const json one = simulate({});
+  const json two = simulate({"--replicas", "2"});
+  const json eight = simulate({"--replicas", "8"});
+  const json overlapped = simulate({"--replicas", "8", "--overlap"});
+  EXPECT_EQ(one["allreduce_buckets"], 0);
+  EXPECT_GE(eight["allreduce_buckets"].get<int>(), 4) << "about 98 MiB in 25 MiB buckets";
+  EXPECT_LE(eight["allreduce_buckets"].get<int>(), 5);
+  EXPECT_GT(eight["allreduce_bytes"].get<double>(), 90e6);
+  // A ring: 2 (N − 1) messages a bucket, each 5 us and bytes ÷ N at 50 GB/s.
+  const auto ring = [](const json& p, double n) {
+    return 2 * (n - 1) * (p["allreduce_buckets"].get<double>() * 5e-6 + p["allreduce_bytes"].get<double>() / n / 50e9);
+  };
+  EXPECT_NEAR(two["allreduce_s"].get<double>(), ring(two, 2), 1e-9);
+  EXPECT_NEAR(eight["allreduce_s"].get<double>(), ring(eight, 8), 1e-9);
+  EXPECT_NEAR(eight["step_time_s"].get<double>() - one["step_time_s"].get<double>(), eight["allreduce_s"].get<double>(), 1e-9);
+  EXPECT_LT(overlapped["allreduce_exposed_s"].get<double>(), 0.5 * eight["allreduce_exposed_s"].get<double>());
+  EXPECT_LT(overlapped["step_time_s"].get<double>(), eight["step_time_s"].get<double>());
+
+  const CommandResult table = run_command({placementctl_bin(), "simulate", "--graph", graph, "--devices", topology,
+                                           "--replicas", "8"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("on 5 devices x 8 nodes (ring all-reduce over 50.0 GB/s, 25 MiB buckets, after backward)"),
+            std::string::npos)
+      << table.out;
+  EXPECT_NE(table.out.find("ALL-REDUCE (WAITED)"), std::string::npos) << table.out;
+
+  const CommandResult optimized = run_command({placementctl_bin(), "optimize", "--graph", graph, "--devices", topology,
+                                               "--replicas", "8", "--grouper", "none", "--placer", "feedforward",
+                                               "--algorithm", "reinforce", "--budget", "20", "--json"});
+  ASSERT_EQ(optimized.exit_code, 0) << optimized.err;
+  const json o = json::parse(optimized.out);
+  EXPECT_EQ(o["replicas"], 8);
+  EXPECT_GT(o["best_allreduce_s"].get<double>(), 0.0);
+  EXPECT_GE(o["best_step_time_s"].get<double>(), o["lower_bound_s"].get<double>());
+
+  const CommandResult no_link =
+      run_command({placementctl_bin(), "simulate", "--graph", graph, "--devices",
+                   std::string(SOURCE_TOPOLOGY_DIR) + "/1xh100_cpu.toml", "--replicas", "4"});
+  EXPECT_EQ(no_link.exit_code, 1);
+  EXPECT_NE(no_link.err.find("--replicas 4: " + std::string(SOURCE_TOPOLOGY_DIR) +
+                             "/1xh100_cpu.toml has no link between nodes for the gradients' all-reduce"),
+            std::string::npos)
+      << no_link.err;
+}
+
 TEST(Placementctl, SimulateAndOptimizeRefuseAGraphWithoutProfilesOrWork) {
   DaemonProcess paths;  // only for its temp dir
   write_json_file(paths.dir + "/g.json", to_json(two_chains(3)));

@@ -69,7 +69,7 @@ TEST_F(ProtocolRobustness, OversizedLengthIsRefusedBeforeReadingIt) {
 TEST_F(ProtocolRobustness, UnsupportedVersionIsRefusedInTheHandshake) {
   RawConnection c(daemon_->socket);
   c.send_frame(MessageType::kHello, {{"client", "future"}, {"min_version", 7}, {"max_version", 9}});
-  EXPECT_NE(expect_error(c, protocol::error::kUnsupportedVersion, true).find("speaks 1..3"), std::string::npos);
+  EXPECT_NE(expect_error(c, protocol::error::kUnsupportedVersion, true).find("speaks 1..4"), std::string::npos);
 }
 
 TEST_F(ProtocolRobustness, WrongVersionInALaterHeaderCloses) {
@@ -207,6 +207,54 @@ TEST_F(ProtocolRobustness, ProfileReportsAreCheckedAndNeedVersion2) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   FAIL() << "the profiles were not taken";
+}
+
+// A follower (protocol 4) is refused what would make its daemon place it, keeps its connection,
+// and is listed as following; a placementctl of protocol 3 reads it as attached.
+TEST_F(ProtocolRobustness, AFollowerIsRefusedPlacementWorkAndListedByVersion) {
+  const DeviceSet d = DeviceSet::uniform({{DeviceKind::kCpu, 0, 1 << 30, 1.0}}, 1e9, 0);
+  RawConnection c(daemon_->socket);
+  c.hello();
+  c.send_frame(MessageType::kAttach, {{"job", "follower"}, {"devices", to_json(d)},
+                                      {"replica", {{"rank", 1}, {"world_size", 2}, {"group", "10.0.0.1:29500/00c0ffee"}}}});
+  auto attached = c.read_frame();
+  ASSERT_TRUE(attached);
+  EXPECT_EQ(attached->first.type, static_cast<uint16_t>(MessageType::kAttached)) << attached->second.dump();
+  const nlohmann::json graph = {{"ops", {{{"id", 0}, {"name", "a"}, {"kind", "k"}}}}, {"edges", nlohmann::json::array()}};
+  c.send_frame(MessageType::kGraphUpload, {{"graph", graph}}, 2);
+  EXPECT_NE(expect_error(c, protocol::error::kUnexpected, false).find("a follower does not upload a graph"),
+            std::string::npos);
+  c.send_frame(MessageType::kPlacementRequest, nlohmann::json::object(), 3);
+  EXPECT_NE(expect_error(c, protocol::error::kUnexpected, false).find("a follower does not request placements"),
+            std::string::npos);
+  for (uint64_t step = 0; step < 5; ++step)
+    c.send_frame(MessageType::kStepReport, to_json(Measurement{3, step, 0.01, true, ""}), 0);
+  const auto listed = [&](uint16_t version) {
+    RawConnection admin(daemon_->socket);
+    admin.hello(version);
+    for (int tries = 0; tries < 100; ++tries) {
+      admin.send_frame(MessageType::kListJobs, nlohmann::json::object(), 1);
+      const auto reply = admin.read_frame();
+      if (!reply) return nlohmann::json();
+      for (const auto& j : reply->second["jobs"])
+        if (j["name"] == "follower" && j["steps"] == 5) return j;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return nlohmann::json();
+  };
+  const nlohmann::json now = listed(protocol::kMaxVersion);
+  ASSERT_TRUE(now.is_object()) << "the follower's 5 steps were not counted";
+  EXPECT_EQ(now["state"], "following");
+  EXPECT_EQ(now["replica"]["rank"], 1);
+  EXPECT_EQ(now["replica"]["group"], "10.0.0.1:29500/00c0ffee");
+  EXPECT_EQ(listed(3)["state"], "attached") << "a protocol 3 placementctl knows no state 'following'";
+  // A bad replica is named and refused; the connection stays unattached and usable.
+  RawConnection bad(daemon_->socket);
+  bad.hello();
+  bad.send_frame(MessageType::kAttach, {{"job", "bad"}, {"devices", to_json(d)},
+                                        {"replica", {{"rank", 2}, {"world_size", 2}, {"group", "g"}}}});
+  EXPECT_EQ(expect_error(bad, protocol::error::kBadPayload, false),
+            "attach.replica.rank: must be an integer from 0 to world_size - 1 (1)");
 }
 
 TEST_F(ProtocolRobustness, ClientVanishingMidFrameHarmsNothing) {

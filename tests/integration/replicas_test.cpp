@@ -15,14 +15,18 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "daemon_process.h"
 
 namespace placement {
 namespace {
 
+using nlohmann::json;
 using testing::Child;
 using testing::DaemonProcess;
 using testing::read_file;
+using testing::run_command;
 
 // A TCP port nothing listens on now (the kernel's choice; the store binds it a moment later).
 int free_port() {
@@ -86,8 +90,41 @@ void expect_one_group(int world) {
   EXPECT_GE(ids.size(), 2u) << "placementd swapped placements in the group:\n" << leader << daemon.log();
   for (int rank = 1; rank < world; ++rank)
     EXPECT_EQ(read_file(r.placements[rank]), leader) << "rank " << rank << " ran other placements than rank 0";
-  // Only rank 0 attaches: the group is one job to placementd.
-  EXPECT_EQ(daemon.log().find("'gnmt-example' attached"), daemon.log().rfind("'gnmt-example' attached")) << daemon.log();
+  // Every rank attached (here all to one daemon, as on one node): rank 0 as the job placementd
+  // places, the others as its followers, every one in the same group, each with all its steps.
+  const testing::CommandResult ctl =
+      run_command({testing::placementctl_bin(), "jobs", "--finished", "--json", "--socket", daemon.socket});
+  ASSERT_EQ(ctl.exit_code, 0) << ctl.err;
+  const json jobs = json::parse(ctl.out);
+  ASSERT_EQ(jobs.size(), static_cast<size_t>(world)) << jobs.dump(2);
+  std::set<int64_t> ranks;
+  std::set<std::string> groups;
+  for (const json& j : jobs) {
+    ASSERT_TRUE(j["replica"].is_object()) << j.dump(2);
+    const int64_t rank = j["replica"]["rank"];
+    ranks.insert(rank);
+    groups.insert(j["replica"]["group"].get<std::string>());
+    EXPECT_EQ(j["replica"]["world_size"], world);
+    if (rank == 0) {
+      EXPECT_GE(j["candidates_tried"].get<int>(), 2) << j.dump(2);
+    } else {
+      EXPECT_EQ(j["candidates_tried"], 0) << j.dump(2);
+      EXPECT_EQ(j["steps"], 60) << "a follower reports every step: " << j.dump(2);
+      EXPECT_TRUE(j["current_step_time_s"].is_number()) << j.dump(2);
+    }
+  }
+  EXPECT_EQ(ranks.size(), static_cast<size_t>(world));
+  ASSERT_EQ(groups.size(), 1u) << jobs.dump(2);
+  EXPECT_EQ(groups.begin()->rfind("127.0.0.1:", 0), 0u) << *groups.begin();
+  EXPECT_NE(daemon.log().find("rank 0 of " + std::to_string(world) + " in replica group " + *groups.begin() +
+                              ": it places the group"),
+            std::string::npos)
+      << daemon.log();
+  for (int rank = 1; rank < world; ++rank)
+    EXPECT_NE(daemon.log().find("attached as rank " + std::to_string(rank) + " of " + std::to_string(world) +
+                                " in replica group " + *groups.begin()),
+              std::string::npos)
+        << daemon.log();
 }
 
 TEST(Replicas, TwoRanksRunTheSamePlacementsAtTheSameStepsAndEndBitwiseEqual) { expect_one_group(2); }
@@ -112,6 +149,31 @@ void stop_one_of_two(int victim, int signo, int timeout_ms, const std::string& n
   EXPECT_LT(waited, timeout_ms / 1000.0 + 10.0) << "the surviving rank outlived its timeout";
   EXPECT_NE(other.err().find("replica group: "), std::string::npos) << other.err();
   EXPECT_NE(other.err().find(named), std::string::npos) << "the error names the rank that died\n" << other.err();
+}
+
+// While the group trains, `placementctl jobs` shows rank 0 exploring and rank 1 following, both
+// in one group; `jobs show` of the follower says whose placement it runs.
+TEST(Replicas, PlacementctlShowsEveryRankWithItsRankAndGroup) {
+  DaemonProcess daemon(testing::fast_exploration(1000, 0.5));
+  daemon.start();
+  Replicas r = start(2, daemon.socket, daemon.dir, 100000);
+  ASSERT_TRUE(r.ranks[1]->wait_for_output("step     20", 120000)) << r.ranks[1]->err() << r.ranks[1]->out();
+  const testing::CommandResult list = run_command({testing::placementctl_bin(), "jobs", "--socket", daemon.socket});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  std::smatch leader, follower;
+  ASSERT_TRUE(std::regex_search(list.out, leader, std::regex("\\n *(\\d+) +gnmt-example .* 0/2 (127\\.0\\.0\\.1:\\d+/[0-9a-f]{8})")))
+      << list.out;
+  ASSERT_TRUE(std::regex_search(list.out, follower, std::regex("\\n *(\\d+) +gnmt-example .*following .* 1/2 (127\\.0\\.0\\.1:\\d+/[0-9a-f]{8})")))
+      << list.out;
+  EXPECT_EQ(leader[2], follower[2]) << "one group:\n" << list.out;
+  const testing::CommandResult show =
+      run_command({testing::placementctl_bin(), "jobs", "show", follower[1].str(), "--socket", daemon.socket});
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_NE(show.out.find("rank 1 of 2 in group " + follower[2].str() + ": runs the placement rank 0's daemon decides"),
+            std::string::npos)
+      << show.out;
+  EXPECT_NE(show.out.find("(median of the latest 64)"), std::string::npos) << show.out;
+  for (auto& rank : r.ranks) rank->signal(SIGKILL);
 }
 
 TEST(Replicas, ARankThatDiesEndsTheOthersWithAnErrorThatNamesIt) {

@@ -95,13 +95,18 @@ def test_an_example_under_torchruns_environment_trains_as_replicas_that_agree(da
                daemon.socket]
     ranks = [subprocess.Popen(command, env=dict(env, RANK=str(r)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for r in range(2)]
-    digests = []
+    digests, ranks_out = [], []
     for r, p in enumerate(ranks):
         out, err = p.communicate(timeout=300)
+        ranks_out.append(out)
         assert p.returncode == 0, err
         assert f"replica: rank {r} of 2" in out, out
         found = re.search(r"^parameters digest: ([0-9a-f]{16})$", out, re.M)
         assert found, out
         digests.append(found.group(1))
     assert digests[0] == digests[1], "the replicas' parameters differ"
-    assert daemon.log().count("'lm-example' attached") == 1, "only rank 0 attaches\n" + daemon.log()
+    # Rank 0 attaches as the job placementd places, rank 1 as its follower, both named in one group.
+    group = re.search(r"^replica: rank 0 of 2 in group (\S+)$", ranks_out[0], re.M).group(1)
+    log = daemon.log()
+    assert "'lm-example' attached (" in log and f"rank 0 of 2 in replica group {group}: it places the group" in log, log
+    assert f"'lm-example' attached as rank 1 of 2 in replica group {group}" in log, log

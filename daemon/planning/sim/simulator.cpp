@@ -40,6 +40,12 @@ Simulator::Simulator(OpGraph graph, placement::DeviceSet devices, SimulatorOptio
     : graph_(std::move(graph)), devices_(std::move(devices)), options_(options) {
   graph_.validate();
   devices_.validate();
+  const auto& r = options_.replicas;
+  if (r.count < 1) throw std::invalid_argument("replicas: " + std::to_string(r.count) + " is not a count of nodes");
+  if (r.count > 1 && !(r.link.bandwidth > 0))
+    throw std::invalid_argument("replicas: " + std::to_string(r.count) +
+                                " nodes need the link between them ([[link]] between = [\"node\", \"node\"])");
+  if (r.bucket_bytes == 0) throw std::invalid_argument("replicas: the bucket size must be above 0 bytes");
   order_ = graph_.topological_order();
   const size_t n = graph_.ops.size(), D = devices_.size();
   build_csr(n, graph_.edges, true, in_begin_, in_edges_);
@@ -274,6 +280,10 @@ SimulationResult Simulator::simulate(const Placement& placement) const {
   }
   result.backward_s = backward_done;
 
+  // Replicas average their gradients before the optimizer steps.
+  const double averaged = options_.replicas.count > 1 ? all_reduce(placement, backward_end, backward_done, result)
+                                                      : backward_done;
+
   // optimizer.step() runs after loss.backward() returns; devices update their own parameters.
   std::vector<double> update(D, 0.0);
   std::vector<char> used(D, 0);
@@ -283,14 +293,62 @@ SimulationResult Simulator::simulate(const Placement& placement) const {
   }
   // One training loop drives every device: its own cost (loss, backward's start, the optimizer's
   // loop) is paid once, by the slowest host among those in use.
-  double step = backward_done, loop = 0.0;
+  double step = averaged, loop = 0.0;
   for (size_t d = 0; d < D; ++d) {
     result.busy_s[d] += update[d];
-    step = std::max(step, backward_done + update[d]);
+    step = std::max(step, averaged + update[d]);
     if (used[d] && devices_.devices[d].spec) loop = std::max(loop, devices_.devices[d].spec->step_s);
   }
   result.step_time_s = step + loop;
   return result;
+}
+
+double Simulator::ring_allreduce_s(uint64_t bytes) const {
+  const auto& r = options_.replicas;
+  const double n = r.count;
+  // Reduce-scatter then all-gather: N − 1 steps each, every step one message of bytes ÷ N.
+  return 2.0 * (n - 1.0) * (r.link.latency + static_cast<double>(bytes) / n / r.link.bandwidth);
+}
+
+double Simulator::all_reduce(const Placement& placement, const std::vector<double>& backward_end, double backward_done,
+                             SimulationResult& result) const {
+  const auto& r = options_.replicas;
+  const size_t D = devices_.size();
+  // Each device's parameters, in the order backward finishes with them, fill buckets of at most
+  // bucket_bytes (one parameter larger than that is a bucket alone); a bucket is ready when its
+  // last gradient is.
+  std::vector<std::vector<int>> by_device(D);
+  for (size_t u = 0; u < graph_.ops.size(); ++u)
+    if (graph_.ops[u].parameter_bytes > 0) by_device[placement.device_of_op[u]].push_back(static_cast<int>(u));
+  struct Bucket {
+    double ready = 0.0;
+    uint64_t bytes = 0;
+  };
+  std::vector<Bucket> buckets;
+  for (std::vector<int>& ops : by_device) {
+    std::stable_sort(ops.begin(), ops.end(), [&](int a, int b) { return backward_end[a] < backward_end[b]; });
+    bool open = false;
+    for (int u : ops) {
+      const uint64_t bytes = graph_.ops[u].parameter_bytes;
+      if (!open || buckets.back().bytes + bytes > r.bucket_bytes) buckets.push_back({});
+      open = true;
+      buckets.back().ready = std::max(buckets.back().ready, backward_end[u]);
+      buckets.back().bytes += bytes;
+    }
+  }
+  std::stable_sort(buckets.begin(), buckets.end(), [](const Bucket& a, const Bucket& b) { return a.ready < b.ready; });
+  // The node's link carries one bucket's ring at a time.
+  double link_free = r.overlap ? 0.0 : backward_done;
+  for (const Bucket& b : buckets) {
+    const double seconds = ring_allreduce_s(b.bytes);
+    link_free = std::max(link_free, r.overlap ? b.ready : backward_done) + seconds;
+    result.allreduce_s += seconds;
+    result.allreduce_bytes += b.bytes;
+  }
+  result.allreduce_buckets = buckets.size();
+  const double done = std::max(link_free, backward_done);
+  result.allreduce_exposed_s = done - backward_done;
+  return done;
 }
 
 double Simulator::least_step_overhead_s() const {
@@ -324,7 +382,20 @@ double Simulator::lower_bound_s() const {
     path[v] = longest + best[v];
     critical = std::max(critical, path[v]);
   }
-  return std::max(critical, work_bound_s()) + least_step_overhead_s();
+  double bound = std::max(critical, work_bound_s());
+  if (options_.replicas.count > 1) {
+    // Every gradient crosses the ring, in at least ceil(total ÷ bucket_bytes) buckets: after
+    // backward without overlap; with it, no step is shorter than the ring alone.
+    uint64_t total = 0;
+    for (const auto& op : graph_.ops) total += op.parameter_bytes;
+    const uint64_t buckets = (total + options_.replicas.bucket_bytes - 1) / options_.replicas.bucket_bytes;
+    const double ring = total == 0 ? 0.0
+                                   : ring_allreduce_s(total) + 2.0 * (options_.replicas.count - 1.0) *
+                                                                   options_.replicas.link.latency *
+                                                                   (static_cast<double>(buckets) - 1.0);
+    bound = options_.replicas.overlap ? std::max(bound, ring) : bound + ring;
+  }
+  return bound + least_step_overhead_s();
 }
 
 // The busiest device works at least as long as the optimum T of the linear program that spreads

@@ -11,6 +11,7 @@
 #include "placement/graph.h"
 #include "placement/placement.h"
 #include "planning/sim/cost_model.h"
+#include "planning/sim/topology.h"
 
 namespace placementd::sim {
 
@@ -24,6 +25,16 @@ struct SimulatorOptions {
   bool cpu_devices_share_host = true;
   /// Math modes of the job, for ops timed by the cost model.
   MathModes math;
+  /// Data-parallel replicas: the same placement runs on `count` nodes, and every step's gradients
+  /// are averaged by a ring all-reduce over the link between nodes, in buckets per device.
+  struct Replicas {
+    int count = 1;
+    NodeLink link;
+    uint64_t bucket_bytes = 25ull << 20;
+    /// A bucket's all-reduce starts as soon as its gradients are ready, during backward (torch's
+    /// DistributedDataParallel); false: once backward is over (placementd's SDK today).
+    bool overlap = false;
+  } replicas;
 };
 
 /// Memory a placement needs on one device, by what it is for.
@@ -49,6 +60,12 @@ struct SimulationResult {
   size_t transfers = 0;
   /// Ops whose time came from the cost model (no profile for the kind of device they ran on).
   size_t predicted_ops = 0;
+  /// With replicas: how long the node link all-reduces the gradients, the part of it the step
+  /// waits for beyond backward's end, and the bytes and buckets each node sends into the ring.
+  double allreduce_s = 0.0;
+  double allreduce_exposed_s = 0.0;
+  uint64_t allreduce_bytes = 0;
+  size_t allreduce_buckets = 0;
 
   /// Indices of the devices whose peak memory exceeds their capacity (why it is invalid).
   std::vector<size_t> over_capacity() const {
@@ -73,7 +90,8 @@ struct SimulationResult {
 /// can serve many placements from several threads.
 class Simulator {
  public:
-  /// Throws std::invalid_argument if the graph or device set is invalid.
+  /// Throws std::invalid_argument if the graph, the device set or the replicas are invalid (more
+  /// than one without a node link).
   Simulator(placement::OpGraph graph, placement::DeviceSet devices, SimulatorOptions options = {});
 
   /// Throws std::invalid_argument if the placement does not fit the graph/devices, or puts an op on
@@ -89,7 +107,8 @@ class Simulator {
   /// the devices' memory (work_bound_s)); transfers free: no valid placement can beat it. Ops that
   /// cannot be timed on any device count nothing. Infinite when the model's memory exceeds all
   /// devices together (no placement is valid). Plus the least of the devices' step overheads
-  /// (DeviceSpec::step_s), which every placement pays.
+  /// (DeviceSpec::step_s), which every placement pays. With replicas, the all-reduce of every
+  /// gradient in the fewest buckets: added after backward, or without overlap the bound's floor.
   double lower_bound_s() const;
   /// The least time the busiest device works, with ops split fractionally over the devices within
   /// their usable memory: where the fastest devices cannot hold the model, work must go to slower
@@ -136,6 +155,12 @@ class Simulator {
   bool holds_alone(size_t op, size_t device) const;
   /// The least DeviceSpec::step_s among the devices (0 for one without a spec).
   double least_step_overhead_s() const;
+  /// A ring all-reduce of `bytes` over options_.replicas: 2(N−1) messages of bytes ÷ N each way.
+  double ring_allreduce_s(uint64_t bytes) const;
+  /// Buckets the gradients of `placement` (per device, in the order backward makes them ready:
+  /// `backward_end`) and runs them through the node link; returns when the last is averaged.
+  double all_reduce(const placement::Placement& placement, const std::vector<double>& backward_end,
+                    double backward_done, SimulationResult& result) const;
   Cost time_on(const placement::Op& op, const placement::Device& device) const;
   /// Gives graph_'s ops, for each device kind with an unprofiled op that a device of that kind can
   /// predict, the prediction for the first such device (OpProfile::predicted), so that placers

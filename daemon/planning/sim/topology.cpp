@@ -103,9 +103,29 @@ void read_device_spec(TomlChecker& c, const toml::table& t, const std::string& w
   if (ok) d.spec = spec;
 }
 
-placement::DeviceSet parse_topology(const std::string& text, const std::string& name) {
+namespace {
+
+// A [[link]]'s figures; nullopt (its errors reported) when its bandwidth is missing or wrong.
+std::optional<LinkSpec> read_link(TomlChecker& c, const toml::table& t, const std::string& where,
+                                  const std::string& hint) {
+  LinkSpec spec;
+  if (!c.get_float(t, "bandwidth_gbs", where, spec.bandwidth, 1e-6, 1e6)) {
+    if (!t.get("bandwidth_gbs")) c.error(t, where + " needs bandwidth_gbs" + hint);
+    return std::nullopt;
+  }
+  spec.bandwidth *= kGB;
+  double latency_us = 0;
+  c.get_float(t, "latency_us", where, latency_us, 0, 1e6);
+  spec.latency = latency_us * 1e-6;
+  return spec;
+}
+
+}  // namespace
+
+Topology parse_topology_text(const std::string& text, const std::string& name) {
   std::vector<ConfigError> errors;
-  placement::DeviceSet set;
+  Topology topology;
+  placement::DeviceSet& set = topology.devices;
   try {
     const toml::table root = toml::parse(text, name);
     TomlChecker c(name, errors);
@@ -179,6 +199,21 @@ placement::DeviceSet parse_topology(const std::string& text, const std::string& 
                     where + ".between must name two devices, e.g. [\"cpu:0\", \"cuda:0\"]");
             continue;
           }
+          const bool node_a = ends[0] == "node", node_b = ends[1] == "node";
+          if (node_a != node_b) {
+            c.error(*t.get("between"), where + ": \"node\" stands for a whole node: the link between nodes is "
+                                               "between = [\"node\", \"node\"]");
+            continue;
+          }
+          if (node_a) {
+            if (topology.node_link) {
+              c.error(*t.get("between"), where + ": a second link between nodes (one is enough)");
+              continue;
+            }
+            if (const auto node = read_link(c, t, where, " (400 Gb/s: 50)"))
+              topology.node_link = NodeLink{node->bandwidth, node->latency};
+            continue;
+          }
           const int a = set.index_of(ends[0]), b = set.index_of(ends[1]);
           if (a < 0 || b < 0) {
             c.error(*t.get("between"), where + ": no device named '" + (a < 0 ? ends[0] : ends[1]) + "'");
@@ -188,16 +223,7 @@ placement::DeviceSet parse_topology(const std::string& text, const std::string& 
             c.error(*t.get("between"), where + ": a link needs two different devices");
             continue;
           }
-          LinkSpec spec;
-          if (!c.get_float(t, "bandwidth_gbs", where, spec.bandwidth, 1e-6, 1e6)) {
-            if (!t.get("bandwidth_gbs")) c.error(t, where + " needs bandwidth_gbs");
-            continue;
-          }
-          spec.bandwidth *= kGB;
-          double latency_us = 0;
-          c.get_float(t, "latency_us", where, latency_us, 0, 1e6);
-          spec.latency = latency_us * 1e-6;
-          links[a][b] = links[b][a] = spec;
+          if (const auto spec = read_link(c, t, where, "")) links[a][b] = links[b][a] = spec;
         }
       }
     }
@@ -222,15 +248,21 @@ placement::DeviceSet parse_topology(const std::string& text, const std::string& 
   }
   sort_by_position(errors);
   if (!errors.empty()) throw ConfigInvalid(std::move(errors));
-  return set;
+  return topology;
 }
 
-placement::DeviceSet load_topology(const std::string& path) {
+placement::DeviceSet parse_topology(const std::string& text, const std::string& name) {
+  return parse_topology_text(text, name).devices;
+}
+
+placement::DeviceSet load_topology(const std::string& path) { return load_topology_file(path).devices; }
+
+Topology load_topology_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigInvalid({file_error(path, "cannot open topology file")});
   std::ostringstream text;
   text << in.rdbuf();
-  return parse_topology(text.str(), path);
+  return parse_topology_text(text.str(), path);
 }
 
 }  // namespace placementd::sim

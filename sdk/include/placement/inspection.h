@@ -86,6 +86,8 @@ struct JobSummary {
   /// What a plugin threw, when it ended the job's exploration.
   std::optional<std::string> policy_error;
   double attached_s = 0;
+  /// Protocol 4: the job is one replica of a data-parallel group (a follower when rank > 0).
+  std::optional<ReplicaInfo> replica;
   nlohmann::json to_json() const;
   static JobSummary from_json(const nlohmann::json& body);
 };

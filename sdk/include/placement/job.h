@@ -118,10 +118,12 @@ struct JobStats {
   std::string reason;
   std::string state;
   double last_step_s = 0.0;
-  /// This process's rank in its replica group and the group's size (0 and 1 without one), and the
-  /// time its steps spent averaging gradients with the other ranks.
+  /// This process's rank in its replica group and the group's size (0 and 1 without one), the
+  /// group's name (as `placementctl jobs` shows it on every node; empty without one), and the time
+  /// its steps spent averaging gradients with the other ranks.
   int rank = 0;
   int world_size = 1;
+  std::string replica_group;
   double allreduce_seconds = 0.0;
 };
 

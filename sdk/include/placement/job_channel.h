@@ -36,13 +36,18 @@ struct JobChannelOptions {
   std::string torch_version;
   /// Pause between attempts to reach the daemon while it is away.
   int reconnect_interval_ms = 1000;
-  /// Pause after the daemon refused the graph for its [limits] (error over_limit): offering it
-  /// again every second would only repeat the upload, until an admin raises the limits.
+  /// Pause after the daemon refused the graph for its [limits] (error over_limit), or a follower
+  /// found a daemon too old for it: trying again every second would only repeat the refusal, until
+  /// an admin raises the limits or upgrades placementd.
   int refused_retry_interval_ms = 300000;
   /// Steps the job profiles per-op when placementd asks (0: it never does; see JobOptions).
   int profile_steps = 0;
   /// Limit for one round trip (attach, detach); the graph upload gets ten times as long.
   int timeout_ms = 5000;
+  /// One replica of a data-parallel group. A follower (rank > 0) attaches to a daemon of protocol
+  /// 4 or later only, uploads no graph, is sent no directives and reports its steps for
+  /// `placementctl jobs`; rank 0's daemon places the group.
+  std::optional<messages::ReplicaInfo> replica;
 };
 
 /// A placement the daemon asked for, and which attachment it came on (a re-attach starts a new
@@ -64,7 +69,8 @@ class JobChannel {
   /// The newest directive not taken yet (it supersedes older ones), or nullopt. Never blocks.
   std::optional<ReceivedDirective> take_directive();
   /// Queues a step report of the placement `generation`/`report.placement_id`. Never blocks;
-  /// reports of an earlier attachment are dropped (that session is gone).
+  /// reports of an earlier attachment are dropped (that session is gone). A follower's reports
+  /// name rank 0's placements and go to whichever attachment is current.
   void report(uint64_t generation, const Measurement& report);
   /// Queues per-op profiles measured under placement `generation`/`report.placement_id`. Never
   /// blocks. They also go up with the graph on every later attach (a restarted daemon has them).
@@ -96,6 +102,8 @@ class JobChannel {
   void run();
   /// False when it failed; `*refused` says whether the daemon refused the graph for its limits.
   bool connect(bool* refused);
+  /// A new attachment (session `session`) is up; mutex_ held.
+  void attached_locked(uint64_t session);
   void pump(int wait_ms);
   void wake();
 

@@ -26,9 +26,10 @@ namespace placement::messages {
 using protocol::MessageType;
 
 /// Where a job's session is: attached → profiling (the start placement is measured) → exploring →
-/// exploiting (→ re-exploring on drift → exploiting) → detached.
-enum class JobState { kAttached, kProfiling, kExploring, kExploiting, kReexploring, kDetached };
-/// "attached", "profiling", "exploring", "exploiting", "re-exploring", "detached".
+/// exploiting (→ re-exploring on drift → exploiting) → detached. A replica of rank > 0 is
+/// following (protocol 4): rank 0's daemon places the group; this one only shows it.
+enum class JobState { kAttached, kProfiling, kExploring, kExploiting, kReexploring, kDetached, kFollowing };
+/// "attached", "profiling", "exploring", "exploiting", "re-exploring", "detached", "following".
 const char* to_string(JobState state);
 /// Every state, in the order above (for listings that show each one, such as the metrics).
 std::vector<JobState> all_job_states();
@@ -48,6 +49,20 @@ enum class Reason {
 const char* to_string(Reason reason);
 /// Throws FormatError for a name to_string() never gives.
 Reason reason_from_string(const std::string& name);
+
+/// Protocol 4: one replica of a data-parallel job. Rank 0's daemon session decides the group's
+/// placement; the daemons of the other ranks see them as followers.
+struct ReplicaInfo {
+  /// Longest group name the daemon takes.
+  static constexpr size_t kMaxGroupName = 256;
+  int64_t rank = 0;
+  int64_t world_size = 1;
+  /// The same on every rank of one run of the group, and only there ("10.0.0.1:29500/3fa2c1d0":
+  /// the rendezvous address and a number rank 0 drew), so `placementctl jobs` on each node names it.
+  std::string group;
+  bool follower() const { return rank > 0; }
+  nlohmann::json to_json() const;
+};
 
 // ---- Handshake ----
 
@@ -119,8 +134,12 @@ struct Attach {
   uint64_t expected_steps = 0;
   /// Protocol 2: steps the job profiles per op when a directive asks (0: it never does).
   std::optional<int64_t> profile_steps;
+  /// Protocol 4: the job is one replica of a group. A follower (rank > 0) uploads no graph, asks
+  /// for no placement and is sent none; its step reports only show what it does.
+  std::optional<ReplicaInfo> replica;
   nlohmann::json to_json() const;
-  /// Checks the name's length and profile_steps' range besides the types.
+  /// Checks the name's length, profile_steps' range and the replica's rank and group besides the
+  /// types.
   static Attach from_json(const nlohmann::json& body);
 };
 

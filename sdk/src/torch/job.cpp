@@ -154,7 +154,7 @@ struct Job::Impl {
       stats.migrated_bytes += moved.bytes;
     } catch (const std::exception& e) {
       ++stats.failed_swaps;
-      if (channel && target.directive.placement_id != 0)
+      if (channel && leader() && target.directive.placement_id != 0)
         channel->report(target.generation,
                         {target.directive.placement_id, stats.steps, 0.0, false, std::string("migration: ") + e.what()});
       return false;
@@ -178,8 +178,10 @@ struct Job::Impl {
     return loss;
   }
 
+  // A follower reports every step to its own daemon, which only shows them; rank 0 reports the
+  // steps under placementd's placements, which reward them.
   void report(bool ok, double seconds, const std::string& error, bool profiled = false) {
-    if (channel && current.directive.placement_id != 0)
+    if (channel && (current.directive.placement_id != 0 || !leader()))
       channel->report(current.generation, {current.directive.placement_id, stats.steps, seconds, ok, error, profiled});
   }
 
@@ -238,7 +240,7 @@ struct Job::Impl {
     if (moved) {
       switch_to(before, optimizer);
       ++stats.failed_swaps;
-      if (channel)
+      if (channel && leader())
         channel->report(target.generation, {target.directive.placement_id, stats.steps, 0.0, false,
                                             "migration failed on rank " + std::to_string(failed_rank)});
     }
@@ -305,7 +307,8 @@ struct Job::Impl {
     if (profiled) profiling->profiler->add_update(seconds_since(update_started));
     const double seconds = seconds_since(started);
     current_ran = true;
-    pending_report = PendingReport{stats.steps, seconds, profiled};
+    if (leader()) pending_report = PendingReport{stats.steps, seconds, profiled};
+    else report(true, seconds, "");
     ++stats.steps;
     stats.last_step_s = seconds;
     if (profiled) end_profiled_step();
@@ -345,17 +348,23 @@ Job::Job(std::string name, const torch::jit::Module& module, const std::vector<a
     for (const at::Tensor& b : s.module.buffers(true)) state.push_back(b);
     s.group->broadcast(state);
   }
-  // In a replica group only rank 0 talks to placementd: its directives hold for every rank.
-  if (!options.use_daemon || !s.leader()) return;
+  if (!options.use_daemon) return;
   JobChannelOptions channel;
   channel.socket_path = options.socket_path;
   channel.job = std::move(name);
   channel.devices = s.devices;
+  if (s.group) channel.replica = messages::ReplicaInfo{s.group->rank(), s.group->size(), s.group->name()};
+  channel.reconnect_interval_ms = options.reconnect_interval_ms;
+  channel.torch_version = TORCH_VERSION;
+  channel.expected_steps = options.expected_steps;
+  // In a replica group rank 0's daemon decides: its directives hold for every rank. The other ranks
+  // attach to their own daemons as followers, which show them and send them nothing.
+  if (!s.leader()) {
+    s.channel = std::make_unique<JobChannel>(std::move(channel));
+    return;
+  }
   channel.graph = s.graph;
   channel.start = start;
-  channel.expected_steps = options.expected_steps;
-  channel.torch_version = TORCH_VERSION;
-  channel.reconnect_interval_ms = options.reconnect_interval_ms;
   channel.profile_steps = options.profile_steps;
   s.channel = std::make_unique<JobChannel>(std::move(channel));
   // Start where placementd says (a stored best placement) when it answers at once; when it is not
@@ -430,6 +439,7 @@ JobStats Job::stats() const {
   if (impl_->group) {
     out.rank = impl_->group->rank();
     out.world_size = impl_->group->size();
+    out.replica_group = impl_->group->name();
   }
   return out;
 }

@@ -1,7 +1,9 @@
 #include "replica_group.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <random>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -80,6 +82,15 @@ ReplicaGroup::ReplicaGroup(const ReplicaConfig& config) : config_(config) {
     // The interface that reaches the master is the one the other ranks reach this one on.
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(config_.master_addr));
     group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, config_.rank, config_.world_size, options);
+    const std::string key = "placementd/group";
+    if (config_.rank == 0) {
+      char nonce[9];
+      std::snprintf(nonce, sizeof(nonce), "%08x", static_cast<unsigned>(std::random_device{}()));
+      const std::string name = config_.master_addr + ":" + std::to_string(config_.master_port) + "/" + nonce;
+      store_->set(key, std::vector<uint8_t>(name.begin(), name.end()));
+    }
+    const std::vector<uint8_t> name = store_->get(key);
+    name_.assign(name.begin(), name.end());
   } catch (const std::exception& e) {
     throw std::runtime_error("replica group: " + who + " could not join at " + config_.master_addr + ":" +
                              std::to_string(config_.master_port) + " within " +

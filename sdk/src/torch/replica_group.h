@@ -40,6 +40,9 @@ class ReplicaGroup {
 
   int rank() const { return config_.rank; }
   int size() const { return config_.world_size; }
+  /// The same on every rank of this run of the group and on no other run: the rendezvous address
+  /// and a number rank 0 drew ("10.0.0.1:29500/3fa2c1d0"). Daemons show it with each rank's job.
+  const std::string& name() const { return name_; }
 
   /// The element-wise maximum of `values` over the ranks (every rank passes as many).
   std::vector<double> max(const std::vector<double>& values);
@@ -57,6 +60,7 @@ class ReplicaGroup {
   std::string missing_ranks();
 
   ReplicaConfig config_;
+  std::string name_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::Backend> group_;
 };

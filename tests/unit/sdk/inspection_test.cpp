@@ -60,6 +60,21 @@ TEST(Inspection, AJobSurvivesTheWireWithItsUnmeasuredTimesAsNull) {
   EXPECT_EQ(back.policy_error, s.policy_error);
   EXPECT_EQ(back.profiled_kinds, s.profiled_kinds);
   EXPECT_EQ(back.best_step_time_interval_s, s.best_step_time_interval_s);
+  EXPECT_FALSE(back.replica.has_value());
+  EXPECT_TRUE(s.to_json().at("replica").is_null());
+
+  JobSummary follower = s;
+  follower.state = JobState::kFollowing;
+  follower.replica = ReplicaInfo{2, 8, "10.0.0.1:29500/3fa2c1d0"};
+  const JobSummary followed = JobSummary::from_json(follower.to_json());
+  EXPECT_EQ(followed.state, JobState::kFollowing);
+  ASSERT_TRUE(followed.replica.has_value());
+  EXPECT_EQ(followed.replica->rank, 2);
+  EXPECT_EQ(followed.replica->world_size, 8);
+  EXPECT_EQ(followed.replica->group, "10.0.0.1:29500/3fa2c1d0");
+  json out_of_range = follower.to_json();
+  out_of_range["replica"]["rank"] = 8;
+  EXPECT_THROW(JobSummary::from_json(out_of_range), FormatError);
 
   JobSummary fresh;
   fresh.id = 1;

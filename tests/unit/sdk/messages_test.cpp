@@ -35,6 +35,8 @@ TEST(Messages, ReasonsAndStatesHaveOneNameEach) {
     EXPECT_EQ(reason_from_string(to_string(r)), r) << to_string(r);
   EXPECT_STREQ(to_string(Reason::kSingleDevice), "single device");
   EXPECT_STREQ(to_string(JobState::kReexploring), "re-exploring");
+  EXPECT_STREQ(to_string(JobState::kFollowing), "following");
+  EXPECT_EQ(all_job_states().back(), JobState::kFollowing);
   EXPECT_EQ(error_of([] { reason_from_string("hunch"); }).rfind("'hunch' is none of the reasons 'start', 'cached'", 0), 0u);
 }
 
@@ -78,6 +80,38 @@ TEST(Messages, AttachRoundTripsAndChecksItsLimits) {
   body = a.to_json();
   body["priority"] = 7;
   EXPECT_EQ(Attach::from_json(body).job, "bert");
+}
+
+TEST(Messages, AttachCarriesTheReplicaAndChecksItsRankAndGroup) {
+  Attach a;
+  a.job = "lm";
+  a.devices = testing::devices(1);
+  EXPECT_FALSE(a.to_json().contains("replica")) << "a job of one process sends none";
+  a.replica = ReplicaInfo{1, 4, "10.0.0.1:29500/3fa2c1d0"};
+  const Attach b = Attach::from_json(over_the_wire(a.to_json()));
+  ASSERT_TRUE(b.replica.has_value());
+  EXPECT_EQ(b.replica->rank, 1);
+  EXPECT_EQ(b.replica->world_size, 4);
+  EXPECT_EQ(b.replica->group, "10.0.0.1:29500/3fa2c1d0");
+  EXPECT_TRUE(b.replica->follower());
+  EXPECT_FALSE((ReplicaInfo{0, 4, "g"}.follower()));
+
+  json body = a.to_json();
+  body["replica"]["rank"] = 4;
+  EXPECT_EQ(error_of([&] { Attach::from_json(body); }), "attach.replica.rank: must be an integer from 0 to world_size - 1 (3)");
+  body["replica"]["rank"] = -1;
+  EXPECT_EQ(error_of([&] { Attach::from_json(body); }), "attach.replica.rank: must be an integer from 0 to world_size - 1 (3)");
+  body = a.to_json();
+  body["replica"]["world_size"] = 0;
+  EXPECT_EQ(error_of([&] { Attach::from_json(body); }), "attach.replica.world_size: must be an integer from 1 to 1048576");
+  body = a.to_json();
+  body["replica"]["group"] = "";
+  EXPECT_EQ(error_of([&] { Attach::from_json(body); }), "attach.replica.group: must have 1 to 256 characters");
+  body = a.to_json();
+  body["replica"].erase("group");
+  EXPECT_EQ(error_of([&] { Attach::from_json(body); }), "attach.replica: missing required key 'group'");
+  body["replica"] = 3;
+  EXPECT_EQ(error_of([&] { Attach::from_json(body); }), "attach.replica: expected a map, found number");
 }
 
 TEST(Messages, GraphUploadCarriesTheStartPlacementByDeviceName) {

@@ -30,8 +30,10 @@ struct Policy {
 
 class LiveSessionTest : public ::testing::Test {
  protected:
-  std::unique_ptr<LiveSession> make(const Policy& p, uint64_t id = 1) {
+  std::unique_ptr<LiveSession> make(const Policy& p, uint64_t id = 1,
+                                    std::optional<msg::ReplicaInfo> replica = std::nullopt) {
     JobIdentity job;
+    job.replica = std::move(replica);
     job.name = "job" + std::to_string(id);
     job.uid = ::getuid();
     job.pid = ::getpid();
@@ -119,6 +121,62 @@ TEST_F(LiveSessionTest, TakesAJobFromItsGraphToItsDetachAndTheNextRunStartsFromI
   const msg::Directive start = next->next_directive();
   EXPECT_EQ(start.reason, msg::Reason::kCached);
   EXPECT_EQ(store->best(graph, next->devices())->step_time_s, *detached.best_step_time_s);
+}
+
+// A replica of rank > 0 follows rank 0's daemon: its session takes only step reports, which it
+// counts for `placementctl jobs`, and refuses what would make it place anything.
+TEST_F(LiveSessionTest, AFollowerCountsItsStepsAndRefusesGraphsPlacementsAndProfiles) {
+  auto live = make({}, 1, msg::ReplicaInfo{1, 2, "127.0.0.1:29500/0000beef"});
+  EXPECT_TRUE(live->follower());
+  EXPECT_EQ(live->summary().state, msg::JobState::kFollowing);
+  const auto refused = [](auto&& call) {
+    try {
+      call();
+    } catch (const RequestError& e) {
+      EXPECT_STREQ(e.code, placement::protocol::error::kUnexpected);
+      return std::string(e.what());
+    }
+    return std::string("not refused");
+  };
+  EXPECT_EQ(refused([&] { live->on_graph(graph, std::nullopt, 0.1); }),
+            "rank 1 of replica group 127.0.0.1:29500/0000beef follows the placement rank 0's daemon decides: a "
+            "follower does not upload a graph");
+  EXPECT_NE(refused([&] { live->next_directive(); }).find("a follower does not request placements"), std::string::npos);
+  placement::ProfileReport profiles;
+  profiles.placement_id = 1;
+  EXPECT_NE(refused([&] { live->on_profiles(profiles); }).find("a follower does not send profiles"), std::string::npos);
+
+  // Rank 0's placement ids; the follower's step time is the median of its latest steps.
+  for (int i = 0; i < 100; ++i) EXPECT_FALSE(live->on_report({7, step++, i < 50 ? 9.0 : 0.02, true, ""}));
+  EXPECT_FALSE(live->on_report({7, step++, 0.5, false, "out of memory"}));
+  EXPECT_FALSE(live->on_report({7, step++, 0.5, true, "", true})) << "a profiled step is no measurement";
+  msg::JobSummary summary = live->summary();
+  EXPECT_EQ(summary.state, msg::JobState::kFollowing);
+  EXPECT_EQ(summary.steps, 102u);
+  EXPECT_EQ(summary.failed_steps, 1u);
+  EXPECT_DOUBLE_EQ(summary.current_step_time_s.value(), 0.02) << "the latest 64 steps, not the first 50";
+  EXPECT_FALSE(summary.best_step_time_s);
+  EXPECT_EQ(summary.candidates_tried, 0u);
+  ASSERT_TRUE(summary.replica);
+  EXPECT_EQ(summary.replica->rank, 1);
+  EXPECT_EQ(summary.replica->group, "127.0.0.1:29500/0000beef");
+  EXPECT_EQ(summary.grouper, "") << "a follower explores nothing";
+  EXPECT_EQ(live->detail().candidates.size(), 0u);
+
+  EXPECT_FALSE(live->persist()) << "rank 0's daemon stores the group's placement";
+  const msg::Detached detached = live->on_detach();
+  EXPECT_FALSE(detached.persisted);
+  EXPECT_FALSE(detached.best_step_time_s);
+  EXPECT_EQ(live->summary().state, msg::JobState::kDetached);
+
+  // Rank 0 is a job like any other, its replica shown.
+  auto leader = make({}, 2, msg::ReplicaInfo{0, 2, "127.0.0.1:29500/0000beef"});
+  EXPECT_FALSE(leader->follower());
+  leader->on_graph(graph, std::nullopt, 0.1);
+  train(*leader, leader->next_directive(), 10);
+  EXPECT_EQ(leader->summary().replica->rank, 0);
+  EXPECT_EQ(leader->summary().steps, 10u);
+  EXPECT_NE(leader->summary().state, msg::JobState::kFollowing);
 }
 
 // Where a plugin throws, what it throws, and what the session is expected to say.

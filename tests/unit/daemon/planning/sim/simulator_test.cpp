@@ -310,6 +310,79 @@ TEST(Simulator, NoPlacementBeatsTheLowerBound) {
   }
 }
 
+// Data-parallel replicas: every op of a 3-op chain holds 1 GB of parameters; 4 nodes on a 1 GB/s
+// ring, so one op's gradients take 2 × 3 × (1e9 / 4) / 1e9 = 1.5 s to average.
+SimulatorOptions four_nodes(uint64_t bucket_bytes, bool overlap, double latency = 0.0) {
+  SimulatorOptions o{2.0, 0.0, false};
+  o.replicas.count = 4;
+  o.replicas.link = {1e9, latency};
+  o.replicas.bucket_bytes = bucket_bytes;
+  o.replicas.overlap = overlap;
+  return o;
+}
+
+OpGraph with_parameters(OpGraph g, uint64_t bytes) {
+  for (auto& op : g.ops) op.parameter_bytes = bytes;
+  return g;
+}
+
+TEST(Simulator, ReplicasAverageTheGradientsOverTheNodeLinkBeforeTheUpdate) {
+  const OpGraph g = with_parameters(profiled(placement::testing::chain(3, 1000)), 1000000000);
+  // One node: forward 3, backward ends at 9 (op 2 at 5, op 1 at 7), update 1.5.
+  const auto alone = Simulator(g, slow_links(2), {2.0, 0.0, false}).simulate(Placement{{0, 0, 0}});
+  EXPECT_DOUBLE_EQ(alone.step_time_s, 10.5);
+  EXPECT_EQ(alone.allreduce_buckets, 0u);
+
+  // After backward, one bucket per op (1 GB buckets): 3 × 1.5 s, all of it waited for.
+  const auto after = Simulator(g, slow_links(2), four_nodes(1000000000, false)).simulate(Placement{{0, 0, 0}});
+  EXPECT_DOUBLE_EQ(after.allreduce_s, 4.5);
+  EXPECT_DOUBLE_EQ(after.allreduce_exposed_s, 4.5);
+  EXPECT_EQ(after.allreduce_buckets, 3u);
+  EXPECT_EQ(after.allreduce_bytes, 3000000000u);
+  EXPECT_DOUBLE_EQ(after.step_time_s, 9.0 + 4.5 + 1.5);
+
+  // Overlapped: each bucket goes when backward is done with its op (5, 7, 9): only the last waits.
+  const auto overlapped = Simulator(g, slow_links(2), four_nodes(1000000000, true)).simulate(Placement{{0, 0, 0}});
+  EXPECT_DOUBLE_EQ(overlapped.allreduce_s, 4.5);
+  EXPECT_DOUBLE_EQ(overlapped.allreduce_exposed_s, 1.5);
+  EXPECT_DOUBLE_EQ(overlapped.step_time_s, 9.0 + 1.5 + 1.5);
+
+  // One 4 GB bucket, ready at 9: overlap gains nothing; each message pays the latency (6 a bucket).
+  const auto one = Simulator(g, slow_links(2), four_nodes(4000000000, true, 0.01)).simulate(Placement{{0, 0, 0}});
+  EXPECT_EQ(one.allreduce_buckets, 1u);
+  EXPECT_NEAR(one.allreduce_s, 4.5 + 6 * 0.01, 1e-12);
+  EXPECT_NEAR(one.step_time_s, 9.0 + 4.5 + 0.06 + 1.5, 1e-12);
+
+  // Buckets are per device: a split chain averages its two devices' gradients separately.
+  const auto split = Simulator(g, slow_links(2), four_nodes(4000000000, false)).simulate(Placement{{0, 1, 1}});
+  EXPECT_EQ(split.allreduce_buckets, 2u);
+  EXPECT_DOUBLE_EQ(split.allreduce_s, 4.5);
+}
+
+TEST(Simulator, ReplicasNeedALinkBetweenNodesAndNoPlacementBeatsTheirBound) {
+  SimulatorOptions no_link{2.0, 0.0, false};
+  no_link.replicas.count = 8;
+  try {
+    Simulator(profiled(placement::testing::chain(2, 1000)), slow_links(2), no_link);
+    ADD_FAILURE() << "8 replicas without a node link";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "replicas: 8 nodes need the link between them ([[link]] between = [\"node\", \"node\"])");
+  }
+  const OpGraph g = with_parameters(profiled(placement::testing::two_chains(6)), 300000000);
+  for (bool overlap : {false, true}) {
+    const Simulator sim(g, slow_links(3), four_nodes(500000000, overlap, 0.001));
+    const double bound = sim.lower_bound_s();
+    const double alone = Simulator(g, slow_links(3), {2.0, 0.0, false}).lower_bound_s();
+    EXPECT_GT(bound, overlap ? alone - 1e-9 : alone + 1.0) << "overlap " << overlap;
+    std::mt19937_64 rng(5);
+    for (int i = 0; i < 200; ++i) {
+      Placement p;
+      for (size_t u = 0; u < g.ops.size(); ++u) p.device_of_op.push_back(static_cast<int>(rng() % 3));
+      EXPECT_GE(sim.simulate(p).step_time_s + 1e-9, bound) << "overlap " << overlap;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace placementd::sim
 

@@ -23,11 +23,36 @@ TEST(Topology, ShippedFilesLoad) {
   EXPECT_DOUBLE_EQ(nvlink.bandwidth[0][2], 50e9);   // cpu -> cuda:1 (default)
   EXPECT_EQ(load_topology(TOPOLOGY_DIR "/4xh100_cpu_pcie5.toml").size(), 5u);
   for (const auto& d : nvlink.devices) EXPECT_TRUE(d.spec) << d.name() << ": every shipped device has cost-model figures";
+  const Topology nodes = load_topology_file(TOPOLOGY_DIR "/4xh100_nvlink.toml");
+  ASSERT_TRUE(nodes.node_link);
+  EXPECT_DOUBLE_EQ(nodes.node_link->bandwidth, 50e9);
+  EXPECT_DOUBLE_EQ(nodes.node_link->latency, 5e-6);
+  EXPECT_FALSE(load_topology_file(TOPOLOGY_DIR "/1xh100_cpu.toml").node_link);
   const auto k40 = load_topology(TOPOLOGY_DIR "/2xk40_cpu.toml");
   ASSERT_EQ(k40.size(), 3u);
   EXPECT_EQ(k40.devices[1].spec->preset, "k40");
   EXPECT_EQ(k40.devices[1].memory_bytes, 12ull << 30);
   EXPECT_DOUBLE_EQ(k40.devices[0].spec->fp32_flops, 1.32e12);
+}
+
+TEST(Topology, TheLinkBetweenNodesIsOneAndNamesNoDevice) {
+  const std::string devices = "[[device]]\nname = \"cpu:0\"\nmemory_gib = 8\n";
+  const auto errors = errors_of(devices +
+                                "[[link]]\nbetween = [\"node\", \"cpu:0\"]\nbandwidth_gbs = 50\n"
+                                "[[link]]\nbetween = [\"node\", \"node\"]\nlatency_us = 5\n");
+  ASSERT_EQ(errors.size(), 2u) << errors[0];
+  EXPECT_EQ(errors[0], "t.toml:5:11: link[0]: \"node\" stands for a whole node: the link between nodes is between = "
+                       "[\"node\", \"node\"]");
+  EXPECT_EQ(errors[1], "t.toml:7:1: link[1] needs bandwidth_gbs (400 Gb/s: 50)");
+  const auto twice = errors_of(devices + "[[link]]\nbetween = [\"node\", \"node\"]\nbandwidth_gbs = 50\n"
+                                         "[[link]]\nbetween = [\"node\", \"node\"]\nbandwidth_gbs = 25\n");
+  ASSERT_EQ(twice.size(), 1u);
+  EXPECT_EQ(twice[0], "t.toml:8:11: link[1]: a second link between nodes (one is enough)");
+  const Topology t = parse_topology_text(devices + "[[link]]\nbetween = [\"node\", \"node\"]\nbandwidth_gbs = 25\n", "t.toml");
+  ASSERT_TRUE(t.node_link);
+  EXPECT_DOUBLE_EQ(t.node_link->bandwidth, 25e9);
+  EXPECT_DOUBLE_EQ(t.node_link->latency, 0.0);
+  EXPECT_EQ(t.devices.size(), 1u);
 }
 
 TEST(Topology, DeviceWithoutMemoryAndMissingLinksAreNamed) {
