@@ -3,9 +3,6 @@
 // every rank runs the same placement at every step, and the parameters agree bit for bit.
 
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
@@ -18,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon_process.h"
+#include "http_get.h"
 
 namespace placement {
 namespace {
@@ -25,21 +23,9 @@ namespace {
 using nlohmann::json;
 using testing::Child;
 using testing::DaemonProcess;
+using testing::free_port;
 using testing::read_file;
 using testing::run_command;
-
-// A TCP port nothing listens on now (the kernel's choice; the store binds it a moment later).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t length = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 struct Replicas {
   std::vector<std::unique_ptr<Child>> ranks;
