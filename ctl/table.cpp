@@ -18,14 +18,19 @@ bool numeric(const std::string& cell) {
 void Table::print(std::ostream& out) const {
   std::vector<size_t> width(header_.size(), 0);
   for (size_t c = 0; c < header_.size(); ++c) width[c] = header_[c].size();
+  // A "-" (no value) sits where the numbers of its column end.
+  std::vector<bool> numbers(header_.size(), false);
   for (const auto& row : rows_)
-    for (size_t c = 0; c < row.size() && c < width.size(); ++c) width[c] = std::max(width[c], row[c].size());
+    for (size_t c = 0; c < row.size() && c < width.size(); ++c) {
+      width[c] = std::max(width[c], row[c].size());
+      if (numeric(row[c])) numbers[c] = true;
+    }
   auto line = [&](const std::vector<std::string>& cells, bool head) {
     std::string text;
     for (size_t c = 0; c < width.size(); ++c) {
       const std::string cell = c < cells.size() ? cells[c] : "";
       const std::string pad(width[c] - std::min(width[c], cell.size()), ' ');
-      const bool right = !head && align_numbers_ && numeric(cell);
+      const bool right = !head && align_numbers_ && (numeric(cell) || (cell == "-" && numbers[c]));
       text += right ? pad + cell : cell + (c + 1 < width.size() ? pad : "");
       if (c + 1 < width.size()) text += "  ";
     }

@@ -11,8 +11,8 @@
 #   build     configure (LibTorch and CUDA forced on) and build; prints the build's feature line
 #   test      ctest (all tests, or --tests REGEX), and the CUDA tests' results by name
 #   engine    traces the models on the device, engine overhead vs the plain module per model
-#   live      placementd with the example jobs on DEVICES (C++ and Python), live_bench, the Python
-#             SDK's step overhead
+#   live      placementd with the example jobs on DEVICES (C++ and Python), two data-parallel
+#             replicas of the GNMT example, live_bench, the Python SDK's step overhead
 #   profiles  per-op profiles of the test models on the device (placementctl capture --profile), and
 #             the cost model against them per op kind (placementctl simulate --by-kind)
 #
@@ -150,7 +150,7 @@ test)
   # The tests that need a GPU skip elsewhere: say what each did here.
   log
   log "GPU tests:"
-  grep -oE '(Cuda|CudaTransfer)\.[A-Za-z]+ \.+ *[*A-Za-z]+( +[0-9.]+ sec)?' "$logs/ctest.log" |
+  grep -oE '(Cuda|CudaTransfer|CudaReplicas)\.[A-Za-z]+ \.+ *[*A-Za-z]+( +[0-9.]+ sec)?' "$logs/ctest.log" |
     sed -E 's/ \.+ */ /; s/^/- /' | tee -a "$report" || log "- none ran (filtered out by --tests)"
   ;;
 engine)
@@ -251,6 +251,30 @@ live)
     log '```'
   else
     fail "the Python SDK was not built (no Python.h or libtorch_python for $python: see cmake.log of the build stage)"
+  fi
+  # Data-parallel replicas (issue #20): two ranks of the GNMT example under torchrun's environment
+  # on the same devices. With one GPU both ranks share it, which NCCL refuses, so their CUDA
+  # gradients go through Gloo and host memory (the summary says so); CudaReplicas.* in the test
+  # stage runs NCCL itself. Both ranks must end with the same parameters, bit for bit.
+  port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  replica_steps=$((steps / 4))
+  replicas=()
+  for rank in 0 1; do
+    RANK=$rank WORLD_SIZE=2 LOCAL_RANK=$rank MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$build/bin/train_gnmt" \
+      --model "$logs/models/gnmt_example.pt" --socket "$socket" --devices "$devices" --memory-gib "$memory_gib" \
+      --steps "$replica_steps" --log-every $((replica_steps / 5)) --job gnmt-replicas >"$logs/replica$rank.log" 2>&1 &
+    replicas+=($!)
+  done
+  replicas_ok=1
+  for pid in "${replicas[@]}"; do wait "$pid" || replicas_ok=0; done
+  digests=$(grep -h '^parameters digest' "$logs/replica0.log" "$logs/replica1.log" | sort -u)
+  if ((replicas_ok)) && [ "$(grep -c . <<<"$digests")" = 1 ]; then
+    report_summary "2 replicas of the gnmt example ($replica_steps steps each on $devices)" "$logs/replica0.log"
+    log "both ranks: $digests"
+    log
+  else
+    fail "2 replicas of train_gnmt (exit status or digests differ); their last lines:"
+    tail -n 8 "$logs/replica0.log" "$logs/replica1.log" | tee -a "$report"
   fi
   "$build/bin/placementctl" --socket "$socket" --json jobs --finished >"$logs/jobs.json" || fail "placementctl jobs"
   log "## live_bench"

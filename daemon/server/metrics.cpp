@@ -36,7 +36,9 @@ Labels with(Labels labels, std::initializer_list<ClientMetric::Label> more) {
 }
 
 void add_jobs(const ServiceContext& ctx, std::vector<MetricFamily>& out) {
-  MetricFamily info = family("placementd_job_info", "An attached job: its uid and policy (value 1)", MetricType::Gauge);
+  MetricFamily info = family("placementd_job_info",
+                             "An attached job: its uid and policy, and a replica's rank and group (value 1)",
+                             MetricType::Gauge);
   MetricFamily state = family("placementd_job_state", "1 for the job's state, 0 for the others", MetricType::Gauge);
   MetricFamily step = family("placementd_job_step_time_seconds",
                              "Median step time of the start placement, the best one found, and the one in force",
@@ -68,10 +70,15 @@ void add_jobs(const ServiceContext& ctx, std::vector<MetricFamily>& out) {
   for (const auto& job : ctx.jobs.attached()) {
     const messages::JobSummary s = job->live.summary();
     const Labels id{{"job_id", std::to_string(s.id)}, {"job_name", s.name}};
-    add(info,
-        with(id, {{"uid", std::to_string(s.uid)}, {"grouper", s.grouper}, {"placer", s.placer},
-                  {"algorithm", s.algorithm}}),
-        1);
+    Labels about = with(id, {{"uid", std::to_string(s.uid)}, {"grouper", s.grouper}, {"placer", s.placer},
+                             {"algorithm", s.algorithm}});
+    // A replica's rank and group, on the info series only: joined on job_id, they match one
+    // group's jobs across the nodes' daemons without multiplying every other series.
+    if (s.replica)
+      about = with(about, {{"replica_rank", std::to_string(s.replica->rank)},
+                           {"replica_world_size", std::to_string(s.replica->world_size)},
+                           {"replica_group", s.replica->group}});
+    add(info, about, 1);
     for (messages::JobState st : messages::all_job_states())
       add(state, with(id, {{"state", to_string(st)}}), st == s.state ? 1 : 0);
     const std::pair<const char*, const std::optional<double>*> times[] = {

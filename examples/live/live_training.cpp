@@ -88,6 +88,9 @@ void print_summary(const placement::Job& job, const json& view, double wall_s, c
     for (const auto& [device, ops] : devices) std::printf(" %s: %d ops", device.c_str(), ops);
     std::printf("\n");
   }
+  // Replicas: what carried each device's gradients between the ranks (NCCL, or Gloo and why).
+  for (const auto& [device, route] : stats.collectives)
+    std::printf("%-34s %s\n", ("gradients on " + device).c_str(), route.c_str());
 }
 
 // Trains `m` as `o` says; what loading or training throws reaches live_main, which reports it.

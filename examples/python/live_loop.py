@@ -82,6 +82,9 @@ def train(args, model, example_inputs, batch, loss_fn):
     for d in job.placement:
         counts[job.device_names[d]] = counts.get(job.device_names[d], 0) + 1
     print(f"{'ops per device':34} " + ", ".join(f"{name}: {n}" for name, n in counts.items()))
+    # Replicas: what carried each device's gradients between the ranks (NCCL, or Gloo and why).
+    for device, route in stats["collectives"].items():
+        print(f"{'gradients on ' + device:34} {route}")
     # Data-parallel replicas (torchrun's environment) print the same digest.
     print(f"parameters digest: {placement.parameters_digest(job.parameters())}")
     if not args.no_daemon and stats["rank"] == 0:

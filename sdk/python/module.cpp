@@ -102,6 +102,13 @@ py::object outputs_to_python(const std::vector<c10::IValue>& outputs) {
   return out;
 }
 
+placement::CudaCollectives parse_cuda_collectives(const std::string& name) {
+  if (name == "auto") return placement::CudaCollectives::kAuto;
+  if (name == "nccl") return placement::CudaCollectives::kNccl;
+  if (name == "gloo") return placement::CudaCollectives::kGloo;
+  throw py::value_error("cuda_collectives is 'auto', 'nccl' or 'gloo', not '" + name + "'");
+}
+
 py::dict stats_dict(const placement::JobStats& s) {
   py::dict d;
   d["steps"] = s.steps;
@@ -120,6 +127,9 @@ py::dict stats_dict(const placement::JobStats& s) {
   d["world_size"] = s.world_size;
   d["replica_group"] = s.replica_group;
   d["allreduce_seconds"] = s.allreduce_seconds;
+  py::dict collectives;
+  for (const auto& [device, route] : s.collectives) collectives[py::str(device)] = route;
+  d["collectives"] = collectives;
   return d;
 }
 
@@ -156,7 +166,8 @@ PYBIND11_MODULE(_placement, m) {
                        const std::vector<std::string>& devices, const std::string& socket, uint64_t expected_steps,
                        uint64_t memory_bytes, bool use_daemon, const std::vector<int>& start_device_of_op,
                        const std::vector<uint64_t>& memory_limit_bytes, const std::string& profile_graph_file,
-                       int profile_steps, int reconnect_interval_ms, int replica_timeout_ms) {
+                       int profile_steps, int reconnect_interval_ms, int replica_timeout_ms,
+                       const std::string& cuda_collectives) {
              JobOptions o;
              o.devices = devices;
              o.socket_path = socket;
@@ -169,6 +180,7 @@ PYBIND11_MODULE(_placement, m) {
              o.profile_steps = profile_steps;
              o.reconnect_interval_ms = reconnect_interval_ms;
              o.replicas.timeout_ms = replica_timeout_ms;
+             o.replicas.cuda_collectives = parse_cuda_collectives(cuda_collectives);
              const torch::jit::Module scripted = script_module(module);
              const std::vector<at::Tensor> inputs = tensors(example_inputs, "example_inputs");
              py::gil_scoped_release release;  // capture and the first contact with placementd take a while
@@ -177,7 +189,7 @@ PYBIND11_MODULE(_placement, m) {
            py::arg("name"), py::arg("module"), py::arg("example_inputs"), py::arg("devices"), py::arg("socket"),
            py::arg("expected_steps"), py::arg("memory_bytes"), py::arg("use_daemon"), py::arg("start_device_of_op"),
            py::arg("memory_limit_bytes"), py::arg("profile_graph_file"), py::arg("profile_steps"),
-           py::arg("reconnect_interval_ms"), py::arg("replica_timeout_ms"))
+           py::arg("reconnect_interval_ms"), py::arg("replica_timeout_ms"), py::arg("cuda_collectives"))
       .def("parameters", &Job::parameters)
       .def(
           "step",

@@ -64,6 +64,21 @@ TEST(Metrics, AScrapeDuringALiveRunShowsTheJobAndItsIntervals) {
   expect_line(text, "placementd_policy_seconds_count{request=\"step_report\"} 14");
   EXPECT_NE(text.find("placementd_job_info{" + job + ",uid=\"" + std::to_string(::getuid()) + "\""), std::string::npos)
       << text;
+  EXPECT_EQ(text.find("replica_rank="), std::string::npos) << "a job of one process is no replica:\n" << text;
+
+  // A follower of a replica group: its info series carries its rank and group.
+  Client follower = daemon.client();
+  follower.request(MessageType::kAttach,
+                   {{"job", "resnet"}, {"devices", to_json(devices(2))},
+                    {"replica", {{"rank", 1}, {"world_size", 4}, {"group", "10.0.0.1:29500/00c0ffee"}}}},
+                   MessageType::kAttached);
+  const std::string with_follower = scrape(address);
+  expect_line(with_follower, "placementd_job_state{job_id=\"2\",job_name=\"resnet\",state=\"following\"} 1");
+  EXPECT_NE(with_follower.find(
+                ",replica_rank=\"1\",replica_world_size=\"4\",replica_group=\"10.0.0.1:29500/00c0ffee\"} 1\n"),
+            std::string::npos)
+      << with_follower;
+  follower.request(MessageType::kDetach, json::object(), MessageType::kDetached);
 
   EXPECT_EQ(http_request(address, "/").rfind("HTTP/1.1 404", 0), 0u);
   EXPECT_EQ(http_request(address, "/metrics", "POST").rfind("HTTP/1.1 405", 0), 0u);

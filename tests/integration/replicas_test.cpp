@@ -65,6 +65,8 @@ void expect_one_group(int world) {
         << c.out();
     digests.push_back(digest(c.out()));
     ASSERT_FALSE(digests.back().empty()) << c.out();
+    // Logical CPU devices are all "cpu" to c10d: one route, Gloo.
+    EXPECT_TRUE(std::regex_search(c.out(), std::regex("\ngradients on cpu +gloo\n"))) << c.out();
   }
   EXPECT_EQ(std::set<std::string>(digests.begin(), digests.end()).size(), 1u) << "the replicas' parameters differ";
   const std::string leader = read_file(r.placements[0]);
@@ -152,6 +154,12 @@ TEST(Replicas, PlacementctlShowsEveryRankWithItsRankAndGroup) {
   ASSERT_TRUE(std::regex_search(list.out, follower, std::regex("\\n *(\\d+) +gnmt-example .*following .* 1/2 (127\\.0\\.0\\.1:\\d+/[0-9a-f]{8})")))
       << list.out;
   EXPECT_EQ(leader[2], follower[2]) << "one group:\n" << list.out;
+  // The follower's "-" under CANDIDATES ends where the column's numbers do.
+  const size_t header_end = list.out.find("CANDIDATES") + std::string("CANDIDATES").size();
+  const size_t line_at = static_cast<size_t>(follower.position(0)) + 1;  // the match starts at its '\n'
+  const std::string line = list.out.substr(line_at, list.out.find('\n', line_at) - line_at);
+  ASSERT_GE(line.size(), header_end) << list.out;
+  EXPECT_EQ(line.substr(header_end - 2, 2), " -") << "CANDIDATES is not right-aligned:\n" << list.out;
   const testing::CommandResult show =
       run_command({testing::placementctl_bin(), "jobs", "show", follower[1].str(), "--socket", daemon.socket});
   ASSERT_EQ(show.exit_code, 0) << show.err;

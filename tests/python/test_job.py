@@ -174,6 +174,8 @@ def test_bad_arguments_are_python_errors_that_say_what_is_wrong():
         job.step((batch(0)[0],), lambda out: 1.0, optimizer)
     with pytest.raises(ValueError, match="cuda:7|device"):
         placement.attach("bad-device", Mlp(), (batch(0)[0],), devices=["cuda:7"], use_daemon=False)
+    with pytest.raises(ValueError, match="cuda_collectives is 'auto', 'nccl' or 'gloo', not 'mpi'"):
+        placement.attach("bad-collectives", Mlp(), (batch(0)[0],), cuda_collectives="mpi", use_daemon=False)
 
 
 def test_capture_returns_the_graph_placementctl_reads(tmp_path):

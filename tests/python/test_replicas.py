@@ -26,6 +26,8 @@ for step in range(80):
     job.step((x[share],), lambda out, y: ((out - y) ** 2).mean(), optimizer, targets=y[share])
     placements.append(job.stats()["placement_id"])
 job.detach()
+# Logical CPU devices are all c10d's "cpu": Gloo carries them; one process has no group at all.
+assert job.stats()["collectives"] == ({"cpu": "gloo"} if world > 1 else {}), job.stats()["collectives"]
 torch.save([p.detach() for p in model.parameters()], sys.argv[3])
 digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters())).hexdigest()
 print(rank, world, digest, ",".join(map(str, placements)))

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,10 +23,24 @@
 
 namespace placement {
 
-/// Data-parallel replicas (torch.distributed's c10d, Gloo): the same model trained in WORLD_SIZE
-/// processes, each on its own share of the data, the gradients averaged across them before every
-/// update. One placement holds for the whole group: rank 0's placementd chooses it, every rank
-/// applies it at the same step boundary, and a candidate is timed by the slowest rank.
+/// Which c10d backend averages the gradients (and broadcasts the parameters) that live on a CUDA
+/// device. Those on CPU devices always go through Gloo.
+enum class CudaCollectives {
+  /// NCCL, on the GPU, when every rank's device is a GPU of its own and the SDK was built with
+  /// NCCL; otherwise Gloo through host memory. JobStats::collectives says which and why.
+  kAuto,
+  /// NCCL or an error: ranks that share a GPU (which NCCL refuses) or a build without NCCL fail
+  /// with a message that says so.
+  kNccl,
+  /// Gloo through host memory, always.
+  kGloo,
+};
+
+/// Data-parallel replicas (torch.distributed's c10d: Gloo, and NCCL for CUDA devices): the same
+/// model trained in WORLD_SIZE processes, each on its own share of the data, the gradients averaged
+/// across them before every update. One placement holds for the whole group: rank 0's placementd
+/// chooses it, every rank applies it at the same step boundary, and a candidate is timed by the
+/// slowest rank.
 struct ReplicaOptions {
   /// Take what is unset below from torchrun's environment: RANK, WORLD_SIZE, MASTER_ADDR,
   /// MASTER_PORT. No WORLD_SIZE, or 1: one process, no group.
@@ -40,6 +55,8 @@ struct ReplicaOptions {
   /// Gradients go across in flat buckets of at most this many bytes (per device and dtype), so
   /// that small tensors do not cost a collective each.
   uint64_t bucket_bytes = 25ull << 20;
+  /// What carries the tensors of CUDA devices between the ranks.
+  CudaCollectives cuda_collectives = CudaCollectives::kAuto;
 };
 
 struct JobOptions {
@@ -125,6 +142,9 @@ struct JobStats {
   int world_size = 1;
   std::string replica_group;
   double allreduce_seconds = 0.0;
+  /// Per device a collective has used so far ("cpu", "cuda:0"), what carried it: "gloo", "nccl",
+  /// or "gloo through host memory: <why not NCCL>".
+  std::map<std::string, std::string> collectives;
 };
 
 /// 16 hex digits over every tensor's bytes in order (FNV-1a): equal digests, equal parameters.

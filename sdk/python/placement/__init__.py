@@ -113,13 +113,15 @@ class Job:
 
     def __init__(self, name, model, example_inputs, *, devices=None, expected_steps=0, socket=None,
                  memory_bytes=0, use_daemon=True, start=None, memory_limit_bytes=None,
-                 profile_graph_file=None, profile_steps=3, reconnect_interval_ms=1000, replica_timeout_ms=60000):
+                 profile_graph_file=None, profile_steps=3, reconnect_interval_ms=1000, replica_timeout_ms=60000,
+                 cuda_collectives="auto"):
         inputs = _inputs(example_inputs)
         self.module = _script(model, inputs)
         self._job = _CppJob(str(name), self.module, list(inputs), list(devices or []), socket or "",
                             int(expected_steps), int(memory_bytes), bool(use_daemon), list(start or []),
                             [int(b) for b in (memory_limit_bytes or [])], profile_graph_file or "",
-                            int(profile_steps), int(reconnect_interval_ms), int(replica_timeout_ms))
+                            int(profile_steps), int(reconnect_interval_ms), int(replica_timeout_ms),
+                            str(cuda_collectives))
         self._detached = None
 
     def parameters(self):

@@ -294,6 +294,8 @@ struct Job::Impl {
     }
     constexpr size_t kReachedAt = 3;
     if (profiled) profiling->profiler->end_forward_backward();
+    // Backward's kernels end first, so that allreduce_seconds is the exchange's own time.
+    if (any_cuda) detail::synchronize_cuda_devices(devices);
     const auto allreduce_started = Clock::now();
     std::vector<at::Tensor> reached;
     for (size_t i = 0; i < parameters.size(); ++i)
@@ -440,6 +442,7 @@ JobStats Job::stats() const {
     out.rank = impl_->group->rank();
     out.world_size = impl_->group->size();
     out.replica_group = impl_->group->name();
+    out.collectives = impl_->group->routes();
   }
   return out;
 }

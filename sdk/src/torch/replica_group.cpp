@@ -13,6 +13,10 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#ifdef PLACEMENT_CUDA_COPY_PATHS
+#include "nccl_backend.h"
+#endif
+
 namespace placement::detail {
 namespace {
 
@@ -35,6 +39,39 @@ int env_int(const char* name, const std::string& text) {
 }
 
 }  // namespace
+
+bool nccl_built() {
+#ifdef PLACEMENT_CUDA_COPY_PATHS
+  return true;
+#else
+  return false;
+#endif
+}
+
+CudaRoute route_cuda_device(CudaCollectives mode, bool built, const std::string& device,
+                            const std::vector<std::string>& gpu_of_rank) {
+  const std::string gloo = "gloo through host memory: ";
+  if (mode == CudaCollectives::kGloo) return {false, gloo + "cuda_collectives is gloo"};
+  std::string refused;
+  if (!built) {
+    refused = "this build of the SDK has no NCCL (LibTorch without CUDA)";
+  } else {
+    std::map<std::string, int> first_rank_on;
+    for (int r = 0; r < static_cast<int>(gpu_of_rank.size()) && refused.empty(); ++r) {
+      const auto [at, fresh] = first_rank_on.emplace(gpu_of_rank[r], r);
+      if (!fresh)
+        refused = "ranks " + std::to_string(at->second) + " and " + std::to_string(r) + " both run " + device +
+                  " on the GPU " + gpu_of_rank[r] + ", which NCCL refuses";
+    }
+  }
+  if (refused.empty()) return {true, "nccl"};
+  if (mode == CudaCollectives::kNccl)
+    throw std::runtime_error("replica group: cuda_collectives is nccl, but " + refused +
+                             (built ? "; give every rank a GPU of its own (e.g. devices from LOCAL_RANK, or "
+                                      "CUDA_VISIBLE_DEVICES), or set cuda_collectives to auto or gloo"
+                                    : "; set cuda_collectives to auto or gloo"));
+  return {false, gloo + refused};
+}
 
 std::optional<ReplicaConfig> replica_config(const ReplicaOptions& o) {
   ReplicaConfig c;
@@ -64,8 +101,12 @@ std::optional<ReplicaConfig> replica_config(const ReplicaOptions& o) {
                                 " is not a TCP port" + where);
   if (o.timeout_ms <= 0) throw std::invalid_argument("replicas: timeout_ms must be > 0");
   if (o.bucket_bytes == 0) throw std::invalid_argument("replicas: bucket_bytes must be > 0");
+  if (o.cuda_collectives == CudaCollectives::kNccl && !nccl_built())
+    throw std::invalid_argument("replicas: cuda_collectives is nccl, but this build of the SDK has no NCCL (LibTorch "
+                                "without CUDA); set it to auto or gloo");
   c.timeout = std::chrono::milliseconds(o.timeout_ms);
   c.bucket_bytes = o.bucket_bytes;
+  c.cuda_collectives = o.cuda_collectives;
   return c;
 }
 
@@ -98,15 +139,85 @@ ReplicaGroup::ReplicaGroup(const ReplicaConfig& config) : config_(config) {
   }
 }
 
-ReplicaGroup::~ReplicaGroup() = default;
+ReplicaGroup::~ReplicaGroup() {
+  if (aborted_) return;
+  for (auto& [device, route] : routes_)
+    if (route.nccl) try {
+        route.nccl->shutdown();
+      } catch (const std::exception&) {
+        // The process is leaving the group either way; the communicator's resources go with it.
+      }
+}
 
-void ReplicaGroup::run(const char* what, const std::function<void()>& collective) {
+void ReplicaGroup::abort_nccl() {
+  aborted_ = true;
+  for (auto& [device, route] : routes_)
+    if (route.nccl) try {
+        route.nccl->abort();
+      } catch (const std::exception&) {
+        // Already broken: nothing more to release.
+      }
+}
+
+void ReplicaGroup::run(const std::string& what, const std::function<void()>& collective) {
+  if (aborted_)
+    throw std::runtime_error("replica group: " + what + " on rank " + std::to_string(config_.rank) +
+                             ": the group failed earlier and is closed");
   try {
     collective();
   } catch (const std::exception& e) {
-    throw std::runtime_error("replica group: " + std::string(what) + " failed on rank " + std::to_string(config_.rank) +
-                             " of " + std::to_string(config_.world_size) + ": " + missing_ranks() + " (" + e.what() + ")");
+    abort_nccl();
+    throw std::runtime_error("replica group: " + what + " failed on rank " + std::to_string(config_.rank) + " of " +
+                             std::to_string(config_.world_size) + ": " + missing_ranks() + " (" + e.what() + ")");
   }
+}
+
+const ReplicaGroup::Route& ReplicaGroup::route(const at::Device& device) {
+  const std::string name = device.str();
+  if (auto it = routes_.find(name); it != routes_.end()) return it->second;
+  Route route{nullptr, "gloo"};
+  if (device.is_cuda()) {
+    std::vector<std::string> gpu_of_rank;
+#ifdef PLACEMENT_CUDA_COPY_PATHS
+    if (config_.cuda_collectives != CudaCollectives::kGloo) {
+      // Each rank names the GPU behind its device; NCCL cannot have two ranks on one.
+      const std::string key = "placementd/gpu/" + name + "/";
+      run("naming the GPU behind " + name, [&] {
+        const std::string mine = gpu_identity(device.index());
+        store_->set(key + std::to_string(config_.rank), std::vector<uint8_t>(mine.begin(), mine.end()));
+        for (int r = 0; r < config_.world_size; ++r) {
+          const std::vector<uint8_t> id = store_->get(key + std::to_string(r));
+          gpu_of_rank.emplace_back(id.begin(), id.end());
+        }
+      });
+    }
+#endif
+    const CudaRoute chosen = route_cuda_device(config_.cuda_collectives, nccl_built(), name, gpu_of_rank);
+    route.description = chosen.description;
+#ifdef PLACEMENT_CUDA_COPY_PATHS
+    if (chosen.nccl)
+      run("starting NCCL on " + name, [&] {
+        route.nccl = make_nccl_backend(store_, "placementd/nccl/" + name + "/", config_.rank, config_.world_size,
+                                       device.index(), config_.timeout);
+      });
+#endif
+  }
+  return routes_.emplace(name, std::move(route)).first->second;
+}
+
+void ReplicaGroup::complete(const Route& via, const c10::intrusive_ptr<c10d::Work>& work) {
+  // NCCL's plain wait() only orders the current stream after the collective: a rank that died
+  // would leave the step's closing device sync hanging. Waiting with the timeout fails here
+  // instead, where the roll call can name the rank; Job::step syncs its devices at the end of every
+  // step anyway, so the host gives up no overlap.
+  if (via.nccl) work->wait(config_.timeout);
+  else work->wait();
+}
+
+std::map<std::string, std::string> ReplicaGroup::routes() const {
+  std::map<std::string, std::string> out;
+  for (const auto& [device, route] : routes_) out[device] = route.description;
+  return out;
 }
 
 std::string ReplicaGroup::missing_ranks() {
@@ -160,11 +271,16 @@ std::string ReplicaGroup::broadcast(const std::string& bytes) {
 void ReplicaGroup::broadcast(const std::vector<at::Tensor>& tensors) {
   for (const at::Tensor& t : tensors) {
     at::NoGradGuard no_grad;
-    // Gloo sends contiguous CPU memory; a tensor elsewhere goes through a CPU copy.
-    at::Tensor staged = t.device().is_cpu() && t.is_contiguous() ? t.detach() : t.detach().to(at::kCPU).contiguous();
+    const Route& via = route(t.device());
+    // Gloo sends contiguous CPU memory (a tensor elsewhere goes through a CPU copy), NCCL
+    // contiguous memory on its GPU.
+    at::Tensor staged = t.detach();
+    if (!via.nccl && !t.device().is_cpu()) staged = staged.to(at::kCPU);
+    staged = staged.contiguous();
     std::vector<at::Tensor> ts = {staged};
-    run("broadcasting rank 0's parameters", [&] { group_->broadcast(ts)->wait(); });
-    if (!staged.is_same(t)) t.detach().copy_(staged);
+    run("broadcasting rank 0's parameters",
+        [&] { complete(via, via.nccl ? via.nccl->broadcast(ts) : group_->broadcast(ts)); });
+    if (staged.data_ptr() != t.data_ptr()) t.detach().copy_(staged);
   }
 }
 
@@ -190,11 +306,15 @@ void ReplicaGroup::average_gradients(const std::vector<at::Tensor>& parameters) 
   const double scale = 1.0 / config_.world_size;
   for (auto& [key, list] : buckets)
     for (const std::vector<at::Tensor>& bucket : list) {
+      const Route& via = route(bucket.front().device());
+      // NCCL reduces on the GPU, Gloo in host memory.
       std::vector<at::Tensor> flat_parts;
-      for (const at::Tensor& g : bucket) flat_parts.push_back(g.reshape({-1}).to(at::kCPU));
+      for (const at::Tensor& g : bucket)
+        flat_parts.push_back(via.nccl ? g.reshape({-1}) : g.reshape({-1}).to(at::kCPU));
       at::Tensor flat = at::cat(flat_parts);
       std::vector<at::Tensor> ts = {flat};
-      run("averaging the gradients", [&] { group_->allreduce(ts)->wait(); });
+      run("averaging the gradients",
+          [&] { complete(via, via.nccl ? via.nccl->allreduce(ts) : group_->allreduce(ts)); });
       flat.mul_(scale);
       int64_t offset = 0;
       for (const at::Tensor& g : bucket) {

@@ -1,10 +1,12 @@
 #pragma once
-// A data-parallel replica group on torch.distributed's c10d: a TCPStore rendezvous and a Gloo
-// process group, and the few collectives placement::Job needs from it.
+// A data-parallel replica group on torch.distributed's c10d: a TCPStore rendezvous, a Gloo process
+// group for host memory and one NCCL process group per CUDA device, and the few collectives
+// placement::Job needs from them.
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,7 +27,24 @@ struct ReplicaConfig {
   int master_port = 0;
   std::chrono::milliseconds timeout{60000};
   uint64_t bucket_bytes = 25ull << 20;
+  CudaCollectives cuda_collectives = CudaCollectives::kAuto;
 };
+
+/// Whether this build of the SDK has c10d's NCCL backend.
+bool nccl_built();
+
+/// How a CUDA device's tensors cross between the ranks.
+struct CudaRoute {
+  bool nccl = false;
+  /// What JobStats::collectives shows: "nccl", or "gloo ..." and why not NCCL.
+  std::string description;
+};
+
+/// The route for `device` ("cuda:0") when `gpu_of_rank[r]` is the GPU (gpu_identity) behind it on
+/// rank r: NCCL needs a GPU of its own on every rank. Throws std::runtime_error, naming the ranks
+/// and the GPU, when `mode` is kNccl and NCCL cannot carry it.
+CudaRoute route_cuda_device(CudaCollectives mode, bool nccl_built, const std::string& device,
+                            const std::vector<std::string>& gpu_of_rank);
 
 /// `options` completed from torchrun's environment as it says; nullopt for a single process.
 /// Throws std::invalid_argument naming the field or variable at fault.
@@ -51,18 +70,33 @@ class ReplicaGroup {
   /// Every rank's `tensors` overwritten in place with rank 0's.
   void broadcast(const std::vector<at::Tensor>& tensors);
   /// Each gradient of `parameters` replaced by its mean over the ranks (a parameter without one
-  /// here counts as zeros; every rank passes the same parameters).
+  /// here counts as zeros; every rank passes the same parameters), on the device that holds it.
   void average_gradients(const std::vector<at::Tensor>& parameters);
+  /// Per device used so far ("cpu", "cuda:0"), what carries its tensors.
+  std::map<std::string, std::string> routes() const;
 
  private:
+  struct Route {
+    c10::intrusive_ptr<c10d::Backend> nccl;  // null: Gloo (through host memory for a CUDA device)
+    std::string description;
+  };
+  // The route of `device`'s tensors, agreed with the other ranks on its first use (every rank uses
+  // the same devices in the same order: they share one placement).
+  const Route& route(const at::Device& device);
+  // Waits for a collective issued on `via`, within the group's timeout.
+  void complete(const Route& via, const c10::intrusive_ptr<c10d::Work>& work);
   // Runs a collective; its failure becomes an error that says which ranks are gone.
-  void run(const char* what, const std::function<void()>& collective);
+  void run(const std::string& what, const std::function<void()>& collective);
   std::string missing_ranks();
+  // Gives up every NCCL communicator: a kernel waiting for a dead rank would hold the GPU forever.
+  void abort_nccl();
 
   ReplicaConfig config_;
   std::string name_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::Backend> group_;
+  std::map<std::string, Route> routes_;
+  bool aborted_ = false;
 };
 
 }  // namespace placement::detail
