@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <functional>
 #include <memory>
 #include <regex>
 #include <set>
@@ -32,15 +33,19 @@ struct Replicas {
   std::vector<std::string> placements;  // each rank's --placements file
 };
 
-Replicas start(int world, const std::string& socket, const std::string& dir, int steps, int timeout_ms = 60000) {
+// `devices_of(rank)`: that rank's --devices, empty for the example's default.
+Replicas start(int world, const std::string& socket, const std::string& dir, int steps, int timeout_ms = 60000,
+               const std::function<std::string(int)>& devices_of = nullptr) {
   Replicas r;
   const int port = free_port();
   for (int rank = 0; rank < world; ++rank) {
     r.placements.push_back(dir + "/placements." + std::to_string(rank));
+    std::vector<std::string> args{TRAIN_GNMT_BIN, "--model", std::string(MODEL_DIR) + "/gnmt_example.pt", "--steps",
+                                  std::to_string(steps), "--log-every", "10", "--socket", socket, "--placements",
+                                  r.placements.back(), "--replica-timeout-ms", std::to_string(timeout_ms)};
+    if (devices_of && !devices_of(rank).empty()) args.insert(args.end(), {"--devices", devices_of(rank)});
     r.ranks.push_back(std::make_unique<Child>(
-        std::vector<std::string>{TRAIN_GNMT_BIN, "--model", std::string(MODEL_DIR) + "/gnmt_example.pt", "--steps",
-                                 std::to_string(steps), "--log-every", "10", "--socket", socket, "--placements",
-                                 r.placements.back(), "--replica-timeout-ms", std::to_string(timeout_ms)},
+        std::move(args),
         std::vector<std::string>{"RANK=" + std::to_string(rank), "WORLD_SIZE=" + std::to_string(world),
                                  "LOCAL_RANK=" + std::to_string(rank), "MASTER_ADDR=127.0.0.1",
                                  "MASTER_PORT=" + std::to_string(port), "OMP_NUM_THREADS=1"}));
@@ -118,6 +123,23 @@ void expect_one_group(int world) {
 TEST(Replicas, TwoRanksRunTheSamePlacementsAtTheSameStepsAndEndBitwiseEqual) { expect_one_group(2); }
 
 TEST(Replicas, FourRanksRunTheSamePlacementsAtTheSameStepsAndEndBitwiseEqual) { expect_one_group(4); }
+
+// Rank 0's placements name devices by position: a rank with other devices would run ops where
+// rank 0 never put them. Every rank refuses to start, and says why.
+TEST(Replicas, RanksWithOtherDevicesRefuseToStartAndSayWhy) {
+  DaemonProcess daemon;
+  daemon.start();
+  Replicas r = start(2, daemon.socket, daemon.dir, 20, 60000,
+                     [](int rank) { return rank == 1 ? std::string("cpu:0,cpu:1,cpu:2") : std::string(); });
+  for (int rank = 0; rank < 2; ++rank) {
+    Child& c = *r.ranks[rank];
+    EXPECT_EQ(c.wait(60000), 1) << "rank " << rank << ":\n" << c.err() << c.out();
+    EXPECT_NE(c.err().find("replica group: rank " + std::to_string(rank) + " has the devices cpu:0, cpu:1"),
+              std::string::npos)
+        << c.err();
+    EXPECT_NE(c.err().find("every rank lists as many devices"), std::string::npos) << c.err();
+  }
+}
 
 // Sends `signo` to rank `victim` of two mid-training (SIGKILL: it dies; SIGSTOP: it hangs); the
 // other must end, with status 1, inside its timeout (`timeout_ms`) and the roll call (5 s at most),

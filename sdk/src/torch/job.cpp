@@ -218,6 +218,14 @@ struct Job::Impl {
 
   bool leader() const { return !group || group->rank() == 0; }
 
+  // The job's device each tensor lives on (-1: none), which pairs it with the other ranks' copy.
+  std::vector<int> slots_of(const std::vector<at::Tensor>& tensors) const {
+    std::vector<int> out;
+    out.reserve(tensors.size());
+    for (const at::Tensor& t : tensors) out.push_back(placed->device_of(t).value_or(-1));
+    return out;
+  }
+
   // The step boundary of a replica group: the directive rank 0 offered in the step before is
   // applied by every rank, or by none.
   void group_boundary(StepOptimizer& optimizer) {
@@ -300,7 +308,7 @@ struct Job::Impl {
     std::vector<at::Tensor> reached;
     for (size_t i = 0; i < parameters.size(); ++i)
       if (agreed[kReachedAt + i] > 0.0) reached.push_back(parameters[i]);
-    group->average_gradients(reached);
+    group->average_gradients(reached, slots_of(reached));
     stats.allreduce_seconds += seconds_since(allreduce_started);
     const auto update_started = Clock::now();
     optimizer.step();
@@ -345,10 +353,31 @@ Job::Job(std::string name, const torch::jit::Module& module, const std::vector<a
   s.last_good = s.current;
   if (const std::optional<detail::ReplicaConfig> replicas = detail::replica_config(options.replicas)) {
     s.group = std::make_unique<detail::ReplicaGroup>(*replicas);
+    // Rank 0's placements name devices by position: every rank needs as many, of the same kinds.
+    // Each check is one all-reduce MAX of the values and their negations: all ranks agree when the
+    // maximum and the minimum are this rank's own, and all of them see the same answer.
+    const auto agree = [&](const std::vector<double>& values) {
+      std::vector<double> both = values;
+      for (double v : values) both.push_back(-v);
+      const std::vector<double> most = s.group->max(both);
+      for (size_t i = 0; i < values.size(); ++i)
+        if (most[i] != values[i] || most[values.size() + i] != -values[i]) return false;
+      return true;
+    };
+    std::vector<double> kinds;
+    for (const Device& d : s.devices.devices) kinds.push_back(static_cast<double>(d.kind));
+    const bool same = agree({static_cast<double>(kinds.size())}) && agree(kinds);
+    if (!same) {
+      std::string names;
+      for (const Device& d : s.devices.devices) names += (names.empty() ? "" : ", ") + d.name();
+      throw std::invalid_argument("replica group: rank " + std::to_string(s.group->rank()) + " has the devices " + names +
+                                  ", another rank has others: every rank lists as many devices, of the same kinds in "
+                                  "the same order, since rank 0's placements name them by position");
+    }
     // Every replica starts from rank 0's weights, as torch's DistributedDataParallel does.
     std::vector<at::Tensor> state = s.placed->parameters();
     for (const at::Tensor& b : s.module.buffers(true)) state.push_back(b);
-    s.group->broadcast(state);
+    s.group->broadcast(state, s.slots_of(state));
   }
   if (!options.use_daemon) return;
   JobChannelOptions channel;

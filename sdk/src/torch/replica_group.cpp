@@ -141,7 +141,7 @@ ReplicaGroup::ReplicaGroup(const ReplicaConfig& config) : config_(config) {
 
 ReplicaGroup::~ReplicaGroup() {
   if (aborted_) return;
-  for (auto& [device, route] : routes_)
+  for (auto& [slot, route] : routes_)
     if (route.nccl) try {
         route.nccl->shutdown();
       } catch (const std::exception&) {
@@ -151,7 +151,7 @@ ReplicaGroup::~ReplicaGroup() {
 
 void ReplicaGroup::abort_nccl() {
   aborted_ = true;
-  for (auto& [device, route] : routes_)
+  for (auto& [slot, route] : routes_)
     if (route.nccl) try {
         route.nccl->abort();
       } catch (const std::exception&) {
@@ -172,16 +172,17 @@ void ReplicaGroup::run(const std::string& what, const std::function<void()>& col
   }
 }
 
-const ReplicaGroup::Route& ReplicaGroup::route(const at::Device& device) {
+const ReplicaGroup::Route& ReplicaGroup::route(int slot, const at::Device& device) {
+  if (auto it = routes_.find(slot); it != routes_.end()) return it->second;
   const std::string name = device.str();
-  if (auto it = routes_.find(name); it != routes_.end()) return it->second;
-  Route route{nullptr, "gloo"};
-  if (device.is_cuda()) {
+  Route route{nullptr, name, "gloo"};
+  if (device.is_cuda() && slot < 0) route.description = "gloo through host memory: on no device of the job";
+  if (device.is_cuda() && slot >= 0) {
     std::vector<std::string> gpu_of_rank;
 #ifdef PLACEMENT_CUDA_COPY_PATHS
     if (config_.cuda_collectives != CudaCollectives::kGloo) {
       // Each rank names the GPU behind its device; NCCL cannot have two ranks on one.
-      const std::string key = "placementd/gpu/" + name + "/";
+      const std::string key = "placementd/gpu/" + std::to_string(slot) + "/";
       run("naming the GPU behind " + name, [&] {
         const std::string mine = gpu_identity(device.index());
         store_->set(key + std::to_string(config_.rank), std::vector<uint8_t>(mine.begin(), mine.end()));
@@ -197,12 +198,12 @@ const ReplicaGroup::Route& ReplicaGroup::route(const at::Device& device) {
 #ifdef PLACEMENT_CUDA_COPY_PATHS
     if (chosen.nccl)
       run("starting NCCL on " + name, [&] {
-        route.nccl = make_nccl_backend(store_, "placementd/nccl/" + name + "/", config_.rank, config_.world_size,
-                                       device.index(), config_.timeout);
+        route.nccl = make_nccl_backend(store_, "placementd/nccl/" + std::to_string(slot) + "/", config_.rank,
+                                       config_.world_size, device.index(), config_.timeout);
       });
 #endif
   }
-  return routes_.emplace(name, std::move(route)).first->second;
+  return routes_.emplace(slot, std::move(route)).first->second;
 }
 
 void ReplicaGroup::complete(const Route& via, const c10::intrusive_ptr<c10d::Work>& work) {
@@ -216,7 +217,7 @@ void ReplicaGroup::complete(const Route& via, const c10::intrusive_ptr<c10d::Wor
 
 std::map<std::string, std::string> ReplicaGroup::routes() const {
   std::map<std::string, std::string> out;
-  for (const auto& [device, route] : routes_) out[device] = route.description;
+  for (const auto& [slot, route] : routes_) out[route.device] = route.description;
   return out;
 }
 
@@ -268,10 +269,11 @@ std::string ReplicaGroup::broadcast(const std::string& bytes) {
   return std::string(reinterpret_cast<const char*>(data.data_ptr()), static_cast<size_t>(data.numel()));
 }
 
-void ReplicaGroup::broadcast(const std::vector<at::Tensor>& tensors) {
-  for (const at::Tensor& t : tensors) {
+void ReplicaGroup::broadcast(const std::vector<at::Tensor>& tensors, const std::vector<int>& slots) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const at::Tensor& t = tensors[i];
     at::NoGradGuard no_grad;
-    const Route& via = route(t.device());
+    const Route& via = route(slots.at(i), t.device());
     // Gloo sends contiguous CPU memory (a tensor elsewhere goes through a CPU copy), NCCL
     // contiguous memory on its GPU.
     at::Tensor staged = t.detach();
@@ -284,16 +286,17 @@ void ReplicaGroup::broadcast(const std::vector<at::Tensor>& tensors) {
   }
 }
 
-void ReplicaGroup::average_gradients(const std::vector<at::Tensor>& parameters) {
+void ReplicaGroup::average_gradients(const std::vector<at::Tensor>& parameters, const std::vector<int>& slots) {
   at::NoGradGuard no_grad;
-  // Buckets by (device, dtype) in parameter order; every rank builds the same ones.
-  std::map<std::pair<std::string, int>, std::vector<std::vector<at::Tensor>>> buckets;
-  std::map<std::pair<std::string, int>, uint64_t> filled;
-  for (const at::Tensor& p : parameters) {
+  // Buckets by (job device, dtype) in parameter order; every rank builds the same ones.
+  std::map<std::pair<int, int>, std::vector<std::vector<at::Tensor>>> buckets;
+  std::map<std::pair<int, int>, uint64_t> filled;
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    const at::Tensor& p = parameters[i];
     if (!p.requires_grad()) continue;
     at::Tensor& g = const_cast<at::Tensor&>(p).mutable_grad();
     if (!g.defined()) g = at::zeros_like(p);
-    const auto key = std::make_pair(p.device().str(), static_cast<int>(p.scalar_type()));
+    const auto key = std::make_pair(slots.at(i), static_cast<int>(p.scalar_type()));
     auto& list = buckets[key];
     const uint64_t bytes = static_cast<uint64_t>(g.numel()) * g.element_size();
     if (list.empty() || filled[key] + bytes > config_.bucket_bytes) {
@@ -306,7 +309,7 @@ void ReplicaGroup::average_gradients(const std::vector<at::Tensor>& parameters) 
   const double scale = 1.0 / config_.world_size;
   for (auto& [key, list] : buckets)
     for (const std::vector<at::Tensor>& bucket : list) {
-      const Route& via = route(bucket.front().device());
+      const Route& via = route(key.first, bucket.front().device());
       // NCCL reduces on the GPU, Gloo in host memory.
       std::vector<at::Tensor> flat_parts;
       for (const at::Tensor& g : bucket)

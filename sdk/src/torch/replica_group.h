@@ -67,22 +67,26 @@ class ReplicaGroup {
   std::vector<double> max(const std::vector<double>& values);
   /// Rank 0's `bytes` on every rank.
   std::string broadcast(const std::string& bytes);
-  /// Every rank's `tensors` overwritten in place with rank 0's.
-  void broadcast(const std::vector<at::Tensor>& tensors);
+  /// Every rank's `tensors` overwritten in place with rank 0's. `slots[i]` is the job's device
+  /// (an index into its devices, the same on every rank) that tensors[i] lives on, -1 for none.
+  void broadcast(const std::vector<at::Tensor>& tensors, const std::vector<int>& slots);
   /// Each gradient of `parameters` replaced by its mean over the ranks (a parameter without one
-  /// here counts as zeros; every rank passes the same parameters), on the device that holds it.
-  void average_gradients(const std::vector<at::Tensor>& parameters);
+  /// here counts as zeros; every rank passes the same parameters), on the device that holds it;
+  /// `slots` as for broadcast.
+  void average_gradients(const std::vector<at::Tensor>& parameters, const std::vector<int>& slots);
   /// Per device used so far ("cpu", "cuda:0"), what carries its tensors.
   std::map<std::string, std::string> routes() const;
 
  private:
   struct Route {
     c10::intrusive_ptr<c10d::Backend> nccl;  // null: Gloo (through host memory for a CUDA device)
+    std::string device;                      // this rank's device behind the slot
     std::string description;
   };
-  // The route of `device`'s tensors, agreed with the other ranks on its first use (every rank uses
-  // the same devices in the same order: they share one placement).
-  const Route& route(const at::Device& device);
+  // The route of a job device's tensors, agreed with the other ranks on its first use. Ranks pair
+  // by the job's device index, not by name: rank 1's cuda:4 may stand where rank 0's cuda:0 does.
+  // A tensor on no job device (slot -1) goes through Gloo and host memory.
+  const Route& route(int slot, const at::Device& device);
   // Waits for a collective issued on `via`, within the group's timeout.
   void complete(const Route& via, const c10::intrusive_ptr<c10d::Work>& work);
   // Runs a collective; its failure becomes an error that says which ranks are gone.
@@ -95,7 +99,7 @@ class ReplicaGroup {
   std::string name_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::Backend> group_;
-  std::map<std::string, Route> routes_;
+  std::map<int, Route> routes_;
   bool aborted_ = false;
 };
 

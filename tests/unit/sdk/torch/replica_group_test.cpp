@@ -111,7 +111,7 @@ TEST(ReplicaGroupOnCpu, AveragesGradientsThroughGlooAndSaysSo) {
   on_every_rank(3, [&](int rank) {
     ReplicaGroup group(config(rank, 3, port));
     at::Tensor p = parameter_with_gradient(rank, at::kCPU);
-    group.average_gradients({p});
+    group.average_gradients({p}, {0});
     averaged[rank] = std::vector<float>(p.grad().data_ptr<float>(), p.grad().data_ptr<float>() + p.numel());
     routes[rank] = group.routes();
   });
@@ -134,8 +134,8 @@ TEST_F(CudaReplicas, AGroupOfOneAveragesOnTheGpuThroughNccl) {
   ASSERT_TRUE(nccl_built());
   ReplicaGroup group(config(0, 1, testing::free_port(), CudaCollectives::kNccl));
   at::Tensor p = parameter_with_gradient(4, at::Device(at::kCUDA, 0));
-  group.broadcast(std::vector<at::Tensor>{p});
-  group.average_gradients({p});
+  group.broadcast(std::vector<at::Tensor>{p}, {0});
+  group.average_gradients({p}, {0});
   EXPECT_TRUE(p.grad().is_cuda());
   EXPECT_TRUE(at::equal(p.grad().cpu(), at::full({3, 5}, 5.0f)));
   EXPECT_EQ(group.routes().at("cuda:0"), "nccl");
@@ -150,7 +150,7 @@ TEST_F(CudaReplicas, TwoRanksOnOneGpuAverageThroughHostMemoryOrRefuseNccl) {
   on_every_rank(2, [&](int rank) {
     ReplicaGroup group(config(rank, 2, port));
     at::Tensor p = parameter_with_gradient(rank, at::Device(at::kCUDA, 0));
-    group.average_gradients({p});
+    group.average_gradients({p}, {0});
     ASSERT_TRUE(p.grad().is_cuda());
     const at::Tensor g = p.grad().cpu();
     averaged[rank] = std::vector<float>(g.data_ptr<float>(), g.data_ptr<float>() + g.numel());
@@ -167,7 +167,7 @@ TEST_F(CudaReplicas, TwoRanksOnOneGpuAverageThroughHostMemoryOrRefuseNccl) {
     ReplicaGroup group(config(rank, 2, nccl_port, CudaCollectives::kNccl));
     at::Tensor p = parameter_with_gradient(rank, at::Device(at::kCUDA, 0));
     try {
-      group.average_gradients({p});
+      group.average_gradients({p}, {0});
     } catch (const std::runtime_error& e) {
       errors[rank] = e.what();
     }
