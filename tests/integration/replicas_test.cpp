@@ -33,9 +33,9 @@ struct Replicas {
   std::vector<std::string> placements;  // each rank's --placements file
 };
 
-// `devices_of(rank)`: that rank's --devices, empty for the example's default.
+// `more_args(rank)`: that rank's further arguments.
 Replicas start(int world, const std::string& socket, const std::string& dir, int steps, int timeout_ms = 60000,
-               const std::function<std::string(int)>& devices_of = nullptr) {
+               const std::function<std::vector<std::string>(int)>& more_args = nullptr) {
   Replicas r;
   const int port = free_port();
   for (int rank = 0; rank < world; ++rank) {
@@ -43,7 +43,8 @@ Replicas start(int world, const std::string& socket, const std::string& dir, int
     std::vector<std::string> args{TRAIN_GNMT_BIN, "--model", std::string(MODEL_DIR) + "/gnmt_example.pt", "--steps",
                                   std::to_string(steps), "--log-every", "10", "--socket", socket, "--placements",
                                   r.placements.back(), "--replica-timeout-ms", std::to_string(timeout_ms)};
-    if (devices_of && !devices_of(rank).empty()) args.insert(args.end(), {"--devices", devices_of(rank)});
+    if (more_args)
+      for (std::string& a : more_args(rank)) args.push_back(std::move(a));
     r.ranks.push_back(std::make_unique<Child>(
         std::move(args),
         std::vector<std::string>{"RANK=" + std::to_string(rank), "WORLD_SIZE=" + std::to_string(world),
@@ -124,21 +125,33 @@ TEST(Replicas, TwoRanksRunTheSamePlacementsAtTheSameStepsAndEndBitwiseEqual) { e
 
 TEST(Replicas, FourRanksRunTheSamePlacementsAtTheSameStepsAndEndBitwiseEqual) { expect_one_group(4); }
 
-// Rank 0's placements name devices by position: a rank with other devices would run ops where
-// rank 0 never put them. Every rank refuses to start, and says why.
-TEST(Replicas, RanksWithOtherDevicesRefuseToStartAndSayWhy) {
+// Rank 1 started with `rank_one_args` beside a rank 0 with the example's defaults: both end with
+// status 1 at once, each with an error holding "rank R" + `said`, and `why`.
+void expect_both_refuse(const std::vector<std::string>& rank_one_args, const std::string& said, const std::string& why) {
   DaemonProcess daemon;
   daemon.start();
   Replicas r = start(2, daemon.socket, daemon.dir, 20, 60000,
-                     [](int rank) { return rank == 1 ? std::string("cpu:0,cpu:1,cpu:2") : std::string(); });
+                     [&](int rank) { return rank == 1 ? rank_one_args : std::vector<std::string>{}; });
   for (int rank = 0; rank < 2; ++rank) {
     Child& c = *r.ranks[rank];
     EXPECT_EQ(c.wait(60000), 1) << "rank " << rank << ":\n" << c.err() << c.out();
-    EXPECT_NE(c.err().find("replica group: rank " + std::to_string(rank) + " has the devices cpu:0, cpu:1"),
-              std::string::npos)
-        << c.err();
-    EXPECT_NE(c.err().find("every rank lists as many devices"), std::string::npos) << c.err();
+    EXPECT_NE(c.err().find("replica group: rank " + std::to_string(rank) + said), std::string::npos) << c.err();
+    EXPECT_NE(c.err().find(why), std::string::npos) << c.err();
   }
+}
+
+// Rank 0's placements name devices by position: a rank with other devices would run ops where
+// rank 0 never put them.
+TEST(Replicas, RanksWithOtherDevicesRefuseToStartAndSayWhy) {
+  expect_both_refuse({"--devices", "cpu:0,cpu:1,cpu:2"}, " has the devices cpu:0, cpu:1",
+                     "every rank lists as many devices");
+}
+
+// Parameters start where the start placement puts them and are paired by their device: ranks that
+// start elsewhere would wait in different collectives until the timeout.
+TEST(Replicas, RanksStartingFromOtherPlacementsRefuseToStartAndSayWhy) {
+  expect_both_refuse({"--start", "interleaved"}, " starts from another placement than another rank",
+                     "every rank starts from the same one");
 }
 
 // Sends `signo` to rank `victim` of two mid-training (SIGKILL: it dies; SIGSTOP: it hangs); the

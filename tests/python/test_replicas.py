@@ -103,3 +103,24 @@ def test_a_parameter_no_rank_reached_is_left_alone_as_in_one_process(tmp_path):
         out, err = p.communicate(timeout=120)
         assert p.returncode == 0, err
         assert out.split() == ["2", "True"], out
+
+
+MISMATCHED = r"""
+import sys, torch, placement
+placement.attach("py-mismatch", torch.nn.Linear(4, 4), (torch.randn(2, 4),), use_daemon=False,
+                 cuda_collectives=sys.argv[1])
+"""
+
+
+def test_ranks_with_other_cuda_collectives_refuse_to_start_and_say_why(tmp_path):
+    """They would wait for each other in different collectives on a GPU: both fail at once."""
+    (tmp_path / "mismatch.py").write_text(MISMATCHED)
+    env = dict(os.environ, WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    ranks = [subprocess.Popen([sys.executable, str(tmp_path / "mismatch.py"), choice], env=dict(env, RANK=str(rank)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for rank, choice in enumerate(["auto", "gloo"])]
+    for rank, p in enumerate(ranks):
+        _, err = p.communicate(timeout=120)
+        assert p.returncode != 0
+        assert f"replica group: rank {rank} has cuda_collectives {['auto', 'gloo'][rank]}" in err, err
+        assert "every rank needs the same cuda_collectives" in err, err

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <stdexcept>
 #include <optional>
@@ -364,16 +365,32 @@ Job::Job(std::string name, const torch::jit::Module& module, const std::vector<a
         if (most[i] != values[i] || most[values.size() + i] != -values[i]) return false;
       return true;
     };
+    const std::string rank = "replica group: rank " + std::to_string(s.group->rank());
     std::vector<double> kinds;
     for (const Device& d : s.devices.devices) kinds.push_back(static_cast<double>(d.kind));
-    const bool same = agree({static_cast<double>(kinds.size())}) && agree(kinds);
-    if (!same) {
+    if (!agree({static_cast<double>(kinds.size())}) || !agree(kinds)) {
       std::string names;
       for (const Device& d : s.devices.devices) names += (names.empty() ? "" : ", ") + d.name();
-      throw std::invalid_argument("replica group: rank " + std::to_string(s.group->rank()) + " has the devices " + names +
+      throw std::invalid_argument(rank + " has the devices " + names +
                                   ", another rank has others: every rank lists as many devices, of the same kinds in "
                                   "the same order, since rank 0's placements name them by position");
     }
+    // Ranks that disagree on these would wait for each other in different collectives.
+    const std::vector<double> collectives = {static_cast<double>(replicas->cuda_collectives),
+                                             detail::nccl_built() ? 1.0 : 0.0};
+    if (!agree(collectives))
+      throw std::invalid_argument(rank + " has cuda_collectives " +
+                                  std::array<const char*, 3>{"auto", "nccl", "gloo"}.at(
+                                      static_cast<size_t>(replicas->cuda_collectives)) +
+                                  " in a build " + (detail::nccl_built() ? "with" : "without") +
+                                  " NCCL; another rank differs: every rank needs the same cuda_collectives and the "
+                                  "same build of the SDK");
+    detail::Fnv1a start_hash;
+    for (int d : start.device_of_op) start_hash.add(d);
+    const uint64_t h = std::stoull(start_hash.hex(), nullptr, 16);
+    if (!agree({static_cast<double>(h >> 32), static_cast<double>(h & 0xffffffffu)}))
+      throw std::invalid_argument(rank + " starts from another placement than another rank (start_device_of_op): "
+                                  "every rank starts from the same one");
     // Every replica starts from rank 0's weights, as torch's DistributedDataParallel does.
     std::vector<at::Tensor> state = s.placed->parameters();
     for (const at::Tensor& b : s.module.buffers(true)) state.push_back(b);

@@ -11,8 +11,9 @@
 
 namespace placement::detail {
 
-/// The GPU behind CUDA device `index` as NCCL tells GPUs apart: this host's name and the GPU's PCI
-/// address ("node7/0000:3b:00.0"). Two ranks with the same one share a GPU, which NCCL refuses.
+/// The GPU behind CUDA device `index` as NCCL tells GPUs apart: this host (its name and boot id)
+/// and the GPU's PCI address ("node7 (boot 3f2a9c1e)/0000:3b:00.0"). Two ranks with the same one
+/// share a GPU, which NCCL refuses.
 std::string gpu_identity(int index);
 
 /// A ProcessGroupNCCL of the group's ranks on CUDA device `index`; its rendezvous keys live under

@@ -172,12 +172,18 @@ void ReplicaGroup::run(const std::string& what, const std::function<void()>& col
   }
 }
 
+int ReplicaGroup::pairing(int slot, const at::Device& device) {
+  if (!device.is_cuda()) return kHostMemory;
+  return slot >= 0 ? slot : kUnplacedCuda;
+}
+
 const ReplicaGroup::Route& ReplicaGroup::route(int slot, const at::Device& device) {
+  slot = pairing(slot, device);
   if (auto it = routes_.find(slot); it != routes_.end()) return it->second;
   const std::string name = device.str();
   Route route{nullptr, name, "gloo"};
-  if (device.is_cuda() && slot < 0) route.description = "gloo through host memory: on no device of the job";
-  if (device.is_cuda() && slot >= 0) {
+  if (slot == kUnplacedCuda) route.description = "gloo through host memory: on no device of the job";
+  if (slot >= 0) {
     std::vector<std::string> gpu_of_rank;
 #ifdef PLACEMENT_CUDA_COPY_PATHS
     if (config_.cuda_collectives != CudaCollectives::kGloo) {
@@ -190,6 +196,10 @@ const ReplicaGroup::Route& ReplicaGroup::route(int slot, const at::Device& devic
           const std::vector<uint8_t> id = store_->get(key + std::to_string(r));
           gpu_of_rank.emplace_back(id.begin(), id.end());
         }
+        // Every rank has read every name before any decides: a rank refused NCCL ends, and rank 0
+        // ending takes the store down under a rank still reading.
+        std::vector<at::Tensor> barrier = {at::zeros({1})};
+        group_->allreduce(barrier)->wait();
       });
     }
 #endif
@@ -288,7 +298,7 @@ void ReplicaGroup::broadcast(const std::vector<at::Tensor>& tensors, const std::
 
 void ReplicaGroup::average_gradients(const std::vector<at::Tensor>& parameters, const std::vector<int>& slots) {
   at::NoGradGuard no_grad;
-  // Buckets by (job device, dtype) in parameter order; every rank builds the same ones.
+  // Buckets by (job GPU or host memory, dtype) in parameter order; every rank builds the same ones.
   std::map<std::pair<int, int>, std::vector<std::vector<at::Tensor>>> buckets;
   std::map<std::pair<int, int>, uint64_t> filled;
   for (size_t i = 0; i < parameters.size(); ++i) {
@@ -296,7 +306,7 @@ void ReplicaGroup::average_gradients(const std::vector<at::Tensor>& parameters, 
     if (!p.requires_grad()) continue;
     at::Tensor& g = const_cast<at::Tensor&>(p).mutable_grad();
     if (!g.defined()) g = at::zeros_like(p);
-    const auto key = std::make_pair(slots.at(i), static_cast<int>(p.scalar_type()));
+    const auto key = std::make_pair(pairing(slots.at(i), p.device()), static_cast<int>(p.scalar_type()));
     auto& list = buckets[key];
     const uint64_t bytes = static_cast<uint64_t>(g.numel()) * g.element_size();
     if (list.empty() || filled[key] + bytes > config_.bucket_bytes) {

@@ -83,9 +83,14 @@ class ReplicaGroup {
     std::string device;                      // this rank's device behind the slot
     std::string description;
   };
-  // The route of a job device's tensors, agreed with the other ranks on its first use. Ranks pair
-  // by the job's device index, not by name: rank 1's cuda:4 may stand where rank 0's cuda:0 does.
-  // A tensor on no job device (slot -1) goes through Gloo and host memory.
+  // What pairs a tensor with the other ranks' copies: the job's device index for a GPU (ranks pair
+  // by position, not by name: rank 1's cuda:4 may stand where rank 0's cuda:0 does), one key for
+  // host memory (every logical CPU device), one for a GPU tensor on no device of the job.
+  static constexpr int kHostMemory = -1;
+  static constexpr int kUnplacedCuda = -2;
+  static int pairing(int slot, const at::Device& device);
+  // The route of the tensors paired by pairing(slot, device), agreed with the other ranks on its
+  // first use. Everything but a job GPU goes through Gloo and host memory.
   const Route& route(int slot, const at::Device& device);
   // Waits for a collective issued on `via`, within the group's timeout.
   void complete(const Route& via, const c10::intrusive_ptr<c10d::Work>& work);

@@ -141,6 +141,28 @@ TEST_F(CudaReplicas, AGroupOfOneAveragesOnTheGpuThroughNccl) {
   EXPECT_EQ(group.routes().at("cuda:0"), "nccl");
 }
 
+// Two ranks on two GPUs, rank r on cuda:r (the job device at position 0 on both): NCCL averages on
+// each GPU. Skips on a machine with one GPU.
+TEST_F(CudaReplicas, TwoRanksOnTwoGpusAverageThroughNccl) {
+  if (torch::cuda::device_count() < 2) GTEST_SKIP() << "one GPU";
+  const int port = testing::free_port();
+  std::vector<std::vector<float>> averaged(2);
+  std::vector<std::string> routes(2);
+  on_every_rank(2, [&](int rank) {
+    ReplicaGroup group(config(rank, 2, port, CudaCollectives::kNccl));
+    at::Tensor p = parameter_with_gradient(rank, at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(rank)));
+    group.average_gradients({p}, {0});
+    ASSERT_EQ(p.grad().device().index(), rank);
+    const at::Tensor g = p.grad().cpu();
+    averaged[rank] = std::vector<float>(g.data_ptr<float>(), g.data_ptr<float>() + g.numel());
+    routes[rank] = group.routes().at("cuda:" + std::to_string(rank));
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(averaged[r], std::vector<float>(15, 1.5f)) << "rank " << r;
+    EXPECT_EQ(routes[r], "nccl");
+  }
+}
+
 // Two ranks on one GPU, which NCCL refuses ("Duplicate GPU detected"): auto goes through host
 // memory and says why; nccl fails on every rank with the ranks and the GPU named.
 TEST_F(CudaReplicas, TwoRanksOnOneGpuAverageThroughHostMemoryOrRefuseNccl) {
