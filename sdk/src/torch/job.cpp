@@ -355,20 +355,11 @@ Job::Job(std::string name, const torch::jit::Module& module, const std::vector<a
   if (const std::optional<detail::ReplicaConfig> replicas = detail::replica_config(options.replicas)) {
     s.group = std::make_unique<detail::ReplicaGroup>(*replicas);
     // Rank 0's placements name devices by position: every rank needs as many, of the same kinds.
-    // Each check is one all-reduce MAX of the values and their negations: all ranks agree when the
-    // maximum and the minimum are this rank's own, and all of them see the same answer.
-    const auto agree = [&](const std::vector<double>& values) {
-      std::vector<double> both = values;
-      for (double v : values) both.push_back(-v);
-      const std::vector<double> most = s.group->max(both);
-      for (size_t i = 0; i < values.size(); ++i)
-        if (most[i] != values[i] || most[values.size() + i] != -values[i]) return false;
-      return true;
-    };
-    const std::string rank = "replica group: rank " + std::to_string(s.group->rank());
+    detail::ReplicaGroup& group = *s.group;
+    const std::string rank = "replica group: rank " + std::to_string(group.rank());
     std::vector<double> kinds;
     for (const Device& d : s.devices.devices) kinds.push_back(static_cast<double>(d.kind));
-    if (!agree({static_cast<double>(kinds.size())}) || !agree(kinds)) {
+    if (!group.same_on_every_rank({static_cast<double>(kinds.size())}) || !group.same_on_every_rank(kinds)) {
       std::string names;
       for (const Device& d : s.devices.devices) names += (names.empty() ? "" : ", ") + d.name();
       throw std::invalid_argument(rank + " has the devices " + names +
@@ -378,17 +369,17 @@ Job::Job(std::string name, const torch::jit::Module& module, const std::vector<a
     // Ranks that disagree on these would wait for each other in different collectives.
     const std::vector<double> collectives = {static_cast<double>(replicas->cuda_collectives),
                                              detail::nccl_built() ? 1.0 : 0.0};
-    if (!agree(collectives))
+    if (!group.same_on_every_rank(collectives))
       throw std::invalid_argument(rank + " has cuda_collectives " +
                                   std::array<const char*, 3>{"auto", "nccl", "gloo"}.at(
                                       static_cast<size_t>(replicas->cuda_collectives)) +
                                   " in a build " + (detail::nccl_built() ? "with" : "without") +
                                   " NCCL; another rank differs: every rank needs the same cuda_collectives and the "
                                   "same build of the SDK");
-    detail::Fnv1a start_hash;
-    for (int d : start.device_of_op) start_hash.add(d);
-    const uint64_t h = std::stoull(start_hash.hex(), nullptr, 16);
-    if (!agree({static_cast<double>(h >> 32), static_cast<double>(h & 0xffffffffu)}))
+    // 16 hex digits, compared as two halves that a double holds exactly.
+    const std::string start_fingerprint = start.fingerprint();
+    if (!group.same_on_every_rank({static_cast<double>(std::stoull(start_fingerprint.substr(0, 8), nullptr, 16)),
+                                   static_cast<double>(std::stoull(start_fingerprint.substr(8), nullptr, 16))}))
       throw std::invalid_argument(rank + " starts from another placement than another rank (start_device_of_op): "
                                   "every rank starts from the same one");
     // Every replica starts from rank 0's weights, as torch's DistributedDataParallel does.

@@ -268,6 +268,17 @@ std::vector<double> ReplicaGroup::max(const std::vector<double>& values) {
   return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
 }
 
+bool ReplicaGroup::same_on_every_rank(const std::vector<double>& values) {
+  // One all-reduce MAX of the values and their negations: the same everywhere when the maximum and
+  // the minimum are this rank's own.
+  std::vector<double> both = values;
+  for (double v : values) both.push_back(-v);
+  const std::vector<double> most = max(both);
+  for (size_t i = 0; i < values.size(); ++i)
+    if (most[i] != values[i] || most[values.size() + i] != -values[i]) return false;
+  return true;
+}
+
 std::string ReplicaGroup::broadcast(const std::string& bytes) {
   at::Tensor length = at::tensor({static_cast<int64_t>(bytes.size())}, at::kLong);
   std::vector<at::Tensor> ts = {length};

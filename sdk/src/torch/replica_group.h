@@ -65,6 +65,9 @@ class ReplicaGroup {
 
   /// The element-wise maximum of `values` over the ranks (every rank passes as many).
   std::vector<double> max(const std::vector<double>& values);
+  /// Whether every rank passed the same `values` (as many on every rank); every rank gets the
+  /// same answer.
+  bool same_on_every_rank(const std::vector<double>& values);
   /// Rank 0's `bytes` on every rank.
   std::string broadcast(const std::string& bytes);
   /// Every rank's `tensors` overwritten in place with rank 0's. `slots[i]` is the job's device
