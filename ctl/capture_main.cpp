@@ -1,7 +1,7 @@
-// placementctl-capture: TorchScript model -> OpGraph JSON. A separate executable so that placementctl
+// placementctl-capture: a .pt2 (torch.export.save) or TorchScript model -> OpGraph JSON. A separate executable so that placementctl
 // itself never loads LibTorch (that costs ~0.8 s per start); `placementctl capture` runs this.
 //
-//   placementctl-capture MODEL.pt --input 1x3x224x224 [--input 1x40 ...] [--dtype int64] [-o G.json]
+//   placementctl-capture MODEL.pt2|MODEL.pt --input 1x3x224x224 [--input 1x40 ...] [--dtype int64] [-o G.json]
 
 #include <cstdio>
 #include <iostream>
@@ -54,13 +54,13 @@ std::string human_bytes(uint64_t bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"capture a TorchScript model as an OpGraph"};
+  CLI::App app{"capture a model (.pt2 from torch.export.save, or TorchScript) as an OpGraph"};
   std::string model, output, dtype = "float32";
   std::vector<std::string> inputs;
   bool list = false;
   std::string profile_on;
   int profile_steps = 5;
-  app.add_option("MODEL", model, "TorchScript file (torch.jit.save)")->required()->check(CLI::ExistingFile);
+  app.add_option("MODEL", model, ".pt2 archive (torch.export.save; its weights are not read) or TorchScript file (torch.jit.save)")->required()->check(CLI::ExistingFile);
   app.add_option("--input", inputs, "shape of each forward() input, e.g. 1x3x224x224")->required();
   app.add_option("--dtype", dtype, "input dtype: float32, float64, int64 (token ids), int32")->capture_default_str();
   app.add_option("-o,--output", output, "write the graph here (JSON); default: a summary only");

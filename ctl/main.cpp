@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
   optimize->add_flag("--json", g.json, "print one JSON object instead of tables");
   optimize->add_option("--progress", opt.progress, "progress bar on stderr")
       ->capture_default_str()->check(CLI::IsMember({"auto", "on", "off"}));
-  auto* capture = app.add_subcommand("capture", "capture a TorchScript model as an OpGraph (runs placementctl-capture)");
+  auto* capture = app.add_subcommand("capture", "capture a model (.pt2 or TorchScript) as an OpGraph (runs placementctl-capture)");
   capture->prefix_command();  // everything after `capture` goes to the helper as it is
   capture->fallthrough(false);
   capture->set_help_flag();   // --help too

@@ -4,7 +4,7 @@
 A line runs after these substitutions only: the build's binaries for build/bin/ (and for a bare
 placementd or placementctl), the build directory for build/ in a NAME=build/... setting, this
 Python for .venv/bin/python, private temporary paths for /tmp/pd.sock, /tmp/pd-state and curve.svg,
-and real files for the placeholders G.json, TOPO.toml, P.json, M.pt, model.pt, ID and <pid>. A line
+and real files for the placeholders G.json, TOPO.toml, P.json, M.pt, model.pt, model.pt2, ID and <pid>. A line
 with optional parts ([--all]) runs once bare and once with each part (SYNOPSES lists the concrete
 forms of lines whose parts do not combine freely). A line this test cannot run here is in SKIPPED with
 the reason and what covers it instead. Any other line fails the test: a new command in the docs needs
@@ -124,6 +124,7 @@ class Sandbox:
             "P.json": tmp / "best.json",
             "M.pt": models / "inception_example.pt",
             "model.pt": models / "resnet18.pt",
+            "model.pt2": models / "exported" / "bert_small.pt2",
             "ID": "1",
         }
         self.write_profiled_graph(source / "tests" / "data" / "graphs" / "rnnlm.json.gz", tmp / "G.json")

@@ -1,5 +1,5 @@
 #pragma once
-// TorchScript -> OpGraph. Implemented in libplacement_torch (links LibTorch); this header does not
+// A model (torch.export or TorchScript) -> OpGraph. Implemented in libplacement_torch (links LibTorch); this header does not
 // include LibTorch, so code that only passes a module through stays cheap to compile.
 
 #include <cstdint>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "placement/graph.h"
+#include "placement/model.h"
 #include "placement/torch_fwd.h"
 
 namespace placement {
@@ -25,6 +26,11 @@ class CaptureError : public std::runtime_error {
 /// and bytes are those measured on the example inputs. Throws CaptureError for control flow
 /// (script the model with tracing instead), unsupported ops, or inputs the model rejects.
 /// The module is run once without gradients; its parameters are not changed.
+/// The model's buffers and the random number generators are as they were afterwards (a model in
+/// train mode updates batch norm's statistics and draws dropout masks): a captured model trains
+/// from the state it was given, as plain PyTorch would.
+OpGraph capture(const Model& model, const std::vector<at::Tensor>& inputs, const std::string& name = "");
+/// The same for a TorchScript module.
 OpGraph capture(const torch::jit::Module& module, const std::vector<at::Tensor>& inputs,
                 const std::string& name = "");
 
@@ -38,7 +44,8 @@ std::vector<at::Tensor> example_inputs(const std::vector<std::vector<int64_t>>& 
 /// `with torch.device("meta")` and traced there): it has shapes but no weights.
 bool on_meta_device(const torch::jit::Module& module);
 
-/// Loads a TorchScript file (torch.jit.save / torch::jit::save) and captures it with
+/// Loads a .pt2 archive (torch.export.save; its weights are not read) or a TorchScript file
+/// (torch.jit.save / torch::jit::save) and captures it with
 /// example_inputs(shapes, dtype). A model saved on the meta device is captured on meta inputs:
 /// every op's shapes and work are recorded without computing anything or holding any activation,
 /// which is how models larger than this machine's memory are captured. Errors name the file.

@@ -10,6 +10,7 @@
 
 #include "placement/devices.h"
 #include "placement/graph.h"
+#include "placement/model.h"
 #include "placement/placement.h"
 #include "placement/torch_fwd.h"
 
@@ -31,7 +32,7 @@ class OpObserver {
   virtual void after(int op, const std::vector<c10::IValue>& outputs) = 0;
 };
 
-/// A TorchScript module executed op by op with every op on its placed device: each op's tensor
+/// A model (either front end's op program) executed op by op with every op on its placed device: each op's tensor
 /// inputs are moved to its device (recorded by autograd, so loss.backward() crosses devices as
 /// usual), factory ops create their tensors there, and each parameter lives on the device of its
 /// first consumer. With all ops on one device the numbers equal the plain module's.
@@ -46,6 +47,8 @@ class PlacedModule {
  public:
   /// `graph` must be capture()'s result for this module (checked: same ops in the same order).
   /// Starts with every op on device 0 of `devices`.
+  PlacedModule(const Model& model, OpGraph graph, DeviceSet devices);
+  /// The same for a TorchScript module (Model::from_torchscript).
   PlacedModule(const torch::jit::Module& module, OpGraph graph, DeviceSet devices);
   ~PlacedModule();
   PlacedModule(const PlacedModule&) = delete;
@@ -71,6 +74,8 @@ class PlacedModule {
 
   /// The module's parameters (requires_grad), for the optimizer.
   std::vector<at::Tensor> parameters() const;
+  /// The model it runs.
+  const Model& model() const;
 
   /// Routes the next forward passes through `observer` (nullptr: none). Not owned.
   void set_observer(OpObserver* observer);

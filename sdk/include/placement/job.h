@@ -16,6 +16,7 @@
 
 #include "placement/devices.h"
 #include "placement/engine.h"
+#include "placement/model.h"
 #include "placement/graph.h"
 #include "placement/job_channel.h"
 #include "placement/placement.h"
@@ -156,9 +157,11 @@ std::string parameters_digest(const std::vector<at::Tensor>& tensors);
 /// placement and re-attaches when the daemon is back.
 class Job {
  public:
-  /// Captures `module` with `example_inputs`, builds the placed module on the job's start
+  /// Captures `model` with `example_inputs`, builds the placed module on the job's start
   /// placement and starts talking to placementd in the background. Throws CaptureError for a model
   /// that cannot be captured, std::invalid_argument for bad options; never for daemon problems.
+  Job(std::string name, const Model& model, const std::vector<at::Tensor>& example_inputs, JobOptions options = {});
+  /// The same for a TorchScript module (Model::from_torchscript).
   Job(std::string name, const torch::jit::Module& module, const std::vector<at::Tensor>& example_inputs,
       JobOptions options = {});
   ~Job();
@@ -196,6 +199,8 @@ class Job {
 };
 
 /// Same as the constructor, for the `auto job = placement::attach(...)` spelling.
+std::unique_ptr<Job> attach(std::string name, const Model& model, const std::vector<at::Tensor>& example_inputs,
+                            JobOptions options = {});
 std::unique_ptr<Job> attach(std::string name, const torch::jit::Module& module,
                             const std::vector<at::Tensor>& example_inputs, JobOptions options = {});
 

@@ -10,14 +10,16 @@
 #include <ATen/ops/randn.h>
 #include <torch/csrc/jit/serialization/import.h>
 
-#include "program.h"
+#include "export_frontend.h"
+#include "op_program.h"
+#include "random_state.h"
 #include "tensor_bytes.h"
 
 namespace placement {
 
-using detail::Program;
-using torch::jit::Node;
-using torch::jit::Value;
+using detail::OpInput;
+using detail::OpNode;
+using detail::OpProgram;
 
 namespace {
 
@@ -76,27 +78,23 @@ OpArgument describe_argument(const c10::IValue& value) {
   return OpArgument::tensor_list(std::move(infos));
 }
 
-std::string short_kind(const Node* node) {
-  const std::string kind = node->kind().toUnqualString();
-  return kind;
-}
-
 }  // namespace
 
-OpGraph capture(const torch::jit::Module& module, const std::vector<at::Tensor>& inputs, const std::string& name) {
-  const Program program(module);
+OpGraph capture(const Model& model, const std::vector<at::Tensor>& inputs, const std::string& name) {
+  const OpProgram& program = model.program();
   OpGraph graph;
   graph.name = name;
 
-  // Which ops produced each value: itself for a tensor op, the union of its inputs' producers for
-  // plumbing (a list of tensors depends on every op that made one of them).
-  std::unordered_map<const Value*, std::vector<int>> producers;
+  // Which ops produced each value slot: itself for a tensor op, the union of its inputs' producers
+  // for plumbing (a list of tensors depends on every op that made one of them).
+  std::vector<std::vector<int>> producers(program.num_values);
   std::unordered_set<const c10::TensorImpl*> counted_parameters;
   std::map<std::pair<int, int>, uint64_t> edges;
   std::map<std::string, int> names_used;
   int current = -1;
   int current_trained_tensors = 0;
   std::vector<OpArgument> current_arguments;
+  auto index_of = [&program](const OpNode& node) { return static_cast<size_t>(&node - program.nodes.data()); };
 
   // Bytes of what an input carries from other ops, without module tensors a list may hold beside them.
   auto activation_bytes = [&counted_parameters](const c10::IValue& value) {
@@ -108,32 +106,33 @@ OpGraph capture(const torch::jit::Module& module, const std::vector<at::Tensor>&
         total += static_cast<uint64_t>(t.numel()) * t.element_size();
     return total;
   };
-  auto before = [&](const Node* node, std::vector<c10::IValue>& stack) {
+  auto before = [&](const OpNode& node, std::vector<c10::IValue>& stack) {
     current = -1;
-    if (!Program::is_tensor_op(node)) return;
+    if (!node.tensor_op) return;
     Op op;
     op.id = static_cast<int>(graph.ops.size());
-    op.kind = node->kind().toQualString();
-    const std::string scope = program.scope_of(node);
-    std::string base = (scope.empty() ? "" : scope + "/") + short_kind(node);
+    op.kind = node.name;
+    const std::string short_kind = node.name.substr(node.name.find("::") == std::string::npos ? 0 : node.name.find("::") + 2);
+    std::string base = (node.scope.empty() ? "" : node.scope + "/") + short_kind;
     const int seen = names_used[base]++;
     op.name = seen == 0 ? base : base + "." + std::to_string(seen);
     // The module's tensors it reads, directly or through a list (an LSTM's weights): they live with
     // their first consumer, and are no edge.
     current_trained_tensors = 0;
-    for (const at::Tensor& t : program.module_state_read_by(node))
+    for (const at::Tensor& t : program.module_state_read_by(index_of(node)))
       if (counted_parameters.insert(t.unsafeGetTensorImpl()).second) {
         op.parameter_bytes += static_cast<uint64_t>(t.numel()) * t.element_size();
         current_trained_tensors += t.requires_grad() ? 1 : 0;
       }
-    for (size_t i = 0; i < node->inputs().size(); ++i) {
-      auto it = producers.find(node->inputs()[i]);
-      if (it == producers.end()) continue;  // a graph input, a constant or the module's own tensors
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      if (node.inputs[i].value < 0) continue;  // a constant
+      const std::vector<int>& from = producers[static_cast<size_t>(node.inputs[i].value)];
+      if (from.empty()) continue;  // a graph input or the module's own tensors
       const uint64_t bytes = activation_bytes(stack[i]);
-      for (int src : it->second) {
+      for (int src : from) {
         uint64_t& b = edges[{src, op.id}];
         // A list input carries several producers' tensors; each edge gets that producer's share.
-        const uint64_t share = it->second.size() == 1 ? bytes : graph.ops[src].output_bytes();
+        const uint64_t share = from.size() == 1 ? bytes : graph.ops[src].output_bytes();
         b = std::max(b, share);
       }
     }
@@ -142,17 +141,16 @@ OpGraph capture(const torch::jit::Module& module, const std::vector<at::Tensor>&
     current = op.id;
     graph.ops.push_back(std::move(op));
   };
-  auto after = [&](const Node* node, std::vector<c10::IValue>& stack) {
+  auto after = [&](const OpNode& node, std::vector<c10::IValue>& stack) {
     if (current < 0) {
       std::vector<int> merged;
-      for (const Value* in : node->inputs()) {
-        auto it = producers.find(in);
-        if (it == producers.end()) continue;
-        for (int p : it->second)
+      for (const OpInput& in : node.inputs) {
+        if (in.value < 0) continue;
+        for (int p : producers[static_cast<size_t>(in.value)])
           if (std::find(merged.begin(), merged.end(), p) == merged.end()) merged.push_back(p);
       }
       if (!merged.empty())
-        for (const Value* out : node->outputs()) producers[out] = merged;
+        for (int out : node.outputs) producers[static_cast<size_t>(out)] = merged;
       return;
     }
     Op& op = graph.ops[current];
@@ -164,19 +162,30 @@ OpGraph capture(const torch::jit::Module& module, const std::vector<at::Tensor>&
     op.work = estimate_work(op.kind, current_arguments, op.outputs);
     // Autograd accumulates each trained parameter's gradient in a node of its own.
     if (op.work->backward_kernels > 0) op.work->backward_kernels += current_trained_tensors;
-    for (const Value* out : node->outputs()) producers[out] = {current};
+    for (int out : node.outputs) producers[static_cast<size_t>(out)] = {current};
   };
 
   std::vector<c10::IValue> args(inputs.begin(), inputs.end());
   {
     at::NoGradGuard no_grad;
+    const detail::RandomState random;
+    // Capture runs the model once: what it changes in place (batch norm's running statistics,
+    // num_batches_tracked) is put back, so a captured model trains from the state it was given.
+    std::vector<at::Tensor> kept;
+    for (const auto& [buffer_name, buffer] : program.buffers) kept.push_back(buffer.is_meta() ? buffer : buffer.clone());
     program.run(args, before, after);
+    for (size_t i = 0; i < kept.size(); ++i)
+      if (!kept[i].is_meta()) program.buffers[i].second.copy_(kept[i]);
   }
   for (const auto& [key, bytes] : edges) graph.edges.push_back({key.first, key.second, bytes});
   if (graph.ops.empty()) throw CaptureError("the model has no tensor operations to place");
   graph.validate();
   add_gradient_accumulation(graph);
   return graph;
+}
+
+OpGraph capture(const torch::jit::Module& module, const std::vector<at::Tensor>& inputs, const std::string& name) {
+  return capture(Model::from_torchscript(module), inputs, name);
 }
 
 std::vector<at::Tensor> example_inputs(const std::vector<std::vector<int64_t>>& shapes, const std::string& dtype,
@@ -204,18 +213,13 @@ bool on_meta_device(const torch::jit::Module& module) {
 }
 
 OpGraph capture_file(const std::string& path, const std::vector<std::vector<int64_t>>& shapes, const std::string& dtype) {
-  torch::jit::Module module;
-  try {
-    module = torch::jit::load(path);
-  } catch (const std::exception& e) {
-    std::string message = e.what();
-    if (const auto cut = message.find('\n'); cut != std::string::npos) message.resize(cut);
-    throw CaptureError(path + ": not a TorchScript file (save one with torch.jit.save or torch::jit::save): " + message);
-  }
+  // A .pt2's weights are not needed for shapes and work: its parameters are captured as meta tensors.
+  const bool exported = detail::is_pt2(path);
+  const Model model = exported ? Model::load_exported(path, /*weights=*/false) : Model::load(path);
   try {
     std::string name = path.substr(path.find_last_of('/') + 1);
     if (const auto dot = name.rfind('.'); dot != std::string::npos) name.resize(dot);
-    return capture(module, example_inputs(shapes, dtype, on_meta_device(module)), name);
+    return capture(model, example_inputs(shapes, dtype, model.on_meta_device()), name);
   } catch (const CaptureError& e) {
     throw CaptureError(path + ": " + e.what());
   }

@@ -1,48 +1,44 @@
 #include "placement/engine.h"
 
-#include <unordered_map>
-
 #include <ATen/core/grad_mode.h>
-#include <torch/csrc/jit/api/module.h>
 
 #include "placement/capture.h"
+#include "op_program.h"
 #include "physical_device.h"
-#include "program.h"
 #include "tensor_bytes.h"
 #include "transfer.h"
 
 namespace placement {
 
+using detail::OpNode;
+using detail::OpProgram;
 using detail::physical;
-using detail::Program;
-using torch::jit::Node;
-using torch::jit::Value;
 
 struct PlacedModule::Impl {
-  Impl(const torch::jit::Module& m, OpGraph g, DeviceSet d)
-      : module(m), program(m), graph(std::move(g)), devices(std::move(d)) {}
+  Impl(Model m, OpGraph g, DeviceSet d) : model(std::move(m)), graph(std::move(g)), devices(std::move(d)) {}
 
-  torch::jit::Module module;
-  Program program;
+  const OpProgram& program() const { return model.program(); }
+  size_t index_of(const OpNode& node) const { return static_cast<size_t>(&node - program().nodes.data()); }
+
+  Model model;
   OpGraph graph;
   DeviceSet devices;
   Placement placement;
   OpObserver* observer = nullptr;
   std::vector<c10::Device> device_of;  // physical device per DeviceSet index
-  std::unordered_map<const Node*, int> op_of_node;
-  /// The logical device an op's output lives on; absent: unknown (graph inputs, plumbing), which is
-  /// moved physically but never copied between logical devices.
-  std::unordered_map<const Value*, int> home;
+  std::vector<int> op_of_node;         // per node of the program: its op in `graph`, or -1
+  /// The logical device an op's output lives on, per value slot; -1: unknown (graph inputs,
+  /// plumbing), which is moved physically but never copied between logical devices.
+  std::vector<int> home;
   /// The logical device of each parameter and buffer under the current placement.
   std::unordered_map<const c10::TensorImpl*, int> parameter_home;
 
   // The logical device a tensor input comes from: a module tensor's home, else the device of the op
-  // that produced `value` (nullptr or unknown: -1).
-  int home_of(const at::Tensor& t, const Value* value) const {
+  // that produced slot `value` (-1 or unknown: -1).
+  int home_of(const at::Tensor& t, int value) const {
     if (auto p = parameter_home.find(t.unsafeGetTensorImpl()); p != parameter_home.end()) return p->second;
-    if (!value) return -1;
-    auto it = home.find(value);
-    return it == home.end() ? -1 : it->second;
+    if (value < 0) return -1;
+    return home[static_cast<size_t>(value)];
   }
 
   at::Tensor move(const at::Tensor& t, int from, int to) const {
@@ -56,26 +52,32 @@ struct PlacedModule::Impl {
   // indices of aten::index (Tensor?[]), an RNN's state tuple. Their producers are not tracked
   // through the container, so only a module tensor's home is known.
   c10::IValue move_nested(const c10::IValue& value, int to) const {
-    return detail::map_tensors(value, [&](const at::Tensor& t) { return move(t, home_of(t, nullptr), to); });
+    return detail::map_tensors(value, [&](const at::Tensor& t) { return move(t, home_of(t, -1), to); });
   }
 };
 
 PlacedModule::PlacedModule(const torch::jit::Module& module, OpGraph graph, DeviceSet devices)
-    : impl_(std::make_unique<Impl>(module, std::move(graph), std::move(devices))) {
-  impl_->devices.validate();
-  for (const auto& d : impl_->devices.devices) impl_->device_of.push_back(physical(d));
+    : PlacedModule(Model::from_torchscript(module), std::move(graph), std::move(devices)) {}
+
+PlacedModule::PlacedModule(const Model& model, OpGraph graph, DeviceSet devices)
+    : impl_(std::make_unique<Impl>(model, std::move(graph), std::move(devices))) {
+  Impl& s = *impl_;
+  s.devices.validate();
+  for (const auto& d : s.devices.devices) s.device_of.push_back(physical(d));
+  s.op_of_node.assign(s.program().nodes.size(), -1);
   int next = 0;
-  for (const Node* node : impl_->program.graph().nodes()) {
-    if (!Program::is_tensor_op(node)) continue;
-    if (next >= static_cast<int>(impl_->graph.ops.size()) || impl_->graph.ops[next].kind != node->kind().toQualString())
-      throw CaptureError("the graph does not belong to this module (op " + std::to_string(next) +
-                         " differs); capture the module again");
-    impl_->op_of_node[node] = next++;
+  for (size_t i = 0; i < s.program().nodes.size(); ++i) {
+    const OpNode& node = s.program().nodes[i];
+    if (!node.tensor_op) continue;
+    if (next >= static_cast<int>(s.graph.ops.size()) || s.graph.ops[next].kind != node.name)
+      throw CaptureError("the graph does not belong to this model (op " + std::to_string(next) +
+                         " differs); capture the model again");
+    s.op_of_node[i] = next++;
   }
-  if (next != static_cast<int>(impl_->graph.ops.size()))
-    throw CaptureError("the graph has " + std::to_string(impl_->graph.ops.size()) + " ops, the module " +
-                       std::to_string(next) + "; capture the module again");
-  set_placement(Placement::single(impl_->graph, 0));
+  if (next != static_cast<int>(s.graph.ops.size()))
+    throw CaptureError("the graph has " + std::to_string(s.graph.ops.size()) + " ops, the model " +
+                       std::to_string(next) + "; capture the model again");
+  set_placement(Placement::single(s.graph, 0));
 }
 
 PlacedModule::~PlacedModule() = default;
@@ -83,21 +85,21 @@ PlacedModule::~PlacedModule() = default;
 MigrationStats PlacedModule::set_placement(const Placement& placement) {
   Impl& s = *impl_;
   placement.validate(s.graph, s.devices);
-  std::unordered_map<const Value*, int> home;
+  std::vector<int> home(s.program().num_values, -1);
   std::unordered_map<const c10::TensorImpl*, int> parameter_home;
   // Copies first, commit after: if a copy fails (out of memory), nothing has changed. All copies
   // go in one batch, so GPU-to-GPU ones share one NCCL group and CPU-to-GPU ones the staging.
   std::vector<at::Tensor> moved;
   std::vector<detail::CopyRequest> copies;
   MigrationStats stats;
-  for (const Node* node : s.program.graph().nodes()) {
-    auto op = s.op_of_node.find(node);
-    if (op == s.op_of_node.end()) continue;
-    const int device = placement.device_of_op[op->second];
-    for (const Value* out : node->outputs()) home[out] = device;
+  for (size_t i = 0; i < s.program().nodes.size(); ++i) {
+    const int op = s.op_of_node[i];
+    if (op < 0) continue;
+    const int device = placement.device_of_op[op];
+    for (int out : s.program().nodes[i].outputs) home[static_cast<size_t>(out)] = device;
     // A parameter or buffer lives on its first consumer's device, wherever else it is read from,
     // also when it reaches the op inside a list (an LSTM's weights).
-    for (const at::Tensor& tensor : s.program.module_state_read_by(node)) {
+    for (const at::Tensor& tensor : s.program().module_state_read_by(i)) {
       const auto [it, first] = parameter_home.emplace(tensor.unsafeGetTensorImpl(), device);
       if (!first) continue;
       const auto was = s.parameter_home.find(tensor.unsafeGetTensorImpl());
@@ -130,43 +132,42 @@ c10::Device PlacedModule::physical_device(int device) const { return impl_->devi
 const Placement& PlacedModule::placement() const { return impl_->placement; }
 const OpGraph& PlacedModule::graph() const { return impl_->graph; }
 const DeviceSet& PlacedModule::devices() const { return impl_->devices; }
+const Model& PlacedModule::model() const { return impl_->model; }
 
 std::vector<c10::IValue> PlacedModule::forward(const std::vector<c10::IValue>& inputs) {
   const Impl& s = *impl_;
-  auto before = [&s](const Node* node, std::vector<c10::IValue>& stack) {
-    auto op = s.op_of_node.find(node);
-    if (op == s.op_of_node.end()) return;
-    const int device = s.placement.device_of_op[op->second];
+  auto before = [&s](const OpNode& node, std::vector<c10::IValue>& stack) {
+    const int op = s.op_of_node[s.index_of(node)];
+    if (op < 0) return;
+    const int device = s.placement.device_of_op[op];
     for (size_t i = 0; i < stack.size(); ++i) {
       c10::IValue& value = stack[i];
       if (value.isTensor()) {
-        value = s.move(value.toTensor(), s.home_of(value.toTensor(), node->inputs()[i]), device);
+        // A Python number passed as a tensor stays one: kernels take it from the host.
+        if (value.toTensor().unsafeGetTensorImpl()->is_wrapped_number()) continue;
+        value = s.move(value.toTensor(), s.home_of(value.toTensor(), node.inputs[i].value), device);
       } else if (value.isDevice()) {
         value = s.device_of[device];  // factory ops (zeros, arange) create on the op's device
-      } else if ((value.isList() || value.isTuple()) && Program::may_hold_tensors(node->inputs()[i]->type())) {
+      } else if ((value.isList() || value.isTuple()) && node.inputs[i].nested_tensors) {
         value = s.move_nested(value, device);
       }
     }
   };
-  if (!s.observer) return s.program.run(inputs, before);
-  auto observed_before = [&s, &before](const Node* node, std::vector<c10::IValue>& stack) {
+  if (!s.observer) return s.program().run(inputs, before);
+  auto observed_before = [&s, &before](const OpNode& node, std::vector<c10::IValue>& stack) {
     before(node, stack);
-    if (auto op = s.op_of_node.find(node); op != s.op_of_node.end()) s.observer->before(op->second);
+    if (const int op = s.op_of_node[s.index_of(node)]; op >= 0) s.observer->before(op);
   };
-  auto observed_after = [&s](const Node* node, std::vector<c10::IValue>& stack) {
-    if (auto op = s.op_of_node.find(node); op != s.op_of_node.end()) s.observer->after(op->second, stack);
+  auto observed_after = [&s](const OpNode& node, std::vector<c10::IValue>& stack) {
+    if (const int op = s.op_of_node[s.index_of(node)]; op >= 0) s.observer->after(op, stack);
   };
-  return s.program.run(inputs, observed_before, observed_after);
+  return s.program().run(inputs, observed_before, observed_after);
 }
 
 void PlacedModule::set_observer(OpObserver* observer) { impl_->observer = observer; }
 
 OpObserver::~OpObserver() = default;
 
-std::vector<at::Tensor> PlacedModule::parameters() const {
-  std::vector<at::Tensor> out;
-  for (const at::Tensor& p : impl_->module.parameters()) out.push_back(p);
-  return out;
-}
+std::vector<at::Tensor> PlacedModule::parameters() const { return impl_->model.parameters(); }
 
 }  // namespace placement

@@ -99,7 +99,6 @@ struct Job::Impl {
     std::unique_ptr<detail::StepProfiler> profiler;
   };
 
-  torch::jit::Module module;
   OpGraph graph;
   DeviceSet devices;
   std::unique_ptr<PlacedModule> placed;
@@ -329,14 +328,16 @@ struct Job::Impl {
 
 Job::Job(std::string name, const torch::jit::Module& module, const std::vector<at::Tensor>& example_inputs,
          JobOptions options)
+    : Job(std::move(name), Model::from_torchscript(module), example_inputs, std::move(options)) {}
+
+Job::Job(std::string name, const Model& model, const std::vector<at::Tensor>& example_inputs, JobOptions options)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
-  s.module = module;
-  s.graph = capture(module, example_inputs, name);
+  s.graph = capture(model, example_inputs, name);
   if (!options.profile_graph_file.empty()) adopt_profiles(s.graph, options.profile_graph_file);
   s.devices = job_devices(options.devices, options.memory_bytes);
   for (const Device& d : s.devices.devices) s.any_cuda |= d.kind == DeviceKind::kCuda;
-  s.placed = std::make_unique<PlacedModule>(s.module, s.graph, s.devices);
+  s.placed = std::make_unique<PlacedModule>(model, s.graph, s.devices);
   if (options.profile_steps < 0) throw std::invalid_argument("profile_steps must be >= 0");
   s.profile_steps = options.profile_steps;
   if (std::any_of(options.memory_limit_bytes.begin(), options.memory_limit_bytes.end(), [](uint64_t b) { return b > 0; })) {
@@ -384,7 +385,7 @@ Job::Job(std::string name, const torch::jit::Module& module, const std::vector<a
                                   "every rank starts from the same one");
     // Every replica starts from rank 0's weights, as torch's DistributedDataParallel does.
     std::vector<at::Tensor> state = s.placed->parameters();
-    for (const at::Tensor& b : s.module.buffers(true)) state.push_back(b);
+    for (const auto& [buffer_name, b] : model.named_buffers()) state.push_back(b);
     s.group->broadcast(state, s.slots_of(state));
   }
   if (!options.use_daemon) return;
@@ -412,6 +413,11 @@ Job::Job(std::string name, const torch::jit::Module& module, const std::vector<a
 }
 
 Job::~Job() = default;
+
+std::unique_ptr<Job> attach(std::string name, const Model& model, const std::vector<at::Tensor>& example_inputs,
+                            JobOptions options) {
+  return std::make_unique<Job>(std::move(name), model, example_inputs, std::move(options));
+}
 
 std::unique_ptr<Job> attach(std::string name, const torch::jit::Module& module,
                             const std::vector<at::Tensor>& example_inputs, JobOptions options) {
