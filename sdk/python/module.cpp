@@ -77,10 +77,13 @@ class PythonOptimizer final : public placement::StepOptimizer {
   py::object move_state_;
 };
 
-torch::jit::Module script_module(const py::object& module) {
+// The model a job runs: a placement Model (the export front end's, built in Python) or a
+// ScriptModule (the TorchScript front end's).
+placement::Model model_of(const py::object& module) {
+  if (py::isinstance<placement::Model>(module)) return module.cast<placement::Model>();
   std::optional<torch::jit::Module> m = torch::jit::as_module(module);
-  if (!m) throw py::type_error("expected a torch.jit.ScriptModule");
-  return *m;
+  if (!m) throw py::type_error("expected a placement Model or a torch.jit.ScriptModule");
+  return placement::Model::from_torchscript(*m);
 }
 
 std::vector<at::Tensor> tensors(const py::sequence& values, const char* what) {
@@ -161,6 +164,20 @@ PYBIND11_MODULE(_placement, m) {
   m.doc() = "placementd's job API (C++), for the placement package";
   py::register_exception<placement::CaptureError>(m, "CaptureError", PyExc_ValueError);
 
+  py::class_<placement::Model>(m, "Model")
+      .def_static(
+          "from_export",
+          [](const py::bytes& program, const std::map<std::string, at::Tensor>& tensors, const std::string& origin) {
+            const std::string json = program;
+            py::gil_scoped_release release;
+            return placement::Model::from_exported_json(json, tensors, origin);
+          },
+          py::arg("program"), py::arg("tensors"), py::arg("origin"),
+          "The op program of a serialized ExportedProgram (torch._export.serde.serialize's exported_program "
+          "bytes) over these tensors (its parameters, buffers and constants by name: the module's own).")
+      .def_property_readonly("frontend", &placement::Model::frontend)
+      .def_property_readonly("num_inputs", &placement::Model::num_inputs);
+
   py::class_<Job>(m, "Job")
       .def(py::init([](const std::string& name, const py::object& module, const py::sequence& example_inputs,
                        const std::vector<std::string>& devices, const std::string& socket, uint64_t expected_steps,
@@ -181,10 +198,10 @@ PYBIND11_MODULE(_placement, m) {
              o.reconnect_interval_ms = reconnect_interval_ms;
              o.replicas.timeout_ms = replica_timeout_ms;
              o.replicas.cuda_collectives = parse_cuda_collectives(cuda_collectives);
-             const torch::jit::Module scripted = script_module(module);
+             const placement::Model model = model_of(module);
              const std::vector<at::Tensor> inputs = tensors(example_inputs, "example_inputs");
              py::gil_scoped_release release;  // capture and the first contact with placementd take a while
-             return std::make_unique<Job>(name, scripted, inputs, std::move(o));
+             return std::make_unique<Job>(name, model, inputs, std::move(o));
            }),
            py::arg("name"), py::arg("module"), py::arg("example_inputs"), py::arg("devices"), py::arg("socket"),
            py::arg("expected_steps"), py::arg("memory_bytes"), py::arg("use_daemon"), py::arg("start_device_of_op"),
@@ -240,10 +257,10 @@ PYBIND11_MODULE(_placement, m) {
   m.def(
       "capture_json",
       [](const py::object& module, const py::sequence& example_inputs, const std::string& name) {
-        const torch::jit::Module scripted = script_module(module);
+        const placement::Model model = model_of(module);
         const std::vector<at::Tensor> inputs = tensors(example_inputs, "example_inputs");
         py::gil_scoped_release release;
-        return placement::to_json(placement::capture(scripted, inputs, name)).dump();
+        return placement::to_json(placement::capture(model, inputs, name)).dump();
       },
       py::arg("module"), py::arg("example_inputs"), py::arg("name"));
 }

@@ -13,11 +13,14 @@ placement and attaches again once it is back. docs/python.md has the whole API.
 """
 
 import contextlib
+import inspect
 
 import torch
+from torch.utils import _pytree as pytree
 
 from ._placement import CaptureError
 from ._placement import Job as _CppJob
+from ._placement import Model as _Model
 from ._placement import capture_json as _capture_json
 from ._placement import parameters_digest as _parameters_digest
 
@@ -42,6 +45,64 @@ def _script(model, example_inputs):
         return torch.jit.trace(model, tuple(example_inputs), check_trace=False)
     except Exception as e:
         raise CaptureError(f"cannot trace {type(model).__name__}: {e}") from e
+
+
+class _Exported:
+    """An nn.Module exported with torch.export (training IR, strict=False) and read into placementd's
+    op program over the module's own parameters and buffers: the optimizer, state_dict() and
+    checkpoints see what placementd moves. Inputs are flattened and outputs rebuilt (dicts,
+    dataclasses such as transformers' ModelOutput) by the program's own pytree specs."""
+
+    def __init__(self, model, args, kwargs, dynamic_batch, name):
+        from torch._export.serde.serialize import serialize
+        from torch.export import Dim
+
+        dynamic_shapes = None
+        if dynamic_batch:
+            # Dim.AUTO on every input's first dimension: a smaller last batch runs on the same program.
+            bound = inspect.signature(model.forward).bind(*args, **kwargs)
+            dynamic_shapes = {
+                key: pytree.tree_map(lambda v: {0: Dim.AUTO} if torch.is_tensor(v) and v.dim() > 0 else None, value)
+                for key, value in bound.arguments.items()}
+        # Exporting runs the model on fake tensors; the job's own random numbers (dropout masks)
+        # must come out as they would without placementd.
+        cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+        try:
+            with torch.random.fork_rng(devices=cuda):
+                program = torch.export.export(model, tuple(args), kwargs, strict=False, dynamic_shapes=dynamic_shapes)
+        except Exception as e:
+            raise CaptureError(_export_failure(model, e)) from e
+        self.in_spec = program.call_spec.in_spec
+        self.out_spec = program.call_spec.out_spec
+        tensors = {}
+        own = dict(model.named_parameters(remove_duplicate=False))
+        own.update(model.named_buffers(remove_duplicate=False))
+        for key, value in list(program.state_dict.items()) + list(program.constants.items()):
+            if torch.is_tensor(value):
+                # The module's own tensor object where it has one (export may hold a detached alias).
+                tensors[key] = own.get(key, value)
+        self.model = _Model.from_export(serialize(program).exported_program, tensors, type(model).__name__)
+
+    def flatten(self, args, kwargs):
+        from torch.export._tree_utils import reorder_kwargs
+
+        flat, spec = pytree.tree_flatten((tuple(args), reorder_kwargs(dict(kwargs), self.in_spec)))
+        if spec != self.in_spec:
+            raise ValueError(f"the inputs' structure {spec} is not the one the model was exported with {self.in_spec}")
+        return flat
+
+    def unflatten(self, outputs):
+        flat = list(outputs) if isinstance(outputs, tuple) else [outputs]
+        return pytree.tree_unflatten(flat, self.out_spec)
+
+
+def _export_failure(model, error):
+    """What torch.export said, shortened to its first lines, and what to do."""
+    text = str(error).strip().splitlines()
+    head = " ".join(line.strip() for line in text[:3]) if text else type(error).__name__
+    return (f"cannot export {type(model).__name__} with torch.export: {type(error).__name__}: {head} "
+            f"(data-dependent control flow must become torch.cond-free code; or attach with "
+            f"frontend='torchscript')")
 
 
 def _inputs(example_inputs):
@@ -111,13 +172,27 @@ def _move_optimizer_state(optimizer, parameters, devices):
 class Job:
     """A model in training whose placement placementd chooses. Use it from the training thread."""
 
-    def __init__(self, name, model, example_inputs, *, devices=None, expected_steps=0, socket=None,
-                 memory_bytes=0, use_daemon=True, start=None, memory_limit_bytes=None,
-                 profile_graph_file=None, profile_steps=3, reconnect_interval_ms=1000, replica_timeout_ms=60000,
-                 cuda_collectives="auto"):
+    def __init__(self, name, model, example_inputs, *, example_kwargs=None, dynamic_batch=True, frontend="export",
+                 devices=None, expected_steps=0, socket=None, memory_bytes=0, use_daemon=True, start=None,
+                 memory_limit_bytes=None, profile_graph_file=None, profile_steps=3, reconnect_interval_ms=1000,
+                 replica_timeout_ms=60000, cuda_collectives="auto"):
         inputs = _inputs(example_inputs)
-        self.module = _script(model, inputs)
-        self._job = _CppJob(str(name), self.module, list(inputs), list(devices or []), socket or "",
+        kwargs = dict(example_kwargs or {})
+        self._exported = None
+        if frontend == "export" and not isinstance(model, torch.jit.ScriptModule):
+            if not isinstance(model, torch.nn.Module):
+                raise TypeError(f"model is a {type(model).__name__}, not a torch.nn.Module or torch.jit.ScriptModule")
+            self._exported = _Exported(model, inputs, kwargs, dynamic_batch, str(name))
+            self.module = model
+            program, flat = self._exported.model, self._exported.flatten(inputs, kwargs)
+        elif frontend in ("export", "torchscript"):
+            if kwargs:
+                raise ValueError("example_kwargs needs frontend='export'")
+            self.module = program = _script(model, inputs)
+            flat = list(inputs)
+        else:
+            raise ValueError(f"frontend is 'export' or 'torchscript', not {frontend!r}")
+        self._job = _CppJob(str(name), program, flat, list(devices or []), socket or "",
                             int(expected_steps), int(memory_bytes), bool(use_daemon), list(start or []),
                             [int(b) for b in (memory_limit_bytes or [])], profile_graph_file or "",
                             int(profile_steps), int(reconnect_interval_ms), int(replica_timeout_ms),
@@ -128,7 +203,7 @@ class Job:
         """The module's parameters, for the optimizer: the same tensors across placements."""
         return self._job.parameters()
 
-    def step(self, inputs, loss_fn, optimizer, targets=None):
+    def step(self, inputs, loss_fn, optimizer, targets=None, kwargs=None):
         """One training step under the placement in force: applies a pending placement at the step
         boundary (parameters and the optimizer's state move), forward, loss_fn(outputs), backward,
         optimizer.step(), optimizer.zero_grad(); reports the step's time to placementd without
@@ -138,7 +213,15 @@ class Job:
         proposed is run again on the last good one, so no batch is lost. Returns the loss, detached."""
         if targets is not None:
             targets = _inputs(targets)
-        return self._job.step(list(_inputs(inputs)), _on_output_device(loss_fn, targets), optimizer,
+        if self._exported is None:
+            if kwargs:
+                raise ValueError("kwargs needs frontend='export'")
+            return self._job.step(list(_inputs(inputs)), _on_output_device(loss_fn, targets), optimizer,
+                                  _move_optimizer_state)
+        exported = self._exported
+        restructured = _on_output_device(loss_fn, targets)
+        return self._job.step(exported.flatten(_inputs(inputs), kwargs or {}),
+                              lambda outputs: restructured(exported.unflatten(outputs)), optimizer,
                               _move_optimizer_state)
 
     @property
@@ -178,19 +261,26 @@ class Job:
         return False
 
 
-def attach(name, model, example_inputs, **options):
-    """Job(name, model, example_inputs, **options): `model` is an nn.Module (traced on the example
-    inputs) or a ScriptModule; options as Job's (devices, expected_steps, socket, ...)."""
-    return Job(name, model, example_inputs, **options)
+def attach(name, model, example_inputs, *, example_kwargs=None, dynamic_batch=True, frontend="export", **options):
+    """Job(name, model, example_inputs, ...): `model` is an nn.Module, exported with torch.export
+    (frontend="export", the default: training IR, strict=False, a dynamic batch dimension unless
+    dynamic_batch=False; outputs come back in the model's own structure) or traced with TorchScript
+    (frontend="torchscript"), or a ScriptModule; options as Job's (devices, expected_steps, socket, ...)."""
+    return Job(name, model, example_inputs, example_kwargs=example_kwargs, dynamic_batch=dynamic_batch,
+               frontend=frontend, **options)
 
 
-def capture(model, example_inputs, name="model", path=None):
+def capture(model, example_inputs, name="model", path=None, frontend="export"):
     """The op graph placementd sees for `model` on these inputs (ops, edges, each op's measured
     output bytes), as the dict `placementctl` reads; written to `path` as JSON when given."""
     import json
 
     inputs = _inputs(example_inputs)
-    text = _capture_json(_script(model, inputs), list(inputs), str(name))
+    if frontend == "export" and not isinstance(model, torch.jit.ScriptModule):
+        exported = _Exported(model, inputs, {}, True, str(name))
+        text = _capture_json(exported.model, exported.flatten(inputs, {}), str(name))
+    else:
+        text = _capture_json(_script(model, inputs), list(inputs), str(name))
     if path is not None:
         with open(path, "w") as f:
             f.write(text)
