@@ -50,6 +50,8 @@ def run():
     p.add_argument("--pairs", type=positive, default=20, help="pairs of windows (default 20)")
     p.add_argument("--window", type=positive, help="steps a window (default: 200 for mlp, 5 for resnet18)")
     p.add_argument("--warmup", type=positive, default=5, help="untimed steps of each copy first (default 5)")
+    p.add_argument("--frontend", choices=["export", "torchscript"], default="export",
+                   help="how the job's copy is captured (default export: torch.export, the SDK's default)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     args.batch = args.batch or (8 if args.model == "mlp" else 32)
@@ -66,7 +68,8 @@ def run():
     plain_opt = torch.optim.SGD(plain.parameters(), lr=1e-3, momentum=0.9)
 
     placed_model, _, _, _ = make(args)
-    job = placement.attach("step-overhead", placed_model, inputs, devices=[args.device], use_daemon=False)
+    job = placement.attach("step-overhead", placed_model, inputs, devices=[args.device], use_daemon=False,
+                           frontend=args.frontend)
     job_inputs = plain_inputs
     job_opt = torch.optim.SGD(job.parameters(), lr=1e-3, momentum=0.9)
 
@@ -110,7 +113,8 @@ def run():
     overhead = statistics.fmean(ratios) - 1
     delta = statistics.fmean(deltas)
     shape = f"batch {args.batch}" + (f", 3x{args.image_size}x{args.image_size}" if args.model == "resnet18" else "")
-    print(f"{args.model} ({shape}) on {args.device}, torch {torch.__version__}: {args.pairs} pairs of "
+    print(f"{args.model} ({shape}) on {args.device}, {args.frontend} front end, torch {torch.__version__}: "
+          f"{args.pairs} pairs of "
           f"{args.window}-step windows, alternating, after {args.warmup} warm-up steps each")
     print(f"{'plain PyTorch loop':22} {1e3 * statistics.median(plain_s):10.3f} ms/step (median window)")
     print(f"{'job.step':22} {1e3 * statistics.median(job_s):10.3f} ms/step")

@@ -189,7 +189,7 @@ std::string error_of(const std::function<void()>& f) {
 
 TEST(Capture, BadInputsAreNamed) {
   const std::string not_torchscript = std::string(MODEL_DIR) + "/mlp.json";
-  EXPECT_NE(error_of([&] { capture_file(not_torchscript, {{8, 32}}); }).find(not_torchscript + ": not a TorchScript file"),
+  EXPECT_NE(error_of([&] { capture_file(not_torchscript, {{8, 32}}); }).find(not_torchscript + ": neither a .pt2 archive (torch.export.save) nor a TorchScript file"),
             std::string::npos);
   const std::string shape = error_of([&] { capture_file(model("mlp"), {{8, 33}}); });
   EXPECT_NE(shape.find("aten::linear in layer1 failed on the example inputs"), std::string::npos) << shape;
