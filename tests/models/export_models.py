@@ -22,8 +22,8 @@ before 20 steps of SGD (lr 0.01, foreach=False: param.add_(grad, alpha=-lr), whi
 does too); the last step runs a batch one smaller (a short last batch of an epoch). The loss is the
 sum over the outputs' floating tensors, in pytree order, of t.float().pow(2).mean().
 
-Without names, the models the unit tests use are exported, and the damaged files the error tests
-read (broken_*.pt2).
+Without names, the models the unit tests use are exported, the damaged files the error tests read
+(broken_*.pt2), and hf_gpt2 exported on the meta device (hf_gpt2_meta.pt2: shapes, no weights).
 """
 import copy
 import io
@@ -185,6 +185,15 @@ def broken(out_dir):
     torch.export.save(program, os.path.join(out_dir, "broken_cond.pt2"))
 
 
+def on_meta(out_dir):
+    """hf_gpt2 built and exported on the meta device: a .pt2 with shapes and no weights."""
+    build, shapes, _ = MODELS["hf_gpt2"]
+    with torch.device("meta"):
+        model = build().train()
+        inputs = tuple(torch.randint(0, 100, shape) for shape in shapes)
+    torch.export.save(torch.export.export(model, inputs, strict=False), os.path.join(out_dir, "hf_gpt2_meta.pt2"))
+
+
 def main():
     args = sys.argv[1:]
     if not args or args[0] in ("-h", "--help"):
@@ -200,6 +209,7 @@ def main():
         print(f"{out_dir}/{name}.pt2")
     if not args[1:]:
         broken(out_dir)
+        on_meta(out_dir)
 
 
 if __name__ == "__main__":

@@ -718,11 +718,13 @@ void read_payloads(const Archive& archive, const std::string& config_name, const
     const c10::ScalarType dtype = scalar_type(meta.get_dtype());
     const std::string key = payload.get_path_name() + "|" + std::to_string(offset) + "|" + c10::toString(dtype) + "|" +
                             c10::str(c10::IntArrayRef(sizes)) + c10::str(c10::IntArrayRef(strides));
+    // A model exported on the meta device has no storages: its payloads all share one empty
+    // record, and equal shapes are not the same tensor.
+    const bool exported_on_meta = meta.get_device().get_type() == "meta";
     at::Tensor tensor;
-    if (auto seen = views.find(key); seen != views.end()) {
+    if (auto seen = views.find(key); seen != views.end() && !exported_on_meta) {
       tensor = seen->second;
-    } else if (!weights || meta.get_device().get_type() == "meta") {
-      // Without weights, or a model exported on the meta device (its payloads are empty).
+    } else if (!weights || exported_on_meta) {
       tensor = at::empty_strided(sizes, strides, at::TensorOptions().dtype(dtype).device(at::kMeta));
     } else {
       auto storage = storages.find(payload.get_path_name());
