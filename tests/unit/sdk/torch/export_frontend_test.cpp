@@ -242,3 +242,63 @@ TEST(ExportedModelErrors, OneLineMessages) {
 
 }  // namespace
 }  // namespace placement
+
+namespace placement {
+namespace {
+
+// Both front ends on one model (make_models.py's TorchScript trace, export_models.py's export, same
+// weights and shapes): groupers, placers and the cost model must see the same model. Where their
+// IRs differ, by how much, is stated per model.
+struct Totals {
+  uint64_t parameter_bytes = 0;
+  double forward_flops = 0, backward_flops = 0;
+  std::map<std::string, uint64_t> weights;  // op name -> parameter bytes, for ops holding some
+};
+
+Totals totals_of(const OpGraph& g) {
+  Totals t;
+  for (const Op& op : g.ops) {
+    t.parameter_bytes += op.parameter_bytes;
+    if (op.work) {
+      t.forward_flops += op.work->forward_flops;
+      t.backward_flops += op.work->backward_flops;
+    }
+    if (op.parameter_bytes > 0) t.weights[op.name] = op.parameter_bytes;
+  }
+  return t;
+}
+
+OpGraph capture_spec(const std::string& file, const std::string& spec_file) {
+  std::ifstream in(spec_file);
+  const auto spec = nlohmann::json::parse(in);
+  return capture_file(file, spec["inputs"].get<std::vector<std::vector<int64_t>>>(), spec["dtype"]);
+}
+
+class BothFrontEnds : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BothFrontEnds, SeeTheSameOpsWeightsAndWork) {
+  const std::string name = GetParam();
+  const OpGraph traced = capture_spec(std::string(MODEL_DIR) + "/" + name + ".pt", std::string(MODEL_DIR) + "/" + name + ".json");
+  const OpGraph exported = capture_spec(path_of(name + ".pt2"), path_of(name + ".json"));
+  const Totals a = totals_of(traced), b = totals_of(exported);
+  // The ops holding weights: same names (module path / kind), same bytes.
+  EXPECT_EQ(a.weights, b.weights) << name;
+  EXPECT_EQ(a.parameter_bytes, b.parameter_bytes) << name;
+  if (name == "mlp" || name == "two_tower") {
+    // Nothing but linear layers and activations: the same graph, to its fingerprint.
+    EXPECT_EQ(traced.fingerprint(), exported.fingerprint()) << name;
+    EXPECT_EQ(traced.edges.size(), exported.edges.size()) << name;
+  }
+  // Work: forward equal within 0.1% (measured: BERT 10 FLOPs apart of 1.87e6), backward within 1%
+  // (measured: BERT -0.7%, GNMT -0.2%). The trace records shape arithmetic as tensor ops (aten::size
+  // into prim::NumToTensor, scalar aten::mul: BERT has 92 ops traced, 82 exported) where the export
+  // keeps symbolic integers, and GNMT's LSTM states travel as tuples (traced) or lists (exported),
+  // which changes edges and the backward of a few plumbing ops, not the layers'.
+  EXPECT_NEAR(a.forward_flops, b.forward_flops, 0.001 * a.forward_flops) << name;
+  EXPECT_NEAR(a.backward_flops, b.backward_flops, 0.01 * a.backward_flops) << name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, BothFrontEnds, ::testing::Values("mlp", "two_tower", "gnmt_small", "bert_small"));
+
+}  // namespace
+}  // namespace placement
