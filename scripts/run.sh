@@ -41,8 +41,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "== tracing the example model (tests/models/make_models.py, torch $("$placement_python" -c 'import torch; print(torch.__version__)'))"
-"$placement_python" "$root/tests/models/make_models.py" "$work/models" "${example}_example" >/dev/null
+echo "== exporting the example model in train mode (tests/models/export_models.py: torch.export, torch $("$placement_python" -c 'import torch; print(torch.__version__)'))"
+"$placement_python" "$root/tests/models/export_models.py" --no-reference "$work/models" "${example}_example" >/dev/null
 
 # CUDA devices need the GPU build and their memory given (JobOptions::memory_bytes); the live GPU
 # run is scripts/gpu-run.sh's, not this one's.
@@ -57,7 +57,7 @@ echo
 echo "== the ${example} example job trains $steps steps on $devices while placementd places it"
 echo "   (it starts from a naive placement that alternates consecutive ops between the devices, so"
 echo "   there is something to find on logical CPU devices; on one host no split beats one device)"
-"$build/bin/train_${example}" --model "$work/models/${example}_example.pt" --socket "$socket" --devices "$devices" \
+"$build/bin/train_${example}" --model "$work/models/${example}_example.pt2" --socket "$socket" --devices "$devices" \
   --steps "$steps" --log-every $((steps / 10)) --start interleaved
 echo
 echo "== placementctl jobs --finished"

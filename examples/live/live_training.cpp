@@ -95,7 +95,8 @@ void print_summary(const placement::Job& job, const json& view, double wall_s, c
 
 // Trains `m` as `o` says; what loading or training throws reaches live_main, which reports it.
 int run_live(const LiveOptions& o, const ExampleModel& m) {
-  torch::jit::Module module = torch::jit::load(o.model);
+  // A .pt2 (torch.export.save) or a TorchScript file: placement::Model tells them apart.
+  const placement::Model model = placement::Model::load(o.model);
   placement::JobOptions options;
   options.socket_path = o.socket;
   options.devices = o.devices;
@@ -105,12 +106,12 @@ int run_live(const LiveOptions& o, const ExampleModel& m) {
   options.profile_graph_file = o.profiles_file;
   options.replicas.timeout_ms = o.replica_timeout_ms;
   if (o.start == "interleaved") {
-    const size_t ops = placement::capture(module, m.example_inputs).ops.size();
+    const size_t ops = placement::capture(model, m.example_inputs).ops.size();
     const int devices = static_cast<int>(o.devices.empty() ? 2 : o.devices.size());
     for (size_t i = 0; i < ops; ++i) options.start_device_of_op.push_back(static_cast<int>(i % devices));
   }
   const auto started = std::chrono::steady_clock::now();
-  auto job = placement::attach(o.job, module, m.example_inputs, options);
+  auto job = placement::attach(o.job, model, m.example_inputs, options);
   const auto status = job->daemon();
   // Data-parallel replicas (torchrun's environment): rank r of n trains on batches r, n + r, ...;
   // only rank 0 talks to placementd, whose directives hold for every rank.
@@ -181,7 +182,7 @@ int live_main(int argc, char** argv, const ExampleProgram& program) {
   CLI::App app{program.description, program.name};
   LiveOptions o;
   o.job = program.job;
-  app.add_option("--model", o.model, "TorchScript file (tests/models/make_models.py)")
+  app.add_option("--model", o.model, ".pt2 (tests/models/export_models.py) or TorchScript file (make_models.py)")
       ->required()
       ->check(CLI::ExistingFile);
   app.add_option("--steps", o.steps, "training steps")->capture_default_str()->check(command_line::at_least(1));

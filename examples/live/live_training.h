@@ -1,5 +1,5 @@
 #pragma once
-// The training loop both example jobs share: load a TorchScript model, attach it to placementd,
+// The training loop both example jobs share: load a model (.pt2 or TorchScript), attach it to placementd,
 // train on synthetic batches for --steps, print progress and a summary of what placementd found.
 
 #include <cstdint>
@@ -12,7 +12,7 @@
 namespace examples {
 
 struct LiveOptions {
-  std::string model;  // TorchScript file
+  std::string model;  // .pt2 (torch.export.save) or TorchScript file
   std::string job;    // job name shown by placementctl
   std::string socket;
   std::vector<std::string> devices;
