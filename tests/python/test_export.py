@@ -142,3 +142,16 @@ def test_the_torchscript_front_end_is_kept():
     assert isinstance(job.module, torch.jit.ScriptModule)
     with pytest.raises(ValueError, match="frontend is 'export' or 'torchscript'"):
         placement.attach("py-bad", model, (torch.randn(2, 4),), use_daemon=False, frontend="onnx")
+
+
+def test_torch_cond_is_refused_not_run_wrongly():
+    class WithCond(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return torch.cond(x.sum() > 0, lambda t: self.linear(t), lambda t: t.clone(), (x,))
+
+    with pytest.raises(placement.CaptureError, match="cond.*control flow cannot be placed op by op"):
+        placement.attach("py-cond", WithCond(), (torch.randn(2, 4),), devices=DEVICES, use_daemon=False)
