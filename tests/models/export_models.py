@@ -163,12 +163,12 @@ def export(name, out_dir, reference=True):
         json.dump(record, f)
 
 
-def rewrite(source, target, change):
-    """A copy of a .pt2 with its program's JSON changed by `change`."""
+def rewrite(source, target, change, record="models/model.json"):
+    """A copy of a .pt2 with one JSON record (by default the program) changed by `change`."""
     with zipfile.ZipFile(source) as zin, zipfile.ZipFile(target, "w", zipfile.ZIP_STORED) as zout:
         for item in zin.infolist():
             data = zin.read(item.filename)
-            if item.filename.endswith("models/model.json"):
+            if item.filename.endswith(record):
                 data = json.dumps(change(json.loads(data))).encode()
             zout.writestr(item, data)
 
@@ -187,6 +187,13 @@ def broken(out_dir):
                 return program
         raise SystemExit("mlp has no relu to rename")
 
+    def weight_past_its_payload(config):
+        meta = config["config"]["layer1.weight"]["tensor_meta"]
+        meta["strides"][0] = {"as_int": 2 ** 62}  # the last element far beyond the stored bytes
+        return config
+
+    rewrite(good, os.path.join(out_dir, "broken_weight.pt2"), weight_past_its_payload,
+            record="data/weights/model_weights_config.json")
     rewrite(good, os.path.join(out_dir, "broken_schema.pt2"), newer_schema)
     rewrite(good, os.path.join(out_dir, "broken_op.pt2"), unknown_op)
     with open(good, "rb") as f:

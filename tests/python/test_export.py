@@ -98,13 +98,13 @@ def test_outputs_keep_the_models_structure_and_kwargs_are_taken():
             self.a = torch.nn.Linear(8, 4)
             self.b = torch.nn.Linear(8, 2)
 
-        def forward(self, x, *, scale):
-            return {"a": self.a(x) * scale, "rest": (self.b(x),)}
+        def forward(self, x, *, scale, double=False):
+            return {"a": self.a(x) * scale * (2 if double else 1), "rest": (self.b(x) / x.shape[0],)}
 
     torch.manual_seed(0)
     model = Pair()
     x = torch.randn(5, 8)
-    job = placement.attach("py-structure", model, (x,), example_kwargs={"scale": torch.tensor(2.0)},
+    job = placement.attach("py-structure", model, (x,), example_kwargs={"scale": torch.tensor(2.0), "double": True},
                            devices=DEVICES, use_daemon=False)
     seen = []
 
@@ -113,10 +113,18 @@ def test_outputs_keep_the_models_structure_and_kwargs_are_taken():
         return out["a"].sum() + out["rest"][0].sum()
 
     optimizer = torch.optim.SGD(job.parameters(), lr=0.1)
-    job.step((x,), loss, optimizer, kwargs={"scale": torch.tensor(2.0)})
+    torch.manual_seed(0)
+    plain = Pair()
+    expected = plain(x, scale=torch.tensor(2.0), double=True)
+    job.step((x,), loss, optimizer, kwargs={"scale": torch.tensor(2.0), "double": True})
     out = seen[0]
     assert set(out) == {"a", "rest"} and isinstance(out["rest"], tuple)
-    assert out["a"].shape == (5, 4) and out["rest"][0].shape == (5, 2)
+    # A symbolic size divides as a Python number would (a wrapped number), a flag stays exported.
+    assert torch.equal(out["a"], expected["a"]) and torch.equal(out["rest"][0], expected["rest"][0])
+    job.step((x[:3],), loss, optimizer, kwargs={"scale": torch.tensor(2.0), "double": True})
+    assert seen[1]["a"].shape == (3, 4)
+    with pytest.raises(ValueError, match="exported with True"):
+        job.step((x,), loss, optimizer, kwargs={"scale": torch.tensor(2.0), "double": False})
 
 
 def test_a_model_export_cannot_take_is_a_capture_error_that_says_what_to_do():

@@ -14,6 +14,7 @@ placement and attaches again once it is back. docs/python.md has the whole API.
 
 import contextlib
 import inspect
+import warnings
 
 import torch
 from torch.utils import _pytree as pytree
@@ -47,6 +48,9 @@ def _script(model, example_inputs):
         raise CaptureError(f"cannot trace {type(model).__name__}: {e}") from e
 
 
+_TENSOR = object()  # marks the flattened inputs that were tensors when the model was exported
+
+
 class _Exported:
     """An nn.Module exported with torch.export (training IR, strict=False) and read into placementd's
     op program over the module's own parameters and buffers: the optimizer, state_dict() and
@@ -59,6 +63,12 @@ class _Exported:
 
         dynamic_shapes = None
         if dynamic_batch:
+            small = [tuple(v.shape) for v in pytree.tree_leaves((args, kwargs)) if torch.is_tensor(v) and v.dim() > 0
+                     and v.shape[0] <= 1]
+            if small:
+                warnings.warn(f"an example input's batch dimension is {small[0][0]} ({small[0]}): torch.export "
+                              "specializes batches of 0 and 1, so other batch sizes will not run; give examples "
+                              "with a batch of at least 2", stacklevel=3)
             # Dim.AUTO on every input's first dimension: a smaller last batch runs on the same program.
             bound = inspect.signature(model.forward).bind(*args, **kwargs)
             dynamic_shapes = {
@@ -66,12 +76,14 @@ class _Exported:
                 for key, value in bound.arguments.items()}
         # Exporting runs the model on fake tensors; the job's own random numbers (dropout masks)
         # must come out as they would without placementd.
-        cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+        # Only a CUDA generator already in use can move; forking every GPU's would start them all.
+        cuda = [torch.cuda.current_device()] if torch.cuda.is_initialized() else []
         try:
             with torch.random.fork_rng(devices=cuda):
                 program = torch.export.export(model, tuple(args), kwargs, strict=False, dynamic_shapes=dynamic_shapes)
         except Exception as e:
             raise CaptureError(_export_failure(model, e)) from e
+        self.constants = None
         self.in_spec = program.call_spec.in_spec
         self.out_spec = program.call_spec.out_spec
         tensors = {}
@@ -84,12 +96,22 @@ class _Exported:
         self.model = _Model.from_export(serialize(program).exported_program, tensors, type(model).__name__)
 
     def flatten(self, args, kwargs):
+        """The tensors the program takes, in its order. Other leaves (an int, a bool flag) were
+        exported as constants: they must be what they were then."""
         from torch.export._tree_utils import reorder_kwargs
 
         flat, spec = pytree.tree_flatten((tuple(args), reorder_kwargs(dict(kwargs), self.in_spec)))
         if spec != self.in_spec:
             raise ValueError(f"the inputs' structure {spec} is not the one the model was exported with {self.in_spec}")
-        return flat
+        if self.constants is None:
+            self.constants = [_TENSOR if torch.is_tensor(v) else v for v in flat]
+        for i, (v, c) in enumerate(zip(flat, self.constants)):
+            if c is _TENSOR:
+                if not torch.is_tensor(v):
+                    raise TypeError(f"inputs[{i}] is a {type(v).__name__}, not a torch.Tensor")
+            elif torch.is_tensor(v) or v != c:
+                raise ValueError(f"input leaf {i} is {v!r}; the model was exported with {c!r}, which it keeps")
+        return [v for v in flat if torch.is_tensor(v)]
 
     def unflatten(self, outputs):
         flat = list(outputs) if isinstance(outputs, tuple) else [outputs]

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include <ATen/core/grad_mode.h>
+#include <c10/util/safe_numerics.h>
 #include <ATen/ScalarOps.h>
 #include <ATen/ops/empty.h>
 #include <caffe2/serialize/inline_container.h>
@@ -143,8 +144,12 @@ std::function<void(torch::jit::Stack&)> symbolic(const std::string& target) {
       {"_operator.mod", arith([](int64_t a, int64_t b) { return a - floor_div(a, b) * b; },
                               [](double a, double b) { return a - std::floor(a / b) * b; })},
       {"_operator.truediv", [=](const std::vector<c10::IValue>& a) -> c10::IValue { return num(a.at(0)) / num(a.at(1)); }},
-      {"_operator.pow", arith([](int64_t a, int64_t b) { return static_cast<int64_t>(std::llround(std::pow(a, b))); },
-                              [](double a, double b) { return std::pow(a, b); })},
+      {"_operator.pow", [=](const std::vector<c10::IValue>& a) -> c10::IValue {
+         // Python: int ** non-negative int is an int, anything else a float.
+         if (ints(a) && as_int(a.at(1)) >= 0)
+           return static_cast<int64_t>(std::llround(std::pow(as_int(a.at(0)), as_int(a.at(1)))));
+         return std::pow(num(a.at(0)), num(a.at(1)));
+       }},
       {"torch.sym_max", arith([](int64_t a, int64_t b) { return std::max(a, b); }, [](double a, double b) { return std::max(a, b); })},
       {"torch.sym_min", arith([](int64_t a, int64_t b) { return std::min(a, b); }, [](double a, double b) { return std::min(a, b); })},
       {"_operator.eq", compare([](double a, double b) { return a == b; })},
@@ -299,7 +304,11 @@ class Builder {
         const auto& d = a.get_as_device();
         std::string text = d.get_type();
         if (d.get_index()) text += ":" + std::to_string(*d.get_index());
-        return OpInput::of(c10::Device(text));
+        try {
+          return OpInput::of(c10::Device(text));
+        } catch (const c10::Error&) {
+          throw CaptureError(where + " names a device this LibTorch does not know: '" + text + "'");
+        }
       }
       case Tag::AS_GRAPH:
         throw CaptureError(where + " takes a subgraph (torch.cond, torch.while_loop, a higher-order op): control flow "
@@ -392,14 +401,15 @@ class Builder {
       auto it = given.find(arg.name());
       if (it != given.end()) {
         OpInput input = argument(*it->second, op, where + ", argument '" + arg.name() + "'", arg.type());
-        // A Python number where the schema takes a Tensor (num_batches_tracked.add_(1)): Python's
-        // binding passes it as a wrapped number, which type promotion treats as a scalar.
-        if (input.value < 0 && arg.type()->kind() == c10::TypeKind::TensorType &&
-            (input.constant.isInt() || input.constant.isDouble() || input.constant.isBool())) {
-          at::Tensor number = c10::scalar_to_tensor(input.constant.toScalar());
-          number.unsafeGetTensorImpl()->set_wrapped_number(true);
-          input.constant = number;
+        // A Python number where the schema takes a Tensor (num_batches_tracked.add_(1), x / size):
+        // Python's binding passes it as a wrapped number, which type promotion treats as a scalar.
+        if (arg.type()->kind() == c10::TypeKind::TensorType && it->second->tag() != ex::Argument::Tag::AS_TENSOR &&
+            it->second->tag() != ex::Argument::Tag::AS_OPTIONAL_TENSOR && it->second->tag() != ex::Argument::Tag::AS_NONE) {
+          if (input.value < 0) input.constant = wrapped_number(input.constant);
+          else input = wrap_at_run_time(input, op);
         }
+        // The device a tensor had when exported: the op only checks it, and placement moves tensors.
+        if (op.name == "aten::_assert_tensor_metadata" && arg.name() == "device") input = OpInput::of(c10::IValue());
         if (input.value >= 0 && arg.type()->kind() != c10::TypeKind::TensorType && is_tensor_type(arg.type()))
           input.nested_tensors = true;
         op.inputs.push_back(std::move(input));
@@ -450,6 +460,27 @@ class Builder {
   }
 
  private:
+  static c10::IValue wrapped_number(const c10::IValue& value) {
+    at::Tensor number = c10::scalar_to_tensor(value.toScalar());
+    number.unsafeGetTensorImpl()->set_wrapped_number(true);
+    return number;
+  }
+
+  // A symbolic size passed where a tensor is taken: wrapped when the step runs, ahead of its user.
+  OpInput wrap_at_run_time(const OpInput& value, const OpNode& user) {
+    OpNode node;
+    node.name = "wrapped_number";
+    node.scope = user.scope;
+    node.source = user.source;
+    node.inputs = {value};
+    node.call = [](torch::jit::Stack& stack) { stack.back() = wrapped_number(stack.back()); };
+    const int slot = fresh();
+    node.outputs = {slot};
+    node.outputs_hold_tensors = {false};
+    program_.nodes.push_back(std::move(node));
+    return OpInput::slot(slot);
+  }
+
   // wrap_with_set_grad_enabled(enabled, subgraph, *args): code under torch.no_grad() or
   // torch.enable_grad() (Llama's rotary embedding). Its nodes are inlined between two that switch
   // autograd's mode and switch it back, as the Python code did.
@@ -544,8 +575,9 @@ ex::ExportedProgram parse_program(const std::string& json, const std::string& or
   int major = -1;
   int minor = -1;
   if (j.is_object() && j.contains("schema_version") && j["schema_version"].is_object()) {
-    major = j["schema_version"].value("major", -1);
-    minor = j["schema_version"].value("minor", -1);
+    const auto& version = j["schema_version"];
+    if (version.contains("major") && version["major"].is_number_integer()) major = version["major"].get<int>();
+    if (version.contains("minor") && version["minor"].is_number_integer()) minor = version["minor"].get<int>();
   }
   if (major < 0) throw CaptureError(origin + ": not a torch.export program (no schema_version)");
   if (major != kExportSchemaMajor)
@@ -583,8 +615,8 @@ OpProgram from_export(const std::string& json, const std::map<std::string, at::T
     switch (spec.tag()) {
       case In::USER_INPUT: {
         const ex::Argument& arg = spec.get_user_input().get_arg();
-        // A constant the program was specialized to (an int, None) still takes its place among the
-        // flattened inputs the caller passes: a slot nobody reads.
+        // Tensors and symbolic integers; a user input of another kind is recorded as a constant
+        // input (below), which the caller does not pass (the Python SDK drops those leaves).
         const auto name = b.output_name(arg);
         program.inputs.push_back(name ? b.define(*name) : b.fresh());
         break;
@@ -716,6 +748,15 @@ void read_payloads(const Archive& archive, const std::string& config_name, const
     for (const auto& s : meta.get_strides()) strides.push_back(concrete(s));
     const int64_t offset = concrete(meta.get_storage_offset());
     const c10::ScalarType dtype = scalar_type(meta.get_dtype());
+    const std::string what = path + ": '" + name + "'";
+    if (sizes.size() != strides.size())
+      throw CaptureError(what + " has " + std::to_string(sizes.size()) + " sizes and " +
+                         std::to_string(strides.size()) + " strides");
+    if (offset < 0 || std::any_of(sizes.begin(), sizes.end(), [](int64_t v) { return v < 0; }) ||
+        std::any_of(strides.begin(), strides.end(), [](int64_t v) { return v < 0; }))
+      throw CaptureError(what + " has a negative size, stride or offset");
+    if (meta.get_requires_grad() && !c10::isFloatingType(dtype) && !c10::isComplexType(dtype))
+      throw CaptureError(what + " is a " + c10::toString(dtype) + " tensor that requires grad");
     const std::string key = payload.get_path_name() + "|" + std::to_string(offset) + "|" + c10::toString(dtype) + "|" +
                             c10::str(c10::IntArrayRef(sizes)) + c10::str(c10::IntArrayRef(strides));
     // A model exported on the meta device has no storages: its payloads all share one empty
@@ -736,13 +777,23 @@ void read_payloads(const Archive& archive, const std::string& config_name, const
         if (size > 0) std::memcpy(bytes.data_ptr(), data.get(), size);
         storage = storages.emplace(payload.get_path_name(), bytes.storage()).first;
       }
-      int64_t needed = offset;
-      for (size_t d = 0; d < sizes.size(); ++d) needed += sizes[d] == 0 ? 0 : (sizes[d] - 1) * strides[d];
-      const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
-      const bool empty = std::any_of(sizes.begin(), sizes.end(), [](int64_t s) { return s == 0; });
-      if (!empty && (needed + 1) * element > static_cast<int64_t>(storage->second.nbytes()))
-        throw CaptureError(path + ": '" + name + "' needs " + std::to_string((needed + 1) * element) + " bytes, " +
-                           dir + payload.get_path_name() + " holds " + std::to_string(storage->second.nbytes()));
+      // The last element's byte, in unsigned arithmetic that cannot wrap unnoticed: the sizes,
+      // strides and offset come from the file.
+      const bool empty = std::any_of(sizes.begin(), sizes.end(), [](int64_t v) { return v == 0; });
+      uint64_t last = static_cast<uint64_t>(offset);
+      bool overflow = false;
+      for (size_t d = 0; d < sizes.size() && !empty; ++d) {
+        uint64_t span = 0;
+        overflow |= c10::mul_overflows(static_cast<uint64_t>(sizes[d] - 1), static_cast<uint64_t>(strides[d]), &span);
+        overflow |= c10::add_overflows(last, span, &last);
+      }
+      uint64_t needed = 0;
+      overflow |= c10::add_overflows(last, uint64_t{1}, &last);
+      overflow |= c10::mul_overflows(last, static_cast<uint64_t>(c10::elementSize(dtype)), &needed);
+      if (!empty && (overflow || needed > storage->second.nbytes()))
+        throw CaptureError(what + " needs " + (overflow ? std::string("more than 2^64") : std::to_string(needed)) +
+                           " bytes, " + dir + payload.get_path_name() + " holds " +
+                           std::to_string(storage->second.nbytes()));
       tensor = at::empty({0}, at::TensorOptions().dtype(dtype)).set_(storage->second, offset, sizes, strides);
     }
     if (meta.get_requires_grad() && !tensor.requires_grad()) tensor.set_requires_grad(true);

@@ -1,7 +1,7 @@
 #pragma once
 // The default random number generators' states, put back when this goes out of scope: a pass of
-// the model that is not a training step (capture, a failed attempt that is retried) must not move
-// the dropout masks the job's real steps draw.
+// the model that is not a training step (capture) must not move the dropout masks the job's real
+// steps draw. (A step retried after a failed candidate does not use it yet: issue #41.)
 
 #include <vector>
 

@@ -161,7 +161,17 @@ OpProgram from_torchscript(const torch::jit::Module& module) {
         // The module's own tensors (or a list of them: a scripted RNN's _flat_weights).
         program.bound.emplace_back(new_slot(node->output()), std::move(value));
       } else {
-        constants[node->output()] = std::move(value);
+        // Anything else (training, a hyperparameter) is read when the step runs, as TorchScript
+        // does: module.eval() between steps still counts.
+        OpNode read;
+        read.name = "prim::GetAttr";
+        read.scope = scope_of(node);
+        read.call = [object = object->second.toObject(), name = node->s(c10::attr::name)](torch::jit::Stack& stack) {
+          stack.push_back(object->getAttr(name));
+        };
+        read.outputs = {new_slot(node->output())};
+        read.outputs_hold_tensors = {false};
+        program.nodes.push_back(std::move(read));
       }
       continue;
     }

@@ -232,8 +232,16 @@ TEST(ExportedModelErrors, ControlFlowIsRefusedNotRunWrongly) {
   EXPECT_NE(message.find("control flow"), std::string::npos) << message;
 }
 
+TEST(ExportedModelErrors, AWeightReachingPastItsPayloadIsRefusedNotRead) {
+  // The file's sizes and strides are not trusted: the bound is computed without wrapping.
+  const std::string message = load_error("broken_weight.pt2");
+  EXPECT_NE(message.find("broken_weight.pt2: 'layer1.weight' needs more than 2^64 bytes"), std::string::npos)
+      << message;
+}
+
 TEST(ExportedModelErrors, OneLineMessages) {
-  for (const char* file : {"broken_schema.pt2", "broken_op.pt2", "broken_truncated.pt2", "broken_cond.pt2"}) {
+  for (const char* file : {"broken_schema.pt2", "broken_op.pt2", "broken_truncated.pt2", "broken_cond.pt2",
+                           "broken_weight.pt2"}) {
     const std::string message = load_error(file);
     ASSERT_FALSE(message.empty()) << file;
     EXPECT_EQ(message.find('\n'), std::string::npos) << file << ": " << message;
