@@ -12,6 +12,7 @@ The loop never waits for placementd: when it is missing or dies, the job trains 
 placement and attaches again once it is back. docs/python.md has the whole API.
 """
 
+import collections
 import contextlib
 import inspect
 import warnings
@@ -93,6 +94,8 @@ class _Exported:
             if torch.is_tensor(value):
                 # The module's own tensor object where it has one (export may hold a detached alias).
                 tensors[key] = own.get(key, value)
+        _name_namedtuples(self.in_spec)
+        _name_namedtuples(self.out_spec)
         self.model = _Model.from_export(serialize(program).exported_program, tensors, type(model).__name__)
 
     def flatten(self, args, kwargs):
@@ -116,6 +119,19 @@ class _Exported:
     def unflatten(self, outputs):
         flat = list(outputs) if isinstance(outputs, tuple) else [outputs]
         return pytree.tree_unflatten(flat, self.out_spec)
+
+
+def _name_namedtuples(spec):
+    """Registers the namedtuples in a pytree spec (torchvision's GoogLeNetOutputs in train mode)
+    under their qualified names, which torch.export's serializer requires of them (its error names
+    pytree's _register_namedtuple, there being no public spelling yet); the spec itself stays in
+    Python, which rebuilds the outputs."""
+    # pytree files every namedtuple under collections.namedtuple, the class being its context.
+    cls = spec.context if spec.type is collections.namedtuple else None
+    if cls is not None and pytree.is_namedtuple_class(cls) and cls not in pytree.SUPPORTED_SERIALIZED_TYPES:
+        pytree._register_namedtuple(cls, serialized_type_name=f"{cls.__module__}.{cls.__qualname__}")
+    for child in spec.children():
+        _name_namedtuples(child)
 
 
 def _export_failure(model, error):

@@ -131,7 +131,8 @@ TEST_P(ExportedModel, TrainsBitwiseEqualToEagerPyTorchWhilePlacementsChange) {
 
 INSTANTIATE_TEST_SUITE_P(Models, ExportedModel,
                          ::testing::Values("mlp", "two_tower", "bert_small", "gnmt_small", "resnet18",
-                                           "mobilenet_v3_small", "hf_gpt2", "hf_bert", "hf_llama"));
+                                           "mobilenet_v3_small", "googlenet", "densenet121", "hf_gpt2", "hf_bert",
+                                           "hf_llama"));
 
 TEST(ExportedModel, CaptureRecordsScopesShapesAndWorkWithoutWeights) {
   const Model without = Model::load_exported(path_of("resnet18.pt2"), /*weights=*/false);
