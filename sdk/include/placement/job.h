@@ -24,6 +24,10 @@
 
 namespace placement {
 
+namespace detail {
+struct JobCore;
+}
+
 /// Which c10d backend averages the gradients (and broadcasts the parameters) that live on a CUDA
 /// device. Those on CPU devices always go through Gloo.
 enum class CudaCollectives {
@@ -194,8 +198,7 @@ class Job {
   JobChannel::Status detach();
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<detail::JobCore> core_;
 };
 
 /// Same as the constructor, for the `auto job = placement::attach(...)` spelling.

@@ -1,0 +1,25 @@
+// A process alone: the directive placementd sent is applied at the boundary, a failure is this
+// process's, its gradients are its own and its time is placementd's measurement.
+
+#include "job_core.h"
+#include "step_peers.h"
+
+namespace placement::detail {
+namespace {
+
+class AlonePeers final : public StepPeers {
+ public:
+  void boundary(JobCore& job, StepOptimizer& optimizer) override {
+    if (!job.channel) return;
+    if (std::optional<ReceivedDirective> d = job.channel->take_directive()) job.switch_to(std::move(*d), optimizer);
+  }
+  std::optional<int> agree(JobCore&, bool failed) override { return failed ? std::optional<int>(0) : std::nullopt; }
+  void reduce_gradients(JobCore&) override {}
+  void step_done(JobCore& job, double seconds, bool profiled) override { job.report(true, seconds, "", profiled); }
+};
+
+}  // namespace
+
+std::unique_ptr<StepPeers> alone_peers() { return std::make_unique<AlonePeers>(); }
+
+}  // namespace placement::detail

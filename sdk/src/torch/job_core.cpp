@@ -1,0 +1,99 @@
+#include "job_core.h"
+
+#include <algorithm>
+
+#include "optimizer_state.h"
+#include "step_peers.h"
+#include "stopwatch.h"
+
+namespace placement::detail {
+
+JobCore::JobCore() = default;
+JobCore::~JobCore() = default;
+
+bool JobCore::profiles_on_their_way(const InForce& target) const {
+  if (target.generation != sent_generation) return false;
+  return std::all_of(target.directive.placement.device_of_op.begin(), target.directive.placement.device_of_op.end(),
+                     [&](int d) { return sent_kinds.count(devices.devices[static_cast<size_t>(d)].kind) > 0; });
+}
+
+bool JobCore::switch_to(InForce target, StepOptimizer& optimizer) {
+  const auto started = Clock::now();
+  const Placement before = placed->placement();
+  const ParameterHomes homes_before = parameter_homes(*placed);
+  try {
+    const MigrationStats moved = placed->set_placement(target.directive.placement);
+    try {
+      stats.migrated_bytes += migrate_optimizer_state(optimizer, *placed, homes_before);
+    } catch (...) {
+      placed->set_placement(before);
+      throw;
+    }
+    stats.migrated_bytes += moved.bytes;
+  } catch (const std::exception& e) {
+    ++stats.failed_swaps;
+    if (channel && leader() && target.directive.placement_id != 0)
+      channel->report(target.generation,
+                      {target.directive.placement_id, stats.steps, 0.0, false, std::string("migration: ") + e.what()});
+    return false;
+  }
+  stats.migration_seconds += seconds_since(started);
+  ++stats.swaps;
+  if (current_ran) last_good = current;
+  profiling.reset();
+  if (target.directive.profile && profile_steps > 0 && !profiles_on_their_way(target))
+    profiling = Profiling{target.directive.placement_id, 1, nullptr};
+  current = std::move(target);
+  current_ran = false;
+  return true;
+}
+
+at::Tensor JobCore::forward_backward(const std::vector<c10::IValue>& inputs, const LossFunction& loss_fn) {
+  if (memory_limit) memory_limit->begin_forward();
+  const std::vector<c10::IValue> outputs = placed->forward(inputs);
+  at::Tensor loss = loss_fn(outputs);
+  loss.backward();
+  return loss;
+}
+
+void JobCore::report(bool ok, double seconds, const std::string& error, bool profiled) {
+  if (channel && (current.directive.placement_id != 0 || !leader()))
+    channel->report(current.generation, {current.directive.placement_id, stats.steps, seconds, ok, error, profiled});
+}
+
+bool JobCore::begin_profiled_step() {
+  if (!profiling || profiling->placement_id != current.directive.placement_id) return false;
+  if (profiling->warmup_left > 0) {
+    --profiling->warmup_left;
+    return false;
+  }
+  if (!profiling->profiler) profiling->profiler = std::make_unique<StepProfiler>(*placed, memory_limit.get());
+  return true;
+}
+
+void JobCore::end_profiled_step() {
+  ++stats.profiled_steps;
+  if (profiling->profiler->steps() < profile_steps) return;
+  const std::vector<OpProfile> profiles = profiling->profiler->profiles();
+  ProfileReport out;
+  out.placement_id = profiling->placement_id;
+  out.steps = static_cast<uint64_t>(profile_steps);
+  for (size_t i = 0; i < profiles.size(); ++i)
+    out.ops.push_back({static_cast<int>(i), to_string(devices.devices[current.directive.placement.device_of_op[i]].kind), profiles[i]});
+  profiling.reset();
+  out.apply(graph);
+  if (current.generation != sent_generation) sent_kinds.clear();
+  sent_generation = current.generation;
+  for (int d : current.directive.placement.device_of_op) sent_kinds.insert(devices.devices[static_cast<size_t>(d)].kind);
+  if (channel) channel->send_profiles(current.generation, std::move(out));
+  ++stats.profiles_sent;
+}
+
+std::vector<int> JobCore::slots_of(const std::vector<at::Tensor>& tensors) const {
+  std::vector<int> out;
+  out.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) out.push_back(placed->device_of(t).value_or(-1));
+  return out;
+}
+
+}  // namespace placement::detail

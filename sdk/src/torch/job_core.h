@@ -1,0 +1,85 @@
+#pragma once
+// What a placement::Job holds and does between its steps: the placed module, the directive in
+// force and the one to fall back to, switching between them with the optimizer's state, reports
+// to placementd and the per-op profiling it asks for. Job::step (job.cpp) is the one step
+// sequence over it; what a step agrees with the job's other processes is StepPeers'
+// (step_peers.h).
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "memory_limit.h"
+#include "replica_group.h"
+#include "step_profiler.h"
+#include "placement/job.h"
+
+namespace placement::detail {
+
+class StepPeers;
+
+struct JobCore {
+  // Placement id 0 is the job's own placement, not one of placementd's.
+  using InForce = ReceivedDirective;
+  // Profiling placementd asked for: steps under `placement_id`, after `warmup_left` plain ones.
+  struct Profiling {
+    uint64_t placement_id = 0;
+    int warmup_left = 1;
+    std::unique_ptr<StepProfiler> profiler;
+  };
+
+  JobCore();
+  ~JobCore();
+
+  OpGraph graph;
+  DeviceSet devices;
+  std::unique_ptr<PlacedModule> placed;
+  std::unique_ptr<DeviceMemoryLimit> memory_limit;
+  std::unique_ptr<JobChannel> channel;
+  bool any_cuda = false;
+  InForce current;
+  bool current_ran = false;  // a step succeeded under `current`
+  // Where a failing placementd placement falls back to: the last one a step succeeded under, and
+  // before any did, the job's own (a failure under that is the model's, not placementd's).
+  InForce last_good;
+  JobStats stats;
+  int profile_steps = 0;
+  std::optional<Profiling> profiling;
+  // The device kinds whose profiles this job sent in attachment `sent_generation`. placementd
+  // decides on a directive when a step report arrives, which may be before the profiles measured
+  // ahead of it: a request for kinds already on their way to the same session is not run again.
+  uint64_t sent_generation = 0;
+  std::set<DeviceKind> sent_kinds;
+  // Data-parallel replicas: the group (none for a process alone), and what a step agrees with it.
+  std::unique_ptr<ReplicaGroup> group;
+  std::unique_ptr<StepPeers> peers;
+
+  /// Moves the module and the optimizer's state to `target`; false when that fails, everything
+  /// then as it was (a directive of placementd's is reported failed by the process that decides).
+  bool switch_to(InForce target, StepOptimizer& optimizer);
+  /// Forward, the loss and backward under the placement in force; returns the loss.
+  at::Tensor forward_backward(const std::vector<c10::IValue>& inputs, const LossFunction& loss_fn);
+  /// Reports the step being run to placementd, under the directive in force. A follower reports
+  /// every step to its own daemon, which only shows them; rank 0 and a process alone report the
+  /// steps under placementd's placements, which reward them.
+  void report(bool ok, double seconds, const std::string& error, bool profiled = false);
+  /// Whether this step runs under the profiler (starting it on the first such step).
+  bool begin_profiled_step();
+  /// After a profiled step: once enough are measured, the ops' medians go to placementd, each for
+  /// the kind of device the op ran on, and into this job's graph.
+  void end_profiled_step();
+  /// Rank 0 of a group, or a process alone: the process whose placementd decides.
+  bool leader() const { return !group || group->rank() == 0; }
+  /// The job's device each tensor lives on (-1: none), which pairs it with the other ranks' copy.
+  std::vector<int> slots_of(const std::vector<at::Tensor>& tensors) const;
+
+ private:
+  bool profiles_on_their_way(const InForce& target) const;
+};
+
+}  // namespace placement::detail

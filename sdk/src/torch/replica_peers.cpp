@@ -1,0 +1,146 @@
+// The ranks of a data-parallel replica group: one placement holds for the whole group. Rank 0's
+// placementd chooses it; every rank applies it at the same step boundary or none does; a step
+// that failed on any rank is retried by all; the gradients are averaged before the update; the
+// slowest rank's time is the measurement.
+
+#include <array>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "device_sync.h"
+#include "job_core.h"
+#include "step_peers.h"
+#include "stopwatch.h"
+#include "placement/messages.h"
+
+namespace placement::detail {
+namespace {
+
+class ReplicaPeers final : public StepPeers {
+ public:
+  // The directive rank 0 offered in the step before is applied by every rank, or by none.
+  void boundary(JobCore& job, StepOptimizer& optimizer) override {
+    if (!directive_due_) return;
+    directive_due_ = false;
+    std::optional<ReceivedDirective> offered = std::move(held_);
+    held_.reset();
+    ReplicaGroup& group = *job.group;
+    const std::string sent = group.broadcast(offered ? offered->directive.to_json(job.devices).dump() : std::string());
+    ReceivedDirective target;
+    if (offered) {
+      target = std::move(*offered);
+    } else {
+      target.directive = messages::Directive::from_json(nlohmann::json::parse(sent), job.graph, job.devices);
+      target.directive.profile = false;  // rank 0 profiles for placementd
+    }
+    const JobCore::InForce before = job.current;
+    const bool moved = job.switch_to(target, optimizer);
+    const int failed_rank = static_cast<int>(group.max({moved ? 0.0 : group.rank() + 1.0})[0]) - 1;
+    if (failed_rank < 0) return;
+    if (moved) {
+      job.switch_to(before, optimizer);
+      ++job.stats.failed_swaps;
+      if (job.channel && job.leader())
+        job.channel->report(target.generation, {target.directive.placement_id, job.stats.steps, 0.0, false,
+                                                "migration failed on rank " + std::to_string(failed_rank)});
+    }
+  }
+
+  // One small exchange a step (and one more after a retry), after backward (a plain data-parallel loop has none; the
+  // gradients' buckets follow): whether any rank failed (all retry with it); whether rank 0
+  // offers a directive (every rank applies it at the next boundary); the slowest rank's time of
+  // the step before (placementd's measurement); which parameters any rank's step reached. A
+  // parameter none reached keeps no gradient, so the optimizer skips it as in one process; one
+  // that some reached counts as zeros on the others.
+  std::optional<int> agree(JobCore& job, bool failed) override {
+    ReplicaGroup& group = *job.group;
+    if (job.channel && !held_) held_ = job.channel->take_directive();
+    parameters_ = job.placed->parameters();
+    std::vector<double> v = {failed ? group.rank() + 1.0 : 0.0, held_ ? 1.0 : 0.0,
+                             pending_report_ ? pending_report_->seconds : 0.0};
+    for (const at::Tensor& p : parameters_) v.push_back(p.grad().defined() ? 1.0 : 0.0);
+    agreed_ = group.max(v);
+    directive_due_ = agreed_[1] > 0.0;
+    if (pending_report_ && job.channel && job.current.directive.placement_id != 0)
+      job.channel->report(job.current.generation, {job.current.directive.placement_id, pending_report_->step,
+                                                   agreed_[2], true, "", pending_report_->profiled});
+    pending_report_.reset();
+    const int failed_rank = static_cast<int>(agreed_[0]) - 1;
+    return failed_rank >= 0 ? std::optional<int>(failed_rank) : std::nullopt;
+  }
+
+  void reduce_gradients(JobCore& job) override {
+    constexpr size_t kReachedAt = 3;
+    // Backward's kernels end first, so that allreduce_seconds is the exchange's own time.
+    if (job.any_cuda) synchronize_cuda_devices(job.devices);
+    const auto started = Clock::now();
+    std::vector<at::Tensor> reached;
+    for (size_t i = 0; i < parameters_.size(); ++i)
+      if (agreed_[kReachedAt + i] > 0.0) reached.push_back(parameters_[i]);
+    job.group->average_gradients(reached, job.slots_of(reached));
+    job.stats.allreduce_seconds += seconds_since(started);
+  }
+
+  // Rank 0's time goes to placementd after the next step's exchange, once the slowest rank's is
+  // known; a follower reports every step to its own daemon, which only shows them.
+  void step_done(JobCore& job, double seconds, bool profiled) override {
+    if (job.leader()) pending_report_ = PendingReport{job.stats.steps, seconds, profiled};
+    else job.report(true, seconds, "");
+  }
+
+ private:
+  struct PendingReport {
+    uint64_t step = 0;
+    double seconds = 0.0;
+    bool profiled = false;
+  };
+  std::optional<PendingReport> pending_report_;
+  // A directive rank 0 took and offered in a step's exchange, and whether one is due at the next
+  // boundary (every rank knows that from the exchange).
+  std::optional<ReceivedDirective> held_;
+  bool directive_due_ = false;
+  // The last exchange's answer, over these parameters.
+  std::vector<double> agreed_;
+  std::vector<at::Tensor> parameters_;
+};
+
+}  // namespace
+
+void join_replica_group(JobCore& job, const ReplicaConfig& config, const Placement& start, const Model& model) {
+  job.group = std::make_unique<ReplicaGroup>(config);
+  job.peers = std::make_unique<ReplicaPeers>();
+  // Rank 0's placements name devices by position: every rank needs as many, of the same kinds.
+  ReplicaGroup& group = *job.group;
+  const std::string rank = "replica group: rank " + std::to_string(group.rank());
+  std::vector<double> kinds;
+  for (const Device& d : job.devices.devices) kinds.push_back(static_cast<double>(d.kind));
+  if (!group.same_on_every_rank({static_cast<double>(kinds.size())}) || !group.same_on_every_rank(kinds)) {
+    std::string names;
+    for (const Device& d : job.devices.devices) names += (names.empty() ? "" : ", ") + d.name();
+    throw std::invalid_argument(rank + " has the devices " + names +
+                                ", another rank has others: every rank lists as many devices, of the same kinds in "
+                                "the same order, since rank 0's placements name them by position");
+  }
+  // Ranks that disagree on these would wait for each other in different collectives.
+  const std::vector<double> collectives = {static_cast<double>(config.cuda_collectives), nccl_built() ? 1.0 : 0.0};
+  if (!group.same_on_every_rank(collectives))
+    throw std::invalid_argument(rank + " has cuda_collectives " +
+                                std::array<const char*, 3>{"auto", "nccl", "gloo"}.at(
+                                    static_cast<size_t>(config.cuda_collectives)) +
+                                " in a build " + (nccl_built() ? "with" : "without") +
+                                " NCCL; another rank differs: every rank needs the same cuda_collectives and the "
+                                "same build of the SDK");
+  // 16 hex digits, compared as two halves that a double holds exactly.
+  const std::string start_fingerprint = start.fingerprint();
+  if (!group.same_on_every_rank({static_cast<double>(std::stoull(start_fingerprint.substr(0, 8), nullptr, 16)),
+                                 static_cast<double>(std::stoull(start_fingerprint.substr(8), nullptr, 16))}))
+    throw std::invalid_argument(rank + " starts from another placement than another rank (start_device_of_op): "
+                                "every rank starts from the same one");
+  // Every replica starts from rank 0's weights, as torch's DistributedDataParallel does.
+  std::vector<at::Tensor> state = job.placed->parameters();
+  for (const auto& [buffer_name, b] : model.named_buffers()) state.push_back(b);
+  group.broadcast(state, job.slots_of(state));
+}
+
+}  // namespace placement::detail

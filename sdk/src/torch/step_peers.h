@@ -1,0 +1,47 @@
+#pragma once
+// What one training step agrees with the job's other processes. A process alone has none
+// (alone_peers); the ranks of a data-parallel replica group (replica_peers) apply rank 0's
+// directives at the same boundary, retry together when any rank fails, average their gradients
+// and report the slowest rank's time. Job::step calls these in this order, once a
+// step (agree once more after a retry).
+
+#include <memory>
+#include <optional>
+
+namespace placement {
+class Model;
+class StepOptimizer;
+struct Placement;
+}
+
+namespace placement::detail {
+
+struct JobCore;
+struct ReplicaConfig;
+
+class StepPeers {
+ public:
+  virtual ~StepPeers() = default;
+  /// At the step boundary: switches `job` to the directive due now, if any, on every process or
+  /// on none.
+  virtual void boundary(JobCore& job, StepOptimizer& optimizer) = 0;
+  /// After forward and backward, `failed` telling whether this process's failed: the rank whose
+  /// failure every process retries with (nullopt: none did). Called again after the retry. A
+  /// group's rank 0 also offers the directive placementd sent here, and reports the step before.
+  virtual std::optional<int> agree(JobCore& job, bool failed) = 0;
+  /// Before the update: the gradients every process steps with.
+  virtual void reduce_gradients(JobCore& job) = 0;
+  /// After the update: the step's time, in seconds, goes where placementd measures it.
+  virtual void step_done(JobCore& job, double seconds, bool profiled) = 0;
+};
+
+/// A process alone.
+std::unique_ptr<StepPeers> alone_peers();
+/// Joins the replica group `config` describes (job.group) with the job's replica peers
+/// (job.peers), after checking that every rank has the same kinds of devices, the same
+/// collectives and the same `start` placement; every rank then starts from rank 0's parameters
+/// and buffers, as torch's DistributedDataParallel does. Throws std::invalid_argument naming what
+/// differs, std::runtime_error when the other ranks do not come.
+void join_replica_group(JobCore& job, const ReplicaConfig& config, const Placement& start, const Model& model);
+
+}  // namespace placement::detail
