@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
-"""Traces the test and benchmark models to TorchScript at test time (no weights are committed).
+"""Traces the test and benchmark models to TorchScript, or exports them, at test time (no weights
+are committed).
 
-    make_models.py [--device DEVICE] OUT_DIR [NAME ...]
+    make_models.py [--device DEVICE] [--format torchscript|export|both] OUT_DIR [NAME ...]
 
-For each model writes OUT_DIR/NAME.pt (torch.jit.trace with random weights) and OUT_DIR/NAME.json
-({"inputs": [[shape...], ...], "dtype": "float32"|"int64"}). Without names, the small models used
-by the unit tests are made. Needs torch, torchvision and transformers: the project's environment
+For each model, built in train mode (dropout on, batch norm updating its statistics: what a
+training job runs), writes OUT_DIR/NAME.pt (torch.jit.trace with random weights; --format
+torchscript, the default), OUT_DIR/NAME.pt2 (torch.export.export(model, inputs, strict=False) with
+a dynamic batch dimension, saved with torch.export.save; --format export), or both, and
+OUT_DIR/NAME.json ({"inputs": [[shape...], ...], "dtype": "float32"|"int64"}). Without names, the
+small models used by the unit tests are made. export_models.py exports the ones the export tests
+train, with an eager reference run. Needs torch, torchvision and transformers: the project's environment
 (.venv/bin/python, made by scripts/install-deps.sh), whose torch is the LibTorch the build links.
 
 The hf_* models are Hugging Face transformers (BERT masked LM, GPT-2, a Llama-style decoder) at
@@ -25,9 +30,9 @@ The recurrent models are written with one module per layer (a traced nn.LSTM(num
 fused op), and GNMT also in an unrolled variant (one LSTMCell call per layer and time step), which
 is what the papers' TensorFlow graphs were.
 """
+import argparse
 import json
 import os
-import sys
 import warnings
 
 # torch.jit.trace/script/save warn that TorchScript is deprecated (PyTorch 2.11) on every call:
@@ -36,6 +41,7 @@ warnings.filterwarnings("ignore", message=r"`torch\.jit\.\w+` is deprecated", ca
 
 import torch
 from torch import nn
+from torch.export import Dim
 
 
 class Mlp(nn.Module):
@@ -284,59 +290,74 @@ SMALL = ["mlp", "two_tower", "gnmt_small", "gnmt_small_unrolled", "rnnlm_small",
 SCRIPTED = {"control_flow"}
 
 
-def make(name, out_dir, device="cpu"):
+def export_program(model, inputs, path):
+    """torch.export's training IR of `model` (strict=False: the module's Python runs as it is) with
+    the batch dimension of every input dynamic, saved to `path`. An example batch of 1 leaves it
+    static: export specialises sizes 0 and 1."""
+    dynamic = tuple({0: Dim.AUTO} if x.shape[0] > 1 else None for x in inputs)
+    program = torch.export.export(model, inputs, strict=False, dynamic_shapes=dynamic)
+    torch.export.save(program, path)
+    return program
+
+
+def make(name, out_dir, device="cpu", formats=("torchscript",)):
     build, shapes, dtype = MODELS[name]
     torch.manual_seed(0)
     if device == "meta":
         # Built on the meta device, weights are never allocated: a model far larger than this
         # machine's memory traces in seconds.
         with torch.device("meta"):
-            model = build().eval()
+            model = build().train()
     else:
-        model = build().eval().to(device)
+        model = build().train().to(device)
     if dtype == "int64":
         inputs = tuple(torch.randint(0, 100, shape, device=device) for shape in shapes)
     else:
         inputs = tuple(torch.randn(shape, device=device) for shape in shapes)
-    # Traced with autograd on, as for training: inference-only fast paths (the fused
-    # transformer layer) would hide the ops we want to place.
-    if name in SCRIPTED:
-        compiled = torch.jit.script(model)
-    elif name.startswith(("hf_", "gpt2_xl")):
-        # transformers checks shapes and masks in Python; traced, those checks become constants for
-        # these input shapes, which is what capture wants, so their TracerWarnings are noise here.
-        # strict=False: the output is a dict.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", torch.jit.TracerWarning)
-            compiled = torch.jit.trace(model, inputs, check_trace=False, strict=False)
-    else:
-        compiled = torch.jit.trace(model, inputs, check_trace=False)
-    compiled.save(os.path.join(out_dir, name + ".pt"))
+    written = []
+    if "export" in formats and name not in SCRIPTED:
+        written.append(os.path.join(out_dir, name + ".pt2"))
+        export_program(model, inputs, written[-1])
+    if "torchscript" in formats or name in SCRIPTED:
+        # Traced with autograd on, as for training: inference-only fast paths (the fused
+        # transformer layer) would hide the ops we want to place.
+        if name in SCRIPTED:
+            compiled = torch.jit.script(model)
+        elif name.startswith(("hf_", "gpt2_xl")):
+            # transformers checks shapes and masks in Python; traced, those checks become constants
+            # for these input shapes, which is what capture wants, so their TracerWarnings are
+            # noise here. strict=False: the output is a dict.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", torch.jit.TracerWarning)
+                compiled = torch.jit.trace(model, inputs, check_trace=False, strict=False)
+        else:
+            compiled = torch.jit.trace(model, inputs, check_trace=False)
+        written.append(os.path.join(out_dir, name + ".pt"))
+        compiled.save(written[-1])
     with open(os.path.join(out_dir, name + ".json"), "w") as f:
         json.dump({"inputs": shapes, "dtype": dtype}, f)
+    return written
 
 
 def main():
-    args = sys.argv[1:]
-    if args and args[0] in ("-h", "--help"):
-        print(__doc__)
-        return
-    device = "cpu"
-    if args and args[0] == "--device":
-        if len(args) < 2:
-            sys.exit("--device needs a value (cpu, cuda:0, ...)")
-        device, args = args[1], args[2:]
-    if not args:
-        sys.exit(__doc__)
-    out_dir = args[0]
-    os.makedirs(out_dir, exist_ok=True)
-    names = args[1:] or SMALL
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     usage="%(prog)s [--device DEVICE] [--format FORMAT] OUT_DIR [NAME ...]")
+    parser.add_argument("--device", default="cpu", help="where the models are built and traced (default cpu)")
+    parser.add_argument("--format", choices=["torchscript", "export", "both"], default="torchscript",
+                        help="NAME.pt (torchscript, the default), NAME.pt2 (export) or both; a model with "
+                             "data-dependent control flow (control_flow) is scripted whatever is asked")
+    parser.add_argument("out_dir", metavar="OUT_DIR")
+    parser.add_argument("names", metavar="NAME", nargs="*", help=f"default: {' '.join(SMALL)}")
+    args = parser.parse_args()
+    names = args.names or SMALL
     for name in names:
         if name not in MODELS:
-            sys.exit(f"unknown model {name}; known: {', '.join(MODELS)}")
+            parser.error(f"unknown model {name}; known: {', '.join(MODELS)}")
+    formats = ("torchscript", "export") if args.format == "both" else (args.format,)
+    os.makedirs(args.out_dir, exist_ok=True)
     for name in names:
-        make(name, out_dir, device)
-        print(f"{out_dir}/{name}.pt")
+        for path in make(name, args.out_dir, args.device, formats):
+            print(path)
 
 
 if __name__ == "__main__":
