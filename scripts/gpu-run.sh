@@ -10,7 +10,8 @@
 #
 #   build     configure (LibTorch and CUDA forced on) and build; prints the build's feature line
 #   test      ctest (all tests, or --tests REGEX), and the CUDA tests' results by name
-#   engine    traces the models on the device, engine overhead vs the plain module per model
+#   engine    traces the models on the device, engine overhead vs the plain module per model; the
+#             export front end's job.step vs plain eager PyTorch (ResNet-18, BERT-base, GPT-2 small)
 #   live      placementd with the example jobs on DEVICES (C++ and Python), two data-parallel
 #             replicas of the GNMT example, live_bench, the Python SDK's step overhead
 #   profiles  per-op profiles of the test models on the device (placementctl capture --profile), and
@@ -174,6 +175,28 @@ engine)
     >"$logs/engine_overhead.log" 2>&1 || fail "engine_overhead_bench (a row failed)"
   tee -a "$report" <"$logs/engine_overhead.log" >/dev/null
   log '```'
+  # The torch.export front end (issue #40), which the Python SDK uses by default: job.step against
+  # the plain eager PyTorch loop, windows interleaved, a 95% interval each. On the GPU at the
+  # sizes issue #40 names; in --cpu mode at sizes a CPU runs in seconds.
+  rows=("--model resnet18 --batch 32 --image-size 224" "--model bert --batch 8 --seq 128"
+        "--model gpt2 --batch 8 --seq 128" "--model mlp")
+  ((cpu)) && rows=("--model mlp --pairs 4" "--model resnet18 --batch 2 --image-size 32 --pairs 2 --window 2")
+  log
+  log "## export front end: job.step vs plain eager PyTorch (bench/python/step_overhead.py, all on $device)"
+  if [ -f "$build/python/placement/__init__.py" ]; then
+    for row in "${rows[@]}"; do
+      log
+      log '```'
+      # shellcheck disable=SC2086  # a row is its options, split on spaces
+      PYTHONPATH="$build/python" "$python" "$root/bench/python/step_overhead.py" $row --device "$device" \
+        --frontend export >"$logs/export_overhead.log" 2>&1 || fail "step_overhead.py $row"
+      grep -v -i warn "$logs/export_overhead.log" | tee -a "$report" >/dev/null
+      cat "$logs/export_overhead.log" >>"$logs/export_overhead_all.log"
+      log '```'
+    done
+  else
+    fail "the Python SDK was not built (no Python.h or libtorch_python for $python: see cmake.log of the build stage)"
+  fi
   ;;
 live)
   need_build

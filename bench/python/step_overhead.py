@@ -6,10 +6,14 @@ Two copies of one model train side by side on the same batches: one in the plain
 op on one device and no daemon. Windows of --window steps alternate between them (ABBA, so neither
 always runs first); each pair of windows gives a ratio, and the figures are the median step times
 and the mean overhead over the pairs with a 95% bootstrap interval. Issue #19's target: at most 3%
-on ResNet-18, or at most 50 us a step on a tiny model.
+on ResNet-18, or at most 50 us a step on a tiny model. Models train in train mode (dropout on, batch
+norm updating), as jobs do: bert and gpt2 are transformers' BertForMaskedLM and GPT2LMHeadModel at
+BERT-base's and GPT-2 small's sizes (12 layers, hidden 768), random weights, masked-LM and
+next-token cross entropy over --seq tokens.
 
     python3 bench/python/step_overhead.py --model mlp
     python3 bench/python/step_overhead.py --model resnet18 --batch 32 --image-size 224 --device cuda:0
+    python3 bench/python/step_overhead.py --model gpt2 --batch 4 --seq 128
 """
 
 import argparse
@@ -31,20 +35,38 @@ def make(args):
         mlp = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64), torch.nn.ReLU(),
                                   torch.nn.Linear(64, 4))
         return mlp, (torch.randn(args.batch, 32),), torch.randn(args.batch, 4), torch.nn.functional.mse_loss
+    if args.model in ("bert", "gpt2"):
+        import transformers
+
+        transformers.logging.set_verbosity_error()
+        if args.model == "bert":
+            model = transformers.BertForMaskedLM(transformers.BertConfig())  # BERT-base: 12 x 768, 30522 tokens
+        else:
+            model = transformers.GPT2LMHeadModel(transformers.GPT2Config(use_cache=False))  # GPT-2 small: 12 x 768
+        vocab = model.config.vocab_size
+        tokens = torch.randint(vocab, (args.batch, args.seq))
+
+        def lm_loss(out, target):
+            return torch.nn.functional.cross_entropy(out.logits.reshape(-1, vocab), target.reshape(-1))
+
+        return model.train(), (tokens,), torch.randint(vocab, (args.batch, args.seq)), lm_loss
     import torchvision
 
     model = torchvision.models.resnet18(num_classes=1000)
     x = torch.randn(args.batch, 3, args.image_size, args.image_size)
-    return model, (x,), torch.randint(1000, (args.batch,)), torch.nn.functional.cross_entropy
+    return model.train(), (x,), torch.randint(1000, (args.batch,)), torch.nn.functional.cross_entropy
 
 
 def run():
     p = argparse.ArgumentParser(description="Per-step overhead of placement.Job.step against the plain PyTorch "
                                             "loop, no swap, windows interleaved in one run.")
-    p.add_argument("--model", choices=["mlp", "resnet18"], default="resnet18",
-                   help="mlp (batch 8 by default) or torchvision's resnet18 (default)")
-    p.add_argument("--batch", type=positive, help="batch size (default: 8 for mlp, 32 for resnet18)")
+    p.add_argument("--model", choices=["mlp", "resnet18", "bert", "gpt2"], default="resnet18",
+                   help="mlp (batch 8 by default), torchvision's resnet18 (default), or a BERT-base-sized "
+                        "encoder (bert) or GPT-2-small-sized decoder (gpt2) from transformers")
+    p.add_argument("--batch", type=positive, help="batch size (default: 8 for mlp, 32 for resnet18, 8 for bert "
+                                                   "and gpt2)")
     p.add_argument("--image-size", type=positive, default=224, help="resnet18's image size (default 224)")
+    p.add_argument("--seq", type=positive, default=128, help="bert's and gpt2's tokens per example (default 128)")
     p.add_argument("--device", default="cuda:0" if torch.cuda.is_available() else "cpu",
                    help="where both copies train (default: cuda:0 when there is one, else cpu)")
     p.add_argument("--pairs", type=positive, default=20, help="pairs of windows (default 20)")
@@ -54,7 +76,7 @@ def run():
                    help="how the job's copy is captured (default export: torch.export, the SDK's default)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
-    args.batch = args.batch or (8 if args.model == "mlp" else 32)
+    args.batch = args.batch or (32 if args.model == "resnet18" else 8)
     args.window = args.window or (200 if args.model == "mlp" else 5)
     device = torch.device(args.device)
     cuda = device.type == "cuda"
@@ -112,7 +134,8 @@ def run():
     delta_low, delta_high = interval(deltas, rng)
     overhead = statistics.fmean(ratios) - 1
     delta = statistics.fmean(deltas)
-    shape = f"batch {args.batch}" + (f", 3x{args.image_size}x{args.image_size}" if args.model == "resnet18" else "")
+    shape = f"batch {args.batch}" + {"resnet18": f", 3x{args.image_size}x{args.image_size}", "bert": f" x {args.seq}",
+                                     "gpt2": f" x {args.seq}"}.get(args.model, "")
     print(f"{args.model} ({shape}) on {args.device}, {args.frontend} front end, torch {torch.__version__}: "
           f"{args.pairs} pairs of "
           f"{args.window}-step windows, alternating, after {args.warmup} warm-up steps each")

@@ -19,6 +19,7 @@ run --stage test --tests '^OpGraph\.' >/dev/null
 check test '100% tests passed'
 run --stage engine >/dev/null
 check engine '^rnnlm_small +[0-9]+ +[0-9.]+ ms'
+check engine '^resnet18 \(batch 2, 3x32x32\) on cpu:1, export front end'
 run --stage profiles >/dev/null
 check profiles '^\| gnmt_small \| 36 \|'
 check profiles '^aten::lstm +8 '  # gnmt_small's LSTMs, measured against the cost model
