@@ -683,8 +683,7 @@ OpProgram from_export(const std::string& json, const std::map<std::string, at::T
     }
     program.outputs.push_back(b.argument(graph.get_outputs()[i], OpNode{}, where));
   }
-  program.validate();
-  program.find_module_state();
+  program.complete();
   return program;
 }
 

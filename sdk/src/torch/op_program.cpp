@@ -150,6 +150,26 @@ void OpProgram::validate() const {
 // the tensor ops that consume them. Statically, so that the engine places them before any forward
 // pass: a parameter not found here would stay where it was loaded and be copied to its consumer
 // on every step.
+void OpProgram::complete() {
+  validate();
+  find_module_state();
+  constexpr size_t kNever = static_cast<size_t>(-1), kKept = static_cast<size_t>(-2);
+  std::vector<size_t> last_read(num_values, kNever);
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (const OpInput& in : nodes[i].inputs)
+      if (in.value >= 0) last_read[static_cast<size_t>(in.value)] = i;
+  for (const OpInput& out : outputs)
+    if (out.value >= 0) last_read[static_cast<size_t>(out.value)] = kKept;
+  for (const auto& [slot, value] : bound) last_read[static_cast<size_t>(slot)] = kKept;
+  released_after_.assign(nodes.size(), {});
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (int out : nodes[i].outputs)
+      if (last_read[static_cast<size_t>(out)] == kNever) released_after_[i].push_back(out);
+  for (size_t slot = 0; slot < num_values; ++slot)
+    if (last_read[slot] != kNever && last_read[slot] != kKept)
+      released_after_[last_read[slot]].push_back(static_cast<int>(slot));
+}
+
 void OpProgram::find_module_state() {
   state_read_.assign(nodes.size(), {});
   std::vector<std::vector<at::Tensor>> state(num_values);
@@ -204,7 +224,8 @@ std::vector<c10::IValue> OpProgram::run(const std::vector<c10::IValue>& given, c
   for (size_t i = 0; i < given.size(); ++i) env[static_cast<size_t>(inputs[i])] = given[i];
   std::vector<c10::IValue> stack, saved;
   const bool meta = holds_meta(given);
-  for (const OpNode& node : nodes) {
+  for (size_t index = 0; index < nodes.size(); ++index) {
+    const OpNode& node = nodes[index];
     stack.clear();
     for (const OpInput& in : node.inputs) stack.push_back(in.value >= 0 ? env[static_cast<size_t>(in.value)] : in.constant);
     if (before) before(node, stack);
@@ -228,6 +249,8 @@ std::vector<c10::IValue> OpProgram::run(const std::vector<c10::IValue>& given, c
                          std::to_string(node.outputs.size()));
     if (after) after(node, stack);
     for (size_t i = 0; i < stack.size(); ++i) env[static_cast<size_t>(node.outputs[i])] = std::move(stack[i]);
+    if (index < released_after_.size())
+      for (int slot : released_after_[index]) env[static_cast<size_t>(slot)] = c10::IValue();
   }
   std::vector<c10::IValue> results;
   for (const OpInput& out : outputs) results.push_back(out.value >= 0 ? env[static_cast<size_t>(out.value)] : out.constant);

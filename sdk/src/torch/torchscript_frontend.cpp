@@ -213,8 +213,7 @@ OpProgram from_torchscript(const torch::jit::Module& module) {
     program.parameter_names.push_back(p.name);
   }
   for (const auto& b : module.named_buffers(true)) program.buffers.emplace_back(b.name, b.value);
-  program.validate();
-  program.find_module_state();
+  program.complete();
   return program;
 }
 
