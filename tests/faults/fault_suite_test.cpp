@@ -71,7 +71,7 @@ bool wait_until(const std::function<bool()>& done, int timeout_ms) {
 
 std::vector<std::string> gnmt(const DaemonProcess& daemon, const std::string& job, const std::string& losses,
                               int steps = kSteps) {
-  return {TRAIN_GNMT_BIN, "--model", std::string(MODEL_DIR) + "/gnmt_example.pt", "--steps", std::to_string(steps),
+  return {TRAIN_GNMT_BIN, "--model", GNMT_MODEL, "--steps", std::to_string(steps),
           "--log-every", "10", "--job", job, "--socket", daemon.socket, "--losses", losses};
 }
 
