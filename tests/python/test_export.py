@@ -5,6 +5,7 @@ outputs come back in the model's own structure; no DeprecationWarning."""
 
 import os
 import sys
+import time
 import warnings
 
 import pytest
@@ -90,8 +91,10 @@ def test_models_train_bitwise_as_eager_pytorch_under_adam_while_placementd_swaps
     assert [p is q for p, q in zip(job.parameters(), model.parameters())] == [True] * len(list(model.parameters()))
     optimizer = torch.optim.Adam(job.parameters(), lr=1e-3)
     torch.manual_seed(1)
-    losses, steps = [], 20
-    while len(losses) < steps or (job.stats()["swaps"] < 2 and len(losses) < 400):
+    # At least 20 steps, then on until placementd has swapped twice: bounded by time, not steps, since
+    # the MLP's 400 steps can end before the daemon's second directive arrives.
+    losses, steps, deadline = [], 20, time.monotonic() + 60
+    while len(losses) < steps or (job.stats()["swaps"] < 2 and time.monotonic() < deadline):
         losses.append(job.step(batch(name, len(losses)), loss_of, optimizer).item())
     last = len(losses)
     losses.append(job.step(batch(name, last, smaller=True), loss_of, optimizer).item())  # a short last batch
