@@ -146,30 +146,31 @@ void OpProgram::validate() const {
   }
 }
 
-// Follows the module's tensors from the slots that hold them, through list and tuple plumbing, to
-// the tensor ops that consume them. Statically, so that the engine places them before any forward
-// pass: a parameter not found here would stay where it was loaded and be copied to its consumer
-// on every step.
 void OpProgram::complete() {
   validate();
   find_module_state();
+  // Each slot goes after the last node that reads it; one nothing reads, after the node that made
+  // it; the outputs and the module's own slots stay.
   constexpr size_t kNever = static_cast<size_t>(-1), kKept = static_cast<size_t>(-2);
   std::vector<size_t> last_read(num_values, kNever);
-  for (size_t i = 0; i < nodes.size(); ++i)
+  for (size_t i = 0; i < nodes.size(); ++i) {
     for (const OpInput& in : nodes[i].inputs)
       if (in.value >= 0) last_read[static_cast<size_t>(in.value)] = i;
+    for (int out : nodes[i].outputs) last_read[static_cast<size_t>(out)] = i;
+  }
   for (const OpInput& out : outputs)
     if (out.value >= 0) last_read[static_cast<size_t>(out.value)] = kKept;
   for (const auto& [slot, value] : bound) last_read[static_cast<size_t>(slot)] = kKept;
   released_after_.assign(nodes.size(), {});
-  for (size_t i = 0; i < nodes.size(); ++i)
-    for (int out : nodes[i].outputs)
-      if (last_read[static_cast<size_t>(out)] == kNever) released_after_[i].push_back(out);
   for (size_t slot = 0; slot < num_values; ++slot)
     if (last_read[slot] != kNever && last_read[slot] != kKept)
       released_after_[last_read[slot]].push_back(static_cast<int>(slot));
 }
 
+// Follows the module's tensors from the slots that hold them, through list and tuple plumbing, to
+// the tensor ops that consume them. Statically, so that the engine places them before any forward
+// pass: a parameter not found here would stay where it was loaded and be copied to its consumer
+// on every step.
 void OpProgram::find_module_state() {
   state_read_.assign(nodes.size(), {});
   std::vector<std::vector<at::Tensor>> state(num_values);
