@@ -30,16 +30,34 @@ using placement::Job;
 using placement::JobOptions;
 
 // A Python exception raised in a callback (the loss function, the optimizer) while Job::step runs
-// without the GIL. It crosses the C++ code as a std::runtime_error with the Python message (a
-// failing step's report to placementd carries it) and is raised again, as it was, in Python.
-class PythonCallbackError : public std::runtime_error {
+// without the GIL. It crosses the C++ code with the Python message (a failing step's report to
+// placementd carries it) and is raised again, as it was, in Python. torch.OutOfMemoryError crosses
+// as c10's out-of-memory, which Job::step counts as the placement's failure.
+class PythonError {
  public:
-  explicit PythonCallbackError(py::error_already_set e)
-      : std::runtime_error(e.what()), error_(std::make_shared<py::error_already_set>(std::move(e))) {}
+  // Made with the GIL held: the message is formatted then, not where the GIL is released.
+  explicit PythonError(py::error_already_set e)
+      : message_(e.what()), error_(std::make_shared<py::error_already_set>(std::move(e))) {}
+  virtual ~PythonError() = default;
   void restore() const { error_->restore(); }
+  const std::string& message() const { return message_; }
 
  private:
+  std::string message_;
   std::shared_ptr<py::error_already_set> error_;
+};
+
+class PythonCallbackError : public std::runtime_error, public PythonError {
+ public:
+  explicit PythonCallbackError(py::error_already_set e) : std::runtime_error(""), PythonError(std::move(e)) {}
+  const char* what() const noexcept override { return message().c_str(); }
+};
+
+class PythonOutOfMemory : public c10::OutOfMemoryError, public PythonError {
+ public:
+  explicit PythonOutOfMemory(py::error_already_set e)
+      : c10::OutOfMemoryError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, e.what()),
+        PythonError(std::move(e)) {}
 };
 
 template <typename F>
@@ -48,6 +66,7 @@ auto with_gil(F&& f) {
   try {
     return f();
   } catch (py::error_already_set& e) {
+    if (e.matches(py::module_::import("torch").attr("OutOfMemoryError"))) throw PythonOutOfMemory(std::move(e));
     throw PythonCallbackError(std::move(e));
   }
 }
@@ -228,7 +247,7 @@ PYBIND11_MODULE(_placement, m) {
             try {
               py::gil_scoped_release release;
               return job.step(values, loss_fn, adapted);
-            } catch (const PythonCallbackError& e) {
+            } catch (const PythonError& e) {
               e.restore();
               throw py::error_already_set();
             }

@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>
 #include <torch/csrc/jit/serialization/import.h>
 #include <torch/optim/adam.h>
@@ -130,11 +131,12 @@ TEST(LiveJob, PlacementsChangeBetweenStepsAndTrainingMatchesARunWithoutSwaps) {
 TEST(LiveJob, AFailingCandidateLosesNoBatchAndLeavesNoTrace) {
   DaemonProcess daemon(fast_exploration());
   daemon.start();
-  // The "model" fails whenever its last op runs on cpu:1 under a placement placementd proposed
-  // (as an out-of-memory there would); the job's own placement keeps it on cpu:0.
+  // The loss runs out of memory whenever the model's last op runs on cpu:1 under a placement
+  // placementd proposed; the job's own placement keeps it on cpu:0.
   Job* current = nullptr;
   auto flaky = [&current](const std::vector<c10::IValue>& out) {
-    if (current && current->placement().device_of_op.back() == 1) throw std::runtime_error("injected failure on cpu:1");
+    if (current && current->placement().device_of_op.back() == 1)
+      throw c10::OutOfMemoryError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, "injected: cpu:1 is full");
     return mean_square(out);
   };
   Model m = load("two_tower");
@@ -167,6 +169,51 @@ TEST(LiveJob, AFailingCandidateLosesNoBatchAndLeavesNoTrace) {
   EXPECT_EQ(info["failed_steps"].get<uint64_t>(), stats.retried_steps);
   EXPECT_EQ(stats.steps, static_cast<uint64_t>(steps)) << "every batch trained exactly once";
 
+  JobOptions alone;
+  alone.use_daemon = false;
+  expect_bitwise_equal(with_failures, train("two_tower", alone, steps, mean_square));
+}
+
+TEST(LiveJob, WhenTheLastGoodPlacementFailsTooTheStepRunsOnTheJobsOwn) {
+  DaemonProcess daemon(fast_exploration());
+  daemon.start();
+  // Once two of placementd's placements have run in turn, every placement of placementd's runs out
+  // of memory (as when the job's memory grows past what they leave free): the step under the
+  // second falls back to the first, its last good one, which fails as well, and then runs under
+  // the job's own placement. Nothing is lost and the job does not die.
+  Job* current = nullptr;
+  bool full = false;
+  auto loss = [&](const std::vector<c10::IValue>& out) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));  // time for placementd's answers
+    if (full && current->stats().placement_id != 0)
+      throw c10::OutOfMemoryError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, "injected: the device is full");
+    return mean_square(out);
+  };
+  Model m = load("two_tower");
+  JobOptions live;
+  live.socket_path = daemon.socket;
+  Job job("falls-back", m.module, m.inputs, live);
+  current = &job;
+  torch::optim::Adam optimizer(job.parameters(), torch::optim::AdamOptions(0.01));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  bool fell_back_twice = false;
+  int steps = 0;
+  for (; steps < 20 || (!fell_back_twice && std::chrono::steady_clock::now() < deadline); ++steps) {
+    const JobStats before = job.stats();
+    // Two swaps, both to placementd's placements: the one in force now fell back to the other.
+    if (!full && before.swaps >= 2 && before.placement_id != 0) full = true;
+    at::manual_seed(100 + steps);
+    ASSERT_NO_THROW(job.step({at::randn(m.inputs[0].sizes())}, loss, optimizer)) << "step " << steps;
+    if (full && !fell_back_twice && before.placement_id != 0) {
+      EXPECT_EQ(job.stats().retried_steps - before.retried_steps, 2u) << "to the last good placement, then the own";
+      EXPECT_EQ(job.stats().placement_id, 0u);
+      fell_back_twice = true;
+    }
+  }
+  ASSERT_TRUE(fell_back_twice) << "placementd's placements never ran in turn; " << daemon.log();
+  EXPECT_EQ(job.stats().steps, static_cast<uint64_t>(steps)) << "every batch trained exactly once";
+  const auto with_failures = snapshot(job);
+  job.detach();
   JobOptions alone;
   alone.use_daemon = false;
   expect_bitwise_equal(with_failures, train("two_tower", alone, steps, mean_square));

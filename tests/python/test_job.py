@@ -109,22 +109,96 @@ def test_targets_reach_the_loss_function_on_the_device_of_the_output(daemon):
     assert losses == plain_losses(len(losses))[0]
 
 
-def test_a_loss_function_that_raises_reaches_the_caller_and_the_job_trains_on(daemon):
+def test_a_loss_function_that_raises_reaches_the_caller_at_once_and_the_job_trains_on(daemon):
+    """Under placementd's placements, as a plain loop would: the error (Ctrl-C's KeyboardInterrupt
+    too) reaches the caller from the one call of the loss function, nothing is retried or blamed
+    on the placement, and the job trains on."""
     _, job, optimizer = start("py-raise", daemon.socket)
-    losses = []
-    failing_step = 30
-    for i in range(120):
+    losses, skipped, calls = [], set(), []
+    deadline = time.monotonic() + 30
+    raising = [ValueError("the loss function's own bug"), KeyboardInterrupt()]
+    i = 0
+    while len(losses) < 60 or (raising and time.monotonic() < deadline):
         x, y = batch(i)
-        if i == failing_step:
+        if raising and i >= 10 and job.stats()["placement_id"] != 0:
+            error = raising.pop(0)
+
             def broken(out):
-                raise ValueError("the loss function's own bug")
-            with pytest.raises(ValueError, match="the loss function's own bug"):
+                calls.append(i)
+                raise error
+            with pytest.raises(type(error)):
                 job.step((x,), broken, optimizer)
-            continue
-        losses.append(job.step((x,), mse_to(y), optimizer).item())
+            skipped.add(i)
+        else:
+            losses.append(job.step((x,), mse_to(y), optimizer).item())
+        i += 1
+    stats = job.stats()
     job.detach()
-    reference, _ = plain_losses(120, skip={failing_step})
-    assert losses == reference, "the failed step changed nothing: no update, no lost state"
+    assert not raising, f"placementd's placements never came: {daemon.log()}"
+    assert calls == sorted(skipped), "each raising loss function was called once"
+    assert stats["retried_steps"] == 0
+    assert "a step failed under placement" not in daemon.log(), "a loss function's error is not the placement's"
+    reference, _ = plain_losses(i, skip=skipped)
+    assert losses == reference, "the failed steps changed nothing: no update, no lost state"
+
+
+class NormedMlp(torch.nn.Module):
+    """Batch norm's running statistics and dropout's masks: what a step changes besides parameters."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(32, 64)
+        self.norm = torch.nn.BatchNorm1d(64)
+        self.drop = torch.nn.Dropout(0.3)
+        self.c = torch.nn.Linear(64, 4)
+
+    def forward(self, x):
+        return self.c(self.drop(torch.relu(self.norm(self.a(x)))))
+
+
+def test_a_step_retried_after_a_candidate_runs_out_of_memory_changes_buffers_and_dropout_once(daemon):
+    torch.manual_seed(0)
+    model = NormedMlp()
+    job = placement.attach("py-retry", model, (batch(0)[0],), devices=DEVICES, socket=daemon.socket,
+                           reconnect_interval_ms=100)
+    optimizer = torch.optim.Adam(job.parameters(), lr=1e-2)
+
+    def loss_fn(y):
+        def loss(out):
+            # The loss runs where the placement put the model's last op: cpu:1 is "full".
+            if job.stats()["placement_id"] != 0 and job.placement[-1] == 1:
+                raise torch.OutOfMemoryError("injected: cpu:1 is full")
+            return ((out - y) ** 2).mean()
+        return loss
+
+    torch.manual_seed(1)  # dropout's masks from here on
+    losses = []
+    deadline = time.monotonic() + 30
+    while len(losses) < 40 or (job.stats()["retried_steps"] == 0 and time.monotonic() < deadline):
+        x, y = batch(len(losses))
+        losses.append(job.step((x,), loss_fn(y), optimizer).item())
+    stats = job.stats()
+    job.detach()
+    assert stats["retried_steps"] > 0, f"no candidate put the last op on cpu:1: {daemon.log()}"
+    assert stats["steps"] == len(losses)
+
+    torch.manual_seed(0)
+    plain = NormedMlp()
+    plain_optimizer = torch.optim.Adam(plain.parameters(), lr=1e-2)
+    torch.manual_seed(1)
+    reference = []
+    for i in range(len(losses)):
+        x, y = batch(i)
+        loss = ((plain(x) - y) ** 2).mean()
+        loss.backward()
+        plain_optimizer.step()
+        plain_optimizer.zero_grad()
+        reference.append(loss.item())
+    assert losses == reference
+    for (name, p), q in zip(model.named_parameters(), plain.parameters()):
+        assert torch.equal(p.detach(), q.detach()), name
+    for (name, b), c in zip(model.named_buffers(), plain.buffers()):
+        assert torch.equal(b, c), f"{name}: {b} vs {c}"  # num_batches_tracked counts each batch once
 
 
 def test_the_job_trains_on_when_placementd_is_killed_and_attaches_again_when_it_is_back(daemon):

@@ -104,7 +104,9 @@ struct JobOptions {
   ReplicaOptions replicas;
 };
 
-/// The outputs of the module's forward → the loss to minimise.
+/// The outputs of the module's forward → the loss to minimise. What it throws is the job's own
+/// error (Job::step rethrows it), except c10::OutOfMemoryError: the outputs are on the devices the
+/// placement chose, and one that is full is the placement's failure.
 using LossFunction = std::function<at::Tensor(const std::vector<c10::IValue>& outputs)>;
 
 /// The optimizer as Job::step drives it, for one that is not a torch::optim optimizer (the Python
@@ -178,10 +180,13 @@ class Job {
   /// One training step: applies a pending placement (migrating parameters, buffers and optimizer
   /// state), runs forward, `loss`, backward, optimizer.step() and zero_grad(), times it and reports
   /// the time to placementd without waiting. If forward or backward throws under a placement
-  /// placementd proposed (out of memory included), the gradients are discarded, the job moves back
-  /// to the last placement that ran, reports the failure and runs the same batch there: no batch
-  /// is lost and the parameters end as if the candidate was never tried. An error under the last
-  /// good placement itself is the model's own and is rethrown. Returns the loss (detached).
+  /// placementd proposed (out of memory included, in the loss too), the gradients are discarded,
+  /// the buffers and random generators are put back as the step found them, the job moves back to
+  /// the last placement that ran (to its own when that is the one failing), reports the failure
+  /// and runs the same batch there: no batch is lost and parameters and buffers end as if the
+  /// candidate was never tried. An error under the job's own placement is the model's and is
+  /// rethrown; so is anything else `loss` throws, at once and unretried, as a plain loop would
+  /// (in a replica group every rank's step ends). Returns the loss (detached).
   at::Tensor step(const std::vector<c10::IValue>& inputs, const LossFunction& loss,
                   torch::optim::Optimizer& optimizer);
   /// The same with an optimizer that is not a torch::optim one.

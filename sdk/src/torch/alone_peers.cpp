@@ -13,7 +13,12 @@ class AlonePeers final : public StepPeers {
     if (!job.channel) return;
     if (std::optional<ReceivedDirective> d = job.channel->take_directive()) job.switch_to(std::move(*d), optimizer);
   }
-  std::optional<int> agree(JobCore&, bool failed) override { return failed ? std::optional<int>(0) : std::nullopt; }
+  StepAgreement agree(JobCore&, StepFailure failure) override {
+    StepAgreement out;
+    if (failure == StepFailure::kPlacement) out.failed_rank = 0;
+    if (failure == StepFailure::kLossFunction) out.loss_error_rank = 0;
+    return out;
+  }
   void reduce_gradients(JobCore&) override {}
   void step_done(JobCore& job, double seconds, bool profiled) override { job.report(true, seconds, "", profiled); }
 };

@@ -12,7 +12,7 @@
 
 #include "export_frontend.h"
 #include "op_program.h"
-#include "random_state.h"
+#include "model_state.h"
 #include "tensor_bytes.h"
 
 namespace placement {
@@ -168,14 +168,16 @@ OpGraph capture(const Model& model, const std::vector<at::Tensor>& inputs, const
   std::vector<c10::IValue> args(inputs.begin(), inputs.end());
   {
     at::NoGradGuard no_grad;
-    const detail::RandomState random;
-    // Capture runs the model once: what it changes in place (batch norm's running statistics,
-    // num_batches_tracked) is put back, so a captured model trains from the state it was given.
-    std::vector<at::Tensor> kept;
-    for (const auto& [buffer_name, buffer] : program.buffers) kept.push_back(buffer.is_meta() ? buffer : buffer.clone());
-    program.run(args, before, after);
-    for (size_t i = 0; i < kept.size(); ++i)
-      if (!kept[i].is_meta()) program.buffers[i].second.copy_(kept[i]);
+    // Capture runs the model once: what that changes (buffers, the random generators) is put
+    // back, so a captured model trains from the state it was given.
+    const detail::ModelState untouched(program.buffers);
+    try {
+      program.run(args, before, after);
+    } catch (...) {
+      untouched.restore();
+      throw;
+    }
+    untouched.restore();
   }
   for (const auto& [key, bytes] : edges) graph.edges.push_back({key.first, key.second, bytes});
   if (graph.ops.empty()) throw CaptureError("the model has no tensor operations to place");

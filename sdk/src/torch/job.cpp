@@ -7,12 +7,14 @@
 #include <optional>
 #include <stdexcept>
 
+#include <c10/util/Exception.h>
 #include <torch/csrc/jit/api/module.h>
 #include <torch/optim/optimizer.h>
 #include <torch/version.h>
 
 #include "device_sync.h"
 #include "job_core.h"
+#include "model_state.h"
 #include "optimizer_state.h"
 #include "step_peers.h"
 #include "transfer.h"
@@ -112,6 +114,7 @@ Job::Job(std::string name, const Model& model, const std::vector<at::Tensor>& ex
   s.placed->set_placement(start);
   s.current.directive.placement = start;
   s.last_good = s.current;
+  s.own = s.current;
   if (const std::optional<detail::ReplicaConfig> replicas = detail::replica_config(options.replicas))
     detail::join_replica_group(s, *replicas, start, model);
   else
@@ -165,39 +168,69 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
   detail::StepPeers& peers = *s.peers;
   peers.boundary(s, optimizer);
   bool profiled = s.begin_profiled_step();
+  // Under one of placementd's placements the batch may have to run again: what a failed attempt
+  // changed besides the gradients (buffers, the random generators) is put back before it does.
+  std::optional<detail::ModelState> before;
+  if (s.current.directive.placement_id != 0) before.emplace(s.placed->model().named_buffers());
+  const auto discard_gradients = [&] {
+    for (at::Tensor& p : s.placed->parameters()) p.mutable_grad() = at::Tensor();
+  };
   auto started = Clock::now();
   at::Tensor value;
-  std::exception_ptr error;
-  std::string message;
-  try {
-    value = s.forward_backward(inputs, loss);
-  } catch (const std::exception& e) {
-    error = std::current_exception();
-    message = e.what();
-    s.profiling.reset();  // the candidate failed: nothing to profile, nor to retry under the profiler
-    profiled = false;
-  }
-  if (const std::optional<int> failed_rank = peers.agree(s, error != nullptr)) {
-    if (!error) message = "the step failed on rank " + std::to_string(*failed_rank);
+  for (;;) {
+    // An attempt's exception may hold its tensors (a Python traceback's frames): not kept through
+    // the retry, which often follows an out-of-memory.
+    std::exception_ptr error;
+    std::string message;
+    detail::StepFailure failure = detail::StepFailure::kNone;
+    try {
+      value = s.forward_backward(inputs, loss);
+    } catch (const detail::LossFunctionError& e) {
+      error = e.error;
+      failure = detail::StepFailure::kLossFunction;
+    } catch (const c10::Error& e) {
+      error = std::current_exception();
+      message = e.what_without_backtrace();  // placementd's log wants the error, not a C++ stack
+      failure = detail::StepFailure::kPlacement;
+    } catch (const std::exception& e) {
+      error = std::current_exception();
+      message = e.what();
+      failure = detail::StepFailure::kPlacement;
+    }
+    if (failure != detail::StepFailure::kNone) {
+      s.profiling.reset();  // nothing to profile, nor to retry under the profiler
+      profiled = false;
+    }
+    const detail::StepAgreement agreed = peers.agree(s, failure);
+    if (agreed.loss_error_rank) {
+      // The loss function's own error ends the step as it would a plain loop's: no retry, no
+      // update, nothing blamed on the placement.
+      discard_gradients();
+      if (failure == detail::StepFailure::kLossFunction) std::rethrow_exception(error);
+      throw std::runtime_error("the loss function raised on rank " + std::to_string(*agreed.loss_error_rank));
+    }
+    if (!agreed.failed_rank) break;
+    if (!error) message = "the step failed on rank " + std::to_string(*agreed.failed_rank);
     // This process's own error as it was thrown, or the rank's whose step failed.
     const auto fail = [&]() -> void {
       if (error) std::rethrow_exception(error);
       throw std::runtime_error(message);
     };
-    // Only a placement placementd proposed is blamed; under the last good one it is the model's.
+    // Only a placement placementd proposed is blamed; under the job's own it is the model's.
     if (s.current.directive.placement_id == 0) fail();
     s.report(false, seconds_since(started), message);
-    for (at::Tensor& p : s.placed->parameters()) p.mutable_grad() = at::Tensor();
+    discard_gradients();
+    before->restore();
+    // Back to the last placement a step succeeded under; when that is the one failing now, to
+    // the job's own.
+    if (s.current.directive.placement_id == s.last_good.directive.placement_id &&
+        s.current.generation == s.last_good.generation)
+      s.last_good = s.own;
     s.current_ran = false;
     if (!s.switch_to(s.last_good, optimizer)) fail();
-    // The failed step's exception may hold its tensors (a Python traceback's frames): not kept
-    // through the retry, which often follows an out-of-memory.
-    error = nullptr;
     profiled = false;  // another rank's failure left this one's profiling on; switch_to ended it
     ++s.stats.retried_steps;
     started = Clock::now();
-    value = s.forward_backward(inputs, loss);
-    peers.agree(s, false);
   }
   if (profiled) s.profiling->profiler->end_forward_backward();
   peers.reduce_gradients(s);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <c10/util/Exception.h>
+
 #include "optimizer_state.h"
 #include "step_peers.h"
 #include "stopwatch.h"
@@ -51,7 +53,14 @@ bool JobCore::switch_to(InForce target, StepOptimizer& optimizer) {
 at::Tensor JobCore::forward_backward(const std::vector<c10::IValue>& inputs, const LossFunction& loss_fn) {
   if (memory_limit) memory_limit->begin_forward();
   const std::vector<c10::IValue> outputs = placed->forward(inputs);
-  at::Tensor loss = loss_fn(outputs);
+  at::Tensor loss;
+  try {
+    loss = loss_fn(outputs);
+  } catch (const c10::OutOfMemoryError&) {
+    throw;  // the loss runs where the placement put the outputs: that device is full
+  } catch (...) {
+    throw LossFunctionError{std::current_exception()};
+  }
   loss.backward();
   return loss;
 }

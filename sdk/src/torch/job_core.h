@@ -6,6 +6,7 @@
 // (step_peers.h).
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <set>
@@ -22,6 +23,11 @@
 namespace placement::detail {
 
 class StepPeers;
+
+/// The user's loss function threw: the job's own error (`error`, as thrown), not the placement's.
+struct LossFunctionError {
+  std::exception_ptr error;
+};
 
 struct JobCore {
   // Placement id 0 is the job's own placement, not one of placementd's.
@@ -47,6 +53,8 @@ struct JobCore {
   // Where a failing placementd placement falls back to: the last one a step succeeded under, and
   // before any did, the job's own (a failure under that is the model's, not placementd's).
   InForce last_good;
+  // The job's own placement (id 0): the last resort when the last good one fails too.
+  InForce own;
   JobStats stats;
   int profile_steps = 0;
   std::optional<Profiling> profiling;
@@ -62,7 +70,8 @@ struct JobCore {
   /// Moves the module and the optimizer's state to `target`; false when that fails, everything
   /// then as it was (a directive of placementd's is reported failed by the process that decides).
   bool switch_to(InForce target, StepOptimizer& optimizer);
-  /// Forward, the loss and backward under the placement in force; returns the loss.
+  /// Forward, the loss and backward under the placement in force; returns the loss. What the
+  /// loss function throws, an out-of-memory aside, arrives as a LossFunctionError.
   at::Tensor forward_backward(const std::vector<c10::IValue>& inputs, const LossFunction& loss_fn);
   /// Reports the step being run to placementd, under the directive in force. A follower reports
   /// every step to its own daemon, which only shows them; rank 0 and a process alone report the

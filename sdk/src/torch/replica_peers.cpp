@@ -47,18 +47,21 @@ class ReplicaPeers final : public StepPeers {
     }
   }
 
-  // One small exchange a step (and one more after a retry), after backward (a plain data-parallel loop has none; the
-  // gradients' buckets follow): whether any rank failed (all retry with it); whether rank 0
+  // One small exchange a step (and one more after a retry), after backward (a plain data-parallel
+  // loop has none; the gradients' buckets follow): whether any rank failed under the placement
+  // (all retry with it) or in its loss function (the step ends everywhere); whether rank 0
   // offers a directive (every rank applies it at the next boundary); the slowest rank's time of
   // the step before (placementd's measurement); which parameters any rank's step reached. A
   // parameter none reached keeps no gradient, so the optimizer skips it as in one process; one
   // that some reached counts as zeros on the others.
-  std::optional<int> agree(JobCore& job, bool failed) override {
+  StepAgreement agree(JobCore& job, StepFailure failure) override {
     ReplicaGroup& group = *job.group;
     if (job.channel && !held_) held_ = job.channel->take_directive();
     parameters_ = job.placed->parameters();
-    std::vector<double> v = {failed ? group.rank() + 1.0 : 0.0, held_ ? 1.0 : 0.0,
-                             pending_report_ ? pending_report_->seconds : 0.0};
+    const double rank = group.rank() + 1.0;
+    std::vector<double> v = {failure == StepFailure::kPlacement ? rank : 0.0, held_ ? 1.0 : 0.0,
+                             pending_report_ ? pending_report_->seconds : 0.0,
+                             failure == StepFailure::kLossFunction ? rank : 0.0};
     for (const at::Tensor& p : parameters_) v.push_back(p.grad().defined() ? 1.0 : 0.0);
     agreed_ = group.max(v);
     directive_due_ = agreed_[1] > 0.0;
@@ -66,12 +69,15 @@ class ReplicaPeers final : public StepPeers {
       job.channel->report(job.current.generation, {job.current.directive.placement_id, pending_report_->step,
                                                    agreed_[2], true, "", pending_report_->profiled});
     pending_report_.reset();
-    const int failed_rank = static_cast<int>(agreed_[0]) - 1;
-    return failed_rank >= 0 ? std::optional<int>(failed_rank) : std::nullopt;
+    const auto rank_at = [&](size_t i) {
+      const int r = static_cast<int>(agreed_[i]) - 1;
+      return r >= 0 ? std::optional<int>(r) : std::nullopt;
+    };
+    return {rank_at(0), rank_at(3)};
   }
 
   void reduce_gradients(JobCore& job) override {
-    constexpr size_t kReachedAt = 3;
+    constexpr size_t kReachedAt = 4;
     // Backward's kernels end first, so that allreduce_seconds is the exchange's own time.
     if (job.any_cuda) synchronize_cuda_devices(job.devices);
     const auto started = Clock::now();

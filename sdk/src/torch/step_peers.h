@@ -19,16 +19,33 @@ namespace placement::detail {
 struct JobCore;
 struct ReplicaConfig;
 
+/// How one process's forward, loss and backward ended.
+enum class StepFailure {
+  kNone,
+  /// Forward or backward threw, or the loss ran out of memory: the placement's failure, retried
+  /// on the last good one.
+  kPlacement,
+  /// The user's loss function raised (its own bug, a KeyboardInterrupt): the step ends, unretried.
+  kLossFunction,
+};
+
+struct StepAgreement {
+  /// The rank whose placement failure every process retries with (nullopt: none).
+  std::optional<int> failed_rank;
+  /// The rank whose loss function raised: the step ends on every process (nullopt: none did).
+  std::optional<int> loss_error_rank;
+};
+
 class StepPeers {
  public:
   virtual ~StepPeers() = default;
   /// At the step boundary: switches `job` to the directive due now, if any, on every process or
   /// on none.
   virtual void boundary(JobCore& job, StepOptimizer& optimizer) = 0;
-  /// After forward and backward, `failed` telling whether this process's failed: the rank whose
-  /// failure every process retries with (nullopt: none did). Called again after the retry. A
-  /// group's rank 0 also offers the directive placementd sent here, and reports the step before.
-  virtual std::optional<int> agree(JobCore& job, bool failed) = 0;
+  /// After forward and backward, with how this process's ended: what every process does next.
+  /// Called again after each retry. A group's rank 0 also offers the directive placementd sent
+  /// here, and reports the step before.
+  virtual StepAgreement agree(JobCore& job, StepFailure failure) = 0;
   /// Before the update: the gradients every process steps with.
   virtual void reduce_gradients(JobCore& job) = 0;
   /// After the update: the step's time, in seconds, goes where placementd measures it.
