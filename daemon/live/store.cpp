@@ -28,7 +28,8 @@ Store::Store(std::string state_dir) : dir_(std::move(state_dir)) {
   remove_unfinished_writes();
 }
 
-// A write goes to "<file>.tmp.<pid>" and is renamed over the file once complete; a daemon killed
+// A write goes to "<file>.tmp.<pid>.<random>" (write_file_atomically; or an older daemon's
+// "<file>.tmp.<pid>") and is renamed over the file once complete; a daemon killed
 // in between leaves the temporary behind. Those of processes that are gone are removed; a live
 // one's (another daemon sharing the directory) may still be renamed.
 void Store::remove_unfinished_writes() const {
@@ -39,7 +40,7 @@ void Store::remove_unfinished_writes() const {
       const std::string name = entry.path().filename().string();
       const size_t tmp = name.rfind(".tmp.");
       if (tmp == std::string::npos) continue;
-      const std::string pid = name.substr(tmp + 5);
+      const std::string pid = name.substr(tmp + 5, name.find('.', tmp + 5) - (tmp + 5));
       if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9) continue;
       if (::kill(static_cast<pid_t>(std::stol(pid)), 0) == 0 || errno != ESRCH) continue;
       std::error_code removing;

@@ -90,11 +90,14 @@ int Daemon::run() {
                  address.str());
   }
   const int fd = activated_fd_;
+  if (fd < 0) lock_ = LockFile::for_socket(socket_path_);
+  // Two daemons on one state directory would overwrite each other's results, whoever started them
+  // (systemd's socket activation and an admin by hand).
+  state_lock_ = LockFile::for_state_dir(store_->dir());
   if (fd >= 0) {
     server_->adopt(fd);
     spdlog::info("using the socket systemd passed (fd {})", fd);
   } else {
-    lock_ = std::make_unique<LockFile>(socket_path_);
     server_->listen(socket_path_, config_->socket_mode);
   }
   wait_signals();

@@ -59,7 +59,8 @@ class Daemon {
   std::unique_ptr<Server> server_;
   /// The Prometheus endpoint, when [metrics].listen names one.
   std::unique_ptr<MetricsServer> metrics_;
-  std::unique_ptr<LockFile> lock_;
+  std::unique_ptr<LockFile> lock_;  // the socket's (none under socket activation: systemd owns it)
+  std::unique_ptr<LockFile> state_lock_;
   boost::asio::signal_set signals_;
 };
 

@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #ifdef PLACEMENT_HAVE_ZLIB
@@ -426,8 +428,20 @@ void write_json_file(const std::string& path, const json& doc, int indent) {
 }
 
 void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // The temporary is a new file of this process's, never one that is there already: in a
+  // directory another user can write, a planted file or link at a name known in advance would
+  // otherwise be written through (or truncated). "<file>.tmp.<pid>.<random>": the state store
+  // removes those of processes that are gone.
+  std::random_device random;
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; fd < 0 && attempt < 8; ++attempt) {
+    char suffix[16];
+    std::snprintf(suffix, sizeof(suffix), "%08x", random());
+    tmp = path + ".tmp." + std::to_string(::getpid()) + "." + suffix;
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) break;
+  }
   if (fd < 0) throw std::runtime_error(tmp + ": cannot create: " + std::strerror(errno));
   size_t done = 0;
   while (done < text.size()) {

@@ -314,6 +314,21 @@ TEST(Daemon, SecondInstanceOnTheSameSocketIsRefusedAndStaleSocketsAreReplaced) {
   EXPECT_FALSE(std::filesystem::exists(first.socket)) << "a clean stop removes the socket";
 }
 
+TEST(Daemon, ASecondDaemonOnTheSameStateDirectoryIsRefusedOnAnotherSocketToo) {
+  // An admin's daemon started by hand beside systemd's would overwrite its results, and they its.
+  DaemonProcess first;
+  first.start();
+  const CommandResult second =
+      run_command({placementd_bin(), "--config", first.config_path, "--socket", first.dir + "/other.sock"});
+  EXPECT_EQ(second.exit_code, 1);
+  EXPECT_NE(second.err.find("another placementd uses the state directory " + first.state_dir + " (pid " +
+                            std::to_string(first.pid) + ", lock " + first.state_dir + "/placementd.lock)"),
+            std::string::npos)
+      << second.err;
+  EXPECT_FALSE(std::filesystem::exists(first.dir + "/other.sock")) << "it did not start serving";
+  EXPECT_TRUE(first.alive());
+}
+
 TEST(Daemon, InvalidConfigAtStartIsReportedWithPositions) {
   DaemonProcess daemon({"", "[policy]\nalgorithm = \"telepathy\"\n"});
   EXPECT_THROW(daemon.start(), std::runtime_error);

@@ -190,5 +190,23 @@ TEST(Serialization, FilesAreWrittenAtomicallyAndErrorsNameTheFile) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(Serialization, AnAtomicWriteNeverWritesThroughALinkPlantedAtItsTemporary) {
+  // In a directory another user can write (a socket directory, /tmp), a link at the temporary's
+  // name would have the write go into the file it names: the temporary is always a new file.
+  const std::string dir = std::filesystem::temp_directory_path() / ("ser-link." + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string victim = dir + "/victim";
+  std::ofstream(victim) << "precious";
+  const std::string path = dir + "/out.json";
+  std::filesystem::create_symlink(victim, path + ".tmp." + std::to_string(::getpid()));
+  write_file_atomically(path, "{}\n");
+  std::ifstream in(victim);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "precious");
+  std::ifstream out(path);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(out), {}), "{}\n");
+  EXPECT_FALSE(std::filesystem::is_symlink(path));
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace placement

@@ -38,16 +38,18 @@ TEST_F(StoreTest, KeepsTheFastestPlacementPerGraphAndDeviceSet) {
   EXPECT_FALSE(store.best(g, placement::testing::devices(3))) << "another device set has its own entry";
 }
 
-// A daemon killed mid-write leaves "<file>.tmp.<pid>"; the next store removes those of processes
-// that are gone and leaves a live writer's alone.
+// A daemon killed mid-write leaves "<file>.tmp.<pid>.<random>" (an older one "<file>.tmp.<pid>");
+// the next store removes those of processes that are gone and leaves a live writer's alone.
 TEST_F(StoreTest, UnfinishedWritesOfAKilledDaemonAreRemoved) {
   Store(dir).flush();
-  const std::string dead = dir + "/placements/a-b.json.tmp.999999999";
-  const std::string live = dir + "/policies/a-b-key.bin.tmp." + std::to_string(::getpid());
+  const std::string dead = dir + "/placements/a-b.json.tmp.999999999.0badf00d";
+  const std::string dead_older = dir + "/placements/c-d.json.tmp.999999999";
+  const std::string live = dir + "/policies/a-b-key.bin.tmp." + std::to_string(::getpid()) + ".12345678";
   const std::string named_like_one = dir + "/placements/notes.tmp.x";
-  for (const std::string& f : {dead, live, named_like_one}) std::ofstream(f) << "{\"half";
+  for (const std::string& f : {dead, dead_older, live, named_like_one}) std::ofstream(f) << "{\"half";
   Store store(dir);
   EXPECT_FALSE(fs::exists(dead));
+  EXPECT_FALSE(fs::exists(dead_older));
   EXPECT_TRUE(fs::exists(live)) << "a running process may still rename it";
   EXPECT_TRUE(fs::exists(named_like_one)) << "not one of the store's temporaries";
 }
