@@ -313,6 +313,14 @@ std::optional<Directive> advance_trial(Session& s, Store& store) {
 
 std::optional<Directive> next_candidate(Session& s) {
   const ExplorationConfig& e = s.policy.exploration;
+  // What this user's earlier runs found comes first, but as a candidate like any other: it is kept
+  // only if a trial shows it faster than this job's own start (the machine, the inputs or the
+  // other tenants may have changed since it was stored).
+  if (!s.cached_tried && s.cached) {
+    s.cached_tried = true;
+    if (!measured(s, s.cached->fingerprint()) && s.memory_model->check_memory(*s.cached).valid)
+      return issue(s, *s.cached, Reason::kCached, std::nullopt);
+  }
   if (!s.single_device_tried) {
     s.single_device_tried = true;
     if (std::optional<Placement> p = single_device_candidate(s)) return issue(s, std::move(*p), Reason::kSingleDevice, std::nullopt);
@@ -373,9 +381,9 @@ std::string policy_key(const Session& s) {
 
 Directive start_session(Session& s) {
   s.state = SessionState::kProfiling;
-  Placement start = s.cached ? *s.cached : s.job_start ? *s.job_start : Placement::single(*s.graph, 0);
-  if (!s.cached) start.enforce_pins(*s.graph, s.devices);
-  Directive d = issue(s, std::move(start), s.cached ? Reason::kCached : Reason::kStart, std::nullopt);
+  Placement start = s.job_start ? *s.job_start : Placement::single(*s.graph, 0);
+  start.enforce_pins(*s.graph, s.devices);
+  Directive d = issue(s, std::move(start), Reason::kStart, std::nullopt);
   s.incumbent = d.placement_id;  // in force from the first step
   return d;
 }
@@ -539,7 +547,7 @@ bool persist_best(Session& s, Store& store) {
   if (!s.graph) return false;
   try {
     if (const CandidateRecord* b = s.best(); b && checked(s, *b))
-      return store.offer(*s.graph, s.devices, {b->placement, *b->median(), s.job});
+      return store.offer(s.uid, *s.graph, s.devices, {b->placement, *b->median(), s.job});
   } catch (const std::exception& e) {
     spdlog::error("job {} '{}': cannot persist its best placement: {}", s.id, s.job, e.what());
   }
@@ -552,7 +560,7 @@ void persist_policy(Session& s, Store& store) {
   if (!s.graph || !policy || !s.policy_error.empty()) return;
   std::string state = policy->save_state();  // plugin code: what it throws is the caller's
   try {
-    store.save_policy_state(*s.graph, s.devices, policy_key(s), std::move(state));
+    store.save_policy_state(s.uid, *s.graph, s.devices, policy_key(s), std::move(state));
   } catch (const std::exception& e) {
     spdlog::error("job {} '{}': cannot persist its policy state: {}", s.id, s.job, e.what());
   }

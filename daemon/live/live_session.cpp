@@ -96,10 +96,10 @@ messages::GraphAccepted LiveSession::on_graph(placement::OpGraph graph, std::opt
     placement::TrainablePolicy* policy = s_.pipeline->policy();
     s_.algorithm->reset({policy, s_.policy.exploration.failing_reward});
     s_.fingerprint = g.fingerprint();
-    if (auto stored = store_.best(g, s_.devices)) s_.cached = stored->placement;
+    if (auto stored = store_.best(s_.uid, g, s_.devices)) s_.cached = stored->placement;
     bool resumed = false;
     if (policy)
-      if (auto state = store_.policy_state(g, s_.devices, policy_key(s_))) {
+      if (auto state = store_.policy_state(s_.uid, g, s_.devices, policy_key(s_))) {
         // A state from another version of the plugin, or one it cannot read: learning starts
         // afresh, the job goes on.
         try {
@@ -273,7 +273,7 @@ messages::Detached LiveSession::on_detach() {
     if (const CandidateRecord* b = s_.best()) {
       detached.best_step_time_s = *b->median();
       // Taken now or after an earlier candidate: what counts is that the store holds it.
-      if (auto stored = store_.best(*s_.graph, s_.devices))
+      if (auto stored = store_.best(s_.uid, *s_.graph, s_.devices))
         detached.persisted = detached.persisted || stored->step_time_s <= *detached.best_step_time_s;
     }
     finish();
@@ -282,7 +282,7 @@ messages::Detached LiveSession::on_detach() {
   // strand, never the I/O thread). The graph and devices of a detached session no longer change.
   if (detached.persisted) {
     store_.flush();
-    detached.persisted = store_.on_disk(*s_.graph, s_.devices);
+    detached.persisted = store_.on_disk(s_.uid, *s_.graph, s_.devices);
   }
   return detached;
 }

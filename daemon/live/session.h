@@ -123,7 +123,8 @@ struct Session {
   std::unique_ptr<PolicyPipeline> pipeline;
   std::mt19937_64 rng;
 
-  /// A placement from the store for this (graph, devices), offered first.
+  /// The best placement this uid's earlier runs stored for this (graph, devices): the first
+  /// candidate after the job's own start, kept only if a trial shows it faster.
   std::optional<placement::Placement> cached;
   /// The placement the job runs when it attaches (all on its first device unless it says otherwise).
   std::optional<placement::Placement> job_start;
@@ -164,7 +165,9 @@ struct Session {
   /// Exploiting only until the job's time brings exploration back under its pace (jobs without
   /// expected_steps); exploration then resumes.
   bool paused = false;
-  /// Whether "all on one device" was offered as a candidate (once, right after the start).
+  /// Whether the stored placement was offered as a candidate (once, right after the start).
+  bool cached_tried = false;
+  /// Whether "all on one device" was offered as a candidate (once, after the start and the stored).
   bool single_device_tried = false;
   /// Whether the warm start's placement (its policy's mode) was issued as a candidate.
   bool warm_start_tried = false;

@@ -26,6 +26,23 @@ Store::Store(std::string state_dir) : dir_(std::move(state_dir)) {
   if (!ec) fs::create_directories(fs::path(dir_) / "policies", ec);
   if (ec) throw std::runtime_error("state directory " + dir_ + ": " + ec.message());
   remove_unfinished_writes();
+  report_unowned_files();
+}
+
+// Before state was kept per user, every uid's jobs shared placements/ and policies/: a file there
+// may be anybody's, so no job starts from it.
+void Store::report_unowned_files() const {
+  size_t unowned = 0;
+  for (const char* sub : {"placements", "policies"}) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(fs::path(dir_) / sub, ec))
+      if (entry.is_regular_file(ec) && entry.path().filename().string().find(".tmp.") == std::string::npos) ++unowned;
+  }
+  if (unowned)
+    spdlog::warn("{} stored placement or policy file(s) in {}/placements and {}/policies predate per-user state "
+                 "and are not used: whose they are is unknown. To give one to a user, move it into the directory "
+                 "named by their uid beside it",
+                 unowned, dir_, dir_);
 }
 
 // A write goes to "<file>.tmp.<pid>.<random>" (write_file_atomically; or an older daemon's
@@ -36,7 +53,7 @@ void Store::remove_unfinished_writes() const {
   size_t removed = 0;
   for (const char* sub : {"placements", "policies"}) {
     std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(fs::path(dir_) / sub, ec)) {
+    for (const auto& entry : fs::recursive_directory_iterator(fs::path(dir_) / sub, ec)) {
       const std::string name = entry.path().filename().string();
       const size_t tmp = name.rfind(".tmp.");
       if (tmp == std::string::npos) continue;
@@ -53,8 +70,10 @@ void Store::remove_unfinished_writes() const {
 
 Store::~Store() { writer_.join(); }
 
-std::string Store::path_for(const placement::OpGraph& graph, const placement::DeviceSet& devices) const {
-  return (fs::path(dir_) / "placements" / (graph.fingerprint() + "-" + devices.fingerprint() + ".json")).string();
+std::string Store::path_for(uid_t owner, const placement::OpGraph& graph, const placement::DeviceSet& devices) const {
+  return (fs::path(dir_) / "placements" / std::to_string(owner) /
+          (graph.fingerprint() + "-" + devices.fingerprint() + ".json"))
+      .string();
 }
 
 std::optional<StoredPlacement> Store::read_best(const std::string& path, const placement::OpGraph& graph,
@@ -81,9 +100,9 @@ std::optional<StoredPlacement>& Store::known_locked(const std::string& path, con
   return known->second;
 }
 
-std::optional<StoredPlacement> Store::best(const placement::OpGraph& graph,
+std::optional<StoredPlacement> Store::best(uid_t owner, const placement::OpGraph& graph,
                                            const placement::DeviceSet& devices) const {
-  const std::string path = path_for(graph, devices);
+  const std::string path = path_for(owner, graph, devices);
   std::lock_guard<std::mutex> lock(mutex_);
   return known_locked(path, graph, devices);
 }
@@ -103,9 +122,9 @@ std::string stored_file(const placement::OpGraph& graph, const placement::Device
 
 }  // namespace
 
-bool Store::offer(const placement::OpGraph& graph, const placement::DeviceSet& devices,
+bool Store::offer(uid_t owner, const placement::OpGraph& graph, const placement::DeviceSet& devices,
                   const StoredPlacement& candidate) {
-  const std::string path = path_for(graph, devices);
+  const std::string path = path_for(owner, graph, devices);
   // Compared, remembered and queued under one lock: two jobs of one model offering at once leave
   // the faster on disk.
   std::lock_guard<std::mutex> lock(mutex_);
@@ -122,24 +141,26 @@ bool Store::offer(const placement::OpGraph& graph, const placement::DeviceSet& d
   return true;
 }
 
-std::string Store::policy_path(const placement::OpGraph& graph, const placement::DeviceSet& devices,
+std::string Store::policy_path(uid_t owner, const placement::OpGraph& graph, const placement::DeviceSet& devices,
                                const std::string& key) const {
   for (char c : key)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '+')
       throw std::invalid_argument("policy key '" + key + "' has characters unfit for a file name");
-  return (fs::path(dir_) / "policies" / (graph.fingerprint() + "-" + devices.fingerprint() + "-" + key + ".bin")).string();
+  return (fs::path(dir_) / "policies" / std::to_string(owner) /
+          (graph.fingerprint() + "-" + devices.fingerprint() + "-" + key + ".bin"))
+      .string();
 }
 
-void Store::save_policy_state(const placement::OpGraph& graph, const placement::DeviceSet& devices,
+void Store::save_policy_state(uid_t owner, const placement::OpGraph& graph, const placement::DeviceSet& devices,
                               const std::string& key, std::string state) {
-  const std::string path = policy_path(graph, devices, key);
+  const std::string path = policy_path(owner, graph, devices, key);
   std::lock_guard<std::mutex> lock(mutex_);
   queue_locked(path, std::move(state));
 }
 
-std::optional<std::string> Store::policy_state(const placement::OpGraph& graph, const placement::DeviceSet& devices,
-                                               const std::string& key) const {
-  const std::string path = policy_path(graph, devices, key);
+std::optional<std::string> Store::policy_state(uid_t owner, const placement::OpGraph& graph,
+                                               const placement::DeviceSet& devices, const std::string& key) const {
+  const std::string path = policy_path(owner, graph, devices, key);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (auto queued = pending_.find(path); queued != pending_.end()) return queued->second;
@@ -174,6 +195,12 @@ void Store::write(const std::string& path) {
   }
   std::string error;
   try {
+    // A user's directory, made at their first write: readable by the daemon alone.
+    const fs::path directory = fs::path(path).parent_path();
+    if (!fs::exists(directory)) {
+      fs::create_directories(directory);
+      fs::permissions(directory, fs::perms::owner_all);
+    }
     placement::write_file_atomically(path, contents);
   } catch (const std::exception& e) {
     error = e.what();
@@ -197,8 +224,8 @@ void Store::flush() {
   written.get_future().wait();
 }
 
-bool Store::on_disk(const placement::OpGraph& graph, const placement::DeviceSet& devices) const {
-  const std::string path = path_for(graph, devices);
+bool Store::on_disk(uid_t owner, const placement::OpGraph& graph, const placement::DeviceSet& devices) const {
+  const std::string path = path_for(owner, graph, devices);
   std::lock_guard<std::mutex> lock(mutex_);
   return !pending_.count(path) && writing_ != path && !errors_.count(path);
 }

@@ -1,7 +1,11 @@
 #pragma once
-// Persistent state under the state directory: the best placement measured for each
-// (graph fingerprint, device set), so the next run of the same model starts there, and each
-// learned policy's state, so it resumes learning.
+// Persistent state under the state directory, per user (uid): the best placement each user's jobs
+// measured for each (graph fingerprint, device set), which the next run of the same model tries
+// first, and each learned policy's state, so it resumes learning. One uid's state is never what
+// another uid's jobs start from; an admin shares it by copying the file into the other uid's
+// directory (docs/operations.md).
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <functional>
@@ -32,8 +36,8 @@ struct StoredPlacement {
 /// queued writes.
 class Store {
  public:
-  /// Creates `state_dir`/placements and /policies if needed; throws std::runtime_error naming the
-  /// directory.
+  /// Creates `state_dir`/placements and /policies if needed (each user's files go in a directory
+  /// of their uid below them); throws std::runtime_error naming the directory.
   explicit Store(std::string state_dir);
   ~Store();
   Store(const Store&) = delete;
@@ -41,25 +45,27 @@ class Store {
 
   const std::string& dir() const { return dir_; }
 
-  /// The stored placement for this graph and device set, if any and if it still fits them.
-  std::optional<StoredPlacement> best(const placement::OpGraph& graph, const placement::DeviceSet& devices) const;
+  /// `owner`'s stored placement for this graph and device set, if any and if it still fits them.
+  std::optional<StoredPlacement> best(uid_t owner, const placement::OpGraph& graph,
+                                      const placement::DeviceSet& devices) const;
 
   /// Takes `candidate` if it beats what is stored (or nothing is) and queues its file. Returns
   /// true if taken.
-  bool offer(const placement::OpGraph& graph, const placement::DeviceSet& devices, const StoredPlacement& candidate);
+  bool offer(uid_t owner, const placement::OpGraph& graph, const placement::DeviceSet& devices,
+             const StoredPlacement& candidate);
 
   /// A learned policy's parameters and optimiser state (TrainablePolicy::save_state) for this graph,
   /// device set and `key` (grouper+placer+algorithm), so the next run resumes learning. Queued.
-  void save_policy_state(const placement::OpGraph& graph, const placement::DeviceSet& devices,
+  void save_policy_state(uid_t owner, const placement::OpGraph& graph, const placement::DeviceSet& devices,
                          const std::string& key, std::string state);
-  std::optional<std::string> policy_state(const placement::OpGraph& graph, const placement::DeviceSet& devices,
-                                          const std::string& key) const;
+  std::optional<std::string> policy_state(uid_t owner, const placement::OpGraph& graph,
+                                          const placement::DeviceSet& devices, const std::string& key) const;
 
   /// Blocks until every write queued before the call is done. Never call it on the I/O thread.
   void flush();
   /// Whether the stored best for this graph and device set is on disk as the store holds it: no
   /// write of it is pending and the last one succeeded (a failed one is in the daemon log).
-  bool on_disk(const placement::OpGraph& graph, const placement::DeviceSet& devices) const;
+  bool on_disk(uid_t owner, const placement::OpGraph& graph, const placement::DeviceSet& devices) const;
   /// Calls `done` on the store's thread once every write queued before the call is done.
   void after_writes(std::function<void()> done);
   /// Writes that failed since the store was opened.
@@ -68,8 +74,10 @@ class Store {
  private:
   /// Removes the temporaries of writes that a killed daemon left behind.
   void remove_unfinished_writes() const;
-  std::string path_for(const placement::OpGraph& graph, const placement::DeviceSet& devices) const;
-  std::string policy_path(const placement::OpGraph& graph, const placement::DeviceSet& devices,
+  /// Says what files of the layout before per-user state lie unused.
+  void report_unowned_files() const;
+  std::string path_for(uid_t owner, const placement::OpGraph& graph, const placement::DeviceSet& devices) const;
+  std::string policy_path(uid_t owner, const placement::OpGraph& graph, const placement::DeviceSet& devices,
                           const std::string& key) const;
   /// The stored placement of `path`, read from disk the first time (caller holds mutex_).
   std::optional<StoredPlacement>& known_locked(const std::string& path, const placement::OpGraph& graph,

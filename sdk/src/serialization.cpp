@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -291,8 +292,11 @@ Measurement measurement_from_json(const json& doc) {
   m.placement_id = r.field("placement_id").uint();
   m.step = r.field("step").uint();
   m.step_time_s = r.field("step_time_s").number();
-  if (!(m.step_time_s >= 0)) r.field("step_time_s").fail("must be >= 0");
   m.ok = r.field("ok").boolean();
+  // A time is placementd's reward: a step that ran took some time (a 0 s or infinitely fast step
+  // would be a best nothing can beat); a failed one may say 0.
+  if (!std::isfinite(m.step_time_s) || m.step_time_s < 0) r.field("step_time_s").fail("must be a finite number >= 0");
+  if (m.ok && m.step_time_s == 0) r.field("step_time_s").fail("must be > 0 for a step that ran (ok)");
   if (r.has("error")) m.error = r.field("error").string();
   if (r.has("profiled")) m.profiled = r.field("profiled").boolean();
   return m;

@@ -119,10 +119,11 @@ void expect_state_whole(const std::string& state_dir) {
   }
 }
 
+// Below `dir`, in each uid's directory.
 std::vector<fs::path> files_with(const std::string& dir, const std::string& extension) {
   std::vector<fs::path> out;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec))
+  for (const auto& entry : fs::recursive_directory_iterator(dir, ec))
     if (entry.path().extension() == extension) out.push_back(entry.path());
   return out;
 }

@@ -104,10 +104,14 @@ TEST(Daemon, ReportsAreCountedAndTheBestPlacementSurvivesARestart) {
   }
   EXPECT_NE(daemon.log().find("persisted the state of 1 job(s)"), std::string::npos) << daemon.log();
   EXPECT_NE(daemon.log().find("(1 new best placement(s))"), std::string::npos) << daemon.log();
+  // This uid's next run of the model finds it (and starts on its own placement, which the stored
+  // one must beat as a candidate: exploration_test).
   daemon.start();
   Client c = daemon.client();
   EXPECT_TRUE(attach_and_upload(c, "persisted", graph).cached);
-  EXPECT_EQ(first_directive(c, graph).reason, msg::Reason::kCached);
+  EXPECT_EQ(first_directive(c, graph).reason, msg::Reason::kStart);
+  EXPECT_TRUE(std::filesystem::exists(daemon.state_dir + "/placements/" + std::to_string(::getuid())))
+      << "kept per uid";
 }
 
 // A daemon whose placer takes 3 s per sample (tests/plugins/slow_placer), two steps per candidate.

@@ -37,7 +37,7 @@ std::vector<JobState> all_job_states();
 /// Why placementd asks a job to run a placement.
 enum class Reason {
   kStart,         // the job's own start placement, measured first
-  kCached,        // the best placement stored for this graph and device set, measured first
+  kCached,        // the best placement this uid stored for the graph and devices: the first candidate
   kSingleDevice,  // every op on one device (the first GPU), offered once after the start
   kWarmStart,     // the placement the warm start imitated
   kPolicy,        // a sample of the learned policy

@@ -138,8 +138,8 @@ Job::Job(std::string name, const Model& model, const std::vector<at::Tensor>& ex
   channel.start = start;
   channel.profile_steps = options.profile_steps;
   s.channel = std::make_unique<JobChannel>(std::move(channel));
-  // Start where placementd says (a stored best placement) when it answers at once; when it is not
-  // there, do not wait for it.
+  // placementd's first directive names the start placement its measurements are filed under: when
+  // it answers at once, the first step already counts; when it is not there, do not wait for it.
   s.channel->wait_for_directive(10000);
 }
 

@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -78,6 +80,16 @@ TEST(Serialization, DevicesPlacementMeasurementRoundTrip) {
   EXPECT_EQ(placement_from_json(to_json(p, d), g, d), p);
   const Measurement m{7, 42, 0.125, false, "out of memory on cpu:1"};
   EXPECT_EQ(measurement_from_json(to_json(m)), m);
+  // A time is a reward: a step that ran in 0 s, or in no finite time, would be a best nothing beats.
+  const Measurement failed{7, 43, 0.0, false, "migration: out of memory"};
+  EXPECT_EQ(measurement_from_json(to_json(failed)), failed);
+  EXPECT_EQ(error_of([] { measurement_from_json(to_json(Measurement{7, 44, 0.0, true, ""})); }),
+            "step_time_s: must be > 0 for a step that ran (ok)");
+  for (double bad : {std::numeric_limits<double>::infinity(), -1.0, std::nan("")}) {
+    json doc = to_json(Measurement{7, 45, 1.0, true, ""});
+    doc["step_time_s"] = bad;
+    EXPECT_EQ(error_of([&] { measurement_from_json(doc); }), "step_time_s: must be a finite number >= 0") << bad;
+  }
   const Grouping grouping{{0, 1, 1, 0}, 2};
   EXPECT_EQ(grouping_from_json(to_json(grouping), g), grouping);
 }

@@ -103,7 +103,7 @@ TEST_F(Exploration, ProfilesTheJobsOwnPlacementFirstThenSamplesThePolicy) {
   EXPECT_EQ(s.state, SessionState::kExploring);
   EXPECT_TRUE(recorder().observations.empty()) << "the start placement is no sample of the policy";
   // The start is now the stored best for this graph and device set.
-  const auto stored = store->best(*s.graph, s.devices);
+  const auto stored = store->best(0, *s.graph, s.devices);
   ASSERT_TRUE(stored);
   EXPECT_DOUBLE_EQ(stored->step_time_s, 8.0);
 }
@@ -404,21 +404,47 @@ TEST_F(Exploration, ARealAlgorithmFindsTheFastestPlacement) {
   EXPECT_EQ(s.summary().steps_to_within_2pct.value(), first_optimal_step);
 }
 
-TEST_F(Exploration, TheNextSessionStartsFromThePersistedBest) {
+TEST_F(Exploration, TheNextSessionTriesThePersistedBestFirstAndKeepsItOnlyOnceATrialShowsItFaster) {
   make_session();
-  std::optional<Directive> d = run_until_exploiting(start_session(s));
+  run_until_exploiting(start_session(s));
   persist_best(s, *store);
   persist_policy(s, *store);
   const Placement best = s.best()->placement;
-  EXPECT_TRUE(store->policy_state(*s.graph, s.devices, policy_key(s)));
+  EXPECT_TRUE(store->policy_state(0, *s.graph, s.devices, policy_key(s)));
+  EXPECT_FALSE(store->best(1000, *s.graph, s.devices)) << "uid 1000's jobs do not see uid 0's";
 
-  Session next;
-  next.graph = s.graph;
-  next.devices = s.devices;
-  next.cached = store->best(*s.graph, s.devices)->placement;
-  const Directive first = start_session(next);
-  EXPECT_EQ(first.reason, Reason::kCached);
-  EXPECT_EQ(first.placement.device_of_op, best.device_of_op);
+  s = Session();
+  step = 0;
+  make_session();
+  s.cached = store->best(0, *s.graph, s.devices)->placement;
+  const Directive first = start_session(s);
+  EXPECT_EQ(first.reason, Reason::kStart);
+  EXPECT_EQ(first.placement.device_of_op, (std::vector<int>{0, 0, 0, 0})) << "the job's own";
+  const std::optional<Directive> second = run_candidate(first);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->reason, Reason::kCached);
+  EXPECT_EQ(second->placement.device_of_op, best.device_of_op);
+  // It screens faster and goes on trial against the start; only the trial's verdict keeps it.
+  run_until_exploiting(second);
+  const CandidateRecord& cached = s.candidates.at(second->placement_id);
+  ASSERT_TRUE(cached.trial);
+  EXPECT_EQ(cached.trial->against, first.placement_id);
+  EXPECT_EQ(cached.trial->verdict, TrialVerdict::kFaster);
+}
+
+TEST_F(Exploration, AStoredPlacementSlowerThanTheStartIsNotKept) {
+  // What a stored file says (another machine's, or a planted one) is no evidence: measured
+  // slower here, the job stays on its start.
+  make_session();
+  s.cached = Placement{{0, 1, 0, 1}};
+  const Directive first = start_session(s);
+  const Directive end = run_world(first, [&](const Directive& d) { return d.reason == Reason::kCached ? 40.0 : 8.0; });
+  const CandidateRecord* cached = nullptr;
+  for (const auto& [id, c] : s.candidates)
+    if (c.reason == Reason::kCached) cached = &c;
+  ASSERT_NE(cached, nullptr);
+  EXPECT_NE(s.best()->reason, Reason::kCached);
+  EXPECT_NE(end.placement.device_of_op, cached->placement.device_of_op);
 }
 
 TEST_F(Exploration, ALuckyScreeningIsNoEvidence) {
@@ -536,7 +562,7 @@ TEST_F(FinalCheck, APluginFailureDuringTheFinalCheckGoesBackToTheStartAndNothing
   EXPECT_EQ(d->placement_id, 1u);
   persist_best(s, *store);
   store->flush();
-  EXPECT_EQ(store->best(*s.graph, s.devices)->placement.device_of_op, (std::vector<int>{0, 1, 0, 1}))
+  EXPECT_EQ(store->best(0, *s.graph, s.devices)->placement.device_of_op, (std::vector<int>{0, 1, 0, 1}))
       << "the start, stored when it was measured, is all the store has";
 }
 

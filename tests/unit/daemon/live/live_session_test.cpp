@@ -31,11 +31,11 @@ struct Policy {
 class LiveSessionTest : public ::testing::Test {
  protected:
   std::unique_ptr<LiveSession> make(const Policy& p, uint64_t id = 1,
-                                    std::optional<msg::ReplicaInfo> replica = std::nullopt) {
+                                    std::optional<msg::ReplicaInfo> replica = std::nullopt, uid_t uid = ::getuid()) {
     JobIdentity job;
     job.replica = std::move(replica);
     job.name = "job" + std::to_string(id);
-    job.uid = ::getuid();
+    job.uid = uid;
     job.pid = ::getpid();
     job.devices = placement::testing::devices(2, DeviceKind::kCpu);
     EffectivePolicy policy;
@@ -116,11 +116,28 @@ TEST_F(LiveSessionTest, TakesAJobFromItsGraphToItsDetachAndTheNextRunStartsFromI
   EXPECT_FALSE(live->on_report({first.placement_id, step++, 1.0, true, ""})) << "nothing after the detach";
   EXPECT_EQ(live->summary().state, msg::JobState::kDetached);
 
+  const std::optional<StoredPlacement> stored = store->best(::getuid(), graph, live->devices());
+  ASSERT_TRUE(stored);
+  EXPECT_EQ(stored->step_time_s, *detached.best_step_time_s);
+
+  // The next run of this uid starts on its own placement; what the last one stored is its first
+  // candidate, which must beat that start in a trial to be kept.
   auto next = make({}, 2);
   EXPECT_TRUE(next->on_graph(graph, std::nullopt, 0.1).cached);
   const msg::Directive start = next->next_directive();
-  EXPECT_EQ(start.reason, msg::Reason::kCached);
-  EXPECT_EQ(store->best(graph, next->devices())->step_time_s, *detached.best_step_time_s);
+  EXPECT_EQ(start.reason, msg::Reason::kStart);
+  EXPECT_EQ(start.placement.device_of_op, (std::vector<int>{0, 0, 0, 0}));
+  std::optional<msg::Directive> second;
+  for (int i = 0; i < 10 && !second; ++i) second = next->on_report({start.placement_id, step++, 8.0, true, ""});
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->reason, msg::Reason::kCached);
+  EXPECT_EQ(second->placement.device_of_op, stored->placement.device_of_op);
+
+  // Another uid's job of the same model on the same devices starts from nothing of this one's.
+  auto stranger = make({}, 3, std::nullopt, ::getuid() + 1);
+  const msg::GraphAccepted theirs = stranger->on_graph(graph, std::nullopt, 0.1);
+  EXPECT_FALSE(theirs.cached);
+  EXPECT_FALSE(theirs.policy_resumed);
 }
 
 // A replica of rank > 0 follows rank 0's daemon: its session takes only step reports, which it
@@ -252,7 +269,7 @@ TEST_P(PluginFailure, IsTheJobsErrorAndNeverEscapes) {
   // Detaching still keeps what was measured.
   const msg::Detached detached = live->on_detach();
   EXPECT_TRUE(detached.persisted);
-  EXPECT_TRUE(store->best(graph, live->devices()));
+  EXPECT_TRUE(store->best(::getuid(), graph, live->devices()));
 }
 
 INSTANTIATE_TEST_SUITE_P(

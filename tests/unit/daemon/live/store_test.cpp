@@ -23,19 +23,38 @@ TEST_F(StoreTest, KeepsTheFastestPlacementPerGraphAndDeviceSet) {
   Store store(dir);
   const auto g = placement::testing::chain(4);
   const auto d = placement::testing::devices(2);
-  EXPECT_FALSE(store.best(g, d));
-  EXPECT_TRUE(store.offer(g, d, {{{0, 0, 1, 1}}, 2.0, "a"}));
-  EXPECT_FALSE(store.offer(g, d, {{{1, 1, 1, 1}}, 3.0, "b"})) << "slower must not replace";
-  EXPECT_TRUE(store.offer(g, d, {{{0, 1, 1, 1}}, 1.5, "c"}));
-  EXPECT_DOUBLE_EQ(store.best(g, d)->step_time_s, 1.5) << "answered from memory before the write";
+  EXPECT_FALSE(store.best(0, g, d));
+  EXPECT_TRUE(store.offer(0, g, d, {{{0, 0, 1, 1}}, 2.0, "a"}));
+  EXPECT_FALSE(store.offer(0, g, d, {{{1, 1, 1, 1}}, 3.0, "b"})) << "slower must not replace";
+  EXPECT_TRUE(store.offer(0, g, d, {{{0, 1, 1, 1}}, 1.5, "c"}));
+  EXPECT_DOUBLE_EQ(store.best(0, g, d)->step_time_s, 1.5) << "answered from memory before the write";
   store.flush();
-  const auto best = Store(dir).best(g, d);  // a new instance reads what the old one wrote
+  const auto best = Store(dir).best(0, g, d);  // a new instance reads what the old one wrote
   ASSERT_TRUE(best);
   EXPECT_EQ(best->placement.device_of_op, (std::vector<int>{0, 1, 1, 1}));
   EXPECT_DOUBLE_EQ(best->step_time_s, 1.5);
   EXPECT_EQ(best->job, "c");
-  EXPECT_FALSE(store.best(placement::testing::chain(5), d)) << "another model has its own entry";
-  EXPECT_FALSE(store.best(g, placement::testing::devices(3))) << "another device set has its own entry";
+  EXPECT_FALSE(store.best(0, placement::testing::chain(5), d)) << "another model has its own entry";
+  EXPECT_FALSE(store.best(0, g, placement::testing::devices(3))) << "another device set has its own entry";
+}
+
+TEST_F(StoreTest, EachUidHasItsOwnAndTheSharedFilesOfBeforeAreNotUsed) {
+  const auto g = placement::testing::chain(2);
+  const auto d = placement::testing::devices(2);
+  {
+    Store store(dir);
+    EXPECT_TRUE(store.offer(1000, g, d, {{{0, 1}}, 1.0, "theirs"}));
+    EXPECT_FALSE(store.best(1001, g, d)) << "another uid's";
+    EXPECT_TRUE(store.offer(1001, g, d, {{{1, 1}}, 5.0, "mine"})) << "slower, but the first of this uid";
+    store.save_policy_state(1000, g, d, "a+b+c", "state");
+    EXPECT_FALSE(store.policy_state(1001, g, d, "a+b+c"));
+  }
+  EXPECT_EQ(fs::status(fs::path(dir) / "placements" / "1000").permissions() & fs::perms::all, fs::perms::owner_all);
+  EXPECT_DOUBLE_EQ(Store(dir).best(1001, g, d)->step_time_s, 5.0);
+  // A file of the layout before per-user state: whose it is is unknown, so nobody starts from it.
+  for (const auto& f : fs::directory_iterator(fs::path(dir) / "placements" / "1000"))
+    fs::rename(f.path(), fs::path(dir) / "placements" / f.path().filename());
+  EXPECT_FALSE(Store(dir).best(1000, g, d));
 }
 
 // A daemon killed mid-write leaves "<file>.tmp.<pid>.<random>" (an older one "<file>.tmp.<pid>");
@@ -59,26 +78,27 @@ TEST_F(StoreTest, ADamagedFileIsIgnoredNotFatalAndReplaced) {
   const auto d = placement::testing::devices(2);
   {
     Store store(dir);
-    store.offer(g, d, {{{0, 1}}, 1.0, "a"});
+    store.offer(0, g, d, {{{0, 1}}, 1.0, "a"});
   }  // the destructor finishes the write
-  for (const auto& f : fs::directory_iterator(fs::path(dir) / "placements")) std::ofstream(f.path()) << "{broken";
+  for (const auto& f : fs::recursive_directory_iterator(fs::path(dir) / "placements"))
+    if (f.is_regular_file()) std::ofstream(f.path()) << "{broken";
   Store store(dir);
-  EXPECT_FALSE(store.best(g, d));
-  EXPECT_TRUE(store.offer(g, d, {{{1, 1}}, 5.0, "b"})) << "a damaged entry is replaced";
+  EXPECT_FALSE(store.best(0, g, d));
+  EXPECT_TRUE(store.offer(0, g, d, {{{1, 1}}, 5.0, "b"})) << "a damaged entry is replaced";
   store.flush();
-  EXPECT_DOUBLE_EQ(Store(dir).best(g, d)->step_time_s, 5.0);
+  EXPECT_DOUBLE_EQ(Store(dir).best(0, g, d)->step_time_s, 5.0);
 }
 
 TEST_F(StoreTest, APolicyStateIsReadBackBeforeAndAfterItsWrite) {
   const auto g = placement::testing::chain(3);
   const auto d = placement::testing::devices(2);
   Store store(dir);
-  EXPECT_FALSE(store.policy_state(g, d, "a+b+c"));
-  for (int i = 0; i < 50; ++i) store.save_policy_state(g, d, "a+b+c", "state " + std::to_string(i));
-  EXPECT_EQ(*store.policy_state(g, d, "a+b+c"), "state 49") << "the latest, written or not";
+  EXPECT_FALSE(store.policy_state(0, g, d, "a+b+c"));
+  for (int i = 0; i < 50; ++i) store.save_policy_state(0, g, d, "a+b+c", "state " + std::to_string(i));
+  EXPECT_EQ(*store.policy_state(0, g, d, "a+b+c"), "state 49") << "the latest, written or not";
   store.flush();
-  EXPECT_EQ(*Store(dir).policy_state(g, d, "a+b+c"), "state 49");
-  EXPECT_THROW(store.save_policy_state(g, d, "../escape", "x"), std::invalid_argument);
+  EXPECT_EQ(*Store(dir).policy_state(0, g, d, "a+b+c"), "state 49");
+  EXPECT_THROW(store.save_policy_state(0, g, d, "../escape", "x"), std::invalid_argument);
 }
 
 TEST_F(StoreTest, JobsOfOneModelOfferingAtOnceLeaveTheFastestOnDisk) {
@@ -88,11 +108,11 @@ TEST_F(StoreTest, JobsOfOneModelOfferingAtOnceLeaveTheFastestOnDisk) {
   std::vector<std::thread> jobs;
   for (int job = 0; job < 4; ++job)
     jobs.emplace_back([&, job] {
-      for (int i = 200; i > 0; --i) store.offer(g, d, {{{0, 0, 1, job % 2}}, 1.0 + i + 0.25 * job, "job"});
+      for (int i = 200; i > 0; --i) store.offer(0, g, d, {{{0, 0, 1, job % 2}}, 1.0 + i + 0.25 * job, "job"});
     });
   for (auto& t : jobs) t.join();
   store.flush();
-  EXPECT_DOUBLE_EQ(Store(dir).best(g, d)->step_time_s, 2.0);
+  EXPECT_DOUBLE_EQ(Store(dir).best(0, g, d)->step_time_s, 2.0);
 }
 
 TEST_F(StoreTest, AWriteThatFailsIsCountedAndNotOnDisk) {
@@ -102,31 +122,31 @@ TEST_F(StoreTest, AWriteThatFailsIsCountedAndNotOnDisk) {
   // A file where the directory was: every write into it fails, whoever runs the test (root too).
   fs::remove_all(fs::path(dir) / "placements");
   std::ofstream(fs::path(dir) / "placements") << "not a directory";
-  EXPECT_TRUE(store.offer(g, d, {{{0, 1}}, 2.0, "a"}));
-  EXPECT_FALSE(store.on_disk(g, d)) << "pending";
+  EXPECT_TRUE(store.offer(0, g, d, {{{0, 1}}, 2.0, "a"}));
+  EXPECT_FALSE(store.on_disk(0, g, d)) << "pending";
   store.flush();
-  EXPECT_FALSE(store.on_disk(g, d)) << "failed";
+  EXPECT_FALSE(store.on_disk(0, g, d)) << "failed";
   EXPECT_EQ(store.failed_writes(), 1u);
-  EXPECT_DOUBLE_EQ(store.best(g, d)->step_time_s, 2.0) << "memory still holds it";
+  EXPECT_DOUBLE_EQ(store.best(0, g, d)->step_time_s, 2.0) << "memory still holds it";
   // A slower offer while the disk still fails: the best is tried again, and fails again.
-  EXPECT_FALSE(store.offer(g, d, {{{1, 0}}, 3.0, "slower"}));
+  EXPECT_FALSE(store.offer(0, g, d, {{{1, 0}}, 3.0, "slower"}));
   store.flush();
   EXPECT_EQ(store.failed_writes(), 2u);
   // Once the directory is back, the next offer, even a slower one, writes the best it holds.
   fs::remove(fs::path(dir) / "placements");
   fs::create_directories(fs::path(dir) / "placements");
-  EXPECT_FALSE(store.offer(g, d, {{{1, 0}}, 3.0, "slower"}));
+  EXPECT_FALSE(store.offer(0, g, d, {{{1, 0}}, 3.0, "slower"}));
   store.flush();
-  EXPECT_TRUE(store.on_disk(g, d));
+  EXPECT_TRUE(store.on_disk(0, g, d));
   EXPECT_EQ(store.failed_writes(), 2u);
-  const auto read_back = Store(dir).best(g, d);
+  const auto read_back = Store(dir).best(0, g, d);
   ASSERT_TRUE(read_back);
   EXPECT_EQ(read_back->job, "a");
   EXPECT_DOUBLE_EQ(read_back->step_time_s, 2.0);
   // And a better one replaces it as before.
-  EXPECT_TRUE(store.offer(g, d, {{{1, 1}}, 1.0, "b"}));
+  EXPECT_TRUE(store.offer(0, g, d, {{{1, 1}}, 1.0, "b"}));
   store.flush();
-  EXPECT_EQ(Store(dir).best(g, d)->job, "b");
+  EXPECT_EQ(Store(dir).best(0, g, d)->job, "b");
 }
 
 }  // namespace
