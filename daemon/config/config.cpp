@@ -165,7 +165,8 @@ void read_document(const toml::table& root, const std::string& file, Config& con
   if (const toml::table* t = c.table(root, "daemon", "[daemon]")) {
     c.only(*t, "[daemon]",
            {"socket", "socket_mode", "admin_group", "state_dir", "max_frame_bytes",
-            "max_connections", "max_buffered_bytes", "frame_timeout_ms", "policy_threads", "policy_nice"});
+            "max_connections", "max_connections_per_uid", "max_buffered_bytes", "frame_timeout_ms", "stop_timeout_ms",
+            "policy_threads", "policy_nice"});
     c.get_string(*t, "socket", "daemon", config.socket);
     if (config.socket.size() >= 108)
       c.error(*t->get("socket"), "daemon.socket is longer than the 107 bytes a Unix socket path may have");
@@ -177,12 +178,14 @@ void read_document(const toml::table& root, const std::string& file, Config& con
     if (c.get_int(*t, "max_frame_bytes", "daemon", frame, 4096, int64_t{1} << 30))
       config.max_frame_bytes = static_cast<uint32_t>(frame);
     c.get_int(*t, "max_connections", "daemon", config.max_connections, 1, 1000000);
+    c.get_int(*t, "max_connections_per_uid", "daemon", config.max_connections_per_uid, 1, 1000000);
     if (c.get_int(*t, "max_buffered_bytes", "daemon", config.max_buffered_bytes, 4096, int64_t{1} << 40) &&
         config.max_buffered_bytes < static_cast<int64_t>(config.max_frame_bytes))
       c.error(*t->get("max_buffered_bytes"), "daemon.max_buffered_bytes (" + std::to_string(config.max_buffered_bytes) +
                                                  ") must be at least daemon.max_frame_bytes (" +
                                                  std::to_string(config.max_frame_bytes) + "): one largest frame must fit");
     c.get_int(*t, "frame_timeout_ms", "daemon", config.frame_timeout_ms, 10, 3600000);
+    c.get_int(*t, "stop_timeout_ms", "daemon", config.stop_timeout_ms, 100, 3600000);
     c.get_int(*t, "policy_threads", "daemon", config.policy_threads, 1, 256);
     c.get_int(*t, "policy_nice", "daemon", config.policy_nice, 0, 19);
   }

@@ -23,6 +23,7 @@ namespace placementd {
 /// Defaults of the [daemon] limits, for the config and the server alike (max_frame_bytes's is the
 /// protocol's, placement::protocol::kDefaultMaxFrameBytes, which clients share).
 inline constexpr int64_t kDefaultMaxConnections = 1024;
+inline constexpr int64_t kDefaultMaxConnectionsPerUid = 64;
 inline constexpr int64_t kDefaultMaxBufferedBytes = int64_t{512} << 20;
 inline constexpr int64_t kDefaultFrameTimeoutMs = 10000;
 /// Replies queued for a client that does not read them; past this its connection is closed. Not a
@@ -120,16 +121,21 @@ struct Config {
   /// Mode of a socket the daemon creates itself (not one systemd hands over).
   uint32_t socket_mode = 0660;
   /// Members of this group (and root) may list all jobs and reload the config.
-  std::string admin_group = "placement";
+  std::string admin_group = "placement-admin";
   /// Empty: $XDG_STATE_HOME/placementd for a user, /var/lib/placementd for root.
   std::string state_dir;
   uint32_t max_frame_bytes = placement::protocol::kDefaultMaxFrameBytes;
   int64_t max_connections = kDefaultMaxConnections;
+  /// Connections of one uid (root's aside): one user's idle sockets cannot take every other's.
+  int64_t max_connections_per_uid = kDefaultMaxConnectionsPerUid;
   /// Partial frames buffered over all connections together; past this a connection that sends
   /// more is closed ("busy"), so many slow uploads cannot exhaust the daemon's memory.
   int64_t max_buffered_bytes = kDefaultMaxBufferedBytes;
   /// A frame begun must complete within this time, or the connection is closed.
   int64_t frame_timeout_ms = kDefaultFrameTimeoutMs;
+  /// A stop (SIGTERM) persists every job's state for at most this long, then exits: under the
+  /// unit's TimeoutStopSec (30 s), after which systemd would SIGKILL it mid-write.
+  int64_t stop_timeout_ms = 20000;
   /// Threads computing groupings and placements, off the I/O thread.
   int64_t policy_threads = 2;
   /// Their nice value (server/policy_priority.h): 19, the lowest priority, so a CPU-bound job on

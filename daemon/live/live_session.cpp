@@ -47,6 +47,7 @@ LiveSession::LiveSession(uint64_t id, JobIdentity job, EffectivePolicy policy, c
   s_.rng.seed(id);
   s_.attached_at = std::chrono::system_clock::now();
   s_.attached_steady = std::chrono::steady_clock::now();
+  view_ = std::make_shared<const View>(View{s_.summary(), s_.detail(), true});
 }
 
 template <class Work>
@@ -259,6 +260,28 @@ bool LiveSession::persist() {
   return persist_locked();
 }
 
+void LiveSession::retire() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (retired_) return;
+  if (s_.state != SessionState::kDetached) finish();
+  {
+    std::lock_guard<std::mutex> guard(view_mutex_);
+    view_ = std::make_shared<const View>(View{s_.summary(), s_.detail(), true});
+  }
+  retired_ = true;
+  // The algorithm points into the pipeline's policy, the pipeline at the plugins and the graph.
+  s_.algorithm.reset();
+  s_.pipeline.reset();
+  s_.placer.reset();
+  s_.grouper.reset();
+  s_.warm_start.reset();
+  s_.memory_model.reset();
+  s_.graph.reset();
+  s_.candidates.clear();
+  s_.cached.reset();
+  s_.job_start.reset();
+}
+
 void LiveSession::finish() {
   s_.state = SessionState::kDetached;
   s_.detached_steady = std::chrono::steady_clock::now();
@@ -299,14 +322,23 @@ bool LiveSession::detached() const {
   return s_.state == SessionState::kDetached;
 }
 
-placement::messages::JobSummary LiveSession::summary() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return s_.summary();
+// Inspection never waits for the session's lock, which policy work may hold for seconds (and
+// with it a policy thread other jobs need): when the lock is free the view is made afresh, when it
+// is taken the one made last is shown.
+std::shared_ptr<const LiveSession::View> LiveSession::view(bool with_detail) const {
+  std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+  std::lock_guard<std::mutex> guard(view_mutex_);
+  if (lock.owns_lock() && !retired_) {
+    // Every candidate of a long session is more than `placementctl jobs` asks for: the detail is
+    // made when `jobs show` wants it, and kept from then on.
+    const bool detail = with_detail || view_->has_detail;
+    view_ = std::make_shared<const View>(View{s_.summary(), detail ? s_.detail() : placement::messages::JobInfo{}, detail});
+  }
+  return view_;
 }
 
-placement::messages::JobInfo LiveSession::detail() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return s_.detail();
-}
+placement::messages::JobSummary LiveSession::summary() const { return view(false)->summary; }
+
+placement::messages::JobInfo LiveSession::detail() const { return view(true)->detail; }
 
 }  // namespace placementd

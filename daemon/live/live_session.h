@@ -6,8 +6,8 @@
 //
 // Socket-free: the server calls it on the job's strand, in the order the job's messages came, and
 // sends what it returns; tests call it directly. Every call locks the session, so inspection
-// (summary, detail) may come from any thread; a call may hold the lock for as long as the policy
-// takes (seconds for big ones), so the I/O thread never calls it.
+// (summary, detail) may come from any thread and never waits for it; a call may hold the lock for
+// as long as the policy takes (seconds for big ones), so the I/O thread never calls it.
 //
 // Plugin code runs only inside these calls, behind one guard: whatever a plugin throws (a
 // std::exception, a c10::Error, anything) is logged, and ends this job's exploration: it runs the
@@ -110,8 +110,14 @@ class LiveSession {
   /// to the store.
   bool persist();
 
+  /// Once the job has gone and only its record is kept (the server's last finished jobs): keeps
+  /// what inspection shows and lets go of the rest (the graph, the plugins and their policy, the
+  /// memory model, every candidate's placement: tens of MiB for a large graph).
+  void retire();
+
   bool detached() const;
-  /// For `placementctl jobs`, and `jobs show` (summary plus every candidate).
+  /// For `placementctl jobs`, and `jobs show` (summary plus every candidate). Never waits for
+  /// the session's lock: while policy work holds it, what the last look saw.
   placement::messages::JobSummary summary() const;
   placement::messages::JobInfo detail() const;
 
@@ -132,11 +138,24 @@ class LiveSession {
   bool persist_locked();
   void finish();
 
+  /// What inspection shows (summary, and detail once asked for).
+  struct View {
+    placement::messages::JobSummary summary;
+    placement::messages::JobInfo detail;
+    bool has_detail = false;
+  };
+  std::shared_ptr<const View> view(bool with_detail) const;
+
   const PluginRegistry& registry_;
   Store& store_;
   mutable std::mutex mutex_;
   /// Guarded by mutex_, but for the fields set at attach.
   Session s_;
+  /// The last view, guarded by view_mutex_ (held only to read or replace it).
+  mutable std::mutex view_mutex_;
+  mutable std::shared_ptr<const View> view_;
+  /// retire() ran: the view is final. Guarded by mutex_.
+  bool retired_ = false;
 };
 
 }  // namespace placementd

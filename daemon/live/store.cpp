@@ -96,7 +96,14 @@ std::optional<StoredPlacement> Store::read_best(const std::string& path, const p
 std::optional<StoredPlacement>& Store::known_locked(const std::string& path, const placement::OpGraph& graph,
                                                     const placement::DeviceSet& devices) const {
   auto known = best_.find(path);
-  if (known == best_.end()) known = best_.emplace(path, read_best(path, graph, devices)).first;
+  if (known == best_.end()) {
+    known = best_.emplace(path, read_best(path, graph, devices)).first;
+  } else if (known->second && !pending_.count(path) && writing_ != path && !errors_.count(path)) {
+    // An admin deletes a stored file to forget that placement, also while the daemon runs: what
+    // was read or written before goes with it (a write still queued, or failed, is not on disk).
+    std::error_code ec;
+    if (!fs::exists(path, ec) && !ec) known->second.reset();
+  }
   return known->second;
 }
 

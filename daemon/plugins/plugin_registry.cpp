@@ -165,6 +165,13 @@ std::vector<SkippedPlugin> PluginRegistry::scan(const std::vector<std::string>& 
   return skipped;
 }
 
+void PluginRegistry::adopt(PluginRegistry& staged) {
+  if (&staged == this) return;
+  std::scoped_lock lock(mutex_, staged.mutex_);
+  plugins_ = staged.plugins_;
+  skipped_ = staged.skipped_;
+}
+
 std::string PluginRegistry::load_file(const std::string& file) {
   std::map<Key, std::shared_ptr<Loaded>> found;
   std::map<Key, std::string> found_file;

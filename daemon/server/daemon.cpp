@@ -4,8 +4,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <string>
 
 #include <boost/asio/post.hpp>
 #include <spdlog/sinks/stdout_sinks.h>
@@ -48,6 +50,7 @@ std::string bound_path(int fd) {
 ServerLimits limits_from(const Config& c) {
   return {c.max_frame_bytes,
           c.max_connections,
+          c.max_connections_per_uid,
           c.frame_timeout_ms,
           kMaxQueuedReplyBytes,
           c.admin_group,
@@ -58,7 +61,7 @@ ServerLimits limits_from(const Config& c) {
 
 }  // namespace
 
-Daemon::Daemon(const DaemonOptions& options) : options_(options), signals_(io_) {
+Daemon::Daemon(const DaemonOptions& options) : options_(options), signals_(io_), stop_deadline_(io_) {
   std::vector<ConfigError> errors;
   config_ = std::make_shared<Config>(load_and_check(options.config_path, options.default_plugin_dir, registry_, errors));
   if (!errors.empty()) throw ConfigInvalid(std::move(errors));
@@ -145,10 +148,41 @@ void Daemon::shutdown(const char* why) {
   service_->persist_all([this](size_t jobs, size_t written) {
     boost::asio::post(io_, [this, jobs, written] {
       spdlog::info("persisted the state of {} job(s) in {} ({} new best placement(s))", jobs, store_->dir(), written);
+      stop_deadline_.cancel();
       server_->close_all();
       io_.stop();
     });
   });
+  // Policy work in flight (a warm start may run minutes) and a disk that hangs must not hold the
+  // stop until systemd's SIGKILL: past the deadline the daemon exits without them.
+  const int64_t timeout_ms = config_->stop_timeout_ms;
+  stop_deadline_.expires_after(std::chrono::milliseconds(timeout_ms));
+  stop_deadline_.async_wait([this, timeout_ms](const boost::system::error_code& ec) {
+    if (ec) return;
+    exit_now("the jobs' state was not persisted within " + std::to_string(timeout_ms) +
+             " ms (daemon.stop_timeout_ms: policy work still running, or a slow disk)");
+  });
+  wait_second_signal();
+}
+
+void Daemon::wait_second_signal() {
+  signals_.async_wait([this](const boost::system::error_code& ec, int signo) {
+    if (ec) return;
+    if (signo == SIGHUP) {  // no reload while stopping
+      wait_second_signal();
+      return;
+    }
+    exit_now(std::string("a second ") + (signo == SIGTERM ? "SIGTERM" : "SIGINT"));
+  });
+}
+
+void Daemon::exit_now(const std::string& why) {
+  // Files already written are whole (each write is a rename); what was still queued is lost, and
+  // the next daemon removes the temporaries of writes cut short. Destructors would wait for the
+  // very policy threads and writes this exit does not wait for.
+  spdlog::error("{}: exiting now; what was not yet written is lost", why);
+  spdlog::default_logger()->flush();
+  std::_Exit(1);
 }
 
 std::vector<std::string> Daemon::reload() {
@@ -156,9 +190,12 @@ std::vector<std::string> Daemon::reload() {
   std::vector<std::string> errors;
   try {
     std::vector<ConfigError> found;
-    auto next = std::make_shared<Config>(load_and_check(options_.config_path, options_.default_plugin_dir, registry_, found));
+    // The new config's plugins are judged with it: a refused file changes nothing the daemon offers.
+    PluginRegistry staged;
+    auto next = std::make_shared<Config>(load_and_check(options_.config_path, options_.default_plugin_dir, staged, found));
     for (const ConfigError& e : found) errors.push_back(e.str());
     if (errors.empty()) {
+      registry_.adopt(staged);
       if (next->socket != config_->socket) spdlog::warn("daemon.socket changed: this takes a restart");
       if (next->state_dir != config_->state_dir) spdlog::warn("daemon.state_dir changed: this takes a restart");
       if (next->metrics_listen != config_->metrics_listen) spdlog::warn("metrics.listen changed: this takes a restart");

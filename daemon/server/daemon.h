@@ -8,6 +8,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "config/config.h"
 #include "live/store.h"
@@ -46,6 +47,9 @@ class Daemon {
  private:
   void wait_signals();
   void shutdown(const char* why);
+  /// During a stop: a second SIGTERM or SIGINT, or the stop's deadline, ends the process at once.
+  void wait_second_signal();
+  [[noreturn]] void exit_now(const std::string& why);
 
   DaemonOptions options_;
   std::shared_ptr<const Config> config_;
@@ -62,6 +66,7 @@ class Daemon {
   std::unique_ptr<LockFile> lock_;  // the socket's (none under socket activation: systemd owns it)
   std::unique_ptr<LockFile> state_lock_;
   boost::asio::signal_set signals_;
+  boost::asio::steady_timer stop_deadline_;
 };
 
 /// Applies [logging] to spdlog (stderr; no timestamps under journald, which adds its own).

@@ -13,6 +13,8 @@ std::shared_ptr<AttachedJob> JobTable::add(JobIdentity job, EffectivePolicy poli
 }
 
 void JobTable::finish(const std::shared_ptr<AttachedJob>& job) {
+  // Kept for `placementctl jobs --finished`: the record, not the session's graph and plugins.
+  job->live.retire();
   std::lock_guard<std::mutex> lock(mutex_);
   attached_.erase(job->live.id());
   finished_.push_back(job);

@@ -1,15 +1,20 @@
 #include "server/server.h"
 
 #include <grp.h>
+#include <malloc.h>
 #include <pwd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <vector>
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -30,20 +35,38 @@ using nlohmann::json;
 
 namespace {
 
+// getgrnam_r / getpwuid_r with a buffer that grows until the entry fits: a large (LDAP) group
+// overflows a fixed 4 KiB, and failing then would silently take its members' rights away.
+template <typename Entry, typename Lookup>
+bool look_up(Entry& entry, std::vector<char>& buffer, Lookup&& lookup) {
+  for (size_t size = 16 << 10; size <= (64u << 20); size *= 4) {
+    buffer.resize(size);
+    Entry* result = nullptr;
+    const int rc = lookup(&entry, buffer.data(), buffer.size(), &result);
+    if (rc == ERANGE) continue;
+    return rc == 0 && result;
+  }
+  return false;
+}
+
 // uid 0, or a member (primary or supplementary) of `group`.
 bool is_admin(uid_t uid, gid_t gid, const std::string& group) {
   if (uid == 0) return true;
   if (group.empty()) return false;
-  std::array<char, 4096> buf{};
-  struct group gr{};
-  struct group* gr_result = nullptr;
-  if (::getgrnam_r(group.c_str(), &gr, buf.data(), buf.size(), &gr_result) != 0 || !gr_result) return false;
+  struct group gr {};
+  std::vector<char> group_buffer;
+  if (!look_up(gr, group_buffer, [&](struct group* e, char* b, size_t n, struct group** r) {
+        return ::getgrnam_r(group.c_str(), e, b, n, r);
+      }))
+    return false;
   const gid_t admin_gid = gr.gr_gid;
   if (gid == admin_gid) return true;
-  struct passwd pw{};
-  struct passwd* pw_result = nullptr;
-  std::array<char, 4096> pwbuf{};
-  if (::getpwuid_r(uid, &pw, pwbuf.data(), pwbuf.size(), &pw_result) != 0 || !pw_result) return false;
+  struct passwd pw {};
+  std::vector<char> passwd_buffer;
+  if (!look_up(pw, passwd_buffer, [&](struct passwd* e, char* b, size_t n, struct passwd** r) {
+        return ::getpwuid_r(uid, e, b, n, r);
+      }))
+    return false;
   int count = 64;
   std::vector<gid_t> groups(count);
   if (::getgrouplist(pw.pw_name, pw.pw_gid, groups.data(), &count) < 0) {
@@ -55,23 +78,55 @@ bool is_admin(uid_t uid, gid_t gid, const std::string& group) {
   return false;
 }
 
+// The most a frame of each type may hold. A graph upload and a profile report grow with the model
+// (daemon.max_frame_bytes); an attach carries the job's devices; everything else a client sends is
+// a few hundred bytes. A frame over its type's limit is refused at its header, before any of it is
+// buffered or decoded: one large status frame would otherwise hold the I/O thread, and every
+// other job, while it is parsed.
+constexpr uint64_t kMaxSmallFrameBytes = 1 << 20;
+
+uint64_t max_frame_bytes_of(uint16_t type, uint64_t max_frame_bytes) {
+  switch (static_cast<MessageType>(type)) {
+    case MessageType::kGraphUpload:
+    case MessageType::kProfileReport:
+      return max_frame_bytes;
+    default:
+      return std::min(max_frame_bytes, kMaxSmallFrameBytes);
+  }
+}
+
+// An input buffer keeps at most this much capacity between frames: the memory a large frame took
+// goes back once it is handled, not when the connection closes.
+constexpr size_t kKeptInputCapacity = 256 << 10;
+
 }  // namespace
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(Server& server, stream_protocol::socket socket)
-      : server_(server), socket_(std::move(socket)), timer_(socket_.get_executor()) {}
+  Connection(Server& server, stream_protocol::socket socket, const ucred& cred)
+      : server_(server), socket_(std::move(socket)), timer_(socket_.get_executor()),
+        hello_timer_(socket_.get_executor()) {
+    state_.peer = {cred.uid, cred.gid, cred.pid, is_admin(cred.uid, cred.gid, server_.limits().admin_group)};
+  }
+
+  uid_t uid() const { return state_.peer.uid; }
+  /// Bytes of partial frames this connection holds.
+  size_t buffered() const { return closed_ || stop_reading_ ? 0 : input_.size(); }
+  void shed() {
+    fail(error::kBusy, "placementd's input buffers are full (daemon.max_buffered_bytes) and this connection held the "
+                       "most of them (" + std::to_string(input_.size()) + " bytes); retry later");
+  }
 
   void start() {
-    ucred cred{};
-    socklen_t len = sizeof(cred);
-    if (::getsockopt(socket_.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-      spdlog::warn("cannot read peer credentials: {}; closing", std::strerror(errno));
-      close();
-      return;
-    }
-    state_.peer = {cred.uid, cred.gid, cred.pid, is_admin(cred.uid, cred.gid, server_.limits().admin_group)};
     responder_ = make_responder();
+    // A connection that never says hello would hold its place (and its uid's) for ever.
+    hello_timer_.expires_after(std::chrono::milliseconds(server_.limits().frame_timeout_ms));
+    auto self = shared_from_this();
+    hello_timer_.async_wait([this, self](const boost::system::error_code& ec) {
+      if (ec || closed_ || state_.version != 0) return;
+      fail(error::kTimeout, "no hello within " + std::to_string(server_.limits().frame_timeout_ms) +
+                                " ms of connecting (daemon.frame_timeout_ms)");
+    });
     read();
   }
 
@@ -96,6 +151,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     release_input(input_.size());
     boost::system::error_code ignored;
     timer_.cancel();
+    hello_timer_.cancel();
     socket_.shutdown(stream_protocol::socket::shutdown_both, ignored);
     socket_.close(ignored);
     server_.service().disconnected(state_);
@@ -121,6 +177,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // Nothing more is read from a stream that cannot be trusted.
     release_input(input_.size());
     input_.clear();
+    give_back_input();
     stop_reading_ = true;
   }
 
@@ -139,12 +196,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
       server_.buffered_ += n;
       parse();
       if (stop_reading_) return;
-      // All connections' partial frames together stay under the cap: the one that would push past
-      // it is told so and closed, the others are untouched.
-      if (server_.buffered_ > server_.limits().max_buffered_bytes) {
-        fail(error::kBusy, "placementd's input buffers are full (daemon.max_buffered_bytes); retry later");
-        return;
-      }
+      // All connections' partial frames together stay under the cap: whoever holds the most is
+      // told so and closed (the newcomer on a tie), not whoever happens to cross it, so a client
+      // holding partial frames just under the cap cannot make every real upload fail.
+      if (server_.buffered_ > server_.limits().max_buffered_bytes) server_.shed_buffers(*this);
       if (stop_reading_) return;
       arm_timer();
       read();
@@ -179,9 +234,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
           continue;
         }
       }
-      if (header.length > server_.limits().max_frame_bytes) {
-        fail(error::kFrameTooLarge, "frame of " + std::to_string(header.length) + " bytes exceeds the maximum of " +
-                                        std::to_string(server_.limits().max_frame_bytes));
+      const uint64_t type_limit = max_frame_bytes_of(header.type, server_.limits().max_frame_bytes);
+      if (header.length > type_limit) {
+        const bool small = type_limit < server_.limits().max_frame_bytes;
+        fail(error::kFrameTooLarge,
+             "frame of " + std::to_string(header.length) + " bytes exceeds the maximum of " + std::to_string(type_limit) +
+                 (small ? " for message type " + std::to_string(header.type) : std::string(" (daemon.max_frame_bytes)")));
         return;
       }
       if (input_.size() - offset - header_size < header.length) break;
@@ -192,6 +250,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (stop_reading_) return;
     input_.erase(input_.begin(), input_.begin() + offset);
     release_input(offset);
+    if (input_.capacity() > kKeptInputCapacity && input_.size() <= kKeptInputCapacity) give_back_input();
+  }
+
+  // Lets go of the input buffer's spare capacity, and has the allocator return it to the system:
+  // glibc keeps freed blocks of up to 32 MiB in its heap once a large block has been freed.
+  void give_back_input() {
+    const size_t held = input_.capacity();
+    std::vector<uint8_t>(input_.begin(), input_.end()).swap(input_);
+    if (held >= (4u << 20)) ::malloc_trim(0);
   }
 
   // Weighs a graph upload before it is decoded; a graph over [limits] is refused with a reply to
@@ -291,6 +358,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Server& server_;
   stream_protocol::socket socket_;
   asio::steady_timer timer_;
+  asio::steady_timer hello_timer_;
   ConnectionState state_;
   Responder responder_;
   std::array<uint8_t, 65536> chunk_{};
@@ -333,16 +401,28 @@ void Server::accept() {
   acceptor_.async_accept([this](const boost::system::error_code& ec, stream_protocol::socket socket) {
     if (!accepting_) return;
     if (!ec) {
-      if (static_cast<int64_t>(connections_.size()) >= limits_.max_connections) {
-        // Best effort: tell the client why, without waiting for it.
+      ucred cred{};
+      socklen_t len = sizeof(cred);
+      // Best effort: tell the client why it is refused, without waiting for it.
+      const auto refuse = [&socket](const std::string& why) {
         const auto frame = placement::protocol::encode_frame(
-            MessageType::kError, 0,
-            placement::messages::Error{error::kBusy, "placementd has " + std::to_string(connections_.size()) + " connections, the configured maximum", true}.to_json());
+            MessageType::kError, 0, placement::messages::Error{error::kBusy, why, true}.to_json());
         ::send(socket.native_handle(), frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      };
+      if (::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+        spdlog::warn("cannot read peer credentials: {}; closing", std::strerror(errno));
+      } else if (static_cast<int64_t>(connections_.size()) >= limits_.max_connections) {
+        refuse("placementd has " + std::to_string(connections_.size()) + " connections, the configured maximum");
         spdlog::warn("refused a connection: {} connections open (daemon.max_connections)", connections_.size());
+      } else if (cred.uid != 0 && connections_of_uid_[cred.uid] >= limits_.max_connections_per_uid) {
+        refuse("uid " + std::to_string(cred.uid) + " has " + std::to_string(connections_of_uid_[cred.uid]) +
+               " connections, the configured maximum per user (daemon.max_connections_per_uid)");
+        spdlog::warn("refused a connection of uid {} (pid {}): {} of its connections open (daemon.max_connections_per_uid)",
+                     cred.uid, cred.pid, connections_of_uid_[cred.uid]);
       } else {
-        auto connection = std::make_shared<Connection>(*this, std::move(socket));
+        auto connection = std::make_shared<Connection>(*this, std::move(socket), cred);
         connections_.insert(connection);
+        ++connections_of_uid_[cred.uid];
         service_.counters().connection_opened(connections_.size());
         connection->start();
       }
@@ -354,8 +434,23 @@ void Server::accept() {
 }
 
 void Server::remove(const std::shared_ptr<Connection>& connection) {
-  connections_.erase(connection);
+  if (connections_.erase(connection) > 0) {
+    auto of_uid = connections_of_uid_.find(connection->uid());
+    if (of_uid != connections_of_uid_.end() && --of_uid->second <= 0) connections_of_uid_.erase(of_uid);
+  }
   service_.counters().connection_closed(connections_.size());
+}
+
+void Server::shed_buffers(Connection& crossing) {
+  while (buffered_ > limits_.max_buffered_bytes) {
+    Connection* largest = crossing.buffered() > 0 ? &crossing : nullptr;
+    for (const auto& c : connections_)
+      if (c->buffered() > (largest ? largest->buffered() : 0)) largest = c.get();
+    if (!largest) return;
+    spdlog::warn("uid {}: input buffers over daemon.max_buffered_bytes; shedding the largest partial frame ({} bytes)",
+                 largest->uid(), largest->buffered());
+    largest->shed();
+  }
 }
 
 void Server::stop_accepting() {

@@ -1,7 +1,10 @@
 #pragma once
 // The Unix-socket front end: accepts connections, frames bytes, hands frames to the Service.
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -19,6 +22,7 @@ class Connection;
 struct ServerLimits {
   uint32_t max_frame_bytes = placement::protocol::kDefaultMaxFrameBytes;
   int64_t max_connections = kDefaultMaxConnections;
+  int64_t max_connections_per_uid = kDefaultMaxConnectionsPerUid;
   int64_t frame_timeout_ms = kDefaultFrameTimeoutMs;
   size_t max_queued_bytes = kMaxQueuedReplyBytes;
   std::string admin_group;
@@ -53,12 +57,17 @@ class Server {
   friend class Connection;
   void accept();
   void remove(const std::shared_ptr<Connection>& connection);
+  /// While the partial frames of all connections are over max_buffered_bytes, closes the
+  /// connection holding the most ("busy"): `crossing`, which went over, only when it holds the most.
+  void shed_buffers(Connection& crossing);
 
   boost::asio::io_context& io_;
   Service& service_;
   boost::asio::local::stream_protocol::acceptor acceptor_;
   ServerLimits limits_;
   std::set<std::shared_ptr<Connection>> connections_;
+  /// Open connections by peer uid.
+  std::map<uid_t, int64_t> connections_of_uid_;
   size_t buffered_ = 0;
   bool accepting_ = false;
 };

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -76,6 +77,22 @@ Client::Client(const ClientOptions& options) : timeout_ms_(options.timeout_ms) {
     hello.client = options.client_name;
     welcome_ = messages::Welcome::from_json(request(hello.kType, hello.to_json(), messages::Welcome::kType));
     version_ = welcome_.version;
+  } catch (const ConnectionError&) {
+    // A daemon that refuses the connection (busy: too many connections, or too many of this
+    // user's) says why and closes, often before the hello is sent: its answer is in the socket.
+    std::optional<messages::Error> refusal;
+    try {
+      timeout_ms_ = 100;
+      protocol::Header header;
+      const json frame = read_frame(&header);
+      if (static_cast<MessageType>(header.type) == MessageType::kError) refusal = messages::Error::from_json(frame);
+    } catch (const std::exception&) {
+      // Nothing (readable) came: the send's own error is the answer.
+    }
+    ::close(fd_);
+    fd_ = -1;
+    if (refusal) throw ServerError(refusal->code, refusal->message, refusal->fatal);
+    throw;
   } catch (...) {
     ::close(fd_);
     fd_ = -1;

@@ -1,5 +1,6 @@
 #include "json_reader.h"
 
+#include <cstdio>
 #include <limits>
 
 namespace placement::detail {
@@ -43,6 +44,33 @@ size_t JsonReader::array_size() const {
 std::string JsonReader::string() const {
   if (!value_.is_string()) fail(std::string("expected a string, found ") + type_name(value_));
   return value_.get<std::string>();
+}
+
+std::string JsonReader::display_text() const {
+  const std::string text = string();
+  for (size_t i = 0; i < text.size();) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    // The sequence's length from its first byte, and the smallest code point it may encode.
+    const size_t length = byte < 0x80 ? 1 : (byte >> 5) == 0x6 ? 2 : (byte >> 4) == 0xE ? 3 : (byte >> 3) == 0x1E ? 4 : 0;
+    if (length == 0 || i + length > text.size()) fail("not valid UTF-8 (byte " + std::to_string(i) + ")");
+    uint32_t code = length == 1 ? byte : byte & (0x7F >> length);
+    for (size_t k = 1; k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if ((next >> 6) != 0x2) fail("not valid UTF-8 (byte " + std::to_string(i + k) + ")");
+      code = (code << 6) | (next & 0x3F);
+    }
+    static constexpr uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (code < kSmallest[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF))
+      fail("not valid UTF-8 (byte " + std::to_string(i) + ")");
+    if (code < 0x20 || (code >= 0x7F && code <= 0x9F)) {
+      char hex[8];
+      std::snprintf(hex, sizeof(hex), "%04X", code);
+      fail("holds the control character U+" + std::string(hex) + " (byte " + std::to_string(i) +
+           "): names are shown on terminals and in logs");
+    }
+    i += length;
+  }
+  return text;
 }
 
 uint64_t JsonReader::uint() const {

@@ -30,6 +30,10 @@ class JsonReader {
   size_t array_size() const;
 
   std::string string() const;
+  /// A string shown to people (job names in `placementctl jobs`, log lines): valid UTF-8 without
+  /// control characters (C0, DEL, C1), which a terminal would run as escape sequences and a plain
+  /// log would take for a line break.
+  std::string display_text() const;
   uint64_t uint() const;
   int64_t integer() const;
   int small_int() const;

@@ -69,7 +69,7 @@ Hello Hello::from_json(const json& body) {
   Hello h;
   h.min_version = unsigned_field<uint16_t>(r, "min_version");
   h.max_version = unsigned_field<uint16_t>(r, "max_version");
-  h.client = text(r, "client");
+  if (r.has("client")) h.client = r.field("client").display_text();
   return h;
 }
 
@@ -130,12 +130,12 @@ json Attach::to_json() const {
 Attach Attach::from_json(const json& body) {
   const JsonReader r = body_of(body, "attach");
   Attach a;
-  a.job = r.field("job").string();
+  a.job = r.field("job").display_text();
   if (a.job.empty() || a.job.size() > kMaxJobName)
     r.field("job").fail("must have 1 to " + std::to_string(kMaxJobName) + " characters");
   a.devices = nested(r.field("devices"), [](const json& j) { return devices_from_json(j); });
-  a.sdk_version = text(r, "sdk_version");
-  a.torch_version = text(r, "torch_version");
+  if (r.has("sdk_version")) a.sdk_version = r.field("sdk_version").display_text();
+  if (r.has("torch_version")) a.torch_version = r.field("torch_version").display_text();
   if (r.has("expected_steps")) a.expected_steps = r.field("expected_steps").uint();
   if (r.has("profile_steps")) {
     const JsonReader f = r.field("profile_steps");

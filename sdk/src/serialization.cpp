@@ -285,6 +285,35 @@ json to_json(const Measurement& m) {
   return j;
 }
 
+namespace {
+
+// A failed step's error reaches placementd's log and `placementctl jobs show`: its control
+// characters (a Python traceback's line breaks, or an escape sequence) are written out, so the
+// text stays one line and does nothing to a terminal.
+std::string escape_controls(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    char escaped[8];
+    if (byte == '\n') {
+      out += "\\n";
+    } else if (byte < 0x20 || byte == 0x7F) {
+      std::snprintf(escaped, sizeof(escaped), "\\x%02X", byte);
+      out += escaped;
+    } else if (byte == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(text[i + 1]) <= 0x9F) {  // U+0080..U+009F, C1 controls
+      std::snprintf(escaped, sizeof(escaped), "\\u%04X", static_cast<unsigned char>(text[++i]));
+      out += escaped;
+    } else {
+      out += static_cast<char>(byte);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 Measurement measurement_from_json(const json& doc) {
   const JsonReader r(doc, "");
   r.object({"placement_id", "step", "step_time_s", "ok", "error", "profiled"});
@@ -297,7 +326,7 @@ Measurement measurement_from_json(const json& doc) {
   // would be a best nothing can beat); a failed one may say 0.
   if (!std::isfinite(m.step_time_s) || m.step_time_s < 0) r.field("step_time_s").fail("must be a finite number >= 0");
   if (m.ok && m.step_time_s == 0) r.field("step_time_s").fail("must be > 0 for a step that ran (ok)");
-  if (r.has("error")) m.error = r.field("error").string();
+  if (r.has("error")) m.error = escape_controls(r.field("error").string());
   if (r.has("profiled")) m.profiled = r.field("profiled").boolean();
   return m;
 }

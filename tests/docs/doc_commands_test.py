@@ -41,6 +41,7 @@ SKIPPED = {
     "systemd-sysusers": "creates a system group; systemd.units_verify checks the sysusers entry",
     "systemctl enable --now placementd.socket": "needs systemd as PID 1; systemd.units_verify checks the units",
     "usermod -aG placement alice": "changes a system user",
+    "usermod -aG placement-admin bob": "changes a system user",
     "cpack --config build/CPackConfig.cmake -B build/packages -G DEB": "package.deb runs it (tests/install/deb_package.sh)",
     "build/bin/live_noise_harness --seeds 1000": "a minute of both cores; live.noise_harness runs the same program at 100 seeds",
     "build/bin/live_noise_harness --seeds 1000 --noise 0.2,0.3 --steps 200000":

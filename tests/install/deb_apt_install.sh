@@ -32,6 +32,7 @@ apt() { DEBIAN_FRONTEND=noninteractive apt-get -y -q -o Dpkg::Options::=--force-
 apt install "$deb"
 dpkg-query -W -f='${Status}' placementd | grep -q "install ok installed" || fail "dpkg does not list placementd as installed"
 getent group placement >/dev/null || fail "postinst did not create the placement group"
+getent group placement-admin >/dev/null || fail "postinst did not create the placement-admin group"
 "$here/../systemd/verify_units.sh" /usr/lib/systemd/system/placementd.service /usr/lib/systemd/system/placementd.socket \
   /usr/bin/placementd || [ $? -eq 77 ]
 /usr/bin/placementd --help | grep -qF /etc/placementd/placementd.toml || fail "the installed daemon's default config is not /etc/placementd/placementd.toml"

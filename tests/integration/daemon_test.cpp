@@ -140,6 +140,17 @@ TEST(Daemon, SlowPolicyWorkStallsNoOtherConnection) {
   Client other = daemon.client();
   const json status = other.request(MessageType::kStatus, json::object(), MessageType::kStatusReply);
   EXPECT_EQ(status["jobs_visible"].get<int>(), 1);
+  // Inspection shows the session's last view rather than wait for its lock: two `placementctl
+  // jobs` answer at once, and hold none of the policy threads the other job needs.
+  std::vector<CommandResult> looked(2);
+  std::vector<std::thread> lookers;
+  for (size_t i = 0; i < looked.size(); ++i)
+    lookers.emplace_back([&, i] { looked[i] = run_command({placementctl_bin(), "--socket", daemon.socket, "--json", "jobs"}); });
+  for (std::thread& t : lookers) t.join();
+  for (const CommandResult& r : looked) {
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(json::parse(r.out).size(), 1u) << r.out;
+  }
   // Another job attaches, uploads its graph and gets its first placement meanwhile.
   run_job(other, "other", graph, 3, 0.01);
   // The slow job's reports are taken too (they wait on its strand, not on the I/O thread).
@@ -175,10 +186,38 @@ TEST(Daemon, ShutdownWaitsForPolicyWorkWithoutStallingConnections) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count(), 1.5)
       << "the I/O thread waited for the policy step";
   EXPECT_EQ(status["jobs_visible"].get<int>(), 1);
-  EXPECT_EQ(daemon.stop(SIGTERM), 0) << daemon.log();
+  EXPECT_EQ(daemon.stop(0), 0) << daemon.log();  // waits for the exit (a second SIGTERM would end it at once)
   EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count(), 2.0)
       << "the daemon stopped before the policy step it had to persist after";
   EXPECT_NE(daemon.log().find("persisted the state of 1 job(s)"), std::string::npos) << daemon.log();
+}
+
+// A stop has a deadline and a second signal ends it at once: policy work that runs for minutes (a
+// 30 s placer step here) or a hung disk never holds a stop until systemd's SIGKILL.
+TEST(Daemon, AStopEndsByItsDeadlineOrASecondSignalWhateverPolicyWorkIsRunning) {
+  for (const bool second_signal : {false, true}) {
+    DaemonOptions options = with_slow_placer();
+    options.extra.replace(options.extra.find("seconds = 3.0"), 13, "seconds = 30.0");
+    options.daemon_keys = second_signal ? "" : "stop_timeout_ms = 1000\n";
+    DaemonProcess daemon(options);
+    daemon.start();
+    const OpGraph graph = load_graph_file(example_graph());
+    Client slow = daemon.client();
+    run_job(slow, "slow", graph, 2, 0.02);  // the placer now takes 30 s to propose the next candidate
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const auto signalled = std::chrono::steady_clock::now();
+    daemon.signal(SIGTERM);
+    if (second_signal) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      daemon.signal(SIGINT);
+    }
+    EXPECT_EQ(daemon.stop(0), 1) << daemon.log();
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count(), 5.0);
+    EXPECT_NE(daemon.log().find(second_signal ? "a second SIGINT: exiting now"
+                                              : "the jobs' state was not persisted within 1000 ms (daemon.stop_timeout_ms"),
+              std::string::npos)
+        << daemon.log();
+  }
 }
 
 // Plugin code that throws (here something that is not even a std::exception, from the placer's

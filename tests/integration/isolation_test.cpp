@@ -7,6 +7,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "daemon_process.h"
@@ -83,6 +88,98 @@ TEST_F(Isolation, AdminGroupMembersMayListEverything) {
   const CommandResult all = run_command(as_nobody({placementctl_bin(), "--socket", daemon.socket, "--json", "jobs", "--all"}));
   ASSERT_EQ(all.exit_code, 0) << all.err;
   EXPECT_EQ(json::parse(all.out).size(), 1u);
+}
+
+TEST_F(Isolation, OneUidCannotTakeEveryConnection) {
+  // nobody holds its four connections (max_connections_per_uid) with idle jobs; its fifth is
+  // refused, and other users (root here) still connect.
+  DaemonProcess daemon({"max_connections = 8\nmax_connections_per_uid = 4\n"});
+  daemon.start();
+  std::vector<std::unique_ptr<Child>> held;
+  for (int i = 0; i < 4; ++i) {
+    held.push_back(std::make_unique<Child>(
+        as_nobody({hold_job_bin(), "--socket", daemon.socket, "--graph", example_graph(), "--job", "idle"})));
+    ASSERT_TRUE(held.back()->wait_for_output("ready")) << held.back()->err() << daemon.log();
+  }
+  const CommandResult fifth = run_command(as_nobody({placementctl_bin(), "--socket", daemon.socket, "status"}));
+  EXPECT_NE(fifth.exit_code, 0);
+  EXPECT_NE(fifth.err.find("uid 65534 has 4 connections, the configured maximum per user (daemon.max_connections_per_uid)"),
+            std::string::npos)
+      << fifth.err;
+  const CommandResult root = run_command({placementctl_bin(), "--socket", daemon.socket, "status"});
+  EXPECT_EQ(root.exit_code, 0) << root.err;
+  for (auto& child : held) child->signal(SIGTERM);
+  for (auto& child : held) EXPECT_EQ(child->wait(), 0) << child->err();
+  // Closed connections give their places back.
+  const CommandResult again = run_command(as_nobody({placementctl_bin(), "--socket", daemon.socket, "status"}));
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+}
+
+// The value after "key =" or "Key=" on the first line that sets it in a shipped file, unquoted.
+std::string shipped_value(const std::string& path, const std::string& key) {
+  std::istringstream lines(read_file(path));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(key, 0) != 0) continue;
+    std::string rest = line.substr(key.size());
+    const size_t eq = rest.find('=');
+    if (eq == std::string::npos || rest.find_first_not_of(' ') != eq) continue;
+    rest = rest.substr(eq + 1);
+    rest.erase(0, rest.find_first_not_of(' '));
+    if (rest.size() >= 2 && rest.front() == '"') rest = rest.substr(1, rest.find('"', 1) - 1);
+    return rest;
+  }
+  ADD_FAILURE() << path << " sets no " << key;
+  return "";
+}
+
+// The socket unit and config as shipped, with real uids: group 65534 stands in for the socket's
+// group (`placement`, which this machine may not have), as systemd's SocketGroup would set it.
+TEST_F(Isolation, TheShippedGroupsSeparateAttachingFromAdministering) {
+  const std::string socket_group = shipped_value(SHIPPED_SOCKET_UNIT, "SocketGroup");
+  const std::string socket_mode = shipped_value(SHIPPED_SOCKET_UNIT, "SocketMode");
+  const std::string admin_group = shipped_value(SHIPPED_CONFIG_FOR_CHECK, "admin_group");
+  EXPECT_EQ(socket_group, "placement");
+  EXPECT_EQ(socket_mode, "0660");
+  EXPECT_EQ(shipped_value(SHIPPED_CONFIG_FOR_CHECK, "socket_mode"), "0o660");
+  ASSERT_NE(admin_group, socket_group) << "every user who may attach would be an admin";
+  DaemonOptions options;
+  options.socket_mode = "0o" + socket_mode.substr(1);
+  options.daemon_keys = "admin_group = \"" + admin_group + "\"\n";
+  DaemonProcess daemon(options);
+  daemon.start();
+  ASSERT_EQ(::chown(daemon.socket.c_str(), 0, 65534), 0);
+  Child root_job({hold_job_bin(), "--socket", daemon.socket, "--graph", example_graph(), "--job", "root-job"});
+  ASSERT_TRUE(root_job.wait_for_output("ready")) << root_job.err();
+
+  // A member of the socket's group attaches and sees its own job, but is no admin.
+  Child member_job(as_nobody({hold_job_bin(), "--socket", daemon.socket, "--graph", example_graph(), "--job", "member"}));
+  ASSERT_TRUE(member_job.wait_for_output("ready")) << member_job.err() << daemon.log();
+  const CommandResult mine = run_command(as_nobody({placementctl_bin(), "--socket", daemon.socket, "--json", "jobs"}));
+  ASSERT_EQ(mine.exit_code, 0) << mine.err;
+  ASSERT_EQ(json::parse(mine.out).size(), 1u);
+  EXPECT_EQ(json::parse(mine.out)[0]["name"], "member");
+  for (const std::vector<std::string>& admin_only : {std::vector<std::string>{"jobs", "--all"},
+                                                     std::vector<std::string>{"jobs", "show", "1"},
+                                                     std::vector<std::string>{"reload"}}) {
+    std::vector<std::string> argv = {placementctl_bin(), "--socket", daemon.socket};
+    argv.insert(argv.end(), admin_only.begin(), admin_only.end());
+    const CommandResult refused = run_command(as_nobody(argv));
+    EXPECT_EQ(refused.exit_code, 2) << admin_only[0] << ": " << refused.out;
+    EXPECT_TRUE(refused.err.find("permission_denied") != std::string::npos ||
+                refused.err.find("not_found: no job 1 visible to uid 65534") != std::string::npos)
+        << refused.err;
+  }
+
+  // A user outside the socket's group cannot connect at all.
+  const CommandResult outsider = run_command({"/usr/bin/setpriv", "--reuid=65534", "--regid=65533", "--clear-groups",
+                                              "--", placementctl_bin(), "--socket", daemon.socket, "jobs"});
+  EXPECT_NE(outsider.exit_code, 0);
+  EXPECT_NE(outsider.err.find("ermission denied"), std::string::npos) << outsider.err;
+
+  root_job.signal(SIGTERM);
+  member_job.signal(SIGTERM);
+  EXPECT_EQ(root_job.wait(), 0);
+  EXPECT_EQ(member_job.wait(), 0) << member_job.err();
 }
 
 }  // namespace

@@ -3,7 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <memory>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -64,6 +67,81 @@ TEST_F(ProtocolRobustness, OversizedLengthIsRefusedBeforeReadingIt) {
   const auto head = protocol::encode_header({c.version(), static_cast<uint16_t>(MessageType::kStatus), 1u << 30, 5});
   c.send({head.begin(), head.end()});
   EXPECT_NE(expect_error(c, protocol::error::kFrameTooLarge, true).find("exceeds the maximum of 65536"), std::string::npos);
+}
+
+// The daemon's resident memory, from /proc.
+uint64_t rss_bytes(pid_t pid) {
+  std::istringstream status(read_file("/proc/" + std::to_string(pid) + "/status"));
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  return 0;
+}
+
+TEST(ProtocolLimits, ASmallMessageOverItsTypesLimitIsRefusedAtItsHeader) {
+  // With the default 64 MiB frames: a status, a step report or a frame of an unknown type never
+  // needs a megabyte, and buffering and parsing one of 60 MiB held every other job up.
+  DaemonProcess daemon;
+  daemon.start();
+  Client bystander(ClientOptions{daemon.socket, "bystander", 5000});
+  for (const uint16_t type : {static_cast<uint16_t>(MessageType::kStatus), static_cast<uint16_t>(MessageType::kStepReport),
+                              static_cast<uint16_t>(999)}) {
+    RawConnection c(daemon.socket);
+    c.hello();
+    const auto head = protocol::encode_header({c.version(), type, 60u << 20, 5});
+    c.send({head.begin(), head.end()});
+    const auto frame = c.read_frame();
+    ASSERT_TRUE(frame) << type;
+    EXPECT_EQ(frame->second.value("code", ""), protocol::error::kFrameTooLarge);
+    EXPECT_EQ(frame->second.value("message", ""), "frame of 62914560 bytes exceeds the maximum of 1048576 for message type " +
+                                                       std::to_string(type));
+    EXPECT_NO_THROW(bystander.request(MessageType::kStatus, nlohmann::json::object(), MessageType::kStatusReply));
+  }
+}
+
+TEST(ProtocolLimits, AConnectionThatNeverSaysHelloIsClosed) {
+  // It would hold one of daemon.max_connections for ever (the tests' daemons wait 500 ms).
+  DaemonProcess daemon;
+  daemon.start();
+  RawConnection silent(daemon.socket);
+  const auto frame = silent.read_frame(5000);
+  ASSERT_TRUE(frame) << daemon.log();
+  EXPECT_EQ(frame->second.value("code", ""), protocol::error::kTimeout);
+  EXPECT_EQ(frame->second.value("message", ""), "no hello within 500 ms of connecting (daemon.frame_timeout_ms)");
+  EXPECT_TRUE(silent.closed_by_peer());
+}
+
+TEST(ProtocolLimits, TheMemoryALargeFrameTookIsGivenBackOnceItIsHandled) {
+  // Eight connections each send one 40 MiB profile report the daemon cannot decode, then idle:
+  // the daemon answers each, and the 320 MiB of input buffers go back (they stayed for as long
+  // as the connections did).
+  DaemonProcess daemon;
+  daemon.start();
+  const uint64_t before = rss_bytes(daemon.pid);
+  std::vector<std::unique_ptr<RawConnection>> idle;
+  for (int i = 0; i < 8; ++i) {
+    idle.push_back(std::make_unique<RawConnection>(daemon.socket));
+    RawConnection& c = *idle.back();
+    c.hello();
+    std::vector<uint8_t> frame(protocol::kHeaderSize + (40u << 20), 0);
+    const auto head = protocol::encode_header(
+        {c.version(), static_cast<uint16_t>(MessageType::kProfileReport), 40u << 20, static_cast<uint32_t>(i + 1)});
+    std::copy(head.begin(), head.end(), frame.begin());
+    c.send(frame);
+    const auto reply = c.read_frame(20000);
+    ASSERT_TRUE(reply) << i << "\n" << daemon.log();
+    EXPECT_EQ(reply->first.type, static_cast<uint16_t>(MessageType::kError)) << reply->second.dump();
+  }
+  // The error is sent while its frame is being handled: one more round trip on each connection
+  // and every frame's handling has ended.
+  for (auto& c : idle) {
+    c->send_frame(MessageType::kStatus, nlohmann::json::object(), 100);
+    const auto status = c->read_frame();
+    ASSERT_TRUE(status);
+    EXPECT_EQ(status->first.type, static_cast<uint16_t>(MessageType::kStatusReply));
+  }
+  const uint64_t after = rss_bytes(daemon.pid);
+  EXPECT_LT(after, before + (64u << 20)) << "resident before " << (before >> 20) << " MiB, after " << (after >> 20)
+                                         << " MiB with 8 idle connections";
 }
 
 TEST_F(ProtocolRobustness, UnsupportedVersionIsRefusedInTheHandshake) {
@@ -323,6 +401,40 @@ TEST(InputBufferCap, SlowUploadsCannotExhaustMemory) {
   auto third_answer = third.read_frame();
   ASSERT_TRUE(third_answer);
   EXPECT_EQ(third_answer->second.value("code", ""), protocol::error::kBadPayload);
+  EXPECT_EQ(daemon.stop(), 0);
+}
+
+// A client that holds partial frames just under the cap cannot make a real upload fail: the one
+// holding the most is shed, not the one whose bytes cross the cap.
+TEST(InputBufferCap, TheLargestHolderIsShedNotTheUploadThatCrossesTheCap) {
+  DaemonProcess daemon({"max_frame_bytes = 100000\nmax_buffered_bytes = 100000\n"});
+  daemon.start();
+  RawConnection hog(daemon.socket), job(daemon.socket);
+  hog.hello();
+  job.hello();
+  const auto hog_head =
+      protocol::encode_header({hog.version(), static_cast<uint16_t>(MessageType::kGraphUpload), 100000, 7});
+  std::vector<uint8_t> held(hog_head.begin(), hog_head.end());
+  held.resize(held.size() + 90000, 0x00);
+  hog.send(held);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto job_head =
+      protocol::encode_header({job.version(), static_cast<uint16_t>(MessageType::kGraphUpload), 20000, 8});
+  std::vector<uint8_t> upload(job_head.begin(), job_head.end());
+  upload.resize(upload.size() + 15000, 0x00);  // its first part: the two together cross the cap
+  job.send(upload);
+  const auto shed = hog.read_frame();
+  ASSERT_TRUE(shed);
+  EXPECT_EQ(shed->second.value("code", ""), protocol::error::kBusy);
+  EXPECT_NE(shed->second.value("message", "").find("this connection held the most of them (90016 bytes)"),
+            std::string::npos)
+      << shed->second.dump();
+  EXPECT_TRUE(hog.closed_by_peer());
+  // The job's upload goes through to decoding (zeros are no graph: its own, non-fatal problem).
+  job.send(std::vector<uint8_t>(5000, 0x00));
+  const auto answer = job.read_frame();
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->second.value("code", ""), protocol::error::kBadPayload) << answer->second.dump();
   EXPECT_EQ(daemon.stop(), 0);
 }
 

@@ -66,6 +66,33 @@ TEST(Reload, SighupAppliesAValidConfigAndRefusesABrokenOne) {
   EXPECT_EQ(daemon.stop(), 0);
 }
 
+bool offers_placer(const DaemonProcess& daemon, const std::string& name) {
+  const json plugins = daemon.client().request(MessageType::kListPlugins, json::object(), MessageType::kPluginList);
+  for (const json& p : plugins["plugins"])
+    if (p["kind"] == "placer" && p["name"] == name) return true;
+  return false;
+}
+
+TEST(Reload, ARefusedConfigChangesNoPlugins) {
+  DaemonProcess daemon;
+  daemon.start();
+  ASSERT_FALSE(offers_placer(daemon, "slow"));
+  // A config that adds the test plugins' directory but is refused for another key: the daemon
+  // goes on offering what it offered, not the refused file's plugins.
+  const std::string with_test_plugins = "[plugins]\ndirs = [\"" + plugin_dir() + "\", \"" + test_plugin_dir() + "\"]\n";
+  std::string text = daemon.base_config();
+  text.replace(text.find("[plugins]"), text.find("[logging]") - text.find("[plugins]"), with_test_plugins + "\n");
+  daemon.write_config(text + "[exploration]\nmax_candidates = \"lots\"\n");
+  const CommandResult refused = run_command({placementctl_bin(), "--socket", daemon.socket, "reload"});
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_FALSE(offers_placer(daemon, "slow")) << "a plugin of the refused config is offered";
+  // Accepted, the same directories bring it.
+  daemon.write_config(text);
+  const CommandResult accepted = run_command({placementctl_bin(), "--socket", daemon.socket, "reload"});
+  EXPECT_EQ(accepted.exit_code, 0) << accepted.err << daemon.log();
+  EXPECT_TRUE(offers_placer(daemon, "slow"));
+}
+
 TEST(Reload, BrokenPluginLibrariesAreSkippedWithOneLineEach) {
   const fs::path extra = fs::temp_directory_path() / ("plugins." + std::to_string(::getpid()));
   fs::create_directories(extra);

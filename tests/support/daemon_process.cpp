@@ -143,7 +143,7 @@ std::string DaemonProcess::base_config() const {
   std::string dirs;
   for (const auto& d : options_.plugin_dirs) dirs += (dirs.empty() ? "\"" : ", \"") + d + "\"";
   return "[daemon]\nsocket = \"" + socket + "\"\nstate_dir = \"" + state_dir +
-         "\"\nsocket_mode = 0o666\n" +
+         "\"\nsocket_mode = " + options_.socket_mode + "\n" +
          (options_.frame_timeout_ms > 0 ? "frame_timeout_ms = " + std::to_string(options_.frame_timeout_ms) + "\n" : "") +
          options_.daemon_keys + "\n[plugins]\ndirs = [" + dirs +
          "]\n\n[logging]\nlevel = \"" + options_.log_level + "\"\n" + options_.extra;

@@ -54,6 +54,9 @@ struct DaemonOptions {
   /// daemon's default, as a benchmark that loads two cores with 64 senders needs (a sender
   /// descheduled mid-frame for half a second is no slow sender there).
   int64_t frame_timeout_ms = 500;
+  /// [daemon] socket_mode: open to every uid, so tests can run clients as other users; the
+  /// isolation test sets the shipped unit's.
+  std::string socket_mode = "0o666";
 };
 
 /// Short candidates and short A/B trials (windows of 1 step, at most 32 pairs), so a test sees many

@@ -82,6 +82,33 @@ TEST(Messages, AttachRoundTripsAndChecksItsLimits) {
   EXPECT_EQ(Attach::from_json(body).job, "bert");
 }
 
+TEST(Messages, NamesShownToPeopleHoldNoControlCharactersAndAreUtf8) {
+  // A job name reaches `placementctl jobs` on an admin's terminal and placementd's log: an escape
+  // sequence there would run in the terminal, a line break forge a log line.
+  Attach a;
+  a.job = "训练-bert";
+  a.devices = testing::devices(2);
+  EXPECT_EQ(Attach::from_json(a.to_json()).job, "训练-bert");
+  json body = a.to_json();
+  body["job"] = "job\x1b]0;pwned\x07";
+  EXPECT_EQ(error_of([&] { Attach::from_json(body); }),
+            "attach.job: holds the control character U+001B (byte 3): names are shown on terminals and in logs");
+  body["job"] = "a\nb";
+  EXPECT_EQ(error_of([&] { Attach::from_json(body); }).rfind("attach.job: holds the control character U+000A", 0), 0u);
+  body["job"] = "c1\xc2\x9b" "31m";
+  EXPECT_EQ(error_of([&] { Attach::from_json(body); }).rfind("attach.job: holds the control character U+009B", 0), 0u);
+  body = a.to_json();
+  body["torch_version"] = "2.11\r";
+  EXPECT_EQ(error_of([&] { Attach::from_json(body); }).rfind("attach.torch_version: holds the control character", 0), 0u);
+  // Over CBOR a string is bytes: invalid UTF-8 (a lone continuation byte, an overlong form).
+  for (const char* bad : {"x\x80", "\xc0\xaf", "\xed\xa0\x80"}) {
+    body["job"] = bad;
+    json decoded;
+    ASSERT_NO_THROW(decoded = json::from_cbor(json::to_cbor(body), true, false));
+    EXPECT_EQ(error_of([&] { Attach::from_json(decoded); }).rfind("attach.job: not valid UTF-8", 0), 0u) << bad;
+  }
+}
+
 TEST(Messages, AttachCarriesTheReplicaAndChecksItsRankAndGroup) {
   Attach a;
   a.job = "lm";

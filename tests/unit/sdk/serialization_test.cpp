@@ -81,6 +81,9 @@ TEST(Serialization, DevicesPlacementMeasurementRoundTrip) {
   const Measurement m{7, 42, 0.125, false, "out of memory on cpu:1"};
   EXPECT_EQ(measurement_from_json(to_json(m)), m);
   // A time is a reward: a step that ran in 0 s, or in no finite time, would be a best nothing beats.
+  // Its error reaches the log and terminals as one line that does nothing to them.
+  EXPECT_EQ(measurement_from_json(to_json(Measurement{7, 42, 0.0, false, "Traceback:\n  x\x1b[2J\xc2\x9b"})).error,
+            "Traceback:\\n  x\\x1B[2J\\u009B");
   const Measurement failed{7, 43, 0.0, false, "migration: out of memory"};
   EXPECT_EQ(measurement_from_json(to_json(failed)), failed);
   EXPECT_EQ(error_of([] { measurement_from_json(to_json(Measurement{7, 44, 0.0, true, ""})); }),

@@ -36,6 +36,8 @@ TEST(Config, ShippedFileHoldsEveryKeyWithItsDefault) {
   EXPECT_EQ(shipped.max_connections, defaults.max_connections);
   EXPECT_EQ(shipped.max_buffered_bytes, defaults.max_buffered_bytes);
   EXPECT_EQ(shipped.frame_timeout_ms, defaults.frame_timeout_ms);
+  EXPECT_EQ(shipped.max_connections_per_uid, defaults.max_connections_per_uid);
+  EXPECT_EQ(shipped.stop_timeout_ms, defaults.stop_timeout_ms);
   EXPECT_EQ(shipped.policy_threads, defaults.policy_threads);
   EXPECT_EQ(shipped.log_level, defaults.log_level);
   EXPECT_EQ(shipped.metrics_listen, defaults.metrics_listen);
@@ -66,7 +68,8 @@ TEST(Config, ShippedFileHoldsEveryKeyWithItsDefault) {
   EXPECT_EQ(a.min_gain, b.min_gain);
   const toml::table doc = toml::parse_file(SHIPPED_CONFIG);
   for (const char* key : {"daemon.socket", "daemon.socket_mode", "daemon.admin_group", "daemon.state_dir",
-                          "daemon.max_frame_bytes", "daemon.max_connections", "daemon.frame_timeout_ms",
+                          "daemon.max_frame_bytes", "daemon.max_connections", "daemon.max_connections_per_uid",
+                          "daemon.frame_timeout_ms", "daemon.stop_timeout_ms",
                           "daemon.policy_threads", "daemon.max_buffered_bytes", "logging.level", "metrics.listen", "devices.allow", "devices.memory_headroom_fraction",
                           "policy.grouper", "policy.placer", "policy.algorithm", "policy.warm_start_seconds", "policy.max_groups",
                           "limits.max_graph_ops", "limits.max_graph_bytes", "limits.max_session_bytes",

@@ -115,6 +115,12 @@ TEST_F(LiveSessionTest, TakesAJobFromItsGraphToItsDetachAndTheNextRunStartsFromI
   EXPECT_TRUE(live->detached());
   EXPECT_FALSE(live->on_report({first.placement_id, step++, 1.0, true, ""})) << "nothing after the detach";
   EXPECT_EQ(live->summary().state, msg::JobState::kDetached);
+  // Kept among the finished jobs, the session lets go of its graph and plugins; its record stays.
+  const msg::JobInfo record = live->detail();
+  EXPECT_FALSE(record.candidates.empty());
+  live->retire();
+  EXPECT_EQ(live->detail().to_json(), record.to_json());
+  EXPECT_EQ(live->summary().to_json(), record.job.to_json());
 
   const std::optional<StoredPlacement> stored = store->best(::getuid(), graph, live->devices());
   ASSERT_TRUE(stored);

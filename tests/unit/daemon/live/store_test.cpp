@@ -57,6 +57,19 @@ TEST_F(StoreTest, EachUidHasItsOwnAndTheSharedFilesOfBeforeAreNotUsed) {
   EXPECT_FALSE(Store(dir).best(1000, g, d));
 }
 
+TEST_F(StoreTest, AFileDeletedWhileTheStoreRunsIsForgotten) {
+  Store store(dir);
+  const auto g = placement::testing::chain(2);
+  const auto d = placement::testing::devices(2);
+  EXPECT_TRUE(store.offer(7, g, d, {{{0, 1}}, 1.0, "a"}));
+  store.flush();
+  for (const auto& f : fs::directory_iterator(fs::path(dir) / "placements" / "7")) fs::remove(f.path());
+  EXPECT_FALSE(store.best(7, g, d)) << "the admin forgot it";
+  EXPECT_TRUE(store.offer(7, g, d, {{{1, 1}}, 3.0, "b"})) << "a slower one is the best there is now";
+  store.flush();
+  EXPECT_DOUBLE_EQ(Store(dir).best(7, g, d)->step_time_s, 3.0);
+}
+
 // A daemon killed mid-write leaves "<file>.tmp.<pid>.<random>" (an older one "<file>.tmp.<pid>");
 // the next store removes those of processes that are gone and leaves a live writer's alone.
 TEST_F(StoreTest, UnfinishedWritesOfAKilledDaemonAreRemoved) {
