@@ -50,6 +50,9 @@ LiveSession::LiveSession(uint64_t id, JobIdentity job, EffectivePolicy policy, c
   view_ = std::make_shared<const View>(View{s_.summary(), s_.detail(), true});
 }
 
+// How long a detach waits for its best placement to reach the disk (the job's detach waits too).
+constexpr std::chrono::milliseconds kDetachFlushTimeout{5000};
+
 template <class Work>
 std::optional<messages::Directive> LiveSession::guarded(const char* entry, Work&& work) {
   std::string what;
@@ -302,10 +305,16 @@ messages::Detached LiveSession::on_detach() {
     finish();
   }
   // The reply says "persisted" once the file is on disk: wait for the store's writer (on the job's
-  // strand, never the I/O thread). The graph and devices of a detached session no longer change.
+  // strand, never the I/O thread), but not for a disk that hangs: the job waits for this answer.
+  // The graph and devices of a detached session no longer change.
   if (detached.persisted) {
-    store_.flush();
-    detached.persisted = store_.on_disk(s_.uid, *s_.graph, s_.devices);
+    if (store_.flush_within(kDetachFlushTimeout)) {
+      detached.persisted = store_.on_disk(s_.uid, *s_.graph, s_.devices);
+    } else {
+      detached.persisted = false;
+      spdlog::warn("job {} '{}': its best placement was not on disk {} s after the detach (a slow disk?); the "
+                   "write goes on", s_.id, s_.job, kDetachFlushTimeout.count() / 1000);
+    }
   }
   return detached;
 }

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <memory>
 #include <sstream>
 
 #include <boost/asio/post.hpp>
@@ -224,6 +225,14 @@ void Store::write(const std::string& path) {
 }
 
 void Store::after_writes(std::function<void()> done) { boost::asio::post(writer_, std::move(done)); }
+
+bool Store::flush_within(std::chrono::milliseconds timeout) {
+  // Shared with the writer, which may still run it after this call has given up.
+  auto written = std::make_shared<std::promise<void>>();
+  std::future<void> done = written->get_future();
+  after_writes([written] { written->set_value(); });
+  return done.wait_for(timeout) == std::future_status::ready;
+}
 
 void Store::flush() {
   std::promise<void> written;

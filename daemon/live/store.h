@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -63,6 +64,9 @@ class Store {
 
   /// Blocks until every write queued before the call is done. Never call it on the I/O thread.
   void flush();
+  /// The same for at most `timeout`: false if the writes were not done by then (a disk that
+  /// hangs), and they go on in the background.
+  bool flush_within(std::chrono::milliseconds timeout);
   /// Whether the stored best for this graph and device set is on disk as the store holds it: no
   /// write of it is pending and the last one succeeded (a failed one is in the daemon log).
   bool on_disk(uid_t owner, const placement::OpGraph& graph, const placement::DeviceSet& devices) const;

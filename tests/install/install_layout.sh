@@ -78,9 +78,19 @@ if command -v systemd-socket-activate >/dev/null; then
     --state-dir "$tmp/state" 2>"$tmp/daemon.log" &
   daemon=$!
   for _ in $(seq 100); do [ -S "$socket" ] && break; sleep 0.05; done
-  # The first connection starts the daemon (socket activation); status answers once it runs.
-  "$stage/usr/bin/placementctl" --socket "$socket" --timeout-ms 10000 status >/dev/null ||
-    { cat "$tmp/daemon.log"; fail "the socket-activated staged daemon did not answer"; }
+  # The first connection starts the daemon (socket activation); status answers once it runs. The
+  # socket file exists a moment before systemd-socket-activate listens on it (refused meanwhile).
+  answered=no
+  for _ in $(seq 20); do
+    if "$stage/usr/bin/placementctl" --socket "$socket" --timeout-ms 10000 status >/dev/null 2>"$tmp/status.err"; then
+      answered=yes
+      break
+    fi
+    grep -q "Connection refused" "$tmp/status.err" || break
+    sleep 0.1
+  done
+  [ "$answered" = yes ] ||
+    { cat "$tmp/status.err" "$tmp/daemon.log"; fail "the socket-activated staged daemon did not answer"; }
   grep -q "using the socket systemd passed" "$tmp/daemon.log" || { cat "$tmp/daemon.log"; fail "not socket-activated"; }
 fi
 # Reinstalling keeps what the admin edited.

@@ -403,7 +403,13 @@ TEST(LiveJob, AStoredBestThatNoLongerFitsFailsAsACandidateAndLosesNoBatch) {
   second.socket_path = daemon.socket;
   second.memory_limit_bytes = {0, 1};
   JobStats stats;
-  const auto trained = train("two_tower", second, 10, mean_square, &stats, nullptr, nullptr,
+  // A few milliseconds per step, as real models take: the stored best comes once the start is
+  // measured, and placementd answers while the job trains.
+  auto slow_loss = [](const std::vector<c10::IValue>& out) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    return mean_square(out);
+  };
+  const auto trained = train("two_tower", second, 100, slow_loss, &stats, nullptr, nullptr,
                              [](const JobStats& s) { return s.retried_steps > 0; });
   EXPECT_NE(daemon.log().find("stored best placement found"), std::string::npos) << daemon.log();
   EXPECT_NE(daemon.log().find("(cached): out of memory on cpu:1"), std::string::npos) << daemon.log();

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <thread>
 
 #include "live/store.h"
@@ -68,6 +69,23 @@ TEST_F(StoreTest, AFileDeletedWhileTheStoreRunsIsForgotten) {
   EXPECT_TRUE(store.offer(7, g, d, {{{1, 1}}, 3.0, "b"})) << "a slower one is the best there is now";
   store.flush();
   EXPECT_DOUBLE_EQ(Store(dir).best(7, g, d)->step_time_s, 3.0);
+}
+
+TEST_F(StoreTest, AFlushWithATimeoutDoesNotWaitForAWriterThatHangs) {
+  Store store(dir);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  store.after_writes([released] { released.wait(); });  // the writer hangs, as on a dead disk
+  const auto g = placement::testing::chain(2);
+  const auto d = placement::testing::devices(2);
+  EXPECT_TRUE(store.offer(3, g, d, {{{0, 1}}, 1.0, "a"}));
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_FALSE(store.flush_within(std::chrono::milliseconds(100)));
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(2));
+  EXPECT_FALSE(store.on_disk(3, g, d));
+  release.set_value();
+  EXPECT_TRUE(store.flush_within(std::chrono::seconds(10)));
+  EXPECT_TRUE(store.on_disk(3, g, d));
 }
 
 // A daemon killed mid-write leaves "<file>.tmp.<pid>.<random>" (an older one "<file>.tmp.<pid>");
