@@ -403,7 +403,7 @@ bool record_report(Session& s, const placement::Measurement& m) {
   // A profiled step is slower by its instrumentation: a step of the job, no measurement.
   if (m.profiled) {
     ++s.profiled_steps;
-    c.profiled_times.push_back(m.step_time_s);
+    c.record_profiled(m.step_time_s);
   } else if (m.ok) {
     if (current) ++s.screen_steps;
     // The first steps after a swap are warm-up; a report in flight from before it is no such step.
@@ -474,6 +474,16 @@ std::optional<Directive> advance(Session& s, Store& store) {
     spdlog::info("job {} '{}': exploration overhead down to {:.1f}% of the job's time; exploring again", s.id, s.job,
                  100.0 * s.exploration_cost_s / s.measured_seconds);
     return next_candidate(s);
+  }
+  if (s.state == SessionState::kExploiting && s.reexplorations >= Session::kMaxReexplorations) {
+    // A drift after this many: the placement in force stays, measured afresh from here on.
+    s.drift_reference.reset();
+    s.drift_baseline.clear();
+    s.drift_count = 0;
+    spdlog::info("job {} '{}': step time drifted again; after {} re-explorations the job keeps its placement and "
+                 "measures its drift from here",
+                 s.id, s.job, s.reexplorations);
+    return std::nullopt;
   }
   if (s.state == SessionState::kExploiting) {
     // Drift: what was measured before no longer describes this machine. Re-measure the best,

@@ -36,12 +36,23 @@ std::string describe(const TrialOutcome& t) {
   return out + ", " + std::to_string(t.pairs) + " pairs";
 }
 
+namespace {
+
+// Appends `value`, keeping the latest kKeptSteps to 2 × kKeptSteps values.
+void keep_latest(std::vector<double>& values, double value) {
+  if (values.size() >= 2 * CandidateRecord::kKeptSteps)
+    values.erase(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(CandidateRecord::kKeptSteps));
+  values.push_back(value);
+}
+
+}  // namespace
+
 void CandidateRecord::record(double step_time_s) {
-  if (step_times.size() >= 2 * kKeptSteps)
-    step_times.erase(step_times.begin(), step_times.begin() + static_cast<std::ptrdiff_t>(kKeptSteps));
-  step_times.push_back(step_time_s);
+  keep_latest(step_times, step_time_s);
   ++measured_steps;
 }
+
+void CandidateRecord::record_profiled(double step_time_s) { keep_latest(profiled_times, step_time_s); }
 
 std::optional<double> CandidateRecord::median() const { return median_of(step_times); }
 

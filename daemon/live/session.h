@@ -76,8 +76,10 @@ struct CandidateRecord {
   /// The session's step count and seconds since attach when its screening was complete.
   std::optional<uint64_t> measured_at_step;
   std::optional<double> measured_at_s;
-  /// Times of the steps the job ran under its per-op profiler here (not measurements).
+  /// Times of the steps the job ran under its per-op profiler here (not measurements): the
+  /// latest kKeptSteps to 2 × kKeptSteps, like step_times (a job decides what it reports).
   std::vector<double> profiled_times;
+  void record_profiled(double step_time_s);
   /// Steps discarded as warm-up after a swap to this placement.
   uint64_t warmup_steps = 0;
   /// Its A/B trial, when its screening made it a challenger (the last one, if it had several).
@@ -187,6 +189,9 @@ struct Session {
   /// median that mixes in thousands measured before a drift or ten from a screening.
   std::vector<double> drift_baseline;
   uint64_t reexplorations = 0;
+  /// Each re-exploration adds candidates, and a job's own reported times start one: past this
+  /// many, a drift only takes a new reference, so a session's candidates stay bounded.
+  static constexpr uint64_t kMaxReexplorations = 64;
   int64_t reexplore_left = 0;
   /// A finished candidate waits for the policy thread (no second advance is queued meanwhile).
   bool advance_pending = false;

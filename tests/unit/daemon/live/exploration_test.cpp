@@ -447,6 +447,28 @@ TEST_F(Exploration, AStoredPlacementSlowerThanTheStartIsNotKept) {
   EXPECT_NE(end.placement.device_of_op, cached->placement.device_of_op);
 }
 
+TEST_F(Exploration, PastItsReexplorationsADriftOnlyTakesANewReference) {
+  // A job's own reported times start a re-exploration, which adds candidates: a session that has
+  // re-explored kMaxReexplorations times keeps its placement and measures drift afresh.
+  make_session();
+  std::optional<Directive> d = run_until_exploiting(start_session(s));
+  ASSERT_TRUE(d);
+  const double best_time = *s.best()->median();
+  for (int i = 0; i < 40; ++i) record_report(s, {d->placement_id, step++, best_time, true, ""});
+  ASSERT_EQ(s.drift_reference, best_time);
+  s.reexplorations = Session::kMaxReexplorations;
+  const size_t candidates = s.candidates.size();
+  bool due = false;
+  for (int i = 0; i < 3; ++i) due = record_report(s, {d->placement_id, step++, best_time * 1.3, true, ""});
+  ASSERT_TRUE(due);
+  EXPECT_FALSE(advance_session(s, *store));
+  EXPECT_EQ(s.state, SessionState::kExploiting);
+  EXPECT_EQ(s.candidates.size(), candidates);
+  EXPECT_FALSE(s.drift_reference) << "measured afresh from here";
+  for (int i = 0; i < 40; ++i) EXPECT_FALSE(record_report(s, {d->placement_id, step++, best_time * 1.3, true, ""}));
+  EXPECT_EQ(s.drift_reference, best_time * 1.3);
+}
+
 TEST_F(Exploration, ALuckyScreeningIsNoEvidence) {
   // Every placement takes 8 in truth; the first candidate's screening happened to run at 4.
   make_session();

@@ -18,6 +18,20 @@ TEST(CandidateRecord, MedianOfTheMeasuredSteps) {
   EXPECT_DOUBLE_EQ(*c.median(), 2.5);
 }
 
+TEST(CandidateRecord, KeepsTheLatestStepsOfALongJobMeasuredOrProfiled) {
+  // A job reports what it likes, for as long as it likes: what the session keeps stays bounded.
+  CandidateRecord c;
+  for (size_t i = 0; i < 5 * CandidateRecord::kKeptSteps; ++i) {
+    c.record(1.0 + static_cast<double>(i));
+    c.record_profiled(2.0 + static_cast<double>(i));
+  }
+  EXPECT_LE(c.step_times.size(), 2 * CandidateRecord::kKeptSteps);
+  EXPECT_LE(c.profiled_times.size(), 2 * CandidateRecord::kKeptSteps);
+  EXPECT_GE(c.profiled_times.size(), CandidateRecord::kKeptSteps);
+  EXPECT_DOUBLE_EQ(c.profiled_times.back(), 2.0 + static_cast<double>(5 * CandidateRecord::kKeptSteps - 1));
+  EXPECT_EQ(c.measured_steps, 5 * CandidateRecord::kKeptSteps);
+}
+
 TEST(CandidateRecord, MedianIntervalTakesTheBinomialRanksAroundTheMedian) {
   CandidateRecord c;
   c.step_times = {1.0, 2.0, 3.0, 4.0, 5.0};
