@@ -47,11 +47,12 @@ LiveSession::LiveSession(uint64_t id, JobIdentity job, EffectivePolicy policy, c
   s_.rng.seed(id);
   s_.attached_at = std::chrono::system_clock::now();
   s_.attached_steady = std::chrono::steady_clock::now();
-  view_ = std::make_shared<const View>(View{s_.summary(), s_.detail(), true});
+  view_ = full_view_locked();
 }
 
-// How long a detach waits for its best placement to reach the disk (the job's detach waits too).
-constexpr std::chrono::milliseconds kDetachFlushTimeout{5000};
+// How long a detach waits for its best placement to reach the disk: the job's detach request
+// waits for the answer, 5 s at most (ClientOptions::timeout_ms), and should get it.
+constexpr std::chrono::milliseconds kDetachFlushTimeout{3000};
 
 template <class Work>
 std::optional<messages::Directive> LiveSession::guarded(const char* entry, Work&& work) {
@@ -267,9 +268,10 @@ void LiveSession::retire() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (retired_) return;
   if (s_.state != SessionState::kDetached) finish();
+  auto last = full_view_locked();
   {
     std::lock_guard<std::mutex> guard(view_mutex_);
-    view_ = std::make_shared<const View>(View{s_.summary(), s_.detail(), true});
+    view_ = std::move(last);
   }
   retired_ = true;
   // The algorithm points into the pipeline's policy, the pipeline at the plugins and the graph.
@@ -312,8 +314,8 @@ messages::Detached LiveSession::on_detach() {
       detached.persisted = store_.on_disk(s_.uid, *s_.graph, s_.devices);
     } else {
       detached.persisted = false;
-      spdlog::warn("job {} '{}': its best placement was not on disk {} s after the detach (a slow disk?); the "
-                   "write goes on", s_.id, s_.job, kDetachFlushTimeout.count() / 1000);
+      spdlog::warn("job {} '{}': its best placement was not on disk {} ms after the detach (a slow disk?); the "
+                   "write goes on", s_.id, s_.job, kDetachFlushTimeout.count());
     }
   }
   return detached;
@@ -334,20 +336,33 @@ bool LiveSession::detached() const {
 // Inspection never waits for the session's lock, which policy work may hold for seconds (and
 // with it a policy thread other jobs need): when the lock is free the view is made afresh, when it
 // is taken the one made last is shown.
+std::shared_ptr<const LiveSession::View> LiveSession::full_view_locked() const {
+  return std::make_shared<const View>(View{s_.summary(), std::make_shared<const placement::messages::JobInfo>(s_.detail())});
+}
+
 std::shared_ptr<const LiveSession::View> LiveSession::view(bool with_detail) const {
   std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
-  std::lock_guard<std::mutex> guard(view_mutex_);
-  if (lock.owns_lock() && !retired_) {
-    // Every candidate of a long session is more than `placementctl jobs` asks for: the detail is
-    // made when `jobs show` wants it, and kept from then on.
-    const bool detail = with_detail || view_->has_detail;
-    view_ = std::make_shared<const View>(View{s_.summary(), detail ? s_.detail() : placement::messages::JobInfo{}, detail});
+  if (!lock.owns_lock() || retired_) {
+    std::lock_guard<std::mutex> guard(view_mutex_);
+    return view_;
   }
+  // Every candidate of a long session is more than `placementctl jobs` asks for: the detail is
+  // made afresh only when asked for (`jobs show`); a summary keeps the last one made.
+  std::shared_ptr<const placement::messages::JobInfo> detail;
+  if (with_detail) {
+    detail = std::make_shared<const placement::messages::JobInfo>(s_.detail());
+  } else {
+    std::lock_guard<std::mutex> guard(view_mutex_);
+    detail = view_->detail;
+  }
+  auto fresh = std::make_shared<const View>(View{s_.summary(), std::move(detail)});
+  std::lock_guard<std::mutex> guard(view_mutex_);
+  view_ = fresh;
   return view_;
 }
 
 placement::messages::JobSummary LiveSession::summary() const { return view(false)->summary; }
 
-placement::messages::JobInfo LiveSession::detail() const { return view(true)->detail; }
+placement::messages::JobInfo LiveSession::detail() const { return *view(true)->detail; }
 
 }  // namespace placementd

@@ -138,13 +138,14 @@ class LiveSession {
   bool persist_locked();
   void finish();
 
-  /// What inspection shows (summary, and detail once asked for).
+  /// What inspection shows: the summary, and the detail as last asked for.
   struct View {
     placement::messages::JobSummary summary;
-    placement::messages::JobInfo detail;
-    bool has_detail = false;
+    std::shared_ptr<const placement::messages::JobInfo> detail;
   };
   std::shared_ptr<const View> view(bool with_detail) const;
+  /// Summary and detail, made now (caller holds mutex_).
+  std::shared_ptr<const View> full_view_locked() const;
 
   const PluginRegistry& registry_;
   Store& store_;

@@ -168,7 +168,9 @@ std::vector<SkippedPlugin> PluginRegistry::scan(const std::vector<std::string>& 
 void PluginRegistry::adopt(PluginRegistry& staged) {
   if (&staged == this) return;
   std::scoped_lock lock(mutex_, staged.mutex_);
-  plugins_ = staged.plugins_;
+  // As scan() does: what the staged scan found replaces entries of the same kind and name, and
+  // plugins it no longer found stay available (a job attached before may still create them).
+  for (const auto& [key, plugin] : staged.plugins_) plugins_[key] = plugin;
   skipped_ = staged.skipped_;
 }
 

@@ -49,9 +49,9 @@ class PluginRegistry {
   /// Returns the skipped files of this scan.
   std::vector<SkippedPlugin> scan(const std::vector<std::string>& dirs);
 
-  /// Takes what `staged` offers in place of this registry's own (plugins and skipped files): a
-  /// reload scans the new config's directories into a staged registry, and only a config that is
-  /// accepted changes what the daemon offers. Objects made from the old entries live on.
+  /// Takes what `staged` found as scan() would have (its plugins replace those of the same kind and
+  /// name, the others stay; its skipped files): a reload scans the new config's directories into
+  /// a staged registry, and only a config that is accepted changes what the daemon offers.
   void adopt(PluginRegistry& staged);
   /// Loads one library (the plugin-check tool and tests); returns the reason it was skipped, or "".
   std::string load_file(const std::string& file);

@@ -57,14 +57,16 @@ class Daemon {
   /// The listening socket systemd passed, or -1.
   int activated_fd_ = -1;
   PluginRegistry registry_;
+  // Declared before what writes the state and serves the socket: released after them (members
+  // go in reverse order), so no write follows the release of the state directory's lock.
+  std::unique_ptr<LockFile> lock_;  // the socket's (none under socket activation: systemd owns it)
+  std::unique_ptr<LockFile> state_lock_;
   std::unique_ptr<Store> store_;
   boost::asio::io_context io_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<Server> server_;
   /// The Prometheus endpoint, when [metrics].listen names one.
   std::unique_ptr<MetricsServer> metrics_;
-  std::unique_ptr<LockFile> lock_;  // the socket's (none under socket activation: systemd owns it)
-  std::unique_ptr<LockFile> state_lock_;
   boost::asio::signal_set signals_;
   boost::asio::steady_timer stop_deadline_;
 };

@@ -34,15 +34,22 @@ LockFile::LockFile(std::string path, const std::string& taken) : path_(std::move
     std::string wrong;
     if (::fstat(fd_, &st) != 0) wrong = std::string("cannot stat it: ") + std::strerror(errno);
     else if (!S_ISREG(st.st_mode)) wrong = "it is not a regular file";
-    else if (st.st_uid != ::geteuid())
-      wrong = "it belongs to uid " + std::to_string(st.st_uid) + ", not to this daemon's " + std::to_string(::geteuid());
     else if (st.st_nlink != 1) wrong = "it has " + std::to_string(st.st_nlink) + " hard links";
     if (!wrong.empty()) {
       ::close(fd_);
       fd_ = -1;
       throw std::runtime_error(refuse(path_, wrong));
     }
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    // Locked before its owner is judged: another user's daemon holding it (systemd's, under
+    // DynamicUser) is "taken", not a file to remove. Nothing is written to it before both pass.
+    const bool locked = ::flock(fd_, LOCK_EX | LOCK_NB) == 0;
+    if (locked && st.st_uid != ::geteuid()) {
+      ::close(fd_);
+      fd_ = -1;
+      throw std::runtime_error(refuse(path_, "it belongs to uid " + std::to_string(st.st_uid) +
+                                                 ", not to this daemon's " + std::to_string(::geteuid())));
+    }
+    if (!locked) {
       char pid[32] = {};
       const ssize_t n = ::pread(fd_, pid, sizeof(pid) - 1, 0);
       ::close(fd_);

@@ -123,7 +123,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     hello_timer_.expires_after(std::chrono::milliseconds(server_.limits().frame_timeout_ms));
     auto self = shared_from_this();
     hello_timer_.async_wait([this, self](const boost::system::error_code& ec) {
-      if (ec || closed_ || state_.version != 0) return;
+      if (ec || closed_ || stop_reading_ || state_.version != 0) return;
       fail(error::kTimeout, "no hello within " + std::to_string(server_.limits().frame_timeout_ms) +
                                 " ms of connecting (daemon.frame_timeout_ms)");
     });
@@ -148,6 +148,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void close() {
     if (closed_) return;
     closed_ = true;
+    stop_reading_ = true;  // a parse() under way (a reply that overflowed the queue) stops at once
     release_input(input_.size());
     boost::system::error_code ignored;
     timer_.cancel();
@@ -289,6 +290,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void release_input(size_t bytes) { server_.buffered_ -= std::min(bytes, server_.buffered_); }
 
   void frame(const placement::protocol::Header& header, const uint8_t* payload) {
+    if (closed_) return;
     const auto type = static_cast<MessageType>(header.type);
     if (state_.version != 0 && header.version != state_.version) {
       fail(error::kUnsupportedVersion, "frame has protocol version " + std::to_string(header.version) +
@@ -329,7 +331,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     timer_.expires_after(std::chrono::milliseconds(server_.limits().frame_timeout_ms));
     auto self = shared_from_this();
     timer_.async_wait([this, self](const boost::system::error_code& ec) {
-      if (ec || closed_ || !timer_armed_) return;
+      if (ec || closed_ || stop_reading_ || !timer_armed_) return;
       timer_armed_ = false;
       if (!input_.empty() || skip_ > 0) fail(error::kTimeout, "incomplete frame for " + std::to_string(server_.limits().frame_timeout_ms) + " ms");
     });

@@ -31,8 +31,9 @@ using placement::JobOptions;
 
 // A Python exception raised in a callback (the loss function, the optimizer) while Job::step runs
 // without the GIL. It crosses the C++ code with the Python message (a failing step's report to
-// placementd carries it) and is raised again, as it was, in Python. torch.OutOfMemoryError crosses
-// as c10's out-of-memory, which Job::step counts as the placement's failure.
+// placementd carries it) and is raised again, as it was, in Python. KeyboardInterrupt and
+// SystemExit (BaseExceptions that are no Exception) cross as StepInterrupted: the step ends at
+// once; anything else from the loss under a placementd placement is retried like a failing forward.
 class PythonError {
  public:
   // Made with the GIL held: the message is formatted then, not where the GIL is released.
@@ -53,11 +54,10 @@ class PythonCallbackError : public std::runtime_error, public PythonError {
   const char* what() const noexcept override { return message().c_str(); }
 };
 
-class PythonOutOfMemory : public c10::OutOfMemoryError, public PythonError {
+class PythonInterrupt : public placement::StepInterrupted, public PythonError {
  public:
-  explicit PythonOutOfMemory(py::error_already_set e)
-      : c10::OutOfMemoryError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, e.what()),
-        PythonError(std::move(e)) {}
+  explicit PythonInterrupt(py::error_already_set e) : placement::StepInterrupted(""), PythonError(std::move(e)) {}
+  const char* what() const noexcept override { return message().c_str(); }
 };
 
 template <typename F>
@@ -66,7 +66,7 @@ auto with_gil(F&& f) {
   try {
     return f();
   } catch (py::error_already_set& e) {
-    if (e.matches(py::module_::import("torch").attr("OutOfMemoryError"))) throw PythonOutOfMemory(std::move(e));
+    if (!e.matches(PyExc_Exception)) throw PythonInterrupt(std::move(e));
     throw PythonCallbackError(std::move(e));
   }
 }

@@ -112,7 +112,7 @@ ReplicaInfo fields::replica_from(const JsonReader& r) {
   out.world_size = integer_in(r.field("world_size"), 1, kMaxWorld, "1 to " + std::to_string(kMaxWorld));
   out.rank = integer_in(r.field("rank"), 0, out.world_size - 1,
                         "0 to world_size - 1 (" + std::to_string(out.world_size - 1) + ")");
-  out.group = r.field("group").string();
+  out.group = r.field("group").display_text();
   if (out.group.empty() || out.group.size() > ReplicaInfo::kMaxGroupName)
     r.field("group").fail("must have 1 to " + std::to_string(ReplicaInfo::kMaxGroupName) + " characters");
   return out;

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -104,10 +105,19 @@ struct JobOptions {
   ReplicaOptions replicas;
 };
 
-/// The outputs of the module's forward → the loss to minimise. What it throws is the job's own
-/// error (Job::step rethrows it), except c10::OutOfMemoryError: the outputs are on the devices the
-/// placement chose, and one that is full is the placement's failure.
+/// The outputs of the module's forward → the loss to minimise. The outputs are where the
+/// placement put the ops that made them: what the loss throws under one of placementd's
+/// placements (a full device, outputs on two devices) is taken for the placement's failure, and
+/// the step runs again on the last good placement; under the job's own it is rethrown.
+/// StepInterrupted is the exception: it ends the step at once.
 using LossFunction = std::function<at::Tensor(const std::vector<c10::IValue>& outputs)>;
+
+/// Thrown by a LossFunction to end the step at once, unretried and blamed on no placement: the
+/// user stops training (the Python SDK throws it for KeyboardInterrupt and SystemExit).
+class StepInterrupted : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 /// The optimizer as Job::step drives it, for one that is not a torch::optim optimizer (the Python
 /// module adapts torch.optim ones): its update, clearing the gradients, and moving the state of
@@ -179,14 +189,14 @@ class Job {
 
   /// One training step: applies a pending placement (migrating parameters, buffers and optimizer
   /// state), runs forward, `loss`, backward, optimizer.step() and zero_grad(), times it and reports
-  /// the time to placementd without waiting. If forward or backward throws under a placement
-  /// placementd proposed (out of memory included, in the loss too), the gradients are discarded,
-  /// the buffers and random generators are put back as the step found them, the job moves back to
-  /// the last placement that ran (to its own when that is the one failing), reports the failure
-  /// and runs the same batch there: no batch is lost and parameters and buffers end as if the
+  /// the time to placementd without waiting. If forward, `loss` or backward throws under a
+  /// placement placementd proposed (out of memory included), the gradients are discarded, the
+  /// buffers and random generators are put back as the step found them, the job moves back to the
+  /// last placement that ran (to its own when that is the one failing), reports the failure and
+  /// runs the same batch there: no batch is lost and parameters and buffers end as if the
   /// candidate was never tried. An error under the job's own placement is the model's and is
-  /// rethrown; so is anything else `loss` throws, at once and unretried, as a plain loop would
-  /// (in a replica group every rank's step ends). Returns the loss (detached).
+  /// rethrown. StepInterrupted from `loss` ends the step at once, unretried (in a replica group
+  /// every rank's step ends). Returns the loss (detached).
   at::Tensor step(const std::vector<c10::IValue>& inputs, const LossFunction& loss,
                   torch::optim::Optimizer& optimizer);
   /// The same with an optimizer that is not a torch::optim one.

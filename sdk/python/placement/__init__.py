@@ -248,9 +248,9 @@ class Job:
         waiting. With `targets` (a tensor or a tuple of them, on any device), the loss is
         loss_fn(outputs, *targets) with the targets moved to the device of the model's output,
         where the placement in force put it. A step that fails under a placement placementd
-        proposed (torch.OutOfMemoryError from loss_fn included) is run again on the last good one
-        from the buffers and random state it began with, so no batch is lost or counted twice; any
-        other exception from loss_fn reaches the caller at once. Returns the loss, detached."""
+        proposed (in loss_fn too) is run again on the last good one from the buffers and random
+        state it began with, so no batch is lost or counted twice; KeyboardInterrupt and
+        SystemExit end it at once. Returns the loss, detached."""
         if targets is not None:
             targets = _inputs(targets)
         if self._exported is None:

@@ -203,11 +203,11 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
     }
     const detail::StepAgreement agreed = peers.agree(s, failure);
     if (agreed.loss_error_rank) {
-      // The loss function's own error ends the step as it would a plain loop's: no retry, no
-      // update, nothing blamed on the placement.
+      // The user stops training: the step ends as a plain loop's would, no retry, no update,
+      // nothing blamed on the placement.
       discard_gradients();
       if (failure == detail::StepFailure::kLossFunction) std::rethrow_exception(error);
-      throw std::runtime_error("the loss function raised on rank " + std::to_string(*agreed.loss_error_rank));
+      throw StepInterrupted("the step was interrupted on rank " + std::to_string(*agreed.loss_error_rank));
     }
     if (!agreed.failed_rank) break;
     if (!error) message = "the step failed on rank " + std::to_string(*agreed.failed_rank);

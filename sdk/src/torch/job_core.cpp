@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include <c10/util/Exception.h>
-
 #include "optimizer_state.h"
 #include "step_peers.h"
 #include "stopwatch.h"
@@ -56,9 +54,7 @@ at::Tensor JobCore::forward_backward(const std::vector<c10::IValue>& inputs, con
   at::Tensor loss;
   try {
     loss = loss_fn(outputs);
-  } catch (const c10::OutOfMemoryError&) {
-    throw;  // the loss runs where the placement put the outputs: that device is full
-  } catch (...) {
+  } catch (const StepInterrupted&) {
     throw LossFunctionError{std::current_exception()};
   }
   loss.backward();

@@ -24,7 +24,7 @@ namespace placement::detail {
 
 class StepPeers;
 
-/// The user's loss function threw: the job's own error (`error`, as thrown), not the placement's.
+/// The user's loss function interrupted the step (StepInterrupted; `error` as thrown).
 struct LossFunctionError {
   std::exception_ptr error;
 };
@@ -70,8 +70,8 @@ struct JobCore {
   /// Moves the module and the optimizer's state to `target`; false when that fails, everything
   /// then as it was (a directive of placementd's is reported failed by the process that decides).
   bool switch_to(InForce target, StepOptimizer& optimizer);
-  /// Forward, the loss and backward under the placement in force; returns the loss. What the
-  /// loss function throws, an out-of-memory aside, arrives as a LossFunctionError.
+  /// Forward, the loss and backward under the placement in force; returns the loss. A
+  /// StepInterrupted from the loss function arrives as a LossFunctionError.
   at::Tensor forward_backward(const std::vector<c10::IValue>& inputs, const LossFunction& loss_fn);
   /// Reports the step being run to placementd, under the directive in force. A follower reports
   /// every step to its own daemon, which only shows them; rank 0 and a process alone report the

@@ -22,17 +22,16 @@ struct ReplicaConfig;
 /// How one process's forward, loss and backward ended.
 enum class StepFailure {
   kNone,
-  /// Forward or backward threw, or the loss ran out of memory: the placement's failure, retried
-  /// on the last good one.
+  /// Forward, the loss or backward threw: the placement's failure, retried on the last good one.
   kPlacement,
-  /// The user's loss function raised (its own bug, a KeyboardInterrupt): the step ends, unretried.
+  /// The user's loss function interrupted the step (StepInterrupted: Ctrl-C): it ends, unretried.
   kLossFunction,
 };
 
 struct StepAgreement {
   /// The rank whose placement failure every process retries with (nullopt: none).
   std::optional<int> failed_rank;
-  /// The rank whose loss function raised: the step ends on every process (nullopt: none did).
+  /// The rank whose loss function interrupted the step: it ends on every process (nullopt: none).
   std::optional<int> loss_error_rank;
 };
 

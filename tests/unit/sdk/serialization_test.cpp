@@ -84,6 +84,9 @@ TEST(Serialization, DevicesPlacementMeasurementRoundTrip) {
   // Its error reaches the log and terminals as one line that does nothing to them.
   EXPECT_EQ(measurement_from_json(to_json(Measurement{7, 42, 0.0, false, "Traceback:\n  x\x1b[2J\xc2\x9b"})).error,
             "Traceback:\\n  x\\x1B[2J\\u009B");
+  json raw = to_json(Measurement{7, 42, 0.0, false, ""});
+  raw["error"] = "lone \x9b" "[2J and \xff, kept: 训练";  // over CBOR a string is bytes
+  EXPECT_EQ(measurement_from_json(raw).error, "lone \\x9B[2J and \\xFF, kept: 训练");
   const Measurement failed{7, 43, 0.0, false, "migration: out of memory"};
   EXPECT_EQ(measurement_from_json(to_json(failed)), failed);
   EXPECT_EQ(error_of([] { measurement_from_json(to_json(Measurement{7, 44, 0.0, true, ""})); }),
