@@ -54,7 +54,11 @@ void Store::remove_unfinished_writes() const {
   size_t removed = 0;
   for (const char* sub : {"placements", "policies"}) {
     std::error_code ec;
-    for (const auto& entry : fs::recursive_directory_iterator(fs::path(dir_) / sub, ec)) {
+    // A directory the daemon may not read (an admin's copy with the wrong owner) is skipped, never
+    // the end of the start.
+    for (auto it = fs::recursive_directory_iterator(fs::path(dir_) / sub, fs::directory_options::skip_permission_denied, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      const fs::directory_entry& entry = *it;
       const std::string name = entry.path().filename().string();
       const size_t tmp = name.rfind(".tmp.");
       if (tmp == std::string::npos) continue;
@@ -96,16 +100,21 @@ std::optional<StoredPlacement> Store::read_best(const std::string& path, const p
 
 std::optional<StoredPlacement>& Store::known_locked(const std::string& path, const placement::OpGraph& graph,
                                                     const placement::DeviceSet& devices) const {
+  std::error_code ec;
   auto known = best_.find(path);
   if (known == best_.end()) {
-    known = best_.emplace(path, read_best(path, graph, devices)).first;
-  } else if (known->second && !pending_.count(path) && writing_ != path && !errors_.count(path)) {
-    // An admin deletes a stored file to forget that placement, also while the daemon runs: what
-    // was read or written before goes with it (a write still queued, or failed, is not on disk).
-    std::error_code ec;
-    if (!fs::exists(path, ec) && !ec) known->second.reset();
+    known = best_.emplace(path, Known{read_best(path, graph, devices), !fs::exists(path, ec)}).first;
+  } else if (!pending_.count(path) && writing_ != path && !errors_.count(path)) {
+    // An admin deletes a stored file to forget that placement, or copies one in to share it, also
+    // while the daemon runs: the disk decides (a write still queued, or failed, is not on it).
+    const bool there = fs::exists(path, ec) && !ec;
+    if (known->second.best && !there && !ec) {
+      known->second = Known{std::nullopt, true};
+    } else if (known->second.absent && there) {
+      known->second = Known{read_best(path, graph, devices), false};
+    }
   }
-  return known->second;
+  return known->second.best;
 }
 
 std::optional<StoredPlacement> Store::best(uid_t owner, const placement::OpGraph& graph,

@@ -96,7 +96,12 @@ class Store {
   std::string dir_;
   mutable std::mutex mutex_;
   /// Stored placements by file, as read once or as last offered (nullopt: none stored).
-  mutable std::map<std::string, std::optional<StoredPlacement>> best_;
+  struct Known {
+    std::optional<StoredPlacement> best;
+    /// No file was there at the last look (a damaged one is not read again until replaced).
+    bool absent = false;
+  };
+  mutable std::map<std::string, Known> best_;
   /// Files waiting for the writer, with their latest contents.
   std::map<std::string, std::string> pending_;
   /// The file the writer is writing now ("" between writes).

@@ -1,5 +1,6 @@
 #include "server/daemon.h"
 
+#include <malloc.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include <boost/asio/post.hpp>
 #include <spdlog/sinks/stdout_sinks.h>
@@ -61,7 +63,13 @@ ServerLimits limits_from(const Config& c) {
 
 }  // namespace
 
-Daemon::Daemon(const DaemonOptions& options) : options_(options), signals_(io_), stop_deadline_(io_) {
+Daemon::Daemon(const DaemonOptions& options) : options_(options), signals_(io_) {
+  // Blocks of 4 MiB and more are mapped, and unmapped when freed: a client's large frame gives its
+  // memory back once handled. (glibc's own threshold grows to 32 MiB after the first such free,
+  // and freed heap blocks stay with the process.)
+#ifdef __GLIBC__
+  ::mallopt(M_MMAP_THRESHOLD, 4 << 20);
+#endif
   std::vector<ConfigError> errors;
   config_ = std::make_shared<Config>(load_and_check(options.config_path, options.default_plugin_dir, registry_, errors));
   if (!errors.empty()) throw ConfigInvalid(std::move(errors));
@@ -148,20 +156,19 @@ void Daemon::shutdown(const char* why) {
   service_->persist_all([this](size_t jobs, size_t written) {
     boost::asio::post(io_, [this, jobs, written] {
       spdlog::info("persisted the state of {} job(s) in {} ({} new best placement(s))", jobs, store_->dir(), written);
-      stop_deadline_.cancel();
       server_->close_all();
       io_.stop();
     });
   });
   // Policy work in flight (a warm start may run minutes) and a disk that hangs must not hold the
-  // stop until systemd's SIGKILL: past the deadline the daemon exits without them.
+  // stop until systemd's SIGKILL: past the deadline the daemon exits without them. A thread of its
+  // own, so the deadline also holds once the I/O loop has ended (joining the policy threads).
   const int64_t timeout_ms = config_->stop_timeout_ms;
-  stop_deadline_.expires_after(std::chrono::milliseconds(timeout_ms));
-  stop_deadline_.async_wait([this, timeout_ms](const boost::system::error_code& ec) {
-    if (ec) return;
-    exit_now("the jobs' state was not persisted within " + std::to_string(timeout_ms) +
-             " ms (daemon.stop_timeout_ms: policy work still running, or a slow disk)");
-  });
+  std::thread([timeout_ms] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
+    exit_now("the daemon had not stopped " + std::to_string(timeout_ms) +
+             " ms after the signal (daemon.stop_timeout_ms: policy work still running, or a slow disk)");
+  }).detach();
   wait_second_signal();
 }
 

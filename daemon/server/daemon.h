@@ -8,7 +8,6 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include "config/config.h"
 #include "live/store.h"
@@ -49,7 +48,7 @@ class Daemon {
   void shutdown(const char* why);
   /// During a stop: a second SIGTERM or SIGINT, or the stop's deadline, ends the process at once.
   void wait_second_signal();
-  [[noreturn]] void exit_now(const std::string& why);
+  [[noreturn]] static void exit_now(const std::string& why);
 
   DaemonOptions options_;
   std::shared_ptr<const Config> config_;
@@ -68,7 +67,6 @@ class Daemon {
   /// The Prometheus endpoint, when [metrics].listen names one.
   std::unique_ptr<MetricsServer> metrics_;
   boost::asio::signal_set signals_;
-  boost::asio::steady_timer stop_deadline_;
 };
 
 /// Applies [logging] to spdlog (stderr; no timestamps under journald, which adds its own).

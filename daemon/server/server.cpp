@@ -1,7 +1,6 @@
 #include "server/server.h"
 
 #include <grp.h>
-#include <malloc.h>
 #include <pwd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -254,13 +253,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (input_.capacity() > kKeptInputCapacity && input_.size() <= kKeptInputCapacity) give_back_input();
   }
 
-  // Lets go of the input buffer's spare capacity, and has the allocator return it to the system:
-  // glibc keeps freed blocks of up to 32 MiB in its heap once a large block has been freed.
-  void give_back_input() {
-    const size_t held = input_.capacity();
-    std::vector<uint8_t>(input_.begin(), input_.end()).swap(input_);
-    if (held >= (4u << 20)) ::malloc_trim(0);
-  }
+  // Lets go of the input buffer's spare capacity (large blocks go back to the system at once: the
+  // daemon maps them, Daemon's constructor).
+  void give_back_input() { std::vector<uint8_t>(input_.begin(), input_.end()).swap(input_); }
 
   // Weighs a graph upload before it is decoded; a graph over [limits] is refused with a reply to
   // its request, and the connection stays usable (the job trains on without the daemon).

@@ -214,7 +214,7 @@ TEST(Daemon, AStopEndsByItsDeadlineOrASecondSignalWhateverPolicyWorkIsRunning) {
     EXPECT_EQ(daemon.stop(0), 1) << daemon.log();
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count(), 5.0);
     EXPECT_NE(daemon.log().find(second_signal ? "a second SIGINT: exiting now"
-                                              : "the jobs' state was not persisted within 1000 ms (daemon.stop_timeout_ms"),
+                                              : "the daemon had not stopped 1000 ms after the signal (daemon.stop_timeout_ms"),
               std::string::npos)
         << daemon.log();
   }

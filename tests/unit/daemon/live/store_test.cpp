@@ -69,6 +69,14 @@ TEST_F(StoreTest, AFileDeletedWhileTheStoreRunsIsForgotten) {
   EXPECT_TRUE(store.offer(7, g, d, {{{1, 1}}, 3.0, "b"})) << "a slower one is the best there is now";
   store.flush();
   EXPECT_DOUBLE_EQ(Store(dir).best(7, g, d)->step_time_s, 3.0);
+  // An admin shares uid 7's file with uid 8, whose best the store knew to be none.
+  EXPECT_FALSE(store.best(8, g, d));
+  fs::create_directories(fs::path(dir) / "placements" / "8");
+  for (const auto& f : fs::directory_iterator(fs::path(dir) / "placements" / "7"))
+    fs::copy_file(f.path(), fs::path(dir) / "placements" / "8" / f.path().filename());
+  ASSERT_TRUE(store.best(8, g, d)) << "the copy is read";
+  EXPECT_DOUBLE_EQ(store.best(8, g, d)->step_time_s, 3.0);
+  EXPECT_FALSE(store.offer(8, g, d, {{{0, 0}}, 4.0, "c"})) << "and a slower offer does not replace it";
 }
 
 TEST_F(StoreTest, AFlushWithATimeoutDoesNotWaitForAWriterThatHangs) {
