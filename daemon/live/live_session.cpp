@@ -138,13 +138,7 @@ messages::GraphAccepted LiveSession::on_graph(placement::OpGraph graph, std::opt
     failure = "a plugin threw an exception that is not a std::exception";
   }
   // Whatever failed leaves the session as it was, without a graph.
-  s_.pipeline.reset();
-  s_.algorithm.reset();
-  s_.placer.reset();
-  s_.grouper.reset();
-  s_.graph.reset();
-  s_.memory_model.reset();
-  s_.cached.reset();
+  drop_graph_locked();
   spdlog::warn("job {} '{}': graph rejected: {}", s_.id, s_.job, failure);
   throw RequestError(error::kBadPayload, failure);
 }
@@ -274,6 +268,11 @@ void LiveSession::retire() {
     view_ = std::move(last);
   }
   retired_ = true;
+  drop_graph_locked();
+  s_.candidates.clear();
+}
+
+void LiveSession::drop_graph_locked() {
   // The algorithm points into the pipeline's policy, the pipeline at the plugins and the graph.
   s_.algorithm.reset();
   s_.pipeline.reset();
@@ -282,7 +281,6 @@ void LiveSession::retire() {
   s_.warm_start.reset();
   s_.memory_model.reset();
   s_.graph.reset();
-  s_.candidates.clear();
   s_.cached.reset();
   s_.job_start.reset();
 }

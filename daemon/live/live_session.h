@@ -137,6 +137,9 @@ class LiveSession {
   void warm_start();
   bool persist_locked();
   void finish();
+  /// Lets go of the graph and everything built on it: plugins, policy, memory model (caller holds
+  /// mutex_).
+  void drop_graph_locked();
 
   /// What inspection shows: the summary, and the detail as last asked for.
   struct View {

@@ -11,6 +11,16 @@
 
 namespace placement::detail {
 
+/// The UTF-8 sequence at `text[at]`: its length and code point, or length 0 when it is not well
+/// formed (truncated, a bad continuation, overlong, a surrogate, past U+10FFFF), with the byte at
+/// fault in `bad_at`.
+struct Utf8Sequence {
+  size_t length = 0;
+  uint32_t code = 0;
+  size_t bad_at = 0;
+};
+Utf8Sequence utf8_sequence(const std::string& text, size_t at);
+
 class JsonReader {
  public:
   JsonReader(const nlohmann::json& value, std::string path) : value_(value), path_(std::move(path)) {}

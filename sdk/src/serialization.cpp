@@ -287,22 +287,6 @@ json to_json(const Measurement& m) {
 
 namespace {
 
-// The length of the well-formed UTF-8 sequence at `text[i]`, 0 if there is none.
-size_t utf8_sequence(const std::string& text, size_t i) {
-  const auto byte = static_cast<unsigned char>(text[i]);
-  const size_t length = byte < 0x80 ? 1 : (byte >> 5) == 0x6 ? 2 : (byte >> 4) == 0xE ? 3 : (byte >> 3) == 0x1E ? 4 : 0;
-  if (length == 0 || i + length > text.size()) return 0;
-  uint32_t code = length == 1 ? byte : byte & (0x7F >> length);
-  for (size_t k = 1; k < length; ++k) {
-    const auto next = static_cast<unsigned char>(text[i + k]);
-    if ((next >> 6) != 0x2) return 0;
-    code = (code << 6) | (next & 0x3F);
-  }
-  static constexpr uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (code < kSmallest[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return 0;
-  return length;
-}
-
 // A failed step's error reaches placementd's log and `placementctl jobs show`: its control
 // characters (a Python traceback's line breaks, an escape sequence, C1 controls) and bytes that
 // are no UTF-8 are written out, so the text stays one line, does nothing to a terminal and
@@ -312,7 +296,7 @@ std::string escape_controls(const std::string& text) {
   out.reserve(text.size());
   for (size_t i = 0; i < text.size();) {
     const auto byte = static_cast<unsigned char>(text[i]);
-    const size_t length = utf8_sequence(text, i);
+    const size_t length = detail::utf8_sequence(text, i).length;
     char escaped[8];
     if (byte == '\n') {
       out += "\\n";
