@@ -44,7 +44,7 @@ int time_placers(const std::vector<std::string>& only, const std::vector<int>& g
   placementd::PluginRegistry registry;
   registry.scan({PLUGIN_DIR});
   std::vector<placement::Device> list;
-  for (int d = 0; d < 4; ++d) list.push_back({placement::DeviceKind::kCuda, d, 80ull << 30, 1.0});
+  for (int d = 0; d < 4; ++d) list.push_back({placement::DeviceKind::kCuda, d, 80ull << 30, 1.0, std::nullopt});
   const placement::DeviceSet devices = placement::DeviceSet::uniform(list, 50e9, 1e-5);
   std::printf("%-22s %7s %12s %14s %14s\n", "placer", "groups", "sample_ms", "update10_ms", "sample+update");
   struct Variant {

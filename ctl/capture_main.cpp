@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
                                             "it on the CPU to --profile it");
       std::vector<c10::IValue> args;
       for (const at::Tensor& t : placement::example_inputs(shapes, dtype)) args.emplace_back(t);
-      placement::PlacedModule placed(module, graph, placement::DeviceSet::uniform({{device.kind, device.index, memory, 1.0}}, 1e9, 0));
+      placement::PlacedModule placed(module, graph, placement::DeviceSet::uniform({{device.kind, device.index, memory, 1.0, std::nullopt}}, 1e9, 0));
       torch::optim::SGD sgd(placed.parameters(), torch::optim::SGDOptions(1e-4));
       const auto profiles = placement::profile_steps(
           placed,

@@ -102,6 +102,7 @@ if command -v nvidia-smi >/dev/null; then
 else
   log "- gpu: none (nvidia-smi not found)"
 fi
+log "- toolchain: $(cmake --version | head -1), $(c++ --version 2>&1 | head -1)"
 log "- torch: $("$python" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -1)"
 log "- devices: $devices; build: $build"
 log
@@ -127,7 +128,7 @@ build)
   started=$SECONDS
   if cmake -S "$root" -B "$build" "${args[@]}" >"$logs/cmake.log" 2>&1; then
     log "features: $(grep -o 'placementd features: .*' "$logs/cmake.log" | tail -1)"
-    if cmake --build "$build" -j"$(nproc)" >"$logs/build.log" 2>&1; then
+    if cmake --build "$build" -j"$(nproc)" -- -k 0 >"$logs/build.log" 2>&1; then
       log "built in $((SECONDS - started)) s: $("$build/bin/placementd" --version)"
     else
       fail "build; the first errors:"

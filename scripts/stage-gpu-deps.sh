@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
 # Stages into .gpu-deps/ what a GPU machine with the pip LibTorch lacks to build placementd: the
-# Debian headers and libraries of TOML++, METIS, Scotch and libsystemd, and Eigen's and gloo's headers. Run it
-# on a Debian 12 development machine; copy .gpu-deps/ along with the tree (the device tool's
-# `carry`). The folder mirrors /usr (include/, lib/x86_64-linux-gnu/, share/), so CMake package
-# configs that find their prefix relative to themselves (TOML++'s, Eigen's) work unchanged with
-# CMAKE_PREFIX_PATH=.gpu-deps; scripts/gpu-run.sh --stage build does that.
+# Debian headers, libraries and CMake package configs of every C++ dependency (Boost's headers,
+# nlohmann-json, TOML++, spdlog and fmt, CLI11, prometheus-cpp, GoogleTest, Eigen, METIS, Scotch,
+# gloo's headers, zlib, libsystemd). That machine's image holds PyTorch, the CUDA toolkit, CMake and
+# ninja, and nothing can be installed there. Run it on a Debian 12 development machine; copy
+# .gpu-deps/ along with the tree (the device tool's `carry`). The folder mirrors /usr (include/,
+# lib/x86_64-linux-gnu/, share/), so CMake package configs that find their prefix relative to
+# themselves work unchanged with CMAKE_PREFIX_PATH=.gpu-deps; scripts/gpu-run.sh --stage build does
+# that.
+#
+# Boost's headers are 150 MiB, past what travels to that machine (64 MiB), so only the Boost headers
+# the build reads are staged: the ones a finished build of this checkout (build/, scripts/build.sh)
+# recorded in its dependency log. Build here first.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$root/.gpu-deps
-need=(libtomlplusplus-dev libmetis-dev libscotch-dev libsystemd-dev libeigen3-dev libgloo-dev)
+build=${1:-$root/build}
+need=(libtomlplusplus-dev libmetis-dev libscotch-dev libsystemd-dev libeigen3-dev libgloo-dev libboost-dev
+      nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev prometheus-cpp-dev libgtest-dev libgmock-dev zlib1g-dev)
 missing=()
 for p in "${need[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
@@ -18,15 +27,36 @@ if ((${#missing[@]})); then
   fi
   apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 fi
+if [ ! -f "$build/build.ninja" ] || ! ninja -C "$build" -t deps >/dev/null 2>&1; then
+  echo "stage-gpu-deps.sh: no Ninja build in $build to read the Boost headers it uses from; run scripts/build.sh first" >&2
+  exit 1
+fi
 arch=/usr/lib/x86_64-linux-gnu
+lib=$out/lib/x86_64-linux-gnu
 rm -rf "$out"
-mkdir -p "$out/include" "$out/lib/x86_64-linux-gnu/cmake" "$out/share/eigen3"
-cp -r /usr/include/toml++ /usr/include/metis.h /usr/include/scotch /usr/include/systemd /usr/include/eigen3 /usr/include/gloo "$out/include/"
-cp -P "$arch"/libtomlplusplus.so* "$arch"/libmetis.so* "$arch"/libscotch*.so* "$out/lib/x86_64-linux-gnu/"
-cp -r "$arch/cmake/tomlplusplus" "$out/lib/x86_64-linux-gnu/cmake/"
+mkdir -p "$out/include" "$lib/cmake" "$out/share/eigen3" "$out/share/cmake"
+cp -r /usr/include/toml++ /usr/include/metis.h /usr/include/scotch /usr/include/systemd /usr/include/eigen3 \
+  /usr/include/gloo /usr/include/nlohmann /usr/include/spdlog /usr/include/fmt /usr/include/CLI \
+  /usr/include/prometheus /usr/include/gtest /usr/include/gmock /usr/include/zlib.h /usr/include/zconf.h "$out/include/"
+# The Boost headers the build read, with their paths under /usr/include kept.
+ninja -C "$build" -t deps | grep -oE '^ +/usr/include/boost/[^ ]+' | sed 's/^ *//' | sort -u |
+  (cd / && xargs cp --parents -t "$out") 2>/dev/null || true
+[ -d "$out/usr/include/boost" ] && mv "$out/usr/include/boost" "$out/include/" && rm -rf "$out/usr"
+[ -f "$out/include/boost/version.hpp" ] || { echo "stage-gpu-deps.sh: no Boost headers found in $build's dependency log" >&2; exit 1; }
+cp -P "$arch"/libtomlplusplus.so* "$arch"/libmetis.so* "$arch"/libscotch*.so* "$arch"/libspdlog.so* "$arch"/libfmt.so* \
+  "$arch"/libprometheus-cpp-*.so* "$arch"/libgtest*.a "$arch"/libgmock*.a "$arch"/libz.so.1* "$lib/"
+ln -sf libz.so.1 "$lib/libz.so"
+for config in tomlplusplus spdlog fmt prometheus-cpp GTest Boost-1.74.0 boost_headers-1.74.0 BoostDetectToolset-1.74.0.cmake; do
+  cp -r "$arch/cmake/$config" "$lib/cmake/"
+done
+# placementd links prometheus-cpp's core alone; its pull and push parts would want civetweb and curl.
+sed -i -E 's/^set\(PROMETHEUS_CPP_ENABLE_(PULL|PUSH) ON\)/set(PROMETHEUS_CPP_ENABLE_\1 OFF)/' \
+  "$lib/cmake/prometheus-cpp/prometheus-cpp-config.cmake"
+cp -r /usr/share/cmake/nlohmann_json /usr/share/cmake/CLI11 "$out/share/cmake/"
 cp -r /usr/share/eigen3/cmake "$out/share/eigen3/"
-# libsystemd.so.0 is on every systemd machine; only the link-time name is missing there.
-ln -s "$arch/libsystemd.so.0" "$out/lib/x86_64-linux-gnu/libsystemd.so"
+# libsystemd.so.0 is on every systemd machine; only the link-time name is missing there. Where it is
+# not, the link dangles, CMake finds no libsystemd and builds without sd_notify (PLACEMENT_WITH_SYSTEMD=AUTO).
+ln -s "$arch/libsystemd.so.0" "$lib/libsystemd.so"
 # Keep it out of git: it is a build input of one machine, not source.
 if [ -d "$root/.git" ]; then
   mkdir -p "$root/.git/info"

@@ -45,7 +45,9 @@ TEST(GroupCap, AChainIsCutIntoEqualRunsOfConsecutiveOps) {
   std::map<int, int> size;
   for (size_t op = 0; op < g.ops.size(); ++op) {
     ++size[capped.group_of_op[op]];
-    if (op > 0) EXPECT_GE(capped.group_of_op[op], capped.group_of_op[op - 1]) << "runs follow the chain";
+    if (op > 0) {
+      EXPECT_GE(capped.group_of_op[op], capped.group_of_op[op - 1]) << "runs follow the chain";
+    }
   }
   for (const auto& [group, ops] : size) {
     EXPECT_GE(ops, 3) << "group " << group;

@@ -30,10 +30,11 @@ std::map<std::string, int> kinds(const OpGraph& g) {
   return count;
 }
 
-const Op& named(const OpGraph& g, const std::string& name) {
+// Takes a C string, so that no temporary std::string lives beside the reference it returns.
+const Op& named(const OpGraph& g, const char* name) {
   for (const auto& op : g.ops)
     if (op.name == name) return op;
-  throw std::runtime_error("no op named " + name);
+  throw std::runtime_error(std::string("no op named ") + name);
 }
 
 TEST(Capture, MlpOpsNamesParametersAndEdges) {
@@ -137,7 +138,8 @@ TEST(Capture, EveryOpCarriesItsWorkAndEveryKindOfTheTestModelsHasAFormula) {
   EXPECT_EQ(conv1.work->math, MathClass::kConv);
   EXPECT_DOUBLE_EQ(conv1.work->forward_flops, 2.0 * 64 * 32 * 32 * 3 * 7 * 7);
   // rnnlm_small: LSTM(32, 32), one layer, over its 8-token input sequence.
-  const Op& lstm = named(capture_model("rnnlm_small"), "layers.0/lstm");
+  const OpGraph rnnlm = capture_model("rnnlm_small");
+  const Op& lstm = named(rnnlm, "layers.0/lstm");
   EXPECT_EQ(lstm.work->math, MathClass::kMatmul);
   EXPECT_EQ(lstm.work->rnn_layers, 1);
   EXPECT_EQ(lstm.work->rnn_steps, 8);

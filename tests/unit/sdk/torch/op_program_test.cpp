@@ -40,7 +40,7 @@ std::pair<size_t, size_t> most_alive(const Model& model, const at::Tensor& input
 // the end of the forward held all of a model's temporaries at once, and its backward then
 // allocated fresh memory (GPT-2 small trained 17% slower than eager on a CPU).
 TEST(OpProgram, LetsGoOfEachValueOnceItsLastReaderHasRun) {
-  for (const std::string& name : {"two_tower.pt2", "mlp.pt2"}) {
+  for (const std::string name : {"two_tower.pt2", "mlp.pt2"}) {
     const Model model = Model::load(std::string(EXPORT_DIR) + "/" + name);
     const auto [most, made] = most_alive(model, at::randn({8, name == "mlp.pt2" ? 32 : 64}));
     // Two towers of three linear+activation layers, their concatenation and a head: while the

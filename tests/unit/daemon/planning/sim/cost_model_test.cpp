@@ -9,7 +9,7 @@ namespace {
 using placement::MathClass;
 using placement::OpWork;
 
-const placement::DeviceSpec& preset(const std::string& name) {
+const placement::DeviceSpec& preset(const char* name) {
   const DevicePreset* p = find_device_preset(name);
   EXPECT_NE(p, nullptr) << name;
   return p->spec;
