@@ -27,8 +27,11 @@ function(placement_add_plugin KIND NAME)
   if("placement_plugins_torch" IN_LIST ARG_LIBRARIES)
     set_property(TARGET ${mod} APPEND PROPERTY INSTALL_RPATH "${PLACEMENT_TORCH_RPATH}")
   endif()
-  target_link_options(${mod} PRIVATE
-    "-Wl,--version-script=${PROJECT_SOURCE_DIR}/cmake/plugin.map" "-Wl,--no-undefined")
+  target_link_options(${mod} PRIVATE "-Wl,--version-script=${PROJECT_SOURCE_DIR}/cmake/plugin.map")
+  # A sanitized plugin calls a runtime that only the program loading it links.
+  if(NOT PLACEMENT_SANITIZERS)
+    target_link_options(${mod} PRIVATE "-Wl,--no-undefined")
+  endif()
   set_property(GLOBAL APPEND PROPERTY PLACEMENT_PLUGIN_TARGETS ${mod})
   install(TARGETS ${mod} LIBRARY DESTINATION ${PLACEMENT_PLUGIN_INSTALL_DIR}/${KIND}s)
   if(PLACEMENT_BUILD_TESTS)

@@ -131,6 +131,8 @@ messages::GraphAccepted LiveSession::on_graph(placement::OpGraph graph, std::opt
                  g.ops.size(), grouping.num_groups,
                  s_.pipeline->learned_grouping() ? " (learned grouping, regrouped every sample)" : "",
                  s_.cached ? ", stored best placement found" : "", resumed ? ", policy state resumed" : "");
+    // The warm start may hold the session for seconds next: inspection meanwhile shows the graph.
+    refresh_summary_locked();
     return {s_.fingerprint, g.ops.size(), g.edges.size(), grouping.num_groups, s_.cached.has_value(), resumed};
   } catch (const std::exception& e) {
     failure = e.what();
@@ -336,6 +338,12 @@ bool LiveSession::detached() const {
 // is taken the one made last is shown.
 std::shared_ptr<const LiveSession::View> LiveSession::full_view_locked() const {
   return std::make_shared<const View>(View{s_.summary(), std::make_shared<const placement::messages::JobInfo>(s_.detail())});
+}
+
+void LiveSession::refresh_summary_locked() const {
+  auto summary = s_.summary();
+  std::lock_guard<std::mutex> guard(view_mutex_);
+  view_ = std::make_shared<const View>(View{std::move(summary), view_->detail});
 }
 
 std::shared_ptr<const LiveSession::View> LiveSession::view(bool with_detail) const {

@@ -149,6 +149,8 @@ class LiveSession {
   std::shared_ptr<const View> view(bool with_detail) const;
   /// Summary and detail, made now (caller holds mutex_).
   std::shared_ptr<const View> full_view_locked() const;
+  /// Makes the summary inspection shows anew, keeping the last detail (caller holds mutex_).
+  void refresh_summary_locked() const;
 
   const PluginRegistry& registry_;
   Store& store_;

@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -81,17 +82,31 @@ std::string Store::path_for(uid_t owner, const placement::OpGraph& graph, const 
       .string();
 }
 
+StoredPlacement stored_placement_from_json(const json& doc, const placement::OpGraph& graph,
+                                           const placement::DeviceSet& devices) {
+  if (!doc.is_object() || !doc.contains("placement"))
+    throw placement::FormatError("not a stored placement: an object with placement and step_time_s");
+  if (!doc.contains("step_time_s") || !doc["step_time_s"].is_number())
+    throw placement::FormatError("step_time_s: expected a number");
+  StoredPlacement stored;
+  stored.placement = placement::placement_from_json(doc["placement"], graph, devices);
+  stored.step_time_s = doc["step_time_s"].get<double>();
+  // A time that could never be beaten (0, negative, NaN, infinite) would keep the file forever.
+  if (!std::isfinite(stored.step_time_s) || stored.step_time_s <= 0.0)
+    throw placement::FormatError("step_time_s must be a finite time > 0, not " + doc["step_time_s"].dump());
+  if (doc.contains("job")) {
+    if (!doc["job"].is_string()) throw placement::FormatError("job: expected a string");
+    stored.job = doc["job"].get<std::string>();
+  }
+  return stored;
+}
+
 std::optional<StoredPlacement> Store::read_best(const std::string& path, const placement::OpGraph& graph,
                                                 const placement::DeviceSet& devices) const {
   std::error_code ec;
   if (!fs::exists(path, ec)) return std::nullopt;
   try {
-    const json doc = placement::read_json_file(path);
-    StoredPlacement stored;
-    stored.placement = placement::placement_from_json(doc.at("placement"), graph, devices);
-    stored.step_time_s = doc.at("step_time_s").get<double>();
-    stored.job = doc.value("job", "");
-    return stored;
+    return stored_placement_from_json(placement::read_json_file(path), graph, devices);
   } catch (const std::exception& e) {
     spdlog::warn("ignoring stored placement {}: {}", path, e.what());
     return std::nullopt;
@@ -124,10 +139,8 @@ std::optional<StoredPlacement> Store::best(uid_t owner, const placement::OpGraph
   return known_locked(path, graph, devices);
 }
 
-namespace {
-
-std::string stored_file(const placement::OpGraph& graph, const placement::DeviceSet& devices,
-                        const StoredPlacement& stored) {
+std::string stored_placement_file(const placement::OpGraph& graph, const placement::DeviceSet& devices,
+                                  const StoredPlacement& stored) {
   const json doc = {{"graph_fingerprint", graph.fingerprint()},
                     {"devices_fingerprint", devices.fingerprint()},
                     {"graph_name", graph.name},
@@ -136,8 +149,6 @@ std::string stored_file(const placement::OpGraph& graph, const placement::Device
                     {"placement", placement::to_json(stored.placement, devices)}};
   return doc.dump() + "\n";
 }
-
-}  // namespace
 
 bool Store::offer(uid_t owner, const placement::OpGraph& graph, const placement::DeviceSet& devices,
                   const StoredPlacement& candidate) {
@@ -150,11 +161,11 @@ bool Store::offer(uid_t owner, const placement::OpGraph& graph, const placement:
     // The best is known but its last write failed (a full disk, say): every offer tries it again,
     // so it reaches the disk once there is room, not only when a faster placement comes along.
     if (errors_.count(path) && !pending_.count(path) && writing_ != path)
-      queue_locked(path, stored_file(graph, devices, *known));
+      queue_locked(path, stored_placement_file(graph, devices, *known));
     return false;
   }
   known = candidate;
-  queue_locked(path, stored_file(graph, devices, candidate));
+  queue_locked(path, stored_placement_file(graph, devices, candidate));
   return true;
 }
 

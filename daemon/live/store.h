@@ -16,6 +16,7 @@
 #include <string>
 
 #include <boost/asio/thread_pool.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "placement/devices.h"
 #include "placement/graph.h"
@@ -28,6 +29,15 @@ struct StoredPlacement {
   double step_time_s = 0.0;
   std::string job;
 };
+
+/// The contents of a stored placement file (JSON, one line).
+std::string stored_placement_file(const placement::OpGraph& graph, const placement::DeviceSet& devices,
+                                  const StoredPlacement& stored);
+/// A stored placement file's contents for this graph and device set; throws placement::FormatError
+/// naming what does not fit. What a file holds is checked like a client's message: anyone who could
+/// write the state directory may have written it.
+StoredPlacement stored_placement_from_json(const nlohmann::json& doc, const placement::OpGraph& graph,
+                                           const placement::DeviceSet& devices);
 
 /// The store answers from memory what it read or was given, and writes on a thread of its own, so
 /// no caller waits for a disk (a session offers its best after every candidate, under its lock).

@@ -78,20 +78,20 @@ bool is_admin(uid_t uid, gid_t gid, const std::string& group) {
 }
 
 // The most a frame of each type may hold. A graph upload and a profile report grow with the model
-// (daemon.max_frame_bytes); an attach carries the job's devices; everything else a client sends is
-// a few hundred bytes. A frame over its type's limit is refused at its header, before any of it is
-// buffered or decoded: one large status frame would otherwise hold the I/O thread, and every
-// other job, while it is parsed.
+// (daemon.max_frame_bytes), and only an attached job sends them; an attach carries the job's
+// devices; everything else a client sends is a few hundred bytes. A frame over its type's limit is
+// refused at its header, before any of it is buffered or decoded: one large status frame would
+// otherwise hold the I/O thread, and every other job, while it is parsed, and a connection that
+// never attached would hold max_frame_bytes for a frame the daemon refuses anyway.
 constexpr uint64_t kMaxSmallFrameBytes = 1 << 20;
 
-uint64_t max_frame_bytes_of(uint16_t type, uint64_t max_frame_bytes) {
-  switch (static_cast<MessageType>(type)) {
-    case MessageType::kGraphUpload:
-    case MessageType::kProfileReport:
-      return max_frame_bytes;
-    default:
-      return std::min(max_frame_bytes, kMaxSmallFrameBytes);
-  }
+bool grows_with_the_model(uint16_t type) {
+  return type == static_cast<uint16_t>(MessageType::kGraphUpload) ||
+         type == static_cast<uint16_t>(MessageType::kProfileReport);
+}
+
+uint64_t max_frame_bytes_of(uint16_t type, bool attached, uint64_t max_frame_bytes) {
+  return attached && grows_with_the_model(type) ? max_frame_bytes : std::min(max_frame_bytes, kMaxSmallFrameBytes);
 }
 
 // An input buffer keeps at most this much capacity between frames: the memory a large frame took
@@ -105,7 +105,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Connection(Server& server, stream_protocol::socket socket, const ucred& cred)
       : server_(server), socket_(std::move(socket)), timer_(socket_.get_executor()),
         hello_timer_(socket_.get_executor()) {
-    state_.peer = {cred.uid, cred.gid, cred.pid, is_admin(cred.uid, cred.gid, server_.limits().admin_group)};
+    state_.peer = {cred.uid, cred.gid, cred.pid, false};
   }
 
   uid_t uid() const { return state_.peer.uid; }
@@ -126,7 +126,25 @@ class Connection : public std::enable_shared_from_this<Connection> {
       fail(error::kTimeout, "no hello within " + std::to_string(server_.limits().frame_timeout_ms) +
                                 " ms of connecting (daemon.frame_timeout_ms)");
     });
-    read();
+    if (const std::optional<bool> admin = server_.known_admin(state_.peer.uid, state_.peer.gid)) {
+      state_.peer.admin = *admin;
+      read();
+      return;
+    }
+    // NSS may ask a directory server and wait seconds: on the I/O thread that would hold every
+    // connection, so it runs on the lookup thread and this connection reads nothing until its
+    // answer is in (if that takes longer than frame_timeout_ms, this connection times out, no other).
+    const Peer peer = state_.peer;
+    const std::string group = server_.limits().admin_group;
+    asio::post(server_.lookups_, [this, self, peer, group] {
+      const bool admin = is_admin(peer.uid, peer.gid, group);
+      asio::post(socket_.get_executor(), [this, self, peer, group, admin] {
+        server_.remember_admin(peer.uid, peer.gid, group, admin);
+        if (closed_ || stop_reading_) return;
+        state_.peer.admin = admin;
+        read();
+      });
+    });
   }
 
   // Queues one frame; runs on the I/O thread.
@@ -234,12 +252,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
           continue;
         }
       }
-      const uint64_t type_limit = max_frame_bytes_of(header.type, server_.limits().max_frame_bytes);
+      const bool attached = state_.version != 0 && state_.job;
+      const uint64_t type_limit = max_frame_bytes_of(header.type, attached, server_.limits().max_frame_bytes);
       if (header.length > type_limit) {
-        const bool small = type_limit < server_.limits().max_frame_bytes;
-        fail(error::kFrameTooLarge,
-             "frame of " + std::to_string(header.length) + " bytes exceeds the maximum of " + std::to_string(type_limit) +
-                 (small ? " for message type " + std::to_string(header.type) : std::string(" (daemon.max_frame_bytes)")));
+        std::string which = " (daemon.max_frame_bytes)";
+        if (type_limit < server_.limits().max_frame_bytes)
+          which = " for message type " + std::to_string(header.type) +
+                  (grows_with_the_model(header.type) ? " before the connection attaches a job" : "");
+        fail(error::kFrameTooLarge, "frame of " + std::to_string(header.length) + " bytes exceeds the maximum of " +
+                                        std::to_string(type_limit) + which);
         return;
       }
       if (input_.size() - offset - header_size < header.length) break;
@@ -428,6 +449,30 @@ void Server::accept() {
     }
     if (accepting_) accept();
   });
+}
+
+void Server::set_limits(const ServerLimits& limits) {
+  if (limits.admin_group != limits_.admin_group) admin_answers_.clear();
+  limits_ = limits;
+}
+
+// Membership changes (usermod) reach a running daemon within this long.
+constexpr int kAdminAnswerSeconds = 60;
+
+std::optional<bool> Server::known_admin(uid_t uid, gid_t gid) const {
+  if (uid == 0) return true;
+  if (limits_.admin_group.empty()) return false;
+  const auto it = admin_answers_.find({uid, gid});
+  if (it == admin_answers_.end() ||
+      std::chrono::steady_clock::now() - it->second.second > std::chrono::seconds(kAdminAnswerSeconds))
+    return std::nullopt;
+  return it->second.first;
+}
+
+void Server::remember_admin(uid_t uid, gid_t gid, const std::string& group, bool admin) {
+  if (group != limits_.admin_group) return;  // a reload changed the group meanwhile
+  // Bounded by the uids that connect, each with one gid; old answers go as they are replaced.
+  admin_answers_[{uid, gid}] = {admin, std::chrono::steady_clock::now()};
 }
 
 void Server::remove(const std::shared_ptr<Connection>& connection) {

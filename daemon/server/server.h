@@ -3,14 +3,17 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <set>
 #include <string>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/thread_pool.hpp>
 
 #include "server/service.h"
 
@@ -44,7 +47,7 @@ class Server {
   void listen(const std::string& path, uint32_t mode);
   /// Uses an already listening socket (systemd socket activation).
   void adopt(int fd);
-  void set_limits(const ServerLimits& limits) { limits_ = limits; }
+  void set_limits(const ServerLimits& limits);
   const ServerLimits& limits() const { return limits_; }
 
   /// Stops accepting; existing connections continue until close_all().
@@ -60,6 +63,10 @@ class Server {
   /// While the partial frames of all connections are over max_buffered_bytes, closes the
   /// connection holding the most ("busy"): `crossing`, which went over, only when it holds the most.
   void shed_buffers(Connection& crossing);
+  /// Whether uid/gid administers, when known without asking NSS: root, no admin_group, or an answer
+  /// of the last kAdminAnswerSeconds.
+  std::optional<bool> known_admin(uid_t uid, gid_t gid) const;
+  void remember_admin(uid_t uid, gid_t gid, const std::string& group, bool admin);
 
   boost::asio::io_context& io_;
   Service& service_;
@@ -70,6 +77,11 @@ class Server {
   std::map<uid_t, int64_t> connections_of_uid_;
   size_t buffered_ = 0;
   bool accepting_ = false;
+  /// Admin answers by (uid, gid) for limits_.admin_group, with when they were looked up; I/O thread only.
+  std::map<std::pair<uid_t, gid_t>, std::pair<bool, std::chrono::steady_clock::time_point>> admin_answers_;
+  /// Where NSS lookups run (getgrnam_r, getgrouplist may wait seconds on LDAP); declared last, so it
+  /// is joined before the rest goes.
+  boost::asio::thread_pool lookups_{1};
 };
 
 }  // namespace placementd

@@ -102,13 +102,16 @@ Client::Client(const ClientOptions& options) : timeout_ms_(options.timeout_ms) {
 
 Client::~Client() {
   if (fd_ >= 0) {
-    flush_pending(false);
+    flush_pending(nullptr);
     ::close(fd_);
   }
 }
 
-void Client::write_all(const uint8_t* data, size_t size) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms_);
+Client::Deadline Client::deadline() const {
+  return std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms_);
+}
+
+void Client::write_all(const uint8_t* data, size_t size, Deadline deadline) {
   while (size > 0) {
     const ssize_t n = ::send(fd_, data, size, MSG_NOSIGNAL);
     if (n > 0) {
@@ -125,10 +128,10 @@ void Client::write_all(const uint8_t* data, size_t size) {
   }
 }
 
-bool Client::flush_pending(bool block) {
+bool Client::flush_pending(Deadline* block_until) {
   if (pending_.empty()) return true;
-  if (block) {
-    write_all(pending_.data(), pending_.size());
+  if (block_until) {
+    write_all(pending_.data(), pending_.size(), *block_until);
     pending_.clear();
     return true;
   }
@@ -137,8 +140,7 @@ bool Client::flush_pending(bool block) {
   return pending_.empty();
 }
 
-void Client::read_exact(uint8_t* data, size_t size) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms_);
+void Client::read_exact(uint8_t* data, size_t size, Deadline deadline) {
   while (size > 0) {
     const ssize_t n = ::recv(fd_, data, size, 0);
     if (n > 0) {
@@ -157,15 +159,17 @@ void Client::read_exact(uint8_t* data, size_t size) {
   }
 }
 
-json Client::read_frame(protocol::Header* header) {
+json Client::read_frame(protocol::Header* header) { return read_frame(header, deadline()); }
+
+json Client::read_frame(protocol::Header* header, Deadline deadline) {
   uint8_t head[protocol::kHeaderSize];
-  read_exact(head, sizeof(head));
+  read_exact(head, sizeof(head), deadline);
   if (!protocol::decode_header(head, header))
     throw ConnectionError("placementd sent a frame with a bad magic");
   if (header->length > protocol::kDefaultMaxFrameBytes * 4u)
     throw ConnectionError("placementd sent an oversized frame");
   std::vector<uint8_t> payload(header->length);
-  read_exact(payload.data(), payload.size());
+  read_exact(payload.data(), payload.size(), deadline);
   try {
     return protocol::decode_payload(payload.data(), payload.size());
   } catch (const FormatError& e) {
@@ -174,15 +178,16 @@ json Client::read_frame(protocol::Header* header) {
 }
 
 json Client::request(MessageType type, const json& body, MessageType expected_reply) {
-  flush_pending(true);
+  Deadline until = deadline();
+  flush_pending(&until);
   if (next_request_id_ == 0) ++next_request_id_;  // 0 marks what the daemon pushes unasked
   const uint32_t id = next_request_id_++;
   const auto frame =
       protocol::encode_frame(type, id, body, version_ ? version_ : protocol::kMaxVersion);
-  write_all(frame.data(), frame.size());
+  write_all(frame.data(), frame.size(), until);
   for (;;) {
     protocol::Header header;
-    json reply = read_frame(&header);
+    json reply = read_frame(&header, until);
     const auto reply_type = static_cast<MessageType>(header.type);
     if (reply_type == MessageType::kError) {
       const messages::Error error = messages::Error::from_json(reply);
@@ -203,7 +208,7 @@ json Client::request(MessageType type, const json& body, MessageType expected_re
 }
 
 bool Client::poll_readable(int timeout_ms) {
-  flush_pending(false);
+  flush_pending(nullptr);
   pollfd p{fd_, POLLIN, 0};
   int r;
   do r = ::poll(&p, 1, std::max(timeout_ms, 0));
@@ -213,11 +218,11 @@ bool Client::poll_readable(int timeout_ms) {
 }
 
 bool Client::send_oneway(MessageType type, const json& body, size_t max_pending_bytes) {
-  if (!flush_pending(false) && pending_.size() > max_pending_bytes) return false;
+  if (!flush_pending(nullptr) && pending_.size() > max_pending_bytes) return false;
   if (next_request_id_ == 0) ++next_request_id_;
   const auto frame = protocol::encode_frame(type, next_request_id_++, body, version_);
   pending_.insert(pending_.end(), frame.begin(), frame.end());
-  flush_pending(false);
+  flush_pending(nullptr);
   return true;
 }
 

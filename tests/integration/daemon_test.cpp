@@ -274,7 +274,7 @@ TEST(Daemon, APluginThatThrowsEndsOneJobsExplorationAndNothingElse) {
 }
 
 TEST(Daemon, AFreshPolicyIsWarmStartedFromTheConfiguredBaseline) {
-  if (!std::ifstream(plugin_dir() + "/placers/feedforward.so")) GTEST_SKIP() << "built without LibTorch";
+  if (!learned_plugins_built()) GTEST_SKIP() << "built without LibTorch";
   DaemonOptions options;
   options.extra = "[policy]\nplacer = \"feedforward\"\nwarm_start = \"metis\"\n";
   DaemonProcess daemon(options);
@@ -296,7 +296,7 @@ TEST(Daemon, AFreshPolicyIsWarmStartedFromTheConfiguredBaseline) {
 }
 
 TEST(Daemon, TheSimulatorWarmStartSearchesAProfiledGraphAndSaysWhyNotOtherwise) {
-  if (!std::ifstream(plugin_dir() + "/placers/feedforward.so")) GTEST_SKIP() << "built without LibTorch";
+  if (!learned_plugins_built()) GTEST_SKIP() << "built without LibTorch";
   DaemonOptions options;
   options.extra = "[policy]\ngrouper = \"name_prefix\"\nplacer = \"feedforward\"\nwarm_start = \"simulator\"\n";
   DaemonProcess daemon(options);

@@ -7,19 +7,24 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "daemon_process.h"
+#include "placement/client.h"
+#include "placement/protocol.h"
 
 namespace placement::testing {
 namespace {
 
 using nlohmann::json;
+using protocol::MessageType;
 
 constexpr const char* kOtherUid = "65534";  // nobody
 
@@ -113,6 +118,34 @@ TEST_F(Isolation, OneUidCannotTakeEveryConnection) {
   // Closed connections give their places back.
   const CommandResult again = run_command(as_nobody({placementctl_bin(), "--socket", daemon.socket, "status"}));
   EXPECT_EQ(again.exit_code, 0) << again.err;
+}
+
+TEST_F(Isolation, AUsersSlowGroupLookupHoldsBackNoOtherConnection) {
+  // Whether a uid administers is an NSS lookup, which may wait seconds on a directory server. The
+  // daemon's group lookups here take 1.5 s each (tools/slow_nss.cpp); while nobody's connection
+  // waits for its answer, root's requests go on as usual, and nobody's is then served.
+  if (under_address_sanitizer()) GTEST_SKIP() << "a preloaded library would come before AddressSanitizer's runtime";
+  struct group* g = ::getgrgid(65534);
+  if (!g) GTEST_SKIP() << "no group 65534";
+  DaemonOptions options{"admin_group = \"" + std::string(g->gr_name) + "\"\n"};
+  options.frame_timeout_ms = 5000;
+  options.env = {std::string("LD_PRELOAD=") + SLOW_NSS_LIB, "SLOW_NSS_MS=1500"};
+  DaemonProcess daemon(options);
+  daemon.start();
+  Client root(ClientOptions{daemon.socket, "root", 5000});
+  Child nobody(as_nobody({placementctl_bin(), "--socket", daemon.socket, "--json", "jobs", "--all"}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // its lookup has begun
+  std::chrono::steady_clock::duration slowest{};
+  for (int i = 0; i < 10; ++i) {
+    const auto started = std::chrono::steady_clock::now();
+    root.request(MessageType::kStatus, json::object(), MessageType::kStatusReply);
+    slowest = std::max(slowest, std::chrono::steady_clock::now() - started);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(slowest).count(), 500)
+      << "root's slowest status (ms) while nobody's lookup ran";
+  EXPECT_EQ(nobody.wait(), 0) << nobody.err();
+  EXPECT_EQ(json::parse(nobody.out()).size(), 0u) << "an admin (group 65534), answered once its lookup was in";
 }
 
 // The value after "key =" or "Key=" on the first line that sets it in a shipped file, unquoted.

@@ -257,7 +257,7 @@ TEST(LiveJob, ProfilesFromACaptureFileLetTheDaemonSearchItsSimulator) {
   options.extra += "[policy]\ngrouper = \"none\"\nplacer = \"feedforward\"\nwarm_start = \"simulator\"\n";
   options.extra.erase(0, std::string("[policy]\ngrouper = \"none\"\n").size());
   DaemonProcess daemon(options);
-  if (!std::ifstream(testing::plugin_dir() + "/placers/feedforward.so")) GTEST_SKIP() << "built without LibTorch";
+  if (!testing::learned_plugins_built()) GTEST_SKIP() << "built without LibTorch";
   const std::string file = daemon.dir + "/two_tower.profiled.json";
   const testing::CommandResult captured =
       testing::run_command({testing::placementctl_bin(), "capture", std::string(MODEL_DIR) + "/two_tower.pt", "--input",
@@ -328,7 +328,7 @@ JobOptions tight_interleaved(const std::string& socket, const std::string& model
 
 TEST(LiveJob, TheJobProfilesItsOwnStepsSoTheDaemonCanSearchItsSimulator) {
   DaemonProcess daemon(simulator_warm_start());
-  if (!std::ifstream(testing::plugin_dir() + "/placers/feedforward.so")) GTEST_SKIP() << "built without LibTorch";
+  if (!testing::learned_plugins_built()) GTEST_SKIP() << "built without LibTorch";
   daemon.start();
   const JobOptions live = tight_interleaved(daemon.socket, "two_tower");
   auto slow_loss = [](const std::vector<c10::IValue>& out) {
@@ -473,7 +473,14 @@ TEST(LiveJob, KeepsTrainingWithoutTheDaemonAndReattachesWhenItIsBack) {
   EXPECT_NE(daemon.log().find("stored best placement found"), std::string::npos)
       << "the new session resumes from what the killed daemon persisted\n" << daemon.log();
   // The profiles went up with the graph again: the new session has them and asks for none.
-  const json jobs = daemon.client().request(protocol::MessageType::kListJobs, json::object(), protocol::MessageType::kJobList);
+  // Inspection shows the session as last seen, which may be from before its graph while the
+  // session is busy: ask until it shows the graph.
+  json jobs;
+  for (int tries = 0; tries < 200; ++tries) {
+    jobs = daemon.client().request(protocol::MessageType::kListJobs, json::object(), protocol::MessageType::kJobList);
+    if (jobs["jobs"].size() == 1 && jobs["jobs"][0].value("ops", 0) > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   ASSERT_EQ(jobs["jobs"].size(), 1u);
   EXPECT_EQ(jobs["jobs"][0]["profiled_kinds"], json::array({"cpu"}));
   EXPECT_EQ(jobs["jobs"][0]["profiled_steps"], 0);

@@ -79,6 +79,8 @@ TEST(Placementctl, NoDaemonIsAClearErrorWithItsOwnExitCode) {
 }
 
 TEST(Placementctl, ConfigCheckOfflineAndPlacementdCheckConfigAgree) {
+  // The shipped config names the LibTorch plugins.
+  if (!learned_plugins_built()) GTEST_SKIP() << "built without LibTorch";
   DaemonProcess paths;  // only for its temp dir and plugin list
   const std::string bad = paths.dir + "/bad.toml";
   std::ofstream(bad) << paths.base_config() << "[exploration]\nwarmup_steps = -1\n[params.algorithm.reinforce]\nclip_norm = \"x\"\n";
@@ -195,6 +197,7 @@ TEST(Placementctl, SimulateAndOptimizeWithReplicasChargeTheGradientAllReduce) {
       << table.out;
   EXPECT_NE(table.out.find("ALL-REDUCE (WAITED)"), std::string::npos) << table.out;
 
+  if (!learned_plugins_built()) GTEST_SKIP() << "built without LibTorch: no feedforward placer to optimize with";
   const CommandResult optimized = run_command({placementctl_bin(), "optimize", "--graph", graph, "--devices", topology,
                                                "--replicas", "8", "--grouper", "none", "--placer", "feedforward",
                                                "--algorithm", "reinforce", "--budget", "20", "--json"});
@@ -306,6 +309,7 @@ TEST(Placementctl, AGraphCapturedWithoutProfilesIsTimedByTheCostModel) {
   EXPECT_LT(nlohmann::json::parse(tf32.out).at("placements")[1].at("step_time_s").get<double>(),
             gpu.at("step_time_s").get<double>());
   // So does optimize: everything lands on the only device it can time.
+  if (!learned_plugins_built()) GTEST_SKIP() << "built without LibTorch: no feedforward placer to optimize with";
   const CommandResult opt = run_command({placementctl_bin(), "optimize", "--graph", paths.dir + "/g.json",
                                          "--devices", paths.dir + "/topo.toml", "--budget", "8", "--json",
                                          "--plugin-dir", PLUGIN_DIR});

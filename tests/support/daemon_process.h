@@ -37,6 +37,12 @@ std::string hold_job_bin();
 std::string example_graph();
 /// How many plugin libraries this build produced (what a daemon on plugin_dir() should load).
 size_t built_plugin_count();
+/// Whether this build has the LibTorch plugins, the default policy's placer (feedforward) among them;
+/// a build without LibTorch (scripts/sanitize.sh) does not, and its tests of them skip.
+bool learned_plugins_built();
+/// Whether this program runs under AddressSanitizer, whose quarantine keeps freed memory resident:
+/// resident-memory bounds say nothing there.
+bool under_address_sanitizer();
 
 struct DaemonOptions {
   /// Lines added to [daemon].

@@ -1,6 +1,7 @@
 #pragma once
 // A blocking client for the placementd socket, used by jobs (through the job API) and placementctl.
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -58,7 +59,9 @@ class Client {
 
   /// Sends a request and waits for its reply; throws ServerError if the daemon answers with an
   /// error frame, ConnectionError if the reply is of another type than `expected_reply` or the
-  /// connection breaks or times out.
+  /// connection breaks, or when the whole round trip (what send_oneway() kept, the request, every
+  /// frame read until its reply) takes longer than the timeout: a daemon that trickles bytes or
+  /// sends other frames cannot hold the caller longer.
   nlohmann::json request(protocol::MessageType type, const nlohmann::json& body,
                          protocol::MessageType expected_reply);
 
@@ -85,9 +88,12 @@ class Client {
   void set_timeout_ms(int timeout_ms) { timeout_ms_ = timeout_ms; }
 
  private:
-  void write_all(const uint8_t* data, size_t size);
-  bool flush_pending(bool block);
-  void read_exact(uint8_t* data, size_t size);
+  using Deadline = std::chrono::steady_clock::time_point;
+  Deadline deadline() const;
+  void write_all(const uint8_t* data, size_t size, Deadline deadline);
+  bool flush_pending(Deadline* block_until);
+  void read_exact(uint8_t* data, size_t size, Deadline deadline);
+  nlohmann::json read_frame(protocol::Header* header, Deadline deadline);
 
   int fd_ = -1;
   int timeout_ms_;

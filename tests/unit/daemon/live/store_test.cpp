@@ -6,7 +6,10 @@
 #include <future>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "live/store.h"
+#include "placement/serialization.h"
 #include "test_graphs.h"
 
 namespace placementd {
@@ -126,6 +129,31 @@ TEST_F(StoreTest, ADamagedFileIsIgnoredNotFatalAndReplaced) {
   EXPECT_TRUE(store.offer(0, g, d, {{{1, 1}}, 5.0, "b"})) << "a damaged entry is replaced";
   store.flush();
   EXPECT_DOUBLE_EQ(Store(dir).best(0, g, d)->step_time_s, 5.0);
+}
+
+TEST_F(StoreTest, AFileWithATimeNoJobCouldBeatIsIgnored) {
+  // Whoever could write the state directory could plant a 0 s (or negative, or NaN) best, which no
+  // measured step would ever replace; such a file is reported and ignored like a damaged one.
+  const auto g = placement::testing::chain(2);
+  const auto d = placement::testing::devices(2);
+  const StoredPlacement good{{{0, 1}}, 1.0, "a"};
+  for (const char* time : {"0", "-1.0", "null", "\"fast\""}) {
+    std::string file = stored_placement_file(g, d, good);
+    const std::string key = "\"step_time_s\":";
+    const size_t at = file.find(key) + key.size();
+    file.replace(at, file.find_first_of(",}", at) - at, time);
+    {
+      Store store(dir);
+      store.offer(0, g, d, good);
+    }
+    for (const auto& f : fs::recursive_directory_iterator(fs::path(dir) / "placements"))
+      if (f.is_regular_file()) std::ofstream(f.path()) << file;
+    EXPECT_FALSE(Store(dir).best(0, g, d)) << time;
+    EXPECT_THROW(stored_placement_from_json(nlohmann::json::parse(file), g, d), placement::FormatError) << time;
+    fs::remove_all(dir);
+  }
+  EXPECT_DOUBLE_EQ(stored_placement_from_json(nlohmann::json::parse(stored_placement_file(g, d, good)), g, d).step_time_s,
+                   1.0);
 }
 
 TEST_F(StoreTest, APolicyStateIsReadBackBeforeAndAfterItsWrite) {

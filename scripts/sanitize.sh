@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The sanitizer and fuzzing stages (issue #41), which CI runs after the tests (.ci/run):
+#  1. builds placementd without LibTorch with clang under AddressSanitizer and UndefinedBehaviorSanitizer
+#     (any finding aborts) into build-sanitize/, and runs the unit and integration tests there: the
+#     daemon with real sockets, the SDK's protocol code, the config and topology readers, the plugins
+#     (the tests of the LibTorch plugins skip);
+#  2. runs each libFuzzer target (tests/fuzz) for --fuzz-seconds from its seeds: the repository's own
+#     config, topology and graph files, and the frames and stored placement fuzz_make_seeds encodes.
+#     A crash leaves its input in build-sanitize/fuzz/NAME/ (the run says which file): make it a
+#     regression test.
+#
+#   scripts/sanitize.sh [--fuzz-seconds N] [--no-tests] [--no-fuzz]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${SANITIZE_BUILD_DIR:-$root/build-sanitize}
+fuzz_seconds=30
+tests=1
+fuzz=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --fuzz-seconds) fuzz_seconds=$2; shift 2 ;;
+    --no-tests) tests=0; shift ;;
+    --no-fuzz) fuzz=0; shift ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "sanitize.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+command -v clang++ >/dev/null || { echo "sanitize.sh: needs clang++ (scripts/install-deps.sh installs it)" >&2; exit 1; }
+
+mkdir -p "$build"
+CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DPLACEMENT_WITH_TORCH=OFF -DPLACEMENT_WITH_CUDA=OFF -DPLACEMENT_BUILD_BENCH=OFF -DPLACEMENT_BUILD_FUZZERS=ON \
+  -DPLACEMENT_SANITIZERS=address,undefined >"$build/configure.log" 2>&1 || { tail -n 20 "$build/configure.log" >&2; exit 1; }
+started=$SECONDS
+cmake --build "$build"
+echo "sanitize.sh: built in $((SECONDS - started)) s"
+
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+if ((tests)); then
+  started=$SECONDS
+  # Not here: what needs LibTorch or Python (not built), installs and packages, and programs the
+  # main run already covers whose cost is elsewhere (docs, help texts, the load and size figures).
+  OMP_NUM_THREADS=1 ctest --test-dir "$build" -j"$(nproc)" --output-on-failure --timeout 600 \
+    -E '^(package|install|systemd|models|python|docs|programs|limits|scripts|live\.noise_harness)\.'
+  echo "sanitize.sh: tests ran in $((SECONDS - started)) s"
+fi
+if ((fuzz)); then
+  work=$build/fuzz
+  seeds=$(mktemp -d -t placementd-seeds.XXXXXX)  # mktemp fills in the X's
+  trap 'rm -rf "$seeds"' EXIT
+  "$build/bin/fuzz_make_seeds" "$seeds"
+  declare -A corpus=(
+    [frame]="$seeds/frame"
+    [stored_placement]="$seeds/stored_placement"
+    [config]="$root/etc"
+    [topology]="$root/tests/data/topologies"
+    [graph_file]="$root/examples/graphs"
+  )
+  for name in frame stored_placement config topology graph_file; do
+    mkdir -p "$work/$name"
+    started=$SECONDS
+    # Found inputs go to $work/$name (kept between runs); the seed folders are only read.
+    (cd "$work/$name" && "$build/bin/${name}_fuzzer" -max_total_time="$fuzz_seconds" -max_len=65536 \
+      -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 "$work/$name" "${corpus[$name]}" >"$work/$name.log" 2>&1) || {
+      echo "sanitize.sh: ${name}_fuzzer failed; its log ($work/$name.log) ends:" >&2
+      tail -n 40 "$work/$name.log" >&2
+      exit 1
+    }
+    echo "sanitize.sh: ${name}_fuzzer: $(grep -m1 -oE 'stat::number_of_executed_units: *[0-9]+' "$work/$name.log" | grep -oE '[0-9]+') inputs in $((SECONDS - started)) s, no finding"
+  done
+fi

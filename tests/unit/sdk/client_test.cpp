@@ -1,0 +1,123 @@
+// The SDK's client against a stand-in daemon on a real Unix socket, which answers the handshake and
+// then misbehaves in the ways a stalled or hostile daemon could.
+
+#include <gtest/gtest.h>
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "placement/client.h"
+#include "placement/messages.h"
+#include "placement/protocol.h"
+
+namespace placement {
+namespace {
+
+using protocol::MessageType;
+
+// Listens on a fresh socket path; `serve` runs on its own thread with the accepted connection.
+class StandIn {
+ public:
+  template <class Serve>
+  explicit StandIn(Serve serve) {
+    path_ = (std::filesystem::temp_directory_path() / ("client_test_" + std::to_string(::getpid()) + ".sock")).string();
+    ::unlink(path_.c_str());
+    listener_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path_.c_str(), sizeof(addr.sun_path) - 1);
+    if (::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(listener_, 1) != 0)
+      throw std::runtime_error("stand-in daemon: cannot listen on " + path_);
+    thread_ = std::thread([this, serve] {
+      const int fd = ::accept(listener_, nullptr, nullptr);
+      if (fd < 0) return;
+      serve(fd);
+      ::close(fd);
+    });
+  }
+  ~StandIn() {
+    ::shutdown(listener_, SHUT_RDWR);
+    thread_.join();
+    ::close(listener_);
+    ::unlink(path_.c_str());
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int listener_ = -1;
+  std::thread thread_;
+};
+
+bool read_exact(int fd, uint8_t* data, size_t size) {
+  while (size > 0) {
+    const ssize_t n = ::recv(fd, data, size, 0);
+    if (n <= 0) return false;
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Reads one frame; returns its header.
+protocol::Header read_frame(int fd) {
+  uint8_t head[protocol::kHeaderSize];
+  protocol::Header h;
+  if (!read_exact(fd, head, sizeof(head)) || !protocol::decode_header(head, &h)) return {};
+  std::vector<uint8_t> payload(h.length);
+  read_exact(fd, payload.data(), payload.size());
+  return h;
+}
+
+void send_frame(int fd, MessageType type, uint32_t rid, const nlohmann::json& body) {
+  const auto frame = protocol::encode_frame(type, rid, body);
+  (void)::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL);
+}
+
+void welcome(int fd) {
+  const protocol::Header hello = read_frame(fd);
+  messages::Welcome w;
+  w.version = protocol::kMaxVersion;
+  w.server = "stand-in";
+  send_frame(fd, MessageType::kWelcome, hello.request_id, w.to_json());
+}
+
+TEST(Client, ARequestEndsAtItsTimeoutThoughTheDaemonKeepsSendingOtherFrames) {
+  // Each frame came within the timeout, but none answered the request: before the round trip had
+  // one deadline, every frame started the wait anew and the job was held for as long as this went on.
+  std::atomic<bool> stop{false};
+  StandIn daemon([&](int fd) {
+    welcome(fd);
+    read_frame(fd);
+    for (int i = 0; i < 60 && !stop; ++i) {
+      send_frame(fd, MessageType::kStatusReply, 0, nlohmann::json::object());
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  Client client(ClientOptions{daemon.path(), "client_test", 500});
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    client.request(MessageType::kStatus, nlohmann::json::object(), MessageType::kStatusReply);
+    ADD_FAILURE() << "a request nobody answered returned";
+  } catch (const ConnectionError& e) {
+    EXPECT_NE(std::string(e.what()).find("timed out"), std::string::npos) << e.what();
+  }
+  const auto waited = std::chrono::steady_clock::now() - started;
+  stop = true;
+  EXPECT_LT(waited, std::chrono::milliseconds(1500));
+  EXPECT_GE(waited, std::chrono::milliseconds(450));
+}
+
+}  // namespace
+}  // namespace placement
