@@ -485,12 +485,20 @@ void Server::remove(const std::shared_ptr<Connection>& connection) {
 
 void Server::shed_buffers(Connection& crossing) {
   while (buffered_ > limits_.max_buffered_bytes) {
-    Connection* largest = crossing.buffered() > 0 ? &crossing : nullptr;
+    // The user whose connections hold the most loses its largest: one user's many half-sent frames
+    // cannot make another user's single upload the largest holder (the crossing uid on a tie).
+    std::map<uid_t, size_t> of_uid;
+    for (const auto& c : connections_) of_uid[c->uid()] += c->buffered();
+    uid_t heaviest = crossing.uid();
+    for (const auto& [uid, bytes] : of_uid)
+      if (bytes > of_uid[heaviest]) heaviest = uid;
+    Connection* largest = crossing.uid() == heaviest && crossing.buffered() > 0 ? &crossing : nullptr;
     for (const auto& c : connections_)
-      if (c->buffered() > (largest ? largest->buffered() : 0)) largest = c.get();
+      if (c->uid() == heaviest && c->buffered() > (largest ? largest->buffered() : 0)) largest = c.get();
     if (!largest) return;
-    spdlog::warn("uid {}: input buffers over daemon.max_buffered_bytes; shedding the largest partial frame ({} bytes)",
-                 largest->uid(), largest->buffered());
+    spdlog::warn("uid {}: input buffers over daemon.max_buffered_bytes; its connections hold the most ({} bytes): "
+                 "shedding its largest partial frame ({} bytes)",
+                 largest->uid(), of_uid[heaviest], largest->buffered());
     largest->shed();
   }
 }

@@ -60,8 +60,9 @@ class Server {
   friend class Connection;
   void accept();
   void remove(const std::shared_ptr<Connection>& connection);
-  /// While the partial frames of all connections are over max_buffered_bytes, closes the
-  /// connection holding the most ("busy"): `crossing`, which went over, only when it holds the most.
+  /// While the partial frames of all connections are over max_buffered_bytes, closes the largest
+  /// holder ("busy") of the uid whose connections hold the most: `crossing`, which went over, only
+  /// when it is that.
   void shed_buffers(Connection& crossing);
   /// Whether uid/gid administers, when known without asking NSS: root, no admin_group, or an answer
   /// of the last kAdminAnswerSeconds.

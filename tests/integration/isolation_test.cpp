@@ -19,6 +19,7 @@
 #include "daemon_process.h"
 #include "placement/client.h"
 #include "placement/protocol.h"
+#include "raw_connection.h"
 
 namespace placement::testing {
 namespace {
@@ -146,6 +147,35 @@ TEST_F(Isolation, AUsersSlowGroupLookupHoldsBackNoOtherConnection) {
       << "root's slowest status (ms) while nobody's lookup ran";
   EXPECT_EQ(nobody.wait(), 0) << nobody.err();
   EXPECT_EQ(json::parse(nobody.out()).size(), 0u) << "an admin (group 65534), answered once its lookup was in";
+}
+
+TEST_F(Isolation, TheUserHoldingTheMostBufferedBytesIsShedNotAnotherUsersUpload) {
+  // nobody holds three half-sent frames of 40 kB; root's upload of 60 kB then crosses the cap
+  // (150 kB). Root's is the largest single frame, but nobody holds the most: one of nobody's goes.
+  DaemonOptions options{"max_frame_bytes = 100000\nmax_buffered_bytes = 150000\n"};
+  options.frame_timeout_ms = 10000;
+  DaemonProcess daemon(options);
+  daemon.start();
+  Child hog(as_nobody({hold_partial_frames_bin(), "--socket", daemon.socket, "--connections", "3", "--bytes", "40000"}));
+  ASSERT_TRUE(hog.wait_for_output("ready")) << hog.err() << daemon.log();
+  RawConnection job(daemon.socket);
+  job.hello();
+  const auto head = protocol::encode_header({job.version(), static_cast<uint16_t>(MessageType::kGraphUpload), 70000, 7});
+  std::vector<uint8_t> upload(head.begin(), head.end());
+  upload.resize(upload.size() + 60000, 0x00);
+  job.send(upload);
+  EXPECT_FALSE(job.read_frame(300)) << "root's upload was shed";
+  // The rest of it: the upload reaches decoding (zeros are no graph, its own non-fatal problem).
+  job.send(std::vector<uint8_t>(10000, 0x00));
+  const auto answer = job.read_frame();
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->second.value("code", ""), protocol::error::kBadPayload) << answer->second.dump();
+  EXPECT_NE(daemon.log().find("uid 65534: input buffers over daemon.max_buffered_bytes; its connections hold the most "
+                              "(120048 bytes)"),
+            std::string::npos)
+      << daemon.log();
+  hog.signal(SIGTERM);
+  EXPECT_EQ(hog.wait(), 0) << hog.err();
 }
 
 // The value after "key =" or "Key=" on the first line that sets it in a shipped file, unquoted.

@@ -98,6 +98,7 @@ std::string placementctl_bin() { return PLACEMENTCTL_BIN; }
 std::string plugin_dir() { return PLUGIN_DIR; }
 std::string test_plugin_dir() { return TEST_PLUGIN_DIR; }
 std::string hold_job_bin() { return HOLD_JOB_BIN; }
+std::string hold_partial_frames_bin() { return HOLD_PARTIAL_FRAMES_BIN; }
 std::string example_graph() { return EXAMPLE_GRAPH; }
 
 size_t built_plugin_count() {

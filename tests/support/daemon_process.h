@@ -34,6 +34,7 @@ std::string placementctl_bin();
 std::string plugin_dir();
 std::string test_plugin_dir();
 std::string hold_job_bin();
+std::string hold_partial_frames_bin();
 std::string example_graph();
 /// How many plugin libraries this build produced (what a daemon on plugin_dir() should load).
 size_t built_plugin_count();

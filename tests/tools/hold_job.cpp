@@ -11,6 +11,7 @@
 
 #include "placement/client.h"
 #include "placement/serialization.h"
+#include "stop_signals.h"
 
 using nlohmann::json;
 using placement::protocol::MessageType;
@@ -31,11 +32,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-detach", no_detach);
   CLI11_PARSE(app, argc, argv);
 
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  sigset_t set = placement::testing::block_stop_signals();
   try {
     const placement::OpGraph graph = placement::load_graph_file(graph_file);
     std::vector<placement::Device> list;
