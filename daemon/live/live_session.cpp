@@ -354,16 +354,14 @@ std::shared_ptr<const LiveSession::View> LiveSession::view(bool with_detail) con
   }
   // Every candidate of a long session is more than `placementctl jobs` asks for: the detail is
   // made afresh only when asked for (`jobs show`); a summary keeps the last one made.
-  std::shared_ptr<const placement::messages::JobInfo> detail;
   if (with_detail) {
-    detail = std::make_shared<const placement::messages::JobInfo>(s_.detail());
-  } else {
+    auto fresh = full_view_locked();
     std::lock_guard<std::mutex> guard(view_mutex_);
-    detail = view_->detail;
+    view_ = std::move(fresh);
+  } else {
+    refresh_summary_locked();
   }
-  auto fresh = std::make_shared<const View>(View{s_.summary(), std::move(detail)});
   std::lock_guard<std::mutex> guard(view_mutex_);
-  view_ = fresh;
   return view_;
 }
 

@@ -28,6 +28,8 @@ class RawConnection {
     if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0)
       throw std::runtime_error("connect failed: " + std::string(std::strerror(errno)));
   }
+  /// Takes a connected socket (a stand-in daemon's accepted one), closing it at the end.
+  explicit RawConnection(int connected_fd) : fd_(connected_fd) {}
   ~RawConnection() { ::close(fd_); }
 
   void send(const std::vector<uint8_t>& bytes) {

@@ -20,6 +20,7 @@
 #include "placement/client.h"
 #include "placement/messages.h"
 #include "placement/protocol.h"
+#include "raw_connection.h"
 
 namespace placement {
 namespace {
@@ -42,8 +43,8 @@ class StandIn {
     thread_ = std::thread([this, serve] {
       const int fd = ::accept(listener_, nullptr, nullptr);
       if (fd < 0) return;
-      serve(fd);
-      ::close(fd);
+      testing::RawConnection connection(fd);
+      serve(connection);
     });
   }
   ~StandIn() {
@@ -60,48 +61,23 @@ class StandIn {
   std::thread thread_;
 };
 
-bool read_exact(int fd, uint8_t* data, size_t size) {
-  while (size > 0) {
-    const ssize_t n = ::recv(fd, data, size, 0);
-    if (n <= 0) return false;
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-// Reads one frame; returns its header.
-protocol::Header read_frame(int fd) {
-  uint8_t head[protocol::kHeaderSize];
-  protocol::Header h;
-  if (!read_exact(fd, head, sizeof(head)) || !protocol::decode_header(head, &h)) return {};
-  std::vector<uint8_t> payload(h.length);
-  read_exact(fd, payload.data(), payload.size());
-  return h;
-}
-
-void send_frame(int fd, MessageType type, uint32_t rid, const nlohmann::json& body) {
-  const auto frame = protocol::encode_frame(type, rid, body);
-  (void)::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL);
-}
-
-void welcome(int fd) {
-  const protocol::Header hello = read_frame(fd);
+void welcome(testing::RawConnection& daemon) {
+  const auto hello = daemon.read_frame();
   messages::Welcome w;
   w.version = protocol::kMaxVersion;
   w.server = "stand-in";
-  send_frame(fd, MessageType::kWelcome, hello.request_id, w.to_json());
+  daemon.send_frame(MessageType::kWelcome, w.to_json(), hello ? hello->first.request_id : 0);
 }
 
 TEST(Client, ARequestEndsAtItsTimeoutThoughTheDaemonKeepsSendingOtherFrames) {
   // Each frame came within the timeout, but none answered the request: before the round trip had
   // one deadline, every frame started the wait anew and the job was held for as long as this went on.
   std::atomic<bool> stop{false};
-  StandIn daemon([&](int fd) {
-    welcome(fd);
-    read_frame(fd);
+  StandIn daemon([&](testing::RawConnection& connection) {
+    welcome(connection);
+    connection.read_frame();
     for (int i = 0; i < 60 && !stop; ++i) {
-      send_frame(fd, MessageType::kStatusReply, 0, nlohmann::json::object());
+      connection.send_frame(MessageType::kStatusReply, nlohmann::json::object(), 0);
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   });

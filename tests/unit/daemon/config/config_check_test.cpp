@@ -1,9 +1,8 @@
 // check_plugins(): the config's plugin names and hyperparameters against the loaded plugins.
 #include <gtest/gtest.h>
 
-#include <fstream>
-
 #include "config/config_check.h"
+#include "daemon_process.h"
 #include "plugins/plugin_registry.h"
 
 namespace placementd {
@@ -26,13 +25,8 @@ TEST(ConfigCheck, NamesUnknownPluginsAndBadHyperparametersWithPositions) {
       << errors[2].str();
 }
 
-// These configs keep the default placer (feedforward), which a build without LibTorch lacks.
-bool default_policy_placer_built() {
-  return static_cast<bool>(std::ifstream(std::string(PLUGIN_DIR) + "/placers/" + default_config(PLUGIN_DIR).policy.placer + ".so"));
-}
-
 TEST(ConfigCheck, WarmStartNamesALoadedPlacer) {
-  if (!default_policy_placer_built()) GTEST_SKIP() << "built without LibTorch: the default placer is not loaded";
+  if (!placement::testing::learned_plugins_built()) GTEST_SKIP() << "built without LibTorch: the default placer is not loaded";
   PluginRegistry registry;
   const Config good = parse_config("[policy]\nwarm_start = \"metis\"\n", "t.toml", PLUGIN_DIR);
   registry.scan(good.plugin_dirs);
@@ -51,7 +45,7 @@ TEST(ConfigCheck, WarmStartNamesALoadedPlacer) {
 }
 
 TEST(ConfigCheck, AGrouperThatAsksForMoreGroupsThanMaxGroupsIsAnError) {
-  if (!default_policy_placer_built()) GTEST_SKIP() << "built without LibTorch: the default placer is not loaded";
+  if (!placement::testing::learned_plugins_built()) GTEST_SKIP() << "built without LibTorch: the default placer is not loaded";
   PluginRegistry registry;
   const Config fits = parse_config("[policy]\ngrouper = \"metis\"\n", "t.toml", PLUGIN_DIR);
   registry.scan(fits.plugin_dirs);
