@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,6 +42,8 @@ BenchDaemon::BenchDaemon(const std::string& extra_config) {
   pid = ::fork();
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
+    // A benchmark that crashes (no destructor runs) takes its daemon with it.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     const std::string log = dir + "/placementd.log";
     if (!std::freopen(log.c_str(), "w", stderr) || !std::freopen(log.c_str(), "a", stdout)) ::_exit(127);
     ::execl(PLACEMENTD_BIN, PLACEMENTD_BIN, "--config", config.c_str(), static_cast<char*>(nullptr));

@@ -77,7 +77,9 @@ fail() {
   failures=$((failures + 1))
 }
 finish() {
-  tar -C "$logs" -czf "$out/$stage-logs.tar.gz" .
+  # Without the traced and exported models, which any machine makes again (make_models.py): with
+  # them the engine, live and profiles tarballs outgrow what the device tool brings back (16 MiB).
+  tar -C "$logs" --exclude='*.pt' --exclude='*.pt2' -czf "$out/$stage-logs.tar.gz" .
   rm -rf "$logs"
   if ((failures)); then
     log
@@ -88,6 +90,9 @@ finish() {
   fi
 }
 trap finish EXIT
+# `timeout` stops a stage with SIGTERM (to its whole process group): the stage still ends through
+# its EXIT trap, which stops its daemon and packs its logs, and its report says why it ended.
+trap 'trap "" TERM INT; fail "stopped by a signal (its timeout?) before the stage ended"; exit 143' TERM INT
 : >"$report"
 
 deps=$root/.gpu-deps
@@ -172,7 +177,8 @@ engine)
   log "## engine overhead (plain module vs PlacedModule, all on $device)"
   log
   log '```'
-  "$build/bin/engine_overhead_bench" --device "$device" "$logs/models" "${models[@]}" "${big[@]}" \
+  # Line-buffered: a row printed before a crash stays in the log (a crash writes its stack too).
+  stdbuf -oL "$build/bin/engine_overhead_bench" --device "$device" "$logs/models" "${models[@]}" "${big[@]}" \
     >"$logs/engine_overhead.log" 2>&1 || fail "engine_overhead_bench (a row failed)"
   tee -a "$report" <"$logs/engine_overhead.log" >/dev/null
   log '```'
@@ -210,7 +216,8 @@ live)
     2>"$logs/placementd.log" &
   daemon=$!
   stop_daemon() {
-    kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
+    # Its status, when a signal to the stage's process group stopped it first, is not the stage's.
+    kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null || true
     rm -rf "$work"
     finish
   }
@@ -279,12 +286,15 @@ live)
   # Data-parallel replicas (issue #20): two ranks of the GNMT example under torchrun's environment
   # on the same devices. With one GPU both ranks share it, which NCCL refuses, so their CUDA
   # gradients go through Gloo and host memory (the summary says so); CudaReplicas.* in the test
-  # stage runs NCCL itself. Both ranks must end with the same parameters, bit for bit.
+  # stage runs NCCL itself. Both ranks must end with the same parameters, bit for bit. torchrun
+  # also gives each rank one intra-op thread unless OMP_NUM_THREADS says otherwise; two ranks with a
+  # thread per core each oversubscribe the cores (docs/gpu-runs/2026-11-26-2.md: 9.4 s a step).
   port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   replica_steps=$((steps / 4 > 5 ? steps / 4 : 5))
   replicas=()
   for rank in 0 1; do
-    RANK=$rank WORLD_SIZE=2 LOCAL_RANK=$rank MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$build/bin/train_gnmt" \
+    RANK=$rank WORLD_SIZE=2 LOCAL_RANK=$rank LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} "$build/bin/train_gnmt" \
       --model "$logs/models/gnmt_example.pt" --socket "$socket" --devices "$devices" --memory-gib "$memory_gib" \
       --steps "$replica_steps" --log-every $((replica_steps / 5)) --job gnmt-replicas >"$logs/replica$rank.log" 2>&1 &
     replicas+=($!)
@@ -305,7 +315,7 @@ live)
   log "## live_bench"
   log
   log '```'
-  "$build/bin/live_bench" "$logs/models" --devices "$(echo "$devices" | cut -d, -f1,2)" >"$logs/live_bench.log" 2>&1 ||
+  stdbuf -oL "$build/bin/live_bench" "$logs/models" --devices "$(echo "$devices" | cut -d, -f1,2)" >"$logs/live_bench.log" 2>&1 ||
     fail "live_bench"
   tee -a "$report" <"$logs/live_bench.log" >/dev/null
   log '```'

@@ -4,7 +4,9 @@
 //   - `--help` / `-h` prints the usage (every option and positional argument with its default) on
 //     stdout and exits 0 before any work is done;
 //   - an unknown option or a bad value is one line on stderr naming it, and exit status 2;
-//   - an exception that escapes the program's work is `<program>: <message>` and exit status 1.
+//   - an exception that escapes the program's work is `<program>: <message>` and exit status 1;
+//   - a fatal signal (a crash) writes `<program>: killed by <signal>` and the stack to stderr
+//     (crash_report.h) before the process dies of it.
 
 #include <cstdio>
 #include <exception>
@@ -13,6 +15,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "crash_report.h"
 #include "placement/devices.h"
 
 namespace examples::command_line {
@@ -52,6 +55,7 @@ int run(CLI::App& app, int argc, char** argv, Body&& body) {
     std::fprintf(stderr, "%s: %s; run with --help for usage\n", app.get_name().c_str(), message.c_str());
     return kUsageError;
   }
+  crash_report::install(app.get_name().c_str());
   try {
     return body();
   } catch (const std::exception& e) {
