@@ -21,7 +21,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <random>
 #include <string>
@@ -31,6 +30,7 @@
 #include <CLI/CLI.hpp>
 
 #include "bench_util.h"
+#include "papers_data.h"
 #include "command_line.h"
 #include "placement/serialization.h"
 #include "planning/offline/optimize.h"
@@ -39,7 +39,10 @@
 
 namespace {
 
+using placement::bench::graph_file;
 using placement::bench::median;
+using placement::bench::shipped;
+using placement::bench::topology_file;
 
 using placementd::offline::OptimizeOptions;
 using placementd::offline::OptimizeResult;
@@ -69,28 +72,11 @@ std::string best_baseline(const OptimizeResult& r) {
   return buf;
 }
 
-// The shipped capture of `model` at the papers' settings.
-std::string graph_file(const std::string& model) {
-  return std::string(DATA_DIR "/graphs/papers/") + model + ".json.gz";
-}
-std::string topology_file(const std::string& name) { return std::string(DATA_DIR "/topologies/") + name + ".toml"; }
-
 struct Configuration {
   std::string label;
   std::string grouper, placer, algorithm;
   placement::Params grouper_params, placer_params;
 };
-
-// Accepts NAME when its file exists: a misspelt name fails at once, not after the models listed
-// before it have run for minutes.
-CLI::Validator shipped(std::string (*file_of)(const std::string&)) {
-  return CLI::Validator(
-      [file_of](std::string& name) -> std::string {
-        const std::string file = file_of(name);
-        return std::ifstream(file) ? "" : "no file " + file;
-      },
-      "");
-}
 
 double gib(uint64_t bytes) { return static_cast<double>(bytes) / (1ull << 30); }
 
