@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -28,6 +29,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -163,7 +165,8 @@ struct Options {
                                      "bert_base_mlm_bs24"};
   std::vector<std::string> topologies = {"4xh100_cpu_pcie5", "4xh100_nvlink", "2xk40_cpu"};
   std::vector<std::string> scenarios;
-  int64_t seeds = 3;
+  int64_t seeds = 20;
+  int64_t threads = 2;
   double noise = 0.2;
   int64_t job_steps = 200000;
   int64_t best_evaluations = 100000;
@@ -355,6 +358,9 @@ int main(int argc, char** argv) {
   app.add_option("--seeds", o.seeds, "seeds per model, topology and scenario")
       ->capture_default_str()
       ->check(examples::command_line::at_least(1));
+  app.add_option("--threads", o.threads, "runs at once (each a session of its own)")
+      ->capture_default_str()
+      ->check(examples::command_line::at_least(1));
   app.add_option("--noise", o.noise, "log-normal sigma of each step's time around the truth")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
@@ -428,32 +434,54 @@ int main(int argc, char** argv) {
                                      policy.max_groups);
           const double best = best_on_truth(truth, registry, grouping, o.best_evaluations);
           const placement::Placement start = start_placement(truth, registry, grouping);
-          for (int64_t seed = 1; seed <= o.seeds; ++seed) {
-            std::mt19937_64 rng(static_cast<uint64_t>(seed) * 7919);
-            const Planning planning = scenario.plan(graph, truth, topology, rng);
-            for (const int64_t budget : o.budgets) {
-              Run r = run_job(truth, planning, policy, budget, start, static_cast<uint64_t>(seed), o, registry);
-              r.best = std::min({best, r.final_time, r.warm, r.start});
-              Tally& t = tally[{scenario.name, budget}];
-              ++t.runs;
-              const std::optional<double> recovered = r.recovered();
-              if (recovered) t.recovered.push_back(*recovered);
-              else ++t.no_gap;
-              if (r.warm >= 1.05 * r.best) {
-                ++t.off;
-                if (r.final_time < r.warm) ++t.beat;
+          // Every seed and budget of this case, on --threads threads; printed in their order.
+          std::vector<std::pair<int64_t, int64_t>> jobs;
+          for (int64_t seed = 1; seed <= o.seeds; ++seed)
+            for (const int64_t budget : o.budgets) jobs.emplace_back(seed, budget);
+          std::vector<Run> runs(jobs.size());
+          std::vector<std::string> errors(jobs.size());
+          std::atomic<size_t> next{0};
+          auto work = [&] {
+            for (size_t i = next++; i < jobs.size(); i = next++) {
+              const auto [seed, budget] = jobs[i];
+              try {
+                std::mt19937_64 rng(static_cast<uint64_t>(seed) * 7919);
+                const Planning planning = scenario.plan(graph, truth, topology, rng);
+                runs[i] = run_job(truth, planning, policy, budget, start, static_cast<uint64_t>(seed), o, registry);
+              } catch (const std::exception& e) {
+                errors[i] = e.what();
               }
-              if (r.final_time > 1.01 * r.start) ++t.slower;
-              std::printf("%-10s %-18s %-20s %4lld %6lld %10.3f %10.3f %10.3f %10.3f %9s %6llu %6.3fx\n",
-                          scenario.name.c_str(), topology_name.c_str(), model.c_str(), static_cast<long long>(seed),
-                          static_cast<long long>(budget), r.start * 1e3, r.warm * 1e3, r.final_time * 1e3,
-                          r.best * 1e3,
-                          recovered ? (std::to_string(static_cast<int>(std::lround(percent(*recovered)))) + "%").c_str()
-                                    : "no gap",
-                          static_cast<unsigned long long>(r.candidates), r.start / r.mean_step);
-              std::fflush(stdout);
             }
+          };
+          std::vector<std::thread> threads;
+          for (int64_t t = 1; t < o.threads; ++t) threads.emplace_back(work);
+          work();
+          for (std::thread& t : threads) t.join();
+          for (size_t i = 0; i < jobs.size(); ++i) {
+            const auto [seed, budget] = jobs[i];
+            if (!errors[i].empty())
+              throw std::runtime_error(scenario.name + " " + topology_name + " " + model + " seed " +
+                                       std::to_string(seed) + ": " + errors[i]);
+            Run& r = runs[i];
+            r.best = std::min({best, r.final_time, r.warm, r.start});
+            Tally& t = tally[{scenario.name, budget}];
+            ++t.runs;
+            const std::optional<double> recovered = r.recovered();
+            if (recovered) t.recovered.push_back(*recovered);
+            else ++t.no_gap;
+            if (r.warm >= 1.05 * r.best) {
+              ++t.off;
+              if (r.final_time < r.warm) ++t.beat;
+            }
+            if (r.final_time > 1.01 * r.start) ++t.slower;
+            std::printf("%-10s %-18s %-20s %4lld %6lld %10.3f %10.3f %10.3f %10.3f %9s %6llu %6.3fx\n",
+                        scenario.name.c_str(), topology_name.c_str(), model.c_str(), static_cast<long long>(seed),
+                        static_cast<long long>(budget), r.start * 1e3, r.warm * 1e3, r.final_time * 1e3, r.best * 1e3,
+                        recovered ? (std::to_string(static_cast<int>(std::lround(percent(*recovered)))) + "%").c_str()
+                                  : "no gap",
+                        static_cast<unsigned long long>(r.candidates), r.start / r.mean_step);
           }
+          std::fflush(stdout);
         }
       }
     }
