@@ -32,12 +32,14 @@ std::string example_graph_path() { return EXAMPLE_GRAPH; }
 
 BenchDaemon::BenchDaemon(const std::string& extra_config) {
   std::string tmpl = "/tmp/pdb.XXXXXX";  // short: a Unix socket path has at most 108 bytes
-  if (!::mkdtemp(tmpl.data())) throw std::runtime_error(std::string("mkdtemp under /tmp: ") + std::strerror(errno));
+  if (!::mkdtemp(tmpl.data()))
+    throw std::runtime_error(std::string("mkdtemp under /tmp: ") + std::strerror(errno));
   dir = tmpl;
   socket = dir + "/pd.sock";
   const std::string config = dir + "/placementd.toml";
   std::ofstream(config) << "[daemon]\nsocket = \"" << socket << "\"\nstate_dir = \"" << dir
-                        << "/state\"\n\n[plugins]\ndirs = [\"" << PLUGIN_DIR << "\"]\n\n[logging]\nlevel = \"warn\"\n"
+                        << "/state\"\n\n[plugins]\ndirs = [\"" << PLUGIN_DIR
+                        << "\"]\n\n[logging]\nlevel = \"warn\"\n"
                         << extra_config;
   pid = ::fork();
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
@@ -45,8 +47,10 @@ BenchDaemon::BenchDaemon(const std::string& extra_config) {
     // A benchmark that crashes (no destructor runs) takes its daemon with it.
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     const std::string log = dir + "/placementd.log";
-    if (!std::freopen(log.c_str(), "w", stderr) || !std::freopen(log.c_str(), "a", stdout)) ::_exit(127);
-    ::execl(PLACEMENTD_BIN, PLACEMENTD_BIN, "--config", config.c_str(), static_cast<char*>(nullptr));
+    if (!std::freopen(log.c_str(), "w", stderr) || !std::freopen(log.c_str(), "a", stdout))
+      ::_exit(127);
+    ::execl(PLACEMENTD_BIN, PLACEMENTD_BIN, "--config", config.c_str(),
+            static_cast<char*>(nullptr));
     ::_exit(127);
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -75,7 +79,9 @@ BenchDaemon::~BenchDaemon() {
   std::filesystem::remove_all(dir, ignored);
 }
 
-placement::Client BenchDaemon::client(int timeout_ms) const { return placement::Client({socket, "bench", timeout_ms}); }
+placement::Client BenchDaemon::client(int timeout_ms) const {
+  return placement::Client({socket, "bench", timeout_ms});
+}
 
 int BenchDaemon::stop() {
   if (pid <= 0) return -1;

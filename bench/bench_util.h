@@ -16,8 +16,8 @@
 #ifdef MODEL_PYTHON
 #include <fstream>
 
-#include <nlohmann/json.hpp>
 #include <torch/csrc/jit/serialization/import.h>
+#include <nlohmann/json.hpp>
 
 #include "placement/capture.h"
 #endif
@@ -37,20 +37,27 @@ double median_step_seconds(Step&& step, int warmup = 2, int measured = 7) {
   for (int i = 0; i < warmup + measured; ++i) {
     const auto start = std::chrono::steady_clock::now();
     step();
-    if (i >= warmup) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    if (i >= warmup)
+      times.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   return median(times);
 }
 
 #ifdef MODEL_PYTHON  // defined for the benchmarks that trace models (bench/CMakeLists.txt)
-/// Traces tests/models/make_models.py into a new directory under /tmp (with MODEL_PYTHON, the Python
-/// whose torch the build links) and returns it; throws std::runtime_error saying which step failed.
+/// Traces tests/models/make_models.py into a new directory under /tmp (with MODEL_PYTHON, the
+/// Python whose torch the build links) and returns it; throws std::runtime_error saying which step
+/// failed.
 inline std::string trace_models(const std::string& source_dir, const std::string& prefix) {
-  std::string dir = "/tmp/" + prefix + ".XXXXXX";  // mkdtemp(3) turns the six X's into a unique name
+  std::string dir =
+      "/tmp/" + prefix + ".XXXXXX";  // mkdtemp(3) turns the six X's into a unique name
   if (::mkdtemp(dir.data()) == nullptr)
-    throw std::runtime_error("cannot create a directory under /tmp for " + prefix + ": " + std::strerror(errno));
-  const std::string cmd = std::string(MODEL_PYTHON) + " " + source_dir + "/tests/models/make_models.py " + dir + " > /dev/null";
-  if (std::system(cmd.c_str()) != 0) throw std::runtime_error("tracing the test models failed: " + cmd);
+    throw std::runtime_error("cannot create a directory under /tmp for " + prefix + ": " +
+                             std::strerror(errno));
+  const std::string cmd = std::string(MODEL_PYTHON) + " " + source_dir +
+                          "/tests/models/make_models.py " + dir + " > /dev/null";
+  if (std::system(cmd.c_str()) != 0)
+    throw std::runtime_error("tracing the test models failed: " + cmd);
   return dir;
 }
 
@@ -61,12 +68,14 @@ struct TracedModel {
   std::vector<at::Tensor> inputs;
 };
 
-/// Loads `name` from `dir`; throws std::runtime_error naming the file that is missing or unreadable,
-/// rather than a JSON parse error about an empty document.
+/// Loads `name` from `dir`; throws std::runtime_error naming the file that is missing or
+/// unreadable, rather than a JSON parse error about an empty document.
 inline TracedModel load_traced_model(const std::string& dir, const std::string& name) {
   const std::string spec_file = dir + "/" + name + ".json";
   std::ifstream in(spec_file);
-  if (!in) throw std::runtime_error(spec_file + ": cannot read it (trace the model with tests/models/make_models.py)");
+  if (!in)
+    throw std::runtime_error(spec_file +
+                             ": cannot read it (trace the model with tests/models/make_models.py)");
   std::vector<std::vector<int64_t>> shapes;
   std::string dtype;
   try {

@@ -50,8 +50,10 @@ long rss_kib(pid_t pid) {
 
 // A job's connection: attached, graph uploaded, first placement received.
 uint64_t attach(Client& c, const placement::OpGraph& graph, const std::string& name) {
-  const auto devices = placement::DeviceSet::uniform(
-      {{placement::DeviceKind::kCpu, 0, 1ull << 32, 1.0, {}}, {placement::DeviceKind::kCpu, 1, 1ull << 32, 1.0, {}}}, 1e10, 1e-5);
+  const auto devices =
+      placement::DeviceSet::uniform({{placement::DeviceKind::kCpu, 0, 1ull << 32, 1.0, {}},
+                                     {placement::DeviceKind::kCpu, 1, 1ull << 32, 1.0, {}}},
+                                    1e10, 1e-5);
   namespace msg = placement::messages;
   msg::Attach a;
   a.job = name;
@@ -59,8 +61,10 @@ uint64_t attach(Client& c, const placement::OpGraph& graph, const std::string& n
   c.request(a.kType, a.to_json(), msg::Attached::kType);
   const msg::GraphUpload upload{graph, std::nullopt};
   c.request(upload.kType, upload.to_json(devices), msg::GraphAccepted::kType);
-  return msg::Directive::from_json(c.request(msg::PlacementRequest::kType, msg::PlacementRequest{}.to_json(), msg::Directive::kType),
-                                   graph, devices)
+  return msg::Directive::from_json(
+             c.request(msg::PlacementRequest::kType, msg::PlacementRequest{}.to_json(),
+                       msg::Directive::kType),
+             graph, devices)
       .placement_id;
 }
 
@@ -70,7 +74,8 @@ std::vector<double> round_trips(Client& c, int n) {
   for (int i = 0; i < n + 200; ++i) {
     const auto t0 = Clock::now();
     c.request(MessageType::kStatus, json::object(), MessageType::kStatusReply);
-    if (i >= 200) us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    if (i >= 200)
+      us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
   }
   return us;
 }
@@ -80,7 +85,8 @@ double send_reports(Client& c, uint64_t placement_id, int n, uint64_t* dropped) 
   const auto t0 = Clock::now();
   for (int i = 0; i < n; ++i)
     if (!c.send_oneway(MessageType::kStepReport,
-                       placement::to_json(placement::Measurement{placement_id, static_cast<uint64_t>(i), 0.01, true, ""}),
+                       placement::to_json(placement::Measurement{
+                           placement_id, static_cast<uint64_t>(i), 0.01, true, ""}),
                        64u << 20))
       ++*dropped;
   c.request(MessageType::kStatus, json::object(), MessageType::kStatusReply);
@@ -91,9 +97,10 @@ double send_reports(Client& c, uint64_t placement_id, int n, uint64_t* dropped) 
 int measure(int trips, int reports) {
   // The daemon's default frame timeout: 64 senders on two cores stall mid-frame.
   placement::bench::BenchDaemon daemon;
-  const placement::OpGraph graph = placement::load_graph_file(placement::bench::example_graph_path());
-  std::printf("placementd control plane, %u cores, graph %s (%zu ops)\n", std::thread::hardware_concurrency(),
-              graph.name.c_str(), graph.ops.size());
+  const placement::OpGraph graph =
+      placement::load_graph_file(placement::bench::example_graph_path());
+  std::printf("placementd control plane, %u cores, graph %s (%zu ops)\n",
+              std::thread::hardware_concurrency(), graph.name.c_str(), graph.ops.size());
   std::printf("%-44s %12s %12s\n", "measure", "1 job", "64 jobs");
 
   Client probe = daemon.client();
@@ -106,7 +113,8 @@ int measure(int trips, int reports) {
   std::vector<std::unique_ptr<Client>> jobs;
   std::vector<uint64_t> ids;
   for (int j = 1; j < 64; ++j) {
-    jobs.push_back(std::make_unique<Client>(placement::ClientOptions{daemon.socket, "bench", 30000}));
+    jobs.push_back(
+        std::make_unique<Client>(placement::ClientOptions{daemon.socket, "bench", 30000}));
     ids.push_back(attach(*jobs.back(), graph, "bench-" + std::to_string(j)));
   }
   const long rss64_idle = rss_kib(daemon.pid);
@@ -118,38 +126,52 @@ int measure(int trips, int reports) {
   for (int j = 0; j < 64; ++j)
     threads.emplace_back([&, j] {
       uint64_t d = 0;
-      if (j == 0) send_reports(first, first_id, reports / 64, &d);
-      else send_reports(*jobs[j - 1], ids[j - 1], reports / 64, &d);
+      if (j == 0)
+        send_reports(first, first_id, reports / 64, &d);
+      else
+        send_reports(*jobs[j - 1], ids[j - 1], reports / 64, &d);
       dropped64 += d;
     });
   for (auto& t : threads) t.join();
   const double t64 = std::chrono::duration<double>(Clock::now() - t0).count();
   const long rss64 = rss_kib(daemon.pid);
 
-  std::printf("%-44s %12.1f %12.1f\n", "status round trip p50 (us)", percentile(rt1, 0.5), percentile(rt64, 0.5));
-  std::printf("%-44s %12.1f %12.1f\n", "status round trip p99 (us)", percentile(rt1, 0.99), percentile(rt64, 0.99));
-  std::printf("%-44s %12.0f %12.0f\n", "step reports/s (one-way, received)", reports / t1, (reports / 64 * 64) / t64);
-  std::printf("%-44s %12llu %12llu\n", "reports dropped by the client (queue full)", static_cast<unsigned long long>(dropped),
+  std::printf("%-44s %12.1f %12.1f\n", "status round trip p50 (us)", percentile(rt1, 0.5),
+              percentile(rt64, 0.5));
+  std::printf("%-44s %12.1f %12.1f\n", "status round trip p99 (us)", percentile(rt1, 0.99),
+              percentile(rt64, 0.99));
+  std::printf("%-44s %12.0f %12.0f\n", "step reports/s (one-way, received)", reports / t1,
+              (reports / 64 * 64) / t64);
+  std::printf("%-44s %12llu %12llu\n", "reports dropped by the client (queue full)",
+              static_cast<unsigned long long>(dropped),
               static_cast<unsigned long long>(dropped64.load()));
-  std::printf("%-44s %12s %12.1f\n", "daemon RSS, 64 jobs attached (MiB)", "-", rss64_idle / 1024.0);
-  std::printf("%-44s %12s %12.1f\n", "daemon RSS after the report storm (MiB)", "-", rss64 / 1024.0);
-  const json status = probe.request(MessageType::kStatus, json::object(), MessageType::kStatusReply);
-  std::printf("daemon counted %llu reports\n", static_cast<unsigned long long>(status["reports_received"].get<uint64_t>()));
+  std::printf("%-44s %12s %12.1f\n", "daemon RSS, 64 jobs attached (MiB)", "-",
+              rss64_idle / 1024.0);
+  std::printf("%-44s %12s %12.1f\n", "daemon RSS after the report storm (MiB)", "-",
+              rss64 / 1024.0);
+  const json status =
+      probe.request(MessageType::kStatus, json::object(), MessageType::kStatusReply);
+  std::printf("daemon counted %llu reports\n",
+              static_cast<unsigned long long>(status["reports_received"].get<uint64_t>()));
   return daemon.stop() == 0 ? 0 : 1;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"placementd control-plane figures against a placementd of this build on a temporary socket: status "
-               "round-trip p50/p99, one-way step reports/s and daemon RSS, with 1 and with 64 attached jobs.",
-               "control_plane_bench"};
+  CLI::App app{
+      "placementd control-plane figures against a placementd of this build on a temporary socket: "
+      "status "
+      "round-trip p50/p99, one-way step reports/s and daemon RSS, with 1 and with 64 attached "
+      "jobs.",
+      "control_plane_bench"};
   int trips = 5000, reports = 200000;
   app.add_option("--round-trips", trips, "status round trips timed per measure (after 200 warm-up)")
       ->capture_default_str()
       ->check(examples::command_line::at_least(1));
   // At least one report per job in the 64-job storm, which splits them evenly.
-  app.add_option("--reports", reports, "step reports sent one-way by 1 job, then by 64 jobs at once (N/64 each)")
+  app.add_option("--reports", reports,
+                 "step reports sent one-way by 1 job, then by 64 jobs at once (N/64 each)")
       ->capture_default_str()
       ->check(examples::command_line::at_least(64));
   return examples::command_line::run(app, argc, argv, [&] { return measure(trips, reports); });

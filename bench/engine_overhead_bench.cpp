@@ -6,8 +6,8 @@
 //
 //   engine_overhead_bench [--device cpu|cuda:N] [MODEL_DIR [MODEL ...]]
 //     (default: cpu, the small test models traced into a temp dir; every option: --help,
-//     docs/benchmarks.md). On a GPU the module, its inputs and the placed ops are on that device and
-//     every step ends with a device synchronisation; trace the models on that device
+//     docs/benchmarks.md). On a GPU the module, its inputs and the placed ops are on that device
+//     and every step ends with a device synchronisation; trace the models on that device
 //     (make_models.py --device cuda:0), since a trace keeps the device of the tensors it creates.
 //     Each model is its own row: one that fails prints why and the others still run; the exit
 //     status is 1 when any row failed, 2 for a bad command line.
@@ -21,12 +21,12 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <CLI/CLI.hpp>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/jit/serialization/import.h>
 #include <torch/cuda.h>
 #include <torch/optim/sgd.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include "bench_util.h"
 #include "command_line.h"
@@ -49,14 +49,19 @@ struct Row {
 // transformers model returns {"logits": ...}).
 at::Tensor first_tensor(const c10::IValue& value) {
   if (value.isTensor()) return value.toTensor();
-  if (value.isTuple() && !value.toTupleRef().elements().empty()) return first_tensor(value.toTupleRef().elements()[0]);
-  if (value.isGenericDict() && !value.toGenericDict().empty()) return first_tensor(value.toGenericDict().begin()->value());
+  if (value.isTuple() && !value.toTupleRef().elements().empty())
+    return first_tensor(value.toTupleRef().elements()[0]);
+  if (value.isGenericDict() && !value.toGenericDict().empty())
+    return first_tensor(value.toGenericDict().begin()->value());
   throw std::runtime_error("the model's output holds no tensor to take a loss from");
 }
 
-Row measure(const std::string& dir, const std::string& name, const placement::Device& device, uint64_t memory) {
+Row measure(const std::string& dir, const std::string& name, const placement::Device& device,
+            uint64_t memory) {
   const bool cuda = device.kind == placement::DeviceKind::kCuda;
-  const c10::Device torch_device = cuda ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device.index)) : c10::Device(c10::kCPU);
+  const c10::Device torch_device =
+      cuda ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device.index))
+           : c10::Device(c10::kCPU);
   auto sync = [cuda, &device] {
     if (cuda) torch::cuda::synchronize(device.index);
   };
@@ -83,8 +88,9 @@ Row measure(const std::string& dir, const std::string& name, const placement::De
   }
   const double capture_s = median(captures);
   // Memory only matters to the simulator, not to placed execution.
-  placement::PlacedModule placed(copy, std::move(graph),
-                                 placement::DeviceSet::uniform({{device.kind, device.index, memory, 1.0, {}}}, 1e9, 0));
+  placement::PlacedModule placed(
+      copy, std::move(graph),
+      placement::DeviceSet::uniform({{device.kind, device.index, memory, 1.0, {}}}, 1e9, 0));
   std::vector<at::Tensor> plain_params;
   for (const auto& p : plain.parameters()) plain_params.push_back(p);
   torch::optim::SGD plain_sgd(plain_params, torch::optim::SGDOptions(1e-4));
@@ -101,7 +107,10 @@ Row measure(const std::string& dir, const std::string& name, const placement::De
     placed_sgd.zero_grad();
     sync();
   };
-  const int steps = name.rfind("resnet", 0) == 0 || name.rfind("inception", 0) == 0 || name.rfind("bert_base", 0) == 0 ? 20 : 60;
+  const int steps = name.rfind("resnet", 0) == 0 || name.rfind("inception", 0) == 0 ||
+                            name.rfind("bert_base", 0) == 0
+                        ? 20
+                        : 60;
   std::vector<double> a, b;
   for (int i = 0; i < steps + 5; ++i) {
     auto t0 = Clock::now();
@@ -127,25 +136,30 @@ std::string first_line(std::string text) {
 int run_rows(const std::string& device_name, std::string dir, std::vector<std::string> names) {
   const placement::Device device = placement::parse_device_name(device_name);
   if (names.empty())
-    names = {"mlp", "two_tower", "gnmt_small", "gnmt_small_unrolled", "rnnlm_small", "bert_small", "resnet18",
-             "hf_bert", "hf_gpt2", "hf_llama"};
+    names = {"mlp",         "two_tower",  "gnmt_small", "gnmt_small_unrolled",
+             "rnnlm_small", "bert_small", "resnet18",   "hf_bert",
+             "hf_gpt2",     "hf_llama"};
   if (dir.empty()) dir = placement::bench::trace_models(SOURCE_DIR, "overhead");
   std::printf("threads: %d intra-op; device: %s\n", at::get_num_threads(), device_name.c_str());
-  std::printf("%-20s %6s %12s %12s %9s %12s\n", "model", "ops", "plain", "placed", "overhead", "capture");
-  const uint64_t memory = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  std::printf("%-20s %6s %12s %12s %9s %12s\n", "model", "ops", "plain", "placed", "overhead",
+              "capture");
+  const uint64_t memory = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
+                          static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   int failed = 0;
   for (const std::string& name : names) {
     try {
       const Row r = measure(dir, name, device, memory);
-      std::printf("%-20s %6zu %9.3f ms %9.3f ms %+8.1f%% %9.1f ms\n", name.c_str(), r.ops, r.plain_s * 1e3,
-                  r.placed_s * 1e3, (r.placed_s / r.plain_s - 1) * 100, r.capture_s * 1e3);
+      std::printf("%-20s %6zu %9.3f ms %9.3f ms %+8.1f%% %9.1f ms\n", name.c_str(), r.ops,
+                  r.plain_s * 1e3, r.placed_s * 1e3, (r.placed_s / r.plain_s - 1) * 100,
+                  r.capture_s * 1e3);
     } catch (const std::exception& e) {
       ++failed;
       std::printf("%-20s FAILED: %s\n", name.c_str(), first_line(e.what()).c_str());
     }
     std::fflush(stdout);
   }
-  if (failed > 0) std::fprintf(stderr, "engine_overhead_bench: %d of %zu models failed\n", failed, names.size());
+  if (failed > 0)
+    std::fprintf(stderr, "engine_overhead_bench: %d of %zu models failed\n", failed, names.size());
   return failed > 0 ? 1 : 0;
 }
 
@@ -162,7 +176,8 @@ CLI::Validator visible_device() {
         }
         const int visible = static_cast<int>(torch::cuda::device_count());
         if (device.kind != placement::DeviceKind::kCuda || device.index < visible) return "";
-        return text + " asked for, but this LibTorch sees " + std::to_string(visible) + " CUDA device(s)";
+        return text + " asked for, but this LibTorch sees " + std::to_string(visible) +
+               " CUDA device(s)";
       },
       "");
 }
@@ -170,22 +185,31 @@ CLI::Validator visible_device() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Times a training step of each model's plain TorchScript module against the same step through "
-               "PlacedModule with every op on DEVICE (alternating, medians after warm-up), and a capture of the "
-               "model (placement::capture, median of 5).",
-               "engine_overhead_bench"};
-  app.footer("Exit status: 0; 1 when any model's row failed (the other rows still run); 2 for a bad command line.");
+  CLI::App app{
+      "Times a training step of each model's plain TorchScript module against the same step "
+      "through "
+      "PlacedModule with every op on DEVICE (alternating, medians after warm-up), and a capture of "
+      "the "
+      "model (placement::capture, median of 5).",
+      "engine_overhead_bench"};
+  app.footer(
+      "Exit status: 0; 1 when any model's row failed (the other rows still run); 2 for a bad "
+      "command line.");
   std::string dir, device_name = "cpu";
   std::vector<std::string> names;
-  app.add_option("--device", device_name, "device of the module, its inputs and every placed op: cpu or cuda:N")
+  app.add_option("--device", device_name,
+                 "device of the module, its inputs and every placed op: cpu or cuda:N")
       ->capture_default_str()
       ->check(visible_device());
   app.add_option("MODEL_DIR", dir,
-                 "MODEL.pt and MODEL.json as tests/models/make_models.py writes them (default: the small test "
+                 "MODEL.pt and MODEL.json as tests/models/make_models.py writes them (default: the "
+                 "small test "
                  "models, traced into a new directory under /tmp)")
       ->check(CLI::ExistingDirectory);
   app.add_option("MODEL", names,
-                 "models in MODEL_DIR to time (default: mlp two_tower gnmt_small gnmt_small_unrolled rnnlm_small "
+                 "models in MODEL_DIR to time (default: mlp two_tower gnmt_small "
+                 "gnmt_small_unrolled rnnlm_small "
                  "bert_small resnet18 hf_bert hf_gpt2 hf_llama)");
-  return examples::command_line::run(app, argc, argv, [&] { return run_rows(device_name, dir, names); });
+  return examples::command_line::run(app, argc, argv,
+                                     [&] { return run_rows(device_name, dir, names); });
 }

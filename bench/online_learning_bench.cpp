@@ -23,8 +23,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -32,15 +32,15 @@
 #include <thread>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include "bench_util.h"
-#include "papers_data.h"
 #include "command_line.h"
 #include "config/config.h"
 #include "live/live_session.h"
 #include "live/store.h"
+#include "papers_data.h"
 #include "placement/serialization.h"
 #include "planning/group_cap.h"
 #include "planning/offline/baseline.h"
@@ -69,8 +69,8 @@ struct Planning {
 struct Scenario {
   std::string name, what;
   placement::DeviceSet (*truth_devices)(placement::DeviceSet topology);
-  Planning (*plan)(const placement::OpGraph& capture, const Simulator& truth, const placement::DeviceSet& topology,
-                   std::mt19937_64& rng);
+  Planning (*plan)(const placement::OpGraph& capture, const Simulator& truth,
+                   const placement::DeviceSet& topology, std::mt19937_64& rng);
 };
 
 placement::DeviceSet as_given(placement::DeviceSet topology) { return topology; }
@@ -89,8 +89,8 @@ void scale(placement::OpProfile& p, double f) {
   p.update_s *= f;
 }
 
-Planning op_noise(const placement::OpGraph&, const Simulator& truth, const placement::DeviceSet& topology,
-                  std::mt19937_64& rng) {
+Planning op_noise(const placement::OpGraph&, const Simulator& truth,
+                  const placement::DeviceSet& topology, std::mt19937_64& rng) {
   std::normal_distribution<double> normal(0.0, 1.0);
   Planning p{measured(truth), topology};
   for (auto& op : p.graph.ops)
@@ -98,8 +98,8 @@ Planning op_noise(const placement::OpGraph&, const Simulator& truth, const place
   return p;
 }
 
-Planning kind_bias(const placement::OpGraph&, const Simulator& truth, const placement::DeviceSet& topology,
-                   std::mt19937_64& rng) {
+Planning kind_bias(const placement::OpGraph&, const Simulator& truth,
+                   const placement::DeviceSet& topology, std::mt19937_64& rng) {
   // One factor per (op kind, device kind), log-uniform in [0.2, 2]: the cost model's efficiency for
   // a kind of kernel is off the same way wherever that kernel runs.
   std::uniform_real_distribution<double> u(std::log(0.2), std::log(2.0));
@@ -114,10 +114,10 @@ Planning kind_bias(const placement::OpGraph&, const Simulator& truth, const plac
   return p;
 }
 
-Planning links(const placement::OpGraph&, const Simulator& truth, const placement::DeviceSet& topology,
-               std::mt19937_64& rng) {
-  // Each link believed 2-4x faster or slower than it is (bandwidth and latency alike), one factor per
-  // pair of devices in both directions.
+Planning links(const placement::OpGraph&, const Simulator& truth,
+               const placement::DeviceSet& topology, std::mt19937_64& rng) {
+  // Each link believed 2-4x faster or slower than it is (bandwidth and latency alike), one factor
+  // per pair of devices in both directions.
   std::uniform_real_distribution<double> u(std::log(2.0), std::log(4.0));
   std::bernoulli_distribution faster(0.5);
   Planning p{measured(truth), topology};
@@ -139,8 +139,8 @@ placement::DeviceSet launch_3x(placement::DeviceSet topology) {
   return topology;
 }
 
-Planning preset_launch(const placement::OpGraph& capture, const Simulator& truth, const placement::DeviceSet& topology,
-                        std::mt19937_64&) {
+Planning preset_launch(const placement::OpGraph& capture, const Simulator& truth,
+                       const placement::DeviceSet& topology, std::mt19937_64&) {
   // The planner's cost model with the preset's launch cost, where the truth pays three times it
   // (what the 2026-11-26 GPU runs measured: 10-19 us an op where the preset says 5).
   const Simulator planner(capture, topology, truth.options());
@@ -153,9 +153,11 @@ Planning preset_launch(const placement::OpGraph& capture, const Simulator& truth
 const std::vector<Scenario>& scenarios() {
   static const std::vector<Scenario> all = {
       {"op-noise", "each op's time off by a log-normal factor, sigma 0.3", as_given, op_noise},
-      {"kind-bias", "each op kind's time off by one factor in [0.2, 2] per device kind", as_given, kind_bias},
+      {"kind-bias", "each op kind's time off by one factor in [0.2, 2] per device kind", as_given,
+       kind_bias},
       {"links", "each link's bandwidth and latency off by 2-4x, either way", as_given, links},
-      {"launch", "the truth pays 3x the preset's host launch cost per op", launch_3x, preset_launch},
+      {"launch", "the truth pays 3x the preset's host launch cost per op", launch_3x,
+       preset_launch},
   };
   return all;
 }
@@ -213,7 +215,8 @@ struct StateDir {
   std::string path;
   StateDir() {
     char name[] = "/tmp/online-learning.XXXXXX";
-    if (!::mkdtemp(name)) throw std::runtime_error(std::string("mkdtemp under /tmp: ") + std::strerror(errno));
+    if (!::mkdtemp(name))
+      throw std::runtime_error(std::string("mkdtemp under /tmp: ") + std::strerror(errno));
     path = name;
   }
   ~StateDir() {
@@ -225,8 +228,8 @@ struct StateDir {
 };
 
 // One job, start to end, under `policy` with at most `budget` candidates.
-Run run_job(const Simulator& truth, const Planning& planning, placementd::EffectivePolicy policy, int64_t budget,
-            const placement::Placement& start, uint64_t seed, const Options& o,
+Run run_job(const Simulator& truth, const Planning& planning, placementd::EffectivePolicy policy,
+            int64_t budget, const placement::Placement& start, uint64_t seed, const Options& o,
             const placementd::PluginRegistry& registry) {
   const StateDir dir;
   Run run;
@@ -252,7 +255,8 @@ Run run_job(const Simulator& truth, const Planning& planning, placementd::Effect
       const std::optional<double> t = clock.time(in_force.placement);
       // A failed step is retried on the last good placement: it costs about two steps.
       true_time += t ? *t : 2 * run.start;
-      placement::Measurement m{in_force.placement_id, step, t ? *t * std::exp(o.noise * normal(rng)) : 0.0, t.has_value(),
+      placement::Measurement m{in_force.placement_id, step,
+                               t ? *t * std::exp(o.noise * normal(rng)) : 0.0, t.has_value(),
                                t ? "" : "out of memory (the true memory model)"};
       std::optional<msg::Directive> next = live.on_report(m);
       if (live.has_deferred_work())
@@ -284,7 +288,8 @@ Run run_job(const Simulator& truth, const Planning& planning, placementd::Effect
   return run;
 }
 
-// The best a long search of the truth finds over `grouping`: annealing from each heuristic that fits.
+// The best a long search of the truth finds over `grouping`: annealing from each heuristic that
+// fits.
 double best_on_truth(const Simulator& truth, const placementd::PluginRegistry& registry,
                      const placement::Grouping& grouping, int64_t evaluations) {
   double best = INFINITY;
@@ -300,7 +305,8 @@ double best_on_truth(const Simulator& truth, const placementd::PluginRegistry& r
     placementd::sim::AnnealOptions anneal;
     anneal.evaluations = evaluations;
     anneal.seed = 1;
-    const placementd::sim::AnnealResult found = placementd::sim::anneal(truth, grouping, b.device_of_group, anneal);
+    const placementd::sim::AnnealResult found =
+        placementd::sim::anneal(truth, grouping, b.device_of_group, anneal);
     best = std::min(best, found.step_time_s);
   }
   return best;
@@ -308,7 +314,8 @@ double best_on_truth(const Simulator& truth, const placementd::PluginRegistry& r
 
 // Where the job starts: its first GPU, as a job written for one GPU does, or where the first
 // heuristic that fits puts it when one GPU cannot hold the model (a job split by hand).
-placement::Placement start_placement(const Simulator& truth, const placementd::PluginRegistry& registry,
+placement::Placement start_placement(const Simulator& truth,
+                                     const placementd::PluginRegistry& registry,
                                      const placement::Grouping& grouping) {
   const placement::DeviceSet& devices = truth.devices();
   int gpu = 0;
@@ -323,12 +330,14 @@ placement::Placement start_placement(const Simulator& truth, const placementd::P
   for (const std::string& name : placementd::offline::kSearchStarts) {
     if (!registry.has(placement::PluginKind::kPlacer, name)) continue;
     try {
-      placementd::offline::BaselinePlacement b = placementd::offline::place_baseline(name, truth, registry, grouping, 1);
+      placementd::offline::BaselinePlacement b =
+          placementd::offline::place_baseline(name, truth, registry, grouping, 1);
       if (b.fits && b.step_time_s) return b.placement;
     } catch (const std::exception&) {
     }
   }
-  throw std::runtime_error("no start placement fits: not one GPU, nor any of the heuristics' placements");
+  throw std::runtime_error(
+      "no start placement fits: not one GPU, nor any of the heuristics' placements");
 }
 
 double percent(double x) { return 100.0 * x; }
@@ -336,9 +345,11 @@ double percent(double x) { return 100.0 * x; }
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"What learning online adds: the live phase against a planning model that is wrong in structured ways, "
-               "on the papers' graphs and topologies (issue #45).",
-               "online_learning_bench"};
+  CLI::App app{
+      "What learning online adds: the live phase against a planning model that is wrong in "
+      "structured ways, "
+      "on the papers' graphs and topologies (issue #45).",
+      "online_learning_bench"};
   Options o;
   std::vector<std::string> scenario_names;
   for (const Scenario& s : scenarios()) scenario_names.push_back(s.name);
@@ -364,74 +375,90 @@ int main(int argc, char** argv) {
   app.add_option("--noise", o.noise, "log-normal sigma of each step's time around the truth")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--job-steps", o.job_steps, "steps the job says it will run (its exploration budget is a share)")
+  app.add_option("--job-steps", o.job_steps,
+                 "steps the job says it will run (its exploration budget is a share)")
       ->capture_default_str()
       ->check(examples::command_line::at_least(100));
-  app.add_option("--best-evaluations", o.best_evaluations, "placements the search of the truth simulates, per start")
+  app.add_option("--best-evaluations", o.best_evaluations,
+                 "placements the search of the truth simulates, per start")
       ->capture_default_str()
       ->check(examples::command_line::at_least(1));
   app.add_option("--budgets", o.budgets, "[exploration] max_candidates, one run each")
       ->capture_default_str()
       ->check(examples::command_line::at_least(1));
   app.add_option("--config", o.config,
-                 "placementd.toml whose [policy] and [exploration] the job gets (default: the built-in defaults with "
+                 "placementd.toml whose [policy] and [exploration] the job gets (default: the "
+                 "built-in defaults with "
                  "warm_start = \"simulator\")")
       ->check(CLI::ExistingFile);
-  app.add_flag("--check", o.check, "exit 1 when a target is not met (CI runs a short seeded version)");
+  app.add_flag("--check", o.check,
+               "exit 1 when a target is not met (CI runs a short seeded version)");
   app.add_option("--floor", o.floor,
-                 "with --check: the median gap recovered (percent) every budget must reach, instead of the issue's "
+                 "with --check: the median gap recovered (percent) every budget must reach, "
+                 "instead of the issue's "
                  "targets (50 at 30 candidates, 80 at 100)")
       ->check(CLI::Range(0.0, 100.0));
   return examples::command_line::run(app, argc, argv, [&] {
-    const placementd::Config config = o.config.empty() ? placementd::parse_config(
-                                                             "[policy]\nwarm_start = \"simulator\"\n", "defaults", PLUGIN_DIR)
-                                                       : placementd::load_config(o.config, PLUGIN_DIR);
-    placementd::EffectivePolicy policy = placementd::effective_policy(config, "online-learning", ::getuid());
+    const placementd::Config config =
+        o.config.empty() ? placementd::parse_config("[policy]\nwarm_start = \"simulator\"\n",
+                                                    "defaults", PLUGIN_DIR)
+                         : placementd::load_config(o.config, PLUGIN_DIR);
+    placementd::EffectivePolicy policy =
+        placementd::effective_policy(config, "online-learning", ::getuid());
     // The search's wall-time limit would make a run depend on the machine; its evaluation count
     // bounds it instead.
     policy.warm_start_seconds = 0.0;
     placementd::PluginRegistry registry;
     registry.scan(config.plugin_dirs);
     spdlog::set_level(spdlog::level::err);  // each run's session logs its every trial
-    for (const auto& [kind, name] : {std::make_pair(placement::PluginKind::kGrouper, policy.grouper),
-                                     std::make_pair(placement::PluginKind::kPlacer, policy.placer),
-                                     std::make_pair(placement::PluginKind::kAlgorithm, policy.algorithm)})
+    for (const auto& [kind, name] :
+         {std::make_pair(placement::PluginKind::kGrouper, policy.grouper),
+          std::make_pair(placement::PluginKind::kPlacer, policy.placer),
+          std::make_pair(placement::PluginKind::kAlgorithm, policy.algorithm)})
       if (!name.empty() && !registry.has(kind, name))
         throw std::runtime_error("the policy's plugin '" + name + "' is not among the plugins in " +
                                  CLI::detail::join(config.plugin_dirs, ", ") +
                                  " (the LibTorch plugins need a build with LibTorch)");
-    std::printf("policy %s + %s + %s, warm start %s; noise sigma %.2f; job of %lld steps, %.0f%% for exploration\n",
-                policy.grouper.c_str(), policy.placer.c_str(), policy.algorithm.c_str(),
-                policy.warm_start.empty() ? "none" : policy.warm_start.c_str(), o.noise,
-                static_cast<long long>(o.job_steps), percent(policy.exploration.max_overhead_fraction));
-    std::printf("T_best: annealing of the truth over the job's groups, %lld evaluations from each heuristic\n\n",
-                static_cast<long long>(o.best_evaluations));
-    std::printf("%-10s %-18s %-20s %4s %6s %10s %10s %10s %10s %9s %6s %7s\n", "scenario", "topology", "model", "seed",
-                "budget", "T_start", "T_warm", "T_final", "T_best", "recovered", "cands", "gained");
-    // Per scenario and budget: gaps recovered, final-beats-warm where warm is >= 5% off, slower ends.
+    std::printf(
+        "policy %s + %s + %s, warm start %s; noise sigma %.2f; job of %lld steps, %.0f%% for "
+        "exploration\n",
+        policy.grouper.c_str(), policy.placer.c_str(), policy.algorithm.c_str(),
+        policy.warm_start.empty() ? "none" : policy.warm_start.c_str(), o.noise,
+        static_cast<long long>(o.job_steps), percent(policy.exploration.max_overhead_fraction));
+    std::printf(
+        "T_best: annealing of the truth over the job's groups, %lld evaluations from each "
+        "heuristic\n\n",
+        static_cast<long long>(o.best_evaluations));
+    std::printf("%-10s %-18s %-20s %4s %6s %10s %10s %10s %10s %9s %6s %7s\n", "scenario",
+                "topology", "model", "seed", "budget", "T_start", "T_warm", "T_final", "T_best",
+                "recovered", "cands", "gained");
+    // Per scenario and budget: gaps recovered, final-beats-warm where warm is >= 5% off, slower
+    // ends.
     struct Tally {
       std::vector<double> recovered;
       int no_gap = 0, off = 0, beat = 0, slower = 0, runs = 0;
     };
     std::map<std::pair<std::string, int64_t>, Tally> tally;
     for (const std::string& topology_name : o.topologies) {
-      const placement::DeviceSet topology = placementd::sim::load_topology(topology_file(topology_name));
+      const placement::DeviceSet topology =
+          placementd::sim::load_topology(topology_file(topology_name));
       for (const std::string& model : o.models) {
         const placement::OpGraph graph = placement::load_graph_file(graph_file(model));
         for (const Scenario& scenario : scenarios()) {
-          if (std::find(o.scenarios.begin(), o.scenarios.end(), scenario.name) == o.scenarios.end()) continue;
+          if (std::find(o.scenarios.begin(), o.scenarios.end(), scenario.name) == o.scenarios.end())
+            continue;
           const Simulator truth(graph, scenario.truth_devices(topology));
           if (!truth.memory_floor().fits_all_devices) {
-            std::printf("%-10s %-18s %-20s no placement fits: skipped\n", scenario.name.c_str(), topology_name.c_str(),
-                        model.c_str());
+            std::printf("%-10s %-18s %-20s no placement fits: skipped\n", scenario.name.c_str(),
+                        topology_name.c_str(), model.c_str());
             continue;
           }
           // The job's groups, as the session makes them (the grouper reads the graph's structure).
           auto grouper = registry.create_grouper(policy.grouper, policy.grouper_params);
           std::mt19937_64 group_rng(1);
-          const placement::Grouping grouping =
-              placementd::cap_groups(truth.graph(), grouper->group(truth.graph(), truth.devices(), group_rng),
-                                     policy.max_groups);
+          const placement::Grouping grouping = placementd::cap_groups(
+              truth.graph(), grouper->group(truth.graph(), truth.devices(), group_rng),
+              policy.max_groups);
           const double best = best_on_truth(truth, registry, grouping, o.best_evaluations);
           const placement::Placement start = start_placement(truth, registry, grouping);
           // Every seed and budget of this case, on --threads threads; printed in their order.
@@ -447,7 +474,8 @@ int main(int argc, char** argv) {
               try {
                 std::mt19937_64 rng(static_cast<uint64_t>(seed) * 7919);
                 const Planning planning = scenario.plan(graph, truth, topology, rng);
-                runs[i] = run_job(truth, planning, policy, budget, start, static_cast<uint64_t>(seed), o, registry);
+                runs[i] = run_job(truth, planning, policy, budget, start,
+                                  static_cast<uint64_t>(seed), o, registry);
               } catch (const std::exception& e) {
                 errors[i] = e.what();
               }
@@ -460,51 +488,65 @@ int main(int argc, char** argv) {
           for (size_t i = 0; i < jobs.size(); ++i) {
             const auto [seed, budget] = jobs[i];
             if (!errors[i].empty())
-              throw std::runtime_error(scenario.name + " " + topology_name + " " + model + " seed " +
-                                       std::to_string(seed) + ": " + errors[i]);
+              throw std::runtime_error(scenario.name + " " + topology_name + " " + model +
+                                       " seed " + std::to_string(seed) + ": " + errors[i]);
             Run& r = runs[i];
             r.best = std::min({best, r.final_time, r.warm, r.start});
             Tally& t = tally[{scenario.name, budget}];
             ++t.runs;
             const std::optional<double> recovered = r.recovered();
-            if (recovered) t.recovered.push_back(*recovered);
-            else ++t.no_gap;
+            if (recovered)
+              t.recovered.push_back(*recovered);
+            else
+              ++t.no_gap;
             if (r.warm >= 1.05 * r.best) {
               ++t.off;
               if (r.final_time < r.warm) ++t.beat;
             }
             if (r.final_time > 1.01 * r.start) ++t.slower;
-            std::printf("%-10s %-18s %-20s %4lld %6lld %10.3f %10.3f %10.3f %10.3f %9s %6llu %6.3fx\n",
-                        scenario.name.c_str(), topology_name.c_str(), model.c_str(), static_cast<long long>(seed),
-                        static_cast<long long>(budget), r.start * 1e3, r.warm * 1e3, r.final_time * 1e3, r.best * 1e3,
-                        recovered ? (std::to_string(static_cast<int>(std::lround(percent(*recovered)))) + "%").c_str()
-                                  : "no gap",
-                        static_cast<unsigned long long>(r.candidates), r.start / r.mean_step);
+            std::printf(
+                "%-10s %-18s %-20s %4lld %6lld %10.3f %10.3f %10.3f %10.3f %9s %6llu %6.3fx\n",
+                scenario.name.c_str(), topology_name.c_str(), model.c_str(),
+                static_cast<long long>(seed), static_cast<long long>(budget), r.start * 1e3,
+                r.warm * 1e3, r.final_time * 1e3, r.best * 1e3,
+                recovered
+                    ? (std::to_string(static_cast<int>(std::lround(percent(*recovered)))) + "%")
+                          .c_str()
+                    : "no gap",
+                static_cast<unsigned long long>(r.candidates), r.start / r.mean_step);
           }
           std::fflush(stdout);
         }
       }
     }
-    std::printf("\n%-10s %6s %6s %16s %14s %22s %16s\n", "scenario", "budget", "runs", "median recovered",
-                "warm no gap", "beats warm (warm >=5%)", "ends slower");
+    std::printf("\n%-10s %6s %6s %16s %14s %22s %16s\n", "scenario", "budget", "runs",
+                "median recovered", "warm no gap", "beats warm (warm >=5%)", "ends slower");
     bool met = true;
     for (const auto& [key, t] : tally) {
       const double med = t.recovered.empty() ? NAN : median(t.recovered);
       char recovered[32] = "-";
       if (!t.recovered.empty()) std::snprintf(recovered, sizeof(recovered), "%.0f%%", percent(med));
       std::printf("%-10s %6lld %6d %16s %14d %15d of %-4d %16d\n", key.first.c_str(),
-                  static_cast<long long>(key.second), t.runs, recovered, t.no_gap, t.beat, t.off, t.slower);
-      const double target = o.floor ? *o.floor / 100.0 : key.second >= 100 ? 0.8 : key.second >= 30 ? 0.5 : 0.0;
+                  static_cast<long long>(key.second), t.runs, recovered, t.no_gap, t.beat, t.off,
+                  t.slower);
+      const double target = o.floor             ? *o.floor / 100.0
+                            : key.second >= 100 ? 0.8
+                            : key.second >= 30  ? 0.5
+                                                : 0.0;
       if (!t.recovered.empty() && med < target) met = false;
       if (t.slower > 0) met = false;
     }
     if (o.floor)
-      std::printf("\nmedian recovered >= %.0f%% at every budget (over the runs with a gap); no run ends slower: %s\n",
-                  *o.floor, met ? "met" : "not met");
+      std::printf(
+          "\nmedian recovered >= %.0f%% at every budget (over the runs with a gap); no run ends "
+          "slower: %s\n",
+          *o.floor, met ? "met" : "not met");
     else
-      std::printf("\ntargets (issue #45): median recovered >= 80%% at 100 candidates, >= 50%% at 30 (over the runs "
-                  "with a gap); no run ends slower: %s\n",
-                  met ? "met" : "not met");
+      std::printf(
+          "\ntargets (issue #45): median recovered >= 80%% at 100 candidates, >= 50%% at 30 (over "
+          "the runs "
+          "with a gap); no run ends slower: %s\n",
+          met ? "met" : "not met");
     return o.check && !met ? 1 : 0;
   });
 }

@@ -40,13 +40,16 @@ placement::OpGraph layered_graph(int groups) {
 }
 
 // Prints a row per placer of `only` (every learned placer built when empty) and group count.
-int time_placers(const std::vector<std::string>& only, const std::vector<int>& group_counts, int repeats) {
+int time_placers(const std::vector<std::string>& only, const std::vector<int>& group_counts,
+                 int repeats) {
   placementd::PluginRegistry registry;
   registry.scan({PLUGIN_DIR});
   std::vector<placement::Device> list;
-  for (int d = 0; d < 4; ++d) list.push_back({placement::DeviceKind::kCuda, d, 80ull << 30, 1.0, std::nullopt});
+  for (int d = 0; d < 4; ++d)
+    list.push_back({placement::DeviceKind::kCuda, d, 80ull << 30, 1.0, std::nullopt});
   const placement::DeviceSet devices = placement::DeviceSet::uniform(list, 50e9, 1e-5);
-  std::printf("%-22s %7s %12s %14s %14s\n", "placer", "groups", "sample_ms", "update10_ms", "sample+update");
+  std::printf("%-22s %7s %12s %14s %14s\n", "placer", "groups", "sample_ms", "update10_ms",
+              "sample+update");
   struct Variant {
     const char* label;
     const char* placer;
@@ -94,9 +97,11 @@ int time_placers(const std::vector<std::string>& only, const std::vector<int>& g
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Learned placers' cost: one sample and one update (a batch of 10 samples) at each group count, "
-               "loaded from the built plugins.",
-               "policy_bench"};
+  CLI::App app{
+      "Learned placers' cost: one sample and one update (a batch of 10 samples) at each group "
+      "count, "
+      "loaded from the built plugins.",
+      "policy_bench"};
   std::vector<std::string> only;
   std::vector<int> group_counts = {16, 64, 256};
   int repeats = 7;
@@ -108,5 +113,6 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", repeats, "repetitions; medians are printed")
       ->capture_default_str()
       ->check(examples::command_line::at_least(1));
-  return examples::command_line::run(app, argc, argv, [&] { return time_placers(only, group_counts, repeats); });
+  return examples::command_line::run(app, argc, argv,
+                                     [&] { return time_placers(only, group_counts, repeats); });
 }

@@ -71,10 +71,13 @@ int time_simulator(int ops) {
   t0 = Clock::now();
   const double bound = sim.lower_bound_s();
   const double bound_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  std::printf("graph %s: %zu ops, %zu edges on %zu devices\n", g.name.c_str(), g.ops.size(), g.edges.size(), devices.size());
+  std::printf("graph %s: %zu ops, %zu edges on %zu devices\n", g.name.c_str(), g.ops.size(),
+              g.edges.size(), devices.size());
   std::printf("%-36s %10.2f ms\n", "Simulator construction", setup_ms);
-  std::printf("%-36s %10.2f ms  (predicted step %.3f s)\n", "simulate(), random placement", random_ms[10], step_random);
-  std::printf("%-36s %10.2f ms  (predicted step %.3f s)\n", "simulate(), layer i on cuda:i", layer_ms[10], step_layer);
+  std::printf("%-36s %10.2f ms  (predicted step %.3f s)\n", "simulate(), random placement",
+              random_ms[10], step_random);
+  std::printf("%-36s %10.2f ms  (predicted step %.3f s)\n", "simulate(), layer i on cuda:i",
+              layer_ms[10], step_layer);
   std::printf("%-36s %10.2f ms  (%.3f s)\n", "lower_bound_s()", bound_ms, bound);
 
   // The same graph as capture records it without --profile: each cell's work, no profile.
@@ -87,7 +90,8 @@ int time_simulator(int ops) {
       "aten::lstm_cell",
       {placement::OpArgument::tensor(f32({128, 1024})),
        placement::OpArgument::tensor_list({f32({128, 1024}), f32({128, 1024})}),
-       placement::OpArgument::tensor(f32({4096, 1024})), placement::OpArgument::tensor(f32({4096, 1024}))},
+       placement::OpArgument::tensor(f32({4096, 1024})),
+       placement::OpArgument::tensor(f32({4096, 1024}))},
       {f32({128, 1024}), f32({128, 1024})});
   for (placement::Op& op : g.ops) {
     op.profile.clear();
@@ -95,9 +99,11 @@ int time_simulator(int ops) {
   }
   t0 = Clock::now();
   const placementd::sim::Simulator predicted(g, devices);
-  const double predicted_setup_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  const double predicted_setup_ms =
+      std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   placement::Placement layerwise;
-  for (int u = 0; u < static_cast<int>(g.ops.size()); ++u) layerwise.device_of_op.push_back(1 + u % layers);
+  for (int u = 0; u < static_cast<int>(g.ops.size()); ++u)
+    layerwise.device_of_op.push_back(1 + u % layers);
   double predicted_step = 0;
   std::vector<double> predicted_ms;
   for (int i = 0; i < 5; ++i) {
@@ -106,19 +112,21 @@ int time_simulator(int ops) {
     predicted_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
   }
   std::sort(predicted_ms.begin(), predicted_ms.end());
-  std::printf("%-36s %10.2f ms  (every op on every device by the cost model)\n", "Simulator construction, no profiles",
-              predicted_setup_ms);
-  std::printf("%-36s %10.2f ms  (predicted step %.3f s)\n", "simulate(), layer i on cuda:i", predicted_ms[2],
-              predicted_step);
+  std::printf("%-36s %10.2f ms  (every op on every device by the cost model)\n",
+              "Simulator construction, no profiles", predicted_setup_ms);
+  std::printf("%-36s %10.2f ms  (predicted step %.3f s)\n", "simulate(), layer i on cuda:i",
+              predicted_ms[2], predicted_step);
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"simulate() time on an unrolled 4-layer recurrent stack placed on 4xH100 + CPU "
-               "(tests/data/topologies/4xh100_cpu_pcie5.toml): median of 20 random and 20 layer-wise placements.",
-               "simulator_bench"};
+  CLI::App app{
+      "simulate() time on an unrolled 4-layer recurrent stack placed on 4xH100 + CPU "
+      "(tests/data/topologies/4xh100_cpu_pcie5.toml): median of 20 random and 20 layer-wise "
+      "placements.",
+      "simulator_bench"};
   int ops = 80000;
   app.add_option("--ops", ops, "ops in the graph, rounded down to a multiple of the 4 layers")
       ->capture_default_str()

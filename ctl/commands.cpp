@@ -40,7 +40,8 @@ std::string seconds(std::optional<double> value) { return format_seconds(value);
 // "1/4 10.0.0.1:29500/3fa2c1d0": rank/world size and group; "-" for a job of one process.
 std::string replica_of(const msg::JobSummary& job) {
   if (!job.replica) return "-";
-  return std::to_string(job.replica->rank) + "/" + std::to_string(job.replica->world_size) + " " + job.replica->group;
+  return std::to_string(job.replica->rank) + "/" + std::to_string(job.replica->world_size) + " " +
+         job.replica->group;
 }
 
 // A time in the warm start's report (planning's own JSON).
@@ -49,7 +50,8 @@ std::string json_seconds(const json& value) {
 }
 
 // "73.1 ms ± 0.8 ms": a median and the larger half-width of its 95% interval.
-std::string with_interval(std::optional<double> median, const std::optional<std::array<double, 2>>& interval) {
+std::string with_interval(std::optional<double> median,
+                          const std::optional<std::array<double, 2>>& interval) {
   if (!median || !interval) return seconds(median);
   const double half = std::max(*median - (*interval)[0], (*interval)[1] - *median);
   return seconds(median) + " ± " + seconds(half);
@@ -69,17 +71,23 @@ std::string describe_warm_start(const json& w) {
   char probabilities[64];
   std::snprintf(probabilities, sizeof(probabilities), "per-group probability %.2f -> %.2f",
                 w["probability_before"].get<double>(), w["probability_after"].get<double>());
-  const std::string imitated = " in " + std::to_string(w["steps"].get<int64_t>()) + " steps; " + probabilities;
-  auto time_of = [&](const char* key) { return w[key].is_number() ? " (" + json_seconds(w[key]) + ")" : std::string(); };
+  const std::string imitated =
+      " in " + std::to_string(w["steps"].get<int64_t>()) + " steps; " + probabilities;
+  auto time_of = [&](const char* key) {
+    return w[key].is_number() ? " (" + json_seconds(w[key]) + ")" : std::string();
+  };
   if (w.contains("search_evaluations"))
-    return "searched " + std::to_string(w["search_evaluations"].get<int64_t>()) + " simulated placements" +
-           (w.value("search_ensemble", 0) > 0 ? " (each also on " + std::to_string(w.value("search_ensemble", 0)) +
-                                                    " perturbed copies of the model)"
-                                              : std::string()) +
-           " from " +
-           w["search_start"].get<std::string>() + time_of("search_start_step_time_s") + " to one" +
-           time_of("baseline_step_time_s") + " on the planning model, imitated" + imitated;
-  return "imitated " + w["baseline"].get<std::string>() + time_of("baseline_step_time_s") + imitated;
+    return "searched " + std::to_string(w["search_evaluations"].get<int64_t>()) +
+           " simulated placements" +
+           (w.value("search_ensemble", 0) > 0
+                ? " (each also on " + std::to_string(w.value("search_ensemble", 0)) +
+                      " perturbed copies of the model)"
+                : std::string()) +
+           " from " + w["search_start"].get<std::string>() + time_of("search_start_step_time_s") +
+           " to one" + time_of("baseline_step_time_s") + " on the planning model, imitated" +
+           imitated;
+  return "imitated " + w["baseline"].get<std::string>() + time_of("baseline_step_time_s") +
+         imitated;
 }
 
 int status(const Globals& g) {
@@ -98,19 +106,22 @@ int status(const Globals& g) {
   t.add({"policy", s.policy.grouper + " / " + s.policy.placer + " / " + s.policy.algorithm});
   t.add({"jobs (yours)", std::to_string(s.jobs_visible)});
   if (s.jobs_total) t.add({"jobs (all)", std::to_string(*s.jobs_total)});
-  t.add({"connections", std::to_string(s.connections) + " open, " + std::to_string(s.connections_total) + " since start"});
+  t.add({"connections", std::to_string(s.connections) + " open, " +
+                            std::to_string(s.connections_total) + " since start"});
   t.add({"step reports", std::to_string(s.reports_received)});
   t.add({"protocol errors", std::to_string(s.protocol_errors)});
-  t.add({"plugins", std::to_string(s.plugins.grouper) + " groupers, " + std::to_string(s.plugins.placer) + " placers, " +
-                        std::to_string(s.plugins.algorithm) + " algorithms, " + std::to_string(s.plugins_skipped) +
-                        " skipped"});
+  t.add({"plugins", std::to_string(s.plugins.grouper) + " groupers, " +
+                        std::to_string(s.plugins.placer) + " placers, " +
+                        std::to_string(s.plugins.algorithm) + " algorithms, " +
+                        std::to_string(s.plugins_skipped) + " skipped"});
   t.align_numbers(false);
   t.print(std::cout);
   return 0;
 }
 
 int jobs(const Globals& g, bool all, bool finished) {
-  const json reply = ask(g, msg::ListJobs::kType, msg::ListJobs{all, finished}.to_json(), MessageType::kJobList);
+  const json reply =
+      ask(g, msg::ListJobs::kType, msg::ListJobs{all, finished}.to_json(), MessageType::kJobList);
   if (g.json) {
     std::cout << reply["jobs"].dump(2) << "\n";
     return 0;
@@ -120,17 +131,19 @@ int jobs(const Globals& g, bool all, bool finished) {
     std::cout << "no jobs attached\n";
     return 0;
   }
-  Table t({"ID", "NAME", "UID", "STATE", "STEPS", "CANDIDATES", "START", "BEST", "SPEEDUP", "OVERHEAD", "BUDGET",
-           "REPLICA"});
+  Table t({"ID", "NAME", "UID", "STATE", "STEPS", "CANDIDATES", "START", "BEST", "SPEEDUP",
+           "OVERHEAD", "BUDGET", "REPLICA"});
   for (const msg::JobSummary& j : list.jobs) {
     // A follower runs rank 0's placement: its own figures are its steps and its step time.
     if (j.replica && j.replica->follower()) {
-      t.add({std::to_string(j.id), j.name, std::to_string(j.uid), state_of(j), std::to_string(j.steps), "-", "-",
-             seconds(j.current_step_time_s), "-", "-", "-", replica_of(j)});
+      t.add({std::to_string(j.id), j.name, std::to_string(j.uid), state_of(j),
+             std::to_string(j.steps), "-", "-", seconds(j.current_step_time_s), "-", "-", "-",
+             replica_of(j)});
       continue;
     }
-    t.add({std::to_string(j.id), j.name, std::to_string(j.uid), state_of(j), std::to_string(j.steps),
-           std::to_string(j.candidates_tried), seconds(j.start_step_time_s), seconds(j.best_step_time_s), speedup(j),
+    t.add({std::to_string(j.id), j.name, std::to_string(j.uid), state_of(j),
+           std::to_string(j.steps), std::to_string(j.candidates_tried),
+           seconds(j.start_step_time_s), seconds(j.best_step_time_s), speedup(j),
            format_percent(j.exploration_overhead), progress_bar(j.budget_used, 10), replica_of(j)});
   }
   t.print(std::cout);
@@ -150,42 +163,52 @@ int job_show(const Globals& g, uint64_t id, const std::string& plot_path) {
   head.add({"uid / pid", std::to_string(j.uid) + " / " + std::to_string(j.pid)});
   if (j.replica) {
     const msg::ReplicaInfo& r = *j.replica;
-    head.add({"replica", "rank " + std::to_string(r.rank) + " of " + std::to_string(r.world_size) + " in group " +
-                             r.group + (r.follower() ? ": runs the placement rank 0's daemon decides"
-                                                     : ": its placements hold for every rank")});
+    head.add({"replica", "rank " + std::to_string(r.rank) + " of " + std::to_string(r.world_size) +
+                             " in group " + r.group +
+                             (r.follower() ? ": runs the placement rank 0's daemon decides"
+                                           : ": its placements hold for every rank")});
     if (r.follower()) {
-      head.add({"steps", std::to_string(j.steps) + " (" + std::to_string(j.failed_steps) + " failed)"});
+      head.add(
+          {"steps", std::to_string(j.steps) + " (" + std::to_string(j.failed_steps) + " failed)"});
       head.add({"step time", seconds(j.current_step_time_s) + " (median of the latest 64)"});
       head.align_numbers(false);
       head.print(std::cout);
       return 0;
     }
   }
-  head.add({"graph", j.fingerprint + " (" + std::to_string(j.ops) + " ops, " + std::to_string(j.groups) + " groups)"});
+  head.add({"graph", j.fingerprint + " (" + std::to_string(j.ops) + " ops, " +
+                         std::to_string(j.groups) + " groups)"});
   head.add({"policy", j.grouper + " / " + j.placer + " / " + j.algorithm});
   if (info.warm_start.is_object()) head.add({"warm start", describe_warm_start(info.warm_start)});
   if (j.policy_error)
-    head.add({"plugin failure", *j.policy_error + "; exploration ended, the job keeps its best placement"});
+    head.add({"plugin failure",
+              *j.policy_error + "; exploration ended, the job keeps its best placement"});
   std::string kinds;
   for (const std::string& k : j.profiled_kinds) kinds += (kinds.empty() ? "" : ", ") + k;
   // Profiling the start costs what it took beyond the start's own step time; on an exploration
   // candidate it is part of that candidate's exploration time.
   const double profiling_s = j.profiling_overhead_s;
-  head.add({"profiles", kinds.empty() ? std::string("none (the simulator cannot time placements)")
-                                      : kinds + " (" + std::to_string(info.profile_reports) + " sent by the job, " +
-                                            std::to_string(j.profiled_steps) + " profiled steps" +
-                                            (profiling_s > 0 ? ", " + seconds(profiling_s) + " of overhead" : "") + ")"});
+  head.add({"profiles",
+            kinds.empty()
+                ? std::string("none (the simulator cannot time placements)")
+                : kinds + " (" + std::to_string(info.profile_reports) + " sent by the job, " +
+                      std::to_string(j.profiled_steps) + " profiled steps" +
+                      (profiling_s > 0 ? ", " + seconds(profiling_s) + " of overhead" : "") + ")"});
   head.add({"steps", std::to_string(j.steps) + " (" + std::to_string(j.failed_steps) + " failed)"});
   // The best is the placement in force: only an A/B trial puts a candidate there.
-  head.add({"start / best", with_interval(j.start_step_time_s, j.start_step_time_interval_s) + " / " +
-                                with_interval(j.best_step_time_s, j.best_step_time_interval_s) + " (" + speedup(j) +
-                                ")"});
+  head.add({"start / best", with_interval(j.start_step_time_s, j.start_step_time_interval_s) +
+                                " / " +
+                                with_interval(j.best_step_time_s, j.best_step_time_interval_s) +
+                                " (" + speedup(j) + ")"});
   head.add({"exploration overhead", format_percent(j.exploration_overhead)});
-  head.add({"exploration", std::to_string(j.exploration_steps) + " steps" +
-                               (j.expected_steps ? " of " + std::to_string(j.expected_steps) + " expected" : std::string()) +
-                               ", budget " + progress_bar(j.budget_used, 20)});
-  head.add({"candidates", std::to_string(j.candidates_tried) + " run, " + std::to_string(j.rejected) +
-                              " rejected by the memory model, " + std::to_string(j.repeats_scored) + " repeats scored, " +
+  head.add({"exploration",
+            std::to_string(j.exploration_steps) + " steps" +
+                (j.expected_steps ? " of " + std::to_string(j.expected_steps) + " expected"
+                                  : std::string()) +
+                ", budget " + progress_bar(j.budget_used, 20)});
+  head.add({"candidates", std::to_string(j.candidates_tried) + " run, " +
+                              std::to_string(j.rejected) + " rejected by the memory model, " +
+                              std::to_string(j.repeats_scored) + " repeats scored, " +
                               std::to_string(j.reexplorations) + " re-explorations"});
   head.align_numbers(false);
   head.print(std::cout);
@@ -194,9 +217,11 @@ int job_show(const Globals& g, uint64_t id, const std::string& plot_path) {
   for (const msg::CandidateInfo& c : info.candidates) {
     std::string spread;
     for (size_t d = 0; d < c.ops_per_device.size() && d < info.device_names.size(); ++d)
-      spread += (spread.empty() ? "" : " ") + info.device_names[d] + "=" + std::to_string(c.ops_per_device[d]);
-    t.add({std::to_string(c.id), msg::to_string(c.reason), std::to_string(c.steps), std::to_string(c.failures),
-           seconds(c.median_step_time_s), spread, c.trial ? *c.trial : "-"});
+      spread += (spread.empty() ? "" : " ") + info.device_names[d] + "=" +
+                std::to_string(c.ops_per_device[d]);
+    t.add({std::to_string(c.id), msg::to_string(c.reason), std::to_string(c.steps),
+           std::to_string(c.failures), seconds(c.median_step_time_s), spread,
+           c.trial ? *c.trial : "-"});
   }
   t.print(std::cout);
   if (!plot_path.empty()) {
@@ -227,7 +252,8 @@ int plugins(const Globals& g) {
   Table t({"KIND", "NAME", "VERSION", "HYPERPARAMETERS", "SUMMARY"});
   for (const auto& p : list.plugins) {
     std::string params;
-    for (const auto& h : p.hyperparameters) params += (params.empty() ? "" : ", ") + h.name + "=" + h.default_value;
+    for (const auto& h : p.hyperparameters)
+      params += (params.empty() ? "" : ", ") + h.name + "=" + h.default_value;
     t.add({p.kind, p.name, p.version, params.empty() ? "-" : params, p.summary});
   }
   t.print(std::cout);
@@ -243,14 +269,17 @@ int plugins(const Globals& g) {
 int reload(const Globals& g) {
   const json r = ask(g, msg::Reload::kType, msg::Reload{}.to_json(), msg::Reloaded::kType);
   const msg::Reloaded reloaded = msg::Reloaded::from_json(r);
-  if (g.json) std::cout << r.dump(2) << "\n";
-  else std::cout << "reloaded " << reloaded.config << " (" << reloaded.plugins << " plugins)\n";
+  if (g.json)
+    std::cout << r.dump(2) << "\n";
+  else
+    std::cout << "reloaded " << reloaded.config << " (" << reloaded.plugins << " plugins)\n";
   return 0;
 }
 
 int config_check(const Globals& g, const std::string& file) {
   placementd::PluginRegistry registry;
-  const auto errors = placementd::check_config_file(file, placementd::default_plugin_dir(), registry);
+  const auto errors =
+      placementd::check_config_file(file, placementd::default_plugin_dir(), registry);
   if (g.json) {
     std::cout << json{{"file", file}, {"ok", errors.empty()}, {"errors", errors}}.dump(2) << "\n";
   } else if (errors.empty()) {

@@ -26,9 +26,9 @@ int jobs(const Globals& g, bool all, bool finished);
 int job_show(const Globals& g, uint64_t id, const std::string& plot);
 int plugins(const Globals& g);
 int reload(const Globals& g);
-/// Reads a graph for the offline planners (simulate, optimize). A graph in which no op has a profile
-/// or the work capture counts cannot be timed: it is refused with what to do about it instead of
-/// simulating every placement at zero seconds.
+/// Reads a graph for the offline planners (simulate, optimize). A graph in which no op has a
+/// profile or the work capture counts cannot be timed: it is refused with what to do about it
+/// instead of simulating every placement at zero seconds.
 placement::OpGraph load_timeable_graph(const std::string& path);
 /// Says on stderr which devices of the topology file some ops cannot be timed on, and why.
 void warn_untimeable(const placementd::sim::Simulator& sim, const std::string& topology_file);
@@ -42,17 +42,18 @@ struct ReplicaArgs {
 };
 /// The simulator's replicas for `args` on `topology` (read from `topology_file`); throws
 /// std::invalid_argument naming the file when more than one replica has no link between nodes.
-placementd::sim::SimulatorOptions::Replicas replica_options(const ReplicaArgs& args,
-                                                            const placementd::sim::Topology& topology,
-                                                            const std::string& topology_file);
+placementd::sim::SimulatorOptions::Replicas replica_options(
+    const ReplicaArgs& args, const placementd::sim::Topology& topology,
+    const std::string& topology_file);
 /// " x 8 nodes (ring all-reduce over 50.0 GB/s, 25 MiB buckets, after backward)"; "" for one.
 std::string describe_replicas(const placementd::sim::SimulatorOptions::Replicas& replicas);
 /// Works offline: no daemon needed.
 int config_check(const Globals& g, const std::string& file);
 /// Offline: predicted step time and memory of a placement (or, without one, of every
 /// single-device placement), and the lower bound.
-int simulate(const Globals& g, const std::string& graph, const std::string& topology, const std::string& placement,
-             const placementd::sim::MathModes& math, const ReplicaArgs& replicas);
+int simulate(const Globals& g, const std::string& graph, const std::string& topology,
+             const std::string& placement, const placementd::sim::MathModes& math,
+             const ReplicaArgs& replicas);
 /// Offline: the cost model's forward and backward time per op kind against the graph's measured
 /// profiles, for each device of the topology with a spec and a profile of its kind.
 int compare_costs(const Globals& g, const std::string& graph, const std::string& topology,
@@ -80,7 +81,8 @@ struct OptimizeArgs {
   int64_t search_ensemble = placementd::offline::ImitationOptions{}.search_ensemble;
   double model_error = placementd::offline::OptimizeOptions{}.model_error;
   /// A name of placementd::offline::selection_names().
-  std::string selection = placementd::offline::name_of(placementd::offline::OptimizeOptions{}.selection);
+  std::string selection =
+      placementd::offline::name_of(placementd::offline::OptimizeOptions{}.selection);
   /// KIND.KEY=VALUE plugin hyperparameters.
   std::vector<std::string> settings;
   std::vector<std::string> plugin_dirs;

@@ -47,7 +47,8 @@ int compare_costs(const Globals& g, const std::string& graph_file, const std::st
     for (const placement::Op& op : graph.ops) {
       const auto profile = op.profile.find(kind);
       if (!op.work || profile == op.profile.end() || profile->second.predicted) continue;
-      const placementd::sim::PredictedTime p = placementd::sim::predict_op_time(*op.work, *device.spec, math);
+      const placementd::sim::PredictedTime p =
+          placementd::sim::predict_op_time(*op.work, *device.spec, math);
       for (KindTotals* t : {&by_kind[op.kind], &all}) {
         ++t->ops;
         t->measured_forward += profile->second.forward_s / device.speed;
@@ -60,11 +61,13 @@ int compare_costs(const Globals& g, const std::string& graph_file, const std::st
     any = true;
     std::vector<std::pair<std::string, KindTotals>> rows(by_kind.begin(), by_kind.end());
     std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
-      return a.second.measured_forward + a.second.measured_backward > b.second.measured_forward + b.second.measured_backward;
+      return a.second.measured_forward + a.second.measured_backward >
+             b.second.measured_forward + b.second.measured_backward;
     });
     rows.emplace_back("all", all);
     json kinds = json::array();
-    Table t({"KIND", "OPS", "MEASURED FWD", "PREDICTED FWD", "ERROR", "MEASURED BWD", "PREDICTED BWD", "ERROR"});
+    Table t({"KIND", "OPS", "MEASURED FWD", "PREDICTED FWD", "ERROR", "MEASURED BWD",
+             "PREDICTED BWD", "ERROR"});
     for (const auto& [name, k] : rows) {
       kinds.push_back({{"kind", name},
                        {"ops", k.ops},
@@ -72,21 +75,25 @@ int compare_costs(const Globals& g, const std::string& graph_file, const std::st
                        {"predicted_forward_s", k.predicted_forward},
                        {"measured_backward_s", k.measured_backward},
                        {"predicted_backward_s", k.predicted_backward}});
-      t.add({name, std::to_string(k.ops), format_seconds(&k.measured_forward), format_seconds(&k.predicted_forward),
-             signed_percent(k.predicted_forward, k.measured_forward), format_seconds(&k.measured_backward),
-             format_seconds(&k.predicted_backward), signed_percent(k.predicted_backward, k.measured_backward)});
+      t.add({name, std::to_string(k.ops), format_seconds(&k.measured_forward),
+             format_seconds(&k.predicted_forward),
+             signed_percent(k.predicted_forward, k.measured_forward),
+             format_seconds(&k.measured_backward), format_seconds(&k.predicted_backward),
+             signed_percent(k.predicted_backward, k.measured_backward)});
     }
-    out["devices"].push_back({{"device", device.name()}, {"spec", device.spec->preset}, {"kinds", kinds}});
+    out["devices"].push_back(
+        {{"device", device.name()}, {"spec", device.spec->preset}, {"kinds", kinds}});
     if (!g.json) {
       std::cout << graph.name << " on " << device.name()
-                << (device.spec->preset.empty() ? "" : " (" + device.spec->preset + ")")
-                << ": the " << kind << " profile measured against the cost model, per op kind\n";
+                << (device.spec->preset.empty() ? "" : " (" + device.spec->preset + ")") << ": the "
+                << kind << " profile measured against the cost model, per op kind\n";
       t.print(std::cout);
       std::cout << "\n";
     }
   }
   if (!any)
-    throw std::runtime_error(graph_file + ": no op has a measured profile for a device of " + topology_file +
+    throw std::runtime_error(graph_file + ": no op has a measured profile for a device of " +
+                             topology_file +
                              " with a spec; capture it with --profile on that kind of device");
   if (g.json) std::cout << out.dump(2) << "\n";
   return 0;

@@ -43,17 +43,23 @@ placement::ParamValue parse_value(const std::string& text) {
   return text;
 }
 
-void apply_settings(const std::vector<std::string>& settings, placementd::offline::OptimizeOptions& o) {
+void apply_settings(const std::vector<std::string>& settings,
+                    placementd::offline::OptimizeOptions& o) {
   for (const std::string& s : settings) {
     const size_t dot = s.find('.'), eq = s.find('=');
     if (dot == std::string::npos || eq == std::string::npos || dot > eq)
-      throw std::invalid_argument("--set " + s + ": expected KIND.KEY=VALUE, e.g. placer.hidden=128");
+      throw std::invalid_argument("--set " + s +
+                                  ": expected KIND.KEY=VALUE, e.g. placer.hidden=128");
     const std::string kind = s.substr(0, dot), key = s.substr(dot + 1, eq - dot - 1);
     placement::ParamValue value = parse_value(s.substr(eq + 1));
-    if (kind == "grouper") o.grouper.params[key] = value;
-    else if (kind == "placer") o.placer.params[key] = value;
-    else if (kind == "algorithm") o.algorithm.params[key] = value;
-    else throw std::invalid_argument("--set " + s + ": KIND must be grouper, placer or algorithm");
+    if (kind == "grouper")
+      o.grouper.params[key] = value;
+    else if (kind == "placer")
+      o.placer.params[key] = value;
+    else if (kind == "algorithm")
+      o.algorithm.params[key] = value;
+    else
+      throw std::invalid_argument("--set " + s + ": KIND must be grouper, placer or algorithm");
   }
 }
 
@@ -83,7 +89,6 @@ class LibraryOutputToStderr {
   int saved_ = -1;
 };
 
-
 }  // namespace
 
 int optimize(const Globals& g, const OptimizeArgs& a) {
@@ -96,18 +101,23 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
   if (!g.json) warn_untimeable(simulator, a.topology);
   if (const auto floor = simulator.memory_floor(); !floor.fits_all_devices) {
     char text[160];
-    std::snprintf(text, sizeof(text), "needs at least %.1f GiB with its optimizer state, and the devices hold %.1f GiB together",
-                  static_cast<double>(floor.bytes) / (1ull << 30), static_cast<double>(floor.all_devices_bytes) / (1ull << 30));
-    throw std::invalid_argument(a.graph + " on " + a.topology + ": no placement fits: the model " + text +
-                                " (add devices, or capture it at a smaller batch)");
+    std::snprintf(
+        text, sizeof(text),
+        "needs at least %.1f GiB with its optimizer state, and the devices hold %.1f GiB together",
+        static_cast<double>(floor.bytes) / (1ull << 30),
+        static_cast<double>(floor.all_devices_bytes) / (1ull << 30));
+    throw std::invalid_argument(a.graph + " on " + a.topology + ": no placement fits: the model " +
+                                text + " (add devices, or capture it at a smaller batch)");
   }
   if (!std::isfinite(simulator.lower_bound_s()))
-    throw std::invalid_argument(a.graph + " on " + a.topology +
-                                ": no placement fits: the ops that only one kind of device can hold (each too large "
-                                "for the others) need more memory than those devices have (placementctl simulate "
-                                "shows the memory; add devices, or capture it at a smaller batch)");
+    throw std::invalid_argument(
+        a.graph + " on " + a.topology +
+        ": no placement fits: the ops that only one kind of device can hold (each too large "
+        "for the others) need more memory than those devices have (placementctl simulate "
+        "shows the memory; add devices, or capture it at a smaller batch)");
   placementd::PluginRegistry registry;
-  registry.scan(a.plugin_dirs.empty() ? std::vector<std::string>{placementd::default_plugin_dir()} : a.plugin_dirs);
+  registry.scan(a.plugin_dirs.empty() ? std::vector<std::string>{placementd::default_plugin_dir()}
+                                      : a.plugin_dirs);
 
   placementd::offline::OptimizeOptions o;
   o.grouper.name = a.grouper;
@@ -124,11 +134,13 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
   o.model_error = a.model_error;
   o.selection = placementd::offline::selection_names().at(a.selection);
   apply_settings(a.settings, o);
-  const bool bar = !g.json && (a.progress == "on" || (a.progress == "auto" && ::isatty(STDERR_FILENO)));
+  const bool bar =
+      !g.json && (a.progress == "on" || (a.progress == "auto" && ::isatty(STDERR_FILENO)));
   if (bar)
     o.progress = [](int64_t done, int64_t total, std::optional<double> best) {
-      std::cerr << "\r" << progress_bar(static_cast<double>(done) / static_cast<double>(total), 30) << "  " << done
-                << "/" << total << "  best " << format_seconds(best) << "   " << std::flush;
+      std::cerr << "\r" << progress_bar(static_cast<double>(done) / static_cast<double>(total), 30)
+                << "  " << done << "/" << total << "  best " << format_seconds(best) << "   "
+                << std::flush;
       if (done == total) std::cerr << "\n";
     };
 
@@ -137,14 +149,15 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
     return placementd::offline::optimize(simulator, registry, o);
   }();
   if (r.best_source.empty()) {
-    std::cerr << "placementctl: no valid placement found: every candidate and every baseline runs out of memory\n";
+    std::cerr << "placementctl: no valid placement found: every candidate and every baseline runs "
+                 "out of memory\n";
     return 4;
   }
   if (!a.out.empty()) placement::write_json_file(a.out, placement::to_json(r.best, devices));
   if (!a.plot.empty()) {
     CurvePlot plot;
-    plot.title = simulator.graph().name + ": " + a.grouper + " + " + a.placer + " + " + a.algorithm + " (seed " +
-                 std::to_string(a.seed) + ")";
+    plot.title = simulator.graph().name + ": " + a.grouper + " + " + a.placer + " + " +
+                 a.algorithm + " (seed " + std::to_string(a.seed) + ")";
     for (const auto& e : r.curve) {
       plot.samples.push_back(e.step_time_s);
       plot.best.push_back(e.best_so_far_s);
@@ -170,7 +183,8 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
                       {"devices", devices.size()},
                       {"replicas", sim_options.replicas.count},
                       {"best_allreduce_s", best_run ? json(best_run->allreduce_s) : json(nullptr)},
-                      {"best_allreduce_exposed_s", best_run ? json(best_run->allreduce_exposed_s) : json(nullptr)},
+                      {"best_allreduce_exposed_s",
+                       best_run ? json(best_run->allreduce_exposed_s) : json(nullptr)},
                       {"grouper", a.grouper},
                       {"placer", a.placer},
                       {"algorithm", a.algorithm},
@@ -185,11 +199,13 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
                       {"baseline_errors", r.baseline_errors},
                       {"lower_bound_s", r.lower_bound_s},
                       {"evaluations", r.evaluations},
-                      {"evaluations_to_within_2pct",
-                       r.evaluations_to_within_2pct ? json(*r.evaluations_to_within_2pct) : json(nullptr)},
+                      {"evaluations_to_within_2pct", r.evaluations_to_within_2pct
+                                                         ? json(*r.evaluations_to_within_2pct)
+                                                         : json(nullptr)},
                       {"invalid_rejected", r.invalid_rejected},
                       {"invalid_by_device", r.invalid_by_device},
-                      {"warm_start", r.imitation ? placementd::offline::to_json(*r.imitation) : json(nullptr)},
+                      {"warm_start",
+                       r.imitation ? placementd::offline::to_json(*r.imitation) : json(nullptr)},
                       {"best_so_far_s", curve},
                       {"wall_s", r.wall_s}}
                      .dump(2)
@@ -197,15 +213,19 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
     return 0;
   }
 
-  std::cout << simulator.graph().name << ": " << simulator.graph().ops.size() << " ops in " << r.num_groups
-            << " groups on " << devices.size() << " devices" << describe_replicas(sim_options.replicas) << "; "
-            << a.grouper << " + " << a.placer << " + "
-            << a.algorithm << ", seed " << a.seed << ", noise " << a.noise * 100 << "%\n\n";
-  if (r.imitation) std::cout << "warm start: " << describe_warm_start(placementd::offline::to_json(*r.imitation)) << "\n\n";
+  std::cout << simulator.graph().name << ": " << simulator.graph().ops.size() << " ops in "
+            << r.num_groups << " groups on " << devices.size() << " devices"
+            << describe_replicas(sim_options.replicas) << "; " << a.grouper << " + " << a.placer
+            << " + " << a.algorithm << ", seed " << a.seed << ", noise " << a.noise * 100
+            << "%\n\n";
+  if (r.imitation)
+    std::cout << "warm start: " << describe_warm_start(placementd::offline::to_json(*r.imitation))
+              << "\n\n";
   std::cout << "learning curve (best simulated step time after N candidates):\n";
   Table curve({"CANDIDATES", "BEST"});
   for (int64_t n : {1, 10, 25, 50, 100, 200, 500, 1000, 2000, 5000, 10000})
-    if (n < r.evaluations) curve.add({std::to_string(n), format_seconds(r.curve[n - 1].best_so_far_s)});
+    if (n < r.evaluations)
+      curve.add({std::to_string(n), format_seconds(r.curve[n - 1].best_so_far_s)});
   curve.add({std::to_string(r.evaluations), format_seconds(r.policy_best_s)});
   curve.print(std::cout);
   std::cout << "\n";
@@ -223,25 +243,30 @@ int optimize(const Globals& g, const OptimizeArgs& a) {
   t.add({"lower bound", format_seconds(&r.lower_bound_s), "1.00x"});
   t.print(std::cout);
   if (best_run)
-    std::cout << "\nbest placement's gradient all-reduce: " << format_seconds(&best_run->allreduce_s) << " on the ring in "
-              << best_run->allreduce_buckets << " buckets, " << format_seconds(&best_run->allreduce_exposed_s)
-              << " of it after backward\n";
+    std::cout << "\nbest placement's gradient all-reduce: "
+              << format_seconds(&best_run->allreduce_s) << " on the ring in "
+              << best_run->allreduce_buckets << " buckets, "
+              << format_seconds(&best_run->allreduce_exposed_s) << " of it after backward\n";
   std::cout << "\nbest from " << r.best_source << "; " << r.evaluations << " candidates evaluated";
-  if (r.evaluations_to_within_2pct) std::cout << ", within 2% of the policy's best after " << *r.evaluations_to_within_2pct;
+  if (r.evaluations_to_within_2pct)
+    std::cout << ", within 2% of the policy's best after " << *r.evaluations_to_within_2pct;
   std::cout << "; " << r.invalid_rejected << " rejected by the memory model";
-  for (const auto& [device, n] : r.invalid_by_device) std::cout << " (" << device << ": " << n << ")";
+  for (const auto& [device, n] : r.invalid_by_device)
+    std::cout << " (" << device << ": " << n << ")";
   char wall[32];
   std::snprintf(wall, sizeof(wall), "%.1f s", r.wall_s);
   std::cout << "; " << wall << "\n";
   if (r.estimated_model_error) {
     char error[32];
     std::snprintf(error, sizeof(error), "%.1f%%", *r.estimated_model_error * 100);
-    std::cout << "policy's best chosen on measurements corrected by the planning model (its error there estimated at "
+    std::cout << "policy's best chosen on measurements corrected by the planning model (its error "
+                 "there estimated at "
               << error << ")\n";
   } else {
     std::cout << "policy's best chosen on its lowest measurement\n";
   }
-  for (const auto& [name, why] : r.baseline_errors) std::cout << "baseline " << name << ": " << why << "\n";
+  for (const auto& [name, why] : r.baseline_errors)
+    std::cout << "baseline " << name << ": " << why << "\n";
   if (!a.out.empty()) std::cout << "best placement written to " << a.out << "\n";
   if (!a.plot.empty()) std::cout << "learning curve written to " << a.plot << "\n";
   return 0;

@@ -52,25 +52,28 @@ placement::OpGraph load_timeable_graph(const std::string& path) {
   placement::OpGraph graph = placement::load_graph_file(path);
   for (const placement::Op& op : graph.ops)
     if (!op.profile.empty() || op.work) return graph;
-  throw std::runtime_error(path + ": no op has a profile or recorded work, so no placement of it can be timed (a "
-                                  "file from before placementd counted op work); capture it again with "
-                                  "`placementctl capture MODEL.pt --input SHAPE -o GRAPH.json.gz` "
-                                  "(docs/capture-and-engine.md)");
+  throw std::runtime_error(
+      path +
+      ": no op has a profile or recorded work, so no placement of it can be timed (a "
+      "file from before placementd counted op work); capture it again with "
+      "`placementctl capture MODEL.pt --input SHAPE -o GRAPH.json.gz` "
+      "(docs/capture-and-engine.md)");
 }
 
-placementd::sim::SimulatorOptions::Replicas replica_options(const ReplicaArgs& args,
-                                                            const placementd::sim::Topology& topology,
-                                                            const std::string& topology_file) {
+placementd::sim::SimulatorOptions::Replicas replica_options(
+    const ReplicaArgs& args, const placementd::sim::Topology& topology,
+    const std::string& topology_file) {
   placementd::sim::SimulatorOptions::Replicas out;
   out.count = args.replicas;
   out.bucket_bytes = static_cast<uint64_t>(args.bucket_mib * (1 << 20));
   out.overlap = args.overlap;
   if (args.replicas > 1) {
     if (!topology.node_link)
-      throw std::invalid_argument("--replicas " + std::to_string(args.replicas) + ": " + topology_file +
-                                  " has no link between nodes for the gradients' all-reduce; add one, e.g. "
-                                  "[[link]] between = [\"node\", \"node\"], bandwidth_gbs = 50 (400 Gb/s), "
-                                  "latency_us = 5");
+      throw std::invalid_argument(
+          "--replicas " + std::to_string(args.replicas) + ": " + topology_file +
+          " has no link between nodes for the gradients' all-reduce; add one, e.g. "
+          "[[link]] between = [\"node\", \"node\"], bandwidth_gbs = 50 (400 Gb/s), "
+          "latency_us = 5");
     out.link = *topology.node_link;
   }
   return out;
@@ -79,7 +82,8 @@ placementd::sim::SimulatorOptions::Replicas replica_options(const ReplicaArgs& a
 std::string describe_replicas(const placementd::sim::SimulatorOptions::Replicas& r) {
   if (r.count <= 1) return "";
   char text[160];
-  std::snprintf(text, sizeof(text), " x %d nodes (ring all-reduce over %.1f GB/s, %.0f MiB buckets, %s)", r.count,
+  std::snprintf(text, sizeof(text),
+                " x %d nodes (ring all-reduce over %.1f GB/s, %.0f MiB buckets, %s)", r.count,
                 r.link.bandwidth / 1e9, static_cast<double>(r.bucket_bytes) / (1 << 20),
                 r.overlap ? "overlapped with backward" : "after backward");
   return text;
@@ -90,8 +94,9 @@ void warn_untimeable(const placementd::sim::Simulator& sim, const std::string& t
   for (size_t d = 0; d < devices.size(); ++d) {
     const auto [count, why] = sim.untimeable_ops(static_cast<int>(d));
     if (count > 0)
-      std::cerr << "placementctl: note: " << topology_file << ": " << count << " of " << sim.graph().ops.size()
-                << " ops cannot be placed on " << devices[d].name() << "; " << why << "\n";
+      std::cerr << "placementctl: note: " << topology_file << ": " << count << " of "
+                << sim.graph().ops.size() << " ops cannot be placed on " << devices[d].name()
+                << "; " << why << "\n";
   }
 }
 
@@ -111,8 +116,9 @@ int simulate(const Globals& g, const std::string& graph_file, const std::string&
   std::vector<std::pair<std::string, placement::Placement>> candidates;
   if (!placement_file.empty()) {
     try {
-      candidates.emplace_back(placement_file,
-                              placement::placement_from_json(placement::read_json_file(placement_file), graph, devices));
+      candidates.emplace_back(
+          placement_file, placement::placement_from_json(placement::read_json_file(placement_file),
+                                                         graph, devices));
     } catch (const placement::FormatError& e) {
       throw placement::FormatError(placement_file + ": " + e.what());
     }
@@ -134,8 +140,8 @@ int simulate(const Globals& g, const std::string& graph_file, const std::string&
               {"fits_all_devices", floor.fits_all_devices},
               {"replicas", options.replicas.count},
               {"placements", json::array()}};
-  std::vector<std::string> columns = {"PLACEMENT", "STEP", "FORWARD", "BACKWARD", "TRANSFERS", "PREDICTED", "VS BOUND",
-                                      "MEMORY"};
+  std::vector<std::string> columns = {"PLACEMENT", "STEP",      "FORWARD",  "BACKWARD",
+                                      "TRANSFERS", "PREDICTED", "VS BOUND", "MEMORY"};
   if (replicated) columns.insert(columns.begin() + 4, "ALL-REDUCE (WAITED)");
   Table t(columns);
   for (const auto& [name, p] : candidates) {
@@ -145,7 +151,8 @@ int simulate(const Globals& g, const std::string& graph_file, const std::string&
     } catch (const std::invalid_argument& e) {
       // Ops on a device they cannot be timed on (warn_untimeable said which and why).
       out["placements"].push_back({{"name", name}, {"timed", false}, {"reason", e.what()}});
-      std::vector<std::string> row = {name, "-", "-", "-", "-", "-", "-", "CANNOT TIME: see the note above"};
+      std::vector<std::string> row = {name, "-", "-", "-",
+                                      "-",  "-", "-", "CANNOT TIME: see the note above"};
       if (replicated) row.insert(row.begin() + 4, "-");
       t.add(row);
       continue;
@@ -156,29 +163,41 @@ int simulate(const Globals& g, const std::string& graph_file, const std::string&
     out["placements"].push_back(j);
     std::string memory;
     for (size_t d = 0; d < devices.size(); ++d)
-      if (r.memory[d].peak() > 0) memory += (memory.empty() ? "" : ", ") + devices.devices[d].name() + " " + mib(r.memory[d].peak());
+      if (r.memory[d].peak() > 0)
+        memory += (memory.empty() ? "" : ", ") + devices.devices[d].name() + " " +
+                  mib(r.memory[d].peak());
     char ratio[32];
-    if (bound > 0 && std::isfinite(bound)) std::snprintf(ratio, sizeof(ratio), "%.2fx", r.step_time_s / bound);
-    else std::snprintf(ratio, sizeof(ratio), "-");
+    if (bound > 0 && std::isfinite(bound))
+      std::snprintf(ratio, sizeof(ratio), "%.2fx", r.step_time_s / bound);
+    else
+      std::snprintf(ratio, sizeof(ratio), "-");
     std::vector<std::string> row = {
-        name, format_seconds(&r.step_time_s), format_seconds(&r.forward_s), format_seconds(&r.backward_s),
-        std::to_string(r.transfers), std::to_string(r.predicted_ops) + "/" + std::to_string(graph.ops.size()), ratio,
+        name,
+        format_seconds(&r.step_time_s),
+        format_seconds(&r.forward_s),
+        format_seconds(&r.backward_s),
+        std::to_string(r.transfers),
+        std::to_string(r.predicted_ops) + "/" + std::to_string(graph.ops.size()),
+        ratio,
         r.valid ? memory : "INVALID: " + r.invalid_reason};
     if (replicated)
-      row.insert(row.begin() + 4, format_seconds(&r.allreduce_s) + " (" + format_seconds(&r.allreduce_exposed_s) + ")");
+      row.insert(row.begin() + 4, format_seconds(&r.allreduce_s) + " (" +
+                                      format_seconds(&r.allreduce_exposed_s) + ")");
     t.add(row);
   }
   if (g.json) {
     std::cout << out.dump(2) << "\n";
     return 0;
   }
-  std::cout << "graph " << graph.name << " (" << graph.ops.size() << " ops, " << graph.fingerprint() << ") on "
-            << devices.size() << " devices" << describe_replicas(options.replicas) << "; lower bound "
-            << (std::isfinite(bound) ? format_seconds(&bound) : std::string("none")) << "; needs at least "
-            << mib(floor.bytes)
+  std::cout << "graph " << graph.name << " (" << graph.ops.size() << " ops, " << graph.fingerprint()
+            << ") on " << devices.size() << " devices" << describe_replicas(options.replicas)
+            << "; lower bound "
+            << (std::isfinite(bound) ? format_seconds(&bound) : std::string("none"))
+            << "; needs at least " << mib(floor.bytes)
             << (!floor.fits_all_devices ? ": more than all devices have together, no placement fits"
-                : !std::isfinite(bound)   ? "; the ops that only one kind of device can hold need more than those "
-                                            "devices have, no placement fits"
+                : !std::isfinite(bound)
+                    ? "; the ops that only one kind of device can hold need more than those "
+                      "devices have, no placement fits"
                 : !floor.fits_one_device ? ": more than any one device has, so it must be split"
                                          : "")
             << "\n\n";

@@ -44,9 +44,12 @@ std::string format_seconds(const double* seconds) {
   if (!seconds) return "-";
   char buf[32];
   const double s = *seconds;
-  if (s < 1e-3) std::snprintf(buf, sizeof(buf), "%.1f us", s * 1e6);
-  else if (s < 1.0) std::snprintf(buf, sizeof(buf), "%.2f ms", s * 1e3);
-  else std::snprintf(buf, sizeof(buf), "%.2f s", s);
+  if (s < 1e-3)
+    std::snprintf(buf, sizeof(buf), "%.1f us", s * 1e6);
+  else if (s < 1.0)
+    std::snprintf(buf, sizeof(buf), "%.2f ms", s * 1e3);
+  else
+    std::snprintf(buf, sizeof(buf), "%.2f s", s);
   return buf;
 }
 

@@ -11,7 +11,8 @@
 #include "server/version.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"placementd: learns where each operation of a training job should run, while it trains"};
+  CLI::App app{
+      "placementd: learns where each operation of a training job should run, while it trains"};
   placementd::DaemonOptions options;
   options.config_path = placementd::default_config_path();
   options.default_plugin_dir = placementd::default_plugin_dir();
@@ -19,7 +20,8 @@ int main(int argc, char** argv) {
   app.add_option("-c,--config", options.config_path, "config file")->capture_default_str();
   app.add_option("--socket", options.socket, "Unix socket path (overrides daemon.socket)");
   app.add_option("--state-dir", options.state_dir, "state directory (overrides daemon.state_dir)");
-  app.add_option("--check-config", check, "check a config file (and its plugins), print every error, and exit");
+  app.add_option("--check-config", check,
+                 "check a config file (and its plugins), print every error, and exit");
   app.set_version_flag("--version", std::string("placementd ") + placementd::kVersion + " (" +
                                         placementd::kBuildFeatures + ")");
   CLI11_PARSE(app, argc, argv);

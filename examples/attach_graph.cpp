@@ -20,12 +20,15 @@
 namespace msg = placement::messages;
 
 int main(int argc, char** argv) {
-  CLI::App app{"Attaches to placementd as a job, uploads an OpGraph file and prints the placement it receives.",
-               "attach_graph"};
+  CLI::App app{
+      "Attaches to placementd as a job, uploads an OpGraph file and prints the placement it "
+      "receives.",
+      "attach_graph"};
   std::string socket, graph_file, job = "example-two-tower";
   std::vector<std::string> device_names = {"cpu:0", "cpu:1"};
   double memory_gib = 8.0;
-  app.add_option("--socket", socket, "placementd socket (default: $PLACEMENTD_SOCKET or the system default)");
+  app.add_option("--socket", socket,
+                 "placementd socket (default: $PLACEMENTD_SOCKET or the system default)");
   app.add_option("--graph", graph_file, "OpGraph JSON file")->required()->check(CLI::ExistingFile);
   app.add_option("--devices", device_names, "devices of this job, comma-separated")
       ->delimiter(',')
@@ -47,28 +50,34 @@ int main(int argc, char** argv) {
     const auto devices = placement::DeviceSet::uniform(list, 10e9, 10e-6);
 
     placement::Client client({socket, "attach_graph example", 10000});
-    std::cout << "connected to " << client.welcome().server << " (protocol v" << client.version() << ")\n";
+    std::cout << "connected to " << client.welcome().server << " (protocol v" << client.version()
+              << ")\n";
     msg::Attach attach;
     attach.job = job;
     attach.devices = devices;
     attach.sdk_version = "0.1.0";
-    const auto attached = msg::Attached::from_json(client.request(attach.kType, attach.to_json(), msg::Attached::kType));
-    std::cout << "attached as job " << attached.session << " with " << attached.grouper << " / " << attached.placer
-              << " / " << attached.algorithm << "\n";
+    const auto attached = msg::Attached::from_json(
+        client.request(attach.kType, attach.to_json(), msg::Attached::kType));
+    std::cout << "attached as job " << attached.session << " with " << attached.grouper << " / "
+              << attached.placer << " / " << attached.algorithm << "\n";
     const msg::GraphUpload upload{graph, std::nullopt};
     const auto accepted = msg::GraphAccepted::from_json(
         client.request(upload.kType, upload.to_json(devices), msg::GraphAccepted::kType));
-    std::cout << "graph " << accepted.fingerprint << ": " << accepted.ops << " ops, " << accepted.edges << " edges, "
-              << accepted.groups << " groups\n";
+    std::cout << "graph " << accepted.fingerprint << ": " << accepted.ops << " ops, "
+              << accepted.edges << " edges, " << accepted.groups << " groups\n";
     const auto directive = msg::Directive::from_json(
-        client.request(msg::PlacementRequest::kType, msg::PlacementRequest{}.to_json(), msg::Directive::kType), graph,
-        devices);
+        client.request(msg::PlacementRequest::kType, msg::PlacementRequest{}.to_json(),
+                       msg::Directive::kType),
+        graph, devices);
     const placement::Placement& p = directive.placement;
-    std::cout << "placement " << directive.placement_id << " (" << msg::to_string(directive.reason) << "):\n";
+    std::cout << "placement " << directive.placement_id << " (" << msg::to_string(directive.reason)
+              << "):\n";
     std::map<int, std::vector<std::string>> by_device;
-    for (size_t i = 0; i < graph.ops.size(); ++i) by_device[p.device_of_op[i]].push_back(graph.ops[i].name);
+    for (size_t i = 0; i < graph.ops.size(); ++i)
+      by_device[p.device_of_op[i]].push_back(graph.ops[i].name);
     for (const auto& [d, names] : by_device) {
-      std::cout << "  " << devices.devices[d].name() << ": " << names.size() << " ops (" << names.front();
+      std::cout << "  " << devices.devices[d].name() << ": " << names.size() << " ops ("
+                << names.front();
       if (names.size() > 1) std::cout << " ... " << names.back();
       std::cout << ")\n";
     }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what placementd builds and tests with, if any is missing:
 # - Debian 12 packages (the toolchain, Boost, TOML++, METIS, Scotch, GoogleTest ...; clang with its
-#   sanitizer and libFuzzer runtimes for scripts/sanitize.sh) with apt-get;
+#   sanitizer and libFuzzer runtimes for scripts/sanitize.sh; clang-format-14 for scripts/format.sh)
+#   with apt-get;
 # - PyTorch from PyPI (scripts/python-requirements.txt: torch 2.11 with its LibTorch, CUDA runtime
 #   and NCCL, torchvision, transformers) into the project's virtual environment, .venv in the
 #   checkout or $PLACEMENT_VENV. The build links that torch; the tests trace their models with it.
@@ -18,7 +19,7 @@ packages=(
   libgtest-dev libgmock-dev libeigen3-dev prometheus-cpp-dev libgloo-dev
   systemd util-linux python3 python3-venv
   dpkg-dev file
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev clang-format-14
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -29,8 +29,8 @@ bool JobRule::matches(const std::string& job, uid_t job_uid) const {
 namespace {
 
 // [devices] cpu_spec / cuda_spec: a preset's name, or a table with a topology device's figures.
-void read_node_spec(TomlChecker& c, const toml::table& devices, const char* key, placement::DeviceKind kind,
-                    std::optional<placement::DeviceSpec>& out) {
+void read_node_spec(TomlChecker& c, const toml::table& devices, const char* key,
+                    placement::DeviceKind kind, std::optional<placement::DeviceSpec>& out) {
   const toml::node* node = devices.get(key);
   if (!node) return;
   const std::string where = std::string("devices.") + key;
@@ -39,24 +39,31 @@ void read_node_spec(TomlChecker& c, const toml::table& devices, const char* key,
   if (const auto* name = node->as_string()) {
     const sim::DevicePreset* preset = sim::find_device_preset(name->get());
     if (!preset)
-      c.error(*node, where + ": unknown device preset '" + name->get() + "' (known: " + sim::preset_names() +
-                         "; or a table of figures: { fp32_tflops = ..., memory_bandwidth_gbs = ... })");
+      c.error(*node,
+              where + ": unknown device preset '" + name->get() +
+                  "' (known: " + sim::preset_names() +
+                  "; or a table of figures: { fp32_tflops = ..., memory_bandwidth_gbs = ... })");
     else if (preset->kind != kind)
-      c.error(*node, where + ": '" + name->get() + "' is a " + placement::to_string(preset->kind) + " preset");
+      c.error(*node, where + ": '" + name->get() + "' is a " + placement::to_string(preset->kind) +
+                         " preset");
     else
       out = preset->spec;
     return;
   }
   const toml::table* t = node->as_table();
   if (!t) {
-    c.error(*node, where + " must be a preset's name or a table of figures, got " + TomlChecker::type_name(*node));
+    c.error(*node, where + " must be a preset's name or a table of figures, got " +
+                       TomlChecker::type_name(*node));
     return;
   }
   c.only(*t, where, sim::device_spec_keys({}));
   sim::read_device_spec(c, *t, where, d);
-  if (d.spec) out = d.spec;
+  if (d.spec)
+    out = d.spec;
   else if (!t->get("spec") && !t->get("fp32_tflops") && !t->get("memory_bandwidth_gbs"))
-    c.error(*t, where + ": give spec = \"<preset>\" or the device's figures (fp32_tflops, memory_bandwidth_gbs, ...)");
+    c.error(*t, where +
+                    ": give spec = \"<preset>\" or the device's figures (fp32_tflops, "
+                    "memory_bandwidth_gbs, ...)");
 }
 
 const char* kLogLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
@@ -83,13 +90,18 @@ class Checker : public TomlChecker {
         entry.table = pos(node);
         for (const auto& [key, value] : *node.as_table()) {
           ParamValue v;
-          if (value.is_boolean()) v = value.value_exact<bool>().value();
-          else if (value.is_integer()) v = value.value_exact<int64_t>().value();
-          else if (value.is_floating_point()) v = value.value_exact<double>().value();
-          else if (value.is_string()) v = value.value_exact<std::string>().value();
+          if (value.is_boolean())
+            v = value.value_exact<bool>().value();
+          else if (value.is_integer())
+            v = value.value_exact<int64_t>().value();
+          else if (value.is_floating_point())
+            v = value.value_exact<double>().value();
+          else if (value.is_string())
+            v = value.value_exact<std::string>().value();
           else {
             error(value, name + "." + std::string(key.str()) +
-                             " must be a boolean, integer, float or string, got " + type_name(value));
+                             " must be a boolean, integer, float or string, got " +
+                             type_name(value));
             continue;
           }
           entry.values[std::string(key.str())] = v;
@@ -103,11 +115,12 @@ class Checker : public TomlChecker {
                    std::map<std::string, double>* set_keys) {
     only(t, where,
          {"steps_per_candidate", "warmup_steps", "max_candidates", "max_overhead_fraction",
-          "failing_reward", "drift_threshold", "drift_steps", "converge_candidates", "trial_window_steps",
-          "max_trial_steps", "confidence", "min_gain"});
+          "failing_reward", "drift_threshold", "drift_steps", "converge_candidates",
+          "trial_window_steps", "max_trial_steps", "confidence", "min_gain"});
     // Each key read, in range, is also noted for a rule (which overrides only what it sets).
     auto int_key = [&](const char* key, int64_t& field, int64_t min, int64_t max) {
-      if (get_int(t, key, where, field, min, max) && set_keys) (*set_keys)[key] = static_cast<double>(field);
+      if (get_int(t, key, where, field, min, max) && set_keys)
+        (*set_keys)[key] = static_cast<double>(field);
     };
     auto float_key = [&](const char* key, double& field, double min, double max) {
       if (get_float(t, key, where, field, min, max) && set_keys) (*set_keys)[key] = field;
@@ -137,7 +150,6 @@ class Checker : public TomlChecker {
       }
     }
   }
-
 };
 
 void check_exploration_consistency(const ExplorationConfig& e, const SourcePos& where,
@@ -150,28 +162,32 @@ void check_exploration_consistency(const ExplorationConfig& e, const SourcePos& 
   // A trial's statistics grow with the square (interval) and cube (null distribution) of its pairs.
   const int64_t pairs = e.max_trial_steps / (2 * std::max<int64_t>(e.trial_window_steps, 1));
   if (pairs > kMaxTrialPairs)
-    errors.push_back({where, "exploration.max_trial_steps (" + std::to_string(e.max_trial_steps) +
-                                 ") allows " + std::to_string(pairs) + " pairs of trial_window_steps (" +
-                                 std::to_string(e.trial_window_steps) + ") windows; at most " +
-                                 std::to_string(kMaxTrialPairs) + ": lower it or widen the windows"});
+    errors.push_back(
+        {where, "exploration.max_trial_steps (" + std::to_string(e.max_trial_steps) + ") allows " +
+                    std::to_string(pairs) + " pairs of trial_window_steps (" +
+                    std::to_string(e.trial_window_steps) + ") windows; at most " +
+                    std::to_string(kMaxTrialPairs) + ": lower it or widen the windows"});
 }
 
 void read_document(const toml::table& root, const std::string& file, Config& config,
                    std::vector<ConfigError>& errors) {
   Checker c(file, errors);
   c.only(root, "the top level",
-         {"daemon", "logging", "metrics", "plugins", "devices", "policy", "exploration", "limits", "params", "rules"});
+         {"daemon", "logging", "metrics", "plugins", "devices", "policy", "exploration", "limits",
+          "params", "rules"});
 
   if (const toml::table* t = c.table(root, "daemon", "[daemon]")) {
     c.only(*t, "[daemon]",
            {"socket", "socket_mode", "admin_group", "state_dir", "max_frame_bytes",
-            "max_connections", "max_connections_per_uid", "max_buffered_bytes", "frame_timeout_ms", "stop_timeout_ms",
-            "policy_threads", "policy_nice"});
+            "max_connections", "max_connections_per_uid", "max_buffered_bytes", "frame_timeout_ms",
+            "stop_timeout_ms", "policy_threads", "policy_nice"});
     c.get_string(*t, "socket", "daemon", config.socket);
     if (config.socket.size() >= 108)
-      c.error(*t->get("socket"), "daemon.socket is longer than the 107 bytes a Unix socket path may have");
+      c.error(*t->get("socket"),
+              "daemon.socket is longer than the 107 bytes a Unix socket path may have");
     int64_t mode = config.socket_mode;
-    if (c.get_int(*t, "socket_mode", "daemon", mode, 0, 0777)) config.socket_mode = static_cast<uint32_t>(mode);
+    if (c.get_int(*t, "socket_mode", "daemon", mode, 0, 0777))
+      config.socket_mode = static_cast<uint32_t>(mode);
     c.get_string(*t, "admin_group", "daemon", config.admin_group);
     c.get_string(*t, "state_dir", "daemon", config.state_dir);
     int64_t frame = config.max_frame_bytes;
@@ -179,11 +195,13 @@ void read_document(const toml::table& root, const std::string& file, Config& con
       config.max_frame_bytes = static_cast<uint32_t>(frame);
     c.get_int(*t, "max_connections", "daemon", config.max_connections, 1, 1000000);
     c.get_int(*t, "max_connections_per_uid", "daemon", config.max_connections_per_uid, 1, 1000000);
-    if (c.get_int(*t, "max_buffered_bytes", "daemon", config.max_buffered_bytes, 4096, int64_t{1} << 40) &&
+    if (c.get_int(*t, "max_buffered_bytes", "daemon", config.max_buffered_bytes, 4096,
+                  int64_t{1} << 40) &&
         config.max_buffered_bytes < static_cast<int64_t>(config.max_frame_bytes))
-      c.error(*t->get("max_buffered_bytes"), "daemon.max_buffered_bytes (" + std::to_string(config.max_buffered_bytes) +
-                                                 ") must be at least daemon.max_frame_bytes (" +
-                                                 std::to_string(config.max_frame_bytes) + "): one largest frame must fit");
+      c.error(*t->get("max_buffered_bytes"),
+              "daemon.max_buffered_bytes (" + std::to_string(config.max_buffered_bytes) +
+                  ") must be at least daemon.max_frame_bytes (" +
+                  std::to_string(config.max_frame_bytes) + "): one largest frame must fit");
     c.get_int(*t, "frame_timeout_ms", "daemon", config.frame_timeout_ms, 10, 3600000);
     c.get_int(*t, "stop_timeout_ms", "daemon", config.stop_timeout_ms, 100, 3600000);
     c.get_int(*t, "policy_threads", "daemon", config.policy_threads, 1, 256);
@@ -196,8 +214,13 @@ void read_document(const toml::table& root, const std::string& file, Config& con
     if (c.get_string(*t, "level", "logging", level)) {
       bool ok = false;
       for (const char* l : kLogLevels) ok = ok || level == l;
-      if (ok) config.log_level = level;
-      else c.error(*t->get("level"), "logging.level must be one of trace, debug, info, warn, error, critical, off; got '" + level + "'");
+      if (ok)
+        config.log_level = level;
+      else
+        c.error(
+            *t->get("level"),
+            "logging.level must be one of trace, debug, info, warn, error, critical, off; got '" +
+                level + "'");
     }
   }
 
@@ -226,19 +249,22 @@ void read_document(const toml::table& root, const std::string& file, Config& con
       bool ok = true;
       for (const std::string& glob : allow) {
         if (glob.rfind("cpu", 0) != 0 && glob.rfind("cuda", 0) != 0) {
-          c.error(*t->get("allow"), "devices.allow entry '" + glob + "' must start with cpu or cuda (e.g. \"cuda:*\")");
+          c.error(*t->get("allow"), "devices.allow entry '" + glob +
+                                        "' must start with cpu or cuda (e.g. \"cuda:*\")");
           ok = false;
         }
       }
       if (ok) config.allow = allow;
     }
-    c.get_float(*t, "memory_headroom_fraction", "devices", config.memory_headroom_fraction, 0.0, 0.9);
+    c.get_float(*t, "memory_headroom_fraction", "devices", config.memory_headroom_fraction, 0.0,
+                0.9);
     read_node_spec(c, *t, "cpu_spec", placement::DeviceKind::kCpu, config.cpu_spec);
     read_node_spec(c, *t, "cuda_spec", placement::DeviceKind::kCuda, config.cuda_spec);
   }
 
   if (const toml::table* t = c.table(root, "policy", "[policy]")) {
-    c.only(*t, "[policy]", {"grouper", "placer", "algorithm", "warm_start", "warm_start_seconds", "max_groups"});
+    c.only(*t, "[policy]",
+           {"grouper", "placer", "algorithm", "warm_start", "warm_start_seconds", "max_groups"});
     c.get_float(*t, "warm_start_seconds", "policy", config.policy.warm_start_seconds, 0.01, 600.0);
     // The policy's features hold max_groups² floats: 4096 is 64 MiB of them.
     if (c.get_int(*t, "max_groups", "policy", config.policy.max_groups, 1, 4096))
@@ -261,21 +287,26 @@ void read_document(const toml::table& root, const std::string& file, Config& con
   if (const toml::table* t = c.table(root, "limits", "[limits]")) {
     c.only(*t, "[limits]", {"max_graph_ops", "max_graph_bytes", "max_session_bytes"});
     c.get_int(*t, "max_graph_ops", "limits", config.limits.max_graph_ops, 1, 100000000);
-    if (c.get_int(*t, "max_graph_bytes", "limits", config.limits.max_graph_bytes, 4096, int64_t{1} << 40) &&
+    if (c.get_int(*t, "max_graph_bytes", "limits", config.limits.max_graph_bytes, 4096,
+                  int64_t{1} << 40) &&
         config.limits.max_graph_bytes > static_cast<int64_t>(config.max_frame_bytes))
-      c.error(*t->get("max_graph_bytes"), "limits.max_graph_bytes (" + std::to_string(config.limits.max_graph_bytes) +
+      c.error(*t->get("max_graph_bytes"), "limits.max_graph_bytes (" +
+                                              std::to_string(config.limits.max_graph_bytes) +
                                               ") is larger than daemon.max_frame_bytes (" +
                                               std::to_string(config.max_frame_bytes) +
                                               "): no frame that large is read; raise both");
-    c.get_int(*t, "max_session_bytes", "limits", config.limits.max_session_bytes, int64_t{1} << 20, int64_t{1} << 50);
+    c.get_int(*t, "max_session_bytes", "limits", config.limits.max_session_bytes, int64_t{1} << 20,
+              int64_t{1} << 50);
   }
 
-  if (const toml::table* t = c.table(root, "params", "[params]")) c.plugin_params(*t, "params", config.params);
+  if (const toml::table* t = c.table(root, "params", "[params]"))
+    c.plugin_params(*t, "params", config.params);
 
   if (const toml::node* rules = root.get("rules")) {
     const toml::array* array = rules->as_array();
     if (!array) {
-      c.error(*rules, "rules must be an array of tables ([[rules]]), got " + Checker::type_name(*rules));
+      c.error(*rules,
+              "rules must be an array of tables ([[rules]]), got " + Checker::type_name(*rules));
     } else {
       for (size_t i = 0; i < array->size(); ++i) {
         const toml::node& node = *array->get(i);
@@ -292,7 +323,8 @@ void read_document(const toml::table& root, const std::string& file, Config& con
         if (c.get_string(t, "job", where, glob)) rule.job_glob = glob;
         int64_t uid = 0;
         if (c.get_int(t, "uid", where, uid, 0, 4294967294LL)) rule.uid = static_cast<uid_t>(uid);
-        if (!t.get("job") && !t.get("uid")) c.error(node, where + " matches every job: give it a job glob and/or a uid");
+        if (!t.get("job") && !t.get("uid"))
+          c.error(node, where + " matches every job: give it a job glob and/or a uid");
         std::string g, p, a;
         SourcePos positions[3];
         c.policy_names(t, where, &g, &p, &a, positions);
@@ -307,7 +339,8 @@ void read_document(const toml::table& root, const std::string& file, Config& con
           c.exploration(*e, where + ".exploration", merged, &rule.exploration);
           check_exploration_consistency(merged, c.pos(*e), errors);
         }
-        if (const toml::table* p2 = c.table(t, "params", where + ".params")) c.plugin_params(*p2, where + ".params", rule.params);
+        if (const toml::table* p2 = c.table(t, "params", where + ".params"))
+          c.plugin_params(*p2, where + ".params", rule.params);
         config.rules.push_back(std::move(rule));
       }
     }
@@ -323,7 +356,8 @@ Config default_config(const std::string& default_plugin_dir) {
 }
 
 Config parse_config_collecting(const std::string& text, const std::string& name,
-                               const std::string& default_plugin_dir, std::vector<ConfigError>& errors) {
+                               const std::string& default_plugin_dir,
+                               std::vector<ConfigError>& errors) {
   Config config = default_config(default_plugin_dir);
   config.path = name;
   try {
@@ -352,7 +386,8 @@ Config load_config_collecting(const std::string& path, const std::string& defaul
   return parse_config_collecting(text.str(), ec ? path : absolute, default_plugin_dir, errors);
 }
 
-Config parse_config(const std::string& text, const std::string& name, const std::string& default_plugin_dir) {
+Config parse_config(const std::string& text, const std::string& name,
+                    const std::string& default_plugin_dir) {
   std::vector<ConfigError> errors;
   Config config = parse_config_collecting(text, name, default_plugin_dir, errors);
   if (!errors.empty()) throw ConfigInvalid(std::move(errors));
@@ -406,18 +441,30 @@ EffectivePolicy effective_policy(const Config& config, const std::string& job, u
     }
     ExplorationConfig& e = out.exploration;
     for (const auto& [key, v] : rule->exploration) {
-      if (key == "steps_per_candidate") e.steps_per_candidate = static_cast<int64_t>(v);
-      else if (key == "warmup_steps") e.warmup_steps = static_cast<int64_t>(v);
-      else if (key == "max_candidates") e.max_candidates = static_cast<int64_t>(v);
-      else if (key == "max_overhead_fraction") e.max_overhead_fraction = v;
-      else if (key == "failing_reward") e.failing_reward = v;
-      else if (key == "drift_threshold") e.drift_threshold = v;
-      else if (key == "drift_steps") e.drift_steps = static_cast<int64_t>(v);
-      else if (key == "converge_candidates") e.converge_candidates = static_cast<int64_t>(v);
-      else if (key == "trial_window_steps") e.trial_window_steps = static_cast<int64_t>(v);
-      else if (key == "max_trial_steps") e.max_trial_steps = static_cast<int64_t>(v);
-      else if (key == "confidence") e.confidence = v;
-      else if (key == "min_gain") e.min_gain = v;
+      if (key == "steps_per_candidate")
+        e.steps_per_candidate = static_cast<int64_t>(v);
+      else if (key == "warmup_steps")
+        e.warmup_steps = static_cast<int64_t>(v);
+      else if (key == "max_candidates")
+        e.max_candidates = static_cast<int64_t>(v);
+      else if (key == "max_overhead_fraction")
+        e.max_overhead_fraction = v;
+      else if (key == "failing_reward")
+        e.failing_reward = v;
+      else if (key == "drift_threshold")
+        e.drift_threshold = v;
+      else if (key == "drift_steps")
+        e.drift_steps = static_cast<int64_t>(v);
+      else if (key == "converge_candidates")
+        e.converge_candidates = static_cast<int64_t>(v);
+      else if (key == "trial_window_steps")
+        e.trial_window_steps = static_cast<int64_t>(v);
+      else if (key == "max_trial_steps")
+        e.max_trial_steps = static_cast<int64_t>(v);
+      else if (key == "confidence")
+        e.confidence = v;
+      else if (key == "min_gain")
+        e.min_gain = v;
     }
   }
   return out;
@@ -426,8 +473,10 @@ EffectivePolicy effective_policy(const Config& config, const std::string& job, u
 std::string default_state_dir() {
   if (const char* dir = std::getenv("STATE_DIRECTORY"); dir && *dir) return dir;  // systemd
   if (::geteuid() == 0) return "/var/lib/placementd";
-  if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg && *xdg) return std::string(xdg) + "/placementd";
-  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.local/state/placementd";
+  if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg && *xdg)
+    return std::string(xdg) + "/placementd";
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return std::string(home) + "/.local/state/placementd";
   throw std::runtime_error("cannot derive a state directory (no HOME): pass --state-dir");
 }
 

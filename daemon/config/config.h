@@ -59,7 +59,8 @@ struct ExplorationConfig {
   double drift_threshold = 0.10;
   /// ... for this many consecutive steps.
   int64_t drift_steps = 50;
-  /// Exploration ends early after this many candidates in a row that no trial showed faster (0: never).
+  /// Exploration ends early after this many candidates in a row that no trial showed faster (0:
+  /// never).
   int64_t converge_candidates = 30;
   /// A/B trials (live/trial.h): measured steps per window, the most measured steps one trial may
   /// take (both arms), the one-sided confidence a "faster" verdict needs, and the smallest gain

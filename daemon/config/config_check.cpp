@@ -12,7 +12,8 @@ using placement::PluginKind;
 namespace {
 
 void check_table(const PluginRegistry& registry, PluginKind kind, const std::string& name,
-                 const PluginParamTable& table, const std::string& where, std::vector<ConfigError>& errors) {
+                 const PluginParamTable& table, const std::string& where,
+                 std::vector<ConfigError>& errors) {
   for (const placement::ParamError& e : registry.check_params(kind, name, table.values)) {
     auto it = table.where.find(e.name);
     const SourcePos pos = it != table.where.end() ? it->second : table.table;
@@ -26,8 +27,9 @@ void check_name(const PluginRegistry& registry, PluginKind kind, const std::stri
   std::string known;
   for (const PluginEntry& p : registry.plugins())
     if (p.info.kind == kind) known += (known.empty() ? "" : ", ") + p.info.name;
-  errors.push_back({pos, where + ": no " + to_string(kind) + " plugin named '" + name +
-                             "' is loaded (loaded: " + (known.empty() ? std::string("none") : known) + ")"});
+  errors.push_back(
+      {pos, where + ": no " + to_string(kind) + " plugin named '" + name +
+                "' is loaded (loaded: " + (known.empty() ? std::string("none") : known) + ")"});
 }
 
 void check_tables(const PluginRegistry& registry, const PluginParamTables& tables,
@@ -45,14 +47,18 @@ void check_tables(const PluginRegistry& registry, const PluginParamTables& table
 // A grouper that takes its group count as a hyperparameter (fluid, metis, feedforward: `groups`)
 // and asks for more than [policy] max_groups would have its partition merged away by the cap or,
 // learned, could not run at all. `tables` are searched in order; the plugin's default comes last.
-void check_group_count(const PluginRegistry& registry, const Config& config, const std::string& grouper,
-                       const SourcePos& grouper_pos, const std::vector<const PluginParamTables*>& tables,
+void check_group_count(const PluginRegistry& registry, const Config& config,
+                       const std::string& grouper, const SourcePos& grouper_pos,
+                       const std::vector<const PluginParamTables*>& tables,
                        std::vector<ConfigError>& errors) {
   const auto info = registry.info(PluginKind::kGrouper, grouper);
   if (!info) return;
-  const auto declared = std::find_if(info->hyperparameters.begin(), info->hyperparameters.end(),
-                                     [](const placement::HyperParameter& h) { return h.name == "groups"; });
-  if (declared == info->hyperparameters.end() || !std::holds_alternative<int64_t>(declared->default_value)) return;
+  const auto declared =
+      std::find_if(info->hyperparameters.begin(), info->hyperparameters.end(),
+                   [](const placement::HyperParameter& h) { return h.name == "groups"; });
+  if (declared == info->hyperparameters.end() ||
+      !std::holds_alternative<int64_t>(declared->default_value))
+    return;
   int64_t groups = std::get<int64_t>(declared->default_value);
   SourcePos pos = grouper_pos;
   std::string from = "its default";
@@ -60,7 +66,8 @@ void check_group_count(const PluginRegistry& registry, const Config& config, con
     const auto table = t->find({PluginKind::kGrouper, grouper});
     if (table == t->end()) continue;
     const auto value = table->second.values.find("groups");
-    if (value == table->second.values.end() || !std::holds_alternative<int64_t>(value->second)) continue;
+    if (value == table->second.values.end() || !std::holds_alternative<int64_t>(value->second))
+      continue;
     groups = std::get<int64_t>(value->second);
     const auto where = table->second.where.find("groups");
     if (where != table->second.where.end()) pos = where->second;
@@ -68,11 +75,13 @@ void check_group_count(const PluginRegistry& registry, const Config& config, con
     break;
   }
   if (groups <= config.policy.max_groups) return;
-  ConfigError e{pos, "grouper '" + grouper + "' makes " + std::to_string(groups) + " groups (" + from +
-                         "), more than [policy] max_groups = " + std::to_string(config.policy.max_groups) +
-                         ": lower its groups or raise max_groups"};
+  ConfigError e{
+      pos, "grouper '" + grouper + "' makes " + std::to_string(groups) + " groups (" + from +
+               "), more than [policy] max_groups = " + std::to_string(config.policy.max_groups) +
+               ": lower its groups or raise max_groups"};
   // A rule that picks the global grouper and table again would repeat the global error.
-  if (std::none_of(errors.begin(), errors.end(), [&](const ConfigError& o) { return o.str() == e.str(); }))
+  if (std::none_of(errors.begin(), errors.end(),
+                   [&](const ConfigError& o) { return o.str() == e.str(); }))
     errors.push_back(std::move(e));
 }
 
@@ -82,22 +91,32 @@ std::vector<ConfigError> check_plugins(const Config& config, const PluginRegistr
   std::vector<ConfigError> errors;
   const SourcePos file{config.path, 0, 0};
   auto pos_or_file = [&](const SourcePos& p) { return p.line ? p : file; };
-  check_name(registry, PluginKind::kGrouper, config.policy.grouper, pos_or_file(config.policy.grouper_pos), "policy.grouper", errors);
-  check_name(registry, PluginKind::kPlacer, config.policy.placer, pos_or_file(config.policy.placer_pos), "policy.placer", errors);
-  check_name(registry, PluginKind::kAlgorithm, config.policy.algorithm, pos_or_file(config.policy.algorithm_pos), "policy.algorithm", errors);
-  // "simulator" is the search, not a placer; it needs the placers it may start from, not a plugin of its own.
+  check_name(registry, PluginKind::kGrouper, config.policy.grouper,
+             pos_or_file(config.policy.grouper_pos), "policy.grouper", errors);
+  check_name(registry, PluginKind::kPlacer, config.policy.placer,
+             pos_or_file(config.policy.placer_pos), "policy.placer", errors);
+  check_name(registry, PluginKind::kAlgorithm, config.policy.algorithm,
+             pos_or_file(config.policy.algorithm_pos), "policy.algorithm", errors);
+  // "simulator" is the search, not a placer; it needs the placers it may start from, not a plugin
+  // of its own.
   if (!config.policy.warm_start.empty() && config.policy.warm_start != offline::kSimulatorWarmStart)
-    check_name(registry, PluginKind::kPlacer, config.policy.warm_start, pos_or_file(config.policy.warm_start_pos),
-               "policy.warm_start", errors);
+    check_name(registry, PluginKind::kPlacer, config.policy.warm_start,
+               pos_or_file(config.policy.warm_start_pos), "policy.warm_start", errors);
   check_tables(registry, config.params, "params", errors);
-  check_group_count(registry, config, config.policy.grouper, pos_or_file(config.policy.grouper_pos), {&config.params},
-                    errors);
+  check_group_count(registry, config, config.policy.grouper, pos_or_file(config.policy.grouper_pos),
+                    {&config.params}, errors);
   for (size_t i = 0; i < config.rules.size(); ++i) {
     const JobRule& rule = config.rules[i];
     const std::string where = "rules[" + std::to_string(i) + "]";
-    if (rule.grouper) check_name(registry, PluginKind::kGrouper, *rule.grouper, rule.grouper_pos, where + ".grouper", errors);
-    if (rule.placer) check_name(registry, PluginKind::kPlacer, *rule.placer, rule.placer_pos, where + ".placer", errors);
-    if (rule.algorithm) check_name(registry, PluginKind::kAlgorithm, *rule.algorithm, rule.algorithm_pos, where + ".algorithm", errors);
+    if (rule.grouper)
+      check_name(registry, PluginKind::kGrouper, *rule.grouper, rule.grouper_pos,
+                 where + ".grouper", errors);
+    if (rule.placer)
+      check_name(registry, PluginKind::kPlacer, *rule.placer, rule.placer_pos, where + ".placer",
+                 errors);
+    if (rule.algorithm)
+      check_name(registry, PluginKind::kAlgorithm, *rule.algorithm, rule.algorithm_pos,
+                 where + ".algorithm", errors);
     check_tables(registry, rule.params, where + ".params", errors);
     // Only a rule that picks the grouper or its own count can add to what the global check said.
     const std::string& grouper = rule.grouper ? *rule.grouper : config.policy.grouper;
@@ -112,13 +131,14 @@ std::vector<ConfigError> check_plugins(const Config& config, const PluginRegistr
 
 namespace placementd {
 
-Config load_and_check(const std::string& path, const std::string& default_plugin_dir, PluginRegistry& registry,
-                      std::vector<ConfigError>& errors) {
+Config load_and_check(const std::string& path, const std::string& default_plugin_dir,
+                      PluginRegistry& registry, std::vector<ConfigError>& errors) {
   const size_t first = errors.size();
   Config config = load_config_collecting(path, default_plugin_dir, errors);
-  const bool readable = std::none_of(errors.begin() + static_cast<long>(first), errors.end(), [](const ConfigError& e) {
-    return e.where.line == 0 || e.message.rfind("TOML syntax", 0) == 0;
-  });
+  const bool readable = std::none_of(
+      errors.begin() + static_cast<long>(first), errors.end(), [](const ConfigError& e) {
+        return e.where.line == 0 || e.message.rfind("TOML syntax", 0) == 0;
+      });
   if (readable) {
     registry.scan(config.plugin_dirs);
     for (ConfigError& e : check_plugins(config, registry)) errors.push_back(std::move(e));
@@ -127,7 +147,8 @@ Config load_and_check(const std::string& path, const std::string& default_plugin
   return config;
 }
 
-std::vector<std::string> check_config_file(const std::string& path, const std::string& default_plugin_dir,
+std::vector<std::string> check_config_file(const std::string& path,
+                                           const std::string& default_plugin_dir,
                                            PluginRegistry& registry) {
   std::vector<ConfigError> errors;
   load_and_check(path, default_plugin_dir, registry, errors);

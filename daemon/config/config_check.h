@@ -20,11 +20,12 @@ namespace placementd {
 /// config check` verify: syntax, schema, then -- if the file could be read -- the plugins it names
 /// and their hyperparameters, after scanning its [plugins].dirs into `registry`. Every error is
 /// appended to `errors`, sorted by position.
-Config load_and_check(const std::string& path, const std::string& default_plugin_dir, PluginRegistry& registry,
-                      std::vector<ConfigError>& errors);
+Config load_and_check(const std::string& path, const std::string& default_plugin_dir,
+                      PluginRegistry& registry, std::vector<ConfigError>& errors);
 
 /// load_and_check() with the errors as "FILE:LINE:COL: message" lines; empty means valid.
-std::vector<std::string> check_config_file(const std::string& path, const std::string& default_plugin_dir,
+std::vector<std::string> check_config_file(const std::string& path,
+                                           const std::string& default_plugin_dir,
                                            PluginRegistry& registry);
 
 }  // namespace placementd

@@ -38,7 +38,8 @@ std::optional<fs::path> config_path_for_executable(const fs::path& exe) {
 std::string default_config_path() {
   // Installed binaries follow their install, so `cmake --install --prefix P` of a build configured
   // for another prefix still reads the config that install laid out.
-  if (const auto installed = config_path_for_executable(this_executable())) return installed->string();
+  if (const auto installed = config_path_for_executable(this_executable()))
+    return installed->string();
   return PLACEMENT_DEFAULT_CONFIG;
 }
 

@@ -32,9 +32,12 @@ constexpr int64_t kFinalCheckStepsFactor = 2;
 // Steps (at least; drift_steps if more) whose median is the reference a drift is measured from.
 constexpr int64_t kDriftBaselineSteps = 30;
 
-bool exploring(SessionState s) { return s == SessionState::kExploring || s == SessionState::kReexploring; }
+bool exploring(SessionState s) {
+  return s == SessionState::kExploring || s == SessionState::kReexploring;
+}
 
-Directive issue(Session& s, Placement placement, Reason reason, std::optional<std::vector<int>> action) {
+Directive issue(Session& s, Placement placement, Reason reason,
+                std::optional<std::vector<int>> action) {
   CandidateRecord record;
   record.id = s.candidates.empty() ? 1 : s.candidates.rbegin()->first + 1;
   record.placement = std::move(placement);
@@ -89,8 +92,9 @@ bool over_pace(const Session& s) {
 }
 
 bool may_resume(const Session& s) {
-  return s.exploration_cost_s <=
-         kResumeAtFractionOfBudget * s.policy.exploration.max_overhead_fraction * s.measured_seconds;
+  return s.exploration_cost_s <= kResumeAtFractionOfBudget *
+                                     s.policy.exploration.max_overhead_fraction *
+                                     s.measured_seconds;
 }
 
 // A job that said how long it runs: exploration may cost max_overhead_fraction of that many steps
@@ -98,7 +102,8 @@ bool may_resume(const Session& s) {
 bool budget_spent(const Session& s) {
   const ExplorationConfig& e = s.policy.exploration;
   return s.expected_steps > 0 && s.cost_reference &&
-         s.exploration_cost_s >= e.max_overhead_fraction * static_cast<double>(s.expected_steps) * *s.cost_reference;
+         s.exploration_cost_s >=
+             e.max_overhead_fraction * static_cast<double>(s.expected_steps) * *s.cost_reference;
 }
 
 // Steps of the placement in force whose mean is exploration's reference: recent enough to follow
@@ -110,18 +115,23 @@ void refresh_cost_reference(Session& s) {
   if (!b || b->step_times.empty()) return;
   const size_t n = std::min(b->step_times.size(), kCostReferenceSteps);
   double sum = 0.0;
-  for (auto it = b->step_times.end() - static_cast<std::ptrdiff_t>(n); it != b->step_times.end(); ++it) sum += *it;
+  for (auto it = b->step_times.end() - static_cast<std::ptrdiff_t>(n); it != b->step_times.end();
+       ++it)
+    sum += *it;
   s.cost_reference = sum / static_cast<double>(n);
 }
 
 // Why exploration should end now, or empty.
 std::string exhausted(const Session& s) {
   const ExplorationConfig& e = s.policy.exploration;
-  if (s.state == SessionState::kReexploring) return s.reexplore_left <= 0 ? "re-exploration budget spent" : "";
-  if (static_cast<int64_t>(s.candidates.size()) >= e.max_candidates) return "max_candidates reached";
+  if (s.state == SessionState::kReexploring)
+    return s.reexplore_left <= 0 ? "re-exploration budget spent" : "";
+  if (static_cast<int64_t>(s.candidates.size()) >= e.max_candidates)
+    return "max_candidates reached";
   if (budget_spent(s)) return "max_overhead_fraction of the expected steps' time spent";
   if (e.converge_candidates > 0 && s.since_improvement >= e.converge_candidates)
-    return "converged (" + std::to_string(s.since_improvement) + " candidates in a row, none shown faster)";
+    return "converged (" + std::to_string(s.since_improvement) +
+           " candidates in a row, none shown faster)";
   if (!s.pipeline->policy() && s.candidates.size() >= 2) return "the placer is deterministic";
   return "";
 }
@@ -156,8 +166,8 @@ Directive exploit(Session& s, const std::string& why) {
   s.drift_baseline.clear();
   s.trial.reset();
   s.finishing.clear();
-  spdlog::info("job {} '{}': exploiting placement {} ({:.6f} s/step, {} candidates): {}", s.id, s.job, best->id,
-               *best->median(), s.candidates.size(), why);
+  spdlog::info("job {} '{}': exploiting placement {} ({:.6f} s/step, {} candidates): {}", s.id,
+               s.job, best->id, *best->median(), s.candidates.size(), why);
   if (s.current_candidate != best->id) s.warmup_left = s.policy.exploration.warmup_steps;
   s.current_candidate = best->id;
   Directive d;
@@ -172,10 +182,13 @@ void score(Session& s, CandidateRecord& c) {
   const ExplorationConfig& e = s.policy.exploration;
   const std::optional<double> median = c.failures == 0 ? c.median() : std::nullopt;
   c.measured_at_step = s.steps;
-  c.measured_at_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.attached_steady).count();
+  c.measured_at_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - s.attached_steady).count();
   if (c.action) {
-    if (median) s.algorithm->observe(*c.action, reward_of(*median), true);
-    else s.algorithm->observe(*c.action, e.failing_reward, false);
+    if (median)
+      s.algorithm->observe(*c.action, reward_of(*median), true);
+    else
+      s.algorithm->observe(*c.action, e.failing_reward, false);
   }
   // Progress is a trial won (advance_trial resets this), never a screening that looked good.
   ++s.since_improvement;
@@ -207,7 +220,8 @@ bool worth_a_trial(const Session& s, const CandidateRecord& c) {
 
 // Nothing ran well and nothing is left to try: back to the placement the job started on.
 Directive fall_back(Session& s, const std::string& why) {
-  spdlog::warn("job {} '{}': no candidate measured well ({}); keeping the start placement", s.id, s.job, why);
+  spdlog::warn("job {} '{}': no candidate measured well ({}); keeping the start placement", s.id,
+               s.job, why);
   s.state = SessionState::kExploiting;
   s.trial.reset();
   s.finishing.clear();
@@ -232,15 +246,17 @@ std::optional<Directive> finish(Session& s, const std::string& why) {
   const CandidateRecord* best = s.best();
   const CandidateRecord* start = s.start();
   if (best->placement.fingerprint() == start->placement.fingerprint()) return exploit(s, why);
-  spdlog::info("job {} '{}': {}; checking placement {} against the start ({}) before keeping it", s.id, s.job, why,
-               best->id, start->id);
+  spdlog::info("job {} '{}': {}; checking placement {} against the start ({}) before keeping it",
+               s.id, s.job, why, best->id, start->id);
   s.finishing = why;
   start_trial(s, start->id, best->id, true);
   return move_to(s, s.trial->running(), Reason::kBest);
 }
 
 // Re-exploration has its own budget (a few candidates), not what first exploration spent.
-bool trial_budget_spent(const Session& s) { return s.state == SessionState::kExploring && budget_spent(s); }
+bool trial_budget_spent(const Session& s) {
+  return s.state == SessionState::kExploring && budget_spent(s);
+}
 
 std::optional<Directive> next_candidate(Session& s);
 
@@ -256,9 +272,10 @@ std::optional<Directive> after_candidate(Session& s, Store& store) {
   }
   if (any_best && s.state == SessionState::kExploring && over_pace(s)) {
     s.paused = true;
-    return exploit(s, "paused: exploration took " +
-                          std::to_string(static_cast<int>(100.0 * s.exploration_cost_s / s.measured_seconds)) +
-                          "% of the job's time (max_overhead_fraction; the job gave no expected_steps)");
+    return exploit(
+        s, "paused: exploration took " +
+               std::to_string(static_cast<int>(100.0 * s.exploration_cost_s / s.measured_seconds)) +
+               "% of the job's time (max_overhead_fraction; the job gave no expected_steps)");
   }
   return next_candidate(s);
 }
@@ -276,23 +293,27 @@ std::optional<Directive> advance_trial(Session& s, Store& store) {
     note = "it failed a step";
   } else if (s.candidates.at(t.incumbent()).failures > s.trial_failures[0]) {
     verdict = TrialVerdict::kFaster;
-    note = std::string(t.final_check() ? "the start" : "placement " + std::to_string(t.incumbent())) +
-           " failed a step";
+    note =
+        std::string(t.final_check() ? "the start" : "placement " + std::to_string(t.incumbent())) +
+        " failed a step";
   } else {
     verdict = t.close_window();
   }
-  if (verdict == TrialVerdict::kUndecided && !t.final_check() && trial_budget_spent(s)) verdict = TrialVerdict::kUnclear;
+  if (verdict == TrialVerdict::kUndecided && !t.final_check() && trial_budget_spent(s))
+    verdict = TrialVerdict::kUnclear;
   if (verdict == TrialVerdict::kUndecided) {
     const uint64_t next = t.running();
     return move_to(s, next, next == s.incumbent ? Reason::kBest : s.candidates.at(next).reason);
   }
-  challenger.trial = TrialOutcome{t.incumbent(), verdict, t.last_look(), t.pairs(), t.final_check(), note};
+  challenger.trial =
+      TrialOutcome{t.incumbent(), verdict, t.last_look(), t.pairs(), t.final_check(), note};
   const auto& ratio = t.last_look();
-  spdlog::info("job {} '{}': placement {} {} than {} after {} pairs of windows ({})", s.id, s.job, challenger.id,
-               to_string(verdict), t.incumbent(), t.pairs(),
-               ratio ? fmt::format("{:+.1f}%, {:+.1f}% to {:+.1f}%", 100.0 * std::expm1(ratio->estimate),
-                                   100.0 * std::expm1(ratio->low), 100.0 * std::expm1(ratio->high))
-                     : std::string("no look yet"));
+  spdlog::info(
+      "job {} '{}': placement {} {} than {} after {} pairs of windows ({})", s.id, s.job,
+      challenger.id, to_string(verdict), t.incumbent(), t.pairs(),
+      ratio ? fmt::format("{:+.1f}%, {:+.1f}% to {:+.1f}%", 100.0 * std::expm1(ratio->estimate),
+                          100.0 * std::expm1(ratio->low), 100.0 * std::expm1(ratio->high))
+            : std::string("no look yet"));
   const bool final_check = t.final_check();
   s.trial.reset();
   if (final_check) {
@@ -323,12 +344,14 @@ std::optional<Directive> next_candidate(Session& s) {
   }
   if (!s.single_device_tried) {
     s.single_device_tried = true;
-    if (std::optional<Placement> p = single_device_candidate(s)) return issue(s, std::move(*p), Reason::kSingleDevice, std::nullopt);
+    if (std::optional<Placement> p = single_device_candidate(s))
+      return issue(s, std::move(*p), Reason::kSingleDevice, std::nullopt);
   }
   // A warm-started policy's first candidate is what it imitated, not a sample around it.
   if (!s.warm_start_tried && s.warm_start && s.warm_start->skipped.empty()) {
     s.warm_start_tried = true;
-    if (!measured(s, s.warm_start->placement.fingerprint()) && s.memory_model->check_memory(s.warm_start->placement).valid)
+    if (!measured(s, s.warm_start->placement.fingerprint()) &&
+        s.memory_model->check_memory(s.warm_start->placement).valid)
       return issue(s, s.warm_start->placement, Reason::kWarmStart, s.warm_start->action);
   }
 
@@ -349,7 +372,8 @@ std::optional<Directive> next_candidate(Session& s) {
       if (!s.pipeline->policy()) break;  // a deterministic placer answers the same again
       continue;
     }
-    return issue(s, std::move(p), s.state == SessionState::kReexploring ? Reason::kReexplore : Reason::kPolicy,
+    return issue(s, std::move(p),
+                 s.state == SessionState::kReexploring ? Reason::kReexplore : Reason::kPolicy,
                  std::move(action));
   }
   const std::string why = "the policy only proposes placements already measured or rejected";
@@ -418,8 +442,8 @@ bool record_report(Session& s, const placement::Measurement& m) {
   } else {
     if (c.failures++ == 0) {
       c.error = m.error;
-      spdlog::info("job {} '{}': a step failed under placement {} ({}): {}", s.id, s.job, c.id, to_string(c.reason),
-                   m.error.empty() ? "no reason given" : m.error);
+      spdlog::info("job {} '{}': a step failed under placement {} ({}): {}", s.id, s.job, c.id,
+                   to_string(c.reason), m.error.empty() ? "no reason given" : m.error);
     }
     ++s.failed_steps;
   }
@@ -429,7 +453,8 @@ bool record_report(Session& s, const placement::Measurement& m) {
   if (exploring(s.state) && current && !m.profiled) {
     const bool off = c.id != s.incumbent && c.reason != Reason::kRemeasure;
     if (off) ++s.exploration_steps;
-    if (off && !m.ok) s.exploration_cost_s += m.step_time_s;  // the job runs that batch again
+    if (off && !m.ok)
+      s.exploration_cost_s += m.step_time_s;  // the job runs that batch again
     else if ((off || (s.trial && !measured)) && m.ok && s.cost_reference)
       s.exploration_cost_s += m.step_time_s - *s.cost_reference;
   }
@@ -440,14 +465,17 @@ bool record_report(Session& s, const placement::Measurement& m) {
   if (s.state == SessionState::kExploiting) {
     if (!s.drift_reference && measured) {
       s.drift_baseline.push_back(m.step_time_s);
-      if (static_cast<int64_t>(s.drift_baseline.size()) >= std::max<int64_t>(e.drift_steps, kDriftBaselineSteps)) {
+      if (static_cast<int64_t>(s.drift_baseline.size()) >=
+          std::max<int64_t>(e.drift_steps, kDriftBaselineSteps)) {
         s.drift_reference = median_of(std::move(s.drift_baseline));
         s.drift_baseline.clear();
       }
     }
     const std::optional<double> best_time = s.drift_reference;
-    if (m.ok && !m.profiled && best_time && m.step_time_s > *best_time * (1.0 + e.drift_threshold)) ++s.drift_count;
-    else s.drift_count = 0;
+    if (m.ok && !m.profiled && best_time && m.step_time_s > *best_time * (1.0 + e.drift_threshold))
+      ++s.drift_count;
+    else
+      s.drift_count = 0;
     due = s.drift_count >= e.drift_steps;
     due = due || (s.paused && may_resume(s));
   } else if (s.trial) {
@@ -471,8 +499,9 @@ std::optional<Directive> advance(Session& s, Store& store) {
   if (s.state == SessionState::kExploiting && s.paused && s.drift_count < e.drift_steps) {
     s.paused = false;
     s.state = SessionState::kExploring;
-    spdlog::info("job {} '{}': exploration overhead down to {:.1f}% of the job's time; exploring again", s.id, s.job,
-                 100.0 * s.exploration_cost_s / s.measured_seconds);
+    spdlog::info(
+        "job {} '{}': exploration overhead down to {:.1f}% of the job's time; exploring again",
+        s.id, s.job, 100.0 * s.exploration_cost_s / s.measured_seconds);
     return next_candidate(s);
   }
   if (s.state == SessionState::kExploiting && s.reexplorations >= Session::kMaxReexplorations) {
@@ -480,9 +509,11 @@ std::optional<Directive> advance(Session& s, Store& store) {
     s.drift_reference.reset();
     s.drift_baseline.clear();
     s.drift_count = 0;
-    spdlog::info("job {} '{}': step time drifted again; after {} re-explorations the job keeps its placement and "
-                 "measures its drift from here",
-                 s.id, s.job, s.reexplorations);
+    spdlog::info(
+        "job {} '{}': step time drifted again; after {} re-explorations the job keeps its "
+        "placement and "
+        "measures its drift from here",
+        s.id, s.job, s.reexplorations);
     return std::nullopt;
   }
   if (s.state == SessionState::kExploiting) {
@@ -494,8 +525,8 @@ std::optional<Directive> advance(Session& s, Store& store) {
     s.reexplore_left = std::max<int64_t>(3, e.max_candidates / 10);
     ++s.reexplorations;
     s.since_improvement = 0;
-    spdlog::info("job {} '{}': step time drifted {}% above the best for {} steps; re-exploring", s.id, s.job,
-                 static_cast<int>(e.drift_threshold * 100), e.drift_steps);
+    spdlog::info("job {} '{}': step time drifted {}% above the best for {} steps; re-exploring",
+                 s.id, s.job, static_cast<int>(e.drift_threshold * 100), e.drift_steps);
     return issue(s, current->second.placement, Reason::kRemeasure, std::nullopt);
   }
 
@@ -535,7 +566,8 @@ std::optional<Directive> stop_exploring(Session& s, const std::string& why) {
   if (s.candidates.empty()) return std::nullopt;  // not started: its start placement comes next
   const uint64_t before = s.current_candidate;
   // Without its final check, the winner of the trials is not kept: back to the start, if it ran.
-  if (const CandidateRecord* b = s.best(); b && !checked(s, *b) && s.start()->median() && s.start()->failures == 0)
+  if (const CandidateRecord* b = s.best();
+      b && !checked(s, *b) && s.start()->median() && s.start()->failures == 0)
     s.incumbent = s.start()->id;
   if (s.best()) {
     Directive d = exploit(s, why);
@@ -543,8 +575,8 @@ std::optional<Directive> stop_exploring(Session& s, const std::string& why) {
     return d;
   }
   const auto current = s.candidates.find(before);
-  if (current != s.candidates.end() &&
-      current->second.placement.fingerprint() == s.candidates.begin()->second.placement.fingerprint()) {
+  if (current != s.candidates.end() && current->second.placement.fingerprint() ==
+                                           s.candidates.begin()->second.placement.fingerprint()) {
     s.state = SessionState::kExploiting;
     s.incumbent = before;  // what it measures from now on is the best there is
     s.drift_reference = current->second.median();

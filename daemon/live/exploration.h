@@ -43,12 +43,12 @@ bool record_report(Session& session, const placement::Measurement& report);
 std::optional<Directive> advance_session(Session& session, Store& store);
 
 /// Ends exploration for good (plugin code failed: `why`): the incumbent runs from now on (a trial
-/// in progress is dropped), or the start placement when none measured well. Returns the directive that moves the
-/// job there; nullopt when it runs that placement already. No plugin code runs.
+/// in progress is dropped), or the start placement when none measured well. Returns the directive
+/// that moves the job there; nullopt when it runs that placement already. No plugin code runs.
 std::optional<Directive> stop_exploring(Session& session, const std::string& why);
 
-/// Offers the incumbent to the store, once it is the start or passed the final check (as on detach, disconnect and SIGTERM); a
-/// store that cannot write is logged. Returns true if it was written.
+/// Offers the incumbent to the store, once it is the start or passed the final check (as on detach,
+/// disconnect and SIGTERM); a store that cannot write is logged. Returns true if it was written.
 bool persist_best(Session& session, Store& store);
 
 /// Saves the policy's state, unless the policy failed (policy_error: it may be half-updated). A
@@ -56,9 +56,9 @@ bool persist_best(Session& session, Store& store);
 /// (LiveSession's guard).
 void persist_policy(Session& session, Store& store);
 
-/// "All on one device, if it fits" (issue #4: the answer is never worse than that baseline): every op
-/// on the first GPU, or on device 0 without one, offered once right after the start; nullopt when
-/// that is what already ran or the memory model says it does not fit.
+/// "All on one device, if it fits" (issue #4: the answer is never worse than that baseline): every
+/// op on the first GPU, or on device 0 without one, offered once right after the start; nullopt
+/// when that is what already ran or the memory model says it does not fit.
 std::optional<placement::Placement> single_device_candidate(const Session& session);
 
 /// The store's key for a session's policy state: grouper/placer/algorithm names.

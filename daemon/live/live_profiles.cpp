@@ -11,7 +11,8 @@
 namespace placementd {
 
 bool can_profile(const Session& s) {
-  return s.protocol_version >= placement::protocol::kProfileReportVersion && s.job_profile_steps > 0;
+  return s.protocol_version >= placement::protocol::kProfileReportVersion &&
+         s.job_profile_steps > 0;
 }
 
 bool wants_profile(const Session& s, const placement::Placement& p) {
@@ -20,7 +21,8 @@ bool wants_profile(const Session& s, const placement::Placement& p) {
   std::map<std::string, std::set<int>> unprofiled;  // kind → the devices of that kind `p` uses
   for (int d : p.device_of_op)
     if (d >= 0 && static_cast<size_t>(d) < s.devices.size())
-      if (const std::string kind = to_string(s.devices.devices[d].kind); !have.count(kind)) unprofiled[kind].insert(d);
+      if (const std::string kind = to_string(s.devices.devices[d].kind); !have.count(kind))
+        unprofiled[kind].insert(d);
   if (unprofiled.empty()) return false;
   // Ops timed where a split sends their inputs between devices include those copies, which the
   // simulator adds itself: when the placement splits a kind, wait for the all-on-one-device
@@ -30,7 +32,8 @@ bool wants_profile(const Session& s, const placement::Placement& p) {
       const std::vector<int> counts = single->ops_per_device(s.devices.size());
       const auto device = std::max_element(counts.begin(), counts.end()) - counts.begin();
       for (const auto& [kind, on] : unprofiled)
-        if (on.size() > 1 && to_string(s.devices.devices[static_cast<size_t>(device)].kind) == kind) return false;
+        if (on.size() > 1 && to_string(s.devices.devices[static_cast<size_t>(device)].kind) == kind)
+          return false;
     }
   return true;
 }
@@ -44,11 +47,14 @@ bool fully_profiled(const Session& s) {
 void apply_profiles(Session& s, const placement::ProfileReport& report) {
   if (!s.graph) throw std::invalid_argument("upload the graph before its profiles");
   if (!s.candidates.count(report.placement_id))
-    throw std::invalid_argument("placement_id " + std::to_string(report.placement_id) + " was never issued to this job");
+    throw std::invalid_argument("placement_id " + std::to_string(report.placement_id) +
+                                " was never issued to this job");
   for (size_t i = 0; i < report.ops.size(); ++i)
-    if (std::none_of(s.devices.devices.begin(), s.devices.devices.end(),
-                     [&](const placement::Device& d) { return to_string(d.kind) == report.ops[i].kind; }))
-      throw std::invalid_argument("ops[" + std::to_string(i) + "].kind: the job has no " + report.ops[i].kind + " device");
+    if (std::none_of(
+            s.devices.devices.begin(), s.devices.devices.end(),
+            [&](const placement::Device& d) { return to_string(d.kind) == report.ops[i].kind; }))
+      throw std::invalid_argument("ops[" + std::to_string(i) + "].kind: the job has no " +
+                                  report.ops[i].kind + " device");
   report.apply(*s.graph);
   s.memory_model.emplace(*s.graph, s.devices, s.memory_model->options());
   ++s.profile_reports;

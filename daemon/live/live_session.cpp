@@ -4,8 +4,8 @@
 #include <chrono>
 #include <set>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "live/exploration.h"
 #include "live/live_profiles.h"
@@ -21,15 +21,17 @@ namespace {
 
 // What a follower is refused, and why.
 RequestError not_for_followers(const Session& s, const std::string& doing) {
-  return RequestError(error::kUnexpected, "rank " + std::to_string(s.replica->rank) + " of replica group " +
-                                              s.replica->group + " follows the placement rank 0's daemon decides: "
-                                              "a follower does not " + doing);
+  return RequestError(error::kUnexpected, "rank " + std::to_string(s.replica->rank) +
+                                              " of replica group " + s.replica->group +
+                                              " follows the placement rank 0's daemon decides: "
+                                              "a follower does not " +
+                                              doing);
 }
 
 }  // namespace
 
-LiveSession::LiveSession(uint64_t id, JobIdentity job, EffectivePolicy policy, const PluginRegistry& registry,
-                         Store& store)
+LiveSession::LiveSession(uint64_t id, JobIdentity job, EffectivePolicy policy,
+                         const PluginRegistry& registry, Store& store)
     : registry_(registry), store_(store) {
   s_.id = id;
   s_.job = std::move(job.name);
@@ -65,8 +67,10 @@ std::optional<messages::Directive> LiveSession::guarded(const char* entry, Work&
     what = "an exception that is not a std::exception";
   }
   s_.policy_error = std::string(entry) + ": " + what;
-  spdlog::error("job {} '{}': {} failed ({} / {} / {}): {}; its exploration ends, it keeps its best placement",
-                s_.id, s_.job, entry, s_.policy.grouper, s_.policy.placer, s_.policy.algorithm, what);
+  spdlog::error(
+      "job {} '{}': {} failed ({} / {} / {}): {}; its exploration ends, it keeps its best "
+      "placement",
+      s_.id, s_.job, entry, s_.policy.grouper, s_.policy.placer, s_.policy.algorithm, what);
   std::optional<messages::Directive> next = stop_exploring(s_, s_.policy_error);
   if (next) return complete(*next);
   return std::nullopt;
@@ -78,7 +82,8 @@ messages::Directive LiveSession::complete(messages::Directive d) const {
   return d;
 }
 
-messages::GraphAccepted LiveSession::on_graph(placement::OpGraph graph, std::optional<placement::Placement> start,
+messages::GraphAccepted LiveSession::on_graph(placement::OpGraph graph,
+                                              std::optional<placement::Placement> start,
                                               double memory_headroom) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (s_.follower()) throw not_for_followers(s_, "upload a graph");
@@ -86,8 +91,9 @@ messages::GraphAccepted LiveSession::on_graph(placement::OpGraph graph, std::opt
   for (const auto& op : graph.ops)
     if (op.pinned && std::none_of(s_.devices.devices.begin(), s_.devices.devices.end(),
                                   [&](const placement::Device& d) { return d.kind == *op.pinned; }))
-      throw RequestError(error::kBadPayload, "op " + std::to_string(op.id) + " '" + op.name + "' is pinned to " +
-                                                 to_string(*op.pinned) + " but the job has no such device");
+      throw RequestError(error::kBadPayload, "op " + std::to_string(op.id) + " '" + op.name +
+                                                 "' is pinned to " + to_string(*op.pinned) +
+                                                 " but the job has no such device");
   // Plugin code runs from here on.
   std::string failure;
   try {
@@ -113,9 +119,11 @@ messages::GraphAccepted LiveSession::on_graph(placement::OpGraph graph, std::opt
         } catch (const std::exception& e) {
           spdlog::warn("job {} '{}': stored policy state not used: {}", s_.id, s_.job, e.what());
         } catch (...) {
-          spdlog::warn("job {} '{}': stored policy state not used: load_state threw an exception that is not a "
-                       "std::exception",
-                       s_.id, s_.job);
+          spdlog::warn(
+              "job {} '{}': stored policy state not used: load_state threw an exception that is "
+              "not a "
+              "std::exception",
+              s_.id, s_.job);
         }
       }
     sim::SimulatorOptions memory_options;
@@ -127,13 +135,15 @@ messages::GraphAccepted LiveSession::on_graph(placement::OpGraph graph, std::opt
     s_.warm_start_pending = !resumed && !s_.policy.warm_start.empty();
     s_.job_start = std::move(start);
     const placement::Grouping& grouping = s_.pipeline->grouping();
-    spdlog::info("job {} '{}': graph {} with {} ops in {} groups{}{}{}", s_.id, s_.job, s_.fingerprint,
-                 g.ops.size(), grouping.num_groups,
-                 s_.pipeline->learned_grouping() ? " (learned grouping, regrouped every sample)" : "",
-                 s_.cached ? ", stored best placement found" : "", resumed ? ", policy state resumed" : "");
+    spdlog::info(
+        "job {} '{}': graph {} with {} ops in {} groups{}{}{}", s_.id, s_.job, s_.fingerprint,
+        g.ops.size(), grouping.num_groups,
+        s_.pipeline->learned_grouping() ? " (learned grouping, regrouped every sample)" : "",
+        s_.cached ? ", stored best placement found" : "", resumed ? ", policy state resumed" : "");
     // The warm start may hold the session for seconds next: inspection meanwhile shows the graph.
     refresh_summary_locked();
-    return {s_.fingerprint, g.ops.size(), g.edges.size(), grouping.num_groups, s_.cached.has_value(), resumed};
+    return {s_.fingerprint,      g.ops.size(),          g.edges.size(),
+            grouping.num_groups, s_.cached.has_value(), resumed};
   } catch (const std::exception& e) {
     failure = e.what();
   } catch (...) {
@@ -148,7 +158,8 @@ messages::GraphAccepted LiveSession::on_graph(placement::OpGraph graph, std::opt
 messages::Directive LiveSession::next_directive() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (s_.follower()) throw not_for_followers(s_, "request placements");
-  if (!s_.graph) throw RequestError(error::kUnexpected, "upload the graph before requesting a placement");
+  if (!s_.graph)
+    throw RequestError(error::kUnexpected, "upload the graph before requesting a placement");
   if (s_.candidates.empty()) return complete(start_session(s_));
   // A later request gets the placement in force again.
   const CandidateRecord& c = s_.candidates.at(s_.current_candidate);
@@ -169,7 +180,8 @@ std::optional<messages::Directive> LiveSession::on_report(const placement::Measu
       ++s_.failed_steps;
     } else if (!report.profiled) {
       s_.follower_step_times.push_back(report.step_time_s);
-      if (s_.follower_step_times.size() > Session::kFollowerWindow) s_.follower_step_times.pop_front();
+      if (s_.follower_step_times.size() > Session::kFollowerWindow)
+        s_.follower_step_times.pop_front();
     }
     return std::nullopt;
   }
@@ -196,8 +208,8 @@ void LiveSession::on_profiles(const placement::ProfileReport& report) {
   for (const auto& entry : report.ops) kinds.insert(entry.kind);
   std::string names;
   for (const auto& k : kinds) names += (names.empty() ? "" : ", ") + k;
-  spdlog::info("job {} '{}': profiles of {} ops ({}) measured over {} steps under placement {}", s_.id, s_.job,
-               report.ops.size(), names, report.steps, report.placement_id);
+  spdlog::info("job {} '{}': profiles of {} ops ({}) measured over {} steps under placement {}",
+               s_.id, s_.job, report.ops.size(), names, report.steps, report.placement_id);
 }
 
 bool LiveSession::warm_start_due(WarmStartWhen when) const {
@@ -237,9 +249,11 @@ void LiveSession::warm_start() {
                                             s_.pipeline->grouping(), imitation, s_.rng(),
                                             s_.pipeline->action_for({}));
   if (s_.warm_start->skipped.empty())
-    spdlog::info("job {} '{}': policy warm-started from {} in {} steps (per-group probability {:.2f} -> {:.2f})",
-                 s_.id, s_.job, imitation.baseline, s_.warm_start->steps, s_.warm_start->probability_before,
-                 s_.warm_start->probability_after);
+    spdlog::info(
+        "job {} '{}': policy warm-started from {} in {} steps (per-group probability {:.2f} -> "
+        "{:.2f})",
+        s_.id, s_.job, imitation.baseline, s_.warm_start->steps, s_.warm_start->probability_before,
+        s_.warm_start->probability_after);
   else
     spdlog::warn("job {} '{}': no warm start: {}", s_.id, s_.job, s_.warm_start->skipped);
 }
@@ -302,7 +316,8 @@ messages::Detached LiveSession::on_detach() {
       detached.best_step_time_s = *b->median();
       // Taken now or after an earlier candidate: what counts is that the store holds it.
       if (auto stored = store_.best(s_.uid, *s_.graph, s_.devices))
-        detached.persisted = detached.persisted || stored->step_time_s <= *detached.best_step_time_s;
+        detached.persisted =
+            detached.persisted || stored->step_time_s <= *detached.best_step_time_s;
     }
     finish();
   }
@@ -314,8 +329,11 @@ messages::Detached LiveSession::on_detach() {
       detached.persisted = store_.on_disk(s_.uid, *s_.graph, s_.devices);
     } else {
       detached.persisted = false;
-      spdlog::warn("job {} '{}': its best placement was not on disk {} ms after the detach (a slow disk?); the "
-                   "write goes on", s_.id, s_.job, kDetachFlushTimeout.count());
+      spdlog::warn(
+          "job {} '{}': its best placement was not on disk {} ms after the detach (a slow disk?); "
+          "the "
+          "write goes on",
+          s_.id, s_.job, kDetachFlushTimeout.count());
     }
   }
   return detached;
@@ -337,7 +355,8 @@ bool LiveSession::detached() const {
 // with it a policy thread other jobs need): when the lock is free the view is made afresh, when it
 // is taken the one made last is shown.
 std::shared_ptr<const LiveSession::View> LiveSession::full_view_locked() const {
-  return std::make_shared<const View>(View{s_.summary(), std::make_shared<const placement::messages::JobInfo>(s_.detail())});
+  return std::make_shared<const View>(
+      View{s_.summary(), std::make_shared<const placement::messages::JobInfo>(s_.detail())});
 }
 
 void LiveSession::refresh_summary_locked() const {

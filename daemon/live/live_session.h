@@ -56,7 +56,8 @@ struct JobIdentity {
 class LiveSession {
  public:
   /// `registry` and `store` outlive the session; `id` also seeds its random numbers.
-  LiveSession(uint64_t id, JobIdentity job, EffectivePolicy policy, const PluginRegistry& registry, Store& store);
+  LiveSession(uint64_t id, JobIdentity job, EffectivePolicy policy, const PluginRegistry& registry,
+              Store& store);
   LiveSession(const LiveSession&) = delete;
   LiveSession& operator=(const LiveSession&) = delete;
 
@@ -76,7 +77,8 @@ class LiveSession {
   /// state, and builds the memory model keeping `memory_headroom` of each device free. Throws
   /// RequestError naming what is wrong (a second upload, an op pinned to a device kind the job
   /// lacks, a plugin that refused the graph); the session is as before then.
-  placement::messages::GraphAccepted on_graph(placement::OpGraph graph, std::optional<placement::Placement> start,
+  placement::messages::GraphAccepted on_graph(placement::OpGraph graph,
+                                              std::optional<placement::Placement> start,
                                               double memory_headroom);
 
   /// The placement in force, with the session's state and whether to profile under it. The

@@ -9,7 +9,8 @@ namespace placementd {
 
 struct RequestError : std::runtime_error {
   /// `code` is one of placement::protocol::error's constants (static storage).
-  RequestError(const char* code, const std::string& message) : std::runtime_error(message), code(code) {}
+  RequestError(const char* code, const std::string& message)
+      : std::runtime_error(message), code(code) {}
   const char* code;
 };
 

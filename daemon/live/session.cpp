@@ -27,9 +27,12 @@ std::string describe(const TrialOutcome& t) {
                         : t.verdict == TrialVerdict::kNotFaster ? "not faster than "
                         : t.verdict == TrialVerdict::kUnclear   ? "not shown faster than "
                                                                 : "on trial against ";
-  std::string out = verdict + std::string(t.final_check ? "the start " : "") + std::to_string(t.against);
-  if (!t.note.empty()) out += " (" + t.note + ")";
-  else if (t.verdict == TrialVerdict::kUnclear) out += " (unclear at the cap or the budget's end)";
+  std::string out =
+      verdict + std::string(t.final_check ? "the start " : "") + std::to_string(t.against);
+  if (!t.note.empty())
+    out += " (" + t.note + ")";
+  else if (t.verdict == TrialVerdict::kUnclear)
+    out += " (unclear at the cap or the budget's end)";
   if (t.log_ratio)
     out += ": " + percent(t.log_ratio->estimate) + " (" + percent(t.log_ratio->low) + " to " +
            percent(t.log_ratio->high) + ")";
@@ -41,7 +44,8 @@ namespace {
 // Appends `value`, keeping the latest kKeptSteps to 2 × kKeptSteps values.
 void keep_latest(std::vector<double>& values, double value) {
   if (values.size() >= 2 * CandidateRecord::kKeptSteps)
-    values.erase(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(CandidateRecord::kKeptSteps));
+    values.erase(values.begin(),
+                 values.begin() + static_cast<std::ptrdiff_t>(CandidateRecord::kKeptSteps));
   values.push_back(value);
 }
 
@@ -52,7 +56,9 @@ void CandidateRecord::record(double step_time_s) {
   ++measured_steps;
 }
 
-void CandidateRecord::record_profiled(double step_time_s) { keep_latest(profiled_times, step_time_s); }
+void CandidateRecord::record_profiled(double step_time_s) {
+  keep_latest(profiled_times, step_time_s);
+}
 
 std::optional<double> CandidateRecord::median() const { return median_of(step_times); }
 
@@ -73,7 +79,7 @@ std::optional<std::array<double, 2>> CandidateRecord::median_interval() const {
   // B ~ Binomial(n, 1/2): take the largest l that keeps that at 95% or more.
   constexpr double kAlpha = 0.05;
   double pmf = std::pow(0.5, static_cast<double>(n));  // P(B = 0)
-  double tail = pmf;                                    // P(B <= l-1), for l = 1
+  double tail = pmf;                                   // P(B <= l-1), for l = 1
   size_t l = 0;
   for (size_t k = 1; k <= n / 2 && 2.0 * tail <= kAlpha; ++k) {
     l = k;
@@ -91,12 +97,15 @@ const CandidateRecord* Session::best() const {
   return &it->second;
 }
 
-const CandidateRecord* Session::start() const { return candidates.empty() ? nullptr : &candidates.begin()->second; }
+const CandidateRecord* Session::start() const {
+  return candidates.empty() ? nullptr : &candidates.begin()->second;
+}
 
 double Session::profiling_overhead_seconds() const {
   double extra = 0.0;
   for (const auto& [id, c] : candidates) {
-    if (c.profiled_times.empty() || !(c.reason == Reason::kStart || c.reason == Reason::kCached)) continue;
+    if (c.profiled_times.empty() || !(c.reason == Reason::kStart || c.reason == Reason::kCached))
+      continue;
     const std::optional<double> m = c.median();
     if (!m) continue;
     double total = 0.0;
@@ -119,7 +128,8 @@ placement::messages::JobSummary Session::summary() const {
   placement::messages::JobSummary out;
   if (!candidates.empty()) out.start_step_time_s = candidates.begin()->second.median();
   if (b) out.best_step_time_s = b->median();
-  if (!candidates.empty()) out.start_step_time_interval_s = candidates.begin()->second.median_interval();
+  if (!candidates.empty())
+    out.start_step_time_interval_s = candidates.begin()->second.median_interval();
   if (b) out.best_step_time_interval_s = b->median_interval();
   if (auto it = candidates.find(current_candidate); it != candidates.end())
     out.current_step_time_s = it->second.median();
@@ -144,13 +154,16 @@ placement::messages::JobSummary Session::summary() const {
   // against max_overhead_fraction of the time of the steps the job said it will run (or, without
   // them, of the time measured so far: the pace).
   const auto& e = policy.exploration;
-  double budget_used = e.max_candidates > 0 ? static_cast<double>(candidates.size()) / e.max_candidates : 1.0;
+  double budget_used =
+      e.max_candidates > 0 ? static_cast<double>(candidates.size()) / e.max_candidates : 1.0;
   if (expected_steps > 0 && e.max_overhead_fraction > 0 && cost_reference)
-    budget_used =
-        std::max(budget_used, exploration_cost_s / (e.max_overhead_fraction * expected_steps * *cost_reference));
+    budget_used = std::max(budget_used, exploration_cost_s / (e.max_overhead_fraction *
+                                                              expected_steps * *cost_reference));
   if (expected_steps == 0 && e.max_overhead_fraction > 0 && measured_seconds > 0)
-    budget_used = std::max(budget_used, exploration_cost_s / (e.max_overhead_fraction * measured_seconds));
-  if ((state == SessionState::kExploiting && !paused) || state == SessionState::kDetached) budget_used = 1.0;
+    budget_used =
+        std::max(budget_used, exploration_cost_s / (e.max_overhead_fraction * measured_seconds));
+  if ((state == SessionState::kExploiting && !paused) || state == SessionState::kDetached)
+    budget_used = 1.0;
   out.budget_used = std::min(budget_used, 1.0);
   const auto end = detached_steady ? *detached_steady : std::chrono::steady_clock::now();
   out.attached_s = std::chrono::duration<double>(end - attached_steady).count();

@@ -1,8 +1,8 @@
 #pragma once
 // One attached job: its graph, devices, policy objects and what it measured.
 
-#include <array>
 #include <sys/types.h>
+#include <array>
 
 #include <chrono>
 #include <cstdint>
@@ -128,7 +128,8 @@ struct Session {
   /// The best placement this uid's earlier runs stored for this (graph, devices): the first
   /// candidate after the job's own start, kept only if a trial shows it faster.
   std::optional<placement::Placement> cached;
-  /// The placement the job runs when it attaches (all on its first device unless it says otherwise).
+  /// The placement the job runs when it attaches (all on its first device unless it says
+  /// otherwise).
   std::optional<placement::Placement> job_start;
   /// Memory model for pre-screening candidates (built from the uploaded graph and devices).
   std::optional<sim::Simulator> memory_model;

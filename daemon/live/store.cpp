@@ -11,9 +11,9 @@
 #include <memory>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "placement/serialization.h"
 
@@ -38,13 +38,18 @@ void Store::report_unowned_files() const {
   for (const char* sub : {"placements", "policies"}) {
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(fs::path(dir_) / sub, ec))
-      if (entry.is_regular_file(ec) && entry.path().filename().string().find(".tmp.") == std::string::npos) ++unowned;
+      if (entry.is_regular_file(ec) &&
+          entry.path().filename().string().find(".tmp.") == std::string::npos)
+        ++unowned;
   }
   if (unowned)
-    spdlog::warn("{} stored placement or policy file(s) in {}/placements and {}/policies predate per-user state "
-                 "and are not used: whose they are is unknown. To give one to a user, move it into the directory "
-                 "named by their uid beside it",
-                 unowned, dir_, dir_);
+    spdlog::warn(
+        "{} stored placement or policy file(s) in {}/placements and {}/policies predate per-user "
+        "state "
+        "and are not used: whose they are is unknown. To give one to a user, move it into the "
+        "directory "
+        "named by their uid beside it",
+        unowned, dir_, dir_);
 }
 
 // A write goes to "<file>.tmp.<pid>.<random>" (write_file_atomically; or an older daemon's
@@ -57,26 +62,33 @@ void Store::remove_unfinished_writes() const {
     std::error_code ec;
     // A directory the daemon may not read (an admin's copy with the wrong owner) is skipped, never
     // the end of the start.
-    for (auto it = fs::recursive_directory_iterator(fs::path(dir_) / sub, fs::directory_options::skip_permission_denied, ec);
+    for (auto it = fs::recursive_directory_iterator(
+             fs::path(dir_) / sub, fs::directory_options::skip_permission_denied, ec);
          !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
       const fs::directory_entry& entry = *it;
       const std::string name = entry.path().filename().string();
       const size_t tmp = name.rfind(".tmp.");
       if (tmp == std::string::npos) continue;
       const std::string pid = name.substr(tmp + 5, name.find('.', tmp + 5) - (tmp + 5));
-      if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9) continue;
+      if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9)
+        continue;
       if (::kill(static_cast<pid_t>(std::stol(pid)), 0) == 0 || errno != ESRCH) continue;
       std::error_code removing;
-      if (fs::remove(entry.path(), removing)) ++removed;
-      else spdlog::warn("cannot remove the unfinished write {}: {}", entry.path().string(), removing.message());
+      if (fs::remove(entry.path(), removing))
+        ++removed;
+      else
+        spdlog::warn("cannot remove the unfinished write {}: {}", entry.path().string(),
+                     removing.message());
     }
   }
-  if (removed) spdlog::info("removed {} unfinished write(s) of a daemon that was stopped mid-write", removed);
+  if (removed)
+    spdlog::info("removed {} unfinished write(s) of a daemon that was stopped mid-write", removed);
 }
 
 Store::~Store() { writer_.join(); }
 
-std::string Store::path_for(uid_t owner, const placement::OpGraph& graph, const placement::DeviceSet& devices) const {
+std::string Store::path_for(uid_t owner, const placement::OpGraph& graph,
+                            const placement::DeviceSet& devices) const {
   return (fs::path(dir_) / "placements" / std::to_string(owner) /
           (graph.fingerprint() + "-" + devices.fingerprint() + ".json"))
       .string();
@@ -85,7 +97,8 @@ std::string Store::path_for(uid_t owner, const placement::OpGraph& graph, const 
 StoredPlacement stored_placement_from_json(const json& doc, const placement::OpGraph& graph,
                                            const placement::DeviceSet& devices) {
   if (!doc.is_object() || !doc.contains("placement"))
-    throw placement::FormatError("not a stored placement: an object with placement and step_time_s");
+    throw placement::FormatError(
+        "not a stored placement: an object with placement and step_time_s");
   if (!doc.contains("step_time_s") || !doc["step_time_s"].is_number())
     throw placement::FormatError("step_time_s: expected a number");
   StoredPlacement stored;
@@ -93,7 +106,8 @@ StoredPlacement stored_placement_from_json(const json& doc, const placement::OpG
   stored.step_time_s = doc["step_time_s"].get<double>();
   // A time that could never be beaten (0, negative, NaN, infinite) would keep the file forever.
   if (!std::isfinite(stored.step_time_s) || stored.step_time_s <= 0.0)
-    throw placement::FormatError("step_time_s must be a finite time > 0, not " + doc["step_time_s"].dump());
+    throw placement::FormatError("step_time_s must be a finite time > 0, not " +
+                                 doc["step_time_s"].dump());
   if (doc.contains("job")) {
     if (!doc["job"].is_string()) throw placement::FormatError("job: expected a string");
     stored.job = doc["job"].get<std::string>();
@@ -101,7 +115,8 @@ StoredPlacement stored_placement_from_json(const json& doc, const placement::OpG
   return stored;
 }
 
-std::optional<StoredPlacement> Store::read_best(const std::string& path, const placement::OpGraph& graph,
+std::optional<StoredPlacement> Store::read_best(const std::string& path,
+                                                const placement::OpGraph& graph,
                                                 const placement::DeviceSet& devices) const {
   std::error_code ec;
   if (!fs::exists(path, ec)) return std::nullopt;
@@ -113,12 +128,14 @@ std::optional<StoredPlacement> Store::read_best(const std::string& path, const p
   }
 }
 
-std::optional<StoredPlacement>& Store::known_locked(const std::string& path, const placement::OpGraph& graph,
+std::optional<StoredPlacement>& Store::known_locked(const std::string& path,
+                                                    const placement::OpGraph& graph,
                                                     const placement::DeviceSet& devices) const {
   std::error_code ec;
   auto known = best_.find(path);
   if (known == best_.end()) {
-    known = best_.emplace(path, Known{read_best(path, graph, devices), !fs::exists(path, ec)}).first;
+    known =
+        best_.emplace(path, Known{read_best(path, graph, devices), !fs::exists(path, ec)}).first;
   } else if (!pending_.count(path) && writing_ != path && !errors_.count(path)) {
     // An admin deletes a stored file to forget that placement, or copies one in to share it, also
     // while the daemon runs: the disk decides (a write still queued, or failed, is not on it).
@@ -139,7 +156,8 @@ std::optional<StoredPlacement> Store::best(uid_t owner, const placement::OpGraph
   return known_locked(path, graph, devices);
 }
 
-std::string stored_placement_file(const placement::OpGraph& graph, const placement::DeviceSet& devices,
+std::string stored_placement_file(const placement::OpGraph& graph,
+                                  const placement::DeviceSet& devices,
                                   const StoredPlacement& stored) {
   const json doc = {{"graph_fingerprint", graph.fingerprint()},
                     {"devices_fingerprint", devices.fingerprint()},
@@ -169,8 +187,8 @@ bool Store::offer(uid_t owner, const placement::OpGraph& graph, const placement:
   return true;
 }
 
-std::string Store::policy_path(uid_t owner, const placement::OpGraph& graph, const placement::DeviceSet& devices,
-                               const std::string& key) const {
+std::string Store::policy_path(uid_t owner, const placement::OpGraph& graph,
+                               const placement::DeviceSet& devices, const std::string& key) const {
   for (char c : key)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '+')
       throw std::invalid_argument("policy key '" + key + "' has characters unfit for a file name");
@@ -179,15 +197,17 @@ std::string Store::policy_path(uid_t owner, const placement::OpGraph& graph, con
       .string();
 }
 
-void Store::save_policy_state(uid_t owner, const placement::OpGraph& graph, const placement::DeviceSet& devices,
-                              const std::string& key, std::string state) {
+void Store::save_policy_state(uid_t owner, const placement::OpGraph& graph,
+                              const placement::DeviceSet& devices, const std::string& key,
+                              std::string state) {
   const std::string path = policy_path(owner, graph, devices, key);
   std::lock_guard<std::mutex> lock(mutex_);
   queue_locked(path, std::move(state));
 }
 
 std::optional<std::string> Store::policy_state(uid_t owner, const placement::OpGraph& graph,
-                                               const placement::DeviceSet& devices, const std::string& key) const {
+                                               const placement::DeviceSet& devices,
+                                               const std::string& key) const {
   const std::string path = policy_path(owner, graph, devices, key);
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -244,7 +264,9 @@ void Store::write(const std::string& path) {
   }
 }
 
-void Store::after_writes(std::function<void()> done) { boost::asio::post(writer_, std::move(done)); }
+void Store::after_writes(std::function<void()> done) {
+  boost::asio::post(writer_, std::move(done));
+}
 
 bool Store::flush_within(std::chrono::milliseconds timeout) {
   // Shared with the writer, which may still run it after this call has given up.
@@ -260,7 +282,8 @@ void Store::flush() {
   written.get_future().wait();
 }
 
-bool Store::on_disk(uid_t owner, const placement::OpGraph& graph, const placement::DeviceSet& devices) const {
+bool Store::on_disk(uid_t owner, const placement::OpGraph& graph,
+                    const placement::DeviceSet& devices) const {
   const std::string path = path_for(owner, graph, devices);
   std::lock_guard<std::mutex> lock(mutex_);
   return !pending_.count(path) && writing_ != path && !errors_.count(path);

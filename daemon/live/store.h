@@ -31,12 +31,14 @@ struct StoredPlacement {
 };
 
 /// The contents of a stored placement file (JSON, one line).
-std::string stored_placement_file(const placement::OpGraph& graph, const placement::DeviceSet& devices,
+std::string stored_placement_file(const placement::OpGraph& graph,
+                                  const placement::DeviceSet& devices,
                                   const StoredPlacement& stored);
 /// A stored placement file's contents for this graph and device set; throws placement::FormatError
 /// naming what does not fit. What a file holds is checked like a client's message: anyone who could
 /// write the state directory may have written it.
-StoredPlacement stored_placement_from_json(const nlohmann::json& doc, const placement::OpGraph& graph,
+StoredPlacement stored_placement_from_json(const nlohmann::json& doc,
+                                           const placement::OpGraph& graph,
                                            const placement::DeviceSet& devices);
 
 /// The store answers from memory what it read or was given, and writes on a thread of its own, so
@@ -65,12 +67,15 @@ class Store {
   bool offer(uid_t owner, const placement::OpGraph& graph, const placement::DeviceSet& devices,
              const StoredPlacement& candidate);
 
-  /// A learned policy's parameters and optimiser state (TrainablePolicy::save_state) for this graph,
-  /// device set and `key` (grouper+placer+algorithm), so the next run resumes learning. Queued.
-  void save_policy_state(uid_t owner, const placement::OpGraph& graph, const placement::DeviceSet& devices,
-                         const std::string& key, std::string state);
+  /// A learned policy's parameters and optimiser state (TrainablePolicy::save_state) for this
+  /// graph, device set and `key` (grouper+placer+algorithm), so the next run resumes learning.
+  /// Queued.
+  void save_policy_state(uid_t owner, const placement::OpGraph& graph,
+                         const placement::DeviceSet& devices, const std::string& key,
+                         std::string state);
   std::optional<std::string> policy_state(uid_t owner, const placement::OpGraph& graph,
-                                          const placement::DeviceSet& devices, const std::string& key) const;
+                                          const placement::DeviceSet& devices,
+                                          const std::string& key) const;
 
   /// Blocks until every write queued before the call is done. Never call it on the I/O thread.
   void flush();
@@ -79,7 +84,8 @@ class Store {
   bool flush_within(std::chrono::milliseconds timeout);
   /// Whether the stored best for this graph and device set is on disk as the store holds it: no
   /// write of it is pending and the last one succeeded (a failed one is in the daemon log).
-  bool on_disk(uid_t owner, const placement::OpGraph& graph, const placement::DeviceSet& devices) const;
+  bool on_disk(uid_t owner, const placement::OpGraph& graph,
+               const placement::DeviceSet& devices) const;
   /// Calls `done` on the store's thread once every write queued before the call is done.
   void after_writes(std::function<void()> done);
   /// Writes that failed since the store was opened.
@@ -90,11 +96,13 @@ class Store {
   void remove_unfinished_writes() const;
   /// Says what files of the layout before per-user state lie unused.
   void report_unowned_files() const;
-  std::string path_for(uid_t owner, const placement::OpGraph& graph, const placement::DeviceSet& devices) const;
-  std::string policy_path(uid_t owner, const placement::OpGraph& graph, const placement::DeviceSet& devices,
-                          const std::string& key) const;
+  std::string path_for(uid_t owner, const placement::OpGraph& graph,
+                       const placement::DeviceSet& devices) const;
+  std::string policy_path(uid_t owner, const placement::OpGraph& graph,
+                          const placement::DeviceSet& devices, const std::string& key) const;
   /// The stored placement of `path`, read from disk the first time (caller holds mutex_).
-  std::optional<StoredPlacement>& known_locked(const std::string& path, const placement::OpGraph& graph,
+  std::optional<StoredPlacement>& known_locked(const std::string& path,
+                                               const placement::OpGraph& graph,
                                                const placement::DeviceSet& devices) const;
   /// Reads a stored placement from disk (caller holds mutex_).
   std::optional<StoredPlacement> read_best(const std::string& path, const placement::OpGraph& graph,

@@ -60,10 +60,14 @@ int64_t critical_value(int n, double alpha) {
 
 const char* to_string(TrialVerdict v) {
   switch (v) {
-    case TrialVerdict::kFaster: return "faster";
-    case TrialVerdict::kNotFaster: return "not faster";
-    case TrialVerdict::kUnclear: return "unclear";
-    case TrialVerdict::kUndecided: break;
+    case TrialVerdict::kFaster:
+      return "faster";
+    case TrialVerdict::kNotFaster:
+      return "not faster";
+    case TrialVerdict::kUnclear:
+      return "unclear";
+    case TrialVerdict::kUndecided:
+      break;
   }
   return "undecided";
 }
@@ -121,10 +125,15 @@ std::vector<int64_t> TrialPlan::looks() const {
   return out;
 }
 
-double TrialPlan::alpha_per_look() const { return (1.0 - confidence) / static_cast<double>(looks().size()); }
+double TrialPlan::alpha_per_look() const {
+  return (1.0 - confidence) / static_cast<double>(looks().size());
+}
 
 Trial::Trial(uint64_t incumbent, uint64_t challenger, TrialPlan plan, bool final_check)
-    : ids_{incumbent, challenger}, plan_(plan), final_check_(final_check), looks_(plan_.looks()),
+    : ids_{incumbent, challenger},
+      plan_(plan),
+      final_check_(final_check),
+      looks_(plan_.looks()),
       alpha_(plan_.alpha_per_look()) {}
 
 uint64_t Trial::running() const { return ids_[arm_of_window(window_)]; }

@@ -1,11 +1,11 @@
 #pragma once
 // A/B trials: is a challenger placement faster than the incumbent? Decided from interleaved windows
 // of steps (C I I C C I I C …), so slow drift of the machine, another tenant's burst or a machine
-// that gets slower half way hits both arms alike. Each pair of adjacent windows gives one difference
-// of log step times; a Wilcoxon signed-rank test on those differences, with its Hodges–Lehmann
-// interval, says "faster", "not faster by min_gain" or "unclear: extend". The test looks at the
-// data only at planned pair counts (doubling up to the cap), each at (1 − confidence) / looks
-// (Bonferroni), so extending an unclear trial never inflates the error rate of "faster".
+// that gets slower half way hits both arms alike. Each pair of adjacent windows gives one
+// difference of log step times; a Wilcoxon signed-rank test on those differences, with its
+// Hodges–Lehmann interval, says "faster", "not faster by min_gain" or "unclear: extend". The test
+// looks at the data only at planned pair counts (doubling up to the cap), each at (1 − confidence)
+// / looks (Bonferroni), so extending an unclear trial never inflates the error rate of "faster".
 //
 // Pure statistics and bookkeeping: no session, no plugin, no clock; exploration.cpp drives it.
 
@@ -93,7 +93,7 @@ class Trial {
   size_t next_look_ = 0;
   int64_t window_ = 0;  // index of the running window
   std::vector<double> window_steps_;
-  std::optional<double> pending_;  // the log center of the running pair's first window
+  std::optional<double> pending_;    // the log center of the running pair's first window
   std::vector<double> differences_;  // log(challenger) − log(incumbent), one per pair
   int64_t measured_ = 0;
   std::optional<ShiftInterval> last_;

@@ -17,6 +17,7 @@ inline constexpr int kDefaultMaxGroups = 256;
 /// equal numbers of ops, so each merged group is a stretch of the graph that mostly talks to its
 /// neighbours. A grouping with no more than `max_groups` groups comes back unchanged. Pinned ops
 /// need no care: pins are enforced per op after the placer's decision.
-placement::Grouping cap_groups(const placement::OpGraph& graph, const placement::Grouping& grouping, int max_groups);
+placement::Grouping cap_groups(const placement::OpGraph& graph, const placement::Grouping& grouping,
+                               int max_groups);
 
 }  // namespace placementd

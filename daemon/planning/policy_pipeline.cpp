@@ -13,7 +13,8 @@ using placement::Action;
 /// groupings is scored one by one.
 class PolicyPipeline::JointPolicy : public placement::TrainablePolicy {
  public:
-  JointPolicy(PolicyPipeline& pipeline, placement::TrainablePolicy& grouper, placement::TrainablePolicy* placer)
+  JointPolicy(PolicyPipeline& pipeline, placement::TrainablePolicy& grouper,
+              placement::TrainablePolicy* placer)
       : p_(pipeline), grouper_(grouper), placer_(placer) {}
 
   double log_prob(const Action& action) override {
@@ -28,9 +29,11 @@ class PolicyPipeline::JointPolicy : public placement::TrainablePolicy {
 
   void accumulate_gradient(const std::vector<Action>& actions, const std::vector<double>& weights,
                            double entropy_weight) override {
-    if (actions.size() != weights.size()) throw std::invalid_argument("actions and weights differ in length");
+    if (actions.size() != weights.size())
+      throw std::invalid_argument("actions and weights differ in length");
     // Each call adds its own entropy term; spread the weight so the total matches one batched call.
-    const double entropy_share = actions.empty() ? 0.0 : entropy_weight / static_cast<double>(actions.size());
+    const double entropy_share =
+        actions.empty() ? 0.0 : entropy_weight / static_cast<double>(actions.size());
     for (size_t i = 0; i < actions.size(); ++i) {
       const auto [g, d] = split(actions[i]);
       grouper_.accumulate_gradient({g}, {weights[i]}, entropy_share);
@@ -49,7 +52,8 @@ class PolicyPipeline::JointPolicy : public placement::TrainablePolicy {
   // "joint:" <grouper state length> ":" <grouper state> <placer state>
   std::string save_state() const override {
     const std::string g = grouper_.save_state();
-    return "joint:" + std::to_string(g.size()) + ":" + g + (placer_ ? placer_->save_state() : std::string());
+    return "joint:" + std::to_string(g.size()) + ":" + g +
+           (placer_ ? placer_->save_state() : std::string());
   }
 
   void load_state(const std::string& state) override {
@@ -62,7 +66,8 @@ class PolicyPipeline::JointPolicy : public placement::TrainablePolicy {
     } catch (const std::exception&) {
       throw std::invalid_argument("corrupt joint policy state");
     }
-    if (colon + 1 + length > state.size()) throw std::invalid_argument("truncated joint policy state");
+    if (colon + 1 + length > state.size())
+      throw std::invalid_argument("truncated joint policy state");
     grouper_.load_state(state.substr(colon + 1, length));
     if (placer_) placer_->load_state(state.substr(colon + 1 + length));
   }
@@ -90,10 +95,15 @@ class PolicyPipeline::JointPolicy : public placement::TrainablePolicy {
 PolicyPipeline::PolicyPipeline(placement::Grouper& grouper, placement::Placer& placer,
                                const placement::OpGraph& graph, const placement::DeviceSet& devices,
                                std::mt19937_64& rng, int max_groups)
-    : grouper_(grouper), placer_(placer), graph_(graph), devices_(devices), max_groups_(max_groups) {
+    : grouper_(grouper),
+      placer_(placer),
+      graph_(graph),
+      devices_(devices),
+      max_groups_(max_groups) {
   grouping_ = group(rng);
   placer_.prepare(graph_, grouping_, devices_, rng);
-  if (placement::TrainablePolicy* g = grouper_.policy()) joint_ = std::make_unique<JointPolicy>(*this, *g, placer_.policy());
+  if (placement::TrainablePolicy* g = grouper_.policy())
+    joint_ = std::make_unique<JointPolicy>(*this, *g, placer_.policy());
 }
 
 PolicyPipeline::~PolicyPipeline() = default;
@@ -102,11 +112,12 @@ placement::Grouping PolicyPipeline::group(std::mt19937_64& rng) {
   placement::Grouping g = grouper_.group(graph_, devices_, rng);
   g.validate(graph_);
   if (g.num_groups <= max_groups_) return g;
-  // Merging a learned grouping would make the placer act on groups the grouper's action does not name.
+  // Merging a learned grouping would make the placer act on groups the grouper's action does not
+  // name.
   if (grouper_.policy())
     throw std::invalid_argument("the learned grouper made " + std::to_string(g.num_groups) +
-                                " groups, more than [policy] max_groups = " + std::to_string(max_groups_) +
-                                ": lower its groups hyperparameter");
+                                " groups, more than [policy] max_groups = " +
+                                std::to_string(max_groups_) + ": lower its groups hyperparameter");
   return cap_groups(graph_, g, max_groups_);
 }
 

@@ -2,10 +2,10 @@
 // The grouper → placer chain as a learning algorithm sees it: one policy, one action per sample.
 //
 // With a fixed grouper (colocation, METIS, ...) the graph is grouped once, and an action is the
-// placer's device per group. With a learned grouper (the Hierarchical Planner's), every sample draws
-// a new grouping, the placer is prepared on it, and the action is the grouping followed by the
-// placement; the policy the algorithm trains is the joint one, log π(g, p) = log π_G(g) +
-// log π_P(p | g), so both networks learn from the same reward.
+// placer's device per group. With a learned grouper (the Hierarchical Planner's), every sample
+// draws a new grouping, the placer is prepared on it, and the action is the grouping followed by
+// the placement; the policy the algorithm trains is the joint one, log π(g, p) = log π_G(g) + log
+// π_P(p | g), so both networks learn from the same reward.
 
 #include <memory>
 #include <random>
@@ -27,8 +27,9 @@ class PolicyPipeline {
   /// placer on it. A fixed grouper's groups are merged into at most `max_groups` (cap_groups()); a
   /// learned grouper that makes more throws std::invalid_argument, since its groupings are the
   /// actions it learns from. The grouper, placer, graph and devices must outlive the pipeline.
-  PolicyPipeline(placement::Grouper& grouper, placement::Placer& placer, const placement::OpGraph& graph,
-                 const placement::DeviceSet& devices, std::mt19937_64& rng, int max_groups = kDefaultMaxGroups);
+  PolicyPipeline(placement::Grouper& grouper, placement::Placer& placer,
+                 const placement::OpGraph& graph, const placement::DeviceSet& devices,
+                 std::mt19937_64& rng, int max_groups = kDefaultMaxGroups);
   ~PolicyPipeline();
 
   struct Sample {

@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <set>
 
-#include <boost/dll/shared_library.hpp>
 #include <spdlog/spdlog.h>
+#include <boost/dll/shared_library.hpp>
 
 #include "placement/plugin_export.h"
 
@@ -45,9 +45,12 @@ std::mutex& keep_alive_mutex() {
 
 const char* factory_symbol(PluginKind kind) {
   switch (kind) {
-    case PluginKind::kGrouper: return "placement_create_grouper";
-    case PluginKind::kPlacer: return "placement_create_placer";
-    case PluginKind::kAlgorithm: return "placement_create_algorithm";
+    case PluginKind::kGrouper:
+      return "placement_create_grouper";
+    case PluginKind::kPlacer:
+      return "placement_create_placer";
+    case PluginKind::kAlgorithm:
+      return "placement_create_algorithm";
   }
   return "";
 }
@@ -114,7 +117,8 @@ std::string PluginRegistry::load_into(const std::string& file,
     loaded->validate = &lib.get_alias<placement::PluginValidateFn>("placement_plugin_validate");
     const char* factory = factory_symbol(loaded->info.kind);
     if (!lib.has(factory))
-      return std::string("declares kind ") + to_string(loaded->info.kind) + " but has no " + factory;
+      return std::string("declares kind ") + to_string(loaded->info.kind) + " but has no " +
+             factory;
     switch (loaded->info.kind) {
       case PluginKind::kGrouper:
         loaded->create_grouper = &lib.get_alias<placement::GrouperFactoryFn>(factory);
@@ -136,7 +140,8 @@ std::string PluginRegistry::load_into(const std::string& file,
            (std::string(PLACEMENT_TORCH_VERSION).empty() ? std::string("none")
                                                          : std::string(PLACEMENT_TORCH_VERSION));
   if (auto errors = placement::resolve_params(info.hyperparameters, {}, nullptr); !errors.empty())
-    return "plugin's own hyperparameter defaults are invalid: " + errors[0].name + ": " + errors[0].message;
+    return "plugin's own hyperparameter defaults are invalid: " + errors[0].name + ": " +
+           errors[0].message;
   const Key key{info.kind, info.name};
   if (auto it = found_file.find(key); it != found_file.end())
     return std::string("duplicate ") + to_string(info.kind) + " name '" + info.name +
@@ -208,7 +213,7 @@ std::vector<SkippedPlugin> PluginRegistry::skipped() const {
 }
 
 std::shared_ptr<PluginRegistry::Loaded> PluginRegistry::lookup(PluginKind kind,
-                                                                const std::string& name) const {
+                                                               const std::string& name) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = plugins_.find({kind, name});
   return it == plugins_.end() ? nullptr : it->second;
@@ -218,21 +223,23 @@ bool PluginRegistry::has(PluginKind kind, const std::string& name) const {
   return lookup(kind, name) != nullptr;
 }
 
-std::optional<placement::PluginInfo> PluginRegistry::info(PluginKind kind, const std::string& name) const {
+std::optional<placement::PluginInfo> PluginRegistry::info(PluginKind kind,
+                                                          const std::string& name) const {
   auto plugin = lookup(kind, name);
   if (!plugin) return std::nullopt;
   return plugin->info;
 }
 
-std::vector<placement::ParamError> PluginRegistry::check_params(PluginKind kind, const std::string& name,
-                                                                const placement::Params& params) const {
+std::vector<placement::ParamError> PluginRegistry::check_params(
+    PluginKind kind, const std::string& name, const placement::Params& params) const {
   auto plugin = lookup(kind, name);
   if (!plugin) {
     std::string known;
     for (const PluginEntry& p : plugins())
       if (p.info.kind == kind) known += (known.empty() ? "" : ", ") + p.info.name;
-    return {{"", std::string("no ") + to_string(kind) + " plugin named '" + name + "' is loaded (loaded: " +
-                     (known.empty() ? std::string("none") : known) + ")"}};
+    return {{"", std::string("no ") + to_string(kind) + " plugin named '" + name +
+                     "' is loaded (loaded: " + (known.empty() ? std::string("none") : known) +
+                     ")"}};
   }
   placement::Params resolved;
   auto errors = placement::resolve_params(plugin->info.hyperparameters, params, &resolved);
@@ -244,7 +251,8 @@ std::vector<placement::ParamError> PluginRegistry::check_params(PluginKind kind,
   }
 }
 
-placement::Params PluginRegistry::resolved(const Loaded& plugin, const placement::Params& params) const {
+placement::Params PluginRegistry::resolved(const Loaded& plugin,
+                                           const placement::Params& params) const {
   placement::Params out;
   auto errors = placement::resolve_params(plugin.info.hyperparameters, params, &out);
   if (errors.empty()) {
@@ -256,8 +264,10 @@ placement::Params PluginRegistry::resolved(const Loaded& plugin, const placement
   }
   if (!errors.empty()) {
     std::string text;
-    for (const auto& e : errors) text += (text.empty() ? "" : "; ") + (e.name.empty() ? "" : e.name + ": ") + e.message;
-    throw PluginError(std::string(to_string(plugin.info.kind)) + " '" + plugin.info.name + "': " + text);
+    for (const auto& e : errors)
+      text += (text.empty() ? "" : "; ") + (e.name.empty() ? "" : e.name + ": ") + e.message;
+    throw PluginError(std::string(to_string(plugin.info.kind)) + " '" + plugin.info.name +
+                      "': " + text);
   }
   return out;
 }
@@ -265,16 +275,20 @@ placement::Params PluginRegistry::resolved(const Loaded& plugin, const placement
 namespace {
 
 // Which factory of a loaded library makes a T, and the kind's name in messages.
-template <typename T> struct Factory;
-template <> struct Factory<placement::Grouper> {
+template <typename T>
+struct Factory;
+template <>
+struct Factory<placement::Grouper> {
   static constexpr PluginKind kKind = PluginKind::kGrouper;
   static constexpr auto kMember = &PluginRegistry::Loaded::create_grouper;
 };
-template <> struct Factory<placement::Placer> {
+template <>
+struct Factory<placement::Placer> {
   static constexpr PluginKind kKind = PluginKind::kPlacer;
   static constexpr auto kMember = &PluginRegistry::Loaded::create_placer;
 };
-template <> struct Factory<placement::Algorithm> {
+template <>
+struct Factory<placement::Algorithm> {
   static constexpr PluginKind kKind = PluginKind::kAlgorithm;
   static constexpr auto kMember = &PluginRegistry::Loaded::create_algorithm;
 };
@@ -282,7 +296,8 @@ template <> struct Factory<placement::Algorithm> {
 }  // namespace
 
 template <typename T>
-std::unique_ptr<T> PluginRegistry::create(const std::string& name, const placement::Params& params) const {
+std::unique_ptr<T> PluginRegistry::create(const std::string& name,
+                                          const placement::Params& params) const {
   constexpr PluginKind kind = Factory<T>::kKind;
   auto plugin = lookup(kind, name);
   if (!plugin) throw PluginError(check_params(kind, name, params).at(0).message);
@@ -300,18 +315,18 @@ std::unique_ptr<T> PluginRegistry::create(const std::string& name, const placeme
   return object;
 }
 
-std::unique_ptr<placement::Grouper> PluginRegistry::create_grouper(const std::string& name,
-                                                                   const placement::Params& params) const {
+std::unique_ptr<placement::Grouper> PluginRegistry::create_grouper(
+    const std::string& name, const placement::Params& params) const {
   return create<placement::Grouper>(name, params);
 }
 
-std::unique_ptr<placement::Placer> PluginRegistry::create_placer(const std::string& name,
-                                                                 const placement::Params& params) const {
+std::unique_ptr<placement::Placer> PluginRegistry::create_placer(
+    const std::string& name, const placement::Params& params) const {
   return create<placement::Placer>(name, params);
 }
 
-std::unique_ptr<placement::Algorithm> PluginRegistry::create_algorithm(const std::string& name,
-                                                                       const placement::Params& params) const {
+std::unique_ptr<placement::Algorithm> PluginRegistry::create_algorithm(
+    const std::string& name, const placement::Params& params) const {
   return create<placement::Algorithm>(name, params);
 }
 

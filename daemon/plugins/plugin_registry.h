@@ -44,10 +44,10 @@ class PluginRegistry {
   ~PluginRegistry();
 
   /// Scans each directory and its grouper/, placer/, algorithm/ (and groupers/, ...) subfolders
-  /// for *.so files, directories in the given order. A library that fails to load, has another plugin ABI, lacks an entry point, or
-  /// repeats a (kind, name) another file of this scan provides is skipped with its reason. Plugins
-  /// found replace earlier ones of the same kind and name; plugins no longer found stay available.
-  /// Returns the skipped files of this scan.
+  /// for *.so files, directories in the given order. A library that fails to load, has another
+  /// plugin ABI, lacks an entry point, or repeats a (kind, name) another file of this scan provides
+  /// is skipped with its reason. Plugins found replace earlier ones of the same kind and name;
+  /// plugins no longer found stay available. Returns the skipped files of this scan.
   std::vector<SkippedPlugin> scan(const std::vector<std::string>& dirs);
 
   /// Takes what `staged` found as scan() would have (its plugins replace those of the same kind and
@@ -65,17 +65,22 @@ class PluginRegistry {
   /// Skipped files of the most recent scan.
   std::vector<SkippedPlugin> skipped() const;
   bool has(placement::PluginKind kind, const std::string& name) const;
-  std::optional<placement::PluginInfo> info(placement::PluginKind kind, const std::string& name) const;
+  std::optional<placement::PluginInfo> info(placement::PluginKind kind,
+                                            const std::string& name) const;
 
   /// Problems with `params` for a plugin: the generic type/range check against its declared
   /// hyperparameters, then the plugin's own validate(). Unknown plugin → one error.
-  std::vector<placement::ParamError> check_params(placement::PluginKind kind, const std::string& name,
+  std::vector<placement::ParamError> check_params(placement::PluginKind kind,
+                                                  const std::string& name,
                                                   const placement::Params& params) const;
 
   /// Resolve parameters (defaults filled in), validate and create. Throws PluginError.
-  std::unique_ptr<placement::Grouper> create_grouper(const std::string& name, const placement::Params& params) const;
-  std::unique_ptr<placement::Placer> create_placer(const std::string& name, const placement::Params& params) const;
-  std::unique_ptr<placement::Algorithm> create_algorithm(const std::string& name, const placement::Params& params) const;
+  std::unique_ptr<placement::Grouper> create_grouper(const std::string& name,
+                                                     const placement::Params& params) const;
+  std::unique_ptr<placement::Placer> create_placer(const std::string& name,
+                                                   const placement::Params& params) const;
+  std::unique_ptr<placement::Algorithm> create_algorithm(const std::string& name,
+                                                         const placement::Params& params) const;
 
  private:
   template <typename T>

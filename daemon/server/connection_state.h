@@ -36,13 +36,14 @@ struct ConnectionState {
 
 /// How a handler answers: type, request id, body, and whether the stream must close afterwards.
 /// May be called from any thread; the connection posts it to its I/O thread.
-using Responder = std::function<void(placement::protocol::MessageType, uint32_t, nlohmann::json, bool)>;
+using Responder =
+    std::function<void(placement::protocol::MessageType, uint32_t, nlohmann::json, bool)>;
 
 /// Answers request `rid` with an error frame; a `fatal` one also closes the stream.
-inline void reply_error(const Responder& respond, uint32_t rid, const char* code, const std::string& message,
-                        bool fatal = false) {
-  respond(placement::protocol::MessageType::kError, rid, placement::messages::Error{code, message, fatal}.to_json(),
-          fatal);
+inline void reply_error(const Responder& respond, uint32_t rid, const char* code,
+                        const std::string& message, bool fatal = false) {
+  respond(placement::protocol::MessageType::kError, rid,
+          placement::messages::Error{code, message, fatal}.to_json(), fatal);
 }
 
 }  // namespace placementd

@@ -12,7 +12,8 @@ namespace placementd {
 class Counters {
  public:
   struct Snapshot {
-    uint64_t connections_open, connections_total, frames_received, reports_received, protocol_errors;
+    uint64_t connections_open, connections_total, frames_received, reports_received,
+        protocol_errors;
   };
 
   void connection_opened(uint64_t now_open) {
@@ -28,8 +29,8 @@ class Counters {
   void protocol_error() { ++protocol_errors_; }
 
   Snapshot snapshot() const {
-    return {connections_open_.load(), connections_total_.load(), frames_received_.load(), reports_received_.load(),
-            protocol_errors_.load()};
+    return {connections_open_.load(), connections_total_.load(), frames_received_.load(),
+            reports_received_.load(), protocol_errors_.load()};
   }
 
  private:

@@ -11,9 +11,9 @@
 #include <string>
 #include <thread>
 
-#include <boost/asio/post.hpp>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+#include <boost/asio/post.hpp>
 
 #include "config/config_check.h"
 #include "placement/client.h"
@@ -25,11 +25,15 @@ namespace placementd {
 
 void configure_logging(const Config& config) {
   // Under systemd stderr is the journal: write to it natively, with fields, instead.
-  static const bool journal = journal_sink_available() && is_journal_stream(std::getenv("JOURNAL_STREAM"), 2);
+  static const bool journal =
+      journal_sink_available() && is_journal_stream(std::getenv("JOURNAL_STREAM"), 2);
   static bool installed = false;
   if (!installed) {
-    if (journal) spdlog::set_default_logger(std::make_shared<spdlog::logger>("placementd", std::make_shared<JournalSink>()));
-    else spdlog::set_default_logger(spdlog::stderr_logger_mt("placementd"));
+    if (journal)
+      spdlog::set_default_logger(
+          std::make_shared<spdlog::logger>("placementd", std::make_shared<JournalSink>()));
+    else
+      spdlog::set_default_logger(spdlog::stderr_logger_mt("placementd"));
     installed = true;
   }
   // journald timestamps lines and keeps the priority itself; elsewhere we add both.
@@ -71,15 +75,16 @@ Daemon::Daemon(const DaemonOptions& options) : options_(options), signals_(io_) 
   ::mallopt(M_MMAP_THRESHOLD, 4 << 20);
 #endif
   std::vector<ConfigError> errors;
-  config_ = std::make_shared<Config>(load_and_check(options.config_path, options.default_plugin_dir, registry_, errors));
+  config_ = std::make_shared<Config>(
+      load_and_check(options.config_path, options.default_plugin_dir, registry_, errors));
   if (!errors.empty()) throw ConfigInvalid(std::move(errors));
   configure_logging(*config_);
   activated_fd_ = systemd::activated_socket();
-  socket_path_ = activated_fd_ >= 0 ? bound_path(activated_fd_)
-                 : !options.socket.empty() ? options.socket
+  socket_path_ = activated_fd_ >= 0         ? bound_path(activated_fd_)
+                 : !options.socket.empty()  ? options.socket
                  : !config_->socket.empty() ? config_->socket
                                             : placement::default_socket_path();
-  const std::string state_dir = !options.state_dir.empty() ? options.state_dir
+  const std::string state_dir = !options.state_dir.empty()    ? options.state_dir
                                 : !config_->state_dir.empty() ? config_->state_dir
                                                               : default_state_dir();
   store_ = std::make_unique<Store>(state_dir);
@@ -95,10 +100,11 @@ int Daemon::run() {
   // First: a metrics address that cannot be bound fails the start before the job socket exists.
   if (!config_->metrics_listen.empty()) {
     const ListenAddress address = parse_listen_address(config_->metrics_listen);
-    metrics_ = std::make_unique<MetricsServer>(io_, service_->policy_pool(), [this] { return service_->metrics_text(); });
+    metrics_ = std::make_unique<MetricsServer>(io_, service_->policy_pool(),
+                                               [this] { return service_->metrics_text(); });
     metrics_->listen(address, config_->socket_mode);
-    spdlog::info("metrics on {}{}/metrics", address.kind == ListenAddress::Kind::kTcp ? "http://" : "",
-                 address.str());
+    spdlog::info("metrics on {}{}/metrics",
+                 address.kind == ListenAddress::Kind::kTcp ? "http://" : "", address.str());
   }
   const int fd = activated_fd_;
   if (fd < 0) lock_ = LockFile::for_socket(socket_path_);
@@ -113,9 +119,10 @@ int Daemon::run() {
   }
   wait_signals();
   const size_t plugins = registry_.plugins().size();
-  spdlog::info("placementd {} ready on {} ({} plugins, state in {}, config {})", kVersion, socket_path_, plugins,
-               store_->dir(), config_->path);
-  systemd::notify("READY=1\nSTATUS=serving on " + socket_path_ + " with " + std::to_string(plugins) + " plugins");
+  spdlog::info("placementd {} ready on {} ({} plugins, state in {}, config {})", kVersion,
+               socket_path_, plugins, store_->dir(), config_->path);
+  systemd::notify("READY=1\nSTATUS=serving on " + socket_path_ + " with " +
+                  std::to_string(plugins) + " plugins");
   // Handlers turn their own errors into error frames; anything that still escapes is logged and
   // the loop goes on, so one bad request never stops the daemon.
   for (;;) {
@@ -155,7 +162,8 @@ void Daemon::shutdown(const char* why) {
   // the open connections meanwhile and closes them once the files are on disk.
   service_->persist_all([this](size_t jobs, size_t written) {
     boost::asio::post(io_, [this, jobs, written] {
-      spdlog::info("persisted the state of {} job(s) in {} ({} new best placement(s))", jobs, store_->dir(), written);
+      spdlog::info("persisted the state of {} job(s) in {} ({} new best placement(s))", jobs,
+                   store_->dir(), written);
       server_->close_all();
       io_.stop();
     });
@@ -166,8 +174,9 @@ void Daemon::shutdown(const char* why) {
   const int64_t timeout_ms = config_->stop_timeout_ms;
   std::thread([timeout_ms] {
     std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
-    exit_now("the daemon had not stopped " + std::to_string(timeout_ms) +
-             " ms after the signal (daemon.stop_timeout_ms: policy work still running, or a slow disk)");
+    exit_now(
+        "the daemon had not stopped " + std::to_string(timeout_ms) +
+        " ms after the signal (daemon.stop_timeout_ms: policy work still running, or a slow disk)");
   }).detach();
   wait_second_signal();
 }
@@ -197,15 +206,20 @@ std::vector<std::string> Daemon::reload() {
   std::vector<std::string> errors;
   try {
     std::vector<ConfigError> found;
-    // The new config's plugins are judged with it: a refused file changes nothing the daemon offers.
+    // The new config's plugins are judged with it: a refused file changes nothing the daemon
+    // offers.
     PluginRegistry staged;
-    auto next = std::make_shared<Config>(load_and_check(options_.config_path, options_.default_plugin_dir, staged, found));
+    auto next = std::make_shared<Config>(
+        load_and_check(options_.config_path, options_.default_plugin_dir, staged, found));
     for (const ConfigError& e : found) errors.push_back(e.str());
     if (errors.empty()) {
       registry_.adopt(staged);
-      if (next->socket != config_->socket) spdlog::warn("daemon.socket changed: this takes a restart");
-      if (next->state_dir != config_->state_dir) spdlog::warn("daemon.state_dir changed: this takes a restart");
-      if (next->metrics_listen != config_->metrics_listen) spdlog::warn("metrics.listen changed: this takes a restart");
+      if (next->socket != config_->socket)
+        spdlog::warn("daemon.socket changed: this takes a restart");
+      if (next->state_dir != config_->state_dir)
+        spdlog::warn("daemon.state_dir changed: this takes a restart");
+      if (next->metrics_listen != config_->metrics_listen)
+        spdlog::warn("metrics.listen changed: this takes a restart");
       configure_logging(*next);
       config_ = next;
       service_->set_config(next);

@@ -35,11 +35,13 @@ class CountingSax : public nlohmann::json_sax<json> {
     if (!stack_.empty()) stack_.back().key = stack_.size() <= 2 ? k : std::string();
     return true;
   }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
 
  private:
   struct Level {
-    std::string key;  // the key being read, kept only where it can lead to graph.ops
+    std::string key;              // the key being read, kept only where it can lead to graph.ops
     uint64_t* counter = nullptr;  // graph.ops or graph.edges: counts this level's children
   };
 
@@ -82,7 +84,8 @@ std::string mib(uint64_t bytes) {
 
 std::optional<GraphCounts> count_graph_upload(const uint8_t* payload, size_t size) {
   CountingSax sax;
-  const bool complete = json::sax_parse(payload, payload + size, &sax, nlohmann::detail::input_format_t::cbor);
+  const bool complete =
+      json::sax_parse(payload, payload + size, &sax, nlohmann::detail::input_format_t::cbor);
   if (!complete || !sax.ops || !sax.edges) return std::nullopt;
   return GraphCounts{*sax.ops, *sax.edges};
 }
@@ -104,13 +107,14 @@ uint64_t estimate_session_bytes(const GraphCounts& counts, uint64_t payload_byte
 std::optional<std::string> graph_over_limits(const GraphCounts& counts, uint64_t payload_bytes,
                                              const LimitsConfig& limits, int max_groups) {
   if (counts.ops > static_cast<uint64_t>(limits.max_graph_ops))
-    return "graph has " + std::to_string(counts.ops) + " ops; [limits] max_graph_ops = " +
-           std::to_string(limits.max_graph_ops);
+    return "graph has " + std::to_string(counts.ops) +
+           " ops; [limits] max_graph_ops = " + std::to_string(limits.max_graph_ops);
   const uint64_t bytes = estimate_session_bytes(counts, payload_bytes, max_groups);
   if (bytes > static_cast<uint64_t>(limits.max_session_bytes))
     return "graph of " + std::to_string(counts.ops) + " ops and " + std::to_string(counts.edges) +
            " edges needs about " + mib(bytes) + " in the daemon; [limits] max_session_bytes = " +
-           std::to_string(limits.max_session_bytes) + " (" + mib(static_cast<uint64_t>(limits.max_session_bytes)) + ")";
+           std::to_string(limits.max_session_bytes) + " (" +
+           mib(static_cast<uint64_t>(limits.max_session_bytes)) + ")";
   return std::nullopt;
 }
 

@@ -26,8 +26,8 @@ std::optional<GraphCounts> count_graph_upload(const uint8_t* payload, size_t siz
 /// What one live session with this graph costs the daemon at its peak: decoding the upload, the
 /// graph, the memory model, the policy's features and networks over at most `max_groups` groups,
 /// and the placements of its candidates. Measured on unrolled recurrent graphs with the default
-/// plugins (tests/tools/large_graph_bench prints the estimate next to the measured RSS). Ops rich in
-/// outputs, shapes or profiles cost more than their count says: the decoded document's share is
+/// plugins (tests/tools/large_graph_bench prints the estimate next to the measured RSS). Ops rich
+/// in outputs, shapes or profiles cost more than their count says: the decoded document's share is
 /// then taken from the upload's `payload_bytes`.
 uint64_t estimate_session_bytes(const GraphCounts& counts, uint64_t payload_bytes, int max_groups);
 

@@ -50,10 +50,12 @@ Route on_policy_thread(Access access, std::string doing, WorkHandler handler) {
 
 void HandlerTable::add(MessageType type, Route route) {
   const std::string name = placement::protocol::to_string(type);
-  if (!placement::protocol::is_request(type)) throw std::logic_error("a handler for " + name + ", which is a reply");
+  if (!placement::protocol::is_request(type))
+    throw std::logic_error("a handler for " + name + ", which is a reply");
   if (routes_.count(type)) throw std::logic_error("a second handler for " + name);
   const bool inline_route = route.runs == Runs::kIoThread;
-  if (inline_route != static_cast<bool>(route.on_io) || inline_route == static_cast<bool>(route.work))
+  if (inline_route != static_cast<bool>(route.on_io) ||
+      inline_route == static_cast<bool>(route.work))
     throw std::logic_error("the handler of " + name + " does not fit the thread it runs on");
   if (route.runs == Runs::kJobStrand && route.access != Access::kAttached)
     throw std::logic_error(name + " runs on a job strand but does not need an attached job");

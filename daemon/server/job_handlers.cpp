@@ -3,8 +3,8 @@
 #include <fnmatch.h>
 #include <malloc.h>
 
-#include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
+#include <boost/asio/post.hpp>
 
 #include "live/request_error.h"
 #include "placement/serialization.h"
@@ -35,8 +35,8 @@ void on_strand(const std::shared_ptr<AttachedJob>& job, const char* what, Work w
     } catch (const std::exception& e) {
       spdlog::error("job {} '{}': {} failed: {}", job->live.id(), job->live.name(), what, e.what());
     } catch (...) {
-      spdlog::error("job {} '{}': {} failed with an exception that is not a std::exception", job->live.id(),
-                    job->live.name(), what);
+      spdlog::error("job {} '{}': {} failed with an exception that is not a std::exception",
+                    job->live.id(), job->live.name(), what);
     }
   });
 }
@@ -53,7 +53,8 @@ void defer_work(ServiceContext& ctx, const Request& req) {
   on_strand(req.job, "deferred work", [&ctx, req] {
     const auto start = std::chrono::steady_clock::now();
     if (auto d = req.job->live.run_deferred_work()) push(req, *d);
-    ctx.policy_latency.observe_deferred(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    ctx.policy_latency.observe_deferred(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   });
 }
 
@@ -62,8 +63,9 @@ void attach(ServiceContext& ctx, ConnectionState& conn, Request& req) {
   messages::Attach attach = messages::Attach::from_json(req.body);
   for (const auto& d : attach.devices.devices)
     if (!device_allowed(*cfg, d.name()))
-      throw RequestError(error::kPermissionDenied,
-                         "device " + d.name() + " is not in this node's device pool ([devices].allow)");
+      throw RequestError(
+          error::kPermissionDenied,
+          "device " + d.name() + " is not in this node's device pool ([devices].allow)");
   JobIdentity identity;
   identity.name = std::move(attach.job);
   identity.uid = conn.peer.uid;
@@ -85,23 +87,31 @@ void attach(ServiceContext& ctx, ConnectionState& conn, Request& req) {
   const LiveSession& s = conn.job->live;
   const JobLogScope scope(s.id(), s.name());
   if (s.follower()) {
-    spdlog::info("job {} '{}' attached as rank {} of {} in replica group {} (uid {}, pid {}): it follows rank 0's "
-                 "placement",
-                 s.id(), s.name(), s.replica()->rank, s.replica()->world_size, s.replica()->group, s.uid(),
-                 conn.peer.pid);
+    spdlog::info(
+        "job {} '{}' attached as rank {} of {} in replica group {} (uid {}, pid {}): it follows "
+        "rank 0's "
+        "placement",
+        s.id(), s.name(), s.replica()->rank, s.replica()->world_size, s.replica()->group, s.uid(),
+        conn.peer.pid);
     const messages::Attached attached{s.id(), "", "", "", 0, 0, 0};
     req.respond(attached.kType, req.id, attached.to_json(), false);
     return;
   }
   const std::string leads =
-      s.replica() ? fmt::format(", rank 0 of {} in replica group {}: it places the group", s.replica()->world_size,
-                                s.replica()->group)
+      s.replica() ? fmt::format(", rank 0 of {} in replica group {}: it places the group",
+                                s.replica()->world_size, s.replica()->group)
                   : std::string();
-  spdlog::info("job {} '{}' attached (uid {}, pid {}, {} devices; {} / {} / {}){}", s.id(), s.name(), s.uid(),
-               conn.peer.pid, s.devices().size(), s.policy().grouper, s.policy().placer, s.policy().algorithm, leads);
+  spdlog::info("job {} '{}' attached (uid {}, pid {}, {} devices; {} / {} / {}){}", s.id(),
+               s.name(), s.uid(), conn.peer.pid, s.devices().size(), s.policy().grouper,
+               s.policy().placer, s.policy().algorithm, leads);
   const auto& e = s.policy().exploration;
-  const messages::Attached attached{s.id(), s.policy().grouper, s.policy().placer, s.policy().algorithm,
-                                    e.steps_per_candidate, e.warmup_steps, e.max_candidates};
+  const messages::Attached attached{s.id(),
+                                    s.policy().grouper,
+                                    s.policy().placer,
+                                    s.policy().algorithm,
+                                    e.steps_per_candidate,
+                                    e.warmup_steps,
+                                    e.max_candidates};
   req.respond(attached.kType, req.id, attached.to_json(), false);
 }
 
@@ -110,7 +120,8 @@ void attach(ServiceContext& ctx, ConnectionState& conn, Request& req) {
 // built, and the freed heap is handed back, or the daemon would stay at the upload's peak.
 void upload_graph(ServiceContext& ctx, Request& req) {
   {
-    messages::GraphUpload upload = messages::GraphUpload::from_json(req.body, req.job->live.devices());
+    messages::GraphUpload upload =
+        messages::GraphUpload::from_json(req.body, req.job->live.devices());
     req.body = nlohmann::json();
     const messages::GraphAccepted accepted = req.job->live.on_graph(
         std::move(upload.graph), std::move(upload.start), ctx.config()->memory_headroom_fraction);
@@ -134,8 +145,9 @@ void step_report(Request& req) {
   const placement::Measurement report = placement::measurement_from_json(req.body);
   if (auto d = req.job->live.on_report(report)) {
     d->after_step = report.step;
-    spdlog::debug("job {} '{}': placement {} ({}) pushed after step {}", req.job->live.id(), req.job->live.name(),
-                  d->placement_id, messages::to_string(d->reason), report.step);
+    spdlog::debug("job {} '{}': placement {} ({}) pushed after step {}", req.job->live.id(),
+                  req.job->live.name(), d->placement_id, messages::to_string(d->reason),
+                  report.step);
     push(req, *d);
   }
 }
@@ -156,26 +168,30 @@ void detach(ServiceContext& ctx, Request& req) {
 }  // namespace
 
 void add_job_handlers(HandlerTable& table, ServiceContext& ctx) {
-  table.add(MessageType::kAttach, on_io_thread(Access::kUnattached, "attaching",
-                                               [&ctx](ConnectionState& conn, Request& req) { attach(ctx, conn, req); }));
+  table.add(MessageType::kAttach,
+            on_io_thread(Access::kUnattached, "attaching",
+                         [&ctx](ConnectionState& conn, Request& req) { attach(ctx, conn, req); }));
   table.add(MessageType::kGraphUpload,
             on_job_strand("uploading a graph", [&ctx](Request& req) { upload_graph(ctx, req); }));
   table.add(MessageType::kPlacementRequest,
-            on_job_strand("requesting a placement", [&ctx](Request& req) { request_placement(ctx, req); }));
-  table.add(MessageType::kStepReport,
-            on_job_strand("sending a step report", step_report));
+            on_job_strand("requesting a placement",
+                          [&ctx](Request& req) { request_placement(ctx, req); }));
+  table.add(MessageType::kStepReport, on_job_strand("sending a step report", step_report));
   table.add(MessageType::kProfileReport,
-            on_job_strand("sending a profile report", [&ctx](Request& req) { profile_report(ctx, req); })
-                                             .needs_version(placement::protocol::kProfileReportVersion));
-  table.add(MessageType::kDetach,
-            on_job_strand("detaching", [&ctx](Request& req) { detach(ctx, req); }).ending_attachment());
+            on_job_strand("sending a profile report", [&ctx](Request& req) {
+              profile_report(ctx, req);
+            }).needs_version(placement::protocol::kProfileReportVersion));
+  table.add(MessageType::kDetach, on_job_strand("detaching", [&ctx](Request& req) {
+                                    detach(ctx, req);
+                                  }).ending_attachment());
 }
 
 void end_disconnected_job(ServiceContext& ctx, std::shared_ptr<AttachedJob> job) {
   on_strand(job, "disconnect", [&ctx, job] {
     job->live.on_disconnect();
     ctx.jobs.finish(job);
-    spdlog::info("job {} '{}' disconnected without detach; session closed", job->live.id(), job->live.name());
+    spdlog::info("job {} '{}' disconnected without detach; session closed", job->live.id(),
+                 job->live.name());
   });
 }
 
@@ -206,7 +222,8 @@ void persist_jobs(ServiceContext& ctx, std::function<void(size_t, size_t)> done)
       try {
         written = job->live.persist();
       } catch (const std::exception& e) {
-        spdlog::error("job {} '{}': not persisted at shutdown: {}", job->live.id(), job->live.name(), e.what());
+        spdlog::error("job {} '{}': not persisted at shutdown: {}", job->live.id(),
+                      job->live.name(), e.what());
       }
       finished_one(written);
     });

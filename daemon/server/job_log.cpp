@@ -6,7 +6,8 @@ namespace {
 thread_local const JobLogScope* innermost = nullptr;
 }
 
-JobLogScope::JobLogScope(uint64_t id, const std::string& name) : id(id), name(name), outer_(innermost) {
+JobLogScope::JobLogScope(uint64_t id, const std::string& name)
+    : id(id), name(name), outer_(innermost) {
   innermost = this;
 }
 

@@ -20,8 +20,8 @@ namespace placementd {
 /// A job attached on some connection: its live session, and the strand its messages are handled
 /// on (in the order they came, off the I/O thread).
 struct AttachedJob {
-  AttachedJob(uint64_t id, JobIdentity job, EffectivePolicy policy, const PluginRegistry& registry, Store& store,
-              boost::asio::thread_pool::executor_type executor)
+  AttachedJob(uint64_t id, JobIdentity job, EffectivePolicy policy, const PluginRegistry& registry,
+              Store& store, boost::asio::thread_pool::executor_type executor)
       : live(id, std::move(job), std::move(policy), registry, store), strand(std::move(executor)) {}
   LiveSession live;
   boost::asio::strand<boost::asio::thread_pool::executor_type> strand;
@@ -30,8 +30,9 @@ struct AttachedJob {
 class JobTable {
  public:
   /// Registers a new job under the next id; its messages will run on `executor`.
-  std::shared_ptr<AttachedJob> add(JobIdentity job, EffectivePolicy policy, const PluginRegistry& registry,
-                                   Store& store, boost::asio::thread_pool::executor_type executor);
+  std::shared_ptr<AttachedJob> add(JobIdentity job, EffectivePolicy policy,
+                                   const PluginRegistry& registry, Store& store,
+                                   boost::asio::thread_pool::executor_type executor);
   /// Moves an ended job to the recently finished ones.
   void finish(const std::shared_ptr<AttachedJob>& job);
 

@@ -50,7 +50,8 @@ bool is_journal_stream(const char* journal_stream, int fd) {
   uintmax_t dev = 0, ino = 0;
   if (std::sscanf(journal_stream, "%ju:%ju", &dev, &ino) != 2) return false;
   struct stat st {};
-  return ::fstat(fd, &st) == 0 && static_cast<uintmax_t>(st.st_dev) == dev && static_cast<uintmax_t>(st.st_ino) == ino;
+  return ::fstat(fd, &st) == 0 && static_cast<uintmax_t>(st.st_dev) == dev &&
+         static_cast<uintmax_t>(st.st_ino) == ino;
 }
 
 bool journal_sink_available() {

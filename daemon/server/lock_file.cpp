@@ -15,7 +15,8 @@ namespace placementd {
 namespace {
 
 std::string refuse(const std::string& path, const std::string& why) {
-  return "lock file " + path + ": " + why + "; refusing to use it (remove it, and check who can write to " +
+  return "lock file " + path + ": " + why +
+         "; refusing to use it (remove it, and check who can write to " +
          std::filesystem::path(path).parent_path().string() + ")";
 }
 
@@ -29,12 +30,16 @@ LockFile::LockFile(std::string path, const std::string& taken) : path_(std::move
   for (int attempt = 0;; ++attempt) {
     fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd_ < 0 && errno == ELOOP) throw std::runtime_error(refuse(path_, "it is a symbolic link"));
-    if (fd_ < 0) throw std::runtime_error("cannot open lock file " + path_ + ": " + std::strerror(errno));
+    if (fd_ < 0)
+      throw std::runtime_error("cannot open lock file " + path_ + ": " + std::strerror(errno));
     struct stat st {};
     std::string wrong;
-    if (::fstat(fd_, &st) != 0) wrong = std::string("cannot stat it: ") + std::strerror(errno);
-    else if (!S_ISREG(st.st_mode)) wrong = "it is not a regular file";
-    else if (st.st_nlink != 1) wrong = "it has " + std::to_string(st.st_nlink) + " hard links";
+    if (::fstat(fd_, &st) != 0)
+      wrong = std::string("cannot stat it: ") + std::strerror(errno);
+    else if (!S_ISREG(st.st_mode))
+      wrong = "it is not a regular file";
+    else if (st.st_nlink != 1)
+      wrong = "it has " + std::to_string(st.st_nlink) + " hard links";
     if (!wrong.empty()) {
       ::close(fd_);
       fd_ = -1;
@@ -47,7 +52,8 @@ LockFile::LockFile(std::string path, const std::string& taken) : path_(std::move
       ::close(fd_);
       fd_ = -1;
       throw std::runtime_error(refuse(path_, "it belongs to uid " + std::to_string(st.st_uid) +
-                                                 ", not to this daemon's " + std::to_string(::geteuid())));
+                                                 ", not to this daemon's " +
+                                                 std::to_string(::geteuid())));
     }
     if (!locked) {
       char pid[32] = {};
@@ -56,13 +62,16 @@ LockFile::LockFile(std::string path, const std::string& taken) : path_(std::move
       fd_ = -1;
       std::string holder;
       for (ssize_t i = 0; i < n && pid[i] >= '0' && pid[i] <= '9'; ++i) holder += pid[i];
-      throw std::runtime_error(taken + " (pid " + (holder.empty() ? "unknown" : holder) + ", lock " + path_ + ")");
+      throw std::runtime_error(taken + " (pid " + (holder.empty() ? "unknown" : holder) +
+                               ", lock " + path_ + ")");
     }
     struct stat now {};
-    if (::stat(path_.c_str(), &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino) break;
+    if (::stat(path_.c_str(), &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino)
+      break;
     ::close(fd_);
     fd_ = -1;
-    if (attempt == 3) throw std::runtime_error("lock file " + path_ + " keeps being replaced while it is locked");
+    if (attempt == 3)
+      throw std::runtime_error("lock file " + path_ + " keeps being replaced while it is locked");
   }
   const std::string text = std::to_string(::getpid()) + "\n";
   if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, text.data(), text.size(), 0) < 0) {
@@ -78,7 +87,8 @@ LockFile::~LockFile() {
 }
 
 std::unique_ptr<LockFile> LockFile::for_socket(const std::string& socket_path) {
-  return std::make_unique<LockFile>(socket_path + ".lock", "placementd already runs on " + socket_path);
+  return std::make_unique<LockFile>(socket_path + ".lock",
+                                    "placementd already runs on " + socket_path);
 }
 
 std::unique_ptr<LockFile> LockFile::for_state_dir(const std::string& state_dir) {

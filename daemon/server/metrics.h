@@ -10,7 +10,8 @@ namespace placementd {
 
 class ServiceContext;
 
-/// Takes each attached job's lock in turn (its policy work may hold it): call it off the I/O thread.
+/// Takes each attached job's lock in turn (its policy work may hold it): call it off the I/O
+/// thread.
 std::string render_metrics(const ServiceContext& ctx);
 
 }  // namespace placementd

@@ -5,13 +5,13 @@
 
 #include <filesystem>
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
-#include <spdlog/spdlog.h>
 
 namespace placementd {
 
@@ -69,17 +69,22 @@ class Scrape : public std::enable_shared_from_this<Scrape<Socket>> {
     });
     parser_.header_limit(8192);
     parser_.body_limit(4096);
-    http::async_read(socket_, buffer_, parser_, [self](const boost::system::error_code& ec, size_t) {
-      if (ec) {
-        // A malformed request gets its answer; a vanished or slow scraper does not.
-        const boost::system::error_code http_error = http::error::bad_target;
-        if (ec.category() == http_error.category() && ec != http::error::end_of_stream && !self->closed_)
-          self->reply(http::status::bad_request, "malformed HTTP request: " + ec.message() + "\n");
-        else self->close();
-        return;
-      }
-      self->on_request();
-    });
+    http::async_read(socket_, buffer_, parser_,
+                     [self](const boost::system::error_code& ec, size_t) {
+                       if (ec) {
+                         // A malformed request gets its answer; a vanished or slow scraper does
+                         // not.
+                         const boost::system::error_code http_error = http::error::bad_target;
+                         if (ec.category() == http_error.category() &&
+                             ec != http::error::end_of_stream && !self->closed_)
+                           self->reply(http::status::bad_request,
+                                       "malformed HTTP request: " + ec.message() + "\n");
+                         else
+                           self->close();
+                         return;
+                       }
+                       self->on_request();
+                     });
   }
 
  private:
@@ -106,8 +111,9 @@ class Scrape : public std::enable_shared_from_this<Scrape<Socket>> {
         status = http::status::internal_server_error;
         text = std::string("rendering the metrics failed: ") + e.what() + "\n";
       }
-      asio::post(self->socket_.get_executor(),
-                 [self, status, text = std::move(text)]() mutable { self->reply(status, std::move(text)); });
+      asio::post(self->socket_.get_executor(), [self, status, text = std::move(text)]() mutable {
+        self->reply(status, std::move(text));
+      });
     });
   }
 
@@ -116,13 +122,15 @@ class Scrape : public std::enable_shared_from_this<Scrape<Socket>> {
     response_.result(status);
     response_.version(11);
     response_.set(http::field::server, "placementd");
-    response_.set(http::field::content_type, status == http::status::ok ? kContentType : "text/plain; charset=utf-8");
+    response_.set(http::field::content_type,
+                  status == http::status::ok ? kContentType : "text/plain; charset=utf-8");
     if (status == http::status::method_not_allowed) response_.set(http::field::allow, "GET");
     response_.keep_alive(false);
     response_.body() = std::move(body);
     response_.prepare_payload();
     auto self = this->shared_from_this();
-    http::async_write(socket_, response_, [self](const boost::system::error_code&, size_t) { self->close(); });
+    http::async_write(socket_, response_,
+                      [self](const boost::system::error_code&, size_t) { self->close(); });
   }
 
   void close() {
@@ -156,7 +164,8 @@ void MetricsServer::State::serve(Socket socket) {
   std::make_shared<Scrape<Socket>>(shared_from_this(), std::move(socket))->start();
 }
 
-void MetricsServer::State::retry_later(const boost::system::error_code& ec, void (State::*accept)()) {
+void MetricsServer::State::retry_later(const boost::system::error_code& ec,
+                                       void (State::*accept)()) {
   spdlog::warn("metrics: accept failed: {}; retrying in 100 ms", ec.message());
   retry.expires_after(std::chrono::milliseconds(100));
   retry.async_wait([self = shared_from_this(), accept](const boost::system::error_code& e) {
@@ -166,12 +175,13 @@ void MetricsServer::State::retry_later(const boost::system::error_code& ec, void
 
 template <class Acceptor>
 void MetricsServer::State::accept(Acceptor& acceptor, void (State::*again)()) {
-  acceptor.async_accept([self = shared_from_this(), again](const boost::system::error_code& ec, auto socket) {
-    if (self->stopped || ec == asio::error::operation_aborted) return;
-    if (ec) return self->retry_later(ec, again);
-    self->serve(std::move(socket));
-    (self.get()->*again)();
-  });
+  acceptor.async_accept(
+      [self = shared_from_this(), again](const boost::system::error_code& ec, auto socket) {
+        if (self->stopped || ec == asio::error::operation_aborted) return;
+        if (ec) return self->retry_later(ec, again);
+        self->serve(std::move(socket));
+        (self.get()->*again)();
+      });
 }
 
 void MetricsServer::State::accept_tcp() { accept(tcp_acceptor, &State::accept_tcp); }
@@ -211,8 +221,10 @@ void MetricsServer::listen(const ListenAddress& address, uint32_t unix_mode) {
   } catch (const boost::system::system_error& e) {
     std::string why = e.code().message();
     if (e.code() == asio::error::address_family_not_supported)
-      why += " (the shipped placementd.service allows only AF_UNIX sockets: listen on a Unix socket path, or allow "
-             "AF_INET and AF_INET6 in a drop-in; docs/operations.md, Metrics)";
+      why +=
+          " (the shipped placementd.service allows only AF_UNIX sockets: listen on a Unix socket "
+          "path, or allow "
+          "AF_INET and AF_INET6 in a drop-in; docs/operations.md, Metrics)";
     throw std::runtime_error("metrics.listen " + address.str() + ": cannot listen: " + why);
   } catch (const std::runtime_error& e) {
     throw std::runtime_error("metrics.listen " + address.str() + ": cannot listen: " + e.what());

@@ -14,13 +14,16 @@ prometheus::Histogram::BucketBoundaries buckets() {
 PolicyLatency::PolicyLatency() : registry_(std::make_shared<prometheus::Registry>()) {
   family_ = &prometheus::BuildHistogram()
                  .Name("placementd_policy_seconds")
-                 .Help("Time a request's handler ran on a policy thread (lock waits included), by request kind")
+                 .Help(
+                     "Time a request's handler ran on a policy thread (lock waits included), by "
+                     "request kind")
                  .Register(*registry_);
   deferred_ = &family_->Add({{"request", "deferred_work"}}, buckets());
 }
 
 void PolicyLatency::add(placement::protocol::MessageType type) {
-  by_type_.emplace(type, &family_->Add({{"request", placement::protocol::to_string(type)}}, buckets()));
+  by_type_.emplace(type,
+                   &family_->Add({{"request", placement::protocol::to_string(type)}}, buckets()));
 }
 
 void PolicyLatency::observe(placement::protocol::MessageType type, double seconds) {

@@ -33,7 +33,8 @@ void nice_pool_threads(boost::asio::thread_pool& pool, int threads, int nice) {
       const int error = errno;
       std::unique_lock<std::mutex> lock(r->mutex);
       if (rc != 0 && r->failure.empty())
-        r->failure = "cannot nice the policy threads to " + std::to_string(nice) + ": " + std::strerror(error);
+        r->failure = "cannot nice the policy threads to " + std::to_string(nice) + ": " +
+                     std::strerror(error);
       ++r->arrived;
       r->cv.notify_all();
       r->cv.wait(lock, [&] { return r->arrived >= threads; });

@@ -15,11 +15,11 @@
 #include <filesystem>
 #include <vector>
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "placement/serialization.h"
 #include "server/graph_limits.h"
@@ -90,7 +90,8 @@ bool grows_with_the_model(uint16_t type) {
 }
 
 uint64_t max_frame_bytes_of(uint16_t type, bool attached, uint64_t max_frame_bytes) {
-  return attached && grows_with_the_model(type) ? max_frame_bytes : std::min(max_frame_bytes, kMaxSmallFrameBytes);
+  return attached && grows_with_the_model(type) ? max_frame_bytes
+                                                : std::min(max_frame_bytes, kMaxSmallFrameBytes);
 }
 
 // An input buffer keeps at most this much capacity between frames: the memory a large frame took
@@ -102,7 +103,9 @@ constexpr size_t kKeptInputCapacity = 256 << 10;
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(Server& server, stream_protocol::socket socket, const ucred& cred)
-      : server_(server), socket_(std::move(socket)), timer_(socket_.get_executor()),
+      : server_(server),
+        socket_(std::move(socket)),
+        timer_(socket_.get_executor()),
         hello_timer_(socket_.get_executor()) {
     state_.peer = {cred.uid, cred.gid, cred.pid, false};
   }
@@ -111,8 +114,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   /// Bytes of partial frames this connection holds.
   size_t buffered() const { return closed_ || stop_reading_ ? 0 : input_.size(); }
   void shed() {
-    fail(error::kBusy, "placementd's input buffers are full (daemon.max_buffered_bytes) and this connection held the "
-                       "most of them (" + std::to_string(input_.size()) + " bytes); retry later");
+    fail(error::kBusy,
+         "placementd's input buffers are full (daemon.max_buffered_bytes) and this connection held "
+         "the "
+         "most of them (" +
+             std::to_string(input_.size()) + " bytes); retry later");
   }
 
   void start() {
@@ -132,7 +138,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     // NSS may ask a directory server and wait seconds: on the I/O thread that would hold every
     // connection, so it runs on the lookup thread and this connection reads nothing until its
-    // answer is in (if that takes longer than frame_timeout_ms, this connection times out, no other).
+    // answer is in (if that takes longer than frame_timeout_ms, this connection times out, no
+    // other).
     const Peer peer = state_.peer;
     const std::string group = server_.limits().admin_group;
     asio::post(server_.lookups_, [this, self, peer, group] {
@@ -150,11 +157,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void send(MessageType type, uint32_t rid, const json& body, bool close_after) {
     if (closed_) return;
     if (close_after) closing_ = true;
-    auto frame = placement::protocol::encode_frame(type, rid, body, state_.version ? state_.version : placement::protocol::kMaxVersion);
+    auto frame = placement::protocol::encode_frame(
+        type, rid, body, state_.version ? state_.version : placement::protocol::kMaxVersion);
     queued_bytes_ += frame.size();
     queue_.push_back(std::move(frame));
     if (queued_bytes_ > server_.limits().max_queued_bytes) {
-      spdlog::warn("uid {} pid {}: client does not read its replies; closing", state_.peer.uid, state_.peer.pid);
+      spdlog::warn("uid {} pid {}: client does not read its replies; closing", state_.peer.uid,
+                   state_.peer.pid);
       close();
       return;
     }
@@ -176,7 +185,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
  private:
-  // Built once per connection: every frame (hundreds of thousands of step reports a second) reuses it.
+  // Built once per connection: every frame (hundreds of thousands of step reports a second) reuses
+  // it.
   Responder make_responder() {
     std::weak_ptr<Connection> weak = shared_from_this();
     auto executor = socket_.get_executor();
@@ -201,26 +211,28 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void read() {
     if (closed_ || stop_reading_) return;
     auto self = shared_from_this();
-    socket_.async_read_some(asio::buffer(chunk_), [this, self](const boost::system::error_code& ec, size_t n) {
-      if (closed_) return;
-      if (ec) {
-        if (!input_.empty() && ec == asio::error::eof)
-          spdlog::info("uid {} pid {}: connection closed in the middle of a frame", state_.peer.uid, state_.peer.pid);
-        close();
-        return;
-      }
-      input_.insert(input_.end(), chunk_.begin(), chunk_.begin() + n);
-      server_.buffered_ += n;
-      parse();
-      if (stop_reading_) return;
-      // All connections' partial frames together stay under the cap: whoever holds the most is
-      // told so and closed (the newcomer on a tie), not whoever happens to cross it, so a client
-      // holding partial frames just under the cap cannot make every real upload fail.
-      if (server_.buffered_ > server_.limits().max_buffered_bytes) server_.shed_buffers(*this);
-      if (stop_reading_) return;
-      arm_timer();
-      read();
-    });
+    socket_.async_read_some(
+        asio::buffer(chunk_), [this, self](const boost::system::error_code& ec, size_t n) {
+          if (closed_) return;
+          if (ec) {
+            if (!input_.empty() && ec == asio::error::eof)
+              spdlog::info("uid {} pid {}: connection closed in the middle of a frame",
+                           state_.peer.uid, state_.peer.pid);
+            close();
+            return;
+          }
+          input_.insert(input_.end(), chunk_.begin(), chunk_.begin() + n);
+          server_.buffered_ += n;
+          parse();
+          if (stop_reading_) return;
+          // All connections' partial frames together stay under the cap: whoever holds the most is
+          // told so and closed (the newcomer on a tie), not whoever happens to cross it, so a
+          // client holding partial frames just under the cap cannot make every real upload fail.
+          if (server_.buffered_ > server_.limits().max_buffered_bytes) server_.shed_buffers(*this);
+          if (stop_reading_) return;
+          arm_timer();
+          read();
+        });
   }
 
   // Handles every complete frame in the input buffer.
@@ -237,13 +249,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
       // (decoding is where a graph's memory is first spent): its payload is dropped as it arrives,
       // which buffers nothing, so the connection goes on and the job hears why.
       if (header.type == static_cast<uint16_t>(MessageType::kGraphUpload)) {
-        const auto graph_limit = static_cast<uint64_t>(server_.limits().graph_limits.max_graph_bytes);
+        const auto graph_limit =
+            static_cast<uint64_t>(server_.limits().graph_limits.max_graph_bytes);
         const bool frame_binds = server_.limits().max_frame_bytes < graph_limit;
         if (header.length > std::min<uint64_t>(graph_limit, server_.limits().max_frame_bytes)) {
           const std::string why =
               "graph upload of " + std::to_string(header.length) + " bytes; " +
-              (frame_binds ? "daemon.max_frame_bytes = " + std::to_string(server_.limits().max_frame_bytes)
-                           : "[limits] max_graph_bytes = " + std::to_string(graph_limit));
+              (frame_binds
+                   ? "daemon.max_frame_bytes = " + std::to_string(server_.limits().max_frame_bytes)
+                   : "[limits] max_graph_bytes = " + std::to_string(graph_limit));
           refuse_graph(header.request_id, why);
           offset += header_size;
           skip_ = header.length;
@@ -252,13 +266,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
         }
       }
       const bool attached = state_.version != 0 && state_.job;
-      const uint64_t type_limit = max_frame_bytes_of(header.type, attached, server_.limits().max_frame_bytes);
+      const uint64_t type_limit =
+          max_frame_bytes_of(header.type, attached, server_.limits().max_frame_bytes);
       if (header.length > type_limit) {
         std::string which = " (daemon.max_frame_bytes)";
         if (type_limit < server_.limits().max_frame_bytes)
-          which = " for message type " + std::to_string(header.type) +
-                  (grows_with_the_model(header.type) ? " before the connection attaches a job" : "");
-        fail(error::kFrameTooLarge, "frame of " + std::to_string(header.length) + " bytes exceeds the maximum of " +
+          which =
+              " for message type " + std::to_string(header.type) +
+              (grows_with_the_model(header.type) ? " before the connection attaches a job" : "");
+        fail(error::kFrameTooLarge, "frame of " + std::to_string(header.length) +
+                                        " bytes exceeds the maximum of " +
                                         std::to_string(type_limit) + which);
         return;
       }
@@ -270,7 +287,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (stop_reading_) return;
     input_.erase(input_.begin(), input_.begin() + offset);
     release_input(offset);
-    if (input_.capacity() > kKeptInputCapacity && input_.size() <= kKeptInputCapacity) give_back_input();
+    if (input_.capacity() > kKeptInputCapacity && input_.size() <= kKeptInputCapacity)
+      give_back_input();
   }
 
   // Lets go of the input buffer's spare capacity (large blocks go back to the system at once: the
@@ -282,8 +300,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool over_graph_limits(const placement::protocol::Header& header, const uint8_t* payload) {
     const auto counts = count_graph_upload(payload, header.length);
     if (!counts) return false;
-    const auto over =
-        graph_over_limits(*counts, header.length, server_.limits().graph_limits, server_.limits().max_groups);
+    const auto over = graph_over_limits(*counts, header.length, server_.limits().graph_limits,
+                                        server_.limits().max_groups);
     if (!over) return false;
     refuse_graph(header.request_id, *over);
     return true;
@@ -292,7 +310,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Answers a graph upload over [limits]; nothing else is wrong with the connection.
   void refuse_graph(uint32_t request_id, const std::string& why) {
     spdlog::warn("uid {} pid {}: graph refused: {}", state_.peer.uid, state_.peer.pid, why);
-    send(MessageType::kError, request_id, placement::messages::Error{error::kOverLimit, why, false}.to_json(), false);
+    send(MessageType::kError, request_id,
+         placement::messages::Error{error::kOverLimit, why, false}.to_json(), false);
   }
 
   // Counts up to `available` bytes of a refused payload as dropped; returns how many.
@@ -308,14 +327,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (closed_) return;
     const auto type = static_cast<MessageType>(header.type);
     if (state_.version != 0 && header.version != state_.version) {
-      fail(error::kUnsupportedVersion, "frame has protocol version " + std::to_string(header.version) +
-                                           ", the connection agreed on " + std::to_string(state_.version));
+      fail(error::kUnsupportedVersion,
+           "frame has protocol version " + std::to_string(header.version) +
+               ", the connection agreed on " + std::to_string(state_.version));
       return;
     }
     if (!placement::protocol::is_known_type(header.type)) {
       server_.service().counters().protocol_error();
       send(MessageType::kError, header.request_id,
-           placement::messages::Error{error::kUnknownType, "unknown message type " + std::to_string(header.type), false}.to_json(), false);
+           placement::messages::Error{error::kUnknownType,
+                                      "unknown message type " + std::to_string(header.type), false}
+               .to_json(),
+           false);
       return;
     }
     if (type == MessageType::kGraphUpload && over_graph_limits(header, payload)) return;
@@ -328,7 +351,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
         fail(error::kBadPayload, e.what());
         return;
       }
-      send(MessageType::kError, header.request_id, placement::messages::Error{error::kBadPayload, e.what(), false}.to_json(), false);
+      send(MessageType::kError, header.request_id,
+           placement::messages::Error{error::kBadPayload, e.what(), false}.to_json(), false);
       return;
     }
     server_.service().handle(state_, type, header.request_id, std::move(body), responder_);
@@ -348,7 +372,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     timer_.async_wait([this, self](const boost::system::error_code& ec) {
       if (ec || closed_ || stop_reading_ || !timer_armed_) return;
       timer_armed_ = false;
-      if (!input_.empty() || skip_ > 0) fail(error::kTimeout, "incomplete frame for " + std::to_string(server_.limits().frame_timeout_ms) + " ms");
+      if (!input_.empty() || skip_ > 0)
+        fail(error::kTimeout,
+             "incomplete frame for " + std::to_string(server_.limits().frame_timeout_ms) + " ms");
     });
   }
 
@@ -360,16 +386,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     writing_ = true;
     auto self = shared_from_this();
-    asio::async_write(socket_, asio::buffer(queue_.front()), [this, self](const boost::system::error_code& ec, size_t) {
-      if (closed_) return;
-      if (ec) {
-        close();
-        return;
-      }
-      queued_bytes_ -= queue_.front().size();
-      queue_.pop_front();
-      write_next();
-    });
+    asio::async_write(socket_, asio::buffer(queue_.front()),
+                      [this, self](const boost::system::error_code& ec, size_t) {
+                        if (closed_) return;
+                        if (ec) {
+                          close();
+                          return;
+                        }
+                        queued_bytes_ -= queue_.front().size();
+                        queue_.pop_front();
+                        write_next();
+                      });
   }
 
   Server& server_;
@@ -391,7 +418,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool timer_armed_ = false;
 };
 
-Server::Server(asio::io_context& io, Service& service) : io_(io), service_(service), acceptor_(io) {}
+Server::Server(asio::io_context& io, Service& service)
+    : io_(io), service_(service), acceptor_(io) {}
 
 Server::~Server() { close_all(); }
 
@@ -415,7 +443,8 @@ void Server::adopt(int fd) {
 }
 
 void Server::accept() {
-  acceptor_.async_accept([this](const boost::system::error_code& ec, stream_protocol::socket socket) {
+  acceptor_.async_accept([this](const boost::system::error_code& ec,
+                                stream_protocol::socket socket) {
     if (!accepting_) return;
     if (!ec) {
       ucred cred{};
@@ -429,13 +458,19 @@ void Server::accept() {
       if (::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
         spdlog::warn("cannot read peer credentials: {}; closing", std::strerror(errno));
       } else if (static_cast<int64_t>(connections_.size()) >= limits_.max_connections) {
-        refuse("placementd has " + std::to_string(connections_.size()) + " connections, the configured maximum");
-        spdlog::warn("refused a connection: {} connections open (daemon.max_connections)", connections_.size());
-      } else if (cred.uid != 0 && connections_of_uid_[cred.uid] >= limits_.max_connections_per_uid) {
-        refuse("uid " + std::to_string(cred.uid) + " has " + std::to_string(connections_of_uid_[cred.uid]) +
+        refuse("placementd has " + std::to_string(connections_.size()) +
+               " connections, the configured maximum");
+        spdlog::warn("refused a connection: {} connections open (daemon.max_connections)",
+                     connections_.size());
+      } else if (cred.uid != 0 &&
+                 connections_of_uid_[cred.uid] >= limits_.max_connections_per_uid) {
+        refuse("uid " + std::to_string(cred.uid) + " has " +
+               std::to_string(connections_of_uid_[cred.uid]) +
                " connections, the configured maximum per user (daemon.max_connections_per_uid)");
-        spdlog::warn("refused a connection of uid {} (pid {}): {} of its connections open (daemon.max_connections_per_uid)",
-                     cred.uid, cred.pid, connections_of_uid_[cred.uid]);
+        spdlog::warn(
+            "refused a connection of uid {} (pid {}): {} of its connections open "
+            "(daemon.max_connections_per_uid)",
+            cred.uid, cred.pid, connections_of_uid_[cred.uid]);
       } else {
         auto connection = std::make_shared<Connection>(*this, std::move(socket), cred);
         connections_.insert(connection);
@@ -462,8 +497,8 @@ std::optional<bool> Server::known_admin(uid_t uid, gid_t gid) const {
   if (uid == 0) return true;
   if (limits_.admin_group.empty()) return false;
   const auto it = admin_answers_.find({uid, gid});
-  if (it == admin_answers_.end() ||
-      std::chrono::steady_clock::now() - it->second.second > std::chrono::seconds(kAdminAnswerSeconds))
+  if (it == admin_answers_.end() || std::chrono::steady_clock::now() - it->second.second >
+                                        std::chrono::seconds(kAdminAnswerSeconds))
     return std::nullopt;
   return it->second.first;
 }
@@ -477,7 +512,8 @@ void Server::remember_admin(uid_t uid, gid_t gid, const std::string& group, bool
 void Server::remove(const std::shared_ptr<Connection>& connection) {
   if (connections_.erase(connection) > 0) {
     auto of_uid = connections_of_uid_.find(connection->uid());
-    if (of_uid != connections_of_uid_.end() && --of_uid->second <= 0) connections_of_uid_.erase(of_uid);
+    if (of_uid != connections_of_uid_.end() && --of_uid->second <= 0)
+      connections_of_uid_.erase(of_uid);
   }
   service_.counters().connection_closed(connections_.size());
 }
@@ -491,13 +527,17 @@ void Server::shed_buffers(Connection& crossing) {
     uid_t heaviest = crossing.uid();
     for (const auto& [uid, bytes] : of_uid)
       if (bytes > of_uid[heaviest]) heaviest = uid;
-    Connection* largest = crossing.uid() == heaviest && crossing.buffered() > 0 ? &crossing : nullptr;
+    Connection* largest =
+        crossing.uid() == heaviest && crossing.buffered() > 0 ? &crossing : nullptr;
     for (const auto& c : connections_)
-      if (c->uid() == heaviest && c->buffered() > (largest ? largest->buffered() : 0)) largest = c.get();
+      if (c->uid() == heaviest && c->buffered() > (largest ? largest->buffered() : 0))
+        largest = c.get();
     if (!largest) return;
-    spdlog::warn("uid {}: input buffers over daemon.max_buffered_bytes; its connections hold the most ({} bytes): "
-                 "shedding its largest partial frame ({} bytes)",
-                 largest->uid(), of_uid[heaviest], largest->buffered());
+    spdlog::warn(
+        "uid {}: input buffers over daemon.max_buffered_bytes; its connections hold the most ({} "
+        "bytes): "
+        "shedding its largest partial frame ({} bytes)",
+        largest->uid(), of_uid[heaviest], largest->buffered());
     largest->shed();
   }
 }

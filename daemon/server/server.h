@@ -6,8 +6,8 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -78,10 +78,12 @@ class Server {
   std::map<uid_t, int64_t> connections_of_uid_;
   size_t buffered_ = 0;
   bool accepting_ = false;
-  /// Admin answers by (uid, gid) for limits_.admin_group, with when they were looked up; I/O thread only.
-  std::map<std::pair<uid_t, gid_t>, std::pair<bool, std::chrono::steady_clock::time_point>> admin_answers_;
-  /// Where NSS lookups run (getgrnam_r, getgrouplist may wait seconds on LDAP); declared last, so it
-  /// is joined before the rest goes.
+  /// Admin answers by (uid, gid) for limits_.admin_group, with when they were looked up; I/O thread
+  /// only.
+  std::map<std::pair<uid_t, gid_t>, std::pair<bool, std::chrono::steady_clock::time_point>>
+      admin_answers_;
+  /// Where NSS lookups run (getgrnam_r, getgrouplist may wait seconds on LDAP); declared last, so
+  /// it is joined before the rest goes.
   boost::asio::thread_pool lookups_{1};
 };
 

@@ -4,8 +4,8 @@
 
 #include <optional>
 
-#include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
+#include <boost/asio/post.hpp>
 
 #include "live/request_error.h"
 #include "placement/serialization.h"
@@ -38,8 +38,9 @@ void hello(ServiceContext& ctx, ConnectionState& conn, Request& req) {
   const uint64_t chosen = std::min<uint64_t>(hi, placement::protocol::kMaxVersion);
   if (lo > hi || chosen < lo || chosen < placement::protocol::kMinVersion) {
     reply_error(req.respond, req.id, error::kUnsupportedVersion,
-                "client speaks protocol versions " + std::to_string(lo) + ".." + std::to_string(hi) +
-                    ", this placementd speaks " + std::to_string(placement::protocol::kMinVersion) + ".." +
+                "client speaks protocol versions " + std::to_string(lo) + ".." +
+                    std::to_string(hi) + ", this placementd speaks " +
+                    std::to_string(placement::protocol::kMinVersion) + ".." +
                     std::to_string(placement::protocol::kMaxVersion),
                 true);
     return;
@@ -55,7 +56,8 @@ void hello(ServiceContext& ctx, ConnectionState& conn, Request& req) {
 void reply_failure(Counters& counters, const Request& req, std::exception_ptr failure) {
   counters.protocol_error();
   std::string what = placement::protocol::to_string(req.type);
-  if (req.job) what = "job " + std::to_string(req.job->live.id()) + " '" + req.job->live.name() + "': " + what;
+  if (req.job)
+    what = "job " + std::to_string(req.job->live.id()) + " '" + req.job->live.name() + "': " + what;
   try {
     std::rethrow_exception(failure);
   } catch (const RequestError& e) {
@@ -66,8 +68,8 @@ void reply_failure(Counters& counters, const Request& req, std::exception_ptr fa
     spdlog::error("uid {} pid {}: {} failed: {}", req.peer.uid, req.peer.pid, what, e.what());
     reply_error(req.respond, req.id, error::kInternal, e.what());
   } catch (...) {
-    spdlog::error("uid {} pid {}: {} failed with an exception that is not a std::exception", req.peer.uid,
-                  req.peer.pid, what);
+    spdlog::error("uid {} pid {}: {} failed with an exception that is not a std::exception",
+                  req.peer.uid, req.peer.pid, what);
     reply_error(req.respond, req.id, error::kInternal, what + " failed");
   }
 }
@@ -77,19 +79,22 @@ void reply_failure(Counters& counters, const Request& req, std::exception_ptr fa
 Service::Service(std::shared_ptr<const Config> config, PluginRegistry& registry, Store& store,
                  std::string socket_path)
     : ctx_(std::move(config), registry, store, std::move(socket_path)) {
-  handlers_.add(MessageType::kHello,
-                on_io_thread(Access::kHandshake, "saying hello",
-                             [this](ConnectionState& conn, Request& req) { hello(ctx_, conn, req); }));
+  handlers_.add(MessageType::kHello, on_io_thread(Access::kHandshake, "saying hello",
+                                                  [this](ConnectionState& conn, Request& req) {
+                                                    hello(ctx_, conn, req);
+                                                  }));
   add_job_handlers(handlers_, ctx_);
   add_admin_handlers(handlers_, ctx_);
   for (MessageType type : handlers_.types())
     if (handlers_.find(type)->runs != Runs::kIoThread) ctx_.policy_latency.add(type);
   const auto cfg = ctx_.config();
   try {
-    nice_pool_threads(ctx_.policy_pool, static_cast<int>(cfg->policy_threads), static_cast<int>(cfg->policy_nice));
+    nice_pool_threads(ctx_.policy_pool, static_cast<int>(cfg->policy_threads),
+                      static_cast<int>(cfg->policy_nice));
   } catch (const std::runtime_error& e) {
     // The daemon still works; policy work then competes with the jobs at full priority.
-    spdlog::warn("{} (daemon.policy_nice); policy work runs at the daemon's own priority", e.what());
+    spdlog::warn("{} (daemon.policy_nice); policy work runs at the daemon's own priority",
+                 e.what());
   }
 }
 
@@ -104,21 +109,23 @@ void Service::check_access(const ConnectionState& conn, const Route& route) cons
       break;
     case Access::kUnattached:
       if (conn.job)
-        throw RequestError(error::kUnexpected,
-                           "this connection is already attached as job " + std::to_string(conn.job->live.id()));
+        throw RequestError(error::kUnexpected, "this connection is already attached as job " +
+                                                   std::to_string(conn.job->live.id()));
       break;
     case Access::kAttached:
       if (!conn.job) throw RequestError(error::kUnexpected, "attach before " + route.doing);
       break;
     case Access::kAdmin:
       if (!conn.peer.admin)
-        throw RequestError(error::kPermissionDenied,
-                           route.doing + " needs root or the admin group '" + ctx_.config()->admin_group + "'");
+        throw RequestError(
+            error::kPermissionDenied,
+            route.doing + " needs root or the admin group '" + ctx_.config()->admin_group + "'");
       break;
   }
 }
 
-void Service::handle(ConnectionState& conn, MessageType type, uint32_t rid, json body, const Responder& respond) {
+void Service::handle(ConnectionState& conn, MessageType type, uint32_t rid, json body,
+                     const Responder& respond) {
   ctx_.counters.frame(type);
   Request req{type, rid, std::move(body), respond, conn.peer, conn.version, conn.job};
   try {
@@ -126,16 +133,19 @@ void Service::handle(ConnectionState& conn, MessageType type, uint32_t rid, json
     if (conn.version == 0 && type != MessageType::kHello) {
       ctx_.counters.protocol_error();
       reply_error(respond, rid, error::kUnexpected,
-                  "the first frame must be hello, got " + placement::protocol::to_string(type), true);
+                  "the first frame must be hello, got " + placement::protocol::to_string(type),
+                  true);
       return;
     }
     const Route* route = handlers_.find(type);
     if (!route)
-      throw RequestError(error::kUnexpected, placement::protocol::to_string(type) + " is a reply, not a request");
+      throw RequestError(error::kUnexpected,
+                         placement::protocol::to_string(type) + " is a reply, not a request");
     check_access(conn, *route);
     // Before the handshake there is no version yet to compare.
     if (route->access != Access::kHandshake && conn.version < route->min_version)
-      throw RequestError(error::kUnexpected, placement::protocol::to_string(type) + " needs protocol version " +
+      throw RequestError(error::kUnexpected, placement::protocol::to_string(type) +
+                                                 " needs protocol version " +
                                                  std::to_string(route->min_version));
     if (route->ends_attachment) conn.job.reset();
     switch (route->runs) {
@@ -147,8 +157,10 @@ void Service::handle(ConnectionState& conn, MessageType type, uint32_t rid, json
         // The job (if any) is taken before `req` moves into the handler.
         const std::shared_ptr<AttachedJob> job = req.job;
         auto work = [this, route, req = std::move(req)]() mutable { run_guarded(*route, req); };
-        if (job) boost::asio::post(job->strand, std::move(work));
-        else boost::asio::post(ctx_.policy_pool, std::move(work));
+        if (job)
+          boost::asio::post(job->strand, std::move(work));
+        else
+          boost::asio::post(ctx_.policy_pool, std::move(work));
         return;
       }
     }
@@ -169,7 +181,8 @@ void Service::run_guarded(const Route& route, Request& req) {
   } catch (...) {
     reply_failure(ctx_.counters, req, std::current_exception());
   }
-  ctx_.policy_latency.observe(req.type, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  ctx_.policy_latency.observe(
+      req.type, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 void Service::disconnected(ConnectionState& conn) {
@@ -180,6 +193,8 @@ void Service::disconnected(ConnectionState& conn) {
 
 std::string Service::metrics_text() const { return render_metrics(ctx_); }
 
-void Service::persist_all(std::function<void(size_t, size_t)> done) { persist_jobs(ctx_, std::move(done)); }
+void Service::persist_all(std::function<void(size_t, size_t)> done) {
+  persist_jobs(ctx_, std::move(done));
+}
 
 }  // namespace placementd

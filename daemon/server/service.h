@@ -18,7 +18,8 @@ namespace placementd {
 
 class Service {
  public:
-  Service(std::shared_ptr<const Config> config, PluginRegistry& registry, Store& store, std::string socket_path);
+  Service(std::shared_ptr<const Config> config, PluginRegistry& registry, Store& store,
+          std::string socket_path);
   /// Waits for the policy work in flight: no handler outlives the service.
   ~Service();
 

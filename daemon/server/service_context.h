@@ -15,8 +15,8 @@
 #include "live/store.h"
 #include "plugins/plugin_registry.h"
 #include "server/counters.h"
-#include "server/policy_latency.h"
 #include "server/job_table.h"
+#include "server/policy_latency.h"
 
 namespace placementd {
 

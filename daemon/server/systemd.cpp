@@ -30,9 +30,12 @@ int activated_socket() {
   const int n = ::sd_listen_fds(1);
   if (n < 0) throw std::runtime_error("socket activation: sd_listen_fds failed");
   if (n == 0) return -1;
-  if (n > 1) throw std::runtime_error("socket activation: expected one socket, systemd passed " + std::to_string(n));
+  if (n > 1)
+    throw std::runtime_error("socket activation: expected one socket, systemd passed " +
+                             std::to_string(n));
   if (::sd_is_socket_unix(SD_LISTEN_FDS_START, SOCK_STREAM, 1, nullptr, 0) <= 0)
-    throw std::runtime_error("socket activation: the passed descriptor is not a listening Unix stream socket");
+    throw std::runtime_error(
+        "socket activation: the passed descriptor is not a listening Unix stream socket");
   return SD_LISTEN_FDS_START;
 #else
   return -1;

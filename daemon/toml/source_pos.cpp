@@ -31,9 +31,11 @@ ConfigInvalid::ConfigInvalid(std::vector<ConfigError> errors)
     : std::runtime_error(join_errors(errors)), errors_(std::move(errors)) {}
 
 void sort_by_position(std::vector<ConfigError>& errors, size_t first) {
-  std::stable_sort(errors.begin() + static_cast<long>(first), errors.end(), [](const ConfigError& a, const ConfigError& b) {
-    return std::tie(a.where.line, a.where.column) < std::tie(b.where.line, b.where.column);
-  });
+  std::stable_sort(errors.begin() + static_cast<long>(first), errors.end(),
+                   [](const ConfigError& a, const ConfigError& b) {
+                     return std::tie(a.where.line, a.where.column) <
+                            std::tie(b.where.line, b.where.column);
+                   });
 }
 
 }  // namespace placementd

@@ -15,20 +15,25 @@ namespace placementd {
 
 class TomlChecker {
  public:
-  TomlChecker(std::string file, std::vector<ConfigError>& errors) : file_(std::move(file)), errors_(errors) {}
+  TomlChecker(std::string file, std::vector<ConfigError>& errors)
+      : file_(std::move(file)), errors_(errors) {}
 
   SourcePos pos(const toml::node& node) const {
     const auto& b = node.source().begin;
     return {file_, b.line, b.column};
   }
 
-  void error(const toml::node& node, const std::string& message) { errors_.push_back({pos(node), message}); }
+  void error(const toml::node& node, const std::string& message) {
+    errors_.push_back({pos(node), message});
+  }
 
   /// Reports keys of `table` that are not in `known`.
-  void only(const toml::table& table, const std::string& name, std::initializer_list<const char*> known) {
+  void only(const toml::table& table, const std::string& name,
+            std::initializer_list<const char*> known) {
     only(table, name, std::vector<const char*>(known));
   }
-  void only(const toml::table& table, const std::string& name, const std::vector<const char*>& known) {
+  void only(const toml::table& table, const std::string& name,
+            const std::vector<const char*>& known) {
     for (const auto& [key, node] : table) {
       bool ok = false;
       for (const char* k : known) ok = ok || key.str() == k;
@@ -36,8 +41,9 @@ class TomlChecker {
         std::string list;
         for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k);
         const auto& b = key.source().begin;
-        errors_.push_back({b.line ? SourcePos{file_, b.line, b.column} : pos(node),
-                           "unknown key '" + std::string(key.str()) + "' in " + name + " (known: " + list + ")"});
+        errors_.push_back(
+            {b.line ? SourcePos{file_, b.line, b.column} : pos(node),
+             "unknown key '" + std::string(key.str()) + "' in " + name + " (known: " + list + ")"});
       }
     }
   }
@@ -55,17 +61,25 @@ class TomlChecker {
 
   static std::string type_name(const toml::node& node) {
     switch (node.type()) {
-      case toml::node_type::string: return "a string";
-      case toml::node_type::integer: return "an integer";
-      case toml::node_type::floating_point: return "a float";
-      case toml::node_type::boolean: return "a boolean";
-      case toml::node_type::array: return "an array";
-      case toml::node_type::table: return "a table";
-      default: return "a date/time";
+      case toml::node_type::string:
+        return "a string";
+      case toml::node_type::integer:
+        return "an integer";
+      case toml::node_type::floating_point:
+        return "a float";
+      case toml::node_type::boolean:
+        return "a boolean";
+      case toml::node_type::array:
+        return "an array";
+      case toml::node_type::table:
+        return "a table";
+      default:
+        return "a date/time";
     }
   }
 
-  bool get_string(const toml::table& t, const char* key, const std::string& where, std::string& out) {
+  bool get_string(const toml::table& t, const char* key, const std::string& where,
+                  std::string& out) {
     const toml::node* node = t.get(key);
     if (!node) return false;
     if (!node->is_string()) {

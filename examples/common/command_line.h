@@ -27,13 +27,16 @@ namespace detail {
 // LibTorch's errors (c10::Error) append the C++ backtrace of where they were raised to the message;
 // the user needs the message.
 inline std::string without_backtrace(std::string text) {
-  if (const auto at = text.find("\nException raised from "); at != std::string::npos) text.resize(at);
+  if (const auto at = text.find("\nException raised from "); at != std::string::npos)
+    text.resize(at);
   return text;
 }
 
 // CLI11 validators see the option's text before it is converted; a non-number is reported here so
 // the message says what is wrong rather than "not in range".
-inline bool to_number(const std::string& text, double* value) { return CLI::detail::lexical_cast(text, *value); }
+inline bool to_number(const std::string& text, double* value) {
+  return CLI::detail::lexical_cast(text, *value);
+}
 }  // namespace detail
 
 /// Parses `argv` into `app`'s options, then runs `body` (a callable returning the exit status) and
@@ -49,20 +52,24 @@ int run(CLI::App& app, int argc, char** argv, Body&& body) {
     // CLI11 checks for missing required options before it rejects unknown arguments; an unknown one
     // (often a misspelt required option) is the mistake to name, not its consequence.
     const std::vector<std::string> unknown = app.remaining();
-    const std::string message = unknown.empty() ? e.what()
-                                : (unknown.size() == 1 ? "unknown argument " : "unknown arguments ") +
-                                      CLI::detail::join(unknown, " ");
-    std::fprintf(stderr, "%s: %s; run with --help for usage\n", app.get_name().c_str(), message.c_str());
+    const std::string message =
+        unknown.empty() ? e.what()
+                        : (unknown.size() == 1 ? "unknown argument " : "unknown arguments ") +
+                              CLI::detail::join(unknown, " ");
+    std::fprintf(stderr, "%s: %s; run with --help for usage\n", app.get_name().c_str(),
+                 message.c_str());
     return kUsageError;
   }
   crash_report::install(app.get_name().c_str());
   try {
     return body();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: %s\n", app.get_name().c_str(), detail::without_backtrace(e.what()).c_str());
+    std::fprintf(stderr, "%s: %s\n", app.get_name().c_str(),
+                 detail::without_backtrace(e.what()).c_str());
   } catch (...) {
     // Not a std::exception (nothing of ours throws one): still a message and a status, not abort().
-    std::fprintf(stderr, "%s: stopped by an exception that is not a std::exception\n", app.get_name().c_str());
+    std::fprintf(stderr, "%s: stopped by an exception that is not a std::exception\n",
+                 app.get_name().c_str());
   }
   return 1;
 }
@@ -73,7 +80,8 @@ inline CLI::Validator at_least(long long min) {
       [min](std::string& text) -> std::string {
         double value = 0;
         if (!detail::to_number(text, &value)) return "'" + text + "' is not a number";
-        return value >= static_cast<double>(min) ? "" : text + " is less than " + std::to_string(min);
+        return value >= static_cast<double>(min) ? ""
+                                                 : text + " is less than " + std::to_string(min);
       },
       "");
 }

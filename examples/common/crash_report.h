@@ -20,11 +20,16 @@ inline char* program() {
 
 inline const char* signal_name(int signal) {
   switch (signal) {
-    case SIGSEGV: return "SIGSEGV (segmentation fault)";
-    case SIGBUS: return "SIGBUS (bus error)";
-    case SIGFPE: return "SIGFPE (arithmetic exception)";
-    case SIGILL: return "SIGILL (illegal instruction)";
-    default: return "SIGABRT (aborted)";
+    case SIGSEGV:
+      return "SIGSEGV (segmentation fault)";
+    case SIGBUS:
+      return "SIGBUS (bus error)";
+    case SIGFPE:
+      return "SIGFPE (arithmetic exception)";
+    case SIGILL:
+      return "SIGILL (illegal instruction)";
+    default:
+      return "SIGABRT (aborted)";
   }
 }
 

@@ -4,9 +4,9 @@
 #include <iostream>
 #include <map>
 
+#include <torch/optim/adam.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
-#include <torch/optim/adam.h>
 
 #include "command_line.h"
 #include "placement/capture.h"
@@ -52,32 +52,40 @@ json daemon_view(const std::string& socket, uint64_t session) {
 }
 
 // `no_view`: what the summary says of placementd when it has no view of the job.
-void print_summary(const placement::Job& job, const json& view, double wall_s, const char* no_view) {
+void print_summary(const placement::Job& job, const json& view, double wall_s,
+                   const char* no_view) {
   const placement::JobStats stats = job.stats();
   std::printf("\n== summary\n");
-  std::printf("%-34s %llu in %.1f s\n", "steps", static_cast<unsigned long long>(stats.steps), wall_s);
+  std::printf("%-34s %llu in %.1f s\n", "steps", static_cast<unsigned long long>(stats.steps),
+              wall_s);
   if (!view.is_null()) {
     std::printf("%-34s %s\n", "placementd state", view.value("state", "").c_str());
     std::printf("%-34s %s\n", "start placement step time", ms(view["start_step_time_s"]).c_str());
     std::printf("%-34s %s\n", "best placement step time", ms(view["best_step_time_s"]).c_str());
-    if (view["speedup"].is_number()) std::printf("%-34s %.2fx\n", "speed-up vs start", view["speedup"].get<double>());
-    std::printf("%-34s %llu (+%llu rejected by the memory model, %llu repeats scored without running)\n",
-                "candidates tried", view.value("candidates_tried", 0ull), view.value("rejected", 0ull),
-                view.value("repeats_scored", 0ull));
+    if (view["speedup"].is_number())
+      std::printf("%-34s %.2fx\n", "speed-up vs start", view["speedup"].get<double>());
+    std::printf(
+        "%-34s %llu (+%llu rejected by the memory model, %llu repeats scored without running)\n",
+        "candidates tried", view.value("candidates_tried", 0ull), view.value("rejected", 0ull),
+        view.value("repeats_scored", 0ull));
     std::printf("%-34s %llu\n", "steps spent exploring", view.value("exploration_steps", 0ull));
     if (view["steps_to_within_2pct"].is_number())
       std::printf("%-34s step %llu, %.1f s after attach\n", "within 2% of the best found by",
-                  view["steps_to_within_2pct"].get<unsigned long long>(), view["seconds_to_within_2pct"].get<double>());
+                  view["steps_to_within_2pct"].get<unsigned long long>(),
+                  view["seconds_to_within_2pct"].get<double>());
     std::printf("%-34s %.1f%% of measured step time\n", "exploration overhead",
                 100.0 * view.value("exploration_overhead", 0.0));
   } else {
     std::printf("%-34s %s\n", "placementd", no_view);
   }
-  std::printf("%-34s %llu (%.1f MB moved in %.1f ms), %llu failed swaps, %llu steps retried\n", "placement swaps",
-              static_cast<unsigned long long>(stats.swaps), stats.migrated_bytes / 1e6, stats.migration_seconds * 1e3,
-              static_cast<unsigned long long>(stats.failed_swaps), static_cast<unsigned long long>(stats.retried_steps));
-  std::printf("%-34s %llu (%s, %s)\n", "placement in force", static_cast<unsigned long long>(stats.placement_id),
-              stats.reason.c_str(), stats.state.c_str());
+  std::printf("%-34s %llu (%.1f MB moved in %.1f ms), %llu failed swaps, %llu steps retried\n",
+              "placement swaps", static_cast<unsigned long long>(stats.swaps),
+              stats.migrated_bytes / 1e6, stats.migration_seconds * 1e3,
+              static_cast<unsigned long long>(stats.failed_swaps),
+              static_cast<unsigned long long>(stats.retried_steps));
+  std::printf("%-34s %llu (%s, %s)\n", "placement in force",
+              static_cast<unsigned long long>(stats.placement_id), stats.reason.c_str(),
+              stats.state.c_str());
   std::printf("where it puts each part of the model:\n");
   std::map<std::string, std::map<std::string, int>> parts;
   const placement::Placement& p = job.placement();
@@ -108,7 +116,8 @@ int run_live(const LiveOptions& o, const ExampleModel& m) {
   if (o.start == "interleaved") {
     const size_t ops = placement::capture(model, m.example_inputs).ops.size();
     const int devices = static_cast<int>(o.devices.empty() ? 2 : o.devices.size());
-    for (size_t i = 0; i < ops; ++i) options.start_device_of_op.push_back(static_cast<int>(i % devices));
+    for (size_t i = 0; i < ops; ++i)
+      options.start_device_of_op.push_back(static_cast<int>(i % devices));
   }
   const auto started = std::chrono::steady_clock::now();
   auto job = placement::attach(o.job, model, m.example_inputs, options);
@@ -117,49 +126,62 @@ int run_live(const LiveOptions& o, const ExampleModel& m) {
   // only rank 0 talks to placementd, whose directives hold for every rank.
   const placement::JobStats first = job->stats();
   const bool talks = o.use_daemon && first.rank == 0;
-  std::printf("job '%s': %zu ops on %zu devices; placementd %s\n", o.job.c_str(), job->graph().ops.size(),
-              job->devices().size(),
-              !o.use_daemon      ? "not used"
-              : !talks           ? "of rank 0, which places every rank"
-              : status.connected ? ("session " + std::to_string(status.session)).c_str()
-                                 : ("not reachable (" + status.last_error + "); training anyway").c_str());
+  std::printf("job '%s': %zu ops on %zu devices; placementd %s\n", o.job.c_str(),
+              job->graph().ops.size(), job->devices().size(),
+              !o.use_daemon ? "not used"
+              : !talks      ? "of rank 0, which places every rank"
+              : status.connected
+                  ? ("session " + std::to_string(status.session)).c_str()
+                  : ("not reachable (" + status.last_error + "); training anyway").c_str());
   if (first.world_size > 1)
-    std::printf("replica: rank %d of %d in group %s\n", first.rank, first.world_size, first.replica_group.c_str());
+    std::printf("replica: rank %d of %d in group %s\n", first.rank, first.world_size,
+                first.replica_group.c_str());
   std::fflush(stdout);
   torch::optim::Adam optimizer(job->parameters(), torch::optim::AdamOptions(o.learning_rate));
   FILE* losses = o.losses_file.empty() ? nullptr : std::fopen(o.losses_file.c_str(), "w");
   if (!o.losses_file.empty() && !losses) throw std::runtime_error("cannot write " + o.losses_file);
-  FILE* placements = o.placements_file.empty() ? nullptr : std::fopen(o.placements_file.c_str(), "w");
-  if (!o.placements_file.empty() && !placements) throw std::runtime_error("cannot write " + o.placements_file);
+  FILE* placements =
+      o.placements_file.empty() ? nullptr : std::fopen(o.placements_file.c_str(), "w");
+  if (!o.placements_file.empty() && !placements)
+    throw std::runtime_error("cannot write " + o.placements_file);
   double window_s = 0;
   for (int64_t step = 0; step < o.steps; ++step) {
     const Batch batch = m.batch(step * first.world_size + first.rank);
     const at::Tensor loss = job->step(
-        batch.inputs, [&](const std::vector<c10::IValue>& out) { return m.loss(out.at(0).toTensor(), batch.target); },
+        batch.inputs,
+        [&](const std::vector<c10::IValue>& out) {
+          return m.loss(out.at(0).toTensor(), batch.target);
+        },
         optimizer);
     const double value = loss.item<double>();
     if (losses) std::fprintf(losses, "%a\n", value);
-    if (placements) std::fprintf(placements, "%llu\n", static_cast<unsigned long long>(job->stats().placement_id));
+    if (placements)
+      std::fprintf(placements, "%llu\n",
+                   static_cast<unsigned long long>(job->stats().placement_id));
     window_s += job->stats().last_step_s;
     if ((step + 1) % o.log_every == 0 || step + 1 == o.steps) {
       const placement::JobStats s = job->stats();
       const auto d = job->daemon();
       std::printf("step %6lld  loss %.4f  %7.2f ms/step  placement %llu (%s, %s)%s\n",
                   static_cast<long long>(step + 1), value, 1e3 * window_s / o.log_every,
-                  static_cast<unsigned long long>(s.placement_id), s.reason.c_str(), s.state.c_str(),
-                  talks && !d.connected ? "  [placementd away]" : "");
+                  static_cast<unsigned long long>(s.placement_id), s.reason.c_str(),
+                  s.state.c_str(), talks && !d.connected ? "  [placementd away]" : "");
       std::fflush(stdout);
       window_s = 0;
     }
   }
   if (losses) std::fclose(losses);
   if (placements) std::fclose(placements);
-  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   json view = nullptr;
   if (talks && job->daemon().connected)
-    view = daemon_view(o.socket.empty() ? placement::default_socket_path() : o.socket, job->daemon().session);
+    view = daemon_view(o.socket.empty() ? placement::default_socket_path() : o.socket,
+                       job->daemon().session);
   print_summary(*job, view, wall_s,
-                !o.use_daemon ? "not used" : talks ? "not reachable: trained on the placement in force" : "rank 0's session");
+                !o.use_daemon ? "not used"
+                : talks       ? "not reachable: trained on the placement in force"
+                              : "rank 0's session");
   // Replicas compare it: every rank's parameters, bit for bit.
   std::printf("parameters digest: %s\n", placement::parameters_digest(job->parameters()).c_str());
   const auto final_status = job->detach();
@@ -167,11 +189,13 @@ int run_live(const LiveOptions& o, const ExampleModel& m) {
     std::string answer = "no answer";
     if (const auto& d = final_status.detached) {
       char best[64] = "none";
-      if (d->best_step_time_s) std::snprintf(best, sizeof(best), "%.6f s/step", *d->best_step_time_s);
+      if (d->best_step_time_s)
+        std::snprintf(best, sizeof(best), "%.6f s/step", *d->best_step_time_s);
       answer = std::string("best ") + best + (d->persisted ? ", persisted" : ", not persisted");
     }
     std::printf("detached: %s (attached %llu time%s)\n", answer.c_str(),
-                static_cast<unsigned long long>(final_status.attaches), final_status.attaches == 1 ? "" : "s");
+                static_cast<unsigned long long>(final_status.attaches),
+                final_status.attaches == 1 ? "" : "s");
   }
   return 0;
 }
@@ -182,38 +206,49 @@ int live_main(int argc, char** argv, const ExampleProgram& program) {
   CLI::App app{program.description, program.name};
   LiveOptions o;
   o.job = program.job;
-  app.add_option("--model", o.model, ".pt2 (tests/models/export_models.py) or TorchScript file (make_models.py)")
+  app.add_option("--model", o.model,
+                 ".pt2 (tests/models/export_models.py) or TorchScript file (make_models.py)")
       ->required()
       ->check(CLI::ExistingFile);
-  app.add_option("--steps", o.steps, "training steps")->capture_default_str()->check(command_line::at_least(1));
+  app.add_option("--steps", o.steps, "training steps")
+      ->capture_default_str()
+      ->check(command_line::at_least(1));
   app.add_option("--job", o.job, "job name")->capture_default_str();
-  app.add_option("--socket", o.socket, "placementd socket (default: $PLACEMENTD_SOCKET or the system default)");
+  app.add_option("--socket", o.socket,
+                 "placementd socket (default: $PLACEMENTD_SOCKET or the system default)");
   app.add_option("--devices", o.devices, "devices, comma-separated (default: cpu:0,cpu:1)")
       ->delimiter(',')
       ->check(command_line::device_name());
   app.add_option("--memory-gib", o.memory_gib,
-                 "memory per device for placementd's memory model, GiB (default: CPU devices share the host's; "
+                 "memory per device for placementd's memory model, GiB (default: CPU devices share "
+                 "the host's; "
                  "needed for cuda)")
       ->check(command_line::positive());
   app.add_option("--log-every", o.log_every, "print progress every N steps")
       ->capture_default_str()
       ->check(command_line::at_least(1));
   app.add_option("--seed", o.seed, "data and initialisation seed")->capture_default_str();
-  app.add_option("--start", o.start, "start placement: every op on the first device, or consecutive ops alternating")
+  app.add_option("--start", o.start,
+                 "start placement: every op on the first device, or consecutive ops alternating")
       ->check(CLI::IsMember({"first", "interleaved"}))
       ->capture_default_str();
   app.add_option("--profiles", o.profiles_file,
-                 "profiled capture of this model (placementctl capture MODEL --input ... --profile cpu -o FILE): "
-                 "lets placementd's simulator time placements ([policy] warm_start = \"simulator\"); default: none")
+                 "profiled capture of this model (placementctl capture MODEL --input ... --profile "
+                 "cpu -o FILE): "
+                 "lets placementd's simulator time placements ([policy] warm_start = "
+                 "\"simulator\"); default: none")
       ->check(CLI::ExistingFile);
-  app.add_option("--losses", o.losses_file, "write each step's loss (hex float) to this file; default: none");
+  app.add_option("--losses", o.losses_file,
+                 "write each step's loss (hex float) to this file; default: none");
   app.add_option("--replica-timeout-ms", o.replica_timeout_ms,
-                 "with torchrun's environment (WORLD_SIZE > 1): how long a rank waits for the others before it "
+                 "with torchrun's environment (WORLD_SIZE > 1): how long a rank waits for the "
+                 "others before it "
                  "fails")
       ->capture_default_str()
       ->check(command_line::at_least(1));
-  app.add_option("--placements", o.placements_file,
-                 "write the placement each step ran under (placementd's id) to this file; default: none");
+  app.add_option(
+      "--placements", o.placements_file,
+      "write the placement each step ran under (placementd's id) to this file; default: none");
   app.add_option("--lr", o.learning_rate, "Adam learning rate")->capture_default_str();
   bool no_daemon = false;
   app.add_flag("--no-daemon", no_daemon, "train without placementd (the control run)");

@@ -1,6 +1,7 @@
 #pragma once
-// The training loop both example jobs share: load a model (.pt2 or TorchScript), attach it to placementd,
-// train on synthetic batches for --steps, print progress and a summary of what placementd found.
+// The training loop both example jobs share: load a model (.pt2 or TorchScript), attach it to
+// placementd, train on synthetic batches for --steps, print progress and a summary of what
+// placementd found.
 
 #include <cstdint>
 #include <functional>
@@ -26,13 +27,15 @@ struct LiveOptions {
   /// "first" (every op on the first device) or "interleaved" (consecutive ops alternate devices:
   /// a poor start, so a CPU-only machine has something to improve).
   std::string start = "first";
-  /// A profiled capture of the model (placementctl capture --profile -o FILE) to upload with the graph.
+  /// A profiled capture of the model (placementctl capture --profile -o FILE) to upload with the
+  /// graph.
   std::string profiles_file;
   /// Write every step's loss here (hex floats, one per line) to compare runs bitwise.
   std::string losses_file;
   /// Write the placement id each step ran under here, one a line (replicas compare them).
   std::string placements_file;
-  /// Data-parallel replicas (torchrun's environment): how long a collective may wait for the others.
+  /// Data-parallel replicas (torchrun's environment): how long a collective may wait for the
+  /// others.
   int replica_timeout_ms = 60000;
   double learning_rate = 1e-3;
 };

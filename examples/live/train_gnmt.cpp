@@ -15,7 +15,8 @@ constexpr int64_t kVocab = 1000, kBatch = 16, kTokens = 20;
 
 examples::ExampleModel gnmt(const examples::LiveOptions& options) {
   examples::ExampleModel model;
-  model.example_inputs = {torch::randint(kVocab, {kBatch, kTokens}), torch::randint(kVocab, {kBatch, kTokens})};
+  model.example_inputs = {torch::randint(kVocab, {kBatch, kTokens}),
+                          torch::randint(kVocab, {kBatch, kTokens})};
   model.batch = [seed = options.seed](int64_t step) {
     torch::manual_seed(static_cast<int64_t>(seed * 1000003 + static_cast<uint64_t>(step)));
     const at::Tensor src = torch::randint(kVocab, {kBatch, kTokens});
@@ -24,7 +25,8 @@ examples::ExampleModel gnmt(const examples::LiveOptions& options) {
     return examples::Batch{{src, tgt}, tgt};
   };
   model.loss = [](const at::Tensor& logits, const at::Tensor& target) {
-    return torch::nn::functional::cross_entropy(logits.reshape({-1, kVocab}), target.reshape({-1}).to(logits.device()));
+    return torch::nn::functional::cross_entropy(logits.reshape({-1, kVocab}),
+                                                target.reshape({-1}).to(logits.device()));
   };
   return model;
 }
@@ -32,6 +34,7 @@ examples::ExampleModel gnmt(const examples::LiveOptions& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return examples::live_main(
-      argc, argv, {"train_gnmt", "GNMT-style encoder-decoder, placed live by placementd", "gnmt-example", gnmt});
+  return examples::live_main(argc, argv,
+                             {"train_gnmt", "GNMT-style encoder-decoder, placed live by placementd",
+                              "gnmt-example", gnmt});
 }

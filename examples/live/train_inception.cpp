@@ -20,7 +20,8 @@ examples::ExampleModel inception(const examples::LiveOptions& options) {
     torch::manual_seed(static_cast<int64_t>(seed * 1000003 + static_cast<uint64_t>(step)));
     const at::Tensor labels = torch::randint(kClasses, {kBatch});
     // Images whose mean brightness encodes the label, plus noise: learnable, like a real task.
-    const at::Tensor images = torch::randn({kBatch, 3, 32, 32}) + labels.to(torch::kFloat).view({kBatch, 1, 1, 1}) / 5.0;
+    const at::Tensor images =
+        torch::randn({kBatch, 3, 32, 32}) + labels.to(torch::kFloat).view({kBatch, 1, 1, 1}) / 5.0;
     return examples::Batch{{images}, labels};
   };
   model.loss = [](const at::Tensor& logits, const at::Tensor& target) {

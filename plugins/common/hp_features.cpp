@@ -11,7 +11,9 @@ namespace placement::plugins {
 
 namespace {
 
-float log_dim(int64_t d) { return static_cast<float>(std::log1p(static_cast<double>(std::max<int64_t>(d, 0)))); }
+float log_dim(int64_t d) {
+  return static_cast<float>(std::log1p(static_cast<double>(std::max<int64_t>(d, 0))));
+}
 
 std::vector<int> breadth_first_positions(const OpGraph& graph) {
   const auto consumers = graph.consumers();
@@ -41,8 +43,9 @@ OpFeatures op_features(const OpGraph& graph, int vocabulary) {
   for (const Op& op : graph.ops) ++counts[op.kind];
   std::vector<std::pair<std::string, int>> ranked(counts.begin(), counts.end());
   // Most frequent first; ties by name so the vocabulary does not depend on op order.
-  std::sort(ranked.begin(), ranked.end(),
-            [](const auto& a, const auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
+  std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
   for (int i = 0; i < std::min<int>(vocabulary, static_cast<int>(ranked.size())); ++i)
     f.vocabulary.push_back(ranked[i].first);
   std::map<std::string, int> index;
@@ -57,19 +60,25 @@ OpFeatures op_features(const OpGraph& graph, int vocabulary) {
     auto it = index.find(op.kind);
     f.kind.push_back(it == index.end() ? static_cast<int>(f.vocabulary.size()) : it->second);
     float* row = &f.numeric[static_cast<size_t>(op.id) * OpFeatures::kNumericWidth];
-    for (int o = 0; o < std::min<int>(OpFeatures::kOutputs, static_cast<int>(op.outputs.size())); ++o)
-      for (int d = 0; d < std::min<int>(OpFeatures::kDims, static_cast<int>(op.outputs[o].shape.size())); ++d)
+    for (int o = 0; o < std::min<int>(OpFeatures::kOutputs, static_cast<int>(op.outputs.size()));
+         ++o)
+      for (int d = 0;
+           d < std::min<int>(OpFeatures::kDims, static_cast<int>(op.outputs[o].shape.size())); ++d)
         row[o * OpFeatures::kDims + d] = log_dim(op.outputs[o].shape[d]);
     float* adj = row + OpFeatures::kOutputs * OpFeatures::kDims;
-    for (int k = 0; k < std::min<int>(OpFeatures::kNeighbours, static_cast<int>(producers[op.id].size())); ++k)
+    for (int k = 0;
+         k < std::min<int>(OpFeatures::kNeighbours, static_cast<int>(producers[op.id].size())); ++k)
       adj[k] = static_cast<float>(f.bfs_position[producers[op.id][k]]) / n;
-    for (int k = 0; k < std::min<int>(OpFeatures::kNeighbours, static_cast<int>(consumers[op.id].size())); ++k)
-      adj[OpFeatures::kNeighbours + k] = static_cast<float>(f.bfs_position[consumers[op.id][k]]) / n;
+    for (int k = 0;
+         k < std::min<int>(OpFeatures::kNeighbours, static_cast<int>(consumers[op.id].size())); ++k)
+      adj[OpFeatures::kNeighbours + k] =
+          static_cast<float>(f.bfs_position[consumers[op.id][k]]) / n;
   }
   return f;
 }
 
-GroupFeatures group_features(const OpGraph& graph, const Grouping& grouping, const OpFeatures& ops) {
+GroupFeatures group_features(const OpGraph& graph, const Grouping& grouping,
+                             const OpFeatures& ops) {
   GroupFeatures g;
   const int G = grouping.num_groups;
   const int V = ops.vocabulary_size();
@@ -103,14 +112,17 @@ GroupFeatures group_features(const OpGraph& graph, const Grouping& grouping, con
     for (int b = 0; b < G; ++b) total += traffic[static_cast<size_t>(a) * G + b];
     float* row = &g.rows[static_cast<size_t>(a) * g.width];
     for (int k = 0; k < GroupFeatures::kShapeWidth; ++k)
-      row[V + k] = static_cast<float>(std::log1p(shape_sums[static_cast<size_t>(a) * GroupFeatures::kShapeWidth + k]));
+      row[V + k] = static_cast<float>(
+          std::log1p(shape_sums[static_cast<size_t>(a) * GroupFeatures::kShapeWidth + k]));
     for (int b = 0; b < G; ++b) {
-      const float share = total > 0 ? static_cast<float>(traffic[static_cast<size_t>(a) * G + b] / total) : 0.0f;
+      const float share =
+          total > 0 ? static_cast<float>(traffic[static_cast<size_t>(a) * G + b] / total) : 0.0f;
       row[V + GroupFeatures::kShapeWidth + b] = share;
       g.adjacency[static_cast<size_t>(a) * G + b] = share;
     }
     row[V + GroupFeatures::kShapeWidth + G] = static_cast<float>(std::log1p(micros[a]));
-    row[V + GroupFeatures::kShapeWidth + G + 1] = static_cast<float>(std::log1p(parameter_bytes[a] / (1 << 20)));
+    row[V + GroupFeatures::kShapeWidth + G + 1] =
+        static_cast<float>(std::log1p(parameter_bytes[a] / (1 << 20)));
   }
   return g;
 }

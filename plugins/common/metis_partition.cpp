@@ -14,12 +14,14 @@ namespace {
 
 // METIS weights are 32-bit integers; callers scale to sensible units, we keep them in range.
 idx_t clamp_weight(double w) {
-  return static_cast<idx_t>(std::clamp(w, 1.0, static_cast<double>(std::numeric_limits<idx_t>::max() / 1024)));
+  return static_cast<idx_t>(
+      std::clamp(w, 1.0, static_cast<double>(std::numeric_limits<idx_t>::max() / 1024)));
 }
 
 }  // namespace
 
-std::vector<int> metis_partition(const WeightedGraph& graph, int parts, double imbalance, int64_t seed) {
+std::vector<int> metis_partition(const WeightedGraph& graph, int parts, double imbalance,
+                                 int64_t seed) {
   const idx_t n = static_cast<idx_t>(graph.vertex_weight.size());
   std::vector<int> dense(static_cast<size_t>(n), 0);
   if (parts <= 1 || n <= 1) return dense;
@@ -40,9 +42,11 @@ std::vector<int> metis_partition(const WeightedGraph& graph, int parts, double i
   idx_t options[METIS_NOPTIONS];
   METIS_SetDefaultOptions(options);
   options[METIS_OPTION_SEED] = static_cast<idx_t>(seed);
-  const int rc = METIS_PartGraphKway(&vertices, &constraints, xadj.data(), adjncy.data(), vwgt.data(), nullptr,
-                                     adjwgt.data(), &nparts, nullptr, &ubvec, options, &cut, part.data());
-  if (rc != METIS_OK) throw std::runtime_error("METIS_PartGraphKway failed with code " + std::to_string(rc));
+  const int rc =
+      METIS_PartGraphKway(&vertices, &constraints, xadj.data(), adjncy.data(), vwgt.data(), nullptr,
+                          adjwgt.data(), &nparts, nullptr, &ubvec, options, &cut, part.data());
+  if (rc != METIS_OK)
+    throw std::runtime_error("METIS_PartGraphKway failed with code " + std::to_string(rc));
   std::vector<int> id(static_cast<size_t>(nparts), -1);
   int next = 0;
   for (idx_t u = 0; u < n; ++u) {

@@ -12,6 +12,7 @@ namespace placement::plugins {
 /// vertex weight within `imbalance`; deterministic for a given `seed`. Returns the part of every
 /// vertex, numbered densely from 0 in order of first appearance (METIS may leave parts empty).
 /// Throws std::runtime_error if METIS fails.
-std::vector<int> metis_partition(const WeightedGraph& graph, int parts, double imbalance, int64_t seed);
+std::vector<int> metis_partition(const WeightedGraph& graph, int parts, double imbalance,
+                                 int64_t seed);
 
 }  // namespace placement::plugins

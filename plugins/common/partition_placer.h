@@ -14,7 +14,8 @@ namespace placement::plugins {
 /// every place(); no trainable policy.
 class PartitionPlacer : public Placer {
  public:
-  PartitionPlacer(bool gpus_only, double imbalance, int64_t seed) : gpus_only_(gpus_only), imbalance_(imbalance), seed_(seed) {}
+  PartitionPlacer(bool gpus_only, double imbalance, int64_t seed)
+      : gpus_only_(gpus_only), imbalance_(imbalance), seed_(seed) {}
 
   std::vector<int> place(std::mt19937_64& /*rng*/) override { return device_of_group_; }
 

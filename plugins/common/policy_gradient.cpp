@@ -4,8 +4,8 @@
 
 namespace placement::plugins {
 
-int ppo_clip_step(TrainablePolicy& policy, const SampleBatch& batch, double clip_epsilon, double entropy_weight,
-                  const OptimizerSettings& settings) {
+int ppo_clip_step(TrainablePolicy& policy, const SampleBatch& batch, double clip_epsilon,
+                  double entropy_weight, const OptimizerSettings& settings) {
   const double n = static_cast<double>(batch.actions.size());
   std::vector<double> weights(batch.actions.size(), 0.0);
   int clipped = 0;
@@ -24,8 +24,8 @@ int ppo_clip_step(TrainablePolicy& policy, const SampleBatch& batch, double clip
   return clipped;
 }
 
-double kl_penalized_step(TrainablePolicy& policy, const SampleBatch& batch, double kl_weight, double entropy_weight,
-                         const OptimizerSettings& settings) {
+double kl_penalized_step(TrainablePolicy& policy, const SampleBatch& batch, double kl_weight,
+                         double entropy_weight, const OptimizerSettings& settings) {
   const double n = static_cast<double>(batch.actions.size());
   std::vector<double> weights(batch.actions.size());
   double kl = 0.0;
@@ -33,7 +33,8 @@ double kl_penalized_step(TrainablePolicy& policy, const SampleBatch& batch, doub
   for (size_t i = 0; i < batch.actions.size(); ++i) {
     const double log_prob = log_probs[i];
     kl += (batch.old_log_probs[i] - log_prob) / n;
-    weights[i] = (std::exp(log_prob - batch.old_log_probs[i]) * batch.advantages[i] + kl_weight) / n;
+    weights[i] =
+        (std::exp(log_prob - batch.old_log_probs[i]) * batch.advantages[i] + kl_weight) / n;
   }
   policy.accumulate_gradient(batch.actions, weights, entropy_weight);
   policy.apply_gradient(settings);
@@ -55,17 +56,22 @@ const ParamTable<PpoSettings>& ppo_params() {
           .add("clip_epsilon", &S::clip_epsilon, "PPO clipping range ε", {0.0, 1.0})
           .add("minibatch", &S::minibatch, "samples per policy iteration", {1, 4096})
           .add("epochs", &S::epochs, "ascent steps per iteration", {1, 100})
-          .add("entropy_weight", &S::entropy_weight, "weight of the policy entropy bonus", {0.0, 10.0})
+          .add("entropy_weight", &S::entropy_weight, "weight of the policy entropy bonus",
+               {0.0, 10.0})
           .add("learning_rate", &S::learning_rate, "Adam learning rate", {0.0, 10.0})
-          .add("clip_norm", &S::clip_norm, "clip the gradient's L2 norm; 0 = off", {0.0, std::nullopt})
-          .add("baseline_decay", &S::baseline_decay, "EMA decay of the reward baseline", {0.0, 0.9999});
+          .add("clip_norm", &S::clip_norm, "clip the gradient's L2 norm; 0 = off",
+               {0.0, std::nullopt})
+          .add("baseline_decay", &S::baseline_decay, "EMA decay of the reward baseline",
+               {0.0, 0.9999});
   return table;
 }
 
-uint64_t ppo_iteration(TrainablePolicy& policy, const SampleBatch& batch, const PpoSettings& settings) {
+uint64_t ppo_iteration(TrainablePolicy& policy, const SampleBatch& batch,
+                       const PpoSettings& settings) {
   uint64_t clipped = 0;
   for (int64_t epoch = 0; epoch < settings.epochs; ++epoch)
-    clipped += static_cast<uint64_t>(ppo_clip_step(policy, batch, settings.clip_epsilon, settings.entropy_weight,
+    clipped += static_cast<uint64_t>(ppo_clip_step(policy, batch, settings.clip_epsilon,
+                                                   settings.entropy_weight,
                                                    {settings.learning_rate, settings.clip_norm}));
   return clipped;
 }

@@ -16,10 +16,13 @@ namespace placement::plugins {
 /// when given), so early advantages are not dominated by an arbitrary initial value.
 class EmaBaseline {
  public:
-  explicit EmaBaseline(double decay, std::optional<double> start = std::nullopt) : decay_(decay), value_(start) {}
+  explicit EmaBaseline(double decay, std::optional<double> start = std::nullopt)
+      : decay_(decay), value_(start) {}
   double value() const { return value_.value_or(0.0); }
   bool started() const { return value_.has_value(); }
-  void absorb(double reward) { value_ = value_ ? decay_ * *value_ + (1.0 - decay_) * reward : reward; }
+  void absorb(double reward) {
+    value_ = value_ ? decay_ * *value_ + (1.0 - decay_) * reward : reward;
+  }
 
  private:
   double decay_;
@@ -37,14 +40,14 @@ struct SampleBatch {
 /// One ascent step on PPO's clipped surrogate mean(min(rᵢAᵢ, clip(rᵢ, 1−ε, 1+ε)Aᵢ)) + βH, with
 /// rᵢ = π(aᵢ)/π_old(aᵢ). Where the clip is active the term is constant, so its weight is 0;
 /// elsewhere ∇(rᵢAᵢ) = rᵢAᵢ∇log π(aᵢ). Returns how many samples were clipped.
-int ppo_clip_step(TrainablePolicy& policy, const SampleBatch& batch, double clip_epsilon, double entropy_weight,
-                  const OptimizerSettings& settings);
+int ppo_clip_step(TrainablePolicy& policy, const SampleBatch& batch, double clip_epsilon,
+                  double entropy_weight, const OptimizerSettings& settings);
 
-/// One ascent step on Spotlight's penalised surrogate mean(rᵢAᵢ) − β·KL(π_old ‖ π) + γH. Because the
-/// aᵢ are drawn from π_old, −∇KL(π_old ‖ π) = E_old[∇log π(a)] ≈ mean ∇log π(aᵢ), so each sample
-/// weighs (rᵢAᵢ + β)/n. Returns the sample estimate of KL(π_old ‖ π) before the step.
-double kl_penalized_step(TrainablePolicy& policy, const SampleBatch& batch, double kl_weight, double entropy_weight,
-                         const OptimizerSettings& settings);
+/// One ascent step on Spotlight's penalised surrogate mean(rᵢAᵢ) − β·KL(π_old ‖ π) + γH. Because
+/// the aᵢ are drawn from π_old, −∇KL(π_old ‖ π) = E_old[∇log π(a)] ≈ mean ∇log π(aᵢ), so each
+/// sample weighs (rᵢAᵢ + β)/n. Returns the sample estimate of KL(π_old ‖ π) before the step.
+double kl_penalized_step(TrainablePolicy& policy, const SampleBatch& batch, double kl_weight,
+                         double entropy_weight, const OptimizerSettings& settings);
 
 /// One ascent step on mean log π(eliteᵢ) (cross-entropy minimisation towards the elite samples,
 /// as in Post); `weight` scales it.
@@ -64,11 +67,12 @@ struct PpoSettings {
 /// PPO's hyperparameters, one row per member of PpoSettings.
 const ParamTable<PpoSettings>& ppo_params();
 /// The epochs of one PPO iteration; returns how many samples hit the clip over all of them.
-uint64_t ppo_iteration(TrainablePolicy& policy, const SampleBatch& batch, const PpoSettings& settings);
+uint64_t ppo_iteration(TrainablePolicy& policy, const SampleBatch& batch,
+                       const PpoSettings& settings);
 
-/// Collects `batch_size` samples with log π_old and EMA-baseline advantages, then hands the batch to
-/// update(). log π_old is read when the batch is full: the policy only changes inside update(), so
-/// every sample of a batch was drawn from the parameters it has then.
+/// Collects `batch_size` samples with log π_old and EMA-baseline advantages, then hands the batch
+/// to update(). log π_old is read when the batch is full: the policy only changes inside update(),
+/// so every sample of a batch was drawn from the parameters it has then.
 class BatchedPolicyGradient : public Algorithm {
  public:
   BatchedPolicyGradient(int64_t batch_size, double baseline_decay)

@@ -24,8 +24,8 @@ void check(int rc, const char* call) {
 // Scotch weights are integers (32-bit in Debian's build). Work and traffic are scaled by the caller
 // to µs and KiB; keep them positive and far enough from overflow that sums stay in range.
 SCOTCH_Num clamp_weight(double w) {
-  return static_cast<SCOTCH_Num>(
-      std::clamp(std::round(w), 1.0, static_cast<double>(std::numeric_limits<SCOTCH_Num>::max() / 4096)));
+  return static_cast<SCOTCH_Num>(std::clamp(
+      std::round(w), 1.0, static_cast<double>(std::numeric_limits<SCOTCH_Num>::max() / 4096)));
 }
 
 // Ratios survive the rounding to integers when the smallest value becomes 16.
@@ -34,7 +34,8 @@ std::vector<SCOTCH_Num> integer_ratios(const std::vector<double>& values) {
   for (double v : values)
     if (v > 0) smallest = std::min(smallest, v);
   std::vector<SCOTCH_Num> out;
-  for (double v : values) out.push_back(clamp_weight(std::isfinite(smallest) ? 16.0 * v / smallest : 1.0));
+  for (double v : values)
+    out.push_back(clamp_weight(std::isfinite(smallest) ? 16.0 * v / smallest : 1.0));
   return out;
 }
 
@@ -61,7 +62,8 @@ struct Csr {
   std::vector<SCOTCH_Num> vert{0}, vload, edge, eload;
 };
 
-Csr to_csr(const std::vector<std::map<int, double>>& adjacency, const std::vector<SCOTCH_Num>& vload) {
+Csr to_csr(const std::vector<std::map<int, double>>& adjacency,
+           const std::vector<SCOTCH_Num>& vload) {
   Csr csr;
   csr.vload = vload;
   for (const auto& neighbours : adjacency) {
@@ -77,14 +79,16 @@ Csr to_csr(const std::vector<std::map<int, double>>& adjacency, const std::vecto
 void build(Graph& graph, Csr& csr) {
   const SCOTCH_Num n = static_cast<SCOTCH_Num>(csr.vload.size());
   check(SCOTCH_graphBuild(graph.get(), 0, n, csr.vert.data(), nullptr, csr.vload.data(), nullptr,
-                          static_cast<SCOTCH_Num>(csr.edge.size()), csr.edge.data(), csr.eload.data()),
+                          static_cast<SCOTCH_Num>(csr.edge.size()), csr.edge.data(),
+                          csr.eload.data()),
         "SCOTCH_graphBuild");
   check(SCOTCH_graphCheck(graph.get()), "SCOTCH_graphCheck");
 }
 
 }  // namespace
 
-TargetMachine target_machine(const OpGraph& graph, const DeviceSet& devices, const std::vector<int>& usable) {
+TargetMachine target_machine(const OpGraph& graph, const DeviceSet& devices,
+                             const std::vector<int>& usable) {
   // Total forward + backward time per profiled device kind; the fastest kind's total is the unit.
   std::map<std::string, double> total;
   for (const Op& op : graph.ops)
@@ -95,21 +99,25 @@ TargetMachine target_machine(const OpGraph& graph, const DeviceSet& devices, con
   TargetMachine target;
   for (int d : usable) {
     const auto it = total.find(to_string(devices.devices[d].kind));
-    const double relative = fastest > 0 && it != total.end() && it->second > 0 ? fastest / it->second : 1.0;
+    const double relative =
+        fastest > 0 && it != total.end() && it->second > 0 ? fastest / it->second : 1.0;
     target.power.push_back(devices.devices[d].speed * relative);
     std::vector<double> row;
     for (int e : usable) {
       const double bandwidth = d == e ? 0.0 : devices.bandwidth[d][e];
-      row.push_back(d == e ? 0.0 : devices.latency[d][e] + (bandwidth > 0 ? 1048576.0 / bandwidth : 1.0));
+      row.push_back(d == e ? 0.0
+                           : devices.latency[d][e] + (bandwidth > 0 ? 1048576.0 / bandwidth : 1.0));
     }
     target.distance.push_back(std::move(row));
   }
   return target;
 }
 
-std::vector<int> scotch_map(const WeightedGraph& graph, const TargetMachine& target, double imbalance, int64_t seed) {
+std::vector<int> scotch_map(const WeightedGraph& graph, const TargetMachine& target,
+                            double imbalance, int64_t seed) {
   const size_t n = graph.vertex_weight.size(), processors = target.power.size();
-  if (processors == 0) throw std::invalid_argument("Scotch mapping: the target machine has no processors");
+  if (processors == 0)
+    throw std::invalid_argument("Scotch mapping: the target machine has no processors");
   if (n == 0 || processors == 1) return std::vector<int>(n, 0);
 
   // The target: a complete graph over the processors, loads = compute power, edge loads = distance
@@ -134,24 +142,29 @@ std::vector<int> scotch_map(const WeightedGraph& graph, const TargetMachine& tar
   Graph source;
   build(source, csr);
 
-  // A context of our own, seeded here, for both the target's decomposition and the mapping: Scotch's
-  // global generator would make a second call in the process differ from the first, and concurrent
-  // sessions would share it. One thread, because the deterministic option alone does not make
-  // threaded runs repeatable, and group graphs are small.
+  // A context of our own, seeded here, for both the target's decomposition and the mapping:
+  // Scotch's global generator would make a second call in the process differ from the first, and
+  // concurrent sessions would share it. One thread, because the deterministic option alone does not
+  // make threaded runs repeatable, and group graphs are small.
   Context context;
   check(SCOTCH_contextThreadSpawn(context.get(), 1, nullptr), "SCOTCH_contextThreadSpawn");
   check(SCOTCH_contextRandomClone(context.get()), "SCOTCH_contextRandomClone");
-  check(SCOTCH_contextOptionSetNum(context.get(), SCOTCH_OPTIONNUMDETERMINISTIC, 1), "SCOTCH_contextOptionSetNum");
+  check(SCOTCH_contextOptionSetNum(context.get(), SCOTCH_OPTIONNUMDETERMINISTIC, 1),
+        "SCOTCH_contextOptionSetNum");
   SCOTCH_contextRandomSeed(context.get(), static_cast<SCOTCH_Num>(seed));
   Graph bound_machine, bound;
-  check(SCOTCH_contextBindGraph(context.get(), machine_graph.get(), bound_machine.get()), "SCOTCH_contextBindGraph");
-  check(SCOTCH_contextBindGraph(context.get(), source.get(), bound.get()), "SCOTCH_contextBindGraph");
+  check(SCOTCH_contextBindGraph(context.get(), machine_graph.get(), bound_machine.get()),
+        "SCOTCH_contextBindGraph");
+  check(SCOTCH_contextBindGraph(context.get(), source.get(), bound.get()),
+        "SCOTCH_contextBindGraph");
   Arch arch;
   Strat arch_strat;
-  check(SCOTCH_archBuild0(arch.get(), bound_machine.get(), 0, nullptr, arch_strat.get()), "SCOTCH_archBuild0");
+  check(SCOTCH_archBuild0(arch.get(), bound_machine.get(), 0, nullptr, arch_strat.get()),
+        "SCOTCH_archBuild0");
 
   Strat strat;
-  check(SCOTCH_stratGraphMapBuild(strat.get(), SCOTCH_STRATQUALITY, static_cast<SCOTCH_Num>(processors), imbalance),
+  check(SCOTCH_stratGraphMapBuild(strat.get(), SCOTCH_STRATQUALITY,
+                                  static_cast<SCOTCH_Num>(processors), imbalance),
         "SCOTCH_stratGraphMapBuild");
   std::vector<SCOTCH_Num> part(n, 0);
   check(SCOTCH_graphMap(bound.get(), arch.get(), strat.get(), part.data()), "SCOTCH_graphMap");

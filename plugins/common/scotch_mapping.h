@@ -21,12 +21,14 @@ struct TargetMachine {
 /// total profiled compute time on its kind (a CPU whose profile is 20× a GPU's gets 1/20 of the
 /// power), or the speed alone when the graph has no profiles. Distance: the time a 1 MiB transfer
 /// takes on the link (latency + 1 MiB / bandwidth), so slow or high-latency links look far.
-TargetMachine target_machine(const OpGraph& graph, const DeviceSet& devices, const std::vector<int>& usable);
+TargetMachine target_machine(const OpGraph& graph, const DeviceSet& devices,
+                             const std::vector<int>& usable);
 
-/// Scotch's static mapping of `graph` onto `target`: minimises Σ traffic × distance while giving each
-/// processor work in proportion to its power, within `imbalance`. Returns the processor (index into
-/// `target`) of every vertex; the same graph and seed give the same mapping. Throws
+/// Scotch's static mapping of `graph` onto `target`: minimises Σ traffic × distance while giving
+/// each processor work in proportion to its power, within `imbalance`. Returns the processor (index
+/// into `target`) of every vertex; the same graph and seed give the same mapping. Throws
 /// std::runtime_error naming the Scotch call that failed.
-std::vector<int> scotch_map(const WeightedGraph& graph, const TargetMachine& target, double imbalance, int64_t seed);
+std::vector<int> scotch_map(const WeightedGraph& graph, const TargetMachine& target,
+                            double imbalance, int64_t seed);
 
 }  // namespace placement::plugins

@@ -41,7 +41,8 @@ inline WeightedGraph group_graph(const OpGraph& graph, const Grouping& grouping)
   WeightedGraph groups;
   groups.vertex_weight.assign(static_cast<size_t>(grouping.num_groups), 0.0);
   for (size_t i = 0; i < graph.ops.size(); ++i)
-    groups.vertex_weight[grouping.group_of_op[i]] += std::max(fastest_compute_micros(graph.ops[i]), 1.0);
+    groups.vertex_weight[grouping.group_of_op[i]] +=
+        std::max(fastest_compute_micros(graph.ops[i]), 1.0);
   for (const Edge& e : graph.edges) {
     const int a = grouping.group_of_op[e.src], b = grouping.group_of_op[e.dst];
     if (a != b) groups.links.push_back({a, b, static_cast<double>(e.bytes) / 1024.0});

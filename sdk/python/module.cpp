@@ -50,13 +50,15 @@ class PythonError {
 
 class PythonCallbackError : public std::runtime_error, public PythonError {
  public:
-  explicit PythonCallbackError(py::error_already_set e) : std::runtime_error(""), PythonError(std::move(e)) {}
+  explicit PythonCallbackError(py::error_already_set e)
+      : std::runtime_error(""), PythonError(std::move(e)) {}
   const char* what() const noexcept override { return message().c_str(); }
 };
 
 class PythonInterrupt : public placement::StepInterrupted, public PythonError {
  public:
-  explicit PythonInterrupt(py::error_already_set e) : placement::StepInterrupted(""), PythonError(std::move(e)) {}
+  explicit PythonInterrupt(py::error_already_set e)
+      : placement::StepInterrupted(""), PythonError(std::move(e)) {}
   const char* what() const noexcept override { return message().c_str(); }
 };
 
@@ -83,7 +85,8 @@ class PythonOptimizer final : public placement::StepOptimizer {
   void zero_grad() override {
     with_gil([&] { optimizer_.attr("zero_grad")(); });
   }
-  uint64_t move_state(const std::vector<at::Tensor>& parameters, const std::vector<c10::Device>& devices) override {
+  uint64_t move_state(const std::vector<at::Tensor>& parameters,
+                      const std::vector<c10::Device>& devices) override {
     return with_gil([&] {
       py::list names;
       for (const c10::Device& d : devices) names.append(d.str());
@@ -111,7 +114,8 @@ std::vector<at::Tensor> tensors(const py::sequence& values, const char* what) {
     py::object v = values[i];
     if (!THPVariable_Check(v.ptr()))
       throw py::type_error(std::string(what) + "[" + std::to_string(i) + "] is a " +
-                           std::string(py::str(py::type::handle_of(v).attr("__name__"))) + ", not a torch.Tensor");
+                           std::string(py::str(py::type::handle_of(v).attr("__name__"))) +
+                           ", not a torch.Tensor");
     out.push_back(THPVariable_Unpack(v.ptr()));
   }
   return out;
@@ -167,8 +171,9 @@ py::dict status_dict(const placement::JobChannel::Status& s) {
   d["last_error"] = s.last_error;
   if (s.detached) {
     py::dict detached;
-    detached["best_step_time_s"] =
-        s.detached->best_step_time_s ? py::cast(*s.detached->best_step_time_s) : py::object(py::none());
+    detached["best_step_time_s"] = s.detached->best_step_time_s
+                                       ? py::cast(*s.detached->best_step_time_s)
+                                       : py::object(py::none());
     detached["persisted"] = s.detached->persisted;
     d["detached"] = detached;
   } else {
@@ -186,23 +191,28 @@ PYBIND11_MODULE(_placement, m) {
   py::class_<placement::Model>(m, "Model")
       .def_static(
           "from_export",
-          [](const py::bytes& program, const std::map<std::string, at::Tensor>& tensors, const std::string& origin) {
+          [](const py::bytes& program, const std::map<std::string, at::Tensor>& tensors,
+             const std::string& origin) {
             const std::string json = program;
             py::gil_scoped_release release;
             return placement::Model::from_exported_json(json, tensors, origin);
           },
           py::arg("program"), py::arg("tensors"), py::arg("origin"),
-          "The op program of a serialized ExportedProgram (torch._export.serde.serialize's exported_program "
-          "bytes) over these tensors (its parameters, buffers and constants by name: the module's own).")
+          "The op program of a serialized ExportedProgram (torch._export.serde.serialize's "
+          "exported_program "
+          "bytes) over these tensors (its parameters, buffers and constants by name: the module's "
+          "own).")
       .def_property_readonly("frontend", &placement::Model::frontend)
       .def_property_readonly("num_inputs", &placement::Model::num_inputs);
 
   py::class_<Job>(m, "Job")
-      .def(py::init([](const std::string& name, const py::object& module, const py::sequence& example_inputs,
-                       const std::vector<std::string>& devices, const std::string& socket, uint64_t expected_steps,
-                       uint64_t memory_bytes, bool use_daemon, const std::vector<int>& start_device_of_op,
-                       const std::vector<uint64_t>& memory_limit_bytes, const std::string& profile_graph_file,
-                       int profile_steps, int reconnect_interval_ms, int replica_timeout_ms,
+      .def(py::init([](const std::string& name, const py::object& module,
+                       const py::sequence& example_inputs, const std::vector<std::string>& devices,
+                       const std::string& socket, uint64_t expected_steps, uint64_t memory_bytes,
+                       bool use_daemon, const std::vector<int>& start_device_of_op,
+                       const std::vector<uint64_t>& memory_limit_bytes,
+                       const std::string& profile_graph_file, int profile_steps,
+                       int reconnect_interval_ms, int replica_timeout_ms,
                        const std::string& cuda_collectives) {
              JobOptions o;
              o.devices = devices;
@@ -219,18 +229,21 @@ PYBIND11_MODULE(_placement, m) {
              o.replicas.cuda_collectives = parse_cuda_collectives(cuda_collectives);
              const placement::Model model = model_of(module);
              const std::vector<at::Tensor> inputs = tensors(example_inputs, "example_inputs");
-             py::gil_scoped_release release;  // capture and the first contact with placementd take a while
+             py::gil_scoped_release
+                 release;  // capture and the first contact with placementd take a while
              return std::make_unique<Job>(name, model, inputs, std::move(o));
            }),
-           py::arg("name"), py::arg("module"), py::arg("example_inputs"), py::arg("devices"), py::arg("socket"),
-           py::arg("expected_steps"), py::arg("memory_bytes"), py::arg("use_daemon"), py::arg("start_device_of_op"),
-           py::arg("memory_limit_bytes"), py::arg("profile_graph_file"), py::arg("profile_steps"),
-           py::arg("reconnect_interval_ms"), py::arg("replica_timeout_ms"), py::arg("cuda_collectives"))
+           py::arg("name"), py::arg("module"), py::arg("example_inputs"), py::arg("devices"),
+           py::arg("socket"), py::arg("expected_steps"), py::arg("memory_bytes"),
+           py::arg("use_daemon"), py::arg("start_device_of_op"), py::arg("memory_limit_bytes"),
+           py::arg("profile_graph_file"), py::arg("profile_steps"),
+           py::arg("reconnect_interval_ms"), py::arg("replica_timeout_ms"),
+           py::arg("cuda_collectives"))
       .def("parameters", &Job::parameters)
       .def(
           "step",
-          [](Job& job, const py::sequence& inputs, const py::object& loss, const py::object& optimizer,
-             const py::object& move_state) {
+          [](Job& job, const py::sequence& inputs, const py::object& loss,
+             const py::object& optimizer, const py::object& move_state) {
             std::vector<c10::IValue> values;
             for (const at::Tensor& t : tensors(inputs, "inputs")) values.emplace_back(t);
             PythonOptimizer adapted(optimizer, move_state);
@@ -238,9 +251,10 @@ PYBIND11_MODULE(_placement, m) {
               return with_gil([&] {
                 py::object value = loss(outputs_to_python(outputs));
                 if (!THPVariable_Check(value.ptr()))
-                  throw py::type_error("the loss function returned a " +
-                                       std::string(py::str(py::type::handle_of(value).attr("__name__"))) +
-                                       ", not a torch.Tensor");
+                  throw py::type_error(
+                      "the loss function returned a " +
+                      std::string(py::str(py::type::handle_of(value).attr("__name__"))) +
+                      ", not a torch.Tensor");
                 return THPVariable_Unpack(value.ptr());
               });
             };

@@ -50,16 +50,18 @@ bool wait_ready(int fd, short events, std::chrono::steady_clock::time_point dead
 }  // namespace
 
 Client::Client(const ClientOptions& options) : timeout_ms_(options.timeout_ms) {
-  const std::string path = options.socket_path.empty() ? default_socket_path() : options.socket_path;
+  const std::string path =
+      options.socket_path.empty() ? default_socket_path() : options.socket_path;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof(addr.sun_path))
-    throw ConnectionError("socket path is longer than " + std::to_string(sizeof(addr.sun_path) - 1) +
-                          " bytes: " + path);
+    throw ConnectionError("socket path is longer than " +
+                          std::to_string(sizeof(addr.sun_path) - 1) + " bytes: " + path);
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd_ < 0) throw ConnectionError(sys_error("socket"));
-  // A Unix socket answers EAGAIN while the daemon's accept backlog is full: retry until the timeout.
+  // A Unix socket answers EAGAIN while the daemon's accept backlog is full: retry until the
+  // timeout.
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(options.timeout_ms);
   while (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
@@ -75,7 +77,8 @@ Client::Client(const ClientOptions& options) : timeout_ms_(options.timeout_ms) {
   try {
     messages::Hello hello;
     hello.client = options.client_name;
-    welcome_ = messages::Welcome::from_json(request(hello.kType, hello.to_json(), messages::Welcome::kType));
+    welcome_ = messages::Welcome::from_json(
+        request(hello.kType, hello.to_json(), messages::Welcome::kType));
     version_ = welcome_.version;
   } catch (const ConnectionError&) {
     // A daemon that refuses the connection (busy: too many connections, or too many of this
@@ -85,7 +88,8 @@ Client::Client(const ClientOptions& options) : timeout_ms_(options.timeout_ms) {
       timeout_ms_ = 100;
       protocol::Header header;
       const json frame = read_frame(&header);
-      if (static_cast<MessageType>(header.type) == MessageType::kError) refusal = messages::Error::from_json(frame);
+      if (static_cast<MessageType>(header.type) == MessageType::kError)
+        refusal = messages::Error::from_json(frame);
     } catch (const std::exception&) {
       // Nothing (readable) came: the send's own error is the answer.
     }
@@ -121,7 +125,8 @@ void Client::write_all(const uint8_t* data, size_t size, Deadline deadline) {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!wait_ready(fd_, POLLOUT, deadline)) throw ConnectionError("timed out sending to placementd");
+      if (!wait_ready(fd_, POLLOUT, deadline))
+        throw ConnectionError("timed out sending to placementd");
       continue;
     }
     throw ConnectionError(sys_error("sending to placementd failed"));
@@ -201,8 +206,8 @@ json Client::request(MessageType type, const json& body, MessageType expected_re
     // come before its first step report and after its last, when nothing is pushed.
     if (header.request_id != id) continue;
     if (reply_type != expected_reply)
-      throw ConnectionError("expected " + protocol::to_string(expected_reply) + " from placementd, got " +
-                            protocol::to_string(reply_type));
+      throw ConnectionError("expected " + protocol::to_string(expected_reply) +
+                            " from placementd, got " + protocol::to_string(reply_type));
     return reply;
   }
 }

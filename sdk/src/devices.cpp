@@ -15,19 +15,23 @@ DeviceKind device_kind_from_string(const std::string& text) {
   throw std::invalid_argument("unknown device kind '" + text + "' (expected cpu or cuda)");
 }
 
-std::string Device::name() const { return std::string(to_string(kind)) + ":" + std::to_string(index); }
+std::string Device::name() const {
+  return std::string(to_string(kind)) + ":" + std::to_string(index);
+}
 
 bool DeviceSpec::operator==(const DeviceSpec& o) const {
   return preset == o.preset && fp32_flops == o.fp32_flops && tf32_flops == o.tf32_flops &&
-         bf16_flops == o.bf16_flops && fp16_flops == o.fp16_flops && memory_bandwidth == o.memory_bandwidth &&
-         launch_s == o.launch_s && compute_efficiency == o.compute_efficiency &&
-         memory_efficiency == o.memory_efficiency && conv_efficiency == o.conv_efficiency &&
-         conv_layout_bandwidth == o.conv_layout_bandwidth && pool_efficiency == o.pool_efficiency &&
-         rnn_layer_s == o.rnn_layer_s && rnn_step_s == o.rnn_step_s && step_s == o.step_s;
+         bf16_flops == o.bf16_flops && fp16_flops == o.fp16_flops &&
+         memory_bandwidth == o.memory_bandwidth && launch_s == o.launch_s &&
+         compute_efficiency == o.compute_efficiency && memory_efficiency == o.memory_efficiency &&
+         conv_efficiency == o.conv_efficiency && conv_layout_bandwidth == o.conv_layout_bandwidth &&
+         pool_efficiency == o.pool_efficiency && rnn_layer_s == o.rnn_layer_s &&
+         rnn_step_s == o.rnn_step_s && step_s == o.step_s;
 }
 
 bool Device::operator==(const Device& o) const {
-  return kind == o.kind && index == o.index && memory_bytes == o.memory_bytes && speed == o.speed && spec == o.spec;
+  return kind == o.kind && index == o.index && memory_bytes == o.memory_bytes && speed == o.speed &&
+         spec == o.spec;
 }
 
 Device parse_device_name(const std::string& text) {
@@ -36,7 +40,8 @@ Device parse_device_name(const std::string& text) {
   device.kind = device_kind_from_string(text.substr(0, colon));
   if (colon == std::string::npos) return device;
   const std::string index = text.substr(colon + 1);
-  if (index.empty() || index.size() > 4 || index.find_first_not_of("0123456789") != std::string::npos)
+  if (index.empty() || index.size() > 4 ||
+      index.find_first_not_of("0123456789") != std::string::npos)
     throw std::invalid_argument("bad device name '" + text + "' (expected e.g. cpu:0 or cuda:1)");
   device.index = std::stoi(index);
   return device;
@@ -70,7 +75,8 @@ void DeviceSet::validate() const {
     if (const auto& s = d.spec) {
       const std::string where = "device " + d.name() + " spec: ";
       if (!(s->fp32_flops > 0)) throw std::invalid_argument(where + "fp32 FLOP/s must be > 0");
-      if (!(s->memory_bandwidth > 0)) throw std::invalid_argument(where + "memory bandwidth must be > 0");
+      if (!(s->memory_bandwidth > 0))
+        throw std::invalid_argument(where + "memory bandwidth must be > 0");
       if (!(s->tf32_flops >= 0 && s->bf16_flops >= 0 && s->fp16_flops >= 0))
         throw std::invalid_argument(where + "tensor-core FLOP/s must be >= 0");
       if (!(s->launch_s >= 0 && s->rnn_layer_s >= 0 && s->rnn_step_s >= 0 && s->step_s >= 0))

@@ -17,10 +17,14 @@ bool OpProfile::operator==(const OpProfile& o) const {
 
 const char* to_string(MathClass math) {
   switch (math) {
-    case MathClass::kMatmul: return "matmul";
-    case MathClass::kConv: return "conv";
-    case MathClass::kPool: return "pool";
-    case MathClass::kVector: break;
+    case MathClass::kMatmul:
+      return "matmul";
+    case MathClass::kConv:
+      return "conv";
+    case MathClass::kPool:
+      return "pool";
+    case MathClass::kVector:
+      break;
   }
   return "vector";
 }
@@ -37,8 +41,8 @@ bool OpWork::operator==(const OpWork& o) const {
   return math == o.math && dtype == o.dtype && forward_flops == o.forward_flops &&
          backward_flops == o.backward_flops && forward_bytes == o.forward_bytes &&
          backward_bytes == o.backward_bytes && forward_kernels == o.forward_kernels &&
-         backward_kernels == o.backward_kernels && rnn_layers == o.rnn_layers && rnn_steps == o.rnn_steps &&
-         estimated == o.estimated;
+         backward_kernels == o.backward_kernels && rnn_layers == o.rnn_layers &&
+         rnn_steps == o.rnn_steps && estimated == o.estimated;
 }
 
 uint64_t Op::output_bytes() const {
@@ -49,7 +53,8 @@ uint64_t Op::output_bytes() const {
 
 bool Op::operator==(const Op& o) const {
   return id == o.id && name == o.name && kind == o.kind && outputs == o.outputs &&
-         parameter_bytes == o.parameter_bytes && pinned == o.pinned && profile == o.profile && work == o.work;
+         parameter_bytes == o.parameter_bytes && pinned == o.pinned && profile == o.profile &&
+         work == o.work;
 }
 
 bool Edge::operator==(const Edge& o) const {
@@ -76,7 +81,8 @@ void OpGraph::validate() const {
     if (edge.src < 0 || edge.src >= n)
       throw std::invalid_argument(where + ": source is not an op of this graph (dangling edge)");
     if (edge.dst < 0 || edge.dst >= n)
-      throw std::invalid_argument(where + ": destination is not an op of this graph (dangling edge)");
+      throw std::invalid_argument(where +
+                                  ": destination is not an op of this graph (dangling edge)");
     if (edge.src == edge.dst) throw std::invalid_argument(where + ": self loop");
   }
   const auto order = topological_order();
@@ -154,8 +160,9 @@ bool ProfileReport::operator==(const ProfileReport& o) const {
 void ProfileReport::apply(OpGraph& graph) const {
   for (size_t i = 0; i < ops.size(); ++i)
     if (ops[i].op < 0 || static_cast<size_t>(ops[i].op) >= graph.ops.size())
-      throw std::invalid_argument("profile entry " + std::to_string(i) + ": op " + std::to_string(ops[i].op) +
-                                  " is not in the graph (" + std::to_string(graph.ops.size()) + " ops)");
+      throw std::invalid_argument("profile entry " + std::to_string(i) + ": op " +
+                                  std::to_string(ops[i].op) + " is not in the graph (" +
+                                  std::to_string(graph.ops.size()) + " ops)");
   for (const Entry& e : ops) graph.ops[e.op].profile[e.kind] = e.profile;
 }
 

@@ -17,9 +17,15 @@ json or_null(const std::optional<T>& value) {
 }
 
 // Absent keys keep the default: a newer daemon may drop nothing, an older one may lack a key.
-uint64_t count(const JsonReader& r, const char* key) { return r.has(key) ? r.field(key).uint() : 0; }
-int64_t integer(const JsonReader& r, const char* key) { return r.has(key) ? r.field(key).integer() : 0; }
-double number(const JsonReader& r, const char* key) { return r.has(key) ? r.field(key).number() : 0.0; }
+uint64_t count(const JsonReader& r, const char* key) {
+  return r.has(key) ? r.field(key).uint() : 0;
+}
+int64_t integer(const JsonReader& r, const char* key) {
+  return r.has(key) ? r.field(key).integer() : 0;
+}
+double number(const JsonReader& r, const char* key) {
+  return r.has(key) ? r.field(key).number() : 0.0;
+}
 
 std::optional<double> maybe_number(const JsonReader& r, const char* key) {
   if (!r.has(key) || r.value().at(key).is_null()) return std::nullopt;
@@ -136,7 +142,8 @@ JobSummary summary_from(const JsonReader& r) {
   s.profiling_overhead_s = number(r, "profiling_overhead_s");
   s.policy_error = maybe_text(r, "policy_error");
   s.attached_s = number(r, "attached_s");
-  if (r.has("replica") && !r.value().at("replica").is_null()) s.replica = replica_from(r.field("replica"));
+  if (r.has("replica") && !r.value().at("replica").is_null())
+    s.replica = replica_from(r.field("replica"));
   return s;
 }
 
@@ -147,7 +154,8 @@ CandidateInfo candidate_from(const JsonReader& r) {
   c.reason = nested(reason, [&](const json&) { return reason_from_string(reason.string()); });
   c.stale = flag(r, "stale");
   c.placement_fingerprint = text(r, "placement_fingerprint");
-  c.ops_per_device = list<int64_t>(r, "ops_per_device", [](const JsonReader& e) { return e.integer(); });
+  c.ops_per_device =
+      list<int64_t>(r, "ops_per_device", [](const JsonReader& e) { return e.integer(); });
   c.steps = count(r, "steps");
   c.failures = count(r, "failures");
   c.error = maybe_text(r, "error");
@@ -159,24 +167,29 @@ CandidateInfo candidate_from(const JsonReader& r) {
 }  // namespace
 
 json StatusReply::to_json() const {
-  return {{"version", version},
-          {"pid", pid},
-          {"uptime_s", uptime_s},
-          {"config", config},
-          {"socket", socket},
-          {"state_dir", state_dir},
-          {"store_failed_writes", store_failed_writes},
-          {"jobs_visible", jobs_visible},
-          {"jobs_total", or_null(jobs_total)},
-          {"connections", connections},
-          {"connections_total", connections_total},
-          {"frames_received", frames_received},
-          {"reports_received", reports_received},
-          {"protocol_errors", protocol_errors},
-          {"plugins", {{"grouper", plugins.grouper}, {"placer", plugins.placer}, {"algorithm", plugins.algorithm}}},
-          {"plugins_skipped", plugins_skipped},
-          {"policy", {{"grouper", policy.grouper}, {"placer", policy.placer}, {"algorithm", policy.algorithm}}},
-          {"peer", {{"uid", peer_uid}, {"admin", peer_admin}}}};
+  return {
+      {"version", version},
+      {"pid", pid},
+      {"uptime_s", uptime_s},
+      {"config", config},
+      {"socket", socket},
+      {"state_dir", state_dir},
+      {"store_failed_writes", store_failed_writes},
+      {"jobs_visible", jobs_visible},
+      {"jobs_total", or_null(jobs_total)},
+      {"connections", connections},
+      {"connections_total", connections_total},
+      {"frames_received", frames_received},
+      {"reports_received", reports_received},
+      {"protocol_errors", protocol_errors},
+      {"plugins",
+       {{"grouper", plugins.grouper},
+        {"placer", plugins.placer},
+        {"algorithm", plugins.algorithm}}},
+      {"plugins_skipped", plugins_skipped},
+      {"policy",
+       {{"grouper", policy.grouper}, {"placer", policy.placer}, {"algorithm", policy.algorithm}}},
+      {"peer", {{"uid", peer_uid}, {"admin", peer_admin}}}};
 }
 
 StatusReply StatusReply::from_json(const json& body) {
@@ -245,7 +258,9 @@ json CandidateInfo::to_json() const {
           {"trial", or_null(trial)}};
 }
 
-CandidateInfo CandidateInfo::from_json(const json& body) { return candidate_from(body_of(body, "candidate")); }
+CandidateInfo CandidateInfo::from_json(const json& body) {
+  return candidate_from(body_of(body, "candidate"));
+}
 
 json JobInfo::to_json() const {
   json j = json::object();
@@ -271,8 +286,10 @@ JobInfo JobInfo::from_json(const json& body) {
   info.profile_reports = count(r, "profile_reports");
   if (r.has("rejected_by_device")) {
     const JsonReader m = r.field("rejected_by_device");
-    if (!m.value().is_object()) m.fail(std::string("expected a map, found ") + m.value().type_name());
-    for (const auto& [device, n] : m.value().items()) info.rejected_by_device[device] = m.field(device.c_str()).uint();
+    if (!m.value().is_object())
+      m.fail(std::string("expected a map, found ") + m.value().type_name());
+    for (const auto& [device, n] : m.value().items())
+      info.rejected_by_device[device] = m.field(device.c_str()).uint();
   }
   if (r.has("warm_start")) info.warm_start = r.value().at("warm_start");
   return info;
@@ -283,14 +300,20 @@ json PluginList::to_json() const {
   for (const Plugin& p : plugins) {
     json params = json::array();
     for (const Parameter& h : p.hyperparameters) {
-      json j = {{"name", h.name}, {"type", h.type}, {"default", h.default_value}, {"summary", h.summary}};
+      json j = {
+          {"name", h.name}, {"type", h.type}, {"default", h.default_value}, {"summary", h.summary}};
       if (h.min) j["min"] = *h.min;
       if (h.max) j["max"] = *h.max;
       if (!h.choices.empty()) j["choices"] = h.choices;
       params.push_back(j);
     }
-    list.push_back({{"name", p.name}, {"kind", p.kind}, {"version", p.version}, {"summary", p.summary},
-                    {"file", p.file}, {"torch_version", p.torch_version}, {"hyperparameters", params}});
+    list.push_back({{"name", p.name},
+                    {"kind", p.kind},
+                    {"version", p.version},
+                    {"summary", p.summary},
+                    {"file", p.file},
+                    {"torch_version", p.torch_version},
+                    {"hyperparameters", params}});
   }
   json skips = json::array();
   for (const Skipped& s : skipped) skips.push_back({{"file", s.file}, {"reason", s.reason}});
@@ -301,15 +324,23 @@ PluginList PluginList::from_json(const json& body) {
   const JsonReader r = body_of(body, "plugin_list");
   PluginList out;
   out.plugins = list<Plugin>(r, "plugins", [](const JsonReader& p) {
-    Plugin plugin{text(p, "name"), text(p, "kind"), text(p, "version"), text(p, "summary"),
-                  text(p, "file"), text(p, "torch_version"), {}};
+    Plugin plugin{text(p, "name"),
+                  text(p, "kind"),
+                  text(p, "version"),
+                  text(p, "summary"),
+                  text(p, "file"),
+                  text(p, "torch_version"),
+                  {}};
     plugin.hyperparameters = list<Parameter>(p, "hyperparameters", [](const JsonReader& h) {
-      return Parameter{text(h, "name"), text(h, "type"), text(h, "default"), text(h, "summary"),
-                       maybe_number(h, "min"), maybe_number(h, "max"), strings(h, "choices")};
+      return Parameter{text(h, "name"),      text(h, "type"),        text(h, "default"),
+                       text(h, "summary"),   maybe_number(h, "min"), maybe_number(h, "max"),
+                       strings(h, "choices")};
     });
     return plugin;
   });
-  out.skipped = list<Skipped>(r, "skipped", [](const JsonReader& s) { return Skipped{text(s, "file"), text(s, "reason")}; });
+  out.skipped = list<Skipped>(r, "skipped", [](const JsonReader& s) {
+    return Skipped{text(s, "file"), text(s, "reason")};
+  });
   return out;
 }
 

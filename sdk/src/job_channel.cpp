@@ -23,7 +23,8 @@ constexpr int kSendIntervalMs = 10;
 // ...or until this many are queued.
 constexpr size_t kWakeAtReports = 64;
 
-ReceivedDirective directive_from(const json& body, const JobChannelOptions& o, uint64_t generation) {
+ReceivedDirective directive_from(const json& body, const JobChannelOptions& o,
+                                 uint64_t generation) {
   return {messages::Directive::from_json(body, o.graph, o.devices), generation};
 }
 
@@ -32,7 +33,8 @@ bool follower(const JobChannelOptions& o) { return o.replica && o.replica->follo
 }  // namespace
 
 JobChannel::JobChannel(JobChannelOptions options) : options_(std::move(options)) {
-  if (::pipe2(wake_pipe_, O_NONBLOCK | O_CLOEXEC) != 0) throw std::runtime_error("JobChannel: pipe2 failed");
+  if (::pipe2(wake_pipe_, O_NONBLOCK | O_CLOEXEC) != 0)
+    throw std::runtime_error("JobChannel: pipe2 failed");
   thread_ = std::thread([this] { run(); });
 }
 
@@ -119,8 +121,10 @@ void JobChannel::attached_locked(uint64_t session) {
 bool JobChannel::connect(bool* refused) {
   *refused = false;
   try {
-    auto client = std::make_unique<Client>(ClientOptions{options_.socket_path, "placement job " + options_.job, options_.timeout_ms});
-    // An older daemon would take a follower for a job of its own and explore placements it never runs.
+    auto client = std::make_unique<Client>(
+        ClientOptions{options_.socket_path, "placement job " + options_.job, options_.timeout_ms});
+    // An older daemon would take a follower for a job of its own and explore placements it never
+    // runs.
     if (follower(options_) && client->version() < protocol::kReplicaVersion) {
       *refused = true;
       throw std::runtime_error("placementd speaks protocol " + std::to_string(client->version()) +
@@ -133,10 +137,11 @@ bool JobChannel::connect(bool* refused) {
     attach.sdk_version = options_.sdk_version;
     attach.torch_version = options_.torch_version;
     attach.expected_steps = options_.expected_steps;
-    if (client->version() >= protocol::kProfileReportVersion) attach.profile_steps = options_.profile_steps;
+    if (client->version() >= protocol::kProfileReportVersion)
+      attach.profile_steps = options_.profile_steps;
     if (client->version() >= protocol::kReplicaVersion) attach.replica = options_.replica;
-    const auto attached =
-        messages::Attached::from_json(client->request(attach.kType, attach.to_json(), messages::Attached::kType));
+    const auto attached = messages::Attached::from_json(
+        client->request(attach.kType, attach.to_json(), messages::Attached::kType));
     if (follower(options_)) {
       std::lock_guard<std::mutex> lock(mutex_);
       attached_locked(attached.session);
@@ -146,10 +151,12 @@ bool JobChannel::connect(bool* refused) {
     // Grouping a large graph takes the daemon a while.
     client->set_timeout_ms(options_.timeout_ms * 10);
     const messages::GraphUpload upload{options_.graph, options_.start};
-    client->request(upload.kType, upload.to_json(options_.devices, client->version()), messages::GraphAccepted::kType);
+    client->request(upload.kType, upload.to_json(options_.devices, client->version()),
+                    messages::GraphAccepted::kType);
     client->set_timeout_ms(options_.timeout_ms);
     const json first =
-        client->request(messages::PlacementRequest::kType, messages::PlacementRequest{}.to_json(), messages::Directive::kType);
+        client->request(messages::PlacementRequest::kType, messages::PlacementRequest{}.to_json(),
+                        messages::Directive::kType);
     std::lock_guard<std::mutex> lock(mutex_);
     attached_locked(attached.session);
     directive_ = directive_from(first, options_, generation_);
@@ -179,8 +186,11 @@ void JobChannel::pump(int wait_ms) {
   }
   uint64_t sent = 0, dropped = 0, profiles_sent = 0;
   for (const auto& [gen, m] : reports) {
-    if ((gen == generation || follower(options_)) && client_->send_oneway(MessageType::kStepReport, to_json(m))) ++sent;
-    else ++dropped;
+    if ((gen == generation || follower(options_)) &&
+        client_->send_oneway(MessageType::kStepReport, to_json(m)))
+      ++sent;
+    else
+      ++dropped;
   }
   for (const auto& [gen, p] : profiles) {
     p.apply(options_.graph);
@@ -222,7 +232,8 @@ void JobChannel::run() {
     bool refused = false;
     if (!client_ && !connect(&refused)) {
       std::unique_lock<std::mutex> lock(mutex_);
-      const int pause = refused ? options_.refused_retry_interval_ms : options_.reconnect_interval_ms;
+      const int pause =
+          refused ? options_.refused_retry_interval_ms : options_.reconnect_interval_ms;
       cv_.wait_for(lock, std::chrono::milliseconds(pause), [this] { return stop_.load(); });
       continue;
     }
@@ -239,7 +250,8 @@ void JobChannel::run() {
   if (!client_) return;
   try {
     pump(0);  // the last reports
-    const json detached = client_->request(messages::Detach::kType, messages::Detach{}.to_json(), messages::Detached::kType);
+    const json detached = client_->request(messages::Detach::kType, messages::Detach{}.to_json(),
+                                           messages::Detached::kType);
     std::lock_guard<std::mutex> lock(mutex_);
     status_.detached = messages::Detached::from_json(detached);
   } catch (const std::exception& e) {

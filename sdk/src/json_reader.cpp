@@ -49,7 +49,11 @@ std::string JsonReader::string() const {
 Utf8Sequence utf8_sequence(const std::string& text, size_t at) {
   const auto byte = static_cast<unsigned char>(text[at]);
   // The sequence's length from its first byte, and the smallest code point it may encode.
-  const size_t length = byte < 0x80 ? 1 : (byte >> 5) == 0x6 ? 2 : (byte >> 4) == 0xE ? 3 : (byte >> 3) == 0x1E ? 4 : 0;
+  const size_t length = byte < 0x80           ? 1
+                        : (byte >> 5) == 0x6  ? 2
+                        : (byte >> 4) == 0xE  ? 3
+                        : (byte >> 3) == 0x1E ? 4
+                                              : 0;
   if (length == 0 || at + length > text.size()) return {0, 0, at};
   uint32_t code = length == 1 ? byte : byte & (0x7F >> length);
   for (size_t k = 1; k < length; ++k) {
@@ -58,7 +62,8 @@ Utf8Sequence utf8_sequence(const std::string& text, size_t at) {
     code = (code << 6) | (next & 0x3F);
   }
   static constexpr uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (code < kSmallest[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return {0, 0, at};
+  if (code < kSmallest[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF))
+    return {0, 0, at};
   return {length, code, 0};
 }
 
@@ -66,7 +71,8 @@ std::string JsonReader::display_text() const {
   const std::string text = string();
   for (size_t i = 0; i < text.size();) {
     const Utf8Sequence sequence = utf8_sequence(text, i);
-    if (sequence.length == 0) fail("not valid UTF-8 (byte " + std::to_string(sequence.bad_at) + ")");
+    if (sequence.length == 0)
+      fail("not valid UTF-8 (byte " + std::to_string(sequence.bad_at) + ")");
     if (sequence.code < 0x20 || (sequence.code >= 0x7F && sequence.code <= 0x9F)) {
       char hex[8];
       std::snprintf(hex, sizeof(hex), "%04X", sequence.code);
@@ -79,8 +85,8 @@ std::string JsonReader::display_text() const {
 }
 
 uint64_t JsonReader::uint() const {
-  if (!value_.is_number_integer() || (value_.is_number_integer() && !value_.is_number_unsigned() &&
-                                      value_.get<int64_t>() < 0))
+  if (!value_.is_number_integer() ||
+      (value_.is_number_integer() && !value_.is_number_unsigned() && value_.get<int64_t>() < 0))
     fail(std::string("expected a non-negative integer, found ") +
          (value_.is_number() ? value_.dump() : type_name(value_)));
   return value_.get<uint64_t>();

@@ -23,7 +23,8 @@ Utf8Sequence utf8_sequence(const std::string& text, size_t at);
 
 class JsonReader {
  public:
-  JsonReader(const nlohmann::json& value, std::string path) : value_(value), path_(std::move(path)) {}
+  JsonReader(const nlohmann::json& value, std::string path)
+      : value_(value), path_(std::move(path)) {}
 
   const nlohmann::json& value() const { return value_; }
   const std::string& path() const { return path_; }

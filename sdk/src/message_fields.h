@@ -26,7 +26,9 @@ inline std::string text(const JsonReader& r, const char* key, const std::string&
   return r.has(key) ? r.field(key).string() : fallback;
 }
 
-inline bool flag(const JsonReader& r, const char* key) { return r.has(key) && r.field(key).boolean(); }
+inline bool flag(const JsonReader& r, const char* key) {
+  return r.has(key) && r.field(key).boolean();
+}
 
 template <typename T>
 T unsigned_field(const JsonReader& r, const char* key) {

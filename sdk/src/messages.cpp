@@ -17,15 +17,19 @@ using namespace fields;
 namespace {
 
 constexpr std::pair<JobState, const char*> kStates[] = {
-    {JobState::kAttached, "attached"},     {JobState::kProfiling, "profiling"},
-    {JobState::kExploring, "exploring"},   {JobState::kExploiting, "exploiting"},
+    {JobState::kAttached, "attached"},        {JobState::kProfiling, "profiling"},
+    {JobState::kExploring, "exploring"},      {JobState::kExploiting, "exploiting"},
     {JobState::kReexploring, "re-exploring"}, {JobState::kDetached, "detached"},
     {JobState::kFollowing, "following"}};
 
-constexpr std::pair<Reason, const char*> kReasons[] = {
-    {Reason::kStart, "start"},         {Reason::kCached, "cached"},       {Reason::kSingleDevice, "single device"},
-    {Reason::kWarmStart, "warm start"}, {Reason::kPolicy, "policy"},      {Reason::kReexplore, "re-explore"},
-    {Reason::kRemeasure, "re-measure"}, {Reason::kBest, "best"}};
+constexpr std::pair<Reason, const char*> kReasons[] = {{Reason::kStart, "start"},
+                                                       {Reason::kCached, "cached"},
+                                                       {Reason::kSingleDevice, "single device"},
+                                                       {Reason::kWarmStart, "warm start"},
+                                                       {Reason::kPolicy, "policy"},
+                                                       {Reason::kReexplore, "re-explore"},
+                                                       {Reason::kRemeasure, "re-measure"},
+                                                       {Reason::kBest, "best"}};
 
 }  // namespace
 
@@ -62,7 +66,9 @@ Reason reason_from_string(const std::string& name) {
   throw FormatError("'" + name + "' is none of the reasons " + known);
 }
 
-json Hello::to_json() const { return {{"min_version", min_version}, {"max_version", max_version}, {"client", client}}; }
+json Hello::to_json() const {
+  return {{"min_version", min_version}, {"max_version", max_version}, {"client", client}};
+}
 
 Hello Hello::from_json(const json& body) {
   const JsonReader r = body_of(body, "hello");
@@ -74,7 +80,11 @@ Hello Hello::from_json(const json& body) {
 }
 
 json Welcome::to_json() const {
-  return {{"version", version}, {"server", server}, {"max_frame_bytes", max_frame_bytes}, {"uid", uid}, {"admin", admin}};
+  return {{"version", version},
+          {"server", server},
+          {"max_frame_bytes", max_frame_bytes},
+          {"uid", uid},
+          {"admin", admin}};
 }
 
 Welcome Welcome::from_json(const json& body) {
@@ -95,31 +105,39 @@ Error Error::from_json(const json& body) {
   return {text(r, "code", "unknown"), text(r, "message"), flag(r, "fatal")};
 }
 
-json ReplicaInfo::to_json() const { return {{"rank", rank}, {"world_size", world_size}, {"group", group}}; }
+json ReplicaInfo::to_json() const {
+  return {{"rank", rank}, {"world_size", world_size}, {"group", group}};
+}
 
 ReplicaInfo fields::replica_from(const JsonReader& r) {
   if (!r.value().is_object()) r.fail(std::string("expected a map, found ") + r.value().type_name());
   // An integer within [low, high], or an error naming the field and the range.
-  const auto integer_in = [](const JsonReader& f, int64_t low, int64_t high, const std::string& range) {
+  const auto integer_in = [](const JsonReader& f, int64_t low, int64_t high,
+                             const std::string& range) {
     const nlohmann::json& v = f.value();
     const bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(high)
-                                             : v.is_number_integer() && v.get<int64_t>() >= low && v.get<int64_t>() <= high;
+                                             : v.is_number_integer() && v.get<int64_t>() >= low &&
+                                                   v.get<int64_t>() <= high;
     if (!fits) f.fail("must be an integer from " + range);
     return v.get<int64_t>();
   };
   ReplicaInfo out;
   constexpr int64_t kMaxWorld = 1 << 20;
-  out.world_size = integer_in(r.field("world_size"), 1, kMaxWorld, "1 to " + std::to_string(kMaxWorld));
+  out.world_size =
+      integer_in(r.field("world_size"), 1, kMaxWorld, "1 to " + std::to_string(kMaxWorld));
   out.rank = integer_in(r.field("rank"), 0, out.world_size - 1,
                         "0 to world_size - 1 (" + std::to_string(out.world_size - 1) + ")");
   out.group = r.field("group").display_text();
   if (out.group.empty() || out.group.size() > ReplicaInfo::kMaxGroupName)
-    r.field("group").fail("must have 1 to " + std::to_string(ReplicaInfo::kMaxGroupName) + " characters");
+    r.field("group").fail("must have 1 to " + std::to_string(ReplicaInfo::kMaxGroupName) +
+                          " characters");
   return out;
 }
 
 json Attach::to_json() const {
-  json j = {{"job", job}, {"devices", placement::to_json(devices)}, {"sdk_version", sdk_version},
+  json j = {{"job", job},
+            {"devices", placement::to_json(devices)},
+            {"sdk_version", sdk_version},
             {"torch_version", torch_version}};
   if (expected_steps > 0) j["expected_steps"] = expected_steps;
   if (profile_steps) j["profile_steps"] = *profile_steps;
@@ -139,7 +157,8 @@ Attach Attach::from_json(const json& body) {
   if (r.has("expected_steps")) a.expected_steps = r.field("expected_steps").uint();
   if (r.has("profile_steps")) {
     const JsonReader f = r.field("profile_steps");
-    if (!f.value().is_number_unsigned() || f.value().get<uint64_t>() > static_cast<uint64_t>(kMaxProfileSteps))
+    if (!f.value().is_number_unsigned() ||
+        f.value().get<uint64_t>() > static_cast<uint64_t>(kMaxProfileSteps))
       f.fail("must be an integer from 0 to " + std::to_string(kMaxProfileSteps));
     a.profile_steps = f.value().get<int64_t>();
   }
@@ -164,7 +183,8 @@ Attached Attached::from_json(const json& body) {
   a.grouper = text(r, "grouper");
   a.placer = text(r, "placer");
   a.algorithm = text(r, "algorithm");
-  if (r.has("steps_per_candidate")) a.steps_per_candidate = r.field("steps_per_candidate").integer();
+  if (r.has("steps_per_candidate"))
+    a.steps_per_candidate = r.field("steps_per_candidate").integer();
   if (r.has("warmup_steps")) a.warmup_steps = r.field("warmup_steps").integer();
   if (r.has("max_candidates")) a.max_candidates = r.field("max_candidates").integer();
   return a;
@@ -183,7 +203,8 @@ GraphUpload GraphUpload::from_json(const json& body, const DeviceSet& devices) {
   GraphUpload u;
   u.graph = nested(r.field("graph"), [](const json& j) { return graph_from_json(j); });
   if (r.has("placement"))
-    u.start = nested(r.field("placement"), [&](const json& j) { return placement_from_json(j, u.graph, devices); });
+    u.start = nested(r.field("placement"),
+                     [&](const json& j) { return placement_from_json(j, u.graph, devices); });
   return u;
 }
 
@@ -224,14 +245,16 @@ Directive Directive::from_json(const json& body, const OpGraph& graph, const Dev
   d.state = state_from_string(r.field("state"));
   d.profile = flag(r, "profile");
   if (r.has("after_step")) d.after_step = r.field("after_step").uint();
-  d.placement = nested(r.field("placement"), [&](const json& j) { return placement_from_json(j, graph, devices); });
+  d.placement = nested(r.field("placement"),
+                       [&](const json& j) { return placement_from_json(j, graph, devices); });
   return d;
 }
 
 json PlacementRequest::to_json() const { return json::object(); }
 
 json Detached::to_json() const {
-  return {{"best_step_time_s", best_step_time_s ? json(*best_step_time_s) : json(nullptr)}, {"persisted", persisted}};
+  return {{"best_step_time_s", best_step_time_s ? json(*best_step_time_s) : json(nullptr)},
+          {"persisted", persisted}};
 }
 
 Detached Detached::from_json(const json& body) {

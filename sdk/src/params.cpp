@@ -56,18 +56,21 @@ std::vector<ParamError> resolve_params(const std::vector<HyperParameter>& declar
       continue;
     }
     if (!std::holds_alternative<std::string>(v) && !std::holds_alternative<bool>(v)) {
-      const double x = std::holds_alternative<double>(v) ? std::get<double>(v)
-                                                         : static_cast<double>(std::get<int64_t>(v));
+      const double x = std::holds_alternative<double>(v)
+                           ? std::get<double>(v)
+                           : static_cast<double>(std::get<int64_t>(v));
       if (!std::isfinite(x)) {
         errors.push_back({name, "must be a finite number, got " + format_param(v)});
         continue;
       }
       if (decl->min && x < *decl->min) {
-        errors.push_back({name, "must be >= " + format_param(*decl->min) + ", got " + format_param(v)});
+        errors.push_back(
+            {name, "must be >= " + format_param(*decl->min) + ", got " + format_param(v)});
         continue;
       }
       if (decl->max && x > *decl->max) {
-        errors.push_back({name, "must be <= " + format_param(*decl->max) + ", got " + format_param(v)});
+        errors.push_back(
+            {name, "must be <= " + format_param(*decl->max) + ", got " + format_param(v)});
         continue;
       }
     }

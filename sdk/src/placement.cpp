@@ -38,7 +38,8 @@ Placement Placement::single(const OpGraph& graph, int device) {
   return p;
 }
 
-Placement Placement::from_groups(const Grouping& grouping, const std::vector<int>& device_of_group) {
+Placement Placement::from_groups(const Grouping& grouping,
+                                 const std::vector<int>& device_of_group) {
   if (device_of_group.size() != static_cast<size_t>(grouping.num_groups))
     throw std::invalid_argument("placer placed " + std::to_string(device_of_group.size()) +
                                 " groups, grouping has " + std::to_string(grouping.num_groups));

@@ -13,9 +13,12 @@ namespace placement {
 
 const char* to_string(PluginKind kind) {
   switch (kind) {
-    case PluginKind::kGrouper: return "grouper";
-    case PluginKind::kPlacer: return "placer";
-    case PluginKind::kAlgorithm: return "algorithm";
+    case PluginKind::kGrouper:
+      return "grouper";
+    case PluginKind::kPlacer:
+      return "placer";
+    case PluginKind::kAlgorithm:
+      return "algorithm";
   }
   return "unknown";
 }

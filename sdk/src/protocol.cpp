@@ -91,7 +91,8 @@ size_t cbor_depth(const uint8_t* p, size_t size, size_t limit) {
       item_done();
       continue;
     }
-    const bool container = major == 4 || major == 5 || major == 6 || ((major == 2 || major == 3) && indefinite);
+    const bool container =
+        major == 4 || major == 5 || major == 6 || ((major == 2 || major == 3) && indefinite);
     if (!container) {
       item_done();
       continue;
@@ -100,7 +101,11 @@ size_t cbor_depth(const uint8_t* p, size_t size, size_t limit) {
       item_done();
       continue;
     }
-    const int64_t items = indefinite ? -1 : major == 6 ? 1 : major == 5 ? static_cast<int64_t>(std::min<uint64_t>(value, INT64_MAX / 2)) * 2 : static_cast<int64_t>(std::min<uint64_t>(value, INT64_MAX));
+    const int64_t items = indefinite   ? -1
+                          : major == 6 ? 1
+                          : major == 5
+                              ? static_cast<int64_t>(std::min<uint64_t>(value, INT64_MAX / 2)) * 2
+                              : static_cast<int64_t>(std::min<uint64_t>(value, INT64_MAX));
     open.push_back(items);
     deepest = std::max(deepest, open.size());
     if (deepest > limit) return deepest;

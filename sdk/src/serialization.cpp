@@ -55,12 +55,15 @@ OpProfile profile_from_json(const JsonReader& p) {
   if (p.has("update_s")) prof.update_s = p.field("update_s").number();
   if (p.has("activation_bytes")) prof.activation_bytes = p.field("activation_bytes").uint();
   if (p.has("predicted")) prof.predicted = p.field("predicted").boolean();
-  if (!(prof.forward_s >= 0 && prof.backward_s >= 0 && prof.update_s >= 0)) p.fail("times must be >= 0");
+  if (!(prof.forward_s >= 0 && prof.backward_s >= 0 && prof.update_s >= 0))
+    p.fail("times must be >= 0");
   return prof;
 }
 
 json profile_json(const OpProfile& p) {
-  json j = {{"forward_s", p.forward_s}, {"backward_s", p.backward_s}, {"update_s", p.update_s},
+  json j = {{"forward_s", p.forward_s},
+            {"backward_s", p.backward_s},
+            {"update_s", p.update_s},
             {"activation_bytes", p.activation_bytes}};
   if (p.predicted) j["predicted"] = true;
   return j;
@@ -86,17 +89,22 @@ OpWork work_from_json(const JsonReader& r) {
   if (r.has("rnn_layers")) w.rnn_layers = r.field("rnn_layers").small_int();
   if (r.has("rnn_steps")) w.rnn_steps = r.field("rnn_steps").small_int();
   if (r.has("estimated")) w.estimated = r.field("estimated").boolean();
-  if (!(w.forward_flops >= 0 && w.backward_flops >= 0 && w.forward_bytes >= 0 && w.backward_bytes >= 0 &&
-        w.forward_kernels >= 0 && w.backward_kernels >= 0 && w.rnn_layers >= 0 && w.rnn_steps >= 0))
+  if (!(w.forward_flops >= 0 && w.backward_flops >= 0 && w.forward_bytes >= 0 &&
+        w.backward_bytes >= 0 && w.forward_kernels >= 0 && w.backward_kernels >= 0 &&
+        w.rnn_layers >= 0 && w.rnn_steps >= 0))
     r.fail("work figures must be >= 0");
   return w;
 }
 
 json work_json(const OpWork& w) {
-  json j = {{"math", to_string(w.math)},           {"dtype", w.dtype},
-            {"forward_flops", w.forward_flops},     {"backward_flops", w.backward_flops},
-            {"forward_bytes", w.forward_bytes},     {"backward_bytes", w.backward_bytes},
-            {"forward_kernels", w.forward_kernels}, {"backward_kernels", w.backward_kernels}};
+  json j = {{"math", to_string(w.math)},
+            {"dtype", w.dtype},
+            {"forward_flops", w.forward_flops},
+            {"backward_flops", w.backward_flops},
+            {"forward_bytes", w.forward_bytes},
+            {"backward_bytes", w.backward_bytes},
+            {"forward_kernels", w.forward_kernels},
+            {"backward_kernels", w.backward_kernels}};
   if (w.rnn_layers > 0 || w.rnn_steps > 0) {
     j["rnn_layers"] = w.rnn_layers;
     j["rnn_steps"] = w.rnn_steps;
@@ -129,8 +137,9 @@ Op op_from_json(const JsonReader& r) {
     const JsonReader profile = r.field("profile");
     profile.object({"cpu", "cuda"});
     for (const auto& item : profile.value().items())
-      op.profile[item.key()] =
-          profile_from_json(profile.field(item.key().c_str()).object({"forward_s", "backward_s", "update_s", "activation_bytes", "predicted"}));
+      op.profile[item.key()] = profile_from_json(
+          profile.field(item.key().c_str())
+              .object({"forward_s", "backward_s", "update_s", "activation_bytes", "predicted"}));
   }
   if (r.has("work")) op.work = work_from_json(r.field("work"));
   return op;
@@ -144,7 +153,10 @@ json to_json(const OpGraph& graph) {
     json outputs = json::array();
     for (const TensorInfo& t : op.outputs)
       outputs.push_back({{"shape", t.shape}, {"dtype", t.dtype}, {"bytes", t.bytes}});
-    json j = {{"id", op.id}, {"name", op.name}, {"kind", op.kind}, {"outputs", outputs},
+    json j = {{"id", op.id},
+              {"name", op.name},
+              {"kind", op.kind},
+              {"outputs", outputs},
               {"parameter_bytes", op.parameter_bytes}};
     if (op.pinned) j["pinned"] = to_string(*op.pinned);
     if (!op.profile.empty()) {
@@ -173,7 +185,8 @@ OpGraph graph_from_json(const json& doc) {
   for (size_t i = 0; i < edges.array_size(); ++i) {
     const JsonReader e = edges.element(i);
     if (e.array_size() != 3) e.fail("expected [source, destination, bytes]");
-    graph.edges.push_back({e.element(0).small_int(), e.element(1).small_int(), e.element(2).uint()});
+    graph.edges.push_back(
+        {e.element(0).small_int(), e.element(1).small_int(), e.element(2).uint()});
   }
   check([&] { graph.validate(); });
   return graph;
@@ -223,9 +236,10 @@ DeviceSet devices_from_json(const json& doc) {
     if (d.has("speed")) device.speed = d.field("speed").number();
     if (d.has("spec")) {
       const JsonReader s = d.field("spec");
-      s.object({"preset", "fp32_flops", "tf32_flops", "bf16_flops", "fp16_flops", "memory_bandwidth", "launch_s",
-                "compute_efficiency", "memory_efficiency", "conv_efficiency", "conv_layout_bandwidth", "pool_efficiency",
-                "rnn_layer_s", "rnn_step_s", "step_s"});
+      s.object({"preset", "fp32_flops", "tf32_flops", "bf16_flops", "fp16_flops",
+                "memory_bandwidth", "launch_s", "compute_efficiency", "memory_efficiency",
+                "conv_efficiency", "conv_layout_bandwidth", "pool_efficiency", "rnn_layer_s",
+                "rnn_step_s", "step_s"});
       DeviceSpec spec;
       if (s.has("preset")) spec.preset = s.field("preset").string();
       spec.fp32_flops = s.field("fp32_flops").number();
@@ -234,10 +248,13 @@ DeviceSet devices_from_json(const json& doc) {
       if (s.has("bf16_flops")) spec.bf16_flops = s.field("bf16_flops").number();
       if (s.has("fp16_flops")) spec.fp16_flops = s.field("fp16_flops").number();
       if (s.has("launch_s")) spec.launch_s = s.field("launch_s").number();
-      if (s.has("compute_efficiency")) spec.compute_efficiency = s.field("compute_efficiency").number();
-      if (s.has("memory_efficiency")) spec.memory_efficiency = s.field("memory_efficiency").number();
+      if (s.has("compute_efficiency"))
+        spec.compute_efficiency = s.field("compute_efficiency").number();
+      if (s.has("memory_efficiency"))
+        spec.memory_efficiency = s.field("memory_efficiency").number();
       if (s.has("conv_efficiency")) spec.conv_efficiency = s.field("conv_efficiency").number();
-      if (s.has("conv_layout_bandwidth")) spec.conv_layout_bandwidth = s.field("conv_layout_bandwidth").number();
+      if (s.has("conv_layout_bandwidth"))
+        spec.conv_layout_bandwidth = s.field("conv_layout_bandwidth").number();
       if (s.has("pool_efficiency")) spec.pool_efficiency = s.field("pool_efficiency").number();
       if (s.has("rnn_layer_s")) spec.rnn_layer_s = s.field("rnn_layer_s").number();
       if (s.has("rnn_step_s")) spec.rnn_step_s = s.field("rnn_step_s").number();
@@ -303,7 +320,8 @@ std::string escape_controls(const std::string& text) {
     } else if (length == 0 || byte < 0x20 || byte == 0x7F) {
       std::snprintf(escaped, sizeof(escaped), "\\x%02X", byte);
       out += escaped;
-    } else if (length == 2 && byte == 0xC2 && static_cast<unsigned char>(text[i + 1]) <= 0x9F) {  // U+0080..U+009F
+    } else if (length == 2 && byte == 0xC2 &&
+               static_cast<unsigned char>(text[i + 1]) <= 0x9F) {  // U+0080..U+009F
       std::snprintf(escaped, sizeof(escaped), "\\u%04X", static_cast<unsigned char>(text[i + 1]));
       out += escaped;
     } else {
@@ -326,8 +344,10 @@ Measurement measurement_from_json(const json& doc) {
   m.ok = r.field("ok").boolean();
   // A time is placementd's reward: a step that ran took some time (a 0 s or infinitely fast step
   // would be a best nothing can beat); a failed one may say 0.
-  if (!std::isfinite(m.step_time_s) || m.step_time_s < 0) r.field("step_time_s").fail("must be a finite number >= 0");
-  if (m.ok && m.step_time_s == 0) r.field("step_time_s").fail("must be > 0 for a step that ran (ok)");
+  if (!std::isfinite(m.step_time_s) || m.step_time_s < 0)
+    r.field("step_time_s").fail("must be a finite number >= 0");
+  if (m.ok && m.step_time_s == 0)
+    r.field("step_time_s").fail("must be > 0 for a step that ran (ok)");
   if (r.has("error")) m.error = escape_controls(r.field("error").string());
   if (r.has("profiled")) m.profiled = r.field("profiled").boolean();
   return m;
@@ -401,7 +421,9 @@ Placement placement_from_json(const json& doc, const OpGraph& graph, const Devic
 
 namespace {
 
-bool gzipped(const std::string& path) { return path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0; }
+bool gzipped(const std::string& path) {
+  return path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+}
 
 std::string read_gzip(const std::string& path) {
 #ifdef PLACEMENT_HAVE_ZLIB
@@ -459,7 +481,8 @@ json read_json_file(const std::string& path) {
 }
 
 void write_json_file(const std::string& path, const json& doc, int indent) {
-  write_file_atomically(path, gzipped(path) ? gzip(path, doc.dump(indent) + "\n") : doc.dump(indent) + "\n");
+  write_file_atomically(
+      path, gzipped(path) ? gzip(path, doc.dump(indent) + "\n") : doc.dump(indent) + "\n");
 }
 
 void write_file_atomically(const std::string& path, const std::string& text) {
@@ -503,12 +526,15 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   // The rename is durable only once the directory is: without this a power loss may bring back
   // the old file (never a torn one). Filesystems that cannot sync a directory say EINVAL.
   const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
   const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd < 0 || (::fsync(dir_fd) != 0 && errno != EINVAL)) {
     const int err = errno;
     if (dir_fd >= 0) ::close(dir_fd);
-    throw std::runtime_error(dir + ": fsync of the directory after writing " + path + " failed: " + std::strerror(err));
+    throw std::runtime_error(dir + ": fsync of the directory after writing " + path +
+                             " failed: " + std::strerror(err));
   }
   ::close(dir_fd);
 }

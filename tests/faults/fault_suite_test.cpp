@@ -1,10 +1,10 @@
 // Issue #18's fault suite: a real placementd, real training jobs (the GNMT example on two logical
 // CPU devices, exploring with short candidates), and the faults a node sees: the daemon killed with
 // SIGKILL at ten points of exploration, stopped for 30 s, its state directory full, its state files
-// corrupt or truncated, a client that sends half a frame while 64 jobs report, a job killed while it
-// swaps. Each test asserts that the jobs trained exactly as without placementd (every step's loss
-// equals the reference run's: faults.reference), that the daemon recovers or refuses cleanly, and
-// that what it persisted is whole.
+// corrupt or truncated, a client that sends half a frame while 64 jobs report, a job killed while
+// it swaps. Each test asserts that the jobs trained exactly as without placementd (every step's
+// loss equals the reference run's: faults.reference), that the daemon recovers or refuses cleanly,
+// and that what it persisted is whole.
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -47,7 +47,8 @@ static_assert(REFERENCE_STEPS >= 4 * kSteps, "the longest job runs 4 * kSteps");
 
 size_t count_of(const std::string& text, const std::string& what) {
   size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size()))
+    ++n;
   return n;
 }
 
@@ -56,7 +57,8 @@ size_t pushes_to(const std::string& log, const std::string& job) {
   size_t n = 0;
   std::istringstream lines(log);
   for (std::string line; std::getline(lines, line);)
-    n += line.find("'" + job + "': placement ") != std::string::npos && line.find("pushed after step") != std::string::npos;
+    n += line.find("'" + job + "': placement ") != std::string::npos &&
+         line.find("pushed after step") != std::string::npos;
   return n;
 }
 
@@ -69,20 +71,23 @@ bool wait_until(const std::function<bool()>& done, int timeout_ms) {
   return true;
 }
 
-std::vector<std::string> gnmt(const DaemonProcess& daemon, const std::string& job, const std::string& losses,
-                              int steps = kSteps) {
-  return {TRAIN_GNMT_BIN, "--model", GNMT_MODEL, "--steps", std::to_string(steps),
-          "--log-every", "10", "--job", job, "--socket", daemon.socket, "--losses", losses};
+std::vector<std::string> gnmt(const DaemonProcess& daemon, const std::string& job,
+                              const std::string& losses, int steps = kSteps) {
+  return {TRAIN_GNMT_BIN, "--model",  GNMT_MODEL, "--steps", std::to_string(steps),
+          "--log-every",  "10",       "--job",    job,       "--socket",
+          daemon.socket,  "--losses", losses};
 }
 
 // Every step trained, each with the loss of the run without placementd.
 void expect_trained_as_without_placementd(const std::string& losses, int steps = kSteps) {
   const std::string live = read_file(losses), reference = read_file(REFERENCE_LOSSES);
-  ASSERT_EQ(std::count(reference.begin(), reference.end(), '\n'), REFERENCE_STEPS) << REFERENCE_LOSSES;
+  ASSERT_EQ(std::count(reference.begin(), reference.end(), '\n'), REFERENCE_STEPS)
+      << REFERENCE_LOSSES;
   size_t end = 0;
   for (int line = 0; line < steps; ++line) end = reference.find('\n', end) + 1;
   EXPECT_EQ(std::count(live.begin(), live.end(), '\n'), steps) << losses << ": steps lost";
-  EXPECT_EQ(live, reference.substr(0, end)) << losses << ": the losses differ from the run without placementd";
+  EXPECT_EQ(live, reference.substr(0, end))
+      << losses << ": the losses differ from the run without placementd";
 }
 
 // The last "step N" the example printed.
@@ -93,7 +98,8 @@ int last_step(const std::string& out) {
 
 bool attached(const DaemonProcess& daemon, const std::string& job) {
   try {
-    const json jobs = daemon.client(2000).request(MessageType::kListJobs, json::object(), MessageType::kJobList);
+    const json jobs =
+        daemon.client(2000).request(MessageType::kListJobs, json::object(), MessageType::kJobList);
     for (const json& j : jobs.at("jobs"))
       if (j.at("name") == job) return true;
   } catch (const std::exception&) {
@@ -112,7 +118,8 @@ void expect_state_whole(const std::string& state_dir) {
     if (entry.path().extension() == ".json") {
       json doc;
       EXPECT_NO_THROW(doc = json::parse(read_file(path))) << path;
-      EXPECT_TRUE(doc.contains("placement") && doc.value("step_time_s", 0.0) > 0) << path << ": " << doc.dump();
+      EXPECT_TRUE(doc.contains("placement") && doc.value("step_time_s", 0.0) > 0)
+          << path << ": " << doc.dump();
     } else if (entry.path().extension() == ".bin") {
       EXPECT_GT(fs::file_size(entry.path()), 0u) << path;
     }
@@ -157,11 +164,13 @@ TEST(Faults, KillNineOfTheDaemonAtTenPointsOfExplorationLosesNoStep) {
   int mid_swap = 0;
   for (int kill = 0; kill < 10; ++kill) {
     ASSERT_TRUE(wait_until([&] { return attached(daemon, "gnmt-kill"); }, 30000))
-        << "kill " << kill << ": the job did not attach\n" << job.out() << logs << daemon.log();
+        << "kill " << kill << ": the job did not attach\n"
+        << job.out() << logs << daemon.log();
     if (kill % 3 == 1) {
       // Right after the daemon pushed a directive: the job takes it and swaps with its daemon gone.
       const size_t pushed = pushes_to(daemon.log(), "gnmt-kill");
-      if (wait_until([&] { return pushes_to(daemon.log(), "gnmt-kill") > pushed; }, 20000)) ++mid_swap;
+      if (wait_until([&] { return pushes_to(daemon.log(), "gnmt-kill") > pushed; }, 20000))
+        ++mid_swap;
     } else {
       std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms(rng)));
     }
@@ -178,19 +187,25 @@ TEST(Faults, KillNineOfTheDaemonAtTenPointsOfExplorationLosesNoStep) {
   EXPECT_NE(job.out().find("detached: best"), std::string::npos) << job.out();
   EXPECT_EQ(daemon.stop(), 0);
   logs += daemon.log();
-  EXPECT_GE(count_of(logs, "'gnmt-kill' attached"), 11u) << "the job attached to each of the 11 daemons";
-  EXPECT_EQ(logs.find("ignoring stored placement"), std::string::npos) << "a persisted file was damaged\n" << logs;
+  EXPECT_GE(count_of(logs, "'gnmt-kill' attached"), 11u)
+      << "the job attached to each of the 11 daemons";
+  EXPECT_EQ(logs.find("ignoring stored placement"), std::string::npos)
+      << "a persisted file was damaged\n"
+      << logs;
   EXPECT_EQ(logs.find("stored policy state not used"), std::string::npos) << logs;
-  EXPECT_NE(logs.find("stored best placement found"), std::string::npos) << "no restart resumed from the store";
+  EXPECT_NE(logs.find("stored best placement found"), std::string::npos)
+      << "no restart resumed from the store";
   expect_state_whole(daemon.state_dir);
 }
 
 TEST(Faults, ADaemonStoppedForThirtySecondsHoldsNoJobBack) {
   DaemonProcess daemon(exploring());
   daemon.start();
-  const std::string first_losses = daemon.dir + "/first.losses", second_losses = daemon.dir + "/second.losses";
+  const std::string first_losses = daemon.dir + "/first.losses",
+                    second_losses = daemon.dir + "/second.losses";
   Child first(gnmt(daemon, "gnmt-first", first_losses));
-  ASSERT_TRUE(wait_until([&] { return attached(daemon, "gnmt-first"); }, 30000)) << first.out() << daemon.log();
+  ASSERT_TRUE(wait_until([&] { return attached(daemon, "gnmt-first"); }, 30000))
+      << first.out() << daemon.log();
   ASSERT_TRUE(first.wait_for_output("step     20", 60000)) << first.out();
   daemon.signal(SIGSTOP);
   const auto stopped = Clock::now();
@@ -203,14 +218,17 @@ TEST(Faults, ADaemonStoppedForThirtySecondsHoldsNoJobBack) {
   const int step_at_resume = last_step(first.out());
   daemon.signal(SIGCONT);
   EXPECT_GE(step_at_resume - step_at_stop, std::min(100, kSteps - step_at_stop))
-      << "the first job did not train on while the daemon was stopped\n" << first.out();
+      << "the first job did not train on while the daemon was stopped\n"
+      << first.out();
   ASSERT_EQ(first.wait(180000), 0) << first.err() << first.out();
   ASSERT_EQ(second.wait(180000), 0) << second.err() << second.out();
   expect_trained_as_without_placementd(first_losses);
   expect_trained_as_without_placementd(second_losses, 2 * kSteps);
   EXPECT_TRUE(daemon.alive());
-  EXPECT_NE(daemon.log().find("'gnmt-second' attached"), std::string::npos) << second.out() << daemon.log();
-  const json status = daemon.client().request(MessageType::kStatus, json::object(), MessageType::kStatusReply);
+  EXPECT_NE(daemon.log().find("'gnmt-second' attached"), std::string::npos)
+      << second.out() << daemon.log();
+  const json status =
+      daemon.client().request(MessageType::kStatus, json::object(), MessageType::kStatusReply);
   EXPECT_EQ(status["jobs_total"].get<int>(), 0) << "both sessions ended";
   EXPECT_EQ(daemon.stop(), 0);
   expect_state_whole(daemon.state_dir);
@@ -221,7 +239,8 @@ TEST(Faults, ADaemonStoppedForThirtySecondsHoldsNoJobBack) {
 // ENOSPC while a switch file exists. PLACEMENT_FAULTS_PRELOAD=1 takes the second way as root too.
 class FullStateDirectory {
  public:
-  explicit FullStateDirectory(DaemonProcess& daemon) : dir_(daemon.state_dir), switch_(daemon.dir + "/disk-full") {
+  explicit FullStateDirectory(DaemonProcess& daemon)
+      : dir_(daemon.state_dir), switch_(daemon.dir + "/disk-full") {
     fs::create_directories(dir_);
     mounted_ = !std::getenv("PLACEMENT_FAULTS_PRELOAD") &&
                ::mount("placementd-faults", dir_.c_str(), "tmpfs", 0, "size=1m") == 0;
@@ -262,16 +281,21 @@ TEST(Faults, AFullStateDirectoryLosesNoStepAndLeavesNoDamagedFile) {
   const std::string losses = daemon.dir + "/gnmt.losses";
   Child job(gnmt(daemon, "gnmt-full", losses));
   auto failed_writes = [&] {
-    return daemon.client().request(MessageType::kStatus, json::object(), MessageType::kStatusReply)["store_failed_writes"]
+    return daemon.client()
+        .request(MessageType::kStatus, json::object(),
+                 MessageType::kStatusReply)["store_failed_writes"]
         .get<uint64_t>();
   };
-  ASSERT_TRUE(wait_until([&] { return failed_writes() > 0; }, 60000)) << disk.how() << "\n" << daemon.log();
+  ASSERT_TRUE(wait_until([&] { return failed_writes() > 0; }, 60000)) << disk.how() << "\n"
+                                                                      << daemon.log();
   EXPECT_TRUE(files_with(daemon.state_dir + "/placements", ".json").empty());
   expect_state_whole(daemon.state_dir);
   // Room again: the best placement the daemon holds reaches the disk with a later offer.
   disk.free();
-  ASSERT_TRUE(wait_until([&] { return !files_with(daemon.state_dir + "/placements", ".json").empty(); }, 60000))
-      << disk.how() << "\n" << daemon.log();
+  ASSERT_TRUE(wait_until(
+      [&] { return !files_with(daemon.state_dir + "/placements", ".json").empty(); }, 60000))
+      << disk.how() << "\n"
+      << daemon.log();
   expect_trained_and_state_whole(job, losses, daemon);
   EXPECT_NE(daemon.log().find("No space left on device"), std::string::npos) << daemon.log();
 }
@@ -283,28 +307,37 @@ TEST(Faults, CorruptAndTruncatedStateFilesAreReportedIgnoredAndReplaced) {
   daemon.start();
   const std::string losses = daemon.dir + "/gnmt.losses";
   Child job(gnmt(daemon, "gnmt-damaged", losses));
-  const std::string placements = daemon.state_dir + "/placements", policies = daemon.state_dir + "/policies";
+  const std::string placements = daemon.state_dir + "/placements",
+                    policies = daemon.state_dir + "/policies";
   std::string logs;
   for (int round = 0; round < 2; ++round) {
-    ASSERT_TRUE(wait_until([&] { return !files_with(placements, ".json").empty(); }, 60000)) << daemon.log();
+    ASSERT_TRUE(wait_until([&] { return !files_with(placements, ".json").empty(); }, 60000))
+        << daemon.log();
     // SIGTERM persists every session's policy state as well.
     ASSERT_EQ(daemon.stop(), 0) << daemon.log();
     logs += daemon.log();
-    const auto placement_files = files_with(placements, ".json"), policy_files = files_with(policies, ".bin");
+    const auto placement_files = files_with(placements, ".json"),
+               policy_files = files_with(policies, ".bin");
     ASSERT_EQ(placement_files.size(), 1u);
     ASSERT_EQ(policy_files.size(), 1u) << logs;
-    const std::string stored = read_file(placement_files[0].string()), policy = read_file(policy_files[0].string());
+    const std::string stored = read_file(placement_files[0].string()),
+                      policy = read_file(policy_files[0].string());
     if (round == 0) {
       std::ofstream(placement_files[0], std::ios::trunc) << stored.substr(0, stored.size() / 2);
-      std::ofstream(policy_files[0], std::ios::trunc | std::ios::binary) << "not a policy state \x01\x02\xff";
+      std::ofstream(policy_files[0], std::ios::trunc | std::ios::binary)
+          << "not a policy state \x01\x02\xff";
     } else {
       std::ofstream(placement_files[0], std::ios::trunc);  // empty
-      std::ofstream(policy_files[0], std::ios::trunc | std::ios::binary) << policy.substr(0, policy.size() / 2);
+      std::ofstream(policy_files[0], std::ios::trunc | std::ios::binary)
+          << policy.substr(0, policy.size() / 2);
     }
     daemon.start();
-    ASSERT_TRUE(wait_until([&] { return count_of(daemon.log(), "stored policy state not used") > 0; }, 30000))
-        << "round " << round << "\n" << job.out() << daemon.log();
-    EXPECT_NE(daemon.log().find("ignoring stored placement " + placement_files[0].string()), std::string::npos)
+    ASSERT_TRUE(wait_until(
+        [&] { return count_of(daemon.log(), "stored policy state not used") > 0; }, 30000))
+        << "round " << round << "\n"
+        << job.out() << daemon.log();
+    EXPECT_NE(daemon.log().find("ignoring stored placement " + placement_files[0].string()),
+              std::string::npos)
         << daemon.log();
   }
   expect_trained_and_state_whole(job, losses, daemon);
@@ -317,19 +350,21 @@ TEST(Faults, CorruptAndTruncatedStateFilesAreReportedIgnoredAndReplaced) {
 // daemon's pushes, until it sent `steps` and got a push (64 sessions are built on two cores: the
 // first candidates take seconds). `*sent`: the reports sent, negative when no push came; set
 // before `finished` counts the job, which then stays attached until `release`.
-void report_steps(const DaemonProcess& daemon, int index, int steps, const std::atomic<bool>& release,
-                  std::atomic<int>* finished, int* sent) {
+void report_steps(const DaemonProcess& daemon, int index, int steps,
+                  const std::atomic<bool>& release, std::atomic<int>* finished, int* sent) {
   const OpGraph graph = load_graph_file(example_graph());
   const DeviceSet devices = DeviceSet::uniform(
       {{DeviceKind::kCpu, 0, 1ull << 32, 1.0}, {DeviceKind::kCpu, 1, 1ull << 32, 1.0}}, 1e10, 1e-5);
   Client c = daemon.client(60000);
-  uint64_t id = attach_and_place(c, "reporter-" + std::to_string(index), graph, devices).placement_id;
+  uint64_t id =
+      attach_and_place(c, "reporter-" + std::to_string(index), graph, devices).placement_id;
   int step = 0, pushes = 0;
   const auto give_up = Clock::now() + std::chrono::seconds(60);
   for (; step < steps || (pushes == 0 && Clock::now() < give_up); ++step) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    c.send_oneway(MessageType::kStepReport,
-                  to_json(Measurement{id, static_cast<uint64_t>(step), 0.005 + 0.0001 * (id % 5), true, ""}));
+    c.send_oneway(
+        MessageType::kStepReport,
+        to_json(Measurement{id, static_cast<uint64_t>(step), 0.005 + 0.0001 * (id % 5), true, ""}));
     while (c.poll_readable(0)) {
       protocol::Header header;
       const json body = c.read_frame(&header);
@@ -349,7 +384,8 @@ TEST(Faults, AHalfFrameThatStallsHoldsBackNoneOfSixtyFourReportingJobs) {
   daemon.start();
   const std::string losses = daemon.dir + "/gnmt.losses";
   Child job(gnmt(daemon, "gnmt-beside", losses));
-  ASSERT_TRUE(wait_until([&] { return attached(daemon, "gnmt-beside"); }, 30000)) << job.out() << daemon.log();
+  ASSERT_TRUE(wait_until([&] { return attached(daemon, "gnmt-beside"); }, 30000))
+      << job.out() << daemon.log();
 
   constexpr int kJobs = 64, kReports = 100;
   std::atomic<bool> release{false};
@@ -369,8 +405,10 @@ TEST(Faults, AHalfFrameThatStallsHoldsBackNoneOfSixtyFourReportingJobs) {
   // Half a frame, then nothing, while they report.
   RawConnection stalled(daemon.socket);
   stalled.hello();
-  const auto frame = protocol::encode_frame(MessageType::kStatus, 9, {{"pad", std::string(2000, 'x')}}, stalled.version());
-  stalled.send(std::vector<uint8_t>(frame.begin(), frame.begin() + static_cast<long>(frame.size() / 2)));
+  const auto frame = protocol::encode_frame(MessageType::kStatus, 9,
+                                            {{"pad", std::string(2000, 'x')}}, stalled.version());
+  stalled.send(
+      std::vector<uint8_t>(frame.begin(), frame.begin() + static_cast<long>(frame.size() / 2)));
   const auto error = stalled.read_frame(10000);
   ASSERT_TRUE(error.has_value()) << "the stalled client was never answered";
   EXPECT_EQ(error->second.value("code", ""), protocol::error::kTimeout) << error->second.dump();
@@ -380,28 +418,33 @@ TEST(Faults, AHalfFrameThatStallsHoldsBackNoneOfSixtyFourReportingJobs) {
   // Every report of every job reached its session (reports are one-way: counted a moment later).
   auto steps_counted = [&] {
     std::vector<int> counted(kJobs, 0);
-    const json listed = daemon.client().request(MessageType::kListJobs, json::object(), MessageType::kJobList);
+    const json listed =
+        daemon.client().request(MessageType::kListJobs, json::object(), MessageType::kJobList);
     for (const json& j : listed.at("jobs")) {
       const std::string name = j.at("name");
-      if (name.rfind("reporter-", 0) == 0) counted[std::stoul(name.substr(9))] = j.at("steps").get<int>();
+      if (name.rfind("reporter-", 0) == 0)
+        counted[std::stoul(name.substr(9))] = j.at("steps").get<int>();
     }
     return counted;
   };
   // `sent` is written before `finished` counts the job, and read after all were counted.
   std::vector<int> expected(kJobs);
   std::transform(sent.begin(), sent.end(), expected.begin(), [](int n) { return std::abs(n); });
-  EXPECT_TRUE(wait_until([&] { return steps_counted() == expected; }, 20000)) << "reports lost: " << [&] {
-    std::string text;
-    const std::vector<int> counted = steps_counted();
-    for (int j = 0; j < kJobs; ++j)
-      if (counted[static_cast<size_t>(j)] != expected[static_cast<size_t>(j)])
-        text += " reporter-" + std::to_string(j) + " " + std::to_string(counted[static_cast<size_t>(j)]) + " of " +
-                std::to_string(expected[static_cast<size_t>(j)]) + ";";
-    return text;
-  }();
+  EXPECT_TRUE(wait_until([&] { return steps_counted() == expected; }, 20000))
+      << "reports lost: " << [&] {
+           std::string text;
+           const std::vector<int> counted = steps_counted();
+           for (int j = 0; j < kJobs; ++j)
+             if (counted[static_cast<size_t>(j)] != expected[static_cast<size_t>(j)])
+               text += " reporter-" + std::to_string(j) + " " +
+                       std::to_string(counted[static_cast<size_t>(j)]) + " of " +
+                       std::to_string(expected[static_cast<size_t>(j)]) + ";";
+           return text;
+         }();
   release = true;
   for (auto& t : jobs) t.join();
-  for (int j = 0; j < kJobs; ++j) EXPECT_GT(sent[static_cast<size_t>(j)], 0) << "reporter " << j << " got no push";
+  for (int j = 0; j < kJobs; ++j)
+    EXPECT_GT(sent[static_cast<size_t>(j)], 0) << "reporter " << j << " got no push";
   expect_trained_and_state_whole(job, losses, daemon);
 }
 
@@ -411,11 +454,13 @@ TEST(Faults, AJobKilledMidSwapLeavesTheOtherJobsAndTheStoreWhole) {
   const std::string losses = daemon.dir + "/other.losses";
   Child other(gnmt(daemon, "gnmt-other", losses));
   Child victim(gnmt(daemon, "gnmt-victim", daemon.dir + "/victim.losses"));
-  ASSERT_TRUE(wait_until([&] { return attached(daemon, "gnmt-victim") && attached(daemon, "gnmt-other"); }, 30000))
+  ASSERT_TRUE(wait_until(
+      [&] { return attached(daemon, "gnmt-victim") && attached(daemon, "gnmt-other"); }, 30000))
       << victim.out() << other.out() << daemon.log();
   // Killed right after the daemon pushed it a placement: the job dies taking it or swapping to it.
   const size_t before = pushes_to(daemon.log(), "gnmt-victim");
-  ASSERT_TRUE(wait_until([&] { return pushes_to(daemon.log(), "gnmt-victim") > before; }, 30000)) << daemon.log();
+  ASSERT_TRUE(wait_until([&] { return pushes_to(daemon.log(), "gnmt-victim") > before; }, 30000))
+      << daemon.log();
   victim.signal(SIGKILL);
   EXPECT_EQ(victim.wait(), 128 + SIGKILL);
   EXPECT_TRUE(wait_until([&] { return !attached(daemon, "gnmt-victim"); }, 10000)) << daemon.log();

@@ -10,7 +10,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
-    placementd::parse_config(std::string(reinterpret_cast<const char*>(data), size), "fuzz.toml", "/nonexistent");
+    placementd::parse_config(std::string(reinterpret_cast<const char*>(data), size), "fuzz.toml",
+                             "/nonexistent");
   } catch (const placementd::ConfigInvalid&) {
   }
   return 0;

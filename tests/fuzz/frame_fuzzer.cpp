@@ -23,35 +23,69 @@ using protocol::MessageType;
 
 void decode_as(MessageType type, const nlohmann::json& body) {
   switch (type) {
-    case MessageType::kHello: messages::Hello::from_json(body); break;
-    case MessageType::kWelcome: messages::Welcome::from_json(body); break;
-    case MessageType::kError: messages::Error::from_json(body); break;
-    case MessageType::kAttach: messages::Attach::from_json(body); break;
-    case MessageType::kAttached: messages::Attached::from_json(body); break;
+    case MessageType::kHello:
+      messages::Hello::from_json(body);
+      break;
+    case MessageType::kWelcome:
+      messages::Welcome::from_json(body);
+      break;
+    case MessageType::kError:
+      messages::Error::from_json(body);
+      break;
+    case MessageType::kAttach:
+      messages::Attach::from_json(body);
+      break;
+    case MessageType::kAttached:
+      messages::Attached::from_json(body);
+      break;
     case MessageType::kGraphUpload: {
       const messages::GraphUpload upload = messages::GraphUpload::from_json(body, fuzz::devices());
-      // What the session checks next (LiveSession::on_graph): std::invalid_argument names the fault.
+      // What the session checks next (LiveSession::on_graph): std::invalid_argument names the
+      // fault.
       try {
         upload.graph.validate();
       } catch (const std::invalid_argument&) {
       }
       break;
     }
-    case MessageType::kGraphAccepted: messages::GraphAccepted::from_json(body); break;
+    case MessageType::kGraphAccepted:
+      messages::GraphAccepted::from_json(body);
+      break;
     case MessageType::kPlacementDirective:
       messages::Directive::from_json(body, fuzz::graph(), fuzz::devices());
       break;
-    case MessageType::kStepReport: measurement_from_json(body); break;
-    case MessageType::kDetached: messages::Detached::from_json(body); break;
-    case MessageType::kProfileReport: profile_report_from_json(body); break;
-    case MessageType::kStatusReply: messages::StatusReply::from_json(body); break;
-    case MessageType::kListJobs: messages::ListJobs::from_json(body); break;
-    case MessageType::kJobList: messages::JobList::from_json(body); break;
-    case MessageType::kPluginList: messages::PluginList::from_json(body); break;
-    case MessageType::kJobShow: messages::JobShow::from_json(body); break;
-    case MessageType::kJobInfo: messages::JobInfo::from_json(body); break;
-    case MessageType::kReloaded: messages::Reloaded::from_json(body); break;
-    default: break;  // requests without a body: placement_request, detach, status, list_plugins, reload
+    case MessageType::kStepReport:
+      measurement_from_json(body);
+      break;
+    case MessageType::kDetached:
+      messages::Detached::from_json(body);
+      break;
+    case MessageType::kProfileReport:
+      profile_report_from_json(body);
+      break;
+    case MessageType::kStatusReply:
+      messages::StatusReply::from_json(body);
+      break;
+    case MessageType::kListJobs:
+      messages::ListJobs::from_json(body);
+      break;
+    case MessageType::kJobList:
+      messages::JobList::from_json(body);
+      break;
+    case MessageType::kPluginList:
+      messages::PluginList::from_json(body);
+      break;
+    case MessageType::kJobShow:
+      messages::JobShow::from_json(body);
+      break;
+    case MessageType::kJobInfo:
+      messages::JobInfo::from_json(body);
+      break;
+    case MessageType::kReloaded:
+      messages::Reloaded::from_json(body);
+      break;
+    default:
+      break;  // requests without a body: placement_request, detach, status, list_plugins, reload
   }
 }
 

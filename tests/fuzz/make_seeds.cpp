@@ -1,8 +1,8 @@
 // Writes the seeds of the targets whose inputs the project's own encoders make: DIR/frame/, one
 // frame of each message type as the SDK and the daemon encode it (so the fuzzer starts from frames
 // that pass the header and reach every decoder), and DIR/stored_placement/, a file as the store
-// writes it. Made by the encoders rather than kept as files, they follow the formats as they change.
-// The text formats' seeds are the repository's own files (scripts/sanitize.sh names them).
+// writes it. Made by the encoders rather than kept as files, they follow the formats as they
+// change. The text formats' seeds are the repository's own files (scripts/sanitize.sh names them).
 //
 //   fuzz_make_seeds DIR
 
@@ -97,10 +97,12 @@ int main(int argc, char** argv) {
     return static_cast<bool>(out);
   };
   std::error_code ec;
-  for (const char* sub : {"/frame", "/stored_placement"}) std::filesystem::create_directories(dir + sub, ec);
+  for (const char* sub : {"/frame", "/stored_placement"})
+    std::filesystem::create_directories(dir + sub, ec);
   for (const auto& [type, body] : frames) {
     const std::vector<uint8_t> frame = protocol::encode_frame(type, 1, body);
-    if (!write(dir + "/frame/" + protocol::to_string(type), reinterpret_cast<const char*>(frame.data()), frame.size()))
+    if (!write(dir + "/frame/" + protocol::to_string(type),
+               reinterpret_cast<const char*>(frame.data()), frame.size()))
       return 1;
   }
   placementd::StoredPlacement stored;

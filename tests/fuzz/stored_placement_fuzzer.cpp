@@ -15,7 +15,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const nlohmann::json doc = nlohmann::json::parse(data, data + size, nullptr, false);
   if (doc.is_discarded()) return 0;
   try {
-    placementd::stored_placement_from_json(doc, placement::fuzz::graph(), placement::fuzz::devices());
+    placementd::stored_placement_from_json(doc, placement::fuzz::graph(),
+                                           placement::fuzz::devices());
   } catch (const placement::FormatError&) {
   }
   return 0;

@@ -1,12 +1,12 @@
 // The daemon as jobs use it: real placementd, real clients, many at once.
 
-#include <fstream>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <fstream>
 
 #include <atomic>
 #include <filesystem>
@@ -27,7 +27,8 @@ using protocol::MessageType;
 namespace msg = messages;
 
 DeviceSet two_cpus() {
-  return DeviceSet::uniform({{DeviceKind::kCpu, 0, 1ull << 32, 1.0}, {DeviceKind::kCpu, 1, 1ull << 32, 1.0}}, 1e10, 1e-5);
+  return DeviceSet::uniform(
+      {{DeviceKind::kCpu, 0, 1ull << 32, 1.0}, {DeviceKind::kCpu, 1, 1ull << 32, 1.0}}, 1e10, 1e-5);
 }
 
 // One job's whole control-plane flow; returns the placement id it got.
@@ -37,22 +38,27 @@ msg::GraphAccepted attach_and_upload(Client& c, const std::string& name, const O
   attach.devices = two_cpus();
   c.request(attach.kType, attach.to_json(), msg::Attached::kType);
   const msg::GraphUpload upload{graph, std::nullopt};
-  return msg::GraphAccepted::from_json(c.request(upload.kType, upload.to_json(two_cpus()), msg::GraphAccepted::kType));
+  return msg::GraphAccepted::from_json(
+      c.request(upload.kType, upload.to_json(two_cpus()), msg::GraphAccepted::kType));
 }
 
 msg::Directive first_directive(Client& c, const OpGraph& graph) {
   return msg::Directive::from_json(
-      c.request(msg::PlacementRequest::kType, msg::PlacementRequest{}.to_json(), msg::Directive::kType), graph,
-      two_cpus());
+      c.request(msg::PlacementRequest::kType, msg::PlacementRequest{}.to_json(),
+                msg::Directive::kType),
+      graph, two_cpus());
 }
 
-uint64_t run_job(Client& c, const std::string& name, const OpGraph& graph, int reports, double step_time) {
+uint64_t run_job(Client& c, const std::string& name, const OpGraph& graph, int reports,
+                 double step_time) {
   EXPECT_EQ(attach_and_upload(c, name, graph).fingerprint, graph.fingerprint());
   const msg::Directive directive = first_directive(c, graph);
   EXPECT_EQ(directive.placement.device_of_op.size(), graph.ops.size());
   const uint64_t id = directive.placement_id;
   for (int i = 0; i < reports; ++i)
-    EXPECT_TRUE(c.send_oneway(MessageType::kStepReport, to_json(Measurement{id, static_cast<uint64_t>(i), step_time, true, ""})));
+    EXPECT_TRUE(
+        c.send_oneway(MessageType::kStepReport,
+                      to_json(Measurement{id, static_cast<uint64_t>(i), step_time, true, ""})));
   return id;
 }
 
@@ -77,7 +83,8 @@ TEST(Daemon, SixtyFourConcurrentJobs) {
     });
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok.load(), 64);
-  const json status = daemon.client().request(MessageType::kStatus, json::object(), MessageType::kStatusReply);
+  const json status =
+      daemon.client().request(MessageType::kStatus, json::object(), MessageType::kStatusReply);
   EXPECT_EQ(status["reports_received"].get<int>(), 64 * 20);
   EXPECT_EQ(status["jobs_total"].get<int>(), 0);
   EXPECT_EQ(daemon.stop(), 0) << daemon.log();
@@ -102,7 +109,8 @@ TEST(Daemon, ReportsAreCountedAndTheBestPlacementSurvivesARestart) {
     // SIGTERM while the job is attached: the daemon persists and exits 0.
     EXPECT_EQ(daemon.stop(SIGTERM), 0) << daemon.log();
   }
-  EXPECT_NE(daemon.log().find("persisted the state of 1 job(s)"), std::string::npos) << daemon.log();
+  EXPECT_NE(daemon.log().find("persisted the state of 1 job(s)"), std::string::npos)
+      << daemon.log();
   EXPECT_NE(daemon.log().find("(1 new best placement(s))"), std::string::npos) << daemon.log();
   // This uid's next run of the model finds it (and starts on its own placement, which the stored
   // one must beat as a candidate: exploration_test).
@@ -110,7 +118,8 @@ TEST(Daemon, ReportsAreCountedAndTheBestPlacementSurvivesARestart) {
   Client c = daemon.client();
   EXPECT_TRUE(attach_and_upload(c, "persisted", graph).cached);
   EXPECT_EQ(first_directive(c, graph).reason, msg::Reason::kStart);
-  EXPECT_TRUE(std::filesystem::exists(daemon.state_dir + "/placements/" + std::to_string(::getuid())))
+  EXPECT_TRUE(
+      std::filesystem::exists(daemon.state_dir + "/placements/" + std::to_string(::getuid())))
       << "kept per uid";
 }
 
@@ -118,13 +127,15 @@ TEST(Daemon, ReportsAreCountedAndTheBestPlacementSurvivesARestart) {
 DaemonOptions with_slow_placer() {
   DaemonOptions options;
   options.plugin_dirs = {plugin_dir(), test_plugin_dir()};
-  options.extra = "[policy]\ngrouper = \"none\"\nplacer = \"slow\"\n[params.placer.slow]\nseconds = 3.0\n"
-                  "[exploration]\nsteps_per_candidate = 2\nwarmup_steps = 0\n";
+  options.extra =
+      "[policy]\ngrouper = \"none\"\nplacer = \"slow\"\n[params.placer.slow]\nseconds = 3.0\n"
+      "[exploration]\nsteps_per_candidate = 2\nwarmup_steps = 0\n";
   return options;
 }
 
 // Policy work holds a session for as long as the policy takes (seconds for a big seq2seq); the
-// daemon's I/O thread never waits for it: other jobs, placementctl and this job's own reports go on.
+// daemon's I/O thread never waits for it: other jobs, placementctl and this job's own reports go
+// on.
 TEST(Daemon, SlowPolicyWorkStallsNoOtherConnection) {
   DaemonProcess daemon(with_slow_placer());
   daemon.start();
@@ -135,17 +146,21 @@ TEST(Daemon, SlowPolicyWorkStallsNoOtherConnection) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const auto started = std::chrono::steady_clock::now();
   auto elapsed_ms = [&] {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+        .count();
   };
   Client other = daemon.client();
-  const json status = other.request(MessageType::kStatus, json::object(), MessageType::kStatusReply);
+  const json status =
+      other.request(MessageType::kStatus, json::object(), MessageType::kStatusReply);
   EXPECT_EQ(status["jobs_visible"].get<int>(), 1);
   // Inspection shows the session's last view rather than wait for its lock: two `placementctl
   // jobs` answer at once, and hold none of the policy threads the other job needs.
   std::vector<CommandResult> looked(2);
   std::vector<std::thread> lookers;
   for (size_t i = 0; i < looked.size(); ++i)
-    lookers.emplace_back([&, i] { looked[i] = run_command({placementctl_bin(), "--socket", daemon.socket, "--json", "jobs"}); });
+    lookers.emplace_back([&, i] {
+      looked[i] = run_command({placementctl_bin(), "--socket", daemon.socket, "--json", "jobs"});
+    });
   for (std::thread& t : lookers) t.join();
   for (const CommandResult& r : looked) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -155,8 +170,11 @@ TEST(Daemon, SlowPolicyWorkStallsNoOtherConnection) {
   run_job(other, "other", graph, 3, 0.01);
   // The slow job's reports are taken too (they wait on its strand, not on the I/O thread).
   for (int i = 0; i < 20; ++i)
-    EXPECT_TRUE(slow.send_oneway(MessageType::kStepReport, to_json(Measurement{1, static_cast<uint64_t>(10 + i), 0.02, true, ""})));
-  const json again = daemon.client().request(MessageType::kStatus, json::object(), MessageType::kStatusReply);
+    EXPECT_TRUE(
+        slow.send_oneway(MessageType::kStepReport,
+                         to_json(Measurement{1, static_cast<uint64_t>(10 + i), 0.02, true, ""})));
+  const json again =
+      daemon.client().request(MessageType::kStatus, json::object(), MessageType::kStatusReply);
   EXPECT_LT(elapsed_ms(), 1500.0) << "the daemon answered only after the slow policy step";
   EXPECT_GE(again["reports_received"].get<int>(), 25);
   // And the slow job's next placement does come, once the placer has answered.
@@ -182,14 +200,19 @@ TEST(Daemon, ShutdownWaitsForPolicyWorkWithoutStallingConnections) {
   const auto signalled = std::chrono::steady_clock::now();
   daemon.signal(SIGTERM);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  const json status = other.request(MessageType::kStatus, json::object(), MessageType::kStatusReply);
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count(), 1.5)
+  const json status =
+      other.request(MessageType::kStatus, json::object(), MessageType::kStatusReply);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count(),
+            1.5)
       << "the I/O thread waited for the policy step";
   EXPECT_EQ(status["jobs_visible"].get<int>(), 1);
-  EXPECT_EQ(daemon.stop(0), 0) << daemon.log();  // waits for the exit (a second SIGTERM would end it at once)
-  EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count(), 2.0)
+  EXPECT_EQ(daemon.stop(0), 0)
+      << daemon.log();  // waits for the exit (a second SIGTERM would end it at once)
+  EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count(),
+            2.0)
       << "the daemon stopped before the policy step it had to persist after";
-  EXPECT_NE(daemon.log().find("persisted the state of 1 job(s)"), std::string::npos) << daemon.log();
+  EXPECT_NE(daemon.log().find("persisted the state of 1 job(s)"), std::string::npos)
+      << daemon.log();
 }
 
 // A stop has a deadline and a second signal ends it at once: policy work that runs for minutes (a
@@ -203,7 +226,8 @@ TEST(Daemon, AStopEndsByItsDeadlineOrASecondSignalWhateverPolicyWorkIsRunning) {
     daemon.start();
     const OpGraph graph = load_graph_file(example_graph());
     Client slow = daemon.client();
-    run_job(slow, "slow", graph, 2, 0.02);  // the placer now takes 30 s to propose the next candidate
+    run_job(slow, "slow", graph, 2,
+            0.02);  // the placer now takes 30 s to propose the next candidate
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     const auto signalled = std::chrono::steady_clock::now();
     daemon.signal(SIGTERM);
@@ -212,10 +236,14 @@ TEST(Daemon, AStopEndsByItsDeadlineOrASecondSignalWhateverPolicyWorkIsRunning) {
       daemon.signal(SIGINT);
     }
     EXPECT_EQ(daemon.stop(0), 1) << daemon.log();
-    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count(), 5.0);
-    EXPECT_NE(daemon.log().find(second_signal ? "a second SIGINT: exiting now"
-                                              : "the daemon had not stopped 1000 ms after the signal (daemon.stop_timeout_ms"),
-              std::string::npos)
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count(),
+              5.0);
+    EXPECT_NE(
+        daemon.log().find(
+            second_signal
+                ? "a second SIGINT: exiting now"
+                : "the daemon had not stopped 1000 ms after the signal (daemon.stop_timeout_ms"),
+        std::string::npos)
         << daemon.log();
   }
 }
@@ -226,9 +254,11 @@ TEST(Daemon, AStopEndsByItsDeadlineOrASecondSignalWhateverPolicyWorkIsRunning) {
 TEST(Daemon, APluginThatThrowsEndsOneJobsExplorationAndNothingElse) {
   DaemonOptions options;
   options.plugin_dirs = {plugin_dir(), test_plugin_dir()};
-  options.extra = "[policy]\ngrouper = \"none\"\nplacer = \"throwing\"\nalgorithm = \"throwing\"\n"
-                  "[exploration]\nsteps_per_candidate = 2\nwarmup_steps = 0\n"
-                  "[[rules]]\njob = \"bad\"\n[rules.params.placer.throwing]\nentry = \"place\"\nexception = \"other\"\n";
+  options.extra =
+      "[policy]\ngrouper = \"none\"\nplacer = \"throwing\"\nalgorithm = \"throwing\"\n"
+      "[exploration]\nsteps_per_candidate = 2\nwarmup_steps = 0\n"
+      "[[rules]]\njob = \"bad\"\n[rules.params.placer.throwing]\nentry = \"place\"\nexception = "
+      "\"other\"\n";
   DaemonProcess daemon(options);
   daemon.start();
   const OpGraph graph = load_graph_file(example_graph());
@@ -242,31 +272,39 @@ TEST(Daemon, APluginThatThrowsEndsOneJobsExplorationAndNothingElse) {
   const json pushed = good.read_frame(&header);
   EXPECT_EQ(header.type, static_cast<uint16_t>(MessageType::kPlacementDirective));
   EXPECT_EQ(pushed["reason"].get<std::string>(), "policy");
-  EXPECT_EQ(pushed["after_step"], 1) << "the push names the report that completed the start candidate";
+  EXPECT_EQ(pushed["after_step"], 1)
+      << "the push names the report that completed the start candidate";
 
   Client admin = daemon.client();
   json shown;
   for (int i = 0; i < 100; ++i) {
     const json jobs = admin.request(MessageType::kListJobs, json::object(), MessageType::kJobList);
     for (const json& j : jobs["jobs"])
-      if (j["name"] == "bad") shown = admin.request(MessageType::kJobShow, {{"id", j["id"]}}, MessageType::kJobInfo);
+      if (j["name"] == "bad")
+        shown = admin.request(MessageType::kJobShow, {{"id", j["id"]}}, MessageType::kJobInfo);
     if (shown.is_object() && shown["policy_error"].is_string()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  ASSERT_TRUE(shown.is_object() && shown["policy_error"].is_string()) << shown.dump() << daemon.log();
-  EXPECT_NE(shown["policy_error"].get<std::string>().find("not a std::exception"), std::string::npos);
+  ASSERT_TRUE(shown.is_object() && shown["policy_error"].is_string())
+      << shown.dump() << daemon.log();
+  EXPECT_NE(shown["policy_error"].get<std::string>().find("not a std::exception"),
+            std::string::npos);
   EXPECT_EQ(shown["state"], "exploiting");
-  const CommandResult ctl = run_command(
-      {placementctl_bin(), "jobs", "show", std::to_string(shown["id"].get<uint64_t>()), "--socket", daemon.socket});
+  const CommandResult ctl =
+      run_command({placementctl_bin(), "jobs", "show", std::to_string(shown["id"].get<uint64_t>()),
+                   "--socket", daemon.socket});
   EXPECT_EQ(ctl.exit_code, 0) << ctl.err;
   EXPECT_NE(ctl.out.find("plugin failed"), std::string::npos) << ctl.out;
-  EXPECT_NE(ctl.out.find("policy step: an exception that is not a std::exception; exploration ended"), std::string::npos)
+  EXPECT_NE(
+      ctl.out.find("policy step: an exception that is not a std::exception; exploration ended"),
+      std::string::npos)
       << ctl.out;
   // The bad job runs its start placement on: nothing was pushed to it.
   EXPECT_FALSE(bad.poll_readable(200));
-  EXPECT_TRUE(bad.send_oneway(MessageType::kStepReport, to_json(Measurement{bad_placement, 99, 0.02, true, ""})));
-  const msg::Detached detached =
-      msg::Detached::from_json(bad.request(msg::Detach::kType, msg::Detach{}.to_json(), msg::Detached::kType));
+  EXPECT_TRUE(bad.send_oneway(MessageType::kStepReport,
+                              to_json(Measurement{bad_placement, 99, 0.02, true, ""})));
+  const msg::Detached detached = msg::Detached::from_json(
+      bad.request(msg::Detach::kType, msg::Detach{}.to_json(), msg::Detached::kType));
   EXPECT_TRUE(detached.persisted);
   EXPECT_TRUE(daemon.alive());
   EXPECT_NE(daemon.log().find("policy step failed"), std::string::npos) << daemon.log();
@@ -298,7 +336,8 @@ TEST(Daemon, AFreshPolicyIsWarmStartedFromTheConfiguredBaseline) {
 TEST(Daemon, TheSimulatorWarmStartSearchesAProfiledGraphAndSaysWhyNotOtherwise) {
   if (!learned_plugins_built()) GTEST_SKIP() << "built without LibTorch";
   DaemonOptions options;
-  options.extra = "[policy]\ngrouper = \"name_prefix\"\nplacer = \"feedforward\"\nwarm_start = \"simulator\"\n";
+  options.extra =
+      "[policy]\ngrouper = \"name_prefix\"\nplacer = \"feedforward\"\nwarm_start = \"simulator\"\n";
   DaemonProcess daemon(options);
   daemon.start();
   auto warm_start_of = [&](const std::string& job, const OpGraph& graph) {
@@ -307,39 +346,50 @@ TEST(Daemon, TheSimulatorWarmStartSearchesAProfiledGraphAndSaysWhyNotOtherwise) 
     const json jobs = c.request(MessageType::kListJobs, json::object(), MessageType::kJobList);
     json shown;
     for (const json& j : jobs["jobs"])
-      if (j["name"] == job) shown = c.request(MessageType::kJobShow, {{"id", j["id"]}}, MessageType::kJobInfo);
+      if (j["name"] == job)
+        shown = c.request(MessageType::kJobShow, {{"id", j["id"]}}, MessageType::kJobInfo);
     c.request(MessageType::kDetach, json::object(), MessageType::kDetached);
     return shown["warm_start"];
   };
   // Inception-V3 with the CPU profiles of tests/data/graphs, on two logical CPU devices.
-  const json searched = warm_start_of("profiled", load_graph_file(std::string(GRAPH_DIR) + "/inception_v3.json.gz"));
+  const json searched =
+      warm_start_of("profiled", load_graph_file(std::string(GRAPH_DIR) + "/inception_v3.json.gz"));
   ASSERT_TRUE(searched.is_object());
   EXPECT_TRUE(searched["skipped"].is_null()) << searched.dump();
   EXPECT_EQ(searched["baseline"], "simulator");
   EXPECT_GT(searched["search_evaluations"].get<int64_t>(), 0);
   EXPECT_TRUE(searched["baseline_step_time_s"].is_number());
-  EXPECT_NE(daemon.log().find("policy warm-started from simulator"), std::string::npos) << daemon.log();
+  EXPECT_NE(daemon.log().find("policy warm-started from simulator"), std::string::npos)
+      << daemon.log();
   // The example graph carries no profile: nothing to search, and the job is told why.
   const json skipped = warm_start_of("unprofiled", load_graph_file(example_graph()));
   ASSERT_TRUE(skipped.is_object());
-  EXPECT_NE(skipped["skipped"].get<std::string>().find("has no profile"), std::string::npos) << skipped.dump();
+  EXPECT_NE(skipped["skipped"].get<std::string>().find("has no profile"), std::string::npos)
+      << skipped.dump();
 }
 
 TEST(Daemon, JobThatDiesIsCleanedUp) {
   DaemonProcess daemon;
   daemon.start();
-  Child job({hold_job_bin(), "--socket", daemon.socket, "--graph", example_graph(), "--job", "doomed", "--reports", "8"});
+  Child job({hold_job_bin(), "--socket", daemon.socket, "--graph", example_graph(), "--job",
+             "doomed", "--reports", "8"});
   ASSERT_TRUE(job.wait_for_output("ready")) << job.err();
   Client admin = daemon.client();
-  EXPECT_EQ(admin.request(MessageType::kListJobs, json::object(), MessageType::kJobList)["jobs"].size(), 1u);
+  EXPECT_EQ(
+      admin.request(MessageType::kListJobs, json::object(), MessageType::kJobList)["jobs"].size(),
+      1u);
   job.signal(SIGKILL);
   job.wait();
   for (int i = 0; i < 200; ++i) {
-    if (admin.request(MessageType::kListJobs, json::object(), MessageType::kJobList)["jobs"].empty()) break;
+    if (admin.request(MessageType::kListJobs, json::object(), MessageType::kJobList)["jobs"]
+            .empty())
+      break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  EXPECT_TRUE(admin.request(MessageType::kListJobs, json::object(), MessageType::kJobList)["jobs"].empty());
-  EXPECT_NE(daemon.log().find("job 1 'doomed' disconnected without detach"), std::string::npos) << daemon.log();
+  EXPECT_TRUE(
+      admin.request(MessageType::kListJobs, json::object(), MessageType::kJobList)["jobs"].empty());
+  EXPECT_NE(daemon.log().find("job 1 'doomed' disconnected without detach"), std::string::npos)
+      << daemon.log();
 }
 
 TEST(Daemon, SecondInstanceOnTheSameSocketIsRefusedAndStaleSocketsAreReplaced) {
@@ -347,7 +397,8 @@ TEST(Daemon, SecondInstanceOnTheSameSocketIsRefusedAndStaleSocketsAreReplaced) {
   first.start();
   const CommandResult second = run_command({placementd_bin(), "--config", first.config_path});
   EXPECT_EQ(second.exit_code, 1);
-  EXPECT_NE(second.err.find("placementd already runs on " + first.socket), std::string::npos) << second.err;
+  EXPECT_NE(second.err.find("placementd already runs on " + first.socket), std::string::npos)
+      << second.err;
   EXPECT_TRUE(first.alive());
   // A daemon killed with SIGKILL leaves its socket file behind; the next one replaces it.
   first.stop(SIGKILL);
@@ -361,11 +412,12 @@ TEST(Daemon, ASecondDaemonOnTheSameStateDirectoryIsRefusedOnAnotherSocketToo) {
   // An admin's daemon started by hand beside systemd's would overwrite its results, and they its.
   DaemonProcess first;
   first.start();
-  const CommandResult second =
-      run_command({placementd_bin(), "--config", first.config_path, "--socket", first.dir + "/other.sock"});
+  const CommandResult second = run_command(
+      {placementd_bin(), "--config", first.config_path, "--socket", first.dir + "/other.sock"});
   EXPECT_EQ(second.exit_code, 1);
-  EXPECT_NE(second.err.find("another placementd uses the state directory " + first.state_dir + " (pid " +
-                            std::to_string(first.pid) + ", lock " + first.state_dir + "/placementd.lock)"),
+  EXPECT_NE(second.err.find("another placementd uses the state directory " + first.state_dir +
+                            " (pid " + std::to_string(first.pid) + ", lock " + first.state_dir +
+                            "/placementd.lock)"),
             std::string::npos)
       << second.err;
   EXPECT_FALSE(std::filesystem::exists(first.dir + "/other.sock")) << "it did not start serving";
@@ -375,7 +427,8 @@ TEST(Daemon, ASecondDaemonOnTheSameStateDirectoryIsRefusedOnAnotherSocketToo) {
 TEST(Daemon, InvalidConfigAtStartIsReportedWithPositions) {
   DaemonProcess daemon({"", "[policy]\nalgorithm = \"telepathy\"\n"});
   EXPECT_THROW(daemon.start(), std::runtime_error);
-  EXPECT_NE(daemon.log().find("policy.algorithm: no algorithm plugin named 'telepathy' is loaded (loaded: "),
+  EXPECT_NE(daemon.log().find(
+                "policy.algorithm: no algorithm plugin named 'telepathy' is loaded (loaded: "),
             std::string::npos)
       << daemon.log();
   EXPECT_NE(daemon.log().find(daemon.config_path + ":"), std::string::npos);
@@ -386,18 +439,22 @@ TEST(Daemon, DevicesOutsideThePoolAreRefused) {
   daemon.start();
   Client c = daemon.client();
   try {
-    c.request(MessageType::kAttach, {{"job", "greedy"}, {"devices", to_json(two_cpus())}}, MessageType::kAttached);
+    c.request(MessageType::kAttach, {{"job", "greedy"}, {"devices", to_json(two_cpus())}},
+              MessageType::kAttached);
     FAIL() << "cpu:1 is not in the pool";
   } catch (const ServerError& e) {
     EXPECT_EQ(e.code(), protocol::error::kPermissionDenied);
-    EXPECT_NE(std::string(e.what()).find("device cpu:1 is not in this node's device pool"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("device cpu:1 is not in this node's device pool"),
+              std::string::npos);
   }
 }
 
 // [limits]: a graph over one is refused from what the upload says of itself, before it is built,
 // with the limit and the figure; the session and the daemon go on, and a reload can raise them.
 TEST(Daemon, GraphsOverTheLimitsAreRefusedBeforeTheyAreBuilt) {
-  DaemonProcess daemon({"", "[limits]\nmax_graph_ops = 1000\nmax_session_bytes = 16777216\nmax_graph_bytes = 1048576\n"});
+  DaemonProcess daemon({"",
+                        "[limits]\nmax_graph_ops = 1000\nmax_session_bytes = "
+                        "16777216\nmax_graph_bytes = 1048576\n"});
   daemon.start();
   auto refused = [&](const OpGraph& graph, const std::string& message) {
     Client c = daemon.client();
@@ -415,16 +472,21 @@ TEST(Daemon, GraphsOverTheLimitsAreRefusedBeforeTheyAreBuilt) {
   };
   refused(unrolled_stack(1200), "graph has 1200 ops; [limits] max_graph_ops = 1000");
   refused(unrolled_stack(800),
-          "graph of 800 ops and 1396 edges needs about 18 MiB in the daemon; [limits] max_session_bytes = 16777216 "
+          "graph of 800 ops and 1396 edges needs about 18 MiB in the daemon; [limits] "
+          "max_session_bytes = 16777216 "
           "(16 MiB)");
   OpGraph named = chain(300);
   for (Op& op : named.ops) op.name = std::string(4000, 'x') + std::to_string(op.id);
-  const size_t bytes = json::to_cbor(msg::GraphUpload{named, std::nullopt}.to_json(two_cpus())).size();
+  const size_t bytes =
+      json::to_cbor(msg::GraphUpload{named, std::nullopt}.to_json(two_cpus())).size();
   // Too many bytes: its payload is dropped unread as it arrives, and the connection goes on.
-  refused(named, "graph upload of " + std::to_string(bytes) + " bytes; [limits] max_graph_bytes = 1048576");
+  refused(named, "graph upload of " + std::to_string(bytes) +
+                     " bytes; [limits] max_graph_bytes = 1048576");
   EXPECT_TRUE(daemon.alive());
   const std::string log = daemon.log();
-  EXPECT_NE(log.find("graph refused: graph has 1200 ops; [limits] max_graph_ops = 1000"), std::string::npos) << log;
+  EXPECT_NE(log.find("graph refused: graph has 1200 ops; [limits] max_graph_ops = 1000"),
+            std::string::npos)
+      << log;
 
   // With the defaults (64 MiB both), a daemon whose frames are smaller refuses the same way.
   DaemonProcess small_frames({"max_frame_bytes = 1048576\n"});
@@ -465,7 +527,8 @@ TEST(Daemon, AJobRefusedForItsSizeWaitsBeforeOfferingItsGraphAgain) {
   EXPECT_FALSE(channel.wait_for_directive(5000));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const JobChannel::Status status = channel.status();
-  EXPECT_EQ(status.attempts, 1u) << "at the 20 ms reconnect pause it would have tried hundreds of times";
+  EXPECT_EQ(status.attempts, 1u)
+      << "at the 20 ms reconnect pause it would have tried hundreds of times";
   EXPECT_FALSE(status.connected);
   EXPECT_EQ(status.last_error, "over_limit: graph has 400 ops; [limits] max_graph_ops = 100");
 }
@@ -481,13 +544,16 @@ TEST(Daemon, AFollowerAttachesWithoutAGraphAndReportsItsSteps) {
   options.devices = two_cpus();
   options.replica = msg::ReplicaInfo{1, 2, "127.0.0.1:29500/0badf00d"};
   JobChannel channel(options);
-  for (int i = 0; i < 200 && !channel.status().connected; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < 200 && !channel.status().connected; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_TRUE(channel.status().connected) << channel.status().last_error;
-  for (uint64_t step = 0; step < 30; ++step) channel.report(0, Measurement{5, step, 0.01, true, ""});
+  for (uint64_t step = 0; step < 30; ++step)
+    channel.report(0, Measurement{5, step, 0.01, true, ""});
   json listed;
   for (int i = 0; i < 200 && !(listed.is_object() && listed["steps"] == 30); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    const json jobs = daemon.client().request(MessageType::kListJobs, json::object(), MessageType::kJobList);
+    const json jobs =
+        daemon.client().request(MessageType::kListJobs, json::object(), MessageType::kJobList);
     if (!jobs["jobs"].empty()) listed = jobs["jobs"][0];
   }
   ASSERT_TRUE(listed.is_object()) << daemon.log();
@@ -525,11 +591,14 @@ TEST(Daemon, AFollowerDoesNotAttachToADaemonOlderThanProtocol4) {
       while (!stop) {
         pollfd q{fd, POLLIN, 0};
         if (::poll(&q, 1, 20) <= 0) continue;
-        if (::recv(fd, head, sizeof(head), MSG_WAITALL) != static_cast<ssize_t>(sizeof(head))) break;
+        if (::recv(fd, head, sizeof(head), MSG_WAITALL) != static_cast<ssize_t>(sizeof(head)))
+          break;
         protocol::Header h;
         protocol::decode_header(head, &h);
         std::vector<uint8_t> payload(h.length);
-        if (h.length > 0 && ::recv(fd, payload.data(), payload.size(), MSG_WAITALL) != static_cast<ssize_t>(h.length)) break;
+        if (h.length > 0 && ::recv(fd, payload.data(), payload.size(), MSG_WAITALL) !=
+                                static_cast<ssize_t>(h.length))
+          break;
         if (welcomed) {
           ++frames_after_hello;
           continue;
@@ -537,7 +606,8 @@ TEST(Daemon, AFollowerDoesNotAttachToADaemonOlderThanProtocol4) {
         msg::Welcome w;
         w.version = 3;
         w.server = "placementd 0.0.3";
-        const auto bytes = protocol::encode_frame(msg::Welcome::kType, h.request_id, w.to_json(), 3);
+        const auto bytes =
+            protocol::encode_frame(msg::Welcome::kType, h.request_id, w.to_json(), 3);
         ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
         welcomed = true;
       }
@@ -553,11 +623,13 @@ TEST(Daemon, AFollowerDoesNotAttachToADaemonOlderThanProtocol4) {
     options.reconnect_interval_ms = 10;
     options.refused_retry_interval_ms = 60000;
     JobChannel channel(options);
-    for (int i = 0; i < 200 && channel.status().attempts == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (int i = 0; i < 200 && channel.status().attempts == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     const JobChannel::Status status = channel.status();
     EXPECT_FALSE(status.connected);
-    EXPECT_EQ(status.attempts, 1u) << "at the 10 ms reconnect pause it would have tried again and again";
+    EXPECT_EQ(status.attempts, 1u)
+        << "at the 10 ms reconnect pause it would have tried again and again";
     EXPECT_EQ(status.last_error,
               "placementd speaks protocol 3; a follower rank attaches only to protocol 4 or later");
   }

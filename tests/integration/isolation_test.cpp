@@ -1,8 +1,8 @@
 // Peer identity from SO_PEERCRED: a uid sees and steers only its own jobs; listing every job and
 // reloading need root or the admin group. Clients run as another uid through setpriv.
 
-#include <gtest/gtest.h>
 #include <grp.h>
+#include <gtest/gtest.h>
 #include <pwd.h>
 #include <signal.h>
 #include <unistd.h>
@@ -30,8 +30,8 @@ using protocol::MessageType;
 constexpr const char* kOtherUid = "65534";  // nobody
 
 std::vector<std::string> as_nobody(std::vector<std::string> argv) {
-  argv.insert(argv.begin(), {"/usr/bin/setpriv", std::string("--reuid=") + kOtherUid, std::string("--regid=") + kOtherUid,
-                             "--clear-groups", "--"});
+  argv.insert(argv.begin(), {"/usr/bin/setpriv", std::string("--reuid=") + kOtherUid,
+                             std::string("--regid=") + kOtherUid, "--clear-groups", "--"});
   return argv;
 }
 
@@ -46,13 +46,16 @@ class Isolation : public ::testing::Test {
 TEST_F(Isolation, EachUidSeesOnlyItsOwnJobs) {
   DaemonProcess daemon;
   daemon.start();
-  Child root_job({hold_job_bin(), "--socket", daemon.socket, "--graph", example_graph(), "--job", "root-job"});
+  Child root_job(
+      {hold_job_bin(), "--socket", daemon.socket, "--graph", example_graph(), "--job", "root-job"});
   ASSERT_TRUE(root_job.wait_for_output("ready")) << root_job.err();
-  Child other_job(as_nobody({hold_job_bin(), "--socket", daemon.socket, "--graph", example_graph(), "--job", "nobody-job"}));
+  Child other_job(as_nobody({hold_job_bin(), "--socket", daemon.socket, "--graph", example_graph(),
+                             "--job", "nobody-job"}));
   ASSERT_TRUE(other_job.wait_for_output("ready")) << other_job.err() << daemon.log();
 
   // nobody sees its own job only.
-  const CommandResult mine = run_command(as_nobody({placementctl_bin(), "--socket", daemon.socket, "--json", "jobs"}));
+  const CommandResult mine =
+      run_command(as_nobody({placementctl_bin(), "--socket", daemon.socket, "--json", "jobs"}));
   ASSERT_EQ(mine.exit_code, 0) << mine.err;
   const json jobs = json::parse(mine.out);
   ASSERT_EQ(jobs.size(), 1u);
@@ -60,20 +63,25 @@ TEST_F(Isolation, EachUidSeesOnlyItsOwnJobs) {
   EXPECT_EQ(jobs[0]["uid"].get<int>(), 65534);
 
   // ... cannot look at root's job, which is reported like a missing one ...
-  const CommandResult peek = run_command(as_nobody({placementctl_bin(), "--socket", daemon.socket, "jobs", "show", "1"}));
+  const CommandResult peek =
+      run_command(as_nobody({placementctl_bin(), "--socket", daemon.socket, "jobs", "show", "1"}));
   EXPECT_EQ(peek.exit_code, 2);
-  EXPECT_NE(peek.err.find("not_found: no job 1 visible to uid 65534"), std::string::npos) << peek.err;
+  EXPECT_NE(peek.err.find("not_found: no job 1 visible to uid 65534"), std::string::npos)
+      << peek.err;
 
   // ... and may neither list every job nor reload.
-  const CommandResult all = run_command(as_nobody({placementctl_bin(), "--socket", daemon.socket, "jobs", "--all"}));
+  const CommandResult all =
+      run_command(as_nobody({placementctl_bin(), "--socket", daemon.socket, "jobs", "--all"}));
   EXPECT_EQ(all.exit_code, 2);
   EXPECT_NE(all.err.find("permission_denied"), std::string::npos) << all.err;
-  const CommandResult reload = run_command(as_nobody({placementctl_bin(), "--socket", daemon.socket, "reload"}));
+  const CommandResult reload =
+      run_command(as_nobody({placementctl_bin(), "--socket", daemon.socket, "reload"}));
   EXPECT_EQ(reload.exit_code, 2);
   EXPECT_NE(reload.err.find("permission_denied"), std::string::npos) << reload.err;
 
   // root (an admin) sees both.
-  const CommandResult admin = run_command({placementctl_bin(), "--socket", daemon.socket, "--json", "jobs", "--all"});
+  const CommandResult admin =
+      run_command({placementctl_bin(), "--socket", daemon.socket, "--json", "jobs", "--all"});
   ASSERT_EQ(admin.exit_code, 0) << admin.err;
   EXPECT_EQ(json::parse(admin.out).size(), 2u);
 
@@ -89,9 +97,11 @@ TEST_F(Isolation, AdminGroupMembersMayListEverything) {
   if (!g) GTEST_SKIP() << "no group 65534";
   DaemonProcess daemon({"admin_group = \"" + std::string(g->gr_name) + "\"\n"});
   daemon.start();
-  Child root_job({hold_job_bin(), "--socket", daemon.socket, "--graph", example_graph(), "--job", "root-job"});
+  Child root_job(
+      {hold_job_bin(), "--socket", daemon.socket, "--graph", example_graph(), "--job", "root-job"});
   ASSERT_TRUE(root_job.wait_for_output("ready"));
-  const CommandResult all = run_command(as_nobody({placementctl_bin(), "--socket", daemon.socket, "--json", "jobs", "--all"}));
+  const CommandResult all = run_command(
+      as_nobody({placementctl_bin(), "--socket", daemon.socket, "--json", "jobs", "--all"}));
   ASSERT_EQ(all.exit_code, 0) << all.err;
   EXPECT_EQ(json::parse(all.out).size(), 1u);
 }
@@ -103,13 +113,15 @@ TEST_F(Isolation, OneUidCannotTakeEveryConnection) {
   daemon.start();
   std::vector<std::unique_ptr<Child>> held;
   for (int i = 0; i < 4; ++i) {
-    held.push_back(std::make_unique<Child>(
-        as_nobody({hold_job_bin(), "--socket", daemon.socket, "--graph", example_graph(), "--job", "idle"})));
+    held.push_back(std::make_unique<Child>(as_nobody(
+        {hold_job_bin(), "--socket", daemon.socket, "--graph", example_graph(), "--job", "idle"})));
     ASSERT_TRUE(held.back()->wait_for_output("ready")) << held.back()->err() << daemon.log();
   }
-  const CommandResult fifth = run_command(as_nobody({placementctl_bin(), "--socket", daemon.socket, "status"}));
+  const CommandResult fifth =
+      run_command(as_nobody({placementctl_bin(), "--socket", daemon.socket, "status"}));
   EXPECT_NE(fifth.exit_code, 0);
-  EXPECT_NE(fifth.err.find("uid 65534 has 4 connections, the configured maximum per user (daemon.max_connections_per_uid)"),
+  EXPECT_NE(fifth.err.find("uid 65534 has 4 connections, the configured maximum per user "
+                           "(daemon.max_connections_per_uid)"),
             std::string::npos)
       << fifth.err;
   const CommandResult root = run_command({placementctl_bin(), "--socket", daemon.socket, "status"});
@@ -117,7 +129,8 @@ TEST_F(Isolation, OneUidCannotTakeEveryConnection) {
   for (auto& child : held) child->signal(SIGTERM);
   for (auto& child : held) EXPECT_EQ(child->wait(), 0) << child->err();
   // Closed connections give their places back.
-  const CommandResult again = run_command(as_nobody({placementctl_bin(), "--socket", daemon.socket, "status"}));
+  const CommandResult again =
+      run_command(as_nobody({placementctl_bin(), "--socket", daemon.socket, "status"}));
   EXPECT_EQ(again.exit_code, 0) << again.err;
 }
 
@@ -125,7 +138,8 @@ TEST_F(Isolation, AUsersSlowGroupLookupHoldsBackNoOtherConnection) {
   // Whether a uid administers is an NSS lookup, which may wait seconds on a directory server. The
   // daemon's group lookups here take 1.5 s each (tools/slow_nss.cpp); while nobody's connection
   // waits for its answer, root's requests go on as usual, and nobody's is then served.
-  if (under_address_sanitizer()) GTEST_SKIP() << "a preloaded library would come before AddressSanitizer's runtime";
+  if (under_address_sanitizer())
+    GTEST_SKIP() << "a preloaded library would come before AddressSanitizer's runtime";
   struct group* g = ::getgrgid(65534);
   if (!g) GTEST_SKIP() << "no group 65534";
   DaemonOptions options{"admin_group = \"" + std::string(g->gr_name) + "\"\n"};
@@ -134,7 +148,8 @@ TEST_F(Isolation, AUsersSlowGroupLookupHoldsBackNoOtherConnection) {
   DaemonProcess daemon(options);
   daemon.start();
   Client root(ClientOptions{daemon.socket, "root", 5000});
-  Child nobody(as_nobody({placementctl_bin(), "--socket", daemon.socket, "--json", "jobs", "--all"}));
+  Child nobody(
+      as_nobody({placementctl_bin(), "--socket", daemon.socket, "--json", "jobs", "--all"}));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // its lookup has begun
   std::chrono::steady_clock::duration slowest{};
   for (int i = 0; i < 10; ++i) {
@@ -146,7 +161,8 @@ TEST_F(Isolation, AUsersSlowGroupLookupHoldsBackNoOtherConnection) {
   EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(slowest).count(), 500)
       << "root's slowest status (ms) while nobody's lookup ran";
   EXPECT_EQ(nobody.wait(), 0) << nobody.err();
-  EXPECT_EQ(json::parse(nobody.out()).size(), 0u) << "an admin (group 65534), answered once its lookup was in";
+  EXPECT_EQ(json::parse(nobody.out()).size(), 0u)
+      << "an admin (group 65534), answered once its lookup was in";
 }
 
 TEST_F(Isolation, TheUserHoldingTheMostBufferedBytesIsShedNotAnotherUsersUpload) {
@@ -156,11 +172,13 @@ TEST_F(Isolation, TheUserHoldingTheMostBufferedBytesIsShedNotAnotherUsersUpload)
   options.frame_timeout_ms = 10000;
   DaemonProcess daemon(options);
   daemon.start();
-  Child hog(as_nobody({hold_partial_frames_bin(), "--socket", daemon.socket, "--connections", "3", "--bytes", "40000"}));
+  Child hog(as_nobody({hold_partial_frames_bin(), "--socket", daemon.socket, "--connections", "3",
+                       "--bytes", "40000"}));
   ASSERT_TRUE(hog.wait_for_output("ready")) << hog.err() << daemon.log();
   RawConnection job(daemon.socket);
   job.hello();
-  const auto head = protocol::encode_header({job.version(), static_cast<uint16_t>(MessageType::kGraphUpload), 70000, 7});
+  const auto head = protocol::encode_header(
+      {job.version(), static_cast<uint16_t>(MessageType::kGraphUpload), 70000, 7});
   std::vector<uint8_t> upload(head.begin(), head.end());
   upload.resize(upload.size() + 60000, 0x00);
   job.send(upload);
@@ -169,10 +187,13 @@ TEST_F(Isolation, TheUserHoldingTheMostBufferedBytesIsShedNotAnotherUsersUpload)
   job.send(std::vector<uint8_t>(10000, 0x00));
   const auto answer = job.read_frame();
   ASSERT_TRUE(answer);
-  EXPECT_EQ(answer->second.value("code", ""), protocol::error::kBadPayload) << answer->second.dump();
-  EXPECT_NE(daemon.log().find("uid 65534: input buffers over daemon.max_buffered_bytes; its connections hold the most "
-                              "(120048 bytes)"),
-            std::string::npos)
+  EXPECT_EQ(answer->second.value("code", ""), protocol::error::kBadPayload)
+      << answer->second.dump();
+  EXPECT_NE(
+      daemon.log().find(
+          "uid 65534: input buffers over daemon.max_buffered_bytes; its connections hold the most "
+          "(120048 bytes)"),
+      std::string::npos)
       << daemon.log();
   hog.signal(SIGTERM);
   EXPECT_EQ(hog.wait(), 0) << hog.err();
@@ -211,19 +232,22 @@ TEST_F(Isolation, TheShippedGroupsSeparateAttachingFromAdministering) {
   DaemonProcess daemon(options);
   daemon.start();
   ASSERT_EQ(::chown(daemon.socket.c_str(), 0, 65534), 0);
-  Child root_job({hold_job_bin(), "--socket", daemon.socket, "--graph", example_graph(), "--job", "root-job"});
+  Child root_job(
+      {hold_job_bin(), "--socket", daemon.socket, "--graph", example_graph(), "--job", "root-job"});
   ASSERT_TRUE(root_job.wait_for_output("ready")) << root_job.err();
 
   // A member of the socket's group attaches and sees its own job, but is no admin.
-  Child member_job(as_nobody({hold_job_bin(), "--socket", daemon.socket, "--graph", example_graph(), "--job", "member"}));
+  Child member_job(as_nobody(
+      {hold_job_bin(), "--socket", daemon.socket, "--graph", example_graph(), "--job", "member"}));
   ASSERT_TRUE(member_job.wait_for_output("ready")) << member_job.err() << daemon.log();
-  const CommandResult mine = run_command(as_nobody({placementctl_bin(), "--socket", daemon.socket, "--json", "jobs"}));
+  const CommandResult mine =
+      run_command(as_nobody({placementctl_bin(), "--socket", daemon.socket, "--json", "jobs"}));
   ASSERT_EQ(mine.exit_code, 0) << mine.err;
   ASSERT_EQ(json::parse(mine.out).size(), 1u);
   EXPECT_EQ(json::parse(mine.out)[0]["name"], "member");
-  for (const std::vector<std::string>& admin_only : {std::vector<std::string>{"jobs", "--all"},
-                                                     std::vector<std::string>{"jobs", "show", "1"},
-                                                     std::vector<std::string>{"reload"}}) {
+  for (const std::vector<std::string>& admin_only :
+       {std::vector<std::string>{"jobs", "--all"}, std::vector<std::string>{"jobs", "show", "1"},
+        std::vector<std::string>{"reload"}}) {
     std::vector<std::string> argv = {placementctl_bin(), "--socket", daemon.socket};
     argv.insert(argv.end(), admin_only.begin(), admin_only.end());
     const CommandResult refused = run_command(as_nobody(argv));
@@ -234,8 +258,9 @@ TEST_F(Isolation, TheShippedGroupsSeparateAttachingFromAdministering) {
   }
 
   // A user outside the socket's group cannot connect at all.
-  const CommandResult outsider = run_command({"/usr/bin/setpriv", "--reuid=65534", "--regid=65533", "--clear-groups",
-                                              "--", placementctl_bin(), "--socket", daemon.socket, "jobs"});
+  const CommandResult outsider =
+      run_command({"/usr/bin/setpriv", "--reuid=65534", "--regid=65533", "--clear-groups", "--",
+                   placementctl_bin(), "--socket", daemon.socket, "jobs"});
   EXPECT_NE(outsider.exit_code, 0);
   EXPECT_NE(outsider.err.find("ermission denied"), std::string::npos) << outsider.err;
 

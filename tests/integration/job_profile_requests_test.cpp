@@ -13,17 +13,17 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <torch/csrc/jit/serialization/import.h>
 #include <torch/optim/sgd.h>
+#include <nlohmann/json.hpp>
 
 #include "daemon_process.h"
 #include "placement/capture.h"
@@ -43,13 +43,16 @@ using protocol::MessageType;
 // connection; the job's next attachment starts at placement 1 again, asking for profiles.
 class ScriptedDaemon {
  public:
-  ScriptedDaemon(std::string path, uint64_t drop_after_placement_2) : path_(std::move(path)), drop_after_(drop_after_placement_2) {
+  ScriptedDaemon(std::string path, uint64_t drop_after_placement_2)
+      : path_(std::move(path)), drop_after_(drop_after_placement_2) {
     listener_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     std::strncpy(addr.sun_path, path_.c_str(), sizeof(addr.sun_path) - 1);
-    if (::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(listener_, 4) != 0)
-      throw std::runtime_error("scripted daemon: cannot listen on " + path_ + ": " + std::strerror(errno));
+    if (::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        ::listen(listener_, 4) != 0)
+      throw std::runtime_error("scripted daemon: cannot listen on " + path_ + ": " +
+                               std::strerror(errno));
     thread_ = std::thread([this] { serve(); });
   }
   ~ScriptedDaemon() {
@@ -91,7 +94,8 @@ class ScriptedDaemon {
     bool sent_2 = false;
     auto reply = [&](MessageType type, uint32_t rid, const json& body) {
       const std::vector<uint8_t> bytes = protocol::encode_frame(type, rid, body, version);
-      if (::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(bytes.size()))
+      if (::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) !=
+          static_cast<ssize_t>(bytes.size()))
         throw std::runtime_error("send failed");
     };
     auto directive = [&](uint64_t id, int device) {
@@ -136,7 +140,8 @@ class ScriptedDaemon {
           reply(MessageType::kPlacementDirective, 0, directive(2, 1));
         }
       } else if (type == MessageType::kStepReport) {
-        if (body.at("placement_id").get<uint64_t>() == 2 && ++reports_under_2 >= drop_after_) return;
+        if (body.at("placement_id").get<uint64_t>() == 2 && ++reports_under_2 >= drop_after_)
+          return;
       } else if (type == MessageType::kDetach) {
         reply(MessageType::kDetached, h.request_id, messages::Detached{}.to_json());
         return;
@@ -188,16 +193,20 @@ Trained train_until(const std::string& socket, const std::function<bool(const Jo
   const json spec = json::parse(in);
   torch::jit::Module module = torch::jit::load(std::string(MODEL_DIR) + "/two_tower.pt");
   at::manual_seed(1);
-  const std::vector<at::Tensor> inputs = example_inputs(spec["inputs"].get<std::vector<std::vector<int64_t>>>(), spec["dtype"]);
+  const std::vector<at::Tensor> inputs =
+      example_inputs(spec["inputs"].get<std::vector<std::vector<int64_t>>>(), spec["dtype"]);
   JobOptions options;
   options.socket_path = socket;
   options.devices = {"cpu:0", "cpu:1"};
   options.reconnect_interval_ms = 20;
   Job job("crossing", module, inputs, options);
   torch::optim::SGD optimizer(job.parameters(), torch::optim::SGDOptions(0.01));
-  const auto loss = [](const std::vector<c10::IValue>& out) { return out.at(0).toTensor().pow(2).mean(); };
+  const auto loss = [](const std::vector<c10::IValue>& out) {
+    return out.at(0).toTensor().pow(2).mean();
+  };
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!done(job) && std::chrono::steady_clock::now() < deadline) job.step({at::randn(inputs[0].sizes())}, loss, optimizer);
+  while (!done(job) && std::chrono::steady_clock::now() < deadline)
+    job.step({at::randn(inputs[0].sizes())}, loss, optimizer);
   return {job.stats(), job.daemon()};
 }
 
@@ -221,7 +230,8 @@ TEST(JobProfileRequests, ANewAttachmentThatAsksAgainIsProfiledAgain) {
   // The daemon drops the job 5 steps into placement 2; the session it attaches to next knows
   // nothing of what the last one was sent, and gets what it asks for.
   ScriptedDaemon daemon(dir + "/pd.sock", 5);
-  const Trained t = train_until(dir + "/pd.sock", [](const Job& job) { return job.stats().profiles_sent >= 2; });
+  const Trained t =
+      train_until(dir + "/pd.sock", [](const Job& job) { return job.stats().profiles_sent >= 2; });
   EXPECT_EQ(t.stats.profiles_sent, 2u);
   EXPECT_EQ(t.stats.profiled_steps, 6u);
   EXPECT_GE(t.daemon.attaches, 2u);

@@ -3,9 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
-#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -13,9 +13,9 @@
 #include <thread>
 
 #include <c10/util/Exception.h>
-#include <nlohmann/json.hpp>
 #include <torch/csrc/jit/serialization/import.h>
 #include <torch/optim/adam.h>
+#include <nlohmann/json.hpp>
 
 #include "daemon_process.h"
 #include "http_get.h"
@@ -46,7 +46,9 @@ Model load(const std::string& name) {
   return m;
 }
 
-at::Tensor mean_square(const std::vector<c10::IValue>& out) { return out.at(0).toTensor().pow(2).mean(); }
+at::Tensor mean_square(const std::vector<c10::IValue>& out) {
+  return out.at(0).toTensor().pow(2).mean();
+}
 
 std::vector<at::Tensor> snapshot(const Job& job) {
   std::vector<at::Tensor> out;
@@ -63,8 +65,9 @@ void expect_bitwise_equal(const std::vector<at::Tensor>& a, const std::vector<at
 // `until`, training goes on past `steps` (up to ten times as many) until the job's stats satisfy
 // it: the daemon answers while the job trains, and on a loaded machine (CI runs tests in
 // parallel) its answers may come later than a fixed number of steps.
-std::vector<at::Tensor> train(const std::string& name, JobOptions options, int steps, const LossFunction& loss,
-                              JobStats* stats = nullptr, std::vector<uint64_t>* placements = nullptr,
+std::vector<at::Tensor> train(const std::string& name, JobOptions options, int steps,
+                              const LossFunction& loss, JobStats* stats = nullptr,
+                              std::vector<uint64_t>* placements = nullptr,
                               std::set<std::string>* reasons = nullptr,
                               const std::function<bool(const JobStats&)>& until = nullptr) {
   Model m = load(name);
@@ -102,11 +105,11 @@ TEST(LiveJob, PlacementsChangeBetweenStepsAndTrainingMatchesARunWithoutSwaps) {
     std::this_thread::sleep_for(std::chrono::milliseconds(3));
     return mean_square(out);
   };
-  const auto with_swaps = train("two_tower", live, 40, slow_loss, &stats, &placements, nullptr,
-                                [&](const JobStats& s) {
-                                  if (mid_run.empty() && s.swaps >= 2) mid_run = testing::scrape(metrics);
-                                  return s.swaps >= 4;
-                                });
+  const auto with_swaps =
+      train("two_tower", live, 40, slow_loss, &stats, &placements, nullptr, [&](const JobStats& s) {
+        if (mid_run.empty() && s.swaps >= 2) mid_run = testing::scrape(metrics);
+        return s.swaps >= 4;
+      });
   JobOptions alone;
   alone.use_daemon = false;
   const auto without = train("two_tower", alone, static_cast<int>(stats.steps), mean_square);
@@ -119,13 +122,17 @@ TEST(LiveJob, PlacementsChangeBetweenStepsAndTrainingMatchesARunWithoutSwaps) {
   expect_bitwise_equal(with_swaps, without);
   const std::string job = "job_id=\"1\",job_name=\"two_tower\"";
   // Two swaps in, the session is exploring, or already exploiting what it found.
-  EXPECT_TRUE(mid_run.find("placementd_job_state{" + job + ",state=\"exploring\"} 1\n") != std::string::npos ||
-              mid_run.find("placementd_job_state{" + job + ",state=\"exploiting\"} 1\n") != std::string::npos)
+  EXPECT_TRUE(mid_run.find("placementd_job_state{" + job + ",state=\"exploring\"} 1\n") !=
+                  std::string::npos ||
+              mid_run.find("placementd_job_state{" + job + ",state=\"exploiting\"} 1\n") !=
+                  std::string::npos)
       << mid_run;
   const size_t at = mid_run.find("placementd_job_candidates{" + job + "} ");
   ASSERT_NE(at, std::string::npos) << mid_run;
-  EXPECT_GE(std::stoi(mid_run.substr(at + mid_run.substr(at).find("} ") + 2)), 2) << "the start and a candidate";
-  EXPECT_NE(mid_run.find("placementd_job_step_time_seconds{" + job + ",placement=\"start\"} "), std::string::npos);
+  EXPECT_GE(std::stoi(mid_run.substr(at + mid_run.substr(at).find("} ") + 2)), 2)
+      << "the start and a candidate";
+  EXPECT_NE(mid_run.find("placementd_job_step_time_seconds{" + job + ",placement=\"start\"} "),
+            std::string::npos);
 }
 
 TEST(LiveJob, AFailingCandidateLosesNoBatchAndLeavesNoTrace) {
@@ -136,7 +143,8 @@ TEST(LiveJob, AFailingCandidateLosesNoBatchAndLeavesNoTrace) {
   Job* current = nullptr;
   auto flaky = [&current](const std::vector<c10::IValue>& out) {
     if (current && current->placement().device_of_op.back() == 1)
-      throw c10::OutOfMemoryError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, "injected: cpu:1 is full");
+      throw c10::OutOfMemoryError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                                  "injected: cpu:1 is full");
     return mean_square(out);
   };
   Model m = load("two_tower");
@@ -149,7 +157,9 @@ TEST(LiveJob, AFailingCandidateLosesNoBatchAndLeavesNoTrace) {
   // this model's steps are far shorter than a policy step, so the bound is time, not steps.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   int steps = 0;
-  for (; steps < 60 || (job.stats().retried_steps == 0 && std::chrono::steady_clock::now() < deadline); ++steps) {
+  for (; steps < 60 ||
+         (job.stats().retried_steps == 0 && std::chrono::steady_clock::now() < deadline);
+       ++steps) {
     at::manual_seed(100 + steps);
     const at::Tensor loss = job.step({at::randn(m.inputs[0].sizes())}, flaky, optimizer);
     EXPECT_TRUE(loss.defined());
@@ -160,7 +170,8 @@ TEST(LiveJob, AFailingCandidateLosesNoBatchAndLeavesNoTrace) {
   placement::Client client = daemon.client();
   json info;
   for (int tries = 0; tries < 100; ++tries) {  // the last reports are one-way: give them a moment
-    info = client.request(protocol::MessageType::kJobShow, {{"id", job.daemon().session}}, protocol::MessageType::kJobInfo);
+    info = client.request(protocol::MessageType::kJobShow, {{"id", job.daemon().session}},
+                          protocol::MessageType::kJobInfo);
     if (info["failed_steps"].get<uint64_t>() >= stats.retried_steps) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -186,7 +197,8 @@ TEST(LiveJob, WhenTheLastGoodPlacementFailsTooTheStepRunsOnTheJobsOwn) {
   auto loss = [&](const std::vector<c10::IValue>& out) {
     std::this_thread::sleep_for(std::chrono::milliseconds(3));  // time for placementd's answers
     if (full && current->stats().placement_id != 0)
-      throw c10::OutOfMemoryError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, "injected: the device is full");
+      throw c10::OutOfMemoryError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                                  "injected: the device is full");
     return mean_square(out);
   };
   Model m = load("two_tower");
@@ -203,9 +215,11 @@ TEST(LiveJob, WhenTheLastGoodPlacementFailsTooTheStepRunsOnTheJobsOwn) {
     // Two swaps, both to placementd's placements: the one in force now fell back to the other.
     if (!full && before.swaps >= 2 && before.placement_id != 0) full = true;
     at::manual_seed(100 + steps);
-    ASSERT_NO_THROW(job.step({at::randn(m.inputs[0].sizes())}, loss, optimizer)) << "step " << steps;
+    ASSERT_NO_THROW(job.step({at::randn(m.inputs[0].sizes())}, loss, optimizer))
+        << "step " << steps;
     if (full && !fell_back_twice && before.placement_id != 0) {
-      EXPECT_EQ(job.stats().retried_steps - before.retried_steps, 2u) << "to the last good placement, then the own";
+      EXPECT_EQ(job.stats().retried_steps - before.retried_steps, 2u)
+          << "to the last good placement, then the own";
       EXPECT_EQ(job.stats().placement_id, 0u);
       fell_back_twice = true;
     }
@@ -238,30 +252,35 @@ TEST(LiveJob, AnEngineeredOutOfMemoryOnASmallDeviceLosesNoBatch) {
                               [](const JobStats& s) { return s.retried_steps > 0; });
   EXPECT_GT(stats.retried_steps, 0u) << "no candidate ran out of memory on cpu:1; " << daemon.log();
   EXPECT_EQ(stats.steps, placements.size()) << "every batch trained exactly once";
-  EXPECT_NE(daemon.log().find("out of memory on cpu:1 (its memory limit)"), std::string::npos) << daemon.log();
+  EXPECT_NE(daemon.log().find("out of memory on cpu:1 (its memory limit)"), std::string::npos)
+      << daemon.log();
 
   JobOptions alone;
   alone.use_daemon = false;
   alone.memory_limit_bytes = {0, 64 << 10};
-  expect_bitwise_equal(with_oom, train("two_tower", alone, static_cast<int>(stats.steps), mean_square));
+  expect_bitwise_equal(with_oom,
+                       train("two_tower", alone, static_cast<int>(stats.steps), mean_square));
   // The limit is real: the job's own placement on cpu:1 fails outright.
   JobOptions on_small = alone;
   Model m = load("two_tower");
-  on_small.start_device_of_op.assign(Job("probe", m.module, m.inputs, alone).placement().device_of_op.size(), 1);
+  on_small.start_device_of_op.assign(
+      Job("probe", m.module, m.inputs, alone).placement().device_of_op.size(), 1);
   EXPECT_THROW(train("two_tower", on_small, 1, mean_square), std::runtime_error);
 }
 
 TEST(LiveJob, ProfilesFromACaptureFileLetTheDaemonSearchItsSimulator) {
-  // The user's workflow: placementctl capture --profile writes the profiled graph once; jobs pass it.
+  // The user's workflow: placementctl capture --profile writes the profiled graph once; jobs pass
+  // it.
   DaemonOptions options = fast_exploration(4);
-  options.extra += "[policy]\ngrouper = \"none\"\nplacer = \"feedforward\"\nwarm_start = \"simulator\"\n";
+  options.extra +=
+      "[policy]\ngrouper = \"none\"\nplacer = \"feedforward\"\nwarm_start = \"simulator\"\n";
   options.extra.erase(0, std::string("[policy]\ngrouper = \"none\"\n").size());
   DaemonProcess daemon(options);
   if (!testing::learned_plugins_built()) GTEST_SKIP() << "built without LibTorch";
   const std::string file = daemon.dir + "/two_tower.profiled.json";
-  const testing::CommandResult captured =
-      testing::run_command({testing::placementctl_bin(), "capture", std::string(MODEL_DIR) + "/two_tower.pt", "--input",
-                            "8x64", "--profile", "cpu", "--profile-steps", "3", "-o", file});
+  const testing::CommandResult captured = testing::run_command(
+      {testing::placementctl_bin(), "capture", std::string(MODEL_DIR) + "/two_tower.pt", "--input",
+       "8x64", "--profile", "cpu", "--profile-steps", "3", "-o", file});
   ASSERT_EQ(captured.exit_code, 0) << captured.err << captured.out;
   daemon.start();
   JobOptions live;
@@ -273,7 +292,8 @@ TEST(LiveJob, ProfilesFromACaptureFileLetTheDaemonSearchItsSimulator) {
   uint64_t need = 0;
   for (const Op& op : profiled.ops) need += 4 * op.parameter_bytes + op.output_bytes();
   live.memory_bytes = need * 3 / 4;
-  for (size_t i = 0; i < profiled.ops.size(); ++i) live.start_device_of_op.push_back(static_cast<int>(i % 2));
+  for (size_t i = 0; i < profiled.ops.size(); ++i)
+    live.start_device_of_op.push_back(static_cast<int>(i % 2));
   JobStats stats;
   auto slow_loss = [](const std::vector<c10::IValue>& out) {
     std::this_thread::sleep_for(std::chrono::milliseconds(3));
@@ -281,15 +301,17 @@ TEST(LiveJob, ProfilesFromACaptureFileLetTheDaemonSearchItsSimulator) {
   };
   std::set<std::string> reasons;
   train("two_tower", live, 30, slow_loss, &stats, nullptr, &reasons, ran_warm_start);
-  EXPECT_NE(daemon.log().find("policy warm-started from simulator"), std::string::npos) << daemon.log();
-  EXPECT_EQ(reasons.count("warm start"), 1u) << "the search's answer ran as a candidate\n" << daemon.log();
+  EXPECT_NE(daemon.log().find("policy warm-started from simulator"), std::string::npos)
+      << daemon.log();
+  EXPECT_EQ(reasons.count("warm start"), 1u) << "the search's answer ran as a candidate\n"
+                                             << daemon.log();
   EXPECT_GE(stats.steps, 30u);
 
   // Another model's profiles are refused, naming the file.
   const std::string other = daemon.dir + "/gnmt_small.graph.json";
-  const testing::CommandResult other_captured =
-      testing::run_command({testing::placementctl_bin(), "capture", std::string(MODEL_DIR) + "/gnmt_small.pt", "--input",
-                            "2x6", "--input", "2x5", "--dtype", "int64", "-o", other});
+  const testing::CommandResult other_captured = testing::run_command(
+      {testing::placementctl_bin(), "capture", std::string(MODEL_DIR) + "/gnmt_small.pt", "--input",
+       "2x6", "--input", "2x5", "--dtype", "int64", "-o", other});
   ASSERT_EQ(other_captured.exit_code, 0) << other_captured.err << other_captured.out;
   JobOptions wrong;
   wrong.use_daemon = false;
@@ -299,7 +321,8 @@ TEST(LiveJob, ProfilesFromACaptureFileLetTheDaemonSearchItsSimulator) {
     Job job("two_tower", m.module, m.inputs, wrong);
     FAIL() << "a graph of another model was accepted";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("gnmt_small.graph.json is not a capture of this model"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("gnmt_small.graph.json is not a capture of this model"),
+              std::string::npos)
         << e.what();
   }
 }
@@ -308,7 +331,8 @@ TEST(LiveJob, ProfilesFromACaptureFileLetTheDaemonSearchItsSimulator) {
 // measures its own first steps when the daemon asks.
 DaemonOptions simulator_warm_start() {
   DaemonOptions options = fast_exploration(4);
-  options.extra += "[policy]\ngrouper = \"none\"\nplacer = \"feedforward\"\nwarm_start = \"simulator\"\n";
+  options.extra +=
+      "[policy]\ngrouper = \"none\"\nplacer = \"feedforward\"\nwarm_start = \"simulator\"\n";
   options.extra.erase(0, std::string("[policy]\ngrouper = \"none\"\n").size());
   return options;
 }
@@ -322,7 +346,8 @@ JobOptions tight_interleaved(const std::string& socket, const std::string& model
   uint64_t need = 0;
   for (const Op& op : graph.ops) need += 4 * op.parameter_bytes + op.output_bytes();
   live.memory_bytes = need * 3 / 4;
-  for (size_t i = 0; i < graph.ops.size(); ++i) live.start_device_of_op.push_back(static_cast<int>(i % 2));
+  for (size_t i = 0; i < graph.ops.size(); ++i)
+    live.start_device_of_op.push_back(static_cast<int>(i % 2));
   return live;
 }
 
@@ -337,7 +362,8 @@ TEST(LiveJob, TheJobProfilesItsOwnStepsSoTheDaemonCanSearchItsSimulator) {
   };
   JobStats stats;
   std::set<std::string> reasons;
-  const auto with_profiling = train("two_tower", live, 30, slow_loss, &stats, nullptr, &reasons, ran_warm_start);
+  const auto with_profiling =
+      train("two_tower", live, 30, slow_loss, &stats, nullptr, &reasons, ran_warm_start);
   const std::string log = daemon.log();
   EXPECT_NE(log.find("measured over 3 steps under placement 1"), std::string::npos) << log;
   EXPECT_NE(log.find("policy warm-started from simulator"), std::string::npos) << log;
@@ -354,7 +380,8 @@ TEST(LiveJob, TheJobProfilesItsOwnStepsSoTheDaemonCanSearchItsSimulator) {
   // Profiled steps are training steps like any other: the parameters end as without placementd.
   JobOptions alone;
   alone.use_daemon = false;
-  expect_bitwise_equal(with_profiling, train("two_tower", alone, static_cast<int>(stats.steps), mean_square));
+  expect_bitwise_equal(with_profiling,
+                       train("two_tower", alone, static_cast<int>(stats.steps), mean_square));
 
   // A job that does not profile gets no warm start, and the daemon says why.
   DaemonProcess plain(simulator_warm_start());
@@ -363,7 +390,8 @@ TEST(LiveJob, TheJobProfilesItsOwnStepsSoTheDaemonCanSearchItsSimulator) {
   quiet.profile_steps = 0;
   train("two_tower", quiet, 12, slow_loss, &stats);
   EXPECT_EQ(stats.profiled_steps, 0u);
-  EXPECT_NE(plain.log().find("no warm start: simulator search: the graph has no profile"), std::string::npos)
+  EXPECT_NE(plain.log().find("no warm start: simulator search: the graph has no profile"),
+            std::string::npos)
       << plain.log();
 
   // Given the node's CPU figures ([devices] cpu_spec), the daemon times the job's ops by its cost
@@ -376,7 +404,8 @@ TEST(LiveJob, TheJobProfilesItsOwnStepsSoTheDaemonCanSearchItsSimulator) {
   std::set<std::string> predicted_reasons;
   train("two_tower", quiet, 20, slow_loss, &stats, nullptr, &predicted_reasons, ran_warm_start);
   EXPECT_EQ(stats.profiled_steps, 0u);
-  EXPECT_NE(predicted.log().find("policy warm-started from simulator"), std::string::npos) << predicted.log();
+  EXPECT_NE(predicted.log().find("policy warm-started from simulator"), std::string::npos)
+      << predicted.log();
   EXPECT_EQ(predicted_reasons.count("warm start"), 1u) << predicted.log();
 }
 
@@ -384,11 +413,14 @@ TEST(LiveJob, AStoredBestThatNoLongerFitsFailsAsACandidateAndLosesNoBatch) {
   DaemonProcess daemon(fast_exploration());
   daemon.start();
   Model m = load("two_tower");
-  const size_t ops = Job("probe", m.module, m.inputs, [] {
-                       JobOptions o;
-                       o.use_daemon = false;
-                       return o;
-                     }()).placement().device_of_op.size();
+  const size_t ops = Job("probe", m.module, m.inputs,
+                         [] {
+                           JobOptions o;
+                           o.use_daemon = false;
+                           return o;
+                         }())
+                         .placement()
+                         .device_of_op.size();
   // Run 1: cpu:0 holds nothing (1-byte limit), the job starts all on cpu:1, so the best placementd
   // measures — and stores — is all on cpu:1.
   JobOptions first;
@@ -412,11 +444,13 @@ TEST(LiveJob, AStoredBestThatNoLongerFitsFailsAsACandidateAndLosesNoBatch) {
   const auto trained = train("two_tower", second, 100, slow_loss, &stats, nullptr, nullptr,
                              [](const JobStats& s) { return s.retried_steps > 0; });
   EXPECT_NE(daemon.log().find("stored best placement found"), std::string::npos) << daemon.log();
-  EXPECT_NE(daemon.log().find("(cached): out of memory on cpu:1"), std::string::npos) << daemon.log();
+  EXPECT_NE(daemon.log().find("(cached): out of memory on cpu:1"), std::string::npos)
+      << daemon.log();
   EXPECT_GE(stats.retried_steps, 1u);
   JobOptions alone;
   alone.use_daemon = false;
-  expect_bitwise_equal(trained, train("two_tower", alone, static_cast<int>(stats.steps), mean_square));
+  expect_bitwise_equal(trained,
+                       train("two_tower", alone, static_cast<int>(stats.steps), mean_square));
 }
 
 TEST(LiveJob, KeepsTrainingWithoutTheDaemonAndReattachesWhenItIsBack) {
@@ -445,18 +479,22 @@ TEST(LiveJob, KeepsTrainingWithoutTheDaemonAndReattachesWhenItIsBack) {
     for (; !done() && std::chrono::steady_clock::now() < deadline; ++i) step(i);
     return done();
   };
-  auto wait_attached = [&](uint64_t attaches) { return train_until([&] { return job.daemon().attaches >= attaches; }); };
+  auto wait_attached = [&](uint64_t attaches) {
+    return train_until([&] { return job.daemon().attaches >= attaches; });
+  };
   ASSERT_TRUE(wait_attached(1)) << job.daemon().last_error;
   // Until the second candidate runs: the first was measured and persisted before it was sent.
   train_until([&] { return job.stats().placement_id >= 2; });
-  ASSERT_GE(job.stats().placement_id, 2u) << "runs placementd's placements once attached\n" << daemon.log();
+  ASSERT_GE(job.stats().placement_id, 2u) << "runs placementd's placements once attached\n"
+                                          << daemon.log();
   EXPECT_EQ(job.stats().profiled_steps, 3u) << "the start placement (all on cpu:0) was profiled";
   EXPECT_EQ(job.daemon().profiles_sent, 1u);
   // The store writes on a thread of its own: the start's file is on disk a moment after the
   // directive that followed it (a kill -9 before that loses it, as it would any write in flight).
   auto stored = [&] {
     std::error_code ec;
-    for (const auto& f : std::filesystem::recursive_directory_iterator(daemon.state_dir + "/placements", ec))
+    for (const auto& f :
+         std::filesystem::recursive_directory_iterator(daemon.state_dir + "/placements", ec))
       if (f.path().extension() == ".json") return true;
     return false;
   };
@@ -471,13 +509,15 @@ TEST(LiveJob, KeepsTrainingWithoutTheDaemonAndReattachesWhenItIsBack) {
   ASSERT_TRUE(wait_attached(2)) << job.daemon().last_error;
   for (int n = 0; n < 10; ++n, ++i) step(i);
   EXPECT_NE(daemon.log().find("stored best placement found"), std::string::npos)
-      << "the new session resumes from what the killed daemon persisted\n" << daemon.log();
+      << "the new session resumes from what the killed daemon persisted\n"
+      << daemon.log();
   // The profiles went up with the graph again: the new session has them and asks for none.
   // Inspection shows the session as last seen, which may be from before its graph while the
   // session is busy: ask until it shows the graph.
   json jobs;
   for (int tries = 0; tries < 200; ++tries) {
-    jobs = daemon.client().request(protocol::MessageType::kListJobs, json::object(), protocol::MessageType::kJobList);
+    jobs = daemon.client().request(protocol::MessageType::kListJobs, json::object(),
+                                   protocol::MessageType::kJobList);
     if (jobs["jobs"].size() == 1 && jobs["jobs"][0].value("ops", 0) > 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -499,14 +539,18 @@ TEST(LiveJob, TwoExampleJobsAtOnceSwapPlacementsAndTrainExactlyLikeRunsWithoutPl
   daemon.start();
   const std::string dir = daemon.dir;
   auto args = [&](const char* bin, const char* model, const std::string& losses, bool live) {
-    std::vector<std::string> argv = {bin, "--model", std::string(MODEL_DIR) + "/" + model, "--steps", "40",
-                                     "--log-every", "10", "--losses", dir + "/" + losses};
-    if (live) argv.insert(argv.end(), {"--socket", daemon.socket});
-    else argv.push_back("--no-daemon");
+    std::vector<std::string> argv = {bin,       "--model",  std::string(MODEL_DIR) + "/" + model,
+                                     "--steps", "40",       "--log-every",
+                                     "10",      "--losses", dir + "/" + losses};
+    if (live)
+      argv.insert(argv.end(), {"--socket", daemon.socket});
+    else
+      argv.push_back("--no-daemon");
     return argv;
   };
   testing::Child gnmt(args(TRAIN_GNMT_BIN, "gnmt_example.pt", "gnmt.live", true));
-  testing::Child inception(args(TRAIN_INCEPTION_BIN, "inception_example.pt", "inception.live", true));
+  testing::Child inception(
+      args(TRAIN_INCEPTION_BIN, "inception_example.pt", "inception.live", true));
   ASSERT_EQ(gnmt.wait(120000), 0) << gnmt.err() << gnmt.out();
   ASSERT_EQ(inception.wait(120000), 0) << inception.err() << inception.out();
   EXPECT_NE(daemon.log().find("'gnmt-example' attached"), std::string::npos);
@@ -519,52 +563,59 @@ TEST(LiveJob, TwoExampleJobsAtOnceSwapPlacementsAndTrainExactlyLikeRunsWithoutPl
     EXPECT_NE(out.find("candidates tried"), std::string::npos) << out;
   }
   // placementctl's view of the finished jobs: the keys issue #5 names, and the learning curve.
-  const testing::CommandResult listed =
-      testing::run_command({testing::placementctl_bin(), "--socket", daemon.socket, "--json", "jobs", "--finished"});
+  const testing::CommandResult listed = testing::run_command(
+      {testing::placementctl_bin(), "--socket", daemon.socket, "--json", "jobs", "--finished"});
   ASSERT_EQ(listed.exit_code, 0) << listed.err;
   const json jobs = json::parse(listed.out);
   ASSERT_EQ(jobs.size(), 2u) << listed.out;
   for (const json& j : jobs) {
-    for (const char* key : {"name", "state", "steps", "candidates_tried", "start_step_time_s", "best_step_time_s",
-                            "exploration_overhead", "speedup", "budget_used", "steps_to_within_2pct"})
+    for (const char* key :
+         {"name", "state", "steps", "candidates_tried", "start_step_time_s", "best_step_time_s",
+          "exploration_overhead", "speedup", "budget_used", "steps_to_within_2pct"})
       EXPECT_TRUE(j.contains(key)) << key;
     EXPECT_EQ(j["state"], "detached");
     EXPECT_EQ(j["steps"].get<uint64_t>(), 40u);
-    EXPECT_GE(j["candidates_tried"].get<uint64_t>(), 2u) << "the start and at least one candidate (and its trial)";
-    EXPECT_LE(j["best_step_time_s"].get<double>(), j["start_step_time_s"].get<double>()) << "never worse than the start";
+    EXPECT_GE(j["candidates_tried"].get<uint64_t>(), 2u)
+        << "the start and at least one candidate (and its trial)";
+    EXPECT_LE(j["best_step_time_s"].get<double>(), j["start_step_time_s"].get<double>())
+        << "never worse than the start";
     // What exploration cost beyond the placement in force: 0 when candidates ran faster than it.
     EXPECT_GE(j["exploration_overhead"].get<double>(), 0.0);
     EXPECT_LT(j["exploration_overhead"].get<double>(), 1.0);
     EXPECT_GT(j["exploration_steps"].get<uint64_t>(), 0u);
   }
   const std::string svg = dir + "/curve.svg";
-  const testing::CommandResult shown = testing::run_command(
-      {testing::placementctl_bin(), "--socket", daemon.socket, "jobs", "show", std::to_string(jobs[0]["id"].get<uint64_t>()),
-       "--plot", svg});
+  const testing::CommandResult shown =
+      testing::run_command({testing::placementctl_bin(), "--socket", daemon.socket, "jobs", "show",
+                            std::to_string(jobs[0]["id"].get<uint64_t>()), "--plot", svg});
   ASSERT_EQ(shown.exit_code, 0) << shown.err;
   EXPECT_NE(shown.out.find("CANDIDATE"), std::string::npos) << shown.out;
   EXPECT_EQ(read_file(svg).rfind("<svg", 0), 0u) << read_file(svg).substr(0, 200);
 
   testing::Child gnmt_alone(args(TRAIN_GNMT_BIN, "gnmt_example.pt", "gnmt.alone", false));
-  testing::Child inception_alone(args(TRAIN_INCEPTION_BIN, "inception_example.pt", "inception.alone", false));
+  testing::Child inception_alone(
+      args(TRAIN_INCEPTION_BIN, "inception_example.pt", "inception.alone", false));
   ASSERT_EQ(gnmt_alone.wait(120000), 0) << gnmt_alone.err();
   ASSERT_EQ(inception_alone.wait(120000), 0) << inception_alone.err();
   for (const char* name : {"gnmt", "inception"}) {
     const std::string live = read_file(dir + "/" + name + ".live");
     EXPECT_EQ(std::count(live.begin(), live.end(), '\n'), 40) << name;
-    EXPECT_EQ(live, read_file(dir + "/" + name + ".alone")) << name << ": the losses differ from the run without swaps";
+    EXPECT_EQ(live, read_file(dir + "/" + name + ".alone"))
+        << name << ": the losses differ from the run without swaps";
   }
 }
 
 TEST(LiveJob, TheDaemonClosesTheSessionOfAJobThatDies) {
   DaemonProcess daemon(fast_exploration());
   daemon.start();
-  testing::Child job({TRAIN_INCEPTION_BIN, "--model", std::string(MODEL_DIR) + "/inception_example.pt", "--socket",
-                      daemon.socket, "--steps", "100000", "--log-every", "5"});
+  testing::Child job({TRAIN_INCEPTION_BIN, "--model",
+                      std::string(MODEL_DIR) + "/inception_example.pt", "--socket", daemon.socket,
+                      "--steps", "100000", "--log-every", "5"});
   ASSERT_TRUE(job.wait_for_output("step      5", 60000)) << job.err();
   placement::Client client = daemon.client();
   auto jobs = [&client] {
-    return client.request(protocol::MessageType::kListJobs, json::object(), protocol::MessageType::kJobList)["jobs"];
+    return client.request(protocol::MessageType::kListJobs, json::object(),
+                          protocol::MessageType::kJobList)["jobs"];
   };
   ASSERT_EQ(jobs().size(), 1u);
   job.signal(SIGKILL);

@@ -29,10 +29,12 @@ using protocol::MessageType;
 // Attaches `name`, uploads the example graph, takes the start placement and reports `steps`
 // steps of `seconds` under it; returns once the daemon has counted them.
 void run_start(Client& c, const std::string& name, int steps, double seconds) {
-  const uint64_t id = attach_and_place(c, name, load_graph_file(example_graph()), devices(2)).placement_id;
+  const uint64_t id =
+      attach_and_place(c, name, load_graph_file(example_graph()), devices(2)).placement_id;
   for (int i = 0; i < steps; ++i)
-    ASSERT_TRUE(c.send_oneway(MessageType::kStepReport,
-                              to_json(Measurement{id, static_cast<uint64_t>(i), seconds, true, ""})));
+    ASSERT_TRUE(
+        c.send_oneway(MessageType::kStepReport,
+                      to_json(Measurement{id, static_cast<uint64_t>(i), seconds, true, ""})));
   // Runs behind the reports on the job's strand.
   c.request(MessageType::kListJobs, json::object(), MessageType::kJobList);
 }
@@ -62,20 +64,26 @@ TEST(Metrics, AScrapeDuringALiveRunShowsTheJobAndItsIntervals) {
   expect_line(text, "placementd_job_candidates{" + job + "} 1");
   expect_line(text, "placementd_job_exploration_overhead_ratio{" + job + "} 0");
   expect_line(text, "placementd_policy_seconds_count{request=\"step_report\"} 14");
-  EXPECT_NE(text.find("placementd_job_info{" + job + ",uid=\"" + std::to_string(::getuid()) + "\""), std::string::npos)
+  EXPECT_NE(text.find("placementd_job_info{" + job + ",uid=\"" + std::to_string(::getuid()) + "\""),
+            std::string::npos)
       << text;
-  EXPECT_EQ(text.find("replica_rank="), std::string::npos) << "a job of one process is no replica:\n" << text;
+  EXPECT_EQ(text.find("replica_rank="), std::string::npos)
+      << "a job of one process is no replica:\n"
+      << text;
 
   // A follower of a replica group: its info series carries its rank and group.
   Client follower = daemon.client();
-  follower.request(MessageType::kAttach,
-                   {{"job", "resnet"}, {"devices", to_json(devices(2))},
-                    {"replica", {{"rank", 1}, {"world_size", 4}, {"group", "10.0.0.1:29500/00c0ffee"}}}},
-                   MessageType::kAttached);
+  follower.request(
+      MessageType::kAttach,
+      {{"job", "resnet"},
+       {"devices", to_json(devices(2))},
+       {"replica", {{"rank", 1}, {"world_size", 4}, {"group", "10.0.0.1:29500/00c0ffee"}}}},
+      MessageType::kAttached);
   const std::string with_follower = scrape(address);
-  expect_line(with_follower, "placementd_job_state{job_id=\"2\",job_name=\"resnet\",state=\"following\"} 1");
-  EXPECT_NE(with_follower.find(
-                ",replica_rank=\"1\",replica_world_size=\"4\",replica_group=\"10.0.0.1:29500/00c0ffee\"} 1\n"),
+  expect_line(with_follower,
+              "placementd_job_state{job_id=\"2\",job_name=\"resnet\",state=\"following\"} 1");
+  EXPECT_NE(with_follower.find(",replica_rank=\"1\",replica_world_size=\"4\",replica_group=\"10.0."
+                               "0.1:29500/00c0ffee\"} 1\n"),
             std::string::npos)
       << with_follower;
   follower.request(MessageType::kDetach, json::object(), MessageType::kDetached);
@@ -96,7 +104,8 @@ TEST(Metrics, ATcpAddressInUseFailsTheStartAndSaysWhich) {
   first.write_config(first.base_config() + "[metrics]\nlisten = \"" + address + "\"\n");
   first.start();
   expect_line(scrape(address), "placementd_jobs 0");
-  EXPECT_NE(first.log().find("metrics on http://" + address + "/metrics"), std::string::npos) << first.log();
+  EXPECT_NE(first.log().find("metrics on http://" + address + "/metrics"), std::string::npos)
+      << first.log();
 
   DaemonProcess second;
   second.write_config(second.base_config() + "[metrics]\nlisten = \"" + address + "\"\n");
@@ -104,11 +113,13 @@ TEST(Metrics, ATcpAddressInUseFailsTheStartAndSaysWhich) {
     second.start();
     FAIL() << "a second daemon started on a metrics address in use";
   } catch (const std::exception& e) {
-    EXPECT_NE(second.log().find("metrics.listen " + address + ": cannot listen: Address already in use"),
-              std::string::npos)
+    EXPECT_NE(
+        second.log().find("metrics.listen " + address + ": cannot listen: Address already in use"),
+        std::string::npos)
         << second.log();
   }
-  EXPECT_FALSE(std::filesystem::exists(second.socket)) << "the job socket was opened before the metrics one failed";
+  EXPECT_FALSE(std::filesystem::exists(second.socket))
+      << "the job socket was opened before the metrics one failed";
 }
 
 // sd_journal_send writes to /run/systemd/journal/socket. Where no journald runs (CI containers),
@@ -139,7 +150,8 @@ class FakeJournal {
   std::vector<std::string> entries() {
     std::vector<std::string> out;
     char buffer[65536];
-    for (ssize_t n; (n = ::recv(fd_, buffer, sizeof(buffer), 0)) > 0;) out.emplace_back(buffer, static_cast<size_t>(n));
+    for (ssize_t n; (n = ::recv(fd_, buffer, sizeof(buffer), 0)) > 0;)
+      out.emplace_back(buffer, static_cast<size_t>(n));
     return out;
   }
 
@@ -150,8 +162,10 @@ class FakeJournal {
 };
 
 TEST(Journal, AJobsLinesCarryJobIdAndJobNameFields) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root to stand in for journald at " << FakeJournal::kSocket;
-  if (std::filesystem::exists(FakeJournal::kSocket)) GTEST_SKIP() << "a journald runs here; the test does not replace it";
+  if (::geteuid() != 0)
+    GTEST_SKIP() << "needs root to stand in for journald at " << FakeJournal::kSocket;
+  if (std::filesystem::exists(FakeJournal::kSocket))
+    GTEST_SKIP() << "a journald runs here; the test does not replace it";
   FakeJournal journal;
   ASSERT_TRUE(journal.bound());
   DaemonProcess daemon;
@@ -175,14 +189,16 @@ TEST(Journal, AJobsLinesCarryJobIdAndJobNameFields) {
       EXPECT_NE(e.find("\nJOB_NAME=journal-job\n"), std::string::npos) << e;
       EXPECT_NE(e.find("\nPRIORITY=6\n"), std::string::npos) << e;
     }
-    if (e.find("MESSAGE=placementd ") != std::string::npos && e.find(" ready on ") != std::string::npos) {
+    if (e.find("MESSAGE=placementd ") != std::string::npos &&
+        e.find(" ready on ") != std::string::npos) {
       ready = true;
       EXPECT_EQ(e.find("JOB_ID="), std::string::npos) << "a daemon line is no job's: " << e;
     }
   }
   EXPECT_TRUE(attached) << "no entry for the job's attach line reached the journal";
   EXPECT_TRUE(ready);
-  EXPECT_EQ(daemon.log().find("attached"), std::string::npos) << "lines went to stderr as well:\n" << daemon.log();
+  EXPECT_EQ(daemon.log().find("attached"), std::string::npos) << "lines went to stderr as well:\n"
+                                                              << daemon.log();
 }
 
 }  // namespace

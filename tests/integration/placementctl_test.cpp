@@ -19,8 +19,8 @@ using nlohmann::json;
 TEST(Placementctl, StatusJobsAndPlugins) {
   DaemonProcess daemon;
   daemon.start();
-  Child job({hold_job_bin(), "--socket", daemon.socket, "--graph", example_graph(), "--job", "mlp", "--reports", "12",
-             "--step-time", "0.25"});
+  Child job({hold_job_bin(), "--socket", daemon.socket, "--graph", example_graph(), "--job", "mlp",
+             "--reports", "12", "--step-time", "0.25"});
   ASSERT_TRUE(job.wait_for_output("ready")) << job.err();
   const std::string ctl = placementctl_bin();
 
@@ -36,7 +36,8 @@ TEST(Placementctl, StatusJobsAndPlugins) {
   const CommandResult jobs = run_command({ctl, "--socket", daemon.socket, "--json", "jobs"});
   ASSERT_EQ(jobs.exit_code, 0) << jobs.err;
   const json j = json::parse(jobs.out).at(0);
-  for (const char* key : {"name", "state", "steps", "candidates_tried", "start_step_time_s", "best_step_time_s", "exploration_overhead"})
+  for (const char* key : {"name", "state", "steps", "candidates_tried", "start_step_time_s",
+                          "best_step_time_s", "exploration_overhead"})
     EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_EQ(j["name"], "mlp");
   EXPECT_EQ(j["steps"].get<int>(), 12);
@@ -51,31 +52,40 @@ TEST(Placementctl, StatusJobsAndPlugins) {
   ASSERT_EQ(show.exit_code, 0) << show.err;
   EXPECT_NE(show.out.find("cpu:0=20 cpu:1=0"), std::string::npos) << show.out;
   // The best is the placement in force (the start, still being profiled), each with its interval.
-  EXPECT_NE(show.out.find("250.00 ms ± 0.0 us / 250.00 ms ± 0.0 us (1.00x)"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("250.00 ms ± 0.0 us / 250.00 ms ± 0.0 us (1.00x)"), std::string::npos)
+      << show.out;
 
   // Global options after the subcommand, as the README writes them (and systemctl takes them).
-  const CommandResult after = run_command({ctl, "jobs", "--json", "--socket", daemon.socket, "--timeout-ms", "3000"});
+  const CommandResult after =
+      run_command({ctl, "jobs", "--json", "--socket", daemon.socket, "--timeout-ms", "3000"});
   ASSERT_EQ(after.exit_code, 0) << after.err;
   EXPECT_EQ(json::parse(after.out).at(0)["name"], "mlp");
-  const CommandResult show_json = run_command({ctl, "jobs", "show", "1", "--socket", daemon.socket, "--json"});
+  const CommandResult show_json =
+      run_command({ctl, "jobs", "show", "1", "--socket", daemon.socket, "--json"});
   ASSERT_EQ(show_json.exit_code, 0) << show_json.err;
-  EXPECT_EQ(json::parse(show_json.out)["candidates"].size(), j["candidates_tried"].get<size_t>()) << show_json.out;
+  EXPECT_EQ(json::parse(show_json.out)["candidates"].size(), j["candidates_tried"].get<size_t>())
+      << show_json.out;
 
   const CommandResult plugins = run_command({ctl, "--socket", daemon.socket, "plugins"});
   ASSERT_EQ(plugins.exit_code, 0);
   for (const char* name : {"colocation", "single_device", "reinforce", "learning_rate=0.1"})
     EXPECT_NE(plugins.out.find(name), std::string::npos) << name;
-  const json pj = json::parse(run_command({ctl, "--socket", daemon.socket, "--json", "plugins"}).out);
+  const json pj =
+      json::parse(run_command({ctl, "--socket", daemon.socket, "--json", "plugins"}).out);
   EXPECT_EQ(pj["plugins"].size(), built_plugin_count());
-  EXPECT_EQ(json::parse(run_command({ctl, "plugins", "--json", "--socket", daemon.socket}).out), pj);
+  EXPECT_EQ(json::parse(run_command({ctl, "plugins", "--json", "--socket", daemon.socket}).out),
+            pj);
   job.signal(SIGTERM);
   EXPECT_EQ(job.wait(), 0);
 }
 
 TEST(Placementctl, NoDaemonIsAClearErrorWithItsOwnExitCode) {
-  const CommandResult r = run_command({placementctl_bin(), "--socket", "/tmp/nonexistent-placementd.sock", "status"});
+  const CommandResult r =
+      run_command({placementctl_bin(), "--socket", "/tmp/nonexistent-placementd.sock", "status"});
   EXPECT_EQ(r.exit_code, 3);
-  EXPECT_NE(r.err.find("cannot connect to placementd at /tmp/nonexistent-placementd.sock"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cannot connect to placementd at /tmp/nonexistent-placementd.sock"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST(Placementctl, ConfigCheckOfflineAndPlacementdCheckConfigAgree) {
@@ -83,18 +93,28 @@ TEST(Placementctl, ConfigCheckOfflineAndPlacementdCheckConfigAgree) {
   if (!learned_plugins_built()) GTEST_SKIP() << "built without LibTorch";
   DaemonProcess paths;  // only for its temp dir and plugin list
   const std::string bad = paths.dir + "/bad.toml";
-  std::ofstream(bad) << paths.base_config() << "[exploration]\nwarmup_steps = -1\n[params.algorithm.reinforce]\nclip_norm = \"x\"\n";
+  std::ofstream(bad)
+      << paths.base_config()
+      << "[exploration]\nwarmup_steps = -1\n[params.algorithm.reinforce]\nclip_norm = \"x\"\n";
   const CommandResult ctl = run_command({placementctl_bin(), "config", "check", bad});
   EXPECT_EQ(ctl.exit_code, 1);
   const CommandResult daemon = run_command({placementd_bin(), "--check-config", bad});
   EXPECT_EQ(daemon.exit_code, 1);
   EXPECT_EQ(ctl.err, daemon.err);
-  EXPECT_NE(ctl.err.find(bad + ":13:16: exploration.warmup_steps must be in [0, 100000], got -1"), std::string::npos) << ctl.err;
-  EXPECT_NE(ctl.err.find(bad + ":15:13: params.algorithm.reinforce.clip_norm: expected float, got string \"x\""), std::string::npos) << ctl.err;
-  const CommandResult good = run_command({placementctl_bin(), "--json", "config", "check", paths.config_path});
+  EXPECT_NE(ctl.err.find(bad + ":13:16: exploration.warmup_steps must be in [0, 100000], got -1"),
+            std::string::npos)
+      << ctl.err;
+  EXPECT_NE(
+      ctl.err.find(
+          bad + ":15:13: params.algorithm.reinforce.clip_norm: expected float, got string \"x\""),
+      std::string::npos)
+      << ctl.err;
+  const CommandResult good =
+      run_command({placementctl_bin(), "--json", "config", "check", paths.config_path});
   EXPECT_EQ(good.exit_code, 0) << good.err;
   EXPECT_TRUE(json::parse(good.out)["ok"].get<bool>());
-  EXPECT_EQ(run_command({placementd_bin(), "--check-config", SHIPPED_CONFIG_FOR_CHECK}).exit_code, 0);
+  EXPECT_EQ(run_command({placementd_bin(), "--check-config", SHIPPED_CONFIG_FOR_CHECK}).exit_code,
+            0);
 }
 
 }  // namespace
@@ -129,8 +149,9 @@ TEST(Placementctl, SimulateReportsStepTimeMemoryAndTheBound) {
   for (int i = 3; i < 6; ++i) split.device_of_op[i] = 1;
   const DeviceSet d = devices(2, DeviceKind::kCuda);
   write_json_file(paths.dir + "/p.json", to_json(split, d));
-  const CommandResult r = run_command({placementctl_bin(), "--json", "simulate", "--graph", paths.dir + "/g.json",
-                                       "--devices", paths.dir + "/topo.toml", "--placement", paths.dir + "/p.json"});
+  const CommandResult r =
+      run_command({placementctl_bin(), "--json", "simulate", "--graph", paths.dir + "/g.json",
+                   "--devices", paths.dir + "/topo.toml", "--placement", paths.dir + "/p.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json out = json::parse(r.out);
   EXPECT_NEAR(out["lower_bound_s"].get<double>(), 4 * 0.003, 1e-12);
@@ -140,17 +161,21 @@ TEST(Placementctl, SimulateReportsStepTimeMemoryAndTheBound) {
   EXPECT_LT(p["step_time_s"].get<double>(), 7 * 0.003);  // the chains overlap
   EXPECT_EQ(p["devices"].size(), 2u);
 
-  const CommandResult all = run_command({placementctl_bin(), "simulate", "--graph", paths.dir + "/g.json", "--devices",
-                                         paths.dir + "/topo.toml"});
+  const CommandResult all =
+      run_command({placementctl_bin(), "simulate", "--graph", paths.dir + "/g.json", "--devices",
+                   paths.dir + "/topo.toml"});
   ASSERT_EQ(all.exit_code, 0) << all.err;
   EXPECT_NE(all.out.find("all on cuda:0"), std::string::npos) << all.out;
   EXPECT_NE(all.out.find("all on cuda:1"), std::string::npos);
 
   std::ofstream(paths.dir + "/bad.toml") << "[[device]]\nname = \"cpu:0\"\n";  // no memory
-  const CommandResult bad = run_command({placementctl_bin(), "simulate", "--graph", paths.dir + "/g.json", "--devices",
-                                         paths.dir + "/bad.toml"});
+  const CommandResult bad =
+      run_command({placementctl_bin(), "simulate", "--graph", paths.dir + "/g.json", "--devices",
+                   paths.dir + "/bad.toml"});
   EXPECT_EQ(bad.exit_code, 1);
-  EXPECT_NE(bad.err.find(paths.dir + "/bad.toml:1:1: device cpu:0 has no memory_gib"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find(paths.dir + "/bad.toml:1:1: device cpu:0 has no memory_gib"),
+            std::string::npos)
+      << bad.err;
 }
 
 // Data-parallel replicas on the shipped ResNet-50 (batch 64) and 4×H100 node, whose topology
@@ -161,7 +186,8 @@ TEST(Placementctl, SimulateAndOptimizeWithReplicasChargeTheGradientAllReduce) {
   const std::string graph = std::string(GRAPH_DIR) + "/papers/resnet50_bs64.json.gz";
   const std::string topology = std::string(SOURCE_TOPOLOGY_DIR) + "/4xh100_nvlink.toml";
   const auto simulate = [&](std::vector<std::string> extra) {
-    std::vector<std::string> argv = {placementctl_bin(), "--json", "simulate", "--graph", graph, "--devices", topology};
+    std::vector<std::string> argv = {placementctl_bin(), "--json", "simulate", "--graph", graph,
+                                     "--devices",        topology};
     argv.insert(argv.end(), extra.begin(), extra.end());
     const CommandResult r = run_command(argv);
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -181,26 +207,33 @@ TEST(Placementctl, SimulateAndOptimizeWithReplicasChargeTheGradientAllReduce) {
   EXPECT_GT(eight["allreduce_bytes"].get<double>(), 90e6);
   // A ring: 2 (N − 1) messages a bucket, each 5 us and bytes ÷ N at 50 GB/s.
   const auto ring = [](const json& p, double n) {
-    return 2 * (n - 1) * (p["allreduce_buckets"].get<double>() * 5e-6 + p["allreduce_bytes"].get<double>() / n / 50e9);
+    return 2 * (n - 1) *
+           (p["allreduce_buckets"].get<double>() * 5e-6 +
+            p["allreduce_bytes"].get<double>() / n / 50e9);
   };
   EXPECT_NEAR(two["allreduce_s"].get<double>(), ring(two, 2), 1e-9);
   EXPECT_NEAR(eight["allreduce_s"].get<double>(), ring(eight, 8), 1e-9);
-  EXPECT_NEAR(eight["step_time_s"].get<double>() - one["step_time_s"].get<double>(), eight["allreduce_s"].get<double>(), 1e-9);
-  EXPECT_LT(overlapped["allreduce_exposed_s"].get<double>(), 0.5 * eight["allreduce_exposed_s"].get<double>());
+  EXPECT_NEAR(eight["step_time_s"].get<double>() - one["step_time_s"].get<double>(),
+              eight["allreduce_s"].get<double>(), 1e-9);
+  EXPECT_LT(overlapped["allreduce_exposed_s"].get<double>(),
+            0.5 * eight["allreduce_exposed_s"].get<double>());
   EXPECT_LT(overlapped["step_time_s"].get<double>(), eight["step_time_s"].get<double>());
 
-  const CommandResult table = run_command({placementctl_bin(), "simulate", "--graph", graph, "--devices", topology,
-                                           "--replicas", "8"});
+  const CommandResult table = run_command(
+      {placementctl_bin(), "simulate", "--graph", graph, "--devices", topology, "--replicas", "8"});
   ASSERT_EQ(table.exit_code, 0) << table.err;
-  EXPECT_NE(table.out.find("on 5 devices x 8 nodes (ring all-reduce over 50.0 GB/s, 25 MiB buckets, after backward)"),
+  EXPECT_NE(table.out.find("on 5 devices x 8 nodes (ring all-reduce over 50.0 GB/s, 25 MiB "
+                           "buckets, after backward)"),
             std::string::npos)
       << table.out;
   EXPECT_NE(table.out.find("ALL-REDUCE (WAITED)"), std::string::npos) << table.out;
 
-  if (!learned_plugins_built()) GTEST_SKIP() << "built without LibTorch: no feedforward placer to optimize with";
-  const CommandResult optimized = run_command({placementctl_bin(), "optimize", "--graph", graph, "--devices", topology,
-                                               "--replicas", "8", "--grouper", "none", "--placer", "feedforward",
-                                               "--algorithm", "reinforce", "--budget", "20", "--json"});
+  if (!learned_plugins_built())
+    GTEST_SKIP() << "built without LibTorch: no feedforward placer to optimize with";
+  const CommandResult optimized =
+      run_command({placementctl_bin(), "optimize", "--graph", graph, "--devices", topology,
+                   "--replicas", "8", "--grouper", "none", "--placer", "feedforward", "--algorithm",
+                   "reinforce", "--budget", "20", "--json"});
   ASSERT_EQ(optimized.exit_code, 0) << optimized.err;
   const json o = json::parse(optimized.out);
   EXPECT_EQ(o["replicas"], 8);
@@ -211,9 +244,10 @@ TEST(Placementctl, SimulateAndOptimizeWithReplicasChargeTheGradientAllReduce) {
       run_command({placementctl_bin(), "simulate", "--graph", graph, "--devices",
                    std::string(SOURCE_TOPOLOGY_DIR) + "/1xh100_cpu.toml", "--replicas", "4"});
   EXPECT_EQ(no_link.exit_code, 1);
-  EXPECT_NE(no_link.err.find("--replicas 4: " + std::string(SOURCE_TOPOLOGY_DIR) +
-                             "/1xh100_cpu.toml has no link between nodes for the gradients' all-reduce"),
-            std::string::npos)
+  EXPECT_NE(
+      no_link.err.find("--replicas 4: " + std::string(SOURCE_TOPOLOGY_DIR) +
+                       "/1xh100_cpu.toml has no link between nodes for the gradients' all-reduce"),
+      std::string::npos)
       << no_link.err;
 }
 
@@ -222,12 +256,15 @@ TEST(Placementctl, SimulateAndOptimizeRefuseAGraphWithoutProfilesOrWork) {
   write_json_file(paths.dir + "/g.json", to_json(two_chains(3)));
   std::ofstream(paths.dir + "/topo.toml") << "[[device]]\nname = \"cuda:0\"\nmemory_gib = 1\n";
   for (const char* command : {"simulate", "optimize"}) {
-    const CommandResult r = run_command({placementctl_bin(), command, "--graph", paths.dir + "/g.json", "--devices",
-                                         paths.dir + "/topo.toml"});
+    const CommandResult r =
+        run_command({placementctl_bin(), command, "--graph", paths.dir + "/g.json", "--devices",
+                     paths.dir + "/topo.toml"});
     EXPECT_EQ(r.exit_code, 1) << command << ": " << r.out;
-    EXPECT_NE(r.err.find(paths.dir + "/g.json: no op has a profile or recorded work"), std::string::npos)
+    EXPECT_NE(r.err.find(paths.dir + "/g.json: no op has a profile or recorded work"),
+              std::string::npos)
         << command << ": " << r.err;
-    EXPECT_NE(r.err.find("capture it again with `placementctl capture MODEL.pt"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("capture it again with `placementctl capture MODEL.pt"), std::string::npos)
+        << r.err;
   }
 }
 
@@ -243,13 +280,16 @@ TEST(Placementctl, SimulateByKindSetsTheCostModelAgainstTheMeasuredProfiles) {
     w.backward_flops = 2e9;
     w.forward_kernels = w.backward_kernels = 0;
     op.work = w;
-    op.profile["cuda"] = {i < 3 ? 0.002 : 0.001, 0.002, 0.0, 4096};  // measured: 2 ms and 1 ms forward
+    op.profile["cuda"] = {i < 3 ? 0.002 : 0.001, 0.002, 0.0,
+                          4096};  // measured: 2 ms and 1 ms forward
   }
   write_json_file(paths.dir + "/g.json", to_json(g));
-  std::ofstream(paths.dir + "/topo.toml") << "[[device]]\nname = \"cuda:0\"\nmemory_gib = 1\nfp32_tflops = 1\n"
-                                             "memory_bandwidth_gbs = 1000\ncompute_efficiency = 1\n";
-  const CommandResult r = run_command({placementctl_bin(), "--json", "simulate", "--by-kind", "--graph",
-                                       paths.dir + "/g.json", "--devices", paths.dir + "/topo.toml"});
+  std::ofstream(paths.dir + "/topo.toml")
+      << "[[device]]\nname = \"cuda:0\"\nmemory_gib = 1\nfp32_tflops = 1\n"
+         "memory_bandwidth_gbs = 1000\ncompute_efficiency = 1\n";
+  const CommandResult r =
+      run_command({placementctl_bin(), "--json", "simulate", "--by-kind", "--graph",
+                   paths.dir + "/g.json", "--devices", paths.dir + "/topo.toml"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json kinds = json::parse(r.out).at("devices").at(0).at("kinds");
   ASSERT_EQ(kinds.size(), 3u);  // the two kinds, slower first, then all
@@ -262,17 +302,19 @@ TEST(Placementctl, SimulateByKindSetsTheCostModelAgainstTheMeasuredProfiles) {
   EXPECT_NEAR(kinds[1]["measured_forward_s"].get<double>(), relus * 0.001, 1e-12);
   EXPECT_NEAR(kinds[2]["predicted_backward_s"].get<double>(), (3 + relus) * 0.002, 1e-12);
   EXPECT_EQ(kinds[2]["kind"], "all");
-  const CommandResult table = run_command({placementctl_bin(), "simulate", "--by-kind", "--graph",
-                                           paths.dir + "/g.json", "--devices", paths.dir + "/topo.toml"});
+  const CommandResult table =
+      run_command({placementctl_bin(), "simulate", "--by-kind", "--graph", paths.dir + "/g.json",
+                   "--devices", paths.dir + "/topo.toml"});
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_NE(table.out.find("-50.0%"), std::string::npos) << table.out;
   // A topology whose devices have no spec has nothing to compare.
   std::ofstream(paths.dir + "/bare.toml") << "[[device]]\nname = \"cuda:0\"\nmemory_gib = 1\n";
-  const CommandResult bare = run_command({placementctl_bin(), "simulate", "--by-kind", "--graph",
-                                          paths.dir + "/g.json", "--devices", paths.dir + "/bare.toml"});
+  const CommandResult bare =
+      run_command({placementctl_bin(), "simulate", "--by-kind", "--graph", paths.dir + "/g.json",
+                   "--devices", paths.dir + "/bare.toml"});
   EXPECT_EQ(bare.exit_code, 1);
-  EXPECT_NE(bare.err.find(paths.dir + "/g.json: no op has a measured profile for a device of " + paths.dir +
-                          "/bare.toml with a spec"),
+  EXPECT_NE(bare.err.find(paths.dir + "/g.json: no op has a measured profile for a device of " +
+                          paths.dir + "/bare.toml with a spec"),
             std::string::npos)
       << bare.err;
 }
@@ -286,8 +328,9 @@ TEST(Placementctl, AGraphCapturedWithoutProfilesIsTimedByTheCostModel) {
   std::ofstream(paths.dir + "/topo.toml") << "[defaults]\nbandwidth_gbs = 50\n"
                                              "[[device]]\nname = \"cpu:0\"\nmemory_gib = 64\n"
                                              "[[device]]\nname = \"cuda:0\"\nspec = \"h100-sxm\"\n";
-  const CommandResult r = run_command({placementctl_bin(), "simulate", "--graph", paths.dir + "/g.json", "--devices",
-                                       paths.dir + "/topo.toml", "--json"});
+  const CommandResult r =
+      run_command({placementctl_bin(), "simulate", "--graph", paths.dir + "/g.json", "--devices",
+                   paths.dir + "/topo.toml", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto doc = nlohmann::json::parse(r.out);
   const auto& placements = doc.at("placements");
@@ -301,18 +344,21 @@ TEST(Placementctl, AGraphCapturedWithoutProfilesIsTimedByTheCostModel) {
   ASSERT_TRUE(gpu.at("timed").get<bool>());
   EXPECT_EQ(gpu.at("predicted_ops").get<size_t>(), doc.at("ops").get<size_t>());
   EXPECT_GT(gpu.at("step_time_s").get<double>(), 0.0);
-  EXPECT_GE(gpu.at("step_time_s").get<double>(), doc.at("lower_bound_s").get<double>() * (1 - 1e-9));
+  EXPECT_GE(gpu.at("step_time_s").get<double>(),
+            doc.at("lower_bound_s").get<double>() * (1 - 1e-9));
   // TF32 matrix products make these compute-bound ops faster.
-  const CommandResult tf32 = run_command({placementctl_bin(), "simulate", "--graph", paths.dir + "/g.json",
-                                          "--devices", paths.dir + "/topo.toml", "--json", "--matmul-tf32"});
+  const CommandResult tf32 =
+      run_command({placementctl_bin(), "simulate", "--graph", paths.dir + "/g.json", "--devices",
+                   paths.dir + "/topo.toml", "--json", "--matmul-tf32"});
   ASSERT_EQ(tf32.exit_code, 0) << tf32.err;
   EXPECT_LT(nlohmann::json::parse(tf32.out).at("placements")[1].at("step_time_s").get<double>(),
             gpu.at("step_time_s").get<double>());
   // So does optimize: everything lands on the only device it can time.
-  if (!learned_plugins_built()) GTEST_SKIP() << "built without LibTorch: no feedforward placer to optimize with";
-  const CommandResult opt = run_command({placementctl_bin(), "optimize", "--graph", paths.dir + "/g.json",
-                                         "--devices", paths.dir + "/topo.toml", "--budget", "8", "--json",
-                                         "--plugin-dir", PLUGIN_DIR});
+  if (!learned_plugins_built())
+    GTEST_SKIP() << "built without LibTorch: no feedforward placer to optimize with";
+  const CommandResult opt = run_command(
+      {placementctl_bin(), "optimize", "--graph", paths.dir + "/g.json", "--devices",
+       paths.dir + "/topo.toml", "--budget", "8", "--json", "--plugin-dir", PLUGIN_DIR});
   ASSERT_EQ(opt.exit_code, 0) << opt.err;
 }
 
@@ -326,22 +372,29 @@ TEST(Placementctl, AModelNoDevicesCanHoldTogetherIsRefusedWithTheFigures) {
     op.parameter_bytes = 1ull << 28;  // 1 GiB per op with gradients and Adam's states
   }
   write_json_file(paths.dir + "/g.json", to_json(g));
-  std::ofstream(paths.dir + "/topo.toml") << "[defaults]\nbandwidth_gbs = 10\n[[device]]\nname = \"cuda:0\"\nmemory_gib = 2\n"
-                                             "[[device]]\nname = \"cuda:1\"\nmemory_gib = 2\n";
-  const CommandResult sim = run_command({placementctl_bin(), "simulate", "--graph", paths.dir + "/g.json", "--devices",
-                                         paths.dir + "/topo.toml"});
+  std::ofstream(paths.dir + "/topo.toml")
+      << "[defaults]\nbandwidth_gbs = 10\n[[device]]\nname = \"cuda:0\"\nmemory_gib = 2\n"
+         "[[device]]\nname = \"cuda:1\"\nmemory_gib = 2\n";
+  const CommandResult sim =
+      run_command({placementctl_bin(), "simulate", "--graph", paths.dir + "/g.json", "--devices",
+                   paths.dir + "/topo.toml"});
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
   EXPECT_NE(sim.out.find("lower bound none; needs at least"), std::string::npos) << sim.out;
-  EXPECT_NE(sim.out.find("more than all devices have together, no placement fits"), std::string::npos) << sim.out;
-  const CommandResult json_sim = run_command({placementctl_bin(), "--json", "simulate", "--graph",
-                                              paths.dir + "/g.json", "--devices", paths.dir + "/topo.toml"});
+  EXPECT_NE(sim.out.find("more than all devices have together, no placement fits"),
+            std::string::npos)
+      << sim.out;
+  const CommandResult json_sim =
+      run_command({placementctl_bin(), "--json", "simulate", "--graph", paths.dir + "/g.json",
+                   "--devices", paths.dir + "/topo.toml"});
   ASSERT_EQ(json_sim.exit_code, 0) << json_sim.err;
   EXPECT_TRUE(json::parse(json_sim.out).at("lower_bound_s").is_null());
-  const CommandResult opt = run_command({placementctl_bin(), "optimize", "--graph", paths.dir + "/g.json", "--devices",
-                                         paths.dir + "/topo.toml", "--budget", "4", "--plugin-dir", PLUGIN_DIR});
+  const CommandResult opt =
+      run_command({placementctl_bin(), "optimize", "--graph", paths.dir + "/g.json", "--devices",
+                   paths.dir + "/topo.toml", "--budget", "4", "--plugin-dir", PLUGIN_DIR});
   EXPECT_EQ(opt.exit_code, 1);
   EXPECT_NE(opt.err.find(paths.dir + "/g.json on " + paths.dir +
-                         "/topo.toml: no placement fits: the model needs at least 7.0 GiB with its optimizer state, "
+                         "/topo.toml: no placement fits: the model needs at least 7.0 GiB with its "
+                         "optimizer state, "
                          "and the devices hold 4.0 GiB together"),
             std::string::npos)
       << opt.err;
@@ -353,20 +406,24 @@ TEST(Placementctl, AModelNoDevicesCanHoldTogetherIsRefusedWithTheFigures) {
   }
   g.ops[0].parameter_bytes = g.ops[1].parameter_bytes = 11ull << 28;  // 11 GiB each with Adam
   write_json_file(paths.dir + "/g.json", to_json(g));
-  std::ofstream(paths.dir + "/topo.toml") << "[defaults]\nbandwidth_gbs = 10\n[[device]]\nname = \"cpu:0\"\nmemory_gib = 21\n"
-                                             "[[device]]\nname = \"cuda:0\"\nmemory_gib = 10\n";
-  const CommandResult crowded = run_command({placementctl_bin(), "simulate", "--graph", paths.dir + "/g.json",
-                                             "--devices", paths.dir + "/topo.toml"});
+  std::ofstream(paths.dir + "/topo.toml")
+      << "[defaults]\nbandwidth_gbs = 10\n[[device]]\nname = \"cpu:0\"\nmemory_gib = 21\n"
+         "[[device]]\nname = \"cuda:0\"\nmemory_gib = 10\n";
+  const CommandResult crowded =
+      run_command({placementctl_bin(), "simulate", "--graph", paths.dir + "/g.json", "--devices",
+                   paths.dir + "/topo.toml"});
   ASSERT_EQ(crowded.exit_code, 0) << crowded.err;
   EXPECT_NE(crowded.out.find("lower bound none; needs at least"), std::string::npos) << crowded.out;
-  EXPECT_NE(crowded.out.find("the ops that only one kind of device can hold need more than those devices have"),
+  EXPECT_NE(crowded.out.find(
+                "the ops that only one kind of device can hold need more than those devices have"),
             std::string::npos)
       << crowded.out;
-  const CommandResult refused = run_command({placementctl_bin(), "optimize", "--graph", paths.dir + "/g.json",
-                                             "--devices", paths.dir + "/topo.toml", "--budget", "4", "--plugin-dir",
-                                             PLUGIN_DIR});
+  const CommandResult refused =
+      run_command({placementctl_bin(), "optimize", "--graph", paths.dir + "/g.json", "--devices",
+                   paths.dir + "/topo.toml", "--budget", "4", "--plugin-dir", PLUGIN_DIR});
   EXPECT_EQ(refused.exit_code, 1);
-  EXPECT_NE(refused.err.find("/topo.toml: no placement fits: the ops that only one kind of device can hold"),
+  EXPECT_NE(refused.err.find(
+                "/topo.toml: no placement fits: the ops that only one kind of device can hold"),
             std::string::npos)
       << refused.err;
 }
@@ -377,19 +434,33 @@ void write_optimize_inputs(const std::string& dir) {
   profile_all(g, DeviceKind::kCuda, 1e-3);
   write_json_file(dir + "/g.json", to_json(g));
   std::ofstream(dir + "/topo.toml") << "[defaults]\nbandwidth_gbs = 10\n"
-                                             "[[device]]\nname = \"cuda:0\"\nmemory_gib = 1\n"
-                                             "[[device]]\nname = \"cuda:1\"\nmemory_gib = 1\n";
+                                       "[[device]]\nname = \"cuda:0\"\nmemory_gib = 1\n"
+                                       "[[device]]\nname = \"cuda:1\"\nmemory_gib = 1\n";
 }
 
 TEST(Placementctl, OptimizeReportsBaselinesBoundAndIsReproducible) {
   DaemonProcess paths;  // only for its temp dir
   write_optimize_inputs(paths.dir);
-  const std::vector<std::string> args = {placementctl_bin(), "optimize", "--graph", paths.dir + "/g.json",
-                                         "--devices", paths.dir + "/topo.toml", "--grouper", "none",
-                                         "--placer", "feedforward", "--algorithm", "ppo", "--budget", "60",
-                                         "--seed", "5", "--json"};
+  const std::vector<std::string> args = {placementctl_bin(),
+                                         "optimize",
+                                         "--graph",
+                                         paths.dir + "/g.json",
+                                         "--devices",
+                                         paths.dir + "/topo.toml",
+                                         "--grouper",
+                                         "none",
+                                         "--placer",
+                                         "feedforward",
+                                         "--algorithm",
+                                         "ppo",
+                                         "--budget",
+                                         "60",
+                                         "--seed",
+                                         "5",
+                                         "--json"};
   std::vector<std::string> with_files = args;
-  for (const std::string& a : std::vector<std::string>{"--out", paths.dir + "/best.json", "--plot", paths.dir + "/curve.svg"})
+  for (const std::string& a : std::vector<std::string>{"--out", paths.dir + "/best.json", "--plot",
+                                                       paths.dir + "/curve.svg"})
     with_files.push_back(a);
   const CommandResult r = run_command(with_files);
   if (r.exit_code != 0 && r.err.find("no placer plugin named 'feedforward'") != std::string::npos)
@@ -410,9 +481,9 @@ TEST(Placementctl, OptimizeReportsBaselinesBoundAndIsReproducible) {
   }
 
   // The written placement simulates to the reported time; the plot is an SVG.
-  const CommandResult sim = run_command({placementctl_bin(), "--json", "simulate", "--graph", paths.dir + "/g.json",
-                                         "--devices", paths.dir + "/topo.toml", "--placement",
-                                         paths.dir + "/best.json"});
+  const CommandResult sim =
+      run_command({placementctl_bin(), "--json", "simulate", "--graph", paths.dir + "/g.json",
+                   "--devices", paths.dir + "/topo.toml", "--placement", paths.dir + "/best.json"});
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
   EXPECT_DOUBLE_EQ(json::parse(sim.out)["placements"][0]["step_time_s"].get<double>(), best);
   std::ifstream svg(paths.dir + "/curve.svg");
@@ -421,7 +492,8 @@ TEST(Placementctl, OptimizeReportsBaselinesBoundAndIsReproducible) {
   EXPECT_EQ(head, "<svg ");
 
   const CommandResult again = run_command(args);
-  EXPECT_EQ(json::parse(again.out)["best_so_far_s"], out["best_so_far_s"]) << "same seed, same curve";
+  EXPECT_EQ(json::parse(again.out)["best_so_far_s"], out["best_so_far_s"])
+      << "same seed, same curve";
 
   // The policy's best is chosen with the planning model's help unless asked otherwise.
   EXPECT_EQ(out["selection"], "model");
@@ -449,11 +521,12 @@ TEST(Placementctl, OptimizeReportsBaselinesBoundAndIsReproducible) {
 TEST(Placementctl, OptimizeJsonIsNotMixedWithWhatLibrariesPrint) {
   // libmetis prints "***Cannot bisect a graph with 0 vertices!" to stdout when asked for 256 parts
   // of the unrolled GNMT; placementctl sends it to stderr, so stdout is the JSON alone.
-  const CommandResult r = run_command({placementctl_bin(), "optimize", "--graph",
-                                       std::string(GRAPH_DIR) + "/gnmt4_unrolled.json.gz", "--devices",
-                                       std::string(SOURCE_TOPOLOGY_DIR) + "/4xh100_cpu_pcie5.toml", "--grouper",
-                                       "metis", "--set", "grouper.groups=256", "--placer", "metis", "--budget", "1",
-                                       "--plugin-dir", plugin_dir(), "--json"});
+  const CommandResult r =
+      run_command({placementctl_bin(), "optimize", "--graph",
+                   std::string(GRAPH_DIR) + "/gnmt4_unrolled.json.gz", "--devices",
+                   std::string(SOURCE_TOPOLOGY_DIR) + "/4xh100_cpu_pcie5.toml", "--grouper",
+                   "metis", "--set", "grouper.groups=256", "--placer", "metis", "--budget", "1",
+                   "--plugin-dir", plugin_dir(), "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   json out;
   ASSERT_NO_THROW(out = json::parse(r.out)) << r.out.substr(0, 300);
@@ -463,11 +536,15 @@ TEST(Placementctl, OptimizeJsonIsNotMixedWithWhatLibrariesPrint) {
 TEST(Placementctl, OptimizeWarmStartsFromABaseline) {
   DaemonProcess paths;  // only for its temp dir
   write_optimize_inputs(paths.dir);
-  std::vector<std::string> args = {placementctl_bin(), "optimize", "--graph", paths.dir + "/g.json", "--devices",
-                                   paths.dir + "/topo.toml", "--grouper", "none", "--placer", "feedforward",
-                                   "--budget", "5", "--imitate", "list_scheduling"};
+  std::vector<std::string> args = {
+      placementctl_bin(),    "optimize",       "--graph",
+      paths.dir + "/g.json", "--devices",      paths.dir + "/topo.toml",
+      "--grouper",           "none",           "--placer",
+      "feedforward",         "--budget",       "5",
+      "--imitate",           "list_scheduling"};
   const CommandResult human = run_command(args);
-  if (human.exit_code != 0 && human.err.find("no placer plugin named 'feedforward'") != std::string::npos)
+  if (human.exit_code != 0 &&
+      human.err.find("no placer plugin named 'feedforward'") != std::string::npos)
     GTEST_SKIP() << "built without LibTorch";
   ASSERT_EQ(human.exit_code, 0) << human.err;
   EXPECT_NE(human.out.find("warm start: imitated list_scheduling"), std::string::npos) << human.out;
@@ -479,7 +556,8 @@ TEST(Placementctl, OptimizeWarmStartsFromABaseline) {
   EXPECT_GE(w["probability_after"].get<double>(), 0.9);
   EXPECT_EQ(w["baseline_step_time_s"], out["baselines"]["list_scheduling"]);
   args[args.size() - 2] = "nope";  // --imitate nope --json
-  EXPECT_NE(json::parse(run_command(args).out)["warm_start"]["skipped"].get<std::string>().find("'nope' is not loaded"),
+  EXPECT_NE(json::parse(run_command(args).out)["warm_start"]["skipped"].get<std::string>().find(
+                "'nope' is not loaded"),
             std::string::npos);
 
   // The simulator search: its answer is the first candidate, timed on the exact simulator.
@@ -492,11 +570,13 @@ TEST(Placementctl, OptimizeWarmStartsFromABaseline) {
   EXPECT_GT(s["search_evaluations"].get<int64_t>(), 0);
   EXPECT_LE(s["search_evaluations"].get<int64_t>(), 300);
   EXPECT_TRUE(s["search_start_step_time_s"].is_number());
-  EXPECT_EQ(s["search_ensemble"], 4) << "by default each placement is also timed on 4 copies of the model";
+  EXPECT_EQ(s["search_ensemble"], 4)
+      << "by default each placement is also timed on 4 copies of the model";
   args.pop_back();  // human output
   const CommandResult shown = run_command(args);
   EXPECT_NE(shown.out.find("warm start: searched "), std::string::npos) << shown.out;
-  EXPECT_NE(shown.out.find("(each also on 4 perturbed copies of the model)"), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("(each also on 4 perturbed copies of the model)"), std::string::npos)
+      << shown.out;
   args.insert(args.end(), {"--search-ensemble", "0", "--json"});
   EXPECT_EQ(json::parse(run_command(args).out)["warm_start"]["search_ensemble"], 0);
   args.resize(args.size() - 3);

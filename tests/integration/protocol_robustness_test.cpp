@@ -30,11 +30,14 @@ class ProtocolRobustness : public ::testing::Test {
     EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
     delete daemon_;
   }
-  void SetUp() override { bystander_ = std::make_unique<Client>(ClientOptions{daemon_->socket, "bystander", 5000}); }
+  void SetUp() override {
+    bystander_ = std::make_unique<Client>(ClientOptions{daemon_->socket, "bystander", 5000});
+  }
   // After each bad input: the daemon is alive and a connection opened before it still works.
   void TearDown() override {
     ASSERT_TRUE(daemon_->alive()) << daemon_->log();
-    EXPECT_NO_THROW(bystander_->request(MessageType::kStatus, nlohmann::json::object(), MessageType::kStatusReply));
+    EXPECT_NO_THROW(bystander_->request(MessageType::kStatus, nlohmann::json::object(),
+                                        MessageType::kStatusReply));
   }
 
   static std::string expect_error(RawConnection& c, const std::string& code, bool fatal) {
@@ -57,16 +60,20 @@ DaemonProcess* ProtocolRobustness::daemon_ = nullptr;
 
 TEST_F(ProtocolRobustness, GarbageBytesAreABadFrameAndClose) {
   RawConnection c(daemon_->socket);
-  c.send({'G', 'E', 'T', ' ', '/', ' ', 'H', 'T', 'T', 'P', '/', '1', '.', '1', '\r', '\n', '\r', '\n'});
+  c.send({'G', 'E', 'T', ' ', '/', ' ', 'H', 'T', 'T', 'P', '/', '1', '.', '1', '\r', '\n', '\r',
+          '\n'});
   EXPECT_NE(expect_error(c, protocol::error::kBadFrame, true).find("bad magic"), std::string::npos);
 }
 
 TEST_F(ProtocolRobustness, OversizedLengthIsRefusedBeforeReadingIt) {
   RawConnection c(daemon_->socket);
   c.hello();
-  const auto head = protocol::encode_header({c.version(), static_cast<uint16_t>(MessageType::kStatus), 1u << 30, 5});
+  const auto head = protocol::encode_header(
+      {c.version(), static_cast<uint16_t>(MessageType::kStatus), 1u << 30, 5});
   c.send({head.begin(), head.end()});
-  EXPECT_NE(expect_error(c, protocol::error::kFrameTooLarge, true).find("exceeds the maximum of 65536"), std::string::npos);
+  EXPECT_NE(
+      expect_error(c, protocol::error::kFrameTooLarge, true).find("exceeds the maximum of 65536"),
+      std::string::npos);
 }
 
 // The daemon's resident memory, from /proc.
@@ -83,8 +90,9 @@ TEST(ProtocolLimits, ASmallMessageOverItsTypesLimitIsRefusedAtItsHeader) {
   DaemonProcess daemon;
   daemon.start();
   Client bystander(ClientOptions{daemon.socket, "bystander", 5000});
-  for (const uint16_t type : {static_cast<uint16_t>(MessageType::kStatus), static_cast<uint16_t>(MessageType::kStepReport),
-                              static_cast<uint16_t>(999)}) {
+  for (const uint16_t type :
+       {static_cast<uint16_t>(MessageType::kStatus),
+        static_cast<uint16_t>(MessageType::kStepReport), static_cast<uint16_t>(999)}) {
     RawConnection c(daemon.socket);
     c.hello();
     const auto head = protocol::encode_header({c.version(), type, 60u << 20, 5});
@@ -92,9 +100,11 @@ TEST(ProtocolLimits, ASmallMessageOverItsTypesLimitIsRefusedAtItsHeader) {
     const auto frame = c.read_frame();
     ASSERT_TRUE(frame) << type;
     EXPECT_EQ(frame->second.value("code", ""), protocol::error::kFrameTooLarge);
-    EXPECT_EQ(frame->second.value("message", ""), "frame of 62914560 bytes exceeds the maximum of 1048576 for message type " +
-                                                       std::to_string(type));
-    EXPECT_NO_THROW(bystander.request(MessageType::kStatus, nlohmann::json::object(), MessageType::kStatusReply));
+    EXPECT_EQ(frame->second.value("message", ""),
+              "frame of 62914560 bytes exceeds the maximum of 1048576 for message type " +
+                  std::to_string(type));
+    EXPECT_NO_THROW(bystander.request(MessageType::kStatus, nlohmann::json::object(),
+                                      MessageType::kStatusReply));
   }
 }
 
@@ -106,17 +116,21 @@ TEST(ProtocolLimits, AConnectionThatNeverSaysHelloIsClosed) {
   const auto frame = silent.read_frame(5000);
   ASSERT_TRUE(frame) << daemon.log();
   EXPECT_EQ(frame->second.value("code", ""), protocol::error::kTimeout);
-  EXPECT_EQ(frame->second.value("message", ""), "no hello within 500 ms of connecting (daemon.frame_timeout_ms)");
+  EXPECT_EQ(frame->second.value("message", ""),
+            "no hello within 500 ms of connecting (daemon.frame_timeout_ms)");
   EXPECT_TRUE(silent.closed_by_peer());
 }
 
 // A connection that said hello and attached as a job: what may send the frames that grow with
 // the model.
-std::unique_ptr<RawConnection> attached_connection(const std::string& socket, const std::string& job) {
+std::unique_ptr<RawConnection> attached_connection(const std::string& socket,
+                                                   const std::string& job) {
   auto c = std::make_unique<RawConnection>(socket);
   c->hello();
-  c->send_frame(MessageType::kAttach,
-                {{"job", job}, {"devices", to_json(DeviceSet::uniform({{DeviceKind::kCpu, 0, 1 << 30, 1.0}}, 1e9, 0))}});
+  c->send_frame(
+      MessageType::kAttach,
+      {{"job", job},
+       {"devices", to_json(DeviceSet::uniform({{DeviceKind::kCpu, 0, 1 << 30, 1.0}}, 1e9, 0))}});
   const auto reply = c->read_frame();
   if (!reply || reply->first.type != static_cast<uint16_t>(MessageType::kAttached))
     throw std::runtime_error("attach not answered with attached");
@@ -131,14 +145,16 @@ TEST(ProtocolLimits, AFrameThatGrowsWithTheModelIsSmallUntilTheConnectionAttache
   for (const MessageType type : {MessageType::kGraphUpload, MessageType::kProfileReport}) {
     RawConnection c(daemon.socket);
     c.hello();
-    const auto head = protocol::encode_header({c.version(), static_cast<uint16_t>(type), 60u << 20, 5});
+    const auto head =
+        protocol::encode_header({c.version(), static_cast<uint16_t>(type), 60u << 20, 5});
     c.send({head.begin(), head.end()});
     const auto frame = c.read_frame();
     ASSERT_TRUE(frame) << protocol::to_string(type);
     EXPECT_EQ(frame->second.value("code", ""), protocol::error::kFrameTooLarge);
     EXPECT_EQ(frame->second.value("message", ""),
               "frame of 62914560 bytes exceeds the maximum of 1048576 for message type " +
-                  std::to_string(static_cast<uint16_t>(type)) + " before the connection attaches a job");
+                  std::to_string(static_cast<uint16_t>(type)) +
+                  " before the connection attaches a job");
     EXPECT_TRUE(c.closed_by_peer());
   }
   // Attached, the same header is read on: the daemon waits for the frame's bytes.
@@ -153,7 +169,8 @@ TEST(ProtocolLimits, TheMemoryALargeFrameTookIsGivenBackOnceItIsHandled) {
   // Eight jobs each send one 40 MiB profile report the daemon cannot decode, then idle: the
   // daemon answers each, and the 320 MiB of input buffers go back (they stayed for as long as the
   // connections did).
-  if (under_address_sanitizer()) GTEST_SKIP() << "AddressSanitizer's quarantine keeps freed memory resident";
+  if (under_address_sanitizer())
+    GTEST_SKIP() << "AddressSanitizer's quarantine keeps freed memory resident";
   DaemonProcess daemon;
   daemon.start();
   const uint64_t before = rss_bytes(daemon.pid);
@@ -162,13 +179,15 @@ TEST(ProtocolLimits, TheMemoryALargeFrameTookIsGivenBackOnceItIsHandled) {
     idle.push_back(attached_connection(daemon.socket, "idle" + std::to_string(i)));
     RawConnection& c = *idle.back();
     std::vector<uint8_t> frame(protocol::kHeaderSize + (40u << 20), 0);
-    const auto head = protocol::encode_header(
-        {c.version(), static_cast<uint16_t>(MessageType::kProfileReport), 40u << 20, static_cast<uint32_t>(i + 1)});
+    const auto head =
+        protocol::encode_header({c.version(), static_cast<uint16_t>(MessageType::kProfileReport),
+                                 40u << 20, static_cast<uint32_t>(i + 1)});
     std::copy(head.begin(), head.end(), frame.begin());
     c.send(frame);
     const auto reply = c.read_frame(20000);
     ASSERT_TRUE(reply) << i << "\n" << daemon.log();
-    EXPECT_EQ(reply->first.type, static_cast<uint16_t>(MessageType::kError)) << reply->second.dump();
+    EXPECT_EQ(reply->first.type, static_cast<uint16_t>(MessageType::kError))
+        << reply->second.dump();
   }
   // The error is sent while its frame is being handled: one more round trip on each connection
   // and every frame's handling has ended.
@@ -179,14 +198,15 @@ TEST(ProtocolLimits, TheMemoryALargeFrameTookIsGivenBackOnceItIsHandled) {
     EXPECT_EQ(status->first.type, static_cast<uint16_t>(MessageType::kStatusReply));
   }
   const uint64_t after = rss_bytes(daemon.pid);
-  EXPECT_LT(after, before + (64u << 20)) << "resident before " << (before >> 20) << " MiB, after " << (after >> 20)
-                                         << " MiB with 8 idle connections";
+  EXPECT_LT(after, before + (64u << 20)) << "resident before " << (before >> 20) << " MiB, after "
+                                         << (after >> 20) << " MiB with 8 idle connections";
 }
 
 TEST_F(ProtocolRobustness, UnsupportedVersionIsRefusedInTheHandshake) {
   RawConnection c(daemon_->socket);
   c.send_frame(MessageType::kHello, {{"client", "future"}, {"min_version", 7}, {"max_version", 9}});
-  EXPECT_NE(expect_error(c, protocol::error::kUnsupportedVersion, true).find("speaks 1..4"), std::string::npos);
+  EXPECT_NE(expect_error(c, protocol::error::kUnsupportedVersion, true).find("speaks 1..4"),
+            std::string::npos);
 }
 
 TEST_F(ProtocolRobustness, WrongVersionInALaterHeaderCloses) {
@@ -199,7 +219,8 @@ TEST_F(ProtocolRobustness, WrongVersionInALaterHeaderCloses) {
 TEST_F(ProtocolRobustness, FirstFrameMustBeHello) {
   RawConnection c(daemon_->socket);
   c.send_frame(MessageType::kStatus, nlohmann::json::object());
-  EXPECT_NE(expect_error(c, protocol::error::kUnexpected, true).find("must be hello"), std::string::npos);
+  EXPECT_NE(expect_error(c, protocol::error::kUnexpected, true).find("must be hello"),
+            std::string::npos);
 }
 
 TEST_F(ProtocolRobustness, UnknownTypeIsAnsweredAndTheConnectionGoesOn) {
@@ -222,7 +243,8 @@ TEST_F(ProtocolRobustness, PayloadThatIsNotCborIsABadPayload) {
   RawConnection c(daemon_->socket);
   c.hello();
   const std::vector<uint8_t> junk = {0xff, 0xfe, 0x01};
-  auto head = protocol::encode_header({c.version(), static_cast<uint16_t>(MessageType::kStatus), 3, 9});
+  auto head =
+      protocol::encode_header({c.version(), static_cast<uint16_t>(MessageType::kStatus), 3, 9});
   std::vector<uint8_t> frame(head.begin(), head.end());
   frame.insert(frame.end(), junk.begin(), junk.end());
   c.send(frame);
@@ -234,26 +256,41 @@ TEST_F(ProtocolRobustness, DeeplyNestedPayloadCannotOverflowTheStack) {
   c.hello();
   std::vector<uint8_t> deep(60000, 0x81);  // fits the test's 64 KiB frame limit
   deep.push_back(0x00);
-  auto head = protocol::encode_header({c.version(), static_cast<uint16_t>(MessageType::kStatus), static_cast<uint32_t>(deep.size()), 6});
+  auto head = protocol::encode_header({c.version(), static_cast<uint16_t>(MessageType::kStatus),
+                                       static_cast<uint32_t>(deep.size()), 6});
   std::vector<uint8_t> frame(head.begin(), head.end());
   frame.insert(frame.end(), deep.begin(), deep.end());
   c.send(frame);
-  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false), "payload nests deeper than 32 levels");
+  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false),
+            "payload nests deeper than 32 levels");
 }
 
 TEST_F(ProtocolRobustness, WrongFieldsAreNamed) {
   RawConnection c(daemon_->socket);
   c.hello();
   c.send_frame(MessageType::kAttach, {{"job", 42}});
-  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false), "attach.job: expected a string, found number");
+  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false),
+            "attach.job: expected a string, found number");
   c.send_frame(MessageType::kAttach, {{"job", "j"}});
-  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false), "attach: missing required key 'devices'");
-  c.send_frame(MessageType::kAttach, {{"job", "j"}, {"devices", to_json(DeviceSet::uniform({{DeviceKind::kCpu, 0, 1 << 30, 1.0}}, 1e9, 0))}, {"profile_steps", 5000}});
-  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false), "attach.profile_steps: must be an integer from 0 to 1000");
-  c.send_frame(MessageType::kAttach, {{"job", "j"}, {"devices", {{"devices", nlohmann::json::array()}, {"bandwidth", nlohmann::json::array()}, {"latency", nlohmann::json::array()}}}});
-  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false), "attach.devices: device set has no devices");
+  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false),
+            "attach: missing required key 'devices'");
+  c.send_frame(
+      MessageType::kAttach,
+      {{"job", "j"},
+       {"devices", to_json(DeviceSet::uniform({{DeviceKind::kCpu, 0, 1 << 30, 1.0}}, 1e9, 0))},
+       {"profile_steps", 5000}});
+  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false),
+            "attach.profile_steps: must be an integer from 0 to 1000");
+  c.send_frame(MessageType::kAttach, {{"job", "j"},
+                                      {"devices",
+                                       {{"devices", nlohmann::json::array()},
+                                        {"bandwidth", nlohmann::json::array()},
+                                        {"latency", nlohmann::json::array()}}}});
+  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false),
+            "attach.devices: device set has no devices");
   c.send_frame(MessageType::kGraphUpload, {{"graph", 1}});
-  EXPECT_EQ(expect_error(c, protocol::error::kUnexpected, false), "attach before uploading a graph");
+  EXPECT_EQ(expect_error(c, protocol::error::kUnexpected, false),
+            "attach before uploading a graph");
   c.send_frame(MessageType::kWelcome, nlohmann::json::object());
   expect_error(c, protocol::error::kUnexpected, false);
 }
@@ -264,16 +301,21 @@ TEST_F(ProtocolRobustness, GraphWithACycleIsRejectedWithItsCause) {
   DeviceSet d = DeviceSet::uniform({{DeviceKind::kCpu, 0, 1 << 30, 1.0}}, 1e9, 0);
   c.send_frame(MessageType::kAttach, {{"job", "cyclic"}, {"devices", to_json(d)}});
   ASSERT_TRUE(c.read_frame());
-  nlohmann::json graph = {{"ops", {{{"id", 0}, {"name", "a"}, {"kind", "k"}}, {{"id", 1}, {"name", "b"}, {"kind", "k"}}}},
-                          {"edges", {{0, 1, 4}, {1, 0, 4}}}};
+  nlohmann::json graph = {
+      {"ops",
+       {{{"id", 0}, {"name", "a"}, {"kind", "k"}}, {{"id", 1}, {"name", "b"}, {"kind", "k"}}}},
+      {"edges", {{0, 1, 4}, {1, 0, 4}}}};
   c.send_frame(MessageType::kGraphUpload, {{"graph", graph}});
-  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false), "graph_upload.graph: graph has a cycle through op 0 'a'");
+  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false),
+            "graph_upload.graph: graph has a cycle through op 0 'a'");
 }
 
 TEST_F(ProtocolRobustness, ProfileReportsAreCheckedAndNeedVersion2) {
   DeviceSet d = DeviceSet::uniform({{DeviceKind::kCpu, 0, 1 << 30, 1.0}}, 1e9, 0);
-  const nlohmann::json graph = {{"ops", {{{"id", 0}, {"name", "a"}, {"kind", "k"}}, {{"id", 1}, {"name", "b"}, {"kind", "k"}}}},
-                                {"edges", {{0, 1, 4}}}};
+  const nlohmann::json graph = {
+      {"ops",
+       {{{"id", 0}, {"name", "a"}, {"kind", "k"}}, {{"id", 1}, {"name", "b"}, {"kind", "k"}}}},
+      {"edges", {{0, 1, 4}}}};
   auto entry = [](nlohmann::json op, const char* kind, double forward) {
     return nlohmann::json{{"op", op}, {"kind", kind}, {"forward_s", forward}, {"backward_s", 0.0}};
   };
@@ -300,7 +342,8 @@ TEST_F(ProtocolRobustness, ProfileReportsAreCheckedAndNeedVersion2) {
     ASSERT_EQ(old.version(), 1);
     EXPECT_FALSE(start_job(old, {{"job", "v1"}}).value("profile", true));
     old.send_frame(MessageType::kProfileReport, report({entry(0, "cpu", 0.001)}));
-    EXPECT_EQ(expect_error(old, protocol::error::kUnexpected, false), "profile_report needs protocol version 2");
+    EXPECT_EQ(expect_error(old, protocol::error::kUnexpected, false),
+              "profile_report needs protocol version 2");
   }
   RawConnection c(daemon_->socket);
   c.hello(2);
@@ -310,19 +353,25 @@ TEST_F(ProtocolRobustness, ProfileReportsAreCheckedAndNeedVersion2) {
   c.send_frame(MessageType::kProfileReport, report({entry(0, "cpu", -1.0)}), 5);
   EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false), "ops[0]: times must be >= 0");
   c.send_frame(MessageType::kProfileReport, report({entry(0, "tpu", 0.001)}), 6);
-  EXPECT_NE(expect_error(c, protocol::error::kBadPayload, false).find("ops[0].kind: "), std::string::npos);
+  EXPECT_NE(expect_error(c, protocol::error::kBadPayload, false).find("ops[0].kind: "),
+            std::string::npos);
   c.send_frame(MessageType::kProfileReport, report({entry(7, "cpu", 0.001)}), 7);
-  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false), "profile entry 0: op 7 is not in the graph (2 ops)");
+  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false),
+            "profile entry 0: op 7 is not in the graph (2 ops)");
   c.send_frame(MessageType::kProfileReport, report({entry(0, "cuda", 0.001)}), 8);
-  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false), "ops[0].kind: the job has no cuda device");
+  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false),
+            "ops[0].kind: the job has no cuda device");
   nlohmann::json stranger = report({entry(0, "cpu", 0.001)});
   stranger["placement_id"] = 99;
   c.send_frame(MessageType::kProfileReport, stranger, 9);
-  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false), "placement_id 99 was never issued to this job");
+  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false),
+            "placement_id 99 was never issued to this job");
   // A good one is taken without an answer; the session then lists the kind as profiled.
-  c.send_frame(MessageType::kProfileReport, report({entry(0, "cpu", 0.001), entry(1, "cpu", 0.002)}), 10);
+  c.send_frame(MessageType::kProfileReport,
+               report({entry(0, "cpu", 0.001), entry(1, "cpu", 0.002)}), 10);
   for (int tries = 0; tries < 100; ++tries) {
-    const auto jobs = daemon_->client().request(MessageType::kListJobs, nlohmann::json::object(), MessageType::kJobList);
+    const auto jobs = daemon_->client().request(MessageType::kListJobs, nlohmann::json::object(),
+                                                MessageType::kJobList);
     for (const auto& j : jobs["jobs"])
       if (j["name"] == "v2" && j["profiled_kinds"] == nlohmann::json::array({"cpu"})) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -336,17 +385,24 @@ TEST_F(ProtocolRobustness, AFollowerIsRefusedPlacementWorkAndListedByVersion) {
   const DeviceSet d = DeviceSet::uniform({{DeviceKind::kCpu, 0, 1 << 30, 1.0}}, 1e9, 0);
   RawConnection c(daemon_->socket);
   c.hello();
-  c.send_frame(MessageType::kAttach, {{"job", "follower"}, {"devices", to_json(d)},
-                                      {"replica", {{"rank", 1}, {"world_size", 2}, {"group", "10.0.0.1:29500/00c0ffee"}}}});
+  c.send_frame(
+      MessageType::kAttach,
+      {{"job", "follower"},
+       {"devices", to_json(d)},
+       {"replica", {{"rank", 1}, {"world_size", 2}, {"group", "10.0.0.1:29500/00c0ffee"}}}});
   auto attached = c.read_frame();
   ASSERT_TRUE(attached);
-  EXPECT_EQ(attached->first.type, static_cast<uint16_t>(MessageType::kAttached)) << attached->second.dump();
-  const nlohmann::json graph = {{"ops", {{{"id", 0}, {"name", "a"}, {"kind", "k"}}}}, {"edges", nlohmann::json::array()}};
+  EXPECT_EQ(attached->first.type, static_cast<uint16_t>(MessageType::kAttached))
+      << attached->second.dump();
+  const nlohmann::json graph = {{"ops", {{{"id", 0}, {"name", "a"}, {"kind", "k"}}}},
+                                {"edges", nlohmann::json::array()}};
   c.send_frame(MessageType::kGraphUpload, {{"graph", graph}}, 2);
-  EXPECT_NE(expect_error(c, protocol::error::kUnexpected, false).find("a follower does not upload a graph"),
+  EXPECT_NE(expect_error(c, protocol::error::kUnexpected, false)
+                .find("a follower does not upload a graph"),
             std::string::npos);
   c.send_frame(MessageType::kPlacementRequest, nlohmann::json::object(), 3);
-  EXPECT_NE(expect_error(c, protocol::error::kUnexpected, false).find("a follower does not request placements"),
+  EXPECT_NE(expect_error(c, protocol::error::kUnexpected, false)
+                .find("a follower does not request placements"),
             std::string::npos);
   for (uint64_t step = 0; step < 5; ++step)
     c.send_frame(MessageType::kStepReport, to_json(Measurement{3, step, 0.01, true, ""}), 0);
@@ -368,12 +424,15 @@ TEST_F(ProtocolRobustness, AFollowerIsRefusedPlacementWorkAndListedByVersion) {
   EXPECT_EQ(now["state"], "following");
   EXPECT_EQ(now["replica"]["rank"], 1);
   EXPECT_EQ(now["replica"]["group"], "10.0.0.1:29500/00c0ffee");
-  EXPECT_EQ(listed(3)["state"], "attached") << "a protocol 3 placementctl knows no state 'following'";
+  EXPECT_EQ(listed(3)["state"], "attached")
+      << "a protocol 3 placementctl knows no state 'following'";
   // A bad replica is named and refused; the connection stays unattached and usable.
   RawConnection bad(daemon_->socket);
   bad.hello();
-  bad.send_frame(MessageType::kAttach, {{"job", "bad"}, {"devices", to_json(d)},
-                                        {"replica", {{"rank", 2}, {"world_size", 2}, {"group", "g"}}}});
+  bad.send_frame(MessageType::kAttach,
+                 {{"job", "bad"},
+                  {"devices", to_json(d)},
+                  {"replica", {{"rank", 2}, {"world_size", 2}, {"group", "g"}}}});
   EXPECT_EQ(expect_error(bad, protocol::error::kBadPayload, false),
             "attach.replica.rank: must be an integer from 0 to world_size - 1 (1)");
 }
@@ -391,7 +450,8 @@ TEST_F(ProtocolRobustness, StalledHalfFrameTimesOut) {
   RawConnection c(daemon_->socket);
   c.hello();
   c.send({'P', 'L', 'M'});
-  EXPECT_NE(expect_error(c, protocol::error::kTimeout, true).find("incomplete frame for 500 ms"), std::string::npos);
+  EXPECT_NE(expect_error(c, protocol::error::kTimeout, true).find("incomplete frame for 500 ms"),
+            std::string::npos);
 }
 
 TEST_F(ProtocolRobustness, ThousandsOfConnectDisconnects) {
@@ -401,7 +461,8 @@ TEST_F(ProtocolRobustness, ThousandsOfConnectDisconnects) {
   }
   // Every one of them is gone again (the bystander and the status query's own are what is left).
   for (int tries = 0; tries < 100; ++tries) {
-    const auto s = daemon_->client().request(MessageType::kStatus, nlohmann::json::object(), MessageType::kStatusReply);
+    const auto s = daemon_->client().request(MessageType::kStatus, nlohmann::json::object(),
+                                             MessageType::kStatusReply);
     if (s["connections"].get<int>() <= 2) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -413,7 +474,8 @@ TEST_F(ProtocolRobustness, ThousandsOfConnectDisconnects) {
 TEST(InputBufferCap, SlowUploadsCannotExhaustMemory) {
   DaemonProcess daemon({"max_frame_bytes = 65536\nmax_buffered_bytes = 100000\n"});
   daemon.start();
-  const auto head = protocol::encode_header({protocol::kMaxVersion, static_cast<uint16_t>(MessageType::kStatus), 60000, 7});
+  const auto head = protocol::encode_header(
+      {protocol::kMaxVersion, static_cast<uint16_t>(MessageType::kStatus), 60000, 7});
   std::vector<uint8_t> partial(head.begin(), head.end());
   partial.resize(partial.size() + 50000, 0x00);
   RawConnection first(daemon.socket), second(daemon.socket);
@@ -455,29 +517,31 @@ TEST(InputBufferCap, TheLargestHolderIsShedNotTheUploadThatCrossesTheCap) {
   RawConnection hog(daemon.socket), job(daemon.socket);
   hog.hello();
   job.hello();
-  const auto hog_head =
-      protocol::encode_header({hog.version(), static_cast<uint16_t>(MessageType::kGraphUpload), 100000, 7});
+  const auto hog_head = protocol::encode_header(
+      {hog.version(), static_cast<uint16_t>(MessageType::kGraphUpload), 100000, 7});
   std::vector<uint8_t> held(hog_head.begin(), hog_head.end());
   held.resize(held.size() + 90000, 0x00);
   hog.send(held);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  const auto job_head =
-      protocol::encode_header({job.version(), static_cast<uint16_t>(MessageType::kGraphUpload), 20000, 8});
+  const auto job_head = protocol::encode_header(
+      {job.version(), static_cast<uint16_t>(MessageType::kGraphUpload), 20000, 8});
   std::vector<uint8_t> upload(job_head.begin(), job_head.end());
   upload.resize(upload.size() + 15000, 0x00);  // its first part: the two together cross the cap
   job.send(upload);
   const auto shed = hog.read_frame();
   ASSERT_TRUE(shed);
   EXPECT_EQ(shed->second.value("code", ""), protocol::error::kBusy);
-  EXPECT_NE(shed->second.value("message", "").find("this connection held the most of them (90016 bytes)"),
-            std::string::npos)
+  EXPECT_NE(
+      shed->second.value("message", "").find("this connection held the most of them (90016 bytes)"),
+      std::string::npos)
       << shed->second.dump();
   EXPECT_TRUE(hog.closed_by_peer());
   // The job's upload goes through to decoding (zeros are no graph: its own, non-fatal problem).
   job.send(std::vector<uint8_t>(5000, 0x00));
   const auto answer = job.read_frame();
   ASSERT_TRUE(answer);
-  EXPECT_EQ(answer->second.value("code", ""), protocol::error::kBadPayload) << answer->second.dump();
+  EXPECT_EQ(answer->second.value("code", ""), protocol::error::kBadPayload)
+      << answer->second.dump();
   EXPECT_EQ(daemon.stop(), 0);
 }
 

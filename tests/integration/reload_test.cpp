@@ -1,5 +1,6 @@
 // SIGHUP and `placementctl reload`: a valid new config takes effect, a broken one is refused with
-// its errors and the old one stays; a plugin directory with broken libraries never stops the daemon.
+// its errors and the old one stays; a plugin directory with broken libraries never stops the
+// daemon.
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -23,7 +24,8 @@ using protocol::MessageType;
 int64_t max_candidates_for_new_job(const DaemonProcess& daemon) {
   Client c = daemon.client();
   const DeviceSet d = DeviceSet::uniform({{DeviceKind::kCpu, 0, 1ull << 30, 1.0}}, 1e9, 0);
-  const json attached = c.request(MessageType::kAttach, {{"job", "probe"}, {"devices", to_json(d)}}, MessageType::kAttached);
+  const json attached = c.request(MessageType::kAttach, {{"job", "probe"}, {"devices", to_json(d)}},
+                                  MessageType::kAttached);
   return attached["max_candidates"].get<int64_t>();
 }
 
@@ -47,11 +49,13 @@ TEST(Reload, SighupAppliesAValidConfigAndRefusesABrokenOne) {
   ASSERT_TRUE(wait_for_log(daemon, "reloaded " + daemon.config_path)) << daemon.log();
   EXPECT_EQ(max_candidates_for_new_job(daemon), 42);
 
-  daemon.write_config(daemon.base_config() + "[exploration]\nmax_candidates = \"lots\"\n[policy]\nplacer = \"oracle\"\n");
+  daemon.write_config(daemon.base_config() +
+                      "[exploration]\nmax_candidates = \"lots\"\n[policy]\nplacer = \"oracle\"\n");
   daemon.signal(SIGHUP);
   ASSERT_TRUE(wait_for_log(daemon, "reload refused")) << daemon.log();
   EXPECT_NE(daemon.log().find(daemon.config_path + ":"), std::string::npos);
-  EXPECT_NE(daemon.log().find("exploration.max_candidates must be an integer"), std::string::npos) << daemon.log();
+  EXPECT_NE(daemon.log().find("exploration.max_candidates must be an integer"), std::string::npos)
+      << daemon.log();
   EXPECT_TRUE(daemon.alive());
   EXPECT_EQ(max_candidates_for_new_job(daemon), 42) << "the old config stays in force";
 
@@ -69,7 +73,8 @@ TEST(Reload, SighupAppliesAValidConfigAndRefusesABrokenOne) {
 }
 
 bool offers_placer(const DaemonProcess& daemon, const std::string& name) {
-  const json plugins = daemon.client().request(MessageType::kListPlugins, json::object(), MessageType::kPluginList);
+  const json plugins =
+      daemon.client().request(MessageType::kListPlugins, json::object(), MessageType::kPluginList);
   for (const json& p : plugins["plugins"])
     if (p["kind"] == "placer" && p["name"] == name) return true;
   return false;
@@ -81,16 +86,20 @@ TEST(Reload, ARefusedConfigChangesNoPlugins) {
   ASSERT_FALSE(offers_placer(daemon, "slow"));
   // A config that adds the test plugins' directory but is refused for another key: the daemon
   // goes on offering what it offered, not the refused file's plugins.
-  const std::string with_test_plugins = "[plugins]\ndirs = [\"" + plugin_dir() + "\", \"" + test_plugin_dir() + "\"]\n";
+  const std::string with_test_plugins =
+      "[plugins]\ndirs = [\"" + plugin_dir() + "\", \"" + test_plugin_dir() + "\"]\n";
   std::string text = daemon.base_config();
-  text.replace(text.find("[plugins]"), text.find("[logging]") - text.find("[plugins]"), with_test_plugins + "\n");
+  text.replace(text.find("[plugins]"), text.find("[logging]") - text.find("[plugins]"),
+               with_test_plugins + "\n");
   daemon.write_config(text + "[exploration]\nmax_candidates = \"lots\"\n");
-  const CommandResult refused = run_command({placementctl_bin(), "--socket", daemon.socket, "reload"});
+  const CommandResult refused =
+      run_command({placementctl_bin(), "--socket", daemon.socket, "reload"});
   EXPECT_EQ(refused.exit_code, 2) << refused.err;
   EXPECT_FALSE(offers_placer(daemon, "slow")) << "a plugin of the refused config is offered";
   // Accepted, the same directories bring it.
   daemon.write_config(text);
-  const CommandResult accepted = run_command({placementctl_bin(), "--socket", daemon.socket, "reload"});
+  const CommandResult accepted =
+      run_command({placementctl_bin(), "--socket", daemon.socket, "reload"});
   EXPECT_EQ(accepted.exit_code, 0) << accepted.err << daemon.log();
   EXPECT_TRUE(offers_placer(daemon, "slow"));
 }
@@ -98,17 +107,26 @@ TEST(Reload, ARefusedConfigChangesNoPlugins) {
 TEST(Reload, BrokenPluginLibrariesAreSkippedWithOneLineEach) {
   const fs::path extra = fs::temp_directory_path() / ("plugins." + std::to_string(::getpid()));
   fs::create_directories(extra);
-  std::ofstream(extra / "truncated.so") << "\x7f" "ELF truncated";
+  std::ofstream(extra / "truncated.so") << "\x7f"
+                                           "ELF truncated";
   fs::copy_file(test_plugin_dir() + "/wrong_abi.so", extra / "wrong_abi.so");
-  fs::copy_file(fs::path(plugin_dir()) / "placers" / "single_device.so", extra / "single_device_dup.so");
+  fs::copy_file(fs::path(plugin_dir()) / "placers" / "single_device.so",
+                extra / "single_device_dup.so");
   DaemonProcess daemon({"", "", {plugin_dir(), extra.string()}});
   daemon.start();
   const std::string log = daemon.log();
-  EXPECT_NE(log.find("skipping plugin " + (extra / "truncated.so").string() + ": cannot load"), std::string::npos) << log;
-  EXPECT_NE(log.find("skipping plugin " + (extra / "wrong_abi.so").string() + ": plugin ABI tag"), std::string::npos) << log;
-  EXPECT_NE(log.find("skipping plugin " + (extra / "single_device_dup.so").string() + ": duplicate placer name"),
-            std::string::npos) << log;
-  const json plugins = daemon.client().request(MessageType::kListPlugins, json::object(), MessageType::kPluginList);
+  EXPECT_NE(log.find("skipping plugin " + (extra / "truncated.so").string() + ": cannot load"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("skipping plugin " + (extra / "wrong_abi.so").string() + ": plugin ABI tag"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("skipping plugin " + (extra / "single_device_dup.so").string() +
+                     ": duplicate placer name"),
+            std::string::npos)
+      << log;
+  const json plugins =
+      daemon.client().request(MessageType::kListPlugins, json::object(), MessageType::kPluginList);
   EXPECT_EQ(plugins["plugins"].size(), built_plugin_count());
   EXPECT_EQ(plugins["skipped"].size(), 3u);
 
@@ -117,7 +135,11 @@ TEST(Reload, BrokenPluginLibrariesAreSkippedWithOneLineEach) {
   daemon.signal(SIGHUP);
   ASSERT_TRUE(wait_for_log(daemon, "info exploded")) << daemon.log();
   EXPECT_TRUE(daemon.alive());
-  EXPECT_EQ(daemon.client().request(MessageType::kListPlugins, json::object(), MessageType::kPluginList)["skipped"].size(), 4u);
+  EXPECT_EQ(
+      daemon.client()
+          .request(MessageType::kListPlugins, json::object(), MessageType::kPluginList)["skipped"]
+          .size(),
+      4u);
   fs::remove_all(extra);
 }
 

@@ -31,11 +31,14 @@ TEST(Systemd, SocketActivationServesOnThePassedSocket) {
   // The config names a different socket: an activated daemon must use the one it was given.
   daemon.socket = probe.dir + "/activated.sock";
   daemon.start();
-  const json status = daemon.client().request(MessageType::kStatus, json::object(), MessageType::kStatusReply);
+  const json status =
+      daemon.client().request(MessageType::kStatus, json::object(), MessageType::kStatusReply);
   EXPECT_EQ(status["version"].get<std::string>(), "0.1.0");
-  EXPECT_NE(daemon.log().find("using the socket systemd passed"), std::string::npos) << daemon.log();
+  EXPECT_NE(daemon.log().find("using the socket systemd passed"), std::string::npos)
+      << daemon.log();
   EXPECT_EQ(daemon.stop(), 0);
-  EXPECT_TRUE(std::filesystem::exists(probe.dir + "/activated.sock")) << "the socket belongs to systemd, not to us";
+  EXPECT_TRUE(std::filesystem::exists(probe.dir + "/activated.sock"))
+      << "the socket belongs to systemd, not to us";
 }
 
 TEST(Systemd, NotifiesReadyOnlyWhenServingAndStoppingOnSigterm) {

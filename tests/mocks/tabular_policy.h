@@ -14,7 +14,8 @@ namespace placement::testing {
 class TabularPolicy : public TrainablePolicy {
  public:
   TabularPolicy(int positions, int choices)
-      : logits(positions, std::vector<double>(choices, 0.0)), grad(positions, std::vector<double>(choices, 0.0)) {}
+      : logits(positions, std::vector<double>(choices, 0.0)),
+        grad(positions, std::vector<double>(choices, 0.0)) {}
 
   std::vector<double> probs(int position) const {
     const auto& l = logits[position];
@@ -39,7 +40,8 @@ class TabularPolicy : public TrainablePolicy {
 
   double log_prob(const Action& action) override {
     double total = 0;
-    for (size_t pos = 0; pos < action.size(); ++pos) total += std::log(probs(static_cast<int>(pos))[action[pos]]);
+    for (size_t pos = 0; pos < action.size(); ++pos)
+      total += std::log(probs(static_cast<int>(pos))[action[pos]]);
     return total;
   }
 
@@ -52,7 +54,8 @@ class TabularPolicy : public TrainablePolicy {
         const auto p = probs(static_cast<int>(pos));
         // d log softmax_a / d l_j = 1[j = a] - p_j
         for (size_t j = 0; j < p.size(); ++j)
-          grad[pos][j] += weights[s] * ((static_cast<int>(j) == actions[s][pos] ? 1.0 : 0.0) - p[j]);
+          grad[pos][j] +=
+              weights[s] * ((static_cast<int>(j) == actions[s][pos] ? 1.0 : 0.0) - p[j]);
       }
     if (entropy_weight != 0)
       for (size_t pos = 0; pos < logits.size(); ++pos) {
@@ -60,7 +63,8 @@ class TabularPolicy : public TrainablePolicy {
         double h = 0;
         for (double v : p) h -= v * std::log(v);
         // dH/dl_j = -p_j (log p_j + H)
-        for (size_t j = 0; j < p.size(); ++j) grad[pos][j] += entropy_weight * (-p[j] * (std::log(p[j]) + h));
+        for (size_t j = 0; j < p.size(); ++j)
+          grad[pos][j] += entropy_weight * (-p[j] * (std::log(p[j]) + h));
       }
   }
 
@@ -71,7 +75,8 @@ class TabularPolicy : public TrainablePolicy {
     for (const auto& row : grad)
       for (double g : row) norm += g * g;
     norm = std::sqrt(norm);
-    const double scale = settings.clip_norm > 0 && norm > settings.clip_norm ? settings.clip_norm / norm : 1.0;
+    const double scale =
+        settings.clip_norm > 0 && norm > settings.clip_norm ? settings.clip_norm / norm : 1.0;
     for (size_t pos = 0; pos < logits.size(); ++pos)
       for (size_t j = 0; j < logits[pos].size(); ++j) {
         logits[pos][j] += settings.learning_rate * scale * grad[pos][j];

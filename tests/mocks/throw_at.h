@@ -34,7 +34,8 @@ class ThrowAt {
   }
 
   /// A throwing plugin's info: named "throwing", with the hyperparameters of `params`.
-  static PluginInfo info(PluginKind kind, const std::string& does, const ParamTable<ThrowAtOptions>& params) {
+  static PluginInfo info(PluginKind kind, const std::string& does,
+                         const ParamTable<ThrowAtOptions>& params) {
     PluginInfo i;
     i.name = "throwing";
     i.kind = kind;

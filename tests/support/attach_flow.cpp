@@ -11,10 +11,12 @@ messages::Directive attach_and_place(Client& client, const std::string& job, con
   attach.devices = devices;
   attach.expected_steps = expected_steps;
   client.request(attach.kType, attach.to_json(), messages::Attached::kType);
-  client.request(messages::GraphUpload::kType, messages::GraphUpload{graph, std::nullopt}.to_json(devices),
+  client.request(messages::GraphUpload::kType,
+                 messages::GraphUpload{graph, std::nullopt}.to_json(devices),
                  messages::GraphAccepted::kType);
   return messages::Directive::from_json(
-      client.request(messages::PlacementRequest::kType, messages::PlacementRequest{}.to_json(), messages::Directive::kType),
+      client.request(messages::PlacementRequest::kType, messages::PlacementRequest{}.to_json(),
+                     messages::Directive::kType),
       graph, devices);
 }
 

@@ -34,7 +34,8 @@ inline void run_bandit(Algorithm& algorithm, TabularPolicy& policy, int samples)
 
 /// Expects the policy to pick the optimum's device at every position with probability > 0.9.
 inline void expect_learned(const TabularPolicy& policy) {
-  for (int pos = 0; pos < 3; ++pos) EXPECT_GT(policy.probs(pos)[kBest[pos]], 0.9) << "position " << pos;
+  for (int pos = 0; pos < 3; ++pos)
+    EXPECT_GT(policy.probs(pos)[kBest[pos]], 0.9) << "position " << pos;
 }
 
 }  // namespace placement::testing

@@ -35,13 +35,16 @@ std::string make_temp_dir() {
 
 namespace {
 
-pid_t spawn(const std::vector<std::string>& argv, const std::string& out_path, const std::string& err_path,
-            const std::vector<std::string>& extra_env = {}) {
+pid_t spawn(const std::vector<std::string>& argv, const std::string& out_path,
+            const std::string& err_path, const std::vector<std::string>& extra_env = {}) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | (out_path == err_path ? O_APPEND : O_TRUNC), 0644);
+  posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(),
+                                   O_WRONLY | O_CREAT | (out_path == err_path ? O_APPEND : O_TRUNC),
+                                   0644);
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -108,7 +111,9 @@ size_t built_plugin_count() {
   return n;
 }
 
-bool learned_plugins_built() { return static_cast<bool>(std::ifstream(plugin_dir() + "/placers/feedforward.so")); }
+bool learned_plugins_built() {
+  return static_cast<bool>(std::ifstream(plugin_dir() + "/placers/feedforward.so"));
+}
 
 bool under_address_sanitizer() {
 #if defined(__SANITIZE_ADDRESS__)
@@ -136,10 +141,13 @@ CommandResult run_command(const std::vector<std::string>& argv) {
 DaemonOptions fast_exploration(int64_t max_candidates, double max_overhead_fraction) {
   DaemonOptions o;
   o.log_level = "info";
-  o.extra = "[policy]\ngrouper = \"none\"\n[exploration]\nsteps_per_candidate = 3\nwarmup_steps = 1\nmax_candidates = " +
-            std::to_string(max_candidates) +
-            "\nconverge_candidates = 0\ntrial_window_steps = 1\nmax_trial_steps = 32\nmax_overhead_fraction = " +
-            std::to_string(max_overhead_fraction) + "\n";
+  o.extra =
+      "[policy]\ngrouper = \"none\"\n[exploration]\nsteps_per_candidate = 3\nwarmup_steps = "
+      "1\nmax_candidates = " +
+      std::to_string(max_candidates) +
+      "\nconverge_candidates = 0\ntrial_window_steps = 1\nmax_trial_steps = "
+      "32\nmax_overhead_fraction = " +
+      std::to_string(max_overhead_fraction) + "\n";
   return o;
 }
 
@@ -155,9 +163,10 @@ DaemonProcess::DaemonProcess(DaemonOptions options) : options_(std::move(options
 
 namespace {
 
-// The default policy's placer (feedforward) needs LibTorch. A build without it (scripts/sanitize.sh)
-// has test daemons place with a baseline placer instead, unless the test names a placer: tests of
-// everything but the learned plugins run there too, and those of the learned ones skip.
+// The default policy's placer (feedforward) needs LibTorch. A build without it
+// (scripts/sanitize.sh) has test daemons place with a baseline placer instead, unless the test
+// names a placer: tests of everything but the learned plugins run there too, and those of the
+// learned ones skip.
 std::string with_a_built_placer(std::string extra) {
   if (learned_plugins_built()) return extra;
   const std::string header = "[policy]\n";
@@ -165,7 +174,8 @@ std::string with_a_built_placer(std::string extra) {
   if (table == std::string::npos) return extra + "\n[policy]\nplacer = \"list_scheduling\"\n";
   const size_t body = table + (table == 0 ? header.size() : header.size() + 1);
   const size_t next = extra.find("\n[", body);
-  if (extra.substr(body, next == std::string::npos ? std::string::npos : next - body).find("placer =") != std::string::npos)
+  if (extra.substr(body, next == std::string::npos ? std::string::npos : next - body)
+          .find("placer =") != std::string::npos)
     return extra;
   return extra.insert(body, "placer = \"list_scheduling\"\n");
 }
@@ -177,9 +187,11 @@ std::string DaemonProcess::base_config() const {
   for (const auto& d : options_.plugin_dirs) dirs += (dirs.empty() ? "\"" : ", \"") + d + "\"";
   return "[daemon]\nsocket = \"" + socket + "\"\nstate_dir = \"" + state_dir +
          "\"\nsocket_mode = " + options_.socket_mode + "\n" +
-         (options_.frame_timeout_ms > 0 ? "frame_timeout_ms = " + std::to_string(options_.frame_timeout_ms) + "\n" : "") +
-         options_.daemon_keys + "\n[plugins]\ndirs = [" + dirs +
-         "]\n\n[logging]\nlevel = \"" + options_.log_level + "\"\n" + with_a_built_placer(options_.extra);
+         (options_.frame_timeout_ms > 0
+              ? "frame_timeout_ms = " + std::to_string(options_.frame_timeout_ms) + "\n"
+              : "") +
+         options_.daemon_keys + "\n[plugins]\ndirs = [" + dirs + "]\n\n[logging]\nlevel = \"" +
+         options_.log_level + "\"\n" + with_a_built_placer(options_.extra);
 }
 
 void DaemonProcess::write_config(const std::string& text) const {
@@ -198,14 +210,16 @@ DaemonProcess::~DaemonProcess() {
 
 void DaemonProcess::start() {
   std::vector<std::string> argv = options_.launcher;
-  for (const std::string& a : {placementd_bin(), std::string("--config"), config_path}) argv.push_back(a);
+  for (const std::string& a : {placementd_bin(), std::string("--config"), config_path})
+    argv.push_back(a);
   pid = spawn(argv, log_path, log_path, options_.env);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < deadline) {
     int status;
     if (::waitpid(pid, &status, WNOHANG) == pid) {
       pid = -1;
-      throw std::runtime_error("placementd exited with " + std::to_string(exit_code(status)) + ":\n" + log());
+      throw std::runtime_error("placementd exited with " + std::to_string(exit_code(status)) +
+                               ":\n" + log());
     }
     try {
       client(1000);
@@ -247,7 +261,8 @@ placement::Client DaemonProcess::client(int timeout_ms) const {
 
 namespace placement::testing {
 
-Child::Child(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env) : dir_(make_temp_dir()) {
+Child::Child(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env)
+    : dir_(make_temp_dir()) {
   pid = spawn(argv, dir_ + "/out", dir_ + "/err", extra_env);
 }
 

@@ -38,8 +38,8 @@ std::string hold_partial_frames_bin();
 std::string example_graph();
 /// How many plugin libraries this build produced (what a daemon on plugin_dir() should load).
 size_t built_plugin_count();
-/// Whether this build has the LibTorch plugins, the default policy's placer (feedforward) among them;
-/// a build without LibTorch (scripts/sanitize.sh) does not, and its tests of them skip.
+/// Whether this build has the LibTorch plugins, the default policy's placer (feedforward) among
+/// them; a build without LibTorch (scripts/sanitize.sh) does not, and its tests of them skip.
 bool learned_plugins_built();
 /// Whether this program runs under AddressSanitizer, whose quarantine keeps freed memory resident:
 /// resident-memory bounds say nothing there.
@@ -111,7 +111,8 @@ std::string make_temp_dir();
 class Child {
  public:
   /// `extra_env`: NAME=VALUE entries added to this process's environment.
-  explicit Child(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {});
+  explicit Child(const std::vector<std::string>& argv,
+                 const std::vector<std::string>& extra_env = {});
   ~Child();
   /// Waits until stdout contains `text`; false on timeout or exit.
   bool wait_for_output(const std::string& text, int timeout_ms = 10000);

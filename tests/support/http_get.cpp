@@ -36,20 +36,24 @@ int connect_to(const std::string& address) {
 
 }  // namespace
 
-std::string http_request(const std::string& address, const std::string& target, const std::string& method) {
+std::string http_request(const std::string& address, const std::string& target,
+                         const std::string& method) {
   const int fd = connect_to(address);
-  const std::string request = method + " " + target + " HTTP/1.1\r\nHost: test\r\nContent-Length: 0\r\n\r\n";
+  const std::string request =
+      method + " " + target + " HTTP/1.1\r\nHost: test\r\nContent-Length: 0\r\n\r\n";
   ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
   std::string response;
   char buffer[65536];
-  for (ssize_t n; (n = ::recv(fd, buffer, sizeof(buffer), 0)) > 0;) response.append(buffer, static_cast<size_t>(n));
+  for (ssize_t n; (n = ::recv(fd, buffer, sizeof(buffer), 0)) > 0;)
+    response.append(buffer, static_cast<size_t>(n));
   ::close(fd);
   return response;
 }
 
 std::string scrape(const std::string& address) {
   const std::string response = http_request(address, "/metrics");
-  if (response.rfind("HTTP/1.1 200", 0) != 0) throw std::runtime_error("GET /metrics answered:\n" + response);
+  if (response.rfind("HTTP/1.1 200", 0) != 0)
+    throw std::runtime_error("GET /metrics answered:\n" + response);
   const size_t body = response.find("\r\n\r\n");
   return body == std::string::npos ? "" : response.substr(body + 4);
 }

@@ -7,7 +7,8 @@
 namespace placement::testing {
 
 /// Throws std::runtime_error if it cannot connect; reads until the server closes.
-std::string http_request(const std::string& address, const std::string& target, const std::string& method = "GET");
+std::string http_request(const std::string& address, const std::string& target,
+                         const std::string& method = "GET");
 
 /// The body of a 200 answer to GET /metrics; throws with the response otherwise.
 std::string scrape(const std::string& address);

@@ -25,7 +25,8 @@ inline Grouping each_op_alone(const OpGraph& g) {
 /// `n` independent ops of equal work (1 ms forward on cuda), no traffic.
 inline OpGraph independent_ops(int n) {
   OpGraph g;
-  for (int i = 0; i < n; ++i) g.ops.push_back({i, "op." + std::to_string(i), "aten::x", {}, 0, {}, {}});
+  for (int i = 0; i < n; ++i)
+    g.ops.push_back({i, "op." + std::to_string(i), "aten::x", {}, 0, {}, {}});
   profile_all(g, DeviceKind::kCuda, 1e-3);
   return g;
 }

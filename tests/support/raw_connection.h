@@ -45,7 +45,8 @@ class RawConnection {
   }
   /// Handshakes for protocol versions 1..max_version; later frames carry the agreed one.
   void hello(uint16_t max_version = protocol::kMaxVersion) {
-    send_frame(protocol::MessageType::kHello, {{"client", "raw"}, {"min_version", 1}, {"max_version", max_version}});
+    send_frame(protocol::MessageType::kHello,
+               {{"client", "raw"}, {"min_version", 1}, {"max_version", max_version}});
     auto reply = read_frame();
     if (!reply || reply->first.type != static_cast<uint16_t>(protocol::MessageType::kWelcome))
       throw std::runtime_error("no welcome");

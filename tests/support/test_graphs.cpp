@@ -59,7 +59,8 @@ OpGraph two_chains(int length) {
   int last[2] = {-1, -1};
   for (int c = 0; c < 2; ++c) {
     for (int i = 0; i < length; ++i) {
-      const int id = add_op(g, "tower" + std::to_string(c) + ".layer." + std::to_string(i), "aten::linear", 4096);
+      const int id = add_op(g, "tower" + std::to_string(c) + ".layer." + std::to_string(i),
+                            "aten::linear", 4096);
       if (last[c] >= 0) g.edges.push_back({last[c], id, 4096});
       last[c] = id;
     }
@@ -71,7 +72,8 @@ OpGraph two_chains(int length) {
 }
 
 void profile_all(OpGraph& graph, DeviceKind kind, double forward_s) {
-  for (Op& op : graph.ops) op.profile[to_string(kind)] = {forward_s, 2 * forward_s, 0.0, op.output_bytes()};
+  for (Op& op : graph.ops)
+    op.profile[to_string(kind)] = {forward_s, 2 * forward_s, 0.0, op.output_bytes()};
 }
 
 DeviceSet devices(int count, DeviceKind kind, uint64_t memory) {

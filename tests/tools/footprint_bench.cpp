@@ -49,30 +49,36 @@ Result measure(int nice, int pairs, int window_ms, int ops) {
   placement::testing::DaemonOptions options;
   options.log_level = std::getenv("FOOTPRINT_LOG") ? "info" : "warn";
   options.frame_timeout_ms = 0;
-  options.daemon_keys = "policy_threads = " + std::to_string(cores) + "\npolicy_nice = " + std::to_string(nice) + "\n";
-  // Exploration that never pauses or ends, with the shortest trials: every few steps a new candidate,
-  // sampled and learned from.
+  options.daemon_keys = "policy_threads = " + std::to_string(cores) +
+                        "\npolicy_nice = " + std::to_string(nice) + "\n";
+  // Exploration that never pauses or ends, with the shortest trials: every few steps a new
+  // candidate, sampled and learned from.
   options.extra =
-      "[exploration]\nsteps_per_candidate = 3\nwarmup_steps = 1\nmax_candidates = 10000000\nconverge_candidates = 0\n"
+      "[exploration]\nsteps_per_candidate = 3\nwarmup_steps = 1\nmax_candidates = "
+      "10000000\nconverge_candidates = 0\n"
       "max_overhead_fraction = 1.0\ntrial_window_steps = 1\nmax_trial_steps = 16\n";
   placement::testing::DaemonProcess daemon(options);
   daemon.start();
 
   // One exploring job per policy thread.
   const placement::OpGraph graph = placement::testing::unrolled_stack(ops);
-  const placement::DeviceSet devices = placement::testing::devices(4, placement::DeviceKind::kCpu, 64ull << 30);
+  const placement::DeviceSet devices =
+      placement::testing::devices(4, placement::DeviceKind::kCpu, 64ull << 30);
   std::atomic<bool> exploring{false}, done{false};
   std::vector<std::thread> jobs;
   for (int j = 0; j < cores; ++j)
     jobs.emplace_back([&, j] {
       placement::Client c = daemon.client(60000);
-      uint64_t id = placement::testing::attach_and_place(c, "explorer-" + std::to_string(j), graph, devices).placement_id;
+      uint64_t id =
+          placement::testing::attach_and_place(c, "explorer-" + std::to_string(j), graph, devices)
+              .placement_id;
       for (uint64_t step = 0; !done; ++step) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
         if (!exploring) continue;
         // Step times that differ by placement, so the policy has something to learn.
         c.send_oneway(MessageType::kStepReport,
-                      placement::to_json(placement::Measurement{id, step, 0.01 + 0.001 * static_cast<double>(id % 7), true, ""}));
+                      placement::to_json(placement::Measurement{
+                          id, step, 0.01 + 0.001 * static_cast<double>(id % 7), true, ""}));
         while (c.poll_readable(0)) {
           placement::protocol::Header header;
           const json body = c.read_frame(&header);
@@ -138,23 +144,32 @@ Result measure(int nice, int pairs, int window_ms, int ops) {
 
 int main(int argc, char** argv) {
   namespace cl = examples::command_line;
-  CLI::App app{"How much of a CPU-bound job's speed an exploring placementd takes on the same cores (issue #18).",
-               "footprint_bench"};
+  CLI::App app{
+      "How much of a CPU-bound job's speed an exploring placementd takes on the same cores (issue "
+      "#18).",
+      "footprint_bench"};
   int pairs = 20, window_ms = 1000, ops = 2000;
   app.add_option("--pairs", pairs, "window pairs per setting (at least 6 for a 95% interval)")
       ->check(cl::at_least(6))
       ->capture_default_str();
-  app.add_option("--window-ms", window_ms, "length of each window")->check(cl::at_least(50))->capture_default_str();
-  app.add_option("--ops", ops, "ops in each exploring job's graph")->check(cl::at_least(8))->capture_default_str();
+  app.add_option("--window-ms", window_ms, "length of each window")
+      ->check(cl::at_least(50))
+      ->capture_default_str();
+  app.add_option("--ops", ops, "ops in each exploring job's graph")
+      ->check(cl::at_least(8))
+      ->capture_default_str();
   return cl::run(app, argc, argv, [&] {
-    std::printf("%u cores: as many arithmetic threads (the job) and as many exploring jobs of %d ops; %d pairs of "
-                "%d ms windows\n\n",
-                std::thread::hardware_concurrency(), ops, pairs, window_ms);
-    std::printf("%-22s %14s %24s %22s\n", "policy_nice", "job's speed", "95% interval", "daemon CPU exploring");
+    std::printf(
+        "%u cores: as many arithmetic threads (the job) and as many exploring jobs of %d ops; %d "
+        "pairs of "
+        "%d ms windows\n\n",
+        std::thread::hardware_concurrency(), ops, pairs, window_ms);
+    std::printf("%-22s %14s %24s %22s\n", "policy_nice", "job's speed", "95% interval",
+                "daemon CPU exploring");
     for (int nice : {19, 0}) {
       const Result r = measure(nice, pairs, window_ms, ops);
-      std::printf("%-22d %+13.2f%% %+11.2f%% to %+6.2f%% %16.2f cores\n", nice, 100 * r.estimate, 100 * r.low,
-                  100 * r.high, r.daemon_cores);
+      std::printf("%-22d %+13.2f%% %+11.2f%% to %+6.2f%% %16.2f cores\n", nice, 100 * r.estimate,
+                  100 * r.low, 100 * r.high, r.daemon_cores);
     }
     return 0;
   });

@@ -36,29 +36,35 @@ int main(int argc, char** argv) {
   try {
     const placement::OpGraph graph = placement::load_graph_file(graph_file);
     std::vector<placement::Device> list;
-    for (int i = 0; i < devices; ++i) list.push_back({placement::DeviceKind::kCpu, i, 1ull << 32, 1.0});
+    for (int i = 0; i < devices; ++i)
+      list.push_back({placement::DeviceKind::kCpu, i, 1ull << 32, 1.0});
     const auto device_set = placement::DeviceSet::uniform(list, 10e9, 1e-5);
     placement::Client client({socket, "hold_job", 10000});
     msg::Attach attach;
     attach.job = job;
     attach.devices = device_set;
-    const auto attached = msg::Attached::from_json(client.request(attach.kType, attach.to_json(), msg::Attached::kType));
+    const auto attached = msg::Attached::from_json(
+        client.request(attach.kType, attach.to_json(), msg::Attached::kType));
     const msg::GraphUpload upload{graph, std::nullopt};
     client.request(upload.kType, upload.to_json(device_set), msg::GraphAccepted::kType);
     const uint64_t placement_id =
-        msg::Directive::from_json(client.request(msg::PlacementRequest::kType, msg::PlacementRequest{}.to_json(),
-                                                 msg::Directive::kType),
-                                  graph, device_set)
+        msg::Directive::from_json(
+            client.request(msg::PlacementRequest::kType, msg::PlacementRequest{}.to_json(),
+                           msg::Directive::kType),
+            graph, device_set)
             .placement_id;
     for (int i = 0; i < reports; ++i)
-      client.send_oneway(MessageType::kStepReport, placement::to_json(placement::Measurement{placement_id, static_cast<uint64_t>(i), step_time, true, ""}));
+      client.send_oneway(MessageType::kStepReport,
+                         placement::to_json(placement::Measurement{
+                             placement_id, static_cast<uint64_t>(i), step_time, true, ""}));
     // A request after the reports makes sure the daemon has read them before we say ready.
     client.request(MessageType::kStatus, json::object(), MessageType::kStatusReply);
     std::cout << "ready " << attached.session << std::endl;
     int signo = 0;
     sigwait(&set, &signo);
     if (no_detach) return 0;
-    const json detached = client.request(msg::Detach::kType, msg::Detach{}.to_json(), msg::Detached::kType);
+    const json detached =
+        client.request(msg::Detach::kType, msg::Detach{}.to_json(), msg::Detached::kType);
     std::cout << "detached " << detached.dump() << std::endl;
   } catch (const std::exception& e) {
     std::cerr << "hold_job: " << e.what() << std::endl;

@@ -23,20 +23,24 @@ int main(int argc, char** argv) {
   uint32_t bytes = 1000;
   app.add_option("--socket", socket)->required();
   app.add_option("--connections", connections);
-  app.add_option("--bytes", bytes, "bytes of each frame's payload sent (the header says twice as many)");
+  app.add_option("--bytes", bytes,
+                 "bytes of each frame's payload sent (the header says twice as many)");
   CLI11_PARSE(app, argc, argv);
 
   sigset_t set = placement::testing::block_stop_signals();
   try {
     std::vector<std::unique_ptr<placement::Client>> held;
     for (int i = 0; i < connections; ++i) {
-      held.push_back(std::make_unique<placement::Client>(placement::ClientOptions{socket, "hold_partial_frames", 5000}));
+      held.push_back(std::make_unique<placement::Client>(
+          placement::ClientOptions{socket, "hold_partial_frames", 5000}));
       const auto head = placement::protocol::encode_header(
-          {held.back()->version(), static_cast<uint16_t>(placement::protocol::MessageType::kStatus), 2 * bytes, 1});
+          {held.back()->version(), static_cast<uint16_t>(placement::protocol::MessageType::kStatus),
+           2 * bytes, 1});
       std::vector<uint8_t> partial(head.begin(), head.end());
       partial.resize(partial.size() + bytes, 0);
       for (size_t sent = 0; sent < partial.size();) {
-        const ssize_t n = ::send(held.back()->native_handle(), partial.data() + sent, partial.size() - sent, MSG_NOSIGNAL);
+        const ssize_t n = ::send(held.back()->native_handle(), partial.data() + sent,
+                                 partial.size() - sent, MSG_NOSIGNAL);
         if (n <= 0) throw std::runtime_error("send failed");
         sent += static_cast<size_t>(n);
       }

@@ -9,13 +9,14 @@
 //   gain world:    10% exactly 5% faster, 15% equal (±1%), 15% 1–5% slower, 60% 5–60% slower;
 //   no-gain world: the same with the 10% moved to equal-or-slower (1.00–1.01).
 // A step's time is base × truth × machine × noise × burst × swap:
-//   noise   lognormal, sigma = the noise level (0.30: a step is within ±30% about two times in three);
-//   machine a slow ±10% sine drift over 20 000 steps, and 25% slower from half way on;
+//   noise   lognormal, sigma = the noise level (0.30: a step is within ±30% about two times in
+//   three); machine a slow ±10% sine drift over 20 000 steps, and 25% slower from half way on;
 //   burst   2% of steps run 2–4× slower (another tenant);
 //   swap    the first step after a placement change runs 3× slower, the second 1.5×.
 // "Found" means the job ends on a 5%-faster placement; "slower" that it ends on one more than 1%
 // slower than its start (in truth, not as measured).
 
+#include <unistd.h>
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -26,7 +27,6 @@
 #include <random>
 #include <string>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -57,12 +57,12 @@ struct Options {
 
 struct Run {
   uint64_t seed = 0;
-  double kept = 1.0;          // truth of the placement the job is left on
-  double mean = 1.0;          // mean truth over all its steps (1: as fast as staying on the start)
+  double kept = 1.0;  // truth of the placement the job is left on
+  double mean = 1.0;  // mean truth over all its steps (1: as fast as staying on the start)
   uint64_t exploration_steps = 0;
   uint64_t candidates = 0;
   uint64_t trials = 0;
-  bool exploiting = false;    // exploration over by the end
+  bool exploiting = false;  // exploration over by the end
   // How far the 5%-faster placements got: proposed, put on trial, won one (then the final check).
   bool gain_proposed = false, gain_tried = false, gain_won = false;
 };
@@ -77,7 +77,8 @@ double draw_truth(std::mt19937_64& rng, bool gain_world) {
   return 1.05 + 0.55 * u(rng);
 }
 
-Run run_one(uint64_t seed, double noise, bool gain_world, const Options& o, placementd::Store& store) {
+Run run_one(uint64_t seed, double noise, bool gain_world, const Options& o,
+            placementd::Store& store) {
   using namespace placement::testing;
   Session s;
   s.id = seed;
@@ -87,7 +88,8 @@ Run run_one(uint64_t seed, double noise, bool gain_world, const Options& o, plac
   s.rng.seed(seed);
   s.grouper = std::make_unique<OneGroupPerOp>();
   s.placer = std::make_unique<TabularPlacer>();
-  s.pipeline = std::make_unique<placementd::PolicyPipeline>(*s.grouper, *s.placer, *s.graph, s.devices, s.rng);
+  s.pipeline = std::make_unique<placementd::PolicyPipeline>(*s.grouper, *s.placer, *s.graph,
+                                                            s.devices, s.rng);
   s.algorithm = std::make_unique<RecordingAlgorithm>();
   s.algorithm->reset({s.pipeline->policy(), s.policy.exploration.failing_reward});
   s.memory_model.emplace(*s.graph, s.devices);
@@ -102,7 +104,8 @@ Run run_one(uint64_t seed, double noise, bool gain_world, const Options& o, plac
   auto truth_of = [&](const placement::Placement& p) {
     const std::string f = p.fingerprint();
     auto it = truth.find(f);
-    if (it == truth.end()) it = truth.emplace(f, truth.empty() ? 1.0 : draw_truth(world, gain_world)).first;
+    if (it == truth.end())
+      it = truth.emplace(f, truth.empty() ? 1.0 : draw_truth(world, gain_world)).first;
     return it->second;
   };
 
@@ -113,10 +116,12 @@ Run run_one(uint64_t seed, double noise, bool gain_world, const Options& o, plac
   double truth_sum = 0.0;
   for (uint64_t step = 0; step < o.steps; ++step) {
     const double t = static_cast<double>(step);
-    const double machine = (1.0 + 0.1 * std::sin(2.0 * M_PI * t / 20000.0)) * (step >= o.steps / 2 ? 1.25 : 1.0);
+    const double machine =
+        (1.0 + 0.1 * std::sin(2.0 * M_PI * t / 20000.0)) * (step >= o.steps / 2 ? 1.25 : 1.0);
     const double burst = u(machine_rng) < 0.02 ? 2.0 + 2.0 * u(machine_rng) : 1.0;
     const double swap = since_swap == 0 ? 3.0 : since_swap == 1 ? 1.5 : 1.0;
-    const double step_time = kBase * current_truth * machine * step_noise(machine_rng) * burst * swap;
+    const double step_time =
+        kBase * current_truth * machine * step_noise(machine_rng) * burst * swap;
     truth_sum += current_truth;
     ++since_swap;
     if (placementd::record_report(s, {d.placement_id, step, step_time, true, ""}))
@@ -138,7 +143,8 @@ Run run_one(uint64_t seed, double noise, bool gain_world, const Options& o, plac
     r.gain_proposed = true;
     // A record keeps its last trial: the final check's, for the one that won its way there.
     if (c.trial) r.gain_tried = true;
-    if (c.trial && (c.trial->final_check || c.trial->verdict == placementd::TrialVerdict::kFaster)) r.gain_won = true;
+    if (c.trial && (c.trial->final_check || c.trial->verdict == placementd::TrialVerdict::kFaster))
+      r.gain_won = true;
   }
   r.exploiting = s.state == SessionState::kExploiting;
   return r;
@@ -157,10 +163,14 @@ struct Tally {
     const bool gained = r.kept <= 0.95 + 1e-12;
     found += gained ? 1 : 0;
     if (!gained) {
-      if (!r.gain_proposed) ++never_proposed;
-      else if (!r.gain_tried) ++screened_out;
-      else if (!r.gain_won) ++lost_trial;
-      else ++lost_final_check;
+      if (!r.gain_proposed)
+        ++never_proposed;
+      else if (!r.gain_tried)
+        ++screened_out;
+      else if (!r.gain_won)
+        ++lost_trial;
+      else
+        ++lost_final_check;
     }
     exploiting += r.exploiting ? 1 : 0;
     worst = std::max(worst, r.kept);
@@ -171,14 +181,16 @@ struct Tally {
   }
 };
 
-std::vector<Run> run_all(double noise, bool gain_world, const Options& o, placementd::Store& store) {
+std::vector<Run> run_all(double noise, bool gain_world, const Options& o,
+                         placementd::Store& store) {
   std::vector<Run> runs(static_cast<size_t>(o.seeds));
   std::atomic<int> next{0};
   std::vector<std::thread> workers;
   for (int w = 0; w < std::max(1, o.threads); ++w)
     workers.emplace_back([&] {
       for (int i = next++; i < o.seeds; i = next++)
-        runs[static_cast<size_t>(i)] = run_one(static_cast<uint64_t>(i) + o.first_seed, noise, gain_world, o, store);
+        runs[static_cast<size_t>(i)] =
+            run_one(static_cast<uint64_t>(i) + o.first_seed, noise, gain_world, o, store);
     });
   for (auto& w : workers) w.join();
   return runs;
@@ -191,71 +203,100 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{"The live session's decisions against simulated noisy jobs (issue #18's harness).",
                "live_noise_harness"};
-  app.add_option("--seeds", o.seeds, "runs per world and noise level")->check(cl::at_least(1))->capture_default_str();
-  app.add_option("--first-seed", o.first_seed, "seed of the first run (the others follow)")->capture_default_str();
+  app.add_option("--seeds", o.seeds, "runs per world and noise level")
+      ->check(cl::at_least(1))
+      ->capture_default_str();
+  app.add_option("--first-seed", o.first_seed, "seed of the first run (the others follow)")
+      ->capture_default_str();
   app.add_flag("--log", o.log, "print the sessions' decisions (the daemon's info log)");
-  app.add_option("--noise", o.noise, "step-time noise levels (lognormal sigma)")->delimiter(',')->capture_default_str();
+  app.add_option("--noise", o.noise, "step-time noise levels (lognormal sigma)")
+      ->delimiter(',')
+      ->capture_default_str();
   app.add_option("--steps", o.steps, "steps per job (the job says so: expected_steps)")
       ->check(cl::at_least(1000))
       ->capture_default_str();
-  app.add_option("--threads", o.threads, "runs at once")->check(cl::at_least(1))->capture_default_str();
+  app.add_option("--threads", o.threads, "runs at once")
+      ->check(cl::at_least(1))
+      ->capture_default_str();
   auto& e = o.exploration;
-  app.add_option("--window", e.trial_window_steps, "[exploration] trial_window_steps")->capture_default_str();
-  app.add_option("--max-trial-steps", e.max_trial_steps, "[exploration] max_trial_steps")->capture_default_str();
+  app.add_option("--window", e.trial_window_steps, "[exploration] trial_window_steps")
+      ->capture_default_str();
+  app.add_option("--max-trial-steps", e.max_trial_steps, "[exploration] max_trial_steps")
+      ->capture_default_str();
   app.add_option("--min-gain", e.min_gain, "[exploration] min_gain")->capture_default_str();
   app.add_option("--confidence", e.confidence, "[exploration] confidence")->capture_default_str();
   app.add_option("--warmup", e.warmup_steps, "[exploration] warmup_steps")->capture_default_str();
-  app.add_option("--overhead", e.max_overhead_fraction, "[exploration] max_overhead_fraction")->capture_default_str();
-  app.add_option("--converge", e.converge_candidates, "[exploration] converge_candidates")->capture_default_str();
-  app.add_flag("--check", o.check,
-               "exit 1 unless, at every noise level, no run ends more than 1% slower than its start and, at "
-               "noise levels up to --power-up-to, at least 90% of the gain world's runs find the 5% gain");
-  app.add_option("--power-up-to", o.power_up_to, "the highest noise level --check holds to the 90% target")
+  app.add_option("--overhead", e.max_overhead_fraction, "[exploration] max_overhead_fraction")
+      ->capture_default_str();
+  app.add_option("--converge", e.converge_candidates, "[exploration] converge_candidates")
+      ->capture_default_str();
+  app.add_flag(
+      "--check", o.check,
+      "exit 1 unless, at every noise level, no run ends more than 1% slower than its start and, at "
+      "noise levels up to --power-up-to, at least 90% of the gain world's runs find the 5% gain");
+  app.add_option("--power-up-to", o.power_up_to,
+                 "the highest noise level --check holds to the 90% target")
       ->capture_default_str();
   return cl::run(app, argc, argv, [&] {
     spdlog::set_level(o.log ? spdlog::level::info : spdlog::level::warn);
-    const auto dir = std::filesystem::temp_directory_path() / ("live_noise_harness_" + std::to_string(::getpid()));
+    const auto dir = std::filesystem::temp_directory_path() /
+                     ("live_noise_harness_" + std::to_string(::getpid()));
     int failures = 0;
     {
       placementd::Store store(dir.string());
-      std::printf("%d seeds per row, %llu steps per job (expected_steps); [exploration] max_overhead_fraction %.3g, "
-                  "warmup_steps %lld, trial_window_steps %lld, max_trial_steps %lld, confidence %.3g, min_gain %.3g\n\n",
-                  o.seeds, static_cast<unsigned long long>(o.steps), e.max_overhead_fraction,
-                  static_cast<long long>(e.warmup_steps), static_cast<long long>(e.trial_window_steps),
-                  static_cast<long long>(e.max_trial_steps), e.confidence, e.min_gain);
-      std::printf("%-6s %-8s %7s %7s %7s %9s %11s %8s %10s %11s\n", "noise", "world", "slower", "worst", "found",
-                  "job time", "explor.", "trials", "candidates", "exploiting");
+      std::printf(
+          "%d seeds per row, %llu steps per job (expected_steps); [exploration] "
+          "max_overhead_fraction %.3g, "
+          "warmup_steps %lld, trial_window_steps %lld, max_trial_steps %lld, confidence %.3g, "
+          "min_gain %.3g\n\n",
+          o.seeds, static_cast<unsigned long long>(o.steps), e.max_overhead_fraction,
+          static_cast<long long>(e.warmup_steps), static_cast<long long>(e.trial_window_steps),
+          static_cast<long long>(e.max_trial_steps), e.confidence, e.min_gain);
+      std::printf("%-6s %-8s %7s %7s %7s %9s %11s %8s %10s %11s\n", "noise", "world", "slower",
+                  "worst", "found", "job time", "explor.", "trials", "candidates", "exploiting");
       for (double noise : o.noise) {
         for (bool gain : {false, true}) {
           Tally t;
           for (const Run& r : run_all(noise, gain, o, store)) t.add(r);
           const double n = t.runs;
-          std::printf("%-6.2f %-8s %7d %+6.2f%% %6.1f%% %+8.2f%% %11.0f %8.1f %10.1f %10.1f%%\n", noise,
-                      gain ? "gain" : "no gain", t.slower, 100.0 * (t.worst - 1.0), gain ? 100.0 * t.found / n : 0.0,
-                      100.0 * (t.mean_sum / n - 1.0), t.exploration_sum / n, t.trials_sum / n, t.candidates_sum / n,
+          std::printf("%-6.2f %-8s %7d %+6.2f%% %6.1f%% %+8.2f%% %11.0f %8.1f %10.1f %10.1f%%\n",
+                      noise, gain ? "gain" : "no gain", t.slower, 100.0 * (t.worst - 1.0),
+                      gain ? 100.0 * t.found / n : 0.0, 100.0 * (t.mean_sum / n - 1.0),
+                      t.exploration_sum / n, t.trials_sum / n, t.candidates_sum / n,
                       100.0 * t.exploiting / n);
           if (gain && t.found < t.runs)
-            std::printf("       missed: %d never proposed, %d screened out, %d lost their trials, %d lost the final "
-                        "check\n",
-                        t.never_proposed, t.screened_out, t.lost_trial, t.lost_final_check);
+            std::printf(
+                "       missed: %d never proposed, %d screened out, %d lost their trials, %d lost "
+                "the final "
+                "check\n",
+                t.never_proposed, t.screened_out, t.lost_trial, t.lost_final_check);
           if (o.check && t.slower > 0) {
             std::string seeds;
             for (uint64_t seed : t.slower_seeds) seeds += " " + std::to_string(seed);
-            std::fprintf(stderr, "check: %d runs at noise %.2f (%s) ended more than 1%% slower than their start (seeds%s)\n",
+            std::fprintf(stderr,
+                         "check: %d runs at noise %.2f (%s) ended more than 1%% slower than their "
+                         "start (seeds%s)\n",
                          t.slower, noise, gain ? "gain" : "no gain", seeds.c_str());
             ++failures;
           }
           if (o.check && gain && noise <= o.power_up_to + 1e-9 && t.found < 0.9 * n) {
-            std::fprintf(stderr, "check: at noise %.2f only %.1f%% of the runs found the 5%% gain (target 90%%)\n",
-                         noise, 100.0 * t.found / n);
+            std::fprintf(
+                stderr,
+                "check: at noise %.2f only %.1f%% of the runs found the 5%% gain (target 90%%)\n",
+                noise, 100.0 * t.found / n);
             ++failures;
           }
         }
       }
-      std::printf("\nslower: runs ending on a placement more than 1%% slower than the start (worst: the slowest "
-                  "kept, in truth); found: runs ending on the 5%%-faster placement; job time: mean step time "
-                  "against staying on the start, exploration included; explor.: mean steps off the placement in "
-                  "force; trials, candidates: per run; exploiting: runs whose exploration was over by the end\n");
+      std::printf(
+          "\nslower: runs ending on a placement more than 1%% slower than the start (worst: the "
+          "slowest "
+          "kept, in truth); found: runs ending on the 5%%-faster placement; job time: mean step "
+          "time "
+          "against staying on the start, exploration included; explor.: mean steps off the "
+          "placement in "
+          "force; trials, candidates: per run; exploiting: runs whose exploration was over by the "
+          "end\n");
     }
     std::filesystem::remove_all(dir);
     return failures == 0 ? 0 : 1;

@@ -14,8 +14,8 @@
 //
 //   load_bench [--jobs N] [--ops N] [--step-ms N] [--seconds N] [--check]
 
-#include <atomic>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -59,16 +59,17 @@ struct JobFigures {
 };
 
 // One job's training loop against the daemon, until `end`.
-JobFigures run_job(const placement::testing::DaemonProcess& daemon, int index, int ops, double step_ms,
-                   const placement::DeviceSet& devices, Clock::time_point end, std::atomic<int>* attached) {
+JobFigures run_job(const placement::testing::DaemonProcess& daemon, int index, int ops,
+                   double step_ms, const placement::DeviceSet& devices, Clock::time_point end,
+                   std::atomic<int>* attached) {
   JobFigures f;
   const placement::OpGraph graph = placement::testing::unrolled_stack(ops + 4 * index);
   const placementd::sim::Simulator simulator(graph, devices);
   placement::Client client = daemon.client(60000);
   const auto asked = Clock::now();
   // expected_steps: long enough that the exploration budget never ends exploring within the run.
-  msg::Directive directive =
-      placement::testing::attach_and_place(client, "load-" + std::to_string(index), graph, devices, 10000000);
+  msg::Directive directive = placement::testing::attach_and_place(
+      client, "load-" + std::to_string(index), graph, devices, 10000000);
   f.first_directive_ms = ms_between(asked, Clock::now());
   attached->fetch_add(1);
 
@@ -130,8 +131,11 @@ int run(int jobs, int ops, double step_ms, int seconds, bool check) {
   placement::testing::DaemonProcess daemon(options);
   daemon.start();
   const double idle_mib = status_mib(daemon.pid, "VmRSS:");
-  std::printf("%d jobs of %d-%d ops on %s, steps of %.0f ms, %d s; the daemon's default config on %u cores\n\n",
-              jobs, ops, ops + 4 * (jobs - 1), topology.c_str(), step_ms, seconds, std::thread::hardware_concurrency());
+  std::printf(
+      "%d jobs of %d-%d ops on %s, steps of %.0f ms, %d s; the daemon's default config on %u "
+      "cores\n\n",
+      jobs, ops, ops + 4 * (jobs - 1), topology.c_str(), step_ms, seconds,
+      std::thread::hardware_concurrency());
 
   const auto started = Clock::now();
   const auto end = started + std::chrono::seconds(seconds);
@@ -143,11 +147,13 @@ int run(int jobs, int ops, double step_ms, int seconds, bool check) {
       try {
         figures[static_cast<size_t>(j)] = run_job(daemon, j, ops, step_ms, devices, end, &attached);
       } catch (const std::exception& e) {
-        figures[static_cast<size_t>(j)].problems.push_back(std::string("the job failed: ") + e.what());
+        figures[static_cast<size_t>(j)].problems.push_back(std::string("the job failed: ") +
+                                                           e.what());
       }
     });
   // Once every job trains, the daemon's footprint with all of them attached and exploring.
-  while (attached.load() < jobs && Clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  while (attached.load() < jobs && Clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const double all_attached_s = std::chrono::duration<double>(Clock::now() - started).count();
   const double cpu_start = placement::testing::cpu_seconds(daemon.pid);
   const auto cpu_from = Clock::now();
@@ -156,7 +162,8 @@ int run(int jobs, int ops, double step_ms, int seconds, bool check) {
   // Where the sessions are: still exploring, or settled on their best.
   std::map<std::string, int> states;
   double candidates = 0;
-  const json listed = daemon.client().request(MessageType::kListJobs, json::object(), MessageType::kJobList);
+  const json listed =
+      daemon.client().request(MessageType::kListJobs, json::object(), MessageType::kJobList);
   for (const json& j : listed.at("jobs")) {
     ++states[j.at("state").get<std::string>()];
     candidates += j.at("candidates_tried").get<double>();
@@ -164,7 +171,8 @@ int run(int jobs, int ops, double step_ms, int seconds, bool check) {
   const double cores = (placement::testing::cpu_seconds(daemon.pid) - cpu_start) /
                        std::chrono::duration<double>(Clock::now() - cpu_from).count();
   for (auto& t : threads) t.join();
-  const double peak_mib = status_mib(daemon.pid, "VmHWM:"), detached_mib = status_mib(daemon.pid, "VmRSS:");
+  const double peak_mib = status_mib(daemon.pid, "VmHWM:"),
+               detached_mib = status_mib(daemon.pid, "VmRSS:");
 
   int failures = 0;
   auto expect = [&](bool ok, const std::string& what) {
@@ -185,32 +193,42 @@ int run(int jobs, int ops, double step_ms, int seconds, bool check) {
     reports += f.reports;
     failed_steps += f.failed_steps;
   }
-  const json status = daemon.client().request(MessageType::kStatus, json::object(), MessageType::kStatusReply);
+  const json status =
+      daemon.client().request(MessageType::kStatus, json::object(), MessageType::kStatusReply);
   expect(status["reports_received"].get<uint64_t>() == reports,
-         "the daemon counted " + status["reports_received"].dump() + " reports of " + std::to_string(reports) + " sent");
+         "the daemon counted " + status["reports_received"].dump() + " reports of " +
+             std::to_string(reports) + " sent");
   expect(daemon.alive(), "the daemon died");
 
   std::printf("%-58s %s\n", "", "figure");
-  std::printf("%-58s %.0f / %.0f / %.0f MiB (idle %.0f)\n", "daemon RSS exploring / peak / after the detaches",
-              exploring_mib, peak_mib, detached_mib, idle_mib);
+  std::printf("%-58s %.0f / %.0f / %.0f MiB (idle %.0f)\n",
+              "daemon RSS exploring / peak / after the detaches", exploring_mib, peak_mib,
+              detached_mib, idle_mib);
   std::printf("%-58s %.2f s\n", "every job attached and training after", all_attached_s);
-  std::printf("%-58s %.0f / %.0f ms\n", "first directive (attach -> placement) p50 / max", percentile(first_ms, 0.5),
-              percentile(first_ms, 1.0));
-  std::printf("%-58s %.0f (per job min %.0f, median %.0f, max %.0f)\n", "directives pushed", [&] {
-    double n = 0;
-    for (double d : directives) n += d;
-    return n;
-  }(), percentile(directives, 0.0), percentile(directives, 0.5), percentile(directives, 1.0));
+  std::printf("%-58s %.0f / %.0f ms\n", "first directive (attach -> placement) p50 / max",
+              percentile(first_ms, 0.5), percentile(first_ms, 1.0));
+  std::printf(
+      "%-58s %.0f (per job min %.0f, median %.0f, max %.0f)\n", "directives pushed",
+      [&] {
+        double n = 0;
+        for (double d : directives) n += d;
+        return n;
+      }(),
+      percentile(directives, 0.0), percentile(directives, 0.5), percentile(directives, 1.0));
   std::printf("%-58s %.1f / %.1f / %.1f ms\n", "report -> the directive it causes p50 / p99 / max",
-              percentile(all_latency, 0.5), percentile(all_latency, 0.99), percentile(all_latency, 1.0));
+              percentile(all_latency, 0.5), percentile(all_latency, 0.99),
+              percentile(all_latency, 1.0));
   std::printf("%-58s %.1f / %.1f ms\n", "a job's longest wait: median job / worst job (starvation)",
               percentile(longest_ms, 0.5), percentile(longest_ms, 1.0));
   std::string by_state;
-  for (const auto& [state, n] : states) by_state += (by_state.empty() ? "" : ", ") + std::to_string(n) + " " + state;
-  std::printf("%-58s %s; %.0f candidates tried in all\n", "sessions near the end", by_state.c_str(), candidates);
+  for (const auto& [state, n] : states)
+    by_state += (by_state.empty() ? "" : ", ") + std::to_string(n) + " " + state;
+  std::printf("%-58s %s; %.0f candidates tried in all\n", "sessions near the end", by_state.c_str(),
+              candidates);
   std::printf("%-58s %.2f cores\n", "daemon CPU while every job explores", cores);
   std::printf("%-58s %llu (%llu failed, as out of memory; mean step %.1f ms)\n", "step reports",
-              static_cast<unsigned long long>(reports), static_cast<unsigned long long>(failed_steps),
+              static_cast<unsigned long long>(reports),
+              static_cast<unsigned long long>(failed_steps),
               1000.0 * seconds * jobs / static_cast<double>(std::max<uint64_t>(reports, 1)));
   return check && failures ? 1 : 0;
 }
@@ -219,16 +237,24 @@ int run(int jobs, int ops, double step_ms, int seconds, bool check) {
 
 int main(int argc, char** argv) {
   namespace cl = examples::command_line;
-  CLI::App app{"Many jobs exploring at once against one real placementd (issue #18's load figures).", "load_bench"};
+  CLI::App app{
+      "Many jobs exploring at once against one real placementd (issue #18's load figures).",
+      "load_bench"};
   int jobs = 64, ops = 2000, seconds = 60;
   double step_ms = 100;
   bool check = false;
-  app.add_option("--jobs", jobs, "jobs attached at once")->check(cl::at_least(1))->capture_default_str();
-  app.add_option("--ops", ops, "ops in each job's graph (a multiple of 4)")->check(cl::at_least(8))->capture_default_str();
+  app.add_option("--jobs", jobs, "jobs attached at once")
+      ->check(cl::at_least(1))
+      ->capture_default_str();
+  app.add_option("--ops", ops, "ops in each job's graph (a multiple of 4)")
+      ->check(cl::at_least(8))
+      ->capture_default_str();
   app.add_option("--step-ms", step_ms, "a job's step time on its start placement")
       ->check(CLI::Range(1.0, 60000.0))
       ->capture_default_str();
-  app.add_option("--seconds", seconds, "how long the jobs train")->check(cl::at_least(5))->capture_default_str();
+  app.add_option("--seconds", seconds, "how long the jobs train")
+      ->check(cl::at_least(5))
+      ->capture_default_str();
   app.add_flag("--check", check, "exit 1 when a functional check fails (never on a time)");
   return cl::run(app, argc, argv, [&] { return run(jobs, ops, step_ms, seconds, check); });
 }

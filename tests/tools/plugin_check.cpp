@@ -27,14 +27,21 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (auto errors = registry.check_params(kind, name, {}); !errors.empty()) {
-      std::cerr << argv[3] << ": defaults rejected: " << errors[0].name << ": " << errors[0].message << "\n";
+      std::cerr << argv[3] << ": defaults rejected: " << errors[0].name << ": " << errors[0].message
+                << "\n";
       return 1;
     }
     bool created = false;
     switch (kind) {
-      case placement::PluginKind::kGrouper: created = registry.create_grouper(name, {}) != nullptr; break;
-      case placement::PluginKind::kPlacer: created = registry.create_placer(name, {}) != nullptr; break;
-      case placement::PluginKind::kAlgorithm: created = registry.create_algorithm(name, {}) != nullptr; break;
+      case placement::PluginKind::kGrouper:
+        created = registry.create_grouper(name, {}) != nullptr;
+        break;
+      case placement::PluginKind::kPlacer:
+        created = registry.create_placer(name, {}) != nullptr;
+        break;
+      case placement::PluginKind::kAlgorithm:
+        created = registry.create_algorithm(name, {}) != nullptr;
+        break;
     }
     if (!created) return 1;
     std::cout << argv[3] << ": " << argv[1] << " '" << name << "' OK\n";

@@ -8,9 +8,11 @@
 
 #include <cstdlib>
 
-extern "C" int getgrnam_r(const char* name, struct group* entry, char* buffer, size_t size, struct group** result) {
+extern "C" int getgrnam_r(const char* name, struct group* entry, char* buffer, size_t size,
+                          struct group** result) {
   using Lookup = int (*)(const char*, struct group*, char*, size_t, struct group**);
   static const auto real = reinterpret_cast<Lookup>(::dlsym(RTLD_NEXT, "getgrnam_r"));
-  if (const char* ms = std::getenv("SLOW_NSS_MS")) ::usleep(static_cast<useconds_t>(std::atoi(ms)) * 1000);
+  if (const char* ms = std::getenv("SLOW_NSS_MS"))
+    ::usleep(static_cast<useconds_t>(std::atoi(ms)) * 1000);
   return real(name, entry, buffer, size, result);
 }

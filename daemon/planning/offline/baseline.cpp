@@ -6,7 +6,8 @@
 namespace placementd::offline {
 
 BaselinePlacement place_baseline(const std::string& name, const sim::Simulator& simulator,
-                                 const PluginRegistry& registry, const placement::Grouping& grouping, uint64_t seed,
+                                 const PluginRegistry& registry,
+                                 const placement::Grouping& grouping, uint64_t seed,
                                  const sim::Simulator* judge) {
   auto placer = registry.create_placer(name, {});
   std::mt19937_64 rng(seed);

@@ -30,7 +30,8 @@ struct BaselinePlacement {
 /// truth times the answer), else on `simulator`. Throws what the registry or the placer throws
 /// (plugin not loaded, placer refuses the problem).
 BaselinePlacement place_baseline(const std::string& name, const sim::Simulator& simulator,
-                                 const PluginRegistry& registry, const placement::Grouping& grouping, uint64_t seed,
+                                 const PluginRegistry& registry,
+                                 const placement::Grouping& grouping, uint64_t seed,
                                  const sim::Simulator* judge = nullptr);
 
 }  // namespace placementd::offline

@@ -36,7 +36,8 @@ std::optional<double> evaluate(const sim::Simulator& simulator, const Placement&
 
 const std::map<std::string, OptimizeOptions::Selection>& selection_names() {
   static const std::map<std::string, OptimizeOptions::Selection> names = {
-      {"model", OptimizeOptions::Selection::kModelAssisted}, {"measured", OptimizeOptions::Selection::kMeasured}};
+      {"model", OptimizeOptions::Selection::kModelAssisted},
+      {"measured", OptimizeOptions::Selection::kMeasured}};
   return names;
 }
 
@@ -46,7 +47,8 @@ std::string name_of(OptimizeOptions::Selection selection) {
   return "unknown";
 }
 
-OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& registry, const OptimizeOptions& options) {
+OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& registry,
+                        const OptimizeOptions& options) {
   const auto started = std::chrono::steady_clock::now();
   const placement::OpGraph& graph = simulator.graph();
   const placement::DeviceSet& devices = simulator.devices();
@@ -70,8 +72,8 @@ OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& r
   // the measurement noise.
   const sim::Simulator model = sim::with_model_error(simulator, options.model_error, ~options.seed);
   if (!options.imitation.baseline.empty())
-    result.imitation = imitate_baseline(policy, model, registry, grouping, options.imitation, options.seed,
-                                        pipeline.action_for({}), &simulator);
+    result.imitation = imitate_baseline(policy, model, registry, grouping, options.imitation,
+                                        options.seed, pipeline.action_for({}), &simulator);
   // A warm-started policy's first candidate is what it imitated (its mode), not a sample around it.
   std::optional<PolicyPipeline::Sample> first;
   if (result.imitation && result.imitation->skipped.empty())
@@ -101,10 +103,11 @@ OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& r
       // The best is chosen on what was measured (and what the planners' model predicts), as a
       // live session must; its true time is reported.
       if (assisted) {
-        selection.add(candidate.device_of_op, model.simulate(candidate).step_time_s, *e.measured_s, options.noise,
-                      result.curve.size());
+        selection.add(candidate.device_of_op, model.simulate(candidate).step_time_s, *e.measured_s,
+                      options.noise, result.curve.size());
         const auto best = *selection.best();
-        result.policy_best_s = best.tag == result.curve.size() ? e.step_time_s : result.curve[best.tag].step_time_s;
+        result.policy_best_s =
+            best.tag == result.curve.size() ? e.step_time_s : result.curve[best.tag].step_time_s;
         result.best.device_of_op = *best.device_of_op;
       } else if (!best_measured || *e.measured_s < *best_measured) {
         best_measured = e.measured_s;
@@ -120,7 +123,8 @@ OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& r
   result.estimated_model_error = selection.model_error();
   if (result.policy_best_s)
     for (size_t i = 0; i < result.curve.size(); ++i)
-      if (result.curve[i].best_so_far_s && *result.curve[i].best_so_far_s <= 1.02 * *result.policy_best_s) {
+      if (result.curve[i].best_so_far_s &&
+          *result.curve[i].best_so_far_s <= 1.02 * *result.policy_best_s) {
         result.evaluations_to_within_2pct = static_cast<int64_t>(i + 1);
         break;
       }
@@ -133,7 +137,8 @@ OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& r
   for (const std::string& name : options.baselines) {
     if (!registry.has(placement::PluginKind::kPlacer, name)) continue;
     try {
-      const BaselinePlacement b = place_baseline(name, model, registry, grouping, options.seed, &simulator);
+      const BaselinePlacement b =
+          place_baseline(name, model, registry, grouping, options.seed, &simulator);
       const std::optional<double>& t = b.step_time_s;
       const Placement& p = b.placement;
       result.baselines[name] = t;

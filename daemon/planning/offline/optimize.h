@@ -38,9 +38,10 @@ struct OptimizeOptions {
   double noise = 0.02;
   double failing_reward = -10.0;
   /// Deterministic placers evaluated next to the policy; the ones not loaded are left out.
-  std::vector<std::string> baselines = {"single_device", "expert", "metis", "scotch", "mincut", "list_scheduling"};
-  /// Warm start: the policy first imitates this baseline's placement (imitation.baseline empty: no),
-  /// which is then its first candidate.
+  std::vector<std::string> baselines = {"single_device", "expert", "metis",
+                                        "scotch",        "mincut", "list_scheduling"};
+  /// Warm start: the policy first imitates this baseline's placement (imitation.baseline empty:
+  /// no), which is then its first candidate.
   ImitationOptions imitation;
   /// Every planner — the warm start (its search, or the baseline it imitates) and the baseline
   /// placers — plans on a model whose op times and link bandwidths are off by this log-normal
@@ -107,6 +108,7 @@ std::string name_of(OptimizeOptions::Selection selection);
 
 /// Runs the loop. Throws PluginError for unknown plugins or bad parameters, std::invalid_argument
 /// for problems the plugins or the simulator report. Deterministic for a given seed.
-OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& registry, const OptimizeOptions& options);
+OptimizeResult optimize(const sim::Simulator& simulator, const PluginRegistry& registry,
+                        const OptimizeOptions& options);
 
 }  // namespace placementd::offline

@@ -22,22 +22,24 @@ double per_group_probability(placement::TrainablePolicy& policy, const std::vect
 nlohmann::json to_json(const ImitationResult& r) {
   using nlohmann::json;
   json j = {{"baseline", r.baseline},
-          {"baseline_step_time_s", r.baseline_step_time_s ? json(*r.baseline_step_time_s) : json(nullptr)},
-          {"steps", r.steps},
-          {"probability_before", r.probability_before},
-          {"probability_after", r.probability_after},
-          {"skipped", r.skipped.empty() ? json(nullptr) : json(r.skipped)}};
+            {"baseline_step_time_s",
+             r.baseline_step_time_s ? json(*r.baseline_step_time_s) : json(nullptr)},
+            {"steps", r.steps},
+            {"probability_before", r.probability_before},
+            {"probability_after", r.probability_after},
+            {"skipped", r.skipped.empty() ? json(nullptr) : json(r.skipped)}};
   if (r.search_evaluations > 0) {
     j["search_start"] = r.search_start;
-    j["search_start_step_time_s"] = r.search_start_step_time_s ? json(*r.search_start_step_time_s) : json(nullptr);
+    j["search_start_step_time_s"] =
+        r.search_start_step_time_s ? json(*r.search_start_step_time_s) : json(nullptr);
     j["search_evaluations"] = r.search_evaluations;
     j["search_ensemble"] = r.search_ensemble;
   }
   return j;
 }
 
-void imitate(placement::TrainablePolicy& policy, const std::vector<int>& target, const ImitationOptions& options,
-             ImitationResult& r) {
+void imitate(placement::TrainablePolicy& policy, const std::vector<int>& target,
+             const ImitationOptions& options, ImitationResult& r) {
   r.action = target;
   r.steps = 0;
   r.probability_before = per_group_probability(policy, target);
@@ -56,7 +58,8 @@ namespace {
 // The placement of the placer `name` and its simulated time (nullopt when the graph is not
 // profiled for it); throws with the reason when the placer fails or its placement does not fit.
 BaselinePlacement fitting_baseline(const std::string& name, const sim::Simulator& simulator,
-                                   const PluginRegistry& registry, const placement::Grouping& grouping, uint64_t seed,
+                                   const PluginRegistry& registry,
+                                   const placement::Grouping& grouping, uint64_t seed,
                                    const sim::Simulator* judge = nullptr) {
   BaselinePlacement b = place_baseline(name, simulator, registry, grouping, seed, judge);
   if (!b.fits) throw std::invalid_argument(name + "'s placement does not fit: " + b.why);
@@ -65,12 +68,14 @@ BaselinePlacement fitting_baseline(const std::string& name, const sim::Simulator
 
 // The simulator warm start's target: annealing from the fastest heuristic placement that fits.
 std::vector<int> search(const sim::Simulator& simulator, const PluginRegistry& registry,
-                        const placement::Grouping& grouping, const ImitationOptions& options, uint64_t seed,
-                        ImitationResult& r) {
+                        const placement::Grouping& grouping, const ImitationOptions& options,
+                        uint64_t seed, ImitationResult& r) {
   const auto& ops = simulator.graph().ops;
-  if (std::none_of(ops.begin(), ops.end(), [](const placement::Op& op) { return !op.profile.empty(); }))
-    throw std::invalid_argument("the graph has no profile, so the simulator cannot time its placements "
-                                "(capture it with profiles: placementctl capture MODEL --profile cpu)");
+  if (std::none_of(ops.begin(), ops.end(),
+                   [](const placement::Op& op) { return !op.profile.empty(); }))
+    throw std::invalid_argument(
+        "the graph has no profile, so the simulator cannot time its placements "
+        "(capture it with profiles: placementctl capture MODEL --profile cpu)");
   std::vector<int> start;
   std::string why;
   for (const std::string& name : kSearchStarts) {
@@ -78,8 +83,10 @@ std::vector<int> search(const sim::Simulator& simulator, const PluginRegistry& r
     try {
       BaselinePlacement b = fitting_baseline(name, simulator, registry, grouping, seed);
       if (!b.step_time_s) {
-        why = "the graph has no profile for every device kind it may use, so the simulator cannot time it "
-              "(capture it with profiles for these devices)";
+        why =
+            "the graph has no profile for every device kind it may use, so the simulator cannot "
+            "time it "
+            "(capture it with profiles for these devices)";
         continue;
       }
       if (!r.search_start_step_time_s || *b.step_time_s < *r.search_start_step_time_s) {
@@ -92,14 +99,16 @@ std::vector<int> search(const sim::Simulator& simulator, const PluginRegistry& r
     }
   }
   if (start.empty())
-    throw std::invalid_argument("no heuristic placement to start the search from" + (why.empty() ? "" : ": " + why));
+    throw std::invalid_argument("no heuristic placement to start the search from" +
+                                (why.empty() ? "" : ": " + why));
   sim::AnnealOptions anneal = options.search;
   anneal.seed = seed;
   // The model's own uncertainty: copies of it off the way it may be off from the truth.
   std::vector<sim::Simulator> ensemble;
   ensemble.reserve(static_cast<size_t>(std::max<int64_t>(options.search_ensemble, 0)));
   for (int64_t i = 0; i < options.search_ensemble; ++i)
-    ensemble.push_back(sim::with_model_error(simulator, options.search_ensemble_sigma, seed * 7919 + static_cast<uint64_t>(i) + 1));
+    ensemble.push_back(sim::with_model_error(simulator, options.search_ensemble_sigma,
+                                             seed * 7919 + static_cast<uint64_t>(i) + 1));
   for (const sim::Simulator& model : ensemble) anneal.ensemble.push_back(&model);
   sim::AnnealResult found = sim::anneal(simulator, grouping, std::move(start), anneal);
   r.search_evaluations = found.evaluations;
@@ -113,10 +122,11 @@ std::vector<int> search(const sim::Simulator& simulator, const PluginRegistry& r
 
 }  // namespace
 
-ImitationResult imitate_baseline(placement::TrainablePolicy* policy, const sim::Simulator& simulator,
-                                 const PluginRegistry& registry, const placement::Grouping& grouping,
-                                 const ImitationOptions& options, uint64_t seed, const placement::Action& prefix,
-                                 const sim::Simulator* judge) {
+ImitationResult imitate_baseline(placement::TrainablePolicy* policy,
+                                 const sim::Simulator& simulator, const PluginRegistry& registry,
+                                 const placement::Grouping& grouping,
+                                 const ImitationOptions& options, uint64_t seed,
+                                 const placement::Action& prefix, const sim::Simulator* judge) {
   ImitationResult found;
   found.baseline = options.baseline;
   if (options.baseline.empty()) {
@@ -137,7 +147,8 @@ ImitationResult imitate_baseline(placement::TrainablePolicy* policy, const sim::
     if (searching) {
       target = search(simulator, registry, grouping, options, seed, found);
     } else {
-      BaselinePlacement b = fitting_baseline(options.baseline, simulator, registry, grouping, seed, judge);
+      BaselinePlacement b =
+          fitting_baseline(options.baseline, simulator, registry, grouping, seed, judge);
       target = std::move(b.device_of_group);
       found.baseline_step_time_s = b.step_time_s;
     }

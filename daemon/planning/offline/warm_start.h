@@ -24,7 +24,8 @@ namespace placementd::offline {
 /// The warm start that searches the simulator instead of running one baseline placer.
 inline constexpr const char* kSimulatorWarmStart = "simulator";
 /// The heuristics the simulator search may start from (the best valid one on the model is used).
-inline const std::vector<std::string> kSearchStarts = {"list_scheduling", "metis", "expert", "single_device"};
+inline const std::vector<std::string> kSearchStarts = {"list_scheduling", "metis", "expert",
+                                                       "single_device"};
 
 struct ImitationOptions {
   /// Baseline placer whose placement the policy learns, or kSimulatorWarmStart ("" = no imitation).
@@ -32,8 +33,8 @@ struct ImitationOptions {
   /// The simulator search (kSimulatorWarmStart only).
   sim::AnnealOptions search;
   /// The search also times each placement on this many copies of its model, each off by a
-  /// log-normal `search_ensemble_sigma` (sim::with_model_error), and minimises the mean: a placement
-  /// that is only fast where the model is wrong is not what it wants. 0: the model alone.
+  /// log-normal `search_ensemble_sigma` (sim::with_model_error), and minimises the mean: a
+  /// placement that is only fast where the model is wrong is not what it wants. 0: the model alone.
   int64_t search_ensemble = 4;
   double search_ensemble_sigma = 0.2;
   /// Supervised steps at most.
@@ -53,7 +54,8 @@ struct ImitationResult {
   /// The same as a placement of the ops (pins enforced): the warm-started policy's first candidate.
   placement::Placement placement;
   std::optional<double> baseline_step_time_s;
-  /// The simulator search: the heuristic it started from, that start's step time, placements simulated.
+  /// The simulator search: the heuristic it started from, that start's step time, placements
+  /// simulated.
   std::string search_start;
   std::optional<double> search_start_step_time_s;
   int64_t search_evaluations = 0;
@@ -69,15 +71,15 @@ struct ImitationResult {
 };
 
 /// {baseline, baseline_step_time_s, steps, probability_before, probability_after, skipped}, and
-/// {search_start, search_start_step_time_s, search_evaluations, search_ensemble} after a simulator search; the
-/// optional ones are null when absent (placementctl optimize --json, jobs show).
+/// {search_start, search_start_step_time_s, search_evaluations, search_ensemble} after a simulator
+/// search; the optional ones are null when absent (placementctl optimize --json, jobs show).
 nlohmann::json to_json(const ImitationResult& result);
 
 /// Cross-entropy steps raising log π(target) until the per-group probability reaches
 /// options.target_probability or options.max_steps were taken. Sets `result`'s action, steps and
 /// probabilities (what is known of the target already stays).
-void imitate(placement::TrainablePolicy& policy, const std::vector<int>& target, const ImitationOptions& options,
-             ImitationResult& result);
+void imitate(placement::TrainablePolicy& policy, const std::vector<int>& target,
+             const ImitationOptions& options, ImitationResult& result);
 
 /// Places `grouping` with the baseline placer named in `options` (or searches `simulator` for it,
 /// with kSimulatorWarmStart), checks the placement against the simulator's memory model, and has
@@ -87,9 +89,11 @@ void imitate(placement::TrainablePolicy& policy, const std::vector<int>& target,
 /// policy is a learned grouper's and placer's joint one; empty otherwise). `simulator` is the model
 /// the baseline or the search plans on; a baseline's placement is timed on `judge` when given (as
 /// place_baseline does), a search's times are the model's.
-ImitationResult imitate_baseline(placement::TrainablePolicy* policy, const sim::Simulator& simulator,
-                                 const PluginRegistry& registry, const placement::Grouping& grouping,
+ImitationResult imitate_baseline(placement::TrainablePolicy* policy,
+                                 const sim::Simulator& simulator, const PluginRegistry& registry,
+                                 const placement::Grouping& grouping,
                                  const ImitationOptions& options, uint64_t seed,
-                                 const placement::Action& prefix = {}, const sim::Simulator* judge = nullptr);
+                                 const placement::Action& prefix = {},
+                                 const sim::Simulator* judge = nullptr);
 
 }  // namespace placementd::offline

@@ -13,7 +13,8 @@ namespace placementd::sim {
 namespace {
 
 // Step time, or nullopt when the placement cannot be a candidate; `why` says why.
-std::optional<double> step_time(const Simulator& simulator, const placement::Placement& p, std::string* why = nullptr) {
+std::optional<double> step_time(const Simulator& simulator, const placement::Placement& p,
+                                std::string* why = nullptr) {
   try {
     const SimulationResult r = simulator.simulate(p);
     if (r.valid) return r.step_time_s;
@@ -25,7 +26,8 @@ std::optional<double> step_time(const Simulator& simulator, const placement::Pla
 }
 
 // The mean over `simulator` and `ensemble`; nullopt when any of them rejects the placement.
-std::optional<double> mean_step_time(const Simulator& simulator, const std::vector<const Simulator*>& ensemble,
+std::optional<double> mean_step_time(const Simulator& simulator,
+                                     const std::vector<const Simulator*>& ensemble,
                                      const placement::Placement& p, std::string* why = nullptr) {
   std::optional<double> total = step_time(simulator, p, why);
   for (const Simulator* model : ensemble) {
@@ -39,14 +41,14 @@ std::optional<double> mean_step_time(const Simulator& simulator, const std::vect
 
 }  // namespace
 
-AnnealResult anneal(const Simulator& simulator, const placement::Grouping& grouping, std::vector<int> start,
-                    const AnnealOptions& options) {
+AnnealResult anneal(const Simulator& simulator, const placement::Grouping& grouping,
+                    std::vector<int> start, const AnnealOptions& options) {
   const placement::OpGraph& graph = simulator.graph();
   const placement::DeviceSet& devices = simulator.devices();
   grouping.validate(graph);
   if (start.size() != static_cast<size_t>(grouping.num_groups))
-    throw std::invalid_argument("annealing start has " + std::to_string(start.size()) + " devices for " +
-                                std::to_string(grouping.num_groups) + " groups");
+    throw std::invalid_argument("annealing start has " + std::to_string(start.size()) +
+                                " devices for " + std::to_string(grouping.num_groups) + " groups");
   const auto members = grouping.members();
   auto placement_of = [&](const std::vector<int>& device_of_group) {
     placement::Placement p = placement::Placement::from_groups(grouping, device_of_group);
@@ -54,8 +56,10 @@ AnnealResult anneal(const Simulator& simulator, const placement::Grouping& group
     return p;
   };
   std::string why;
-  const std::optional<double> first = mean_step_time(simulator, options.ensemble, placement_of(start), &why);
-  if (!first) throw std::invalid_argument("the start of the search is not a valid placement: " + why);
+  const std::optional<double> first =
+      mean_step_time(simulator, options.ensemble, placement_of(start), &why);
+  if (!first)
+    throw std::invalid_argument("the start of the search is not a valid placement: " + why);
 
   AnnealResult result;
   result.device_of_group = start;
@@ -81,10 +85,13 @@ AnnealResult anneal(const Simulator& simulator, const placement::Grouping& group
   const auto started = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < options.evaluations; ++i) {
     if (options.max_seconds > 0 && i % 64 == 0 &&
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() > options.max_seconds)
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() >
+            options.max_seconds)
       break;
     const double temperature =
-        t0 * std::pow(options.cooling, static_cast<double>(i) / static_cast<double>(std::max<int64_t>(options.evaluations, 1)));
+        t0 * std::pow(options.cooling,
+                      static_cast<double>(i) /
+                          static_cast<double>(std::max<int64_t>(options.evaluations, 1)));
     // Half the moves send one group elsewhere; half swap two groups' devices, which keeps the
     // load balanced and so gets out of the minima where every single move would overload a device.
     int g = pick_group(rng), h = -1;
@@ -102,7 +109,8 @@ AnnealResult anneal(const Simulator& simulator, const placement::Grouping& group
     if (h >= 0) assign(h, was);
     ++result.evaluations;
     const std::optional<double> t = mean_step_time(simulator, options.ensemble, placement);
-    const bool accept = t && (*t <= current_time || uniform(rng) < std::exp((current_time - *t) / temperature));
+    const bool accept =
+        t && (*t <= current_time || uniform(rng) < std::exp((current_time - *t) / temperature));
     if (!accept) {
       assign(g, was);
       if (h >= 0) assign(h, to);

@@ -37,11 +37,11 @@ struct AnnealResult {
   int64_t evaluations = 0;
 };
 
-/// Moves one group to another device or swaps two groups' devices, keeping what the temperature allows and never a
-/// placement the memory model rejects or the simulator cannot time (an op on a device kind it has
-/// no profile for). Deterministic for a seed. Throws std::invalid_argument if `start` does not fit
-/// the grouping or is itself rejected (the reason included).
-AnnealResult anneal(const Simulator& simulator, const placement::Grouping& grouping, std::vector<int> start,
-                    const AnnealOptions& options);
+/// Moves one group to another device or swaps two groups' devices, keeping what the temperature
+/// allows and never a placement the memory model rejects or the simulator cannot time (an op on a
+/// device kind it has no profile for). Deterministic for a seed. Throws std::invalid_argument if
+/// `start` does not fit the grouping or is itself rejected (the reason included).
+AnnealResult anneal(const Simulator& simulator, const placement::Grouping& grouping,
+                    std::vector<int> start, const AnnealOptions& options);
 
 }  // namespace placementd::sim

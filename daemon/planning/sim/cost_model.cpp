@@ -7,7 +7,8 @@ namespace placementd::sim {
 using placement::DeviceSpec;
 using placement::MathClass;
 
-double peak_flops(const DeviceSpec& spec, MathClass math, const std::string& dtype, const MathModes& modes) {
+double peak_flops(const DeviceSpec& spec, MathClass math, const std::string& dtype,
+                  const MathModes& modes) {
   if (math == MathClass::kVector || math == MathClass::kPool) return spec.fp32_flops;
   auto tensor_cores_or_fp32 = [&](double rate) { return rate > 0 ? rate : spec.fp32_flops; };
   if (dtype == "bfloat16") return tensor_cores_or_fp32(spec.bf16_flops);
@@ -17,7 +18,8 @@ double peak_flops(const DeviceSpec& spec, MathClass math, const std::string& dty
   return tf32 ? tensor_cores_or_fp32(spec.tf32_flops) : spec.fp32_flops;
 }
 
-PredictedTime predict_op_time(const placement::OpWork& work, const DeviceSpec& spec, const MathModes& modes) {
+PredictedTime predict_op_time(const placement::OpWork& work, const DeviceSpec& spec,
+                              const MathModes& modes) {
   double efficiency = spec.compute_efficiency;
   if (work.math == MathClass::kConv && spec.conv_efficiency > 0) efficiency = spec.conv_efficiency;
   if (work.math == MathClass::kPool && spec.pool_efficiency > 0) efficiency = spec.pool_efficiency;
@@ -28,7 +30,8 @@ PredictedTime predict_op_time(const placement::OpWork& work, const DeviceSpec& s
   const bool layout_pass = work.math == MathClass::kConv && spec.conv_layout_bandwidth > 0;
   auto pass = [&](double flops, double bytes, int kernels) {
     const double compute = flops / flops_per_s;
-    const double work = layout_pass ? compute + bytes / spec.conv_layout_bandwidth : std::max(compute, bytes / bytes_per_s);
+    const double work = layout_pass ? compute + bytes / spec.conv_layout_bandwidth
+                                    : std::max(compute, bytes / bytes_per_s);
     return work + kernels * spec.launch_s;
   };
   const double rnn = rnn_library_time(work, spec);
@@ -46,9 +49,11 @@ double optimizer_passes(double optimizer_state_factor) {
   return f <= 1.0 ? 3.0 + 5.0 * f : 8.0 + 10.0 * (f - 1.0);
 }
 
-double predict_update_time(uint64_t parameter_bytes, double optimizer_state_factor, const DeviceSpec& spec) {
+double predict_update_time(uint64_t parameter_bytes, double optimizer_state_factor,
+                           const DeviceSpec& spec) {
   if (parameter_bytes == 0) return 0.0;
-  const double streamed = static_cast<double>(parameter_bytes) * optimizer_passes(optimizer_state_factor);
+  const double streamed =
+      static_cast<double>(parameter_bytes) * optimizer_passes(optimizer_state_factor);
   // Multi-tensor apply launches each pass once for a whole parameter list; charged per op here.
   return streamed / (spec.memory_bandwidth * spec.memory_efficiency) + spec.launch_s;
 }

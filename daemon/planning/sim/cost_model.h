@@ -24,8 +24,8 @@ struct PredictedTime {
 };
 
 /// The arithmetic rate an op of this math class and dtype reaches at best on `spec`, FLOP/s.
-double peak_flops(const placement::DeviceSpec& spec, placement::MathClass math, const std::string& dtype,
-                  const MathModes& modes);
+double peak_flops(const placement::DeviceSpec& spec, placement::MathClass math,
+                  const std::string& dtype, const MathModes& modes);
 
 /// Forward and backward time of one op: for each pass, the larger of FLOPs ÷ (peak × compute
 /// efficiency) and bytes ÷ (bandwidth × memory efficiency), plus kernels × launch time and a fused
@@ -48,6 +48,7 @@ double optimizer_passes(double optimizer_state_factor);
 
 /// Time of the optimizer's update of `parameter_bytes` of parameters: optimizer_passes() over them
 /// at the device's bandwidth, in one launch per pass (multi-tensor apply batches the tensors).
-double predict_update_time(uint64_t parameter_bytes, double optimizer_state_factor, const placement::DeviceSpec& spec);
+double predict_update_time(uint64_t parameter_bytes, double optimizer_state_factor,
+                           const placement::DeviceSpec& spec);
 
 }  // namespace placementd::sim

@@ -15,7 +15,8 @@ namespace placementd::sim {
 /// fp32_tflops, memory_bandwidth_gbs, ...: docs/simulator.md), into d.spec; a preset also gives
 /// d.memory_bytes unless `t` has memory_gib. Problems are reported through `c`, positioned and
 /// prefixed with `where`; d.spec is then left as it was.
-void read_device_spec(TomlChecker& c, const toml::table& t, const std::string& where, placement::Device& d);
+void read_device_spec(TomlChecker& c, const toml::table& t, const std::string& where,
+                      placement::Device& d);
 /// The presets' names, comma-separated, for messages.
 std::string preset_names();
 /// The keys read_device_spec() reads, with `others` (the table's own keys) before them: for

@@ -22,7 +22,8 @@ constexpr double kModelErrors[] = {0.0, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0
 constexpr double kLengths[] = {0.1, 0.3, 1.0, std::numeric_limits<double>::infinity()};
 // Correlation lengths in log predicted time: placements the model predicts alike share their
 // bottleneck, and with it the model's error there (infinity: the prediction does not matter).
-constexpr double kTimeLengths[] = {0.01, 0.03, 0.1, 0.3, 1.0, std::numeric_limits<double>::infinity()};
+constexpr double kTimeLengths[] = {0.01, 0.03, 0.1,
+                                   0.3,  1.0,  std::numeric_limits<double>::infinity()};
 
 double share_moved(const std::vector<int>& a, const std::vector<int>& b) {
   if (a.empty()) return 0.0;
@@ -50,9 +51,9 @@ struct ModelAssistedSelection::State {
     size_t tag;
   };
   std::vector<Candidate> candidates;
-  Eigen::MatrixXd distance;        // share of ops moved, between kept candidates
-  Eigen::MatrixXd time_distance;   // |difference of log predicted time|, between kept candidates
-  std::vector<double> estimates;   // log step time
+  Eigen::MatrixXd distance;       // share of ops moved, between kept candidates
+  Eigen::MatrixXd time_distance;  // |difference of log predicted time|, between kept candidates
+  std::vector<double> estimates;  // log step time
   // The contenders: candidates whose measurement leaves a chance that they are the fastest. The
   // model's error is fitted among them only: far slower placements have other bottlenecks, where
   // the model errs in other ways, and would make it look unreliable where the choice is made.
@@ -63,7 +64,9 @@ struct ModelAssistedSelection::State {
   double length = 1.0;
   double time_length = std::numeric_limits<double>::infinity();
 
-  double log_measured(size_t i) const { return candidates[i].log_predicted + candidates[i].log_ratio; }
+  double log_measured(size_t i) const {
+    return candidates[i].log_predicted + candidates[i].log_ratio;
+  }
 
   void choose_contenders() {
     contenders.clear();
@@ -72,7 +75,8 @@ struct ModelAssistedSelection::State {
       if (log_measured(i) < log_measured(lowest)) lowest = i;
     const double lowest_sd = std::sqrt(candidates[lowest].noise_var);
     for (size_t i = 0; i < candidates.size(); ++i)
-      if (log_measured(i) - log_measured(lowest) <= kContenderSigmas * (std::sqrt(candidates[i].noise_var) + lowest_sd))
+      if (log_measured(i) - log_measured(lowest) <=
+          kContenderSigmas * (std::sqrt(candidates[i].noise_var) + lowest_sd))
         contenders.push_back(static_cast<Eigen::Index>(i));
   }
 
@@ -89,7 +93,8 @@ struct ModelAssistedSelection::State {
     Eigen::MatrixXd c = k;
     Eigen::VectorXd r(n);
     for (Eigen::Index i = 0; i < n; ++i) {
-      const Candidate& candidate = candidates[static_cast<size_t>(contenders[static_cast<size_t>(i)])];
+      const Candidate& candidate =
+          candidates[static_cast<size_t>(contenders[static_cast<size_t>(i)])];
       c(i, i) += candidate.noise_var + 1e-12;
       r[i] = candidate.log_ratio;
     }
@@ -114,39 +119,48 @@ struct ModelAssistedSelection::State {
 };
 
 ModelAssistedSelection::ModelAssistedSelection(size_t max_candidates)
-    : max_candidates_(std::max(max_candidates, kMinCandidates)), state_(std::make_unique<State>()) {}
+    : max_candidates_(std::max(max_candidates, kMinCandidates)),
+      state_(std::make_unique<State>()) {}
 ModelAssistedSelection::~ModelAssistedSelection() = default;
 ModelAssistedSelection::ModelAssistedSelection(ModelAssistedSelection&&) noexcept = default;
-ModelAssistedSelection& ModelAssistedSelection::operator=(ModelAssistedSelection&&) noexcept = default;
+ModelAssistedSelection& ModelAssistedSelection::operator=(ModelAssistedSelection&&) noexcept =
+    default;
 
-void ModelAssistedSelection::add(std::vector<int> device_of_op, double predicted_s, double measured_s, double noise,
-                                 size_t tag) {
-  if (!(predicted_s > 0.0) || !(measured_s > 0.0) || !std::isfinite(predicted_s) || !std::isfinite(measured_s))
-    throw std::invalid_argument("model-assisted selection: step times must be positive and finite, got predicted " +
-                                std::to_string(predicted_s) + " s, measured " + std::to_string(measured_s) + " s");
-  if (!(noise >= 0.0) || !std::isfinite(noise)) throw std::invalid_argument("model-assisted selection: noise must be >= 0");
+void ModelAssistedSelection::add(std::vector<int> device_of_op, double predicted_s,
+                                 double measured_s, double noise, size_t tag) {
+  if (!(predicted_s > 0.0) || !(measured_s > 0.0) || !std::isfinite(predicted_s) ||
+      !std::isfinite(measured_s))
+    throw std::invalid_argument(
+        "model-assisted selection: step times must be positive and finite, got predicted " +
+        std::to_string(predicted_s) + " s, measured " + std::to_string(measured_s) + " s");
+  if (!(noise >= 0.0) || !std::isfinite(noise))
+    throw std::invalid_argument("model-assisted selection: noise must be >= 0");
   State& s = *state_;
   if (!s.candidates.empty() && device_of_op.size() != s.candidates.front().device_of_op.size())
-    throw std::invalid_argument("model-assisted selection: a placement of " + std::to_string(device_of_op.size()) +
-                                " ops after ones of " + std::to_string(s.candidates.front().device_of_op.size()));
+    throw std::invalid_argument("model-assisted selection: a placement of " +
+                                std::to_string(device_of_op.size()) + " ops after ones of " +
+                                std::to_string(s.candidates.front().device_of_op.size()));
   const auto n = static_cast<Eigen::Index>(s.candidates.size());
   s.distance.conservativeResize(n + 1, n + 1);
   s.time_distance.conservativeResize(n + 1, n + 1);
   for (Eigen::Index i = 0; i < n; ++i) {
     const auto& other = s.candidates[static_cast<size_t>(i)];
     s.distance(i, n) = s.distance(n, i) = share_moved(device_of_op, other.device_of_op);
-    s.time_distance(i, n) = s.time_distance(n, i) = std::abs(std::log(predicted_s) - other.log_predicted);
+    s.time_distance(i, n) = s.time_distance(n, i) =
+        std::abs(std::log(predicted_s) - other.log_predicted);
   }
   s.distance(n, n) = s.time_distance(n, n) = 0.0;
-  s.candidates.push_back({std::move(device_of_op), std::log(predicted_s), std::log(measured_s / predicted_s),
-                          noise * noise, tag});
+  s.candidates.push_back({std::move(device_of_op), std::log(predicted_s),
+                          std::log(measured_s / predicted_s), noise * noise, tag});
   ++s.added;
   if (s.candidates.size() > max_candidates_) {
     // Keep the ones the model predicts fastest: swap the slowest to the end and drop it.
-    const auto slowest = static_cast<Eigen::Index>(
-        std::max_element(s.candidates.begin(), s.candidates.end(),
-                         [](const auto& a, const auto& b) { return a.log_predicted < b.log_predicted; }) -
-        s.candidates.begin());
+    const auto slowest =
+        static_cast<Eigen::Index>(std::max_element(s.candidates.begin(), s.candidates.end(),
+                                                   [](const auto& a, const auto& b) {
+                                                     return a.log_predicted < b.log_predicted;
+                                                   }) -
+                                  s.candidates.begin());
     const Eigen::Index last = n;
     if (slowest != last) {
       std::swap(s.candidates[static_cast<size_t>(slowest)], s.candidates.back());
@@ -165,7 +179,8 @@ void ModelAssistedSelection::add(std::vector<int> device_of_op, double predicted
 
 void ModelAssistedSelection::refit(bool hyperparameters) {
   State& s = *state_;
-  const bool noisy = std::any_of(s.candidates.begin(), s.candidates.end(), [](const auto& c) { return c.noise_var > 0; });
+  const bool noisy = std::any_of(s.candidates.begin(), s.candidates.end(),
+                                 [](const auto& c) { return c.noise_var > 0; });
   for (size_t i = 0; i < s.candidates.size(); ++i)
     s.estimates[i] = s.candidates[i].log_predicted + s.candidates[i].log_ratio;  // the measurement
   s.choose_contenders();

@@ -10,11 +10,12 @@
 // placements (kriging): a constant calibration, plus a model error whose correlation decays
 // exponentially with the share of ops two placements put on different devices and as a Gaussian
 // with the difference of their log predicted times (placements the model predicts alike share
-// their bottleneck, and with it the model's error), plus the known measurement noise. Its size and correlation lengths are fitted by marginal likelihood among the
-// contenders (the candidates whose measurement leaves a chance that they are the fastest). A
-// candidate's estimate is its prediction corrected by what the measurements of it and its
-// neighbours say about the model there: where the model has proven exact the prediction ranks, where
-// it is poor the measurements rank, and a placement measured once borrows from many similar ones.
+// their bottleneck, and with it the model's error), plus the known measurement noise. Its size and
+// correlation lengths are fitted by marginal likelihood among the contenders (the candidates whose
+// measurement leaves a chance that they are the fastest). A candidate's estimate is its prediction
+// corrected by what the measurements of it and its neighbours say about the model there: where the
+// model has proven exact the prediction ranks, where it is poor the measurements rank, and a
+// placement measured once borrows from many similar ones.
 
 #include <cstddef>
 #include <memory>
@@ -41,10 +42,11 @@ class ModelAssistedSelection {
 
   /// A candidate (its device per op, all of the same length) the model predicts at `predicted_s`
   /// and that measured `measured_s`, with the measurement's relative standard deviation (0: exact).
-  /// `tag` is the caller's name for it. Throws std::invalid_argument, keeping what was added before,
-  /// for a time that is not positive and finite, a negative or infinite noise, or a placement of
-  /// another length.
-  void add(std::vector<int> device_of_op, double predicted_s, double measured_s, double noise, size_t tag);
+  /// `tag` is the caller's name for it. Throws std::invalid_argument, keeping what was added
+  /// before, for a time that is not positive and finite, a negative or infinite noise, or a
+  /// placement of another length.
+  void add(std::vector<int> device_of_op, double predicted_s, double measured_s, double noise,
+           size_t tag);
 
   struct Best {
     size_t tag;
@@ -57,8 +59,8 @@ class ModelAssistedSelection {
   /// Candidates kept (at most max_candidates).
   size_t size() const;
   /// The model's relative error and its correlation length (share of ops moved) as fitted among
-  /// the contenders; nullopt while there are fewer than kMinCandidates of them, or when the noise is
-  /// nil (measurements rank alone then).
+  /// the contenders; nullopt while there are fewer than kMinCandidates of them, or when the noise
+  /// is nil (measurements rank alone then).
   std::optional<double> model_error() const;
   std::optional<double> correlation_length() const;
   /// The model error's correlation length in log predicted step time (infinite: unrelated to it).

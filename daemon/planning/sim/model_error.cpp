@@ -8,7 +8,8 @@
 namespace placementd::sim {
 
 Simulator with_model_error(const Simulator& truth, double sigma, uint64_t seed) {
-  if (!(sigma >= 0.0)) throw std::invalid_argument("model error must be >= 0, got " + std::to_string(sigma));
+  if (!(sigma >= 0.0))
+    throw std::invalid_argument("model error must be >= 0, got " + std::to_string(sigma));
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal(0.0, 1.0);
   auto factor = [&] { return std::exp(sigma * normal(rng)); };

@@ -24,14 +24,15 @@ std::string gib(uint64_t bytes) {
 }
 
 // CSR adjacency over edge indices.
-void build_csr(size_t n, const std::vector<placement::Edge>& edges, bool incoming, std::vector<int>& begin,
-               std::vector<int>& list) {
+void build_csr(size_t n, const std::vector<placement::Edge>& edges, bool incoming,
+               std::vector<int>& begin, std::vector<int>& list) {
   begin.assign(n + 1, 0);
   for (const auto& e : edges) ++begin[(incoming ? e.dst : e.src) + 1];
   for (size_t i = 0; i < n; ++i) begin[i + 1] += begin[i];
   list.assign(edges.size(), 0);
   std::vector<int> fill(begin.begin(), begin.end() - 1);
-  for (size_t i = 0; i < edges.size(); ++i) list[fill[incoming ? edges[i].dst : edges[i].src]++] = static_cast<int>(i);
+  for (size_t i = 0; i < edges.size(); ++i)
+    list[fill[incoming ? edges[i].dst : edges[i].src]++] = static_cast<int>(i);
 }
 
 }  // namespace
@@ -41,11 +42,15 @@ Simulator::Simulator(OpGraph graph, placement::DeviceSet devices, SimulatorOptio
   graph_.validate();
   devices_.validate();
   const auto& r = options_.replicas;
-  if (r.count < 1) throw std::invalid_argument("replicas: " + std::to_string(r.count) + " is not a count of nodes");
-  if (r.count > 1 && !(r.link.bandwidth > 0))
+  if (r.count < 1)
     throw std::invalid_argument("replicas: " + std::to_string(r.count) +
-                                " nodes need the link between them ([[link]] between = [\"node\", \"node\"])");
-  if (r.bucket_bytes == 0) throw std::invalid_argument("replicas: the bucket size must be above 0 bytes");
+                                " is not a count of nodes");
+  if (r.count > 1 && !(r.link.bandwidth > 0))
+    throw std::invalid_argument(
+        "replicas: " + std::to_string(r.count) +
+        " nodes need the link between them ([[link]] between = [\"node\", \"node\"])");
+  if (r.bucket_bytes == 0)
+    throw std::invalid_argument("replicas: the bucket size must be above 0 bytes");
   order_ = graph_.topological_order();
   const size_t n = graph_.ops.size(), D = devices_.size();
   build_csr(n, graph_.edges, true, in_begin_, in_edges_);
@@ -76,9 +81,10 @@ void Simulator::add_predicted_profiles() {
     for (size_t u = 0; u < graph_.ops.size(); ++u) {
       placement::Op& op = graph_.ops[u];
       const Cost& c = costs_[u * D + d];
-      if (!c.predicted || op.profile.count(kind)) continue;  // measured, or an earlier device of the kind
-      op.profile[kind] = {c.forward * device.speed, c.backward * device.speed, c.update * device.speed,
-                          activation_bytes_[u], true};
+      if (!c.predicted || op.profile.count(kind))
+        continue;  // measured, or an earlier device of the kind
+      op.profile[kind] = {c.forward * device.speed, c.backward * device.speed,
+                          c.update * device.speed, activation_bytes_[u], true};
     }
   }
 }
@@ -87,13 +93,15 @@ Simulator::Cost Simulator::time_on(const placement::Op& op, const placement::Dev
   const auto it = op.profile.find(to_string(device.kind));
   auto from_profile = [&](bool predicted) {
     const placement::OpProfile& p = it->second;
-    return Cost{p.forward_s / device.speed, p.backward_s / device.speed, p.update_s / device.speed, predicted};
+    return Cost{p.forward_s / device.speed, p.backward_s / device.speed, p.update_s / device.speed,
+                predicted};
   };
   if (it != op.profile.end() && !it->second.predicted) return from_profile(false);
   if (op.work && device.spec) {
     const PredictedTime t = predict_op_time(*op.work, *device.spec, options_.math);
     return {t.forward_s, t.backward_s,
-            predict_update_time(op.parameter_bytes, options_.optimizer_state_factor, *device.spec), true};
+            predict_update_time(op.parameter_bytes, options_.optimizer_state_factor, *device.spec),
+            true};
   }
   // A prediction made for another device of this kind (a graph from another simulator's graph()).
   if (it != op.profile.end()) return from_profile(true);
@@ -112,14 +120,17 @@ const Simulator::Cost& Simulator::cost(int op, int device) const {
 std::string Simulator::why_untimeable(int op, int device) const {
   const placement::Op& o = graph_.ops[op];
   const placement::Device& d = devices_.devices[device];
-  const std::string what = "op " + std::to_string(op) + " '" + o.name + "' cannot be timed on " + d.name() + ": ";
+  const std::string what =
+      "op " + std::to_string(op) + " '" + o.name + "' cannot be timed on " + d.name() + ": ";
   const std::string kind = to_string(d.kind);
   if (!o.work)
-    return what + "it has no " + kind + " profile and the graph has no op work to predict one "
-                  "from (the file predates it: re-capture the model with placementctl-capture)";
+    return what + "it has no " + kind +
+           " profile and the graph has no op work to predict one "
+           "from (the file predates it: re-capture the model with placementctl-capture)";
   return what + "it has no " + kind + " profile and " + d.name() +
          " has no spec to predict one from (give the device spec = \"<preset>\" or its "
-         "figures in the topology, or profile the graph on a " + kind + " device)";
+         "figures in the topology, or profile the graph on a " +
+         kind + " device)";
 }
 
 uint64_t Simulator::capacity(size_t device) const {
@@ -134,12 +145,14 @@ uint64_t Simulator::parameter_state_bytes(size_t op) const {
 }
 
 bool Simulator::holds_alone(size_t op, size_t device) const {
-  return parameter_state_bytes(op) + activation_bytes_[op] + graph_.ops[op].output_bytes() <= capacity(device);
+  return parameter_state_bytes(op) + activation_bytes_[op] + graph_.ops[op].output_bytes() <=
+         capacity(device);
 }
 
 Simulator::MemoryFloor Simulator::memory_floor() const {
   MemoryFloor floor;
-  for (size_t u = 0; u < graph_.ops.size(); ++u) floor.bytes += parameter_state_bytes(u) + activation_bytes_[u];
+  for (size_t u = 0; u < graph_.ops.size(); ++u)
+    floor.bytes += parameter_state_bytes(u) + activation_bytes_[u];
   uint64_t largest = 0, total = 0;
   for (size_t d = 0; d < devices_.size(); ++d) {
     largest = std::max(largest, capacity(d));
@@ -162,7 +175,8 @@ std::pair<size_t, std::string> Simulator::untimeable_ops(int device) const {
 
 size_t Simulator::predicted_op_count(int device) const {
   size_t count = 0;
-  for (size_t u = 0; u < graph_.ops.size(); ++u) count += costs_[u * devices_.size() + device].predicted;
+  for (size_t u = 0; u < graph_.ops.size(); ++u)
+    count += costs_[u * devices_.size() + device].predicted;
   return count;
 }
 
@@ -188,9 +202,10 @@ void Simulator::fill_memory(const Placement& placement, SimulationResult& result
     const MemoryUse& m = result.memory[d];
     if (m.peak() > m.capacity) {
       result.valid = false;
-      result.invalid_reason = "out of memory on " + devices_.devices[d].name() + ": needs " + gib(m.peak()) +
-                              " (parameters, gradients and optimizer state " + gib(m.parameters) + ", activations " +
-                              gib(m.activations) + ", largest output " + gib(m.transient) + "), has " + gib(m.capacity);
+      result.invalid_reason = "out of memory on " + devices_.devices[d].name() + ": needs " +
+                              gib(m.peak()) + " (parameters, gradients and optimizer state " +
+                              gib(m.parameters) + ", activations " + gib(m.activations) +
+                              ", largest output " + gib(m.transient) + "), has " + gib(m.capacity);
     }
   }
 }
@@ -231,7 +246,8 @@ SimulationResult Simulator::simulate(const Placement& placement) const {
   auto transfer = [&](int from, int to, double ready, uint64_t bytes) {
     double& link = link_free[from * D + to];
     const double start = std::max(ready, link);
-    link = start + devices_.latency[from][to] + static_cast<double>(bytes) / devices_.bandwidth[from][to];
+    link = start + devices_.latency[from][to] +
+           static_cast<double>(bytes) / devices_.bandwidth[from][to];
     result.transferred_bytes += bytes;
     ++result.transfers;
     return link;
@@ -270,7 +286,9 @@ SimulationResult Simulator::simulate(const Placement& placement) const {
     double ready = forward_done;
     for (int i = out_begin_[u]; i < out_begin_[u + 1]; ++i) {
       const auto& e = graph_.edges[out_edges_[i]];
-      ready = std::max(ready, dev[e.dst] == dev[u] ? backward_end[e.dst] : transfer(dev[e.dst], dev[u], backward_end[e.dst], e.bytes));
+      ready = std::max(ready, dev[e.dst] == dev[u]
+                                  ? backward_end[e.dst]
+                                  : transfer(dev[e.dst], dev[u], backward_end[e.dst], e.bytes));
     }
     double& free = device_free[resource[dev[u]]];
     const double start = std::max(ready, free);
@@ -281,8 +299,9 @@ SimulationResult Simulator::simulate(const Placement& placement) const {
   result.backward_s = backward_done;
 
   // Replicas average their gradients before the optimizer steps.
-  const double averaged = options_.replicas.count > 1 ? all_reduce(placement, backward_end, backward_done, result)
-                                                      : backward_done;
+  const double averaged = options_.replicas.count > 1
+                              ? all_reduce(placement, backward_end, backward_done, result)
+                              : backward_done;
 
   // optimizer.step() runs after loss.backward() returns; devices update their own parameters.
   std::vector<double> update(D, 0.0);
@@ -297,7 +316,8 @@ SimulationResult Simulator::simulate(const Placement& placement) const {
   for (size_t d = 0; d < D; ++d) {
     result.busy_s[d] += update[d];
     step = std::max(step, averaged + update[d]);
-    if (used[d] && devices_.devices[d].spec) loop = std::max(loop, devices_.devices[d].spec->step_s);
+    if (used[d] && devices_.devices[d].spec)
+      loop = std::max(loop, devices_.devices[d].spec->step_s);
   }
   result.step_time_s = step + loop;
   return result;
@@ -310,8 +330,8 @@ double Simulator::ring_allreduce_s(uint64_t bytes) const {
   return 2.0 * (n - 1.0) * (r.link.latency + static_cast<double>(bytes) / n / r.link.bandwidth);
 }
 
-double Simulator::all_reduce(const Placement& placement, const std::vector<double>& backward_end, double backward_done,
-                             SimulationResult& result) const {
+double Simulator::all_reduce(const Placement& placement, const std::vector<double>& backward_end,
+                             double backward_done, SimulationResult& result) const {
   const auto& r = options_.replicas;
   const size_t D = devices_.size();
   // Each device's parameters, in the order backward finishes with them, fill buckets of at most
@@ -319,14 +339,16 @@ double Simulator::all_reduce(const Placement& placement, const std::vector<doubl
   // last gradient is.
   std::vector<std::vector<int>> by_device(D);
   for (size_t u = 0; u < graph_.ops.size(); ++u)
-    if (graph_.ops[u].parameter_bytes > 0) by_device[placement.device_of_op[u]].push_back(static_cast<int>(u));
+    if (graph_.ops[u].parameter_bytes > 0)
+      by_device[placement.device_of_op[u]].push_back(static_cast<int>(u));
   struct Bucket {
     double ready = 0.0;
     uint64_t bytes = 0;
   };
   std::vector<Bucket> buckets;
   for (std::vector<int>& ops : by_device) {
-    std::stable_sort(ops.begin(), ops.end(), [&](int a, int b) { return backward_end[a] < backward_end[b]; });
+    std::stable_sort(ops.begin(), ops.end(),
+                     [&](int a, int b) { return backward_end[a] < backward_end[b]; });
     bool open = false;
     for (int u : ops) {
       const uint64_t bytes = graph_.ops[u].parameter_bytes;
@@ -336,7 +358,8 @@ double Simulator::all_reduce(const Placement& placement, const std::vector<doubl
       buckets.back().bytes += bytes;
     }
   }
-  std::stable_sort(buckets.begin(), buckets.end(), [](const Bucket& a, const Bucket& b) { return a.ready < b.ready; });
+  std::stable_sort(buckets.begin(), buckets.end(),
+                   [](const Bucket& a, const Bucket& b) { return a.ready < b.ready; });
   // The node's link carries one bucket's ring at a time.
   double link_free = r.overlap ? 0.0 : backward_done;
   for (const Bucket& b : buckets) {
@@ -378,7 +401,8 @@ double Simulator::lower_bound_s() const {
   double critical = 0.0;
   for (int v : order_) {
     double longest = 0.0;
-    for (int i = in_begin_[v]; i < in_begin_[v + 1]; ++i) longest = std::max(longest, path[graph_.edges[in_edges_[i]].src]);
+    for (int i = in_begin_[v]; i < in_begin_[v + 1]; ++i)
+      longest = std::max(longest, path[graph_.edges[in_edges_[i]].src]);
     path[v] = longest + best[v];
     critical = std::max(critical, path[v]);
   }
@@ -388,11 +412,13 @@ double Simulator::lower_bound_s() const {
     // backward without overlap; with it, no step is shorter than the ring alone.
     uint64_t total = 0;
     for (const auto& op : graph_.ops) total += op.parameter_bytes;
-    const uint64_t buckets = (total + options_.replicas.bucket_bytes - 1) / options_.replicas.bucket_bytes;
-    const double ring = total == 0 ? 0.0
-                                   : ring_allreduce_s(total) + 2.0 * (options_.replicas.count - 1.0) *
-                                                                   options_.replicas.link.latency *
-                                                                   (static_cast<double>(buckets) - 1.0);
+    const uint64_t buckets =
+        (total + options_.replicas.bucket_bytes - 1) / options_.replicas.bucket_bytes;
+    const double ring = total == 0
+                            ? 0.0
+                            : ring_allreduce_s(total) + 2.0 * (options_.replicas.count - 1.0) *
+                                                            options_.replicas.link.latency *
+                                                            (static_cast<double>(buckets) - 1.0);
     bound = options_.replicas.overlap ? std::max(bound, ring) : bound + ring;
   }
   return bound + least_step_overhead_s();
@@ -429,11 +455,13 @@ double Simulator::work_bound_s() const {
   };
   std::vector<Type> types;
   for (size_t d = 0; d < D; ++d) {
-    const bool shared = options_.cpu_devices_share_host && devices_.devices[d].kind == DeviceKind::kCpu;
+    const bool shared =
+        options_.cpu_devices_share_host && devices_.devices[d].kind == DeviceKind::kCpu;
     auto same = [&](const Type& type) {
       const size_t e = type.devices.front();
       if (shared) return devices_.devices[e].kind == DeviceKind::kCpu;
-      if (options_.cpu_devices_share_host && devices_.devices[e].kind == DeviceKind::kCpu) return false;
+      if (options_.cpu_devices_share_host && devices_.devices[e].kind == DeviceKind::kCpu)
+        return false;
       if (capacity(e) != capacity(d)) return false;
       for (size_t u = 0; u < n; ++u)
         if (total_time(u, e) != total_time(u, d)) return false;
@@ -452,7 +480,8 @@ double Simulator::work_bound_s() const {
     for (size_t k = 0; k < K; ++k)
       for (size_t d : types[k].devices) {
         const double t = total_time(u, d);
-        if (t >= 0 && holds_alone(u, d) && (time[u * K + k] < 0 || t < time[u * K + k])) time[u * K + k] = t;
+        if (t >= 0 && holds_alone(u, d) && (time[u * K + k] < 0 || t < time[u * K + k]))
+          time[u * K + k] = t;
       }
   }
   // Ops that only one type can hold must all fit there, with the largest one's output as some
@@ -464,10 +493,12 @@ double Simulator::work_bound_s() const {
       if (time[u * K + k] >= 0) ++holders, at = k;
     if (holders != 1) continue;
     forced[at] += memory[u];
-    forced_output[at] = std::max(forced_output[at], static_cast<double>(graph_.ops[u].output_bytes()));
+    forced_output[at] =
+        std::max(forced_output[at], static_cast<double>(graph_.ops[u].output_bytes()));
   }
   for (size_t k = 0; k < K; ++k)
-    if (forced[k] + forced_output[k] > types[k].memory) return std::numeric_limits<double>::infinity();
+    if (forced[k] + forced_output[k] > types[k].memory)
+      return std::numeric_limits<double>::infinity();
   auto bound_at = [&](const std::vector<double>& alpha, const std::vector<double>& lambda) {
     double value = -std::accumulate(lambda.begin(), lambda.end(), 0.0);
     for (size_t u = 0; u < n; ++u) {
@@ -475,7 +506,8 @@ double Simulator::work_bound_s() const {
       for (size_t k = 0; k < K; ++k) {
         const double t = time[u * K + k];
         if (t < 0 || (types[k].memory <= 0 && memory[u] > 0)) continue;
-        const double priced = alpha[k] * t + (lambda[k] > 0 ? lambda[k] * memory[u] / types[k].memory : 0.0);
+        const double priced =
+            alpha[k] * t + (lambda[k] > 0 ? lambda[k] * memory[u] / types[k].memory : 0.0);
         cheapest = std::min(cheapest, priced);
       }
       if (std::isfinite(cheapest)) value += cheapest;  // else: cannot be timed anywhere
@@ -486,7 +518,8 @@ double Simulator::work_bound_s() const {
   // optimum is often there (a type that should take no work at all).
   auto golden = [](double lo, double hi, const std::function<double(double)>& f) {
     constexpr double kRatio = 0.6180339887498949;
-    const double at_lo = f(lo), at_hi = f(hi), end = at_lo >= at_hi ? lo : hi, f_end = std::max(at_lo, at_hi);
+    const double at_lo = f(lo), at_hi = f(hi), end = at_lo >= at_hi ? lo : hi,
+                 f_end = std::max(at_lo, at_hi);
     double a = hi - kRatio * (hi - lo), b = lo + kRatio * (hi - lo), fa = f(a), fb = f(b);
     for (int i = 0; i < 40; ++i) {
       if (fa < fb) {
@@ -512,7 +545,8 @@ double Simulator::work_bound_s() const {
     for (int round = 0; round < rounds; ++round)
       for (size_t i = 0; i < K; ++i)
         for (size_t j = i + 1; j < K; ++j) {
-          const double ni = types[i].count, nj = types[j].count, mass = ni * alpha[i] + nj * alpha[j];
+          const double ni = types[i].count, nj = types[j].count,
+                       mass = ni * alpha[i] + nj * alpha[j];
           std::vector<double> trial = alpha;
           auto f = [&](double share) {  // share of the pair's mass on type i
             trial[i] = share * mass / ni;

@@ -1,7 +1,7 @@
 #pragma once
 // Predicts the step time and memory of a placement from a profiled graph and a device topology.
-// Used offline (placementctl simulate/optimize), by the memory pre-screen of live candidates, and by
-// tests and benchmarks. Torch-free.
+// Used offline (placementctl simulate/optimize), by the memory pre-screen of live candidates, and
+// by tests and benchmarks. Torch-free.
 
 #include <cstdint>
 #include <string>
@@ -16,7 +16,8 @@
 namespace placementd::sim {
 
 struct SimulatorOptions {
-  /// Optimizer state per parameter byte: 2 for Adam (two moments), 1 for SGD with momentum, 0 for SGD.
+  /// Optimizer state per parameter byte: 2 for Adam (two moments), 1 for SGD with momentum, 0 for
+  /// SGD.
   double optimizer_state_factor = 2.0;
   /// Fraction of each device's memory kept free ([devices].memory_headroom_fraction).
   double memory_headroom_fraction = 0.0;
@@ -39,10 +40,11 @@ struct SimulatorOptions {
 
 /// Memory a placement needs on one device, by what it is for.
 struct MemoryUse {
-  uint64_t parameters = 0;      // parameters + gradients + optimizer state
-  uint64_t activations = 0;     // kept for backward, including copies of inputs received from other devices
-  uint64_t transient = 0;       // the largest single output (a working buffer)
-  uint64_t capacity = 0;        // usable: memory × (1 − headroom)
+  uint64_t parameters = 0;  // parameters + gradients + optimizer state
+  uint64_t activations =
+      0;  // kept for backward, including copies of inputs received from other devices
+  uint64_t transient = 0;  // the largest single output (a working buffer)
+  uint64_t capacity = 0;   // usable: memory × (1 − headroom)
   uint64_t peak() const { return parameters + activations + transient; }
 };
 

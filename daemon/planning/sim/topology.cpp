@@ -57,19 +57,23 @@ std::string preset_names() {
   return names;
 }
 
-void read_device_spec(TomlChecker& c, const toml::table& t, const std::string& where, placement::Device& d) {
+void read_device_spec(TomlChecker& c, const toml::table& t, const std::string& where,
+                      placement::Device& d) {
   std::optional<placement::DeviceSpec> spec;
   std::string preset_name;
   if (c.get_string(t, "spec", where, preset_name)) {
     const DevicePreset* preset = find_device_preset(preset_name);
     if (!preset) {
-      c.error(*t.get("spec"), where + ".spec: unknown device preset '" + preset_name + "' (known: " + preset_names() +
-                                  "; or give the device's figures: fp32_tflops, memory_bandwidth_gbs, ...)");
+      c.error(*t.get("spec"),
+              where + ".spec: unknown device preset '" + preset_name +
+                  "' (known: " + preset_names() +
+                  "; or give the device's figures: fp32_tflops, memory_bandwidth_gbs, ...)");
       return;
     }
     if (preset->kind != d.kind) {
-      c.error(*t.get("spec"), where + ".spec: '" + preset_name + "' is a " + to_string(preset->kind) + " preset, but " +
-                                  d.name() + " is a " + to_string(d.kind) + " device");
+      c.error(*t.get("spec"), where + ".spec: '" + preset_name + "' is a " +
+                                  to_string(preset->kind) + " preset, but " + d.name() + " is a " +
+                                  to_string(d.kind) + " device");
       return;
     }
     spec = preset->spec;
@@ -86,8 +90,10 @@ void read_device_spec(TomlChecker& c, const toml::table& t, const std::string& w
   bool ok = true;
   for (const Figure& f : kFigures) {
     double value = 0;
-    if (c.get_float(t, f.key, where, value, f.min, f.max)) (*spec).*(f.field) = value * f.scale;
-    else if (t.get(f.key)) ok = false;
+    if (c.get_float(t, f.key, where, value, f.min, f.max))
+      (*spec).*(f.field) = value * f.scale;
+    else if (t.get(f.key))
+      ok = false;
   }
   if (!from_preset) {
     std::string missing;
@@ -142,14 +148,19 @@ Topology parse_topology_text(const std::string& text, const std::string& name) {
       c.get_float(*t, "latency_us", "defaults", latency_us, 0, 1e6);
       d.latency = latency_us * 1e-6;
       d.bandwidth *= kGB;
-      if (bw) defaults = d;
-      else if (!t->get("bandwidth_gbs")) c.error(*t, "[defaults] needs bandwidth_gbs");
+      if (bw)
+        defaults = d;
+      else if (!t->get("bandwidth_gbs"))
+        c.error(*t, "[defaults] needs bandwidth_gbs");
     }
 
     std::map<std::string, toml::source_position> device_pos;
     const toml::node* devices = root.get("device");
-    if (!devices) errors.push_back(file_error(name, "no [[device]] entries: a topology needs at least one device"));
-    else if (!devices->is_array_of_tables()) c.error(*devices, "device must be an array of tables ([[device]])");
+    if (!devices)
+      errors.push_back(
+          file_error(name, "no [[device]] entries: a topology needs at least one device"));
+    else if (!devices->is_array_of_tables())
+      c.error(*devices, "device must be an array of tables ([[device]])");
     else {
       const auto& array = *devices->as_array();
       for (size_t i = 0; i < array.size(); ++i) {
@@ -169,11 +180,13 @@ Topology parse_topology_text(const std::string& text, const std::string& name) {
           continue;
         }
         double memory = 0;
-        if (c.get_float(t, "memory_gib", where, memory, 1e-6, 1e9)) d.memory_bytes = static_cast<uint64_t>(memory * kGiB);
+        if (c.get_float(t, "memory_gib", where, memory, 1e-6, 1e9))
+          d.memory_bytes = static_cast<uint64_t>(memory * kGiB);
         c.get_float(t, "speed", where, d.speed, 1e-6, 1e6);
         read_device_spec(c, t, where, d);
         if (d.memory_bytes == 0 && !t.get("memory_gib"))
-          c.error(t, "device " + d.name() + " has no memory_gib (and no spec preset to take it from)");
+          c.error(t,
+                  "device " + d.name() + " has no memory_gib (and no spec preset to take it from)");
         if (device_pos.count(d.name())) {
           c.error(*t.get("name"), "device " + d.name() + " appears twice");
           continue;
@@ -184,9 +197,11 @@ Topology parse_topology_text(const std::string& text, const std::string& name) {
     }
 
     const size_t n = set.devices.size();
-    std::vector<std::vector<std::optional<LinkSpec>>> links(n, std::vector<std::optional<LinkSpec>>(n));
+    std::vector<std::vector<std::optional<LinkSpec>>> links(
+        n, std::vector<std::optional<LinkSpec>>(n));
     if (const toml::node* list = root.get("link")) {
-      if (!list->is_array_of_tables()) c.error(*list, "link must be an array of tables ([[link]])");
+      if (!list->is_array_of_tables())
+        c.error(*list, "link must be an array of tables ([[link]])");
       else {
         const auto& array = *list->as_array();
         for (size_t i = 0; i < array.size(); ++i) {
@@ -201,8 +216,10 @@ Topology parse_topology_text(const std::string& text, const std::string& name) {
           }
           const bool node_a = ends[0] == "node", node_b = ends[1] == "node";
           if (node_a != node_b) {
-            c.error(*t.get("between"), where + ": \"node\" stands for a whole node: the link between nodes is "
-                                               "between = [\"node\", \"node\"]");
+            c.error(*t.get("between"),
+                    where +
+                        ": \"node\" stands for a whole node: the link between nodes is "
+                        "between = [\"node\", \"node\"]");
             continue;
           }
           if (node_a) {
@@ -216,7 +233,8 @@ Topology parse_topology_text(const std::string& text, const std::string& name) {
           }
           const int a = set.index_of(ends[0]), b = set.index_of(ends[1]);
           if (a < 0 || b < 0) {
-            c.error(*t.get("between"), where + ": no device named '" + (a < 0 ? ends[0] : ends[1]) + "'");
+            c.error(*t.get("between"),
+                    where + ": no device named '" + (a < 0 ? ends[0] : ends[1]) + "'");
             continue;
           }
           if (a == b) {
@@ -235,8 +253,9 @@ Topology parse_topology_text(const std::string& text, const std::string& name) {
         const std::optional<LinkSpec>& spec = links[a][b] ? links[a][b] : defaults;
         if (!spec) {
           if (a < b)
-            errors.push_back(file_error(name, "no link between " + set.devices[a].name() + " and " + set.devices[b].name() +
-                                                  " (add a [[link]] for them, or bandwidth_gbs in [defaults])"));
+            errors.push_back(file_error(
+                name, "no link between " + set.devices[a].name() + " and " + set.devices[b].name() +
+                          " (add a [[link]] for them, or bandwidth_gbs in [defaults])"));
           continue;
         }
         set.bandwidth[a][b] = spec->bandwidth;
@@ -255,7 +274,9 @@ placement::DeviceSet parse_topology(const std::string& text, const std::string& 
   return parse_topology_text(text, name).devices;
 }
 
-placement::DeviceSet load_topology(const std::string& path) { return load_topology_file(path).devices; }
+placement::DeviceSet load_topology(const std::string& path) {
+  return load_topology_file(path).devices;
+}
 
 Topology load_topology_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -11,8 +11,10 @@ const ParamTable<PostOptions>& params() {
       ParamTable<O>()
           .include(ppo_params(), &O::ppo)
           .add("elite_window", &O::elite_window, "samples between cross-entropy steps", {1, 100000})
-          .add("elite_count", &O::elite_count, "best valid samples of a window to imitate", {1, 100000})
-          .add("cross_entropy_weight", &O::cross_entropy_weight, "scale of the cross-entropy step", {0.0, 100.0});
+          .add("elite_count", &O::elite_count, "best valid samples of a window to imitate",
+               {1, 100000})
+          .add("cross_entropy_weight", &O::cross_entropy_weight, "scale of the cross-entropy step",
+               {0.0, 100.0});
   return table;
 }
 
@@ -21,7 +23,8 @@ PluginInfo info() {
   i.name = "post";
   i.kind = PluginKind::kAlgorithm;
   i.version = "1.0.0";
-  i.summary = "Post: PPO plus cross-entropy minimisation on elite placements (Gao et al., NeurIPS'18)";
+  i.summary =
+      "Post: PPO plus cross-entropy minimisation on elite placements (Gao et al., NeurIPS'18)";
   i.hyperparameters = params().declared();
   return i;
 }
@@ -29,11 +32,14 @@ PluginInfo info() {
 std::vector<ParamError> validate(const Params& p) {
   const PostOptions o = params().read(p);
   if (o.elite_count > o.elite_window)
-    return {{"elite_count", "must not exceed elite_window (" + std::to_string(o.elite_window) + ")"}};
+    return {
+        {"elite_count", "must not exceed elite_window (" + std::to_string(o.elite_window) + ")"}};
   return {};
 }
 
-std::unique_ptr<Algorithm> create(const Params& p) { return std::make_unique<Post>(params().read(p)); }
+std::unique_ptr<Algorithm> create(const Params& p) {
+  return std::make_unique<Post>(params().read(p));
+}
 
 }  // namespace
 }  // namespace placement::plugins

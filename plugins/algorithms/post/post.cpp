@@ -8,8 +8,8 @@ void Post::on_sample(const Action& action, double reward, bool valid) {
   if (valid) window_.emplace_back(reward, action);
   if (++window_samples_ < options_.elite_window) return;
   const size_t keep = std::min(window_.size(), static_cast<size_t>(options_.elite_count));
-  std::partial_sort(window_.begin(), window_.begin() + static_cast<std::ptrdiff_t>(keep), window_.end(),
-                    [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::partial_sort(window_.begin(), window_.begin() + static_cast<std::ptrdiff_t>(keep),
+                    window_.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<Action> elites;
   for (size_t i = 0; i < keep; ++i) elites.push_back(window_[i].second);
   if (context().policy && !elites.empty()) {

@@ -22,12 +22,15 @@ struct PostOptions {
 class Post : public BatchedPolicyGradient {
  public:
   explicit Post(const PostOptions& options)
-      : BatchedPolicyGradient(options.ppo.minibatch, options.ppo.baseline_decay), options_(options) {}
+      : BatchedPolicyGradient(options.ppo.minibatch, options.ppo.baseline_decay),
+        options_(options) {}
 
   uint64_t cross_entropy_steps() const { return cross_entropy_steps_; }
 
  protected:
-  void update(const SampleBatch& batch) override { ppo_iteration(*context().policy, batch, options_.ppo); }
+  void update(const SampleBatch& batch) override {
+    ppo_iteration(*context().policy, batch, options_.ppo);
+  }
   void on_sample(const Action& action, double reward, bool valid) override;
 
  private:

@@ -17,7 +17,9 @@ PluginInfo info() {
 
 std::vector<ParamError> validate(const Params&) { return {}; }
 
-std::unique_ptr<Algorithm> create(const Params& p) { return std::make_unique<Ppo>(ppo_params().read(p)); }
+std::unique_ptr<Algorithm> create(const Params& p) {
+  return std::make_unique<Ppo>(ppo_params().read(p));
+}
 
 }  // namespace
 }  // namespace placement::plugins

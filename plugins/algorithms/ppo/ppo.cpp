@@ -2,6 +2,8 @@
 
 namespace placement::plugins {
 
-void Ppo::update(const SampleBatch& batch) { clipped_ += ppo_iteration(*context().policy, batch, options_); }
+void Ppo::update(const SampleBatch& batch) {
+  clipped_ += ppo_iteration(*context().policy, batch, options_);
+}
 
 }  // namespace placement::plugins

@@ -10,12 +10,16 @@ const ParamTable<ReinforceOptions>& params() {
   static const auto table =
       ParamTable<O>()
           .add("learning_rate", &O::learning_rate, "Adam learning rate", {0.0, 10.0})
-          .add("clip_norm", &O::clip_norm, "clip the gradient's L2 norm; 0 = off", {0.0, std::nullopt})
-          .add("baseline_decay", &O::baseline_decay, "EMA decay of the reward baseline", {0.0, 0.9999})
-          .add("samples_per_update", &O::samples_per_update, "samples per policy update (HP: k = 4)", {1, 4096})
-          .add("valid_only_after", &O::valid_only_after, "after this many samples, invalid ones are not learned from",
-               {0, std::nullopt})
-          .add("entropy_weight", &O::entropy_weight, "weight of the policy entropy bonus", {0.0, 10.0});
+          .add("clip_norm", &O::clip_norm, "clip the gradient's L2 norm; 0 = off",
+               {0.0, std::nullopt})
+          .add("baseline_decay", &O::baseline_decay, "EMA decay of the reward baseline",
+               {0.0, 0.9999})
+          .add("samples_per_update", &O::samples_per_update,
+               "samples per policy update (HP: k = 4)", {1, 4096})
+          .add("valid_only_after", &O::valid_only_after,
+               "after this many samples, invalid ones are not learned from", {0, std::nullopt})
+          .add("entropy_weight", &O::entropy_weight, "weight of the policy entropy bonus",
+               {0.0, 10.0});
   return table;
 }
 
@@ -31,7 +35,9 @@ PluginInfo info() {
 
 std::vector<ParamError> validate(const Params&) { return {}; }
 
-std::unique_ptr<Algorithm> create(const Params& p) { return std::make_unique<Reinforce>(params().read(p)); }
+std::unique_ptr<Algorithm> create(const Params& p) {
+  return std::make_unique<Reinforce>(params().read(p));
+}
 
 }  // namespace
 }  // namespace placement::plugins

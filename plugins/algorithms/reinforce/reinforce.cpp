@@ -28,7 +28,8 @@ void Reinforce::observe(const Action& action, double reward, bool valid) {
     ++stats_.updates;
   }
   for (double r : rewards_)
-    stats_.baseline = options_.baseline_decay * stats_.baseline + (1.0 - options_.baseline_decay) * r;
+    stats_.baseline =
+        options_.baseline_decay * stats_.baseline + (1.0 - options_.baseline_decay) * r;
   actions_.clear();
   rewards_.clear();
 }

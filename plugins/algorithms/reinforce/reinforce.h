@@ -8,11 +8,11 @@
 namespace placement::plugins {
 
 struct ReinforceOptions {
-  double learning_rate = 0.1;   // HP §3: Adam, lr 0.1
-  double clip_norm = 1.0;       // HP §3: gradient clipping of norm 1.0
-  double baseline_decay = 0.95; // EMA of the reward (ColocRL §3.2, HP §2)
-  int64_t samples_per_update = 4;   // HP: k = 4 placer samples per update
-  int64_t valid_only_after = 500;   // HP §3: update only on valid placements after 500 steps
+  double learning_rate = 0.1;      // HP §3: Adam, lr 0.1
+  double clip_norm = 1.0;          // HP §3: gradient clipping of norm 1.0
+  double baseline_decay = 0.95;    // EMA of the reward (ColocRL §3.2, HP §2)
+  int64_t samples_per_update = 4;  // HP: k = 4 placer samples per update
+  int64_t valid_only_after = 500;  // HP §3: update only on valid placements after 500 steps
   double entropy_weight = 0.0;
 };
 

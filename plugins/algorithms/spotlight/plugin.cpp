@@ -11,11 +11,15 @@ const ParamTable<SpotlightOptions>& params() {
       ParamTable<O>()
           .add("kl_weight", &O::kl_weight, "β, weight of KL(π_old ‖ π)", {0.0, 1000.0})
           .add("ascent_steps", &O::ascent_steps, "gradient ascent steps per iteration", {1, 1000})
-          .add("samples_per_iteration", &O::samples_per_iteration, "samples per policy iteration", {1, 4096})
-          .add("entropy_weight", &O::entropy_weight, "weight of the policy entropy bonus", {0.0, 10.0})
+          .add("samples_per_iteration", &O::samples_per_iteration, "samples per policy iteration",
+               {1, 4096})
+          .add("entropy_weight", &O::entropy_weight, "weight of the policy entropy bonus",
+               {0.0, 10.0})
           .add("learning_rate", &O::learning_rate, "Adam learning rate", {0.0, 10.0})
-          .add("clip_norm", &O::clip_norm, "clip the gradient's L2 norm; 0 = off", {0.0, std::nullopt})
-          .add("baseline_decay", &O::baseline_decay, "EMA decay of the reward baseline", {0.0, 0.9999});
+          .add("clip_norm", &O::clip_norm, "clip the gradient's L2 norm; 0 = off",
+               {0.0, std::nullopt})
+          .add("baseline_decay", &O::baseline_decay, "EMA decay of the reward baseline",
+               {0.0, 0.9999});
   return table;
 }
 
@@ -31,7 +35,9 @@ PluginInfo info() {
 
 std::vector<ParamError> validate(const Params&) { return {}; }
 
-std::unique_ptr<Algorithm> create(const Params& p) { return std::make_unique<Spotlight>(params().read(p)); }
+std::unique_ptr<Algorithm> create(const Params& p) {
+  return std::make_unique<Spotlight>(params().read(p));
+}
 
 }  // namespace
 }  // namespace placement::plugins

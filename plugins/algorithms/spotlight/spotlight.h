@@ -7,8 +7,8 @@
 namespace placement::plugins {
 
 struct SpotlightOptions {
-  double kl_weight = 1.0;          // Spotlight Alg. 1: β = 1
-  int64_t ascent_steps = 10;       // Spotlight Alg. 1: 10 ascent steps per iteration
+  double kl_weight = 1.0;     // Spotlight Alg. 1: β = 1
+  int64_t ascent_steps = 10;  // Spotlight Alg. 1: 10 ascent steps per iteration
   int64_t samples_per_iteration = 10;
   double entropy_weight = 0.0;
   double learning_rate = 0.01;
@@ -21,7 +21,8 @@ struct SpotlightOptions {
 class Spotlight : public BatchedPolicyGradient {
  public:
   explicit Spotlight(const SpotlightOptions& options)
-      : BatchedPolicyGradient(options.samples_per_iteration, options.baseline_decay), options_(options) {}
+      : BatchedPolicyGradient(options.samples_per_iteration, options.baseline_decay),
+        options_(options) {}
 
   /// KL(π_old ‖ π) estimated before the last ascent step of the last iteration.
   double last_kl() const { return last_kl_; }

@@ -4,11 +4,11 @@
 #include <sstream>
 #include <stdexcept>
 
-#include <torch/types.h>  // before clip_grad.h, which is not self-contained
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adam.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
+#include <torch/types.h>  // before clip_grad.h, which is not self-contained
 #include <torch/utils.h>
 #include <torch/version.h>
 
@@ -25,14 +25,16 @@ const ParamTable<LearnedPolicyOptions>& learned_policy_params() {
       ParamTable<S>()
           .add("tanh_constant", &S::tanh_constant, "C in logits = C·tanh(l / T) (HP)", {0.0, 100.0})
           .add("temperature", &S::temperature, "T in logits = C·tanh(l / T) (HP)", {1e-3, 1000.0})
-          .add("logit_noise", &S::noise_std, "std. dev. of Gaussian noise added to the logits of the first samples",
-               {0.0, 100.0})
-          .add("noise_samples", &S::noise_samples, "how many first samples get logit noise", {0, std::nullopt});
+          .add("logit_noise", &S::noise_std,
+               "std. dev. of Gaussian noise added to the logits of the first samples", {0.0, 100.0})
+          .add("noise_samples", &S::noise_samples, "how many first samples get logit noise",
+               {0, std::nullopt});
   using O = LearnedPolicyOptions;
   static const auto table =
       ParamTable<O>()
           .include(shaping, &O::shaping)
-          .add("vocabulary", &O::vocabulary, "op kinds with their own type entry (the rest share 'other')", {1, 4096});
+          .add("vocabulary", &O::vocabulary,
+               "op kinds with their own type entry (the rest share 'other')", {1, 4096});
   return table;
 }
 
@@ -60,13 +62,15 @@ Action PolicyNetwork::sample(const PolicyInputs& inputs, const Chooser& choose) 
 // ---------------------------------------------------------------------------------------------
 // TorchPolicy
 
-TorchPolicy::TorchPolicy(std::shared_ptr<PolicyNetwork> network, LogitShaping shaping) : shaping_(shaping) {
+TorchPolicy::TorchPolicy(std::shared_ptr<PolicyNetwork> network, LogitShaping shaping)
+    : shaping_(shaping) {
   reset(std::move(network));
 }
 
 void TorchPolicy::reset(std::shared_ptr<PolicyNetwork> network) {
   network_ = std::move(network);
-  optimizer_ = std::make_unique<torch::optim::Adam>(network_->parameters(), torch::optim::AdamOptions(0.01));
+  optimizer_ =
+      std::make_unique<torch::optim::Adam>(network_->parameters(), torch::optim::AdamOptions(0.01));
   samples_drawn_ = 0;
 }
 
@@ -92,8 +96,10 @@ Action TorchPolicy::sample(std::mt19937_64& rng) {
   auto choose = [&](const float* raw, int64_t position) {
     double max = -INFINITY;
     for (int64_t c = 0; c < choices; ++c) {
-      const bool ok = allowed_flat_.empty() || allowed_flat_[static_cast<size_t>(position * choices + c)];
-      double l = shaping_.tanh_constant * std::tanh(static_cast<double>(raw[c]) / shaping_.temperature);
+      const bool ok =
+          allowed_flat_.empty() || allowed_flat_[static_cast<size_t>(position * choices + c)];
+      double l =
+          shaping_.tanh_constant * std::tanh(static_cast<double>(raw[c]) / shaping_.temperature);
       if (noisy) l += noise(rng);
       weights[static_cast<size_t>(c)] = ok ? l : -INFINITY;
       max = std::max(max, weights[static_cast<size_t>(c)]);
@@ -108,8 +114,9 @@ Action TorchPolicy::sample(std::mt19937_64& rng) {
 void TorchPolicy::check_action(const Action& action) const {
   const int64_t positions = inputs_.features.size(0);
   if (static_cast<int64_t>(action.size()) != positions)
-    throw std::invalid_argument("action has " + std::to_string(action.size()) + " entries, the policy has " +
-                                std::to_string(positions) + " positions");
+    throw std::invalid_argument("action has " + std::to_string(action.size()) +
+                                " entries, the policy has " + std::to_string(positions) +
+                                " positions");
   for (int a : action)
     if (a < 0 || a >= inputs_.choices)
       throw std::invalid_argument("action entry " + std::to_string(a) + " is outside [0, " +
@@ -118,7 +125,8 @@ void TorchPolicy::check_action(const Action& action) const {
 
 torch::Tensor TorchPolicy::log_distribution(const std::vector<Action>& actions) {
   for (const Action& a : actions) check_action(a);
-  torch::Tensor shaped = shaping_.tanh_constant * torch::tanh(network_->logits(inputs_, actions) / shaping_.temperature);
+  torch::Tensor shaped = shaping_.tanh_constant *
+                         torch::tanh(network_->logits(inputs_, actions) / shaping_.temperature);
   if (allowed_.defined()) shaped = shaped.masked_fill(allowed_.logical_not().unsqueeze(0), -1e9);
   return torch::log_softmax(shaped, -1);
 }
@@ -148,15 +156,18 @@ std::vector<double> TorchPolicy::log_probs(const std::vector<Action>& actions) {
   return std::vector<double>(sums.data_ptr<double>(), sums.data_ptr<double>() + S);
 }
 
-void TorchPolicy::accumulate_gradient(const std::vector<Action>& actions, const std::vector<double>& weights,
-                                      double entropy_weight) {
-  if (actions.size() != weights.size()) throw std::invalid_argument("actions and weights differ in length");
+void TorchPolicy::accumulate_gradient(const std::vector<Action>& actions,
+                                      const std::vector<double>& weights, double entropy_weight) {
+  if (actions.size() != weights.size())
+    throw std::invalid_argument("actions and weights differ in length");
   if (actions.empty()) return;
   const torch::Tensor logp = log_distribution(actions);
   const int64_t S = static_cast<int64_t>(actions.size());
-  const torch::Tensor per_sample =
-      logp.expand({S, logp.size(1), logp.size(2)}).gather(2, action_tensor(actions).unsqueeze(-1)).sum({1, 2});
-  torch::Tensor objective = (per_sample * torch::tensor(weights, torch::kFloat64).to(per_sample.dtype())).sum();
+  const torch::Tensor per_sample = logp.expand({S, logp.size(1), logp.size(2)})
+                                       .gather(2, action_tensor(actions).unsqueeze(-1))
+                                       .sum({1, 2});
+  torch::Tensor objective =
+      (per_sample * torch::tensor(weights, torch::kFloat64).to(per_sample.dtype())).sum();
   if (entropy_weight != 0.0) {
     // Masked entries have p = 0; their p·log p is 0, not NaN.
     const torch::Tensor entropy = -(logp.exp() * logp).nan_to_num(0.0).sum({1, 2}).mean();
@@ -166,7 +177,8 @@ void TorchPolicy::accumulate_gradient(const std::vector<Action>& actions, const 
 }
 
 void TorchPolicy::apply_gradient(const OptimizerSettings& settings) {
-  if (settings.clip_norm > 0) torch::nn::utils::clip_grad_norm_(network_->parameters(), settings.clip_norm);
+  if (settings.clip_norm > 0)
+    torch::nn::utils::clip_grad_norm_(network_->parameters(), settings.clip_norm);
   for (auto& group : optimizer_->param_groups())
     static_cast<torch::optim::AdamOptions&>(group.options()).lr(settings.learning_rate);
   optimizer_->step();
@@ -193,7 +205,8 @@ void TorchPolicy::load_state(const std::string& state) {
     torch::serialize::InputArchive optimizer;
     if (archive.try_read("optimizer", optimizer)) optimizer_->load(optimizer);
   } catch (const c10::Error& e) {
-    throw std::invalid_argument(std::string("policy state does not fit this network: ") + e.what_without_backtrace());
+    throw std::invalid_argument(std::string("policy state does not fit this network: ") +
+                                e.what_without_backtrace());
   }
 }
 
@@ -205,8 +218,12 @@ struct LearnedPlacer::State {
   std::unique_ptr<TorchPolicy> policy;
 };
 
-LearnedPlacer::LearnedPlacer(std::string name, NetworkFactory factory, const LearnedPolicyOptions& options)
-    : name_(std::move(name)), factory_(std::move(factory)), options_(options), state_(std::make_unique<State>()) {
+LearnedPlacer::LearnedPlacer(std::string name, NetworkFactory factory,
+                             const LearnedPolicyOptions& options)
+    : name_(std::move(name)),
+      factory_(std::move(factory)),
+      options_(options),
+      state_(std::make_unique<State>()) {
   // Policy networks are small; more intra-op threads than one only contend with the daemon's own.
   static std::once_flag once;
   std::call_once(once, [] { torch::set_num_threads(1); });
@@ -214,8 +231,8 @@ LearnedPlacer::LearnedPlacer(std::string name, NetworkFactory factory, const Lea
 
 LearnedPlacer::~LearnedPlacer() = default;
 
-void LearnedPlacer::prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices,
-                            std::mt19937_64& rng) {
+void LearnedPlacer::prepare(const OpGraph& graph, const Grouping& grouping,
+                            const DeviceSet& devices, std::mt19937_64& rng) {
   if (devices.size() == 0) throw std::invalid_argument(name_ + ": the device set is empty");
   const OpFeatures ops = op_features(graph, static_cast<int>(options_.vocabulary));
   const GroupFeatures groups = group_features(graph, grouping, ops);
@@ -228,7 +245,8 @@ void LearnedPlacer::prepare(const OpGraph& graph, const Grouping& grouping, cons
   for (const Op& op : graph.ops)
     for (int64_t d = 0; d < D; ++d) {
       const DeviceKind kind = devices.devices[static_cast<size_t>(d)].kind;
-      if ((op.pinned && kind != *op.pinned) || (!op.profile.empty() && !op.profile.count(to_string(kind))))
+      if ((op.pinned && kind != *op.pinned) ||
+          (!op.profile.empty() && !op.profile.count(to_string(kind))))
         a[grouping.group_of_op[op.id]][d] = false;
     }
   for (int64_t g = 0; g < G; ++g) {
@@ -239,11 +257,16 @@ void LearnedPlacer::prepare(const OpGraph& graph, const Grouping& grouping, cons
   }
 
   PolicyInputs inputs;
-  inputs.features = torch::from_blob(const_cast<float*>(groups.rows.data()), {G, groups.width}, torch::kFloat32).clone();
-  inputs.adjacency = torch::from_blob(const_cast<float*>(groups.adjacency.data()), {G, G}, torch::kFloat32).clone();
+  inputs.features =
+      torch::from_blob(const_cast<float*>(groups.rows.data()), {G, groups.width}, torch::kFloat32)
+          .clone();
+  inputs.adjacency =
+      torch::from_blob(const_cast<float*>(groups.adjacency.data()), {G, G}, torch::kFloat32)
+          .clone();
   inputs.choices = D;
 
-  if (!state_->policy || state_->width != groups.width || state_->positions != G || state_->choices != D) {
+  if (!state_->policy || state_->width != groups.width || state_->positions != G ||
+      state_->choices != D) {
     std::shared_ptr<PolicyNetwork> network;
     {
       std::lock_guard<std::mutex> lock(torch_init_mutex());

@@ -54,8 +54,8 @@ const char* linked_torch_version();
 std::mutex& torch_init_mutex();
 
 /// Builds a network for [positions × width] inputs with `choices` per position.
-using NetworkFactory = std::function<std::shared_ptr<PolicyNetwork>(int64_t width, int64_t positions,
-                                                                    int64_t choices)>;
+using NetworkFactory = std::function<std::shared_ptr<PolicyNetwork>(
+    int64_t width, int64_t positions, int64_t choices)>;
 
 /// A placer whose decisions come from a learned network over the HP §2 group features. The
 /// network is kept across prepare() calls while the problem's sizes stay the same (a regrouped

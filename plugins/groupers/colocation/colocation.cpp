@@ -8,7 +8,9 @@ namespace placement::plugins {
 namespace {
 
 struct DisjointSets {
-  explicit DisjointSets(size_t n) : parent(n), size(n, 1) { std::iota(parent.begin(), parent.end(), 0); }
+  explicit DisjointSets(size_t n) : parent(n), size(n, 1) {
+    std::iota(parent.begin(), parent.end(), 0);
+  }
   int find(int x) {
     while (parent[x] != x) x = parent[x] = parent[parent[x]];
     return x;

@@ -17,7 +17,8 @@ struct ColocationOptions {
 /// kinds never share a group.
 class ColocationGrouper : public Grouper {
  public:
-  explicit ColocationGrouper(const ColocationOptions& options) : max_group_ops_(options.max_group_ops) {}
+  explicit ColocationGrouper(const ColocationOptions& options)
+      : max_group_ops_(options.max_group_ops) {}
 
   Grouping group(const OpGraph& graph, const DeviceSet& devices, std::mt19937_64& rng) override;
 

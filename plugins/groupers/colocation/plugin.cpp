@@ -8,7 +8,8 @@ namespace {
 const ParamTable<ColocationOptions>& params() {
   using O = ColocationOptions;
   static const auto table = ParamTable<O>().add(
-      "max_group_ops", &O::max_group_ops, "largest group a merge may create; 0 = no limit (the paper)", {0, std::nullopt});
+      "max_group_ops", &O::max_group_ops,
+      "largest group a merge may create; 0 = no limit (the paper)", {0, std::nullopt});
   return table;
 }
 
@@ -24,7 +25,9 @@ PluginInfo info() {
 
 std::vector<ParamError> validate(const Params&) { return {}; }
 
-std::unique_ptr<Grouper> create(const Params& p) { return std::make_unique<ColocationGrouper>(params().read(p)); }
+std::unique_ptr<Grouper> create(const Params& p) {
+  return std::make_unique<ColocationGrouper>(params().read(p));
+}
 
 }  // namespace
 }  // namespace placement::plugins

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <mutex>
 
+#include <torch/nn/functional/activation.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
-#include <torch/nn/functional/activation.h>
 
 #include "hp_features.h"
 #include "policy_network.h"
@@ -56,8 +56,8 @@ Grouping LearnedGrouper::group(const OpGraph& graph, const DeviceSet&, std::mt19
     const int64_t n = ops.num_ops();
     const int64_t G = std::min<int64_t>(options_.groups, n);
     PolicyInputs inputs;
-    inputs.features = torch::from_blob(const_cast<float*>(ops.numeric.data()), {n, OpFeatures::kNumericWidth},
-                                       torch::kFloat32)
+    inputs.features = torch::from_blob(const_cast<float*>(ops.numeric.data()),
+                                       {n, OpFeatures::kNumericWidth}, torch::kFloat32)
                           .clone();
     std::vector<int64_t> kinds(ops.kind.begin(), ops.kind.end());
     inputs.kinds = torch::tensor(kinds, torch::kInt64);
@@ -66,8 +66,8 @@ Grouping LearnedGrouper::group(const OpGraph& graph, const DeviceSet&, std::mt19
     {
       std::lock_guard<std::mutex> lock(torch_init_mutex());
       torch::manual_seed(rng());
-      network = std::make_shared<GrouperNetwork>(ops.vocabulary_size(), options_.embedding, OpFeatures::kNumericWidth,
-                                                 options_.hidden, G);
+      network = std::make_shared<GrouperNetwork>(ops.vocabulary_size(), options_.embedding,
+                                                 OpFeatures::kNumericWidth, options_.hidden, G);
     }
     if (state_->policy)
       state_->policy->reset(std::move(network));

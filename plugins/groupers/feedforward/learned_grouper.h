@@ -18,10 +18,10 @@ struct LearnedGrouperOptions {
 };
 
 /// The Hierarchical Planner's grouper (Mirhoseini et al., 2018, §2): every op's features — a
-/// learned op-kind embedding, its output shapes and its BFS-indexed neighbours — through a two-layer
-/// feed-forward network to a softmax over G groups; group() samples one group per op. Trained
-/// jointly with the placer through the same reward (the session sums both log-probabilities).
-/// The network is kept while the graph keeps its size.
+/// learned op-kind embedding, its output shapes and its BFS-indexed neighbours — through a
+/// two-layer feed-forward network to a softmax over G groups; group() samples one group per op.
+/// Trained jointly with the placer through the same reward (the session sums both
+/// log-probabilities). The network is kept while the graph keeps its size.
 class LearnedGrouper : public Grouper {
  public:
   explicit LearnedGrouper(const LearnedGrouperOptions& options);

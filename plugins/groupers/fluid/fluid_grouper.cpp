@@ -27,8 +27,8 @@ std::vector<std::vector<int>> components(const std::vector<std::vector<int>>& ne
 }
 
 // The algorithm of Parés et al. on one connected component; writes community ids from `first_id`.
-void flow(const std::vector<std::vector<int>>& neighbours, std::vector<int> vertices, int k, int first_id,
-          int64_t max_iterations, std::mt19937_64& rng, std::vector<int>& community) {
+void flow(const std::vector<std::vector<int>>& neighbours, std::vector<int> vertices, int k,
+          int first_id, int64_t max_iterations, std::mt19937_64& rng, std::vector<int>& community) {
   std::shuffle(vertices.begin(), vertices.end(), rng);
   std::vector<int64_t> size(static_cast<size_t>(k), 1);
   for (int c = 0; c < k; ++c) community[vertices[c]] = first_id + c;
@@ -83,15 +83,18 @@ void flow(const std::vector<std::vector<int>>& neighbours, std::vector<int> vert
 
 }  // namespace
 
-std::vector<int> FluidGrouper::communities(const std::vector<std::vector<int>>& neighbours, int64_t k,
-                                           int64_t max_iterations, std::mt19937_64& rng) {
+std::vector<int> FluidGrouper::communities(const std::vector<std::vector<int>>& neighbours,
+                                           int64_t k, int64_t max_iterations,
+                                           std::mt19937_64& rng) {
   const size_t n = neighbours.size();
   std::vector<int> community(n, -1);
   if (n == 0) return community;
   int next_id = 0;
   for (const std::vector<int>& members : components(neighbours)) {
-    const double share = static_cast<double>(k) * static_cast<double>(members.size()) / static_cast<double>(n);
-    const int kc = static_cast<int>(std::clamp<double>(std::round(share), 1.0, static_cast<double>(members.size())));
+    const double share =
+        static_cast<double>(k) * static_cast<double>(members.size()) / static_cast<double>(n);
+    const int kc = static_cast<int>(
+        std::clamp<double>(std::round(share), 1.0, static_cast<double>(members.size())));
     flow(neighbours, members, kc, next_id, max_iterations, rng, community);
     next_id += kc;
   }

@@ -9,10 +9,12 @@ const ParamTable<FluidOptions>& params() {
   using O = FluidOptions;
   static const auto table =
       ParamTable<O>()
-          .add("groups", &O::groups, "number of communities (HP/EAGLE: <= 256; at most one per op)", {1, 100000})
-          .add("max_iterations", &O::max_iterations, "sweeps over all ops before stopping (networkx's default)",
+          .add("groups", &O::groups, "number of communities (HP/EAGLE: <= 256; at most one per op)",
                {1, 100000})
-          .add("seed", &O::seed, "random seed of the initial ops and visiting order", {0, 2147483647});
+          .add("max_iterations", &O::max_iterations,
+               "sweeps over all ops before stopping (networkx's default)", {1, 100000})
+          .add("seed", &O::seed, "random seed of the initial ops and visiting order",
+               {0, 2147483647});
   return table;
 }
 
@@ -27,7 +29,9 @@ PluginInfo info() {
 }
 
 std::vector<ParamError> validate(const Params&) { return {}; }
-std::unique_ptr<Grouper> create(const Params& p) { return std::make_unique<FluidGrouper>(params().read(p)); }
+std::unique_ptr<Grouper> create(const Params& p) {
+  return std::make_unique<FluidGrouper>(params().read(p));
+}
 
 }  // namespace
 }  // namespace placement::plugins

@@ -9,8 +9,10 @@ const ParamTable<MetisGrouperOptions>& params() {
   using O = MetisGrouperOptions;
   static const auto table =
       ParamTable<O>()
-          .add("groups", &O::groups, "number of groups (at most one per 4 ops; HP/EAGLE: <= 256)", {1, 100000})
-          .add("imbalance", &O::imbalance, "allowed load imbalance between groups (METIS ubvec - 1)", {0.001, 10.0})
+          .add("groups", &O::groups, "number of groups (at most one per 4 ops; HP/EAGLE: <= 256)",
+               {1, 100000})
+          .add("imbalance", &O::imbalance,
+               "allowed load imbalance between groups (METIS ubvec - 1)", {0.001, 10.0})
           .add("seed", &O::seed, "METIS random seed", {0, 2147483647});
   return table;
 }
@@ -26,7 +28,9 @@ PluginInfo info() {
 }
 
 std::vector<ParamError> validate(const Params&) { return {}; }
-std::unique_ptr<Grouper> create(const Params& p) { return std::make_unique<MetisGrouper>(params().read(p)); }
+std::unique_ptr<Grouper> create(const Params& p) {
+  return std::make_unique<MetisGrouper>(params().read(p));
+}
 
 }  // namespace
 }  // namespace placement::plugins

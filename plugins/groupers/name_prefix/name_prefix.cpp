@@ -10,13 +10,17 @@ std::vector<std::string> NamePrefixGrouper::levels_of(const std::string& name) {
   auto flush = [&] {
     if (part.empty()) return;
     const bool index = part.find_first_not_of("0123456789") == std::string::npos;
-    if (index && !levels.empty()) levels.back() += "." + part;
-    else levels.push_back(part);
+    if (index && !levels.empty())
+      levels.back() += "." + part;
+    else
+      levels.push_back(part);
     part.clear();
   };
   for (char c : name) {
-    if (c == '.' || c == '/') flush();
-    else part += c;
+    if (c == '.' || c == '/')
+      flush();
+    else
+      part += c;
   }
   flush();
   return levels;
@@ -29,7 +33,8 @@ Grouping NamePrefixGrouper::group(const OpGraph& graph, const DeviceSet&, std::m
   for (const Op& op : graph.ops) {
     const auto levels = levels_of(op.name);
     std::string prefix;
-    for (size_t i = 0; i < levels.size() && static_cast<int64_t>(i) < levels_; ++i) prefix += (i ? "/" : "") + levels[i];
+    for (size_t i = 0; i < levels.size() && static_cast<int64_t>(i) < levels_; ++i)
+      prefix += (i ? "/" : "") + levels[i];
     // Ops pinned to a device kind never share a group with ops that are not.
     if (op.pinned) prefix += std::string("@") + to_string(*op.pinned);
     const auto [it, fresh] = group_of_prefix.emplace(prefix, grouping.num_groups);

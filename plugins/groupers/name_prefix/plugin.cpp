@@ -7,8 +7,8 @@ namespace {
 
 const ParamTable<NamePrefixOptions>& params() {
   using O = NamePrefixOptions;
-  static const auto table =
-      ParamTable<O>().add("levels", &O::levels, "name levels that must match (Spotlight: 2)", {1, 64});
+  static const auto table = ParamTable<O>().add(
+      "levels", &O::levels, "name levels that must match (Spotlight: 2)", {1, 64});
   return table;
 }
 
@@ -23,7 +23,9 @@ PluginInfo info() {
 }
 
 std::vector<ParamError> validate(const Params&) { return {}; }
-std::unique_ptr<Grouper> create(const Params& p) { return std::make_unique<NamePrefixGrouper>(params().read(p)); }
+std::unique_ptr<Grouper> create(const Params& p) {
+  return std::make_unique<NamePrefixGrouper>(params().read(p));
+}
 
 }  // namespace
 }  // namespace placement::plugins

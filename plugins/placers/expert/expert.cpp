@@ -16,15 +16,19 @@ std::optional<int> ExpertPlacer::layer_of(const std::string& name) {
   size_t start = 0;
   while (start <= path.size()) {
     const size_t end = path.find('.', start);
-    const std::string part = path.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    if (!part.empty() && part.size() < 9 && part.find_first_not_of("0123456789") == std::string::npos) return std::stoi(part);
+    const std::string part =
+        path.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (!part.empty() && part.size() < 9 &&
+        part.find_first_not_of("0123456789") == std::string::npos)
+      return std::stoi(part);
     if (end == std::string::npos) break;
     start = end + 1;
   }
   return std::nullopt;
 }
 
-void ExpertPlacer::prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices, std::mt19937_64&) {
+void ExpertPlacer::prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices,
+                           std::mt19937_64&) {
   const std::vector<int> usable = usable_devices(devices, gpus_only_);
   if (usable.empty()) throw std::invalid_argument("expert: the device set is empty");
 
@@ -45,8 +49,10 @@ void ExpertPlacer::prepare(const OpGraph& graph, const Grouping& grouping, const
   for (size_t k = 0; k < order.size(); ++k) {
     const int u = order[k];
     if (layer[u]) continue;
-    if (max_layer < 0 || k < first_layered) layer[u] = 0;
-    else if (k > last_layered) layer[u] = max_layer;
+    if (max_layer < 0 || k < first_layered)
+      layer[u] = 0;
+    else if (k > last_layered)
+      layer[u] = max_layer;
     else {
       for (int p : producers[u])
         if (layer[p]) {
@@ -59,7 +65,9 @@ void ExpertPlacer::prepare(const OpGraph& graph, const Grouping& grouping, const
   // Layers to devices: layer i on device i, consecutive layers sharing when there are more.
   const int layers = std::max(max_layer + 1, 1);
   const int D = static_cast<int>(usable.size());
-  auto device_of_layer = [&](int l) { return usable[layers <= D ? l : static_cast<int>(static_cast<int64_t>(l) * D / layers)]; };
+  auto device_of_layer = [&](int l) {
+    return usable[layers <= D ? l : static_cast<int>(static_cast<int64_t>(l) * D / layers)];
+  };
 
   // A group goes where most of its ops' layers say (ties: the lower device index).
   device_of_group_.assign(static_cast<size_t>(grouping.num_groups), usable[0]);

@@ -17,13 +17,16 @@ PluginInfo info() {
   i.name = "expert";
   i.kind = PluginKind::kPlacer;
   i.version = "1.0.0";
-  i.summary = "baseline: layer i on device i, embedding with the first layer, softmax with the last";
+  i.summary =
+      "baseline: layer i on device i, embedding with the first layer, softmax with the last";
   i.hyperparameters = params().declared();
   return i;
 }
 
 std::vector<ParamError> validate(const Params&) { return {}; }
-std::unique_ptr<Placer> create(const Params& p) { return std::make_unique<ExpertPlacer>(params().read(p)); }
+std::unique_ptr<Placer> create(const Params& p) {
+  return std::make_unique<ExpertPlacer>(params().read(p));
+}
 
 }  // namespace
 }  // namespace placement::plugins

@@ -15,7 +15,9 @@ PluginInfo info() {
   i.name = "feedforward";
   i.kind = PluginKind::kPlacer;
   i.version = "1.0.0";
-  i.summary = "Learned feed-forward placer over HP group embeddings (Hierarchical Planner's Simple Planner)";
+  i.summary =
+      "Learned feed-forward placer over HP group embeddings (Hierarchical Planner's Simple "
+      "Planner)";
   i.hyperparameters = params().declared();
   i.torch_version = linked_torch_version();
   return i;
@@ -31,4 +33,5 @@ std::unique_ptr<Placer> create(const Params& p) {
 }  // namespace
 }  // namespace placement::plugins
 
-PLACEMENT_EXPORT_PLUGIN(placer, placement::plugins::info, placement::plugins::validate, placement::plugins::create)
+PLACEMENT_EXPORT_PLUGIN(placer, placement::plugins::info, placement::plugins::validate,
+                        placement::plugins::create)

@@ -31,4 +31,5 @@ std::unique_ptr<Placer> create(const Params& p) {
 }  // namespace
 }  // namespace placement::plugins
 
-PLACEMENT_EXPORT_PLUGIN(placer, placement::plugins::info, placement::plugins::validate, placement::plugins::create)
+PLACEMENT_EXPORT_PLUGIN(placer, placement::plugins::info, placement::plugins::validate,
+                        placement::plugins::create)

@@ -22,7 +22,8 @@ double op_time(const Op& op, const Device& device) {
 
 }  // namespace
 
-void ListSchedulingPlacer::prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices, std::mt19937_64&) {
+void ListSchedulingPlacer::prepare(const OpGraph& graph, const Grouping& grouping,
+                                   const DeviceSet& devices, std::mt19937_64&) {
   const size_t D = devices.size();
   if (D == 0) throw std::invalid_argument("list_scheduling: the device set is empty");
   const auto members = grouping.members();
@@ -40,12 +41,14 @@ void ListSchedulingPlacer::prepare(const OpGraph& graph, const Grouping& groupin
       const Op& o = graph.ops[op];
       uint64_t kept = o.output_bytes();
       for (const auto& [kind, p] : o.profile) kept = std::max<uint64_t>(kept, p.activation_bytes);
-      need[g] += static_cast<double>(o.parameter_bytes) * (2.0 + optimizer_state_factor_) + static_cast<double>(kept);
+      need[g] += static_cast<double>(o.parameter_bytes) * (2.0 + optimizer_state_factor_) +
+                 static_cast<double>(kept);
       largest_output[g] = std::max(largest_output[g], static_cast<double>(o.output_bytes()));
       for (size_t d = 0; d < D; ++d) work[g][d] += op_time(o, devices.devices[d]);
     }
   std::vector<double> capacity(D), used(D, 0.0), buffer(D, 0.0);
-  for (size_t d = 0; d < D; ++d) capacity[d] = static_cast<double>(devices.devices[d].memory_bytes) * (1.0 - headroom_);
+  for (size_t d = 0; d < D; ++d)
+    capacity[d] = static_cast<double>(devices.devices[d].memory_bytes) * (1.0 - headroom_);
 
   // Tensors flowing into each group from other groups: source group, producing op, bytes.
   struct Input {
@@ -78,12 +81,15 @@ void ListSchedulingPlacer::prepare(const OpGraph& graph, const Grouping& groupin
     double best_finish = kInfinity;
     for (size_t d = 0; d < D; ++d) {
       if (work[g][d] == kInfinity) continue;
-      if (used[d] + need[g] + receives(g, d) + std::max(buffer[d], largest_output[g]) > capacity[d]) continue;
+      if (used[d] + need[g] + receives(g, d) + std::max(buffer[d], largest_output[g]) > capacity[d])
+        continue;
       double ready = 0.0;
       for (const Input& in : inputs[g]) {
-        if (device_of_group_[in.group] < 0) continue;  // a cycle between groups: that input comes later
+        if (device_of_group_[in.group] < 0)
+          continue;  // a cycle between groups: that input comes later
         const size_t from = static_cast<size_t>(device_of_group_[in.group]);
-        const double link = from == d ? 0.0 : devices.latency[from][d] + in.bytes / devices.bandwidth[from][d];
+        const double link =
+            from == d ? 0.0 : devices.latency[from][d] + in.bytes / devices.bandwidth[from][d];
         ready = std::max(ready, finish[in.group] + link);
       }
       const double done = std::max(ready, device_free[d]) + work[g][d];

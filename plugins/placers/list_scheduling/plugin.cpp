@@ -20,13 +20,16 @@ PluginInfo info() {
   i.name = "list_scheduling";
   i.kind = PluginKind::kPlacer;
   i.version = "1.0.0";
-  i.summary = "baseline: earliest-finish-time list scheduling with memory as a hard constraint (m-ETF)";
+  i.summary =
+      "baseline: earliest-finish-time list scheduling with memory as a hard constraint (m-ETF)";
   i.hyperparameters = params().declared();
   return i;
 }
 
 std::vector<ParamError> validate(const Params&) { return {}; }
-std::unique_ptr<Placer> create(const Params& p) { return std::make_unique<ListSchedulingPlacer>(params().read(p)); }
+std::unique_ptr<Placer> create(const Params& p) {
+  return std::make_unique<ListSchedulingPlacer>(params().read(p));
+}
 
 }  // namespace
 }  // namespace placement::plugins

@@ -9,8 +9,10 @@ const ParamTable<MetisPlacerOptions>& params() {
   using O = MetisPlacerOptions;
   static const auto table =
       ParamTable<O>()
-          .add("gpus_only", &O::gpus_only, "partition over CUDA devices only when the job has any (as in the papers)")
-          .add("imbalance", &O::imbalance, "allowed load imbalance between devices (METIS ubvec - 1)", {0.001, 10.0})
+          .add("gpus_only", &O::gpus_only,
+               "partition over CUDA devices only when the job has any (as in the papers)")
+          .add("imbalance", &O::imbalance,
+               "allowed load imbalance between devices (METIS ubvec - 1)", {0.001, 10.0})
           .add("seed", &O::seed, "METIS random seed", {0, 2147483647});
   return table;
 }
@@ -26,7 +28,9 @@ PluginInfo info() {
 }
 
 std::vector<ParamError> validate(const Params&) { return {}; }
-std::unique_ptr<Placer> create(const Params& p) { return std::make_unique<MetisPlacer>(params().read(p)); }
+std::unique_ptr<Placer> create(const Params& p) {
+  return std::make_unique<MetisPlacer>(params().read(p));
+}
 
 }  // namespace
 }  // namespace placement::plugins

@@ -7,9 +7,10 @@ namespace {
 
 const ParamTable<MincutOptions>& params() {
   using O = MincutOptions;
-  static const auto table = ParamTable<O>()
-                                .add("imbalance", &O::imbalance, "allowed load imbalance between GPUs", {0.001, 10.0})
-                                .add("seed", &O::seed, "Scotch random seed", {0, 2147483647});
+  static const auto table =
+      ParamTable<O>()
+          .add("imbalance", &O::imbalance, "allowed load imbalance between GPUs", {0.001, 10.0})
+          .add("seed", &O::seed, "Scotch random seed", {0, 2147483647});
   return table;
 }
 
@@ -24,7 +25,9 @@ PluginInfo info() {
 }
 
 std::vector<ParamError> validate(const Params&) { return {}; }
-std::unique_ptr<Placer> create(const Params& p) { return std::make_unique<MincutPlacer>(params().read(p)); }
+std::unique_ptr<Placer> create(const Params& p) {
+  return std::make_unique<MincutPlacer>(params().read(p));
+}
 
 }  // namespace
 }  // namespace placement::plugins

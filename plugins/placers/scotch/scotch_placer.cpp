@@ -13,7 +13,8 @@ namespace {
 // Where the graph has profiles, devices of a kind no op has a profile for cannot be weighed
 // against the others: Scotch would take them for as fast as the fastest kind. They are left out,
 // unless that leaves nothing.
-std::vector<int> profiled_kinds_only(const OpGraph& graph, const DeviceSet& devices, std::vector<int> usable) {
+std::vector<int> profiled_kinds_only(const OpGraph& graph, const DeviceSet& devices,
+                                     std::vector<int> usable) {
   std::set<std::string> kinds;
   for (const Op& op : graph.ops)
     for (const auto& [kind, p] : op.profile) kinds.insert(kind);
@@ -26,11 +27,13 @@ std::vector<int> profiled_kinds_only(const OpGraph& graph, const DeviceSet& devi
 
 }  // namespace
 
-void ScotchPlacer::prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices, std::mt19937_64&) {
-  const std::vector<int> usable = profiled_kinds_only(graph, devices, usable_devices(devices, gpus_only_));
+void ScotchPlacer::prepare(const OpGraph& graph, const Grouping& grouping, const DeviceSet& devices,
+                           std::mt19937_64&) {
+  const std::vector<int> usable =
+      profiled_kinds_only(graph, devices, usable_devices(devices, gpus_only_));
   if (usable.empty()) throw std::invalid_argument("scotch placer: the device set is empty");
-  const std::vector<int> processor =
-      scotch_map(group_graph(graph, grouping), target_machine(graph, devices, usable), imbalance_, seed_);
+  const std::vector<int> processor = scotch_map(
+      group_graph(graph, grouping), target_machine(graph, devices, usable), imbalance_, seed_);
   device_of_group_.clear();
   for (int p : processor) device_of_group_.push_back(usable[p]);
 }

@@ -17,22 +17,29 @@ using torch::indexing::Slice;
 
 class Seq2SeqNetwork : public PolicyNetwork {
  public:
-  Seq2SeqNetwork(int64_t width, int64_t hidden, int64_t embedding, int64_t devices, AttentionPosition attention)
-      : hidden_(hidden), devices_(devices), before_(attention == AttentionPosition::kBefore),
+  Seq2SeqNetwork(int64_t width, int64_t hidden, int64_t embedding, int64_t devices,
+                 AttentionPosition attention)
+      : hidden_(hidden),
+        devices_(devices),
+        before_(attention == AttentionPosition::kBefore),
         project_(register_module("project", torch::nn::Linear(width, hidden))),
         encoder_(register_module(
             "encoder",
-            torch::nn::LSTM(torch::nn::LSTMOptions(hidden, hidden / 2).bidirectional(true).batch_first(true)))),
-        device_embedding_(register_module("device_embedding", torch::nn::Embedding(devices + 1, embedding))),
-        decoder_(register_module("decoder",
-                                 torch::nn::LSTMCell(hidden + embedding + (before_ ? hidden : 0), hidden))),
-        attention_keys_(register_module("attention_keys", torch::nn::Linear(
-                                                              torch::nn::LinearOptions(hidden, hidden).bias(false)))),
+            torch::nn::LSTM(
+                torch::nn::LSTMOptions(hidden, hidden / 2).bidirectional(true).batch_first(true)))),
+        device_embedding_(
+            register_module("device_embedding", torch::nn::Embedding(devices + 1, embedding))),
+        decoder_(register_module(
+            "decoder", torch::nn::LSTMCell(hidden + embedding + (before_ ? hidden : 0), hidden))),
+        attention_keys_(register_module(
+            "attention_keys",
+            torch::nn::Linear(torch::nn::LinearOptions(hidden, hidden).bias(false)))),
         attention_query_(register_module("attention_query", torch::nn::Linear(hidden, hidden))),
-        attention_score_(register_module("attention_score",
-                                         torch::nn::Linear(torch::nn::LinearOptions(hidden, 1).bias(false)))),
+        attention_score_(register_module(
+            "attention_score", torch::nn::Linear(torch::nn::LinearOptions(hidden, 1).bias(false)))),
         out_(register_module("out", torch::nn::Linear(before_ ? hidden : 2 * hidden, devices))) {
-    if (hidden % 2 != 0) throw std::invalid_argument("seq2seq: hidden must be even (two encoder directions)");
+    if (hidden % 2 != 0)
+      throw std::invalid_argument("seq2seq: hidden must be even (two encoder directions)");
   }
 
   torch::Tensor logits(const PolicyInputs& inputs, const std::vector<Action>& actions) override {
@@ -76,7 +83,7 @@ class Seq2SeqNetwork : public PolicyNetwork {
   };
 
   Decoder start(const PolicyInputs& inputs, int64_t S) {
-    const torch::Tensor x = project_(inputs.features).unsqueeze(0);  // [1, G, H]
+    const torch::Tensor x = project_(inputs.features).unsqueeze(0);   // [1, G, H]
     const torch::Tensor encoded = std::get<0>(encoder_->forward(x));  // [1, G, H]
     Decoder d;
     d.encoded = encoded.expand({S, encoded.size(1), hidden_});
@@ -89,13 +96,15 @@ class Seq2SeqNetwork : public PolicyNetwork {
 
   // Content-based attention: score_j = vᵀ tanh(W_k e_j + W_q q), context = Σ softmax(score)_j e_j.
   torch::Tensor attend(const Decoder& d, const torch::Tensor& query) {
-    const torch::Tensor scores = attention_score_(torch::tanh(d.keys + attention_query_(query).unsqueeze(1))).squeeze(-1);
+    const torch::Tensor scores =
+        attention_score_(torch::tanh(d.keys + attention_query_(query).unsqueeze(1))).squeeze(-1);
     return torch::softmax(scores, 1).unsqueeze(1).bmm(d.encoded).squeeze(1);
   }
 
   // Logits [S, D] for group i; advances the decoder state.
   torch::Tensor step(Decoder& d, int64_t i) {
-    std::vector<torch::Tensor> input = {d.encoded.index({Slice(), i}), device_embedding_(d.previous)};
+    std::vector<torch::Tensor> input = {d.encoded.index({Slice(), i}),
+                                        device_embedding_(d.previous)};
     if (before_) input.push_back(attend(d, d.h));
     std::tie(d.h, d.c) = decoder_->forward(torch::cat(input, 1), std::make_tuple(d.h, d.c));
     if (before_) return out_(d.h);
@@ -113,7 +122,8 @@ class Seq2SeqNetwork : public PolicyNetwork {
 
 }  // namespace
 
-NetworkFactory seq2seq_network(int64_t hidden, int64_t device_embedding, AttentionPosition attention) {
+NetworkFactory seq2seq_network(int64_t hidden, int64_t device_embedding,
+                               AttentionPosition attention) {
   return [=](int64_t width, int64_t, int64_t devices) {
     return std::make_shared<Seq2SeqNetwork>(width, hidden, device_embedding, devices, attention);
   };

@@ -15,6 +15,7 @@ enum class AttentionPosition {
 /// The seq2seq placer of ColocRL / HP / EAGLE: group embeddings through a bi-LSTM encoder, an LSTM
 /// decoder that is fed the embedding of the device it chose for the previous group, and
 /// content-based attention over the encoder states.
-NetworkFactory seq2seq_network(int64_t hidden, int64_t device_embedding, AttentionPosition attention);
+NetworkFactory seq2seq_network(int64_t hidden, int64_t device_embedding,
+                               AttentionPosition attention);
 
 }  // namespace placement::plugins

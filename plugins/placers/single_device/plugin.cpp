@@ -33,7 +33,9 @@ std::vector<ParamError> validate(const Params& p) {
   return {};
 }
 
-std::unique_ptr<Placer> create(const Params& p) { return std::make_unique<SingleDevicePlacer>(params().read(p)); }
+std::unique_ptr<Placer> create(const Params& p) {
+  return std::make_unique<SingleDevicePlacer>(params().read(p));
+}
 
 }  // namespace
 }  // namespace placement::plugins

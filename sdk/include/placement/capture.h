@@ -1,6 +1,7 @@
 #pragma once
-// A model (torch.export or TorchScript) -> OpGraph. Implemented in libplacement_torch (links LibTorch); this header does not
-// include LibTorch, so code that only passes a module through stays cheap to compile.
+// A model (torch.export or TorchScript) -> OpGraph. Implemented in libplacement_torch (links
+// LibTorch); this header does not include LibTorch, so code that only passes a module through stays
+// cheap to compile.
 
 #include <cstdint>
 #include <stdexcept>
@@ -29,7 +30,8 @@ class CaptureError : public std::runtime_error {
 /// The model's buffers and the random number generators are as they were afterwards (a model in
 /// train mode updates batch norm's statistics and draws dropout masks): a captured model trains
 /// from the state it was given, as plain PyTorch would.
-OpGraph capture(const Model& model, const std::vector<at::Tensor>& inputs, const std::string& name = "");
+OpGraph capture(const Model& model, const std::vector<at::Tensor>& inputs,
+                const std::string& name = "");
 /// The same for a TorchScript module.
 OpGraph capture(const torch::jit::Module& module, const std::vector<at::Tensor>& inputs,
                 const std::string& name = "");
@@ -37,8 +39,8 @@ OpGraph capture(const torch::jit::Module& module, const std::vector<at::Tensor>&
 /// Example inputs of the given shapes: random normal floats, or random integers in [0, 100) for
 /// integer dtypes (token ids). `dtype` is "float32", "float64", "int64" or "int32". `meta`: on
 /// the meta device, shapes without storage.
-std::vector<at::Tensor> example_inputs(const std::vector<std::vector<int64_t>>& shapes, const std::string& dtype,
-                                       bool meta = false);
+std::vector<at::Tensor> example_inputs(const std::vector<std::vector<int64_t>>& shapes,
+                                       const std::string& dtype, bool meta = false);
 
 /// Whether the module's parameters or buffers live on the meta device (a model built under
 /// `with torch.device("meta")` and traced there): it has shapes but no weights.

@@ -14,7 +14,6 @@
 #include "placement/placement.h"
 #include "placement/torch_fwd.h"
 
-
 namespace placement {
 
 /// What a placement change moved.
@@ -32,10 +31,11 @@ class OpObserver {
   virtual void after(int op, const std::vector<c10::IValue>& outputs) = 0;
 };
 
-/// A model (either front end's op program) executed op by op with every op on its placed device: each op's tensor
-/// inputs are moved to its device (recorded by autograd, so loss.backward() crosses devices as
-/// usual), factory ops create their tensors there, and each parameter lives on the device of its
-/// first consumer. With all ops on one device the numbers equal the plain module's.
+/// A model (either front end's op program) executed op by op with every op on its placed device:
+/// each op's tensor inputs are moved to its device (recorded by autograd, so loss.backward()
+/// crosses devices as usual), factory ops create their tensors there, and each parameter lives on
+/// the device of its first consumer. With all ops on one device the numbers equal the plain
+/// module's.
 ///
 /// Logical CPU devices ("cpu:0", "cpu:1") share the host; a tensor crossing between two of them is
 /// copied (clone), so the cross-device path runs on machines without a GPU.

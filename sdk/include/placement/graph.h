@@ -1,5 +1,6 @@
 #pragma once
-// The operation graph of a model: what every grouper, placer, the simulator and the wire protocol see.
+// The operation graph of a model: what every grouper, placer, the simulator and the wire protocol
+// see.
 
 #include <cstdint>
 #include <map>
@@ -111,7 +112,8 @@ struct Edge {
   bool operator==(const Edge& other) const;
 };
 
-/// A directed acyclic graph of ops. Plain data; validate() checks the invariants the rest relies on.
+/// A directed acyclic graph of ops. Plain data; validate() checks the invariants the rest relies
+/// on.
 class OpGraph {
  public:
   std::string name;

@@ -17,9 +17,9 @@
 
 #include "placement/devices.h"
 #include "placement/engine.h"
-#include "placement/model.h"
 #include "placement/graph.h"
 #include "placement/job_channel.h"
+#include "placement/model.h"
 #include "placement/placement.h"
 #include "placement/torch_fwd.h"
 
@@ -93,7 +93,8 @@ struct JobOptions {
   /// An OpGraph JSON of this same model and inputs with per-op profiles (`placementctl capture
   /// MODEL --input ... --profile cpu -o FILE`): its profiles go up with the graph, so placementd's
   /// simulator can time placements (the "simulator" warm start, list_scheduling). Empty: none. The
-  /// job refuses a file captured from another model or other input shapes (the fingerprints differ).
+  /// job refuses a file captured from another model or other input shapes (the fingerprints
+  /// differ).
   std::string profile_graph_file;
   /// When placementd asks (its simulator needs per-op costs on a device kind the graph has none
   /// for), the job profiles this many of its training steps under the placement asked about,
@@ -129,7 +130,8 @@ class StepOptimizer {
   virtual void zero_grad() = 0;
   /// After a placement change, parameters[i] lives on devices[i]: moves their state there, all or
   /// nothing (on failure it throws and leaves the state as it was). Returns the bytes moved.
-  virtual uint64_t move_state(const std::vector<at::Tensor>& parameters, const std::vector<c10::Device>& devices) = 0;
+  virtual uint64_t move_state(const std::vector<at::Tensor>& parameters,
+                              const std::vector<c10::Device>& devices) = 0;
 };
 
 struct JobStats {
@@ -176,10 +178,11 @@ class Job {
   /// Captures `model` with `example_inputs`, builds the placed module on the job's start
   /// placement and starts talking to placementd in the background. Throws CaptureError for a model
   /// that cannot be captured, std::invalid_argument for bad options; never for daemon problems.
-  Job(std::string name, const Model& model, const std::vector<at::Tensor>& example_inputs, JobOptions options = {});
-  /// The same for a TorchScript module (Model::from_torchscript).
-  Job(std::string name, const torch::jit::Module& module, const std::vector<at::Tensor>& example_inputs,
+  Job(std::string name, const Model& model, const std::vector<at::Tensor>& example_inputs,
       JobOptions options = {});
+  /// The same for a TorchScript module (Model::from_torchscript).
+  Job(std::string name, const torch::jit::Module& module,
+      const std::vector<at::Tensor>& example_inputs, JobOptions options = {});
   ~Job();
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
@@ -200,7 +203,8 @@ class Job {
   at::Tensor step(const std::vector<c10::IValue>& inputs, const LossFunction& loss,
                   torch::optim::Optimizer& optimizer);
   /// The same with an optimizer that is not a torch::optim one.
-  at::Tensor step(const std::vector<c10::IValue>& inputs, const LossFunction& loss, StepOptimizer& optimizer);
+  at::Tensor step(const std::vector<c10::IValue>& inputs, const LossFunction& loss,
+                  StepOptimizer& optimizer);
 
   const Placement& placement() const;
   const OpGraph& graph() const;
@@ -217,8 +221,8 @@ class Job {
 };
 
 /// Same as the constructor, for the `auto job = placement::attach(...)` spelling.
-std::unique_ptr<Job> attach(std::string name, const Model& model, const std::vector<at::Tensor>& example_inputs,
-                            JobOptions options = {});
+std::unique_ptr<Job> attach(std::string name, const Model& model,
+                            const std::vector<at::Tensor>& example_inputs, JobOptions options = {});
 std::unique_ptr<Job> attach(std::string name, const torch::jit::Module& module,
                             const std::vector<at::Tensor>& example_inputs, JobOptions options = {});
 

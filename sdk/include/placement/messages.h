@@ -28,7 +28,15 @@ using protocol::MessageType;
 /// Where a job's session is: attached → profiling (the start placement is measured) → exploring →
 /// exploiting (→ re-exploring on drift → exploiting) → detached. A replica of rank > 0 is
 /// following (protocol 4): rank 0's daemon places the group; this one only shows it.
-enum class JobState { kAttached, kProfiling, kExploring, kExploiting, kReexploring, kDetached, kFollowing };
+enum class JobState {
+  kAttached,
+  kProfiling,
+  kExploring,
+  kExploiting,
+  kReexploring,
+  kDetached,
+  kFollowing
+};
 /// "attached", "profiling", "exploring", "exploiting", "re-exploring", "detached", "following".
 const char* to_string(JobState state);
 /// Every state, in the order above (for listings that show each one, such as the metrics).
@@ -36,8 +44,8 @@ std::vector<JobState> all_job_states();
 
 /// Why placementd asks a job to run a placement.
 enum class Reason {
-  kStart,         // the job's own start placement, measured first
-  kCached,        // the best placement this uid stored for the graph and devices: the first candidate
+  kStart,   // the job's own start placement, measured first
+  kCached,  // the best placement this uid stored for the graph and devices: the first candidate
   kSingleDevice,  // every op on one device (the first GPU), offered once after the start
   kWarmStart,     // the placement the warm start imitated
   kPolicy,        // a sample of the learned policy
@@ -58,7 +66,8 @@ struct ReplicaInfo {
   int64_t rank = 0;
   int64_t world_size = 1;
   /// The same on every rank of one run of the group, and only there ("10.0.0.1:29500/3fa2c1d0":
-  /// the rendezvous address and a number rank 0 drew), so `placementctl jobs` on each node names it.
+  /// the rendezvous address and a number rank 0 drew), so `placementctl jobs` on each node names
+  /// it.
   std::string group;
   bool follower() const { return rank > 0; }
   nlohmann::json to_json() const;
@@ -187,7 +196,8 @@ struct Directive {
   std::optional<uint64_t> after_step;
   Placement placement;
   nlohmann::json to_json(const DeviceSet& devices) const;
-  static Directive from_json(const nlohmann::json& body, const OpGraph& graph, const DeviceSet& devices);
+  static Directive from_json(const nlohmann::json& body, const OpGraph& graph,
+                             const DeviceSet& devices);
 };
 
 struct PlacementRequest {

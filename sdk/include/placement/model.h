@@ -30,7 +30,8 @@ class Model {
   /// An ExportedProgram serialized to JSON (torch._export.serde.serialize's exported_program bytes)
   /// and the tensors its parameters, buffers and constants are, by their names (the module's own:
   /// what the optimizer and state_dict() see). `origin` names it in errors.
-  static Model from_exported_json(const std::string& json, const std::map<std::string, at::Tensor>& tensors,
+  static Model from_exported_json(const std::string& json,
+                                  const std::map<std::string, at::Tensor>& tensors,
                                   const std::string& origin);
   /// A .pt2 archive or a TorchScript file, told apart by their contents.
   static Model load(const std::string& path);

@@ -11,8 +11,9 @@
 //   };
 //   const ParamTable<MyPlacerOptions>& my_placer_params() {
 //     static const auto table = ParamTable<MyPlacerOptions>()
-//                                   .add("hidden", &MyPlacerOptions::hidden, "hidden size", {1, 4096})
-//                                   .add("gpus_only", &MyPlacerOptions::gpus_only, "CUDA devices only");
+//                                   .add("hidden", &MyPlacerOptions::hidden, "hidden size", {1,
+//                                   4096}) .add("gpus_only", &MyPlacerOptions::gpus_only, "CUDA
+//                                   devices only");
 //     return table;
 //   }
 //   // info():   i.hyperparameters = my_placer_params().declared();
@@ -53,11 +54,13 @@ class ParamTable {
     return add_value(std::move(name), member, std::move(summary), {}, {});
   }
   /// An integer, optionally bounded.
-  ParamTable& add(std::string name, int64_t Options::*member, std::string summary, Bounds bounds = {}) {
+  ParamTable& add(std::string name, int64_t Options::*member, std::string summary,
+                  Bounds bounds = {}) {
     return add_value(std::move(name), member, std::move(summary), bounds, {});
   }
   /// A float, optionally bounded; an integer given in TOML is accepted for it.
-  ParamTable& add(std::string name, double Options::*member, std::string summary, Bounds bounds = {}) {
+  ParamTable& add(std::string name, double Options::*member, std::string summary,
+                  Bounds bounds = {}) {
     return add_value(std::move(name), member, std::move(summary), bounds, {});
   }
   /// A string, limited to `choices` unless they are empty.
@@ -85,8 +88,10 @@ class ParamTable {
         }
       throw std::invalid_argument("hyperparameter '" + name + "' is not one of its choices");
     };
-    return append({{std::move(name), {}, std::move(summary), std::nullopt, std::nullopt, std::move(texts)},
-                   std::move(get), std::move(set)});
+    return append(
+        {{std::move(name), {}, std::move(summary), std::nullopt, std::nullopt, std::move(texts)},
+         std::move(get),
+         std::move(set)});
   }
 
   /// Appends the rows of `part`, whose options are the `member` of these. The defaults are those
@@ -94,8 +99,11 @@ class ParamTable {
   template <class Part>
   ParamTable& include(const ParamTable<Part>& part, Part Options::*member) {
     for (const auto& row : part.rows_)
-      append({row.declared, [get = row.get, member](const Options& options) { return get(options.*member); },
-              [set = row.set, member](const Params& params, Options& options) { set(params, options.*member); }});
+      append({row.declared,
+              [get = row.get, member](const Options& options) { return get(options.*member); },
+              [set = row.set, member](const Params& params, Options& options) {
+                set(params, options.*member);
+              }});
     return *this;
   }
 
@@ -129,28 +137,41 @@ class ParamTable {
   template <class T>
   ParamTable& add_value(std::string name, T Options::*member, std::string summary, Bounds bounds,
                         std::vector<std::string> choices) {
-    auto get = [member](const Options& options) { return ParamValue(std::in_place_type<T>, options.*member); };
-    auto set = [member, name](const Params& params, Options& options) { options.*member = typed<T>(params, name); };
-    return append({{std::move(name), {}, std::move(summary), bounds.min, bounds.max, std::move(choices)},
-                   std::move(get), std::move(set)});
+    auto get = [member](const Options& options) {
+      return ParamValue(std::in_place_type<T>, options.*member);
+    };
+    auto set = [member, name](const Params& params, Options& options) {
+      options.*member = typed<T>(params, name);
+    };
+    return append(
+        {{std::move(name), {}, std::move(summary), bounds.min, bounds.max, std::move(choices)},
+         std::move(get),
+         std::move(set)});
   }
 
   template <class T>
   static T typed(const Params& params, const std::string& name) {
-    if constexpr (std::is_same_v<T, bool>) return param_bool(params, name);
-    else if constexpr (std::is_same_v<T, int64_t>) return param_int(params, name);
-    else if constexpr (std::is_same_v<T, double>) return param_float(params, name);
-    else return param_string(params, name);
+    if constexpr (std::is_same_v<T, bool>)
+      return param_bool(params, name);
+    else if constexpr (std::is_same_v<T, int64_t>)
+      return param_int(params, name);
+    else if constexpr (std::is_same_v<T, double>)
+      return param_float(params, name);
+    else
+      return param_string(params, name);
   }
 
   ParamTable& append(Row row) {
     const std::string& name = row.declared.name;
     for (const Row& existing : rows_)
-      if (existing.declared.name == name) throw std::logic_error("hyperparameter '" + name + "' is declared twice");
+      if (existing.declared.name == name)
+        throw std::logic_error("hyperparameter '" + name + "' is declared twice");
     row.declared.default_value = row.get(Options{});
     // The check an admin's value gets, applied to the default: one definition of "in range".
-    const std::vector<ParamError> errors = resolve_params({row.declared}, {{name, row.declared.default_value}}, nullptr);
-    if (!errors.empty()) throw std::logic_error("hyperparameter '" + name + "': default " + errors.front().message);
+    const std::vector<ParamError> errors =
+        resolve_params({row.declared}, {{name, row.declared.default_value}}, nullptr);
+    if (!errors.empty())
+      throw std::logic_error("hyperparameter '" + name + "': default " + errors.front().message);
     rows_.push_back(std::move(row));
     return *this;
   }

@@ -34,7 +34,7 @@ inline uint32_t exported_abi_tag() { return plugin_abi_tag(); }
 }  // namespace placement
 
 /// KIND is grouper, placer or algorithm; the exported names are what the registry looks up.
-#define PLACEMENT_EXPORT_PLUGIN(KIND, info_fn, validate_fn, create_fn)        \
+#define PLACEMENT_EXPORT_PLUGIN(KIND, info_fn, validate_fn, create_fn)         \
   BOOST_DLL_ALIAS(::placement::detail::exported_abi_tag, placement_plugin_abi) \
   BOOST_DLL_ALIAS(info_fn, placement_plugin_info)                              \
   BOOST_DLL_ALIAS(validate_fn, placement_plugin_validate)                      \

@@ -73,7 +73,7 @@ std::vector<MessageType> known_types();
 
 /// Error codes carried in error frames (messages::Error).
 namespace error {
-inline constexpr const char* kBadFrame = "bad_frame";            // bad magic: stream unusable
+inline constexpr const char* kBadFrame = "bad_frame";             // bad magic: stream unusable
 inline constexpr const char* kFrameTooLarge = "frame_too_large";  // length over the maximum
 inline constexpr const char* kUnsupportedVersion = "unsupported_version";
 inline constexpr const char* kUnknownType = "unknown_type";
@@ -83,7 +83,7 @@ inline constexpr const char* kPermissionDenied = "permission_denied";
 inline constexpr const char* kNotFound = "not_found";
 inline constexpr const char* kInvalidConfig = "invalid_config";
 inline constexpr const char* kTimeout = "timeout";
-inline constexpr const char* kBusy = "busy";  // connection or input-buffer limit reached
+inline constexpr const char* kBusy = "busy";             // connection or input-buffer limit reached
 inline constexpr const char* kOverLimit = "over_limit";  // a graph over a [limits] value
 inline constexpr const char* kInternal = "internal";
 }  // namespace error
@@ -101,8 +101,8 @@ std::array<uint8_t, kHeaderSize> encode_header(const Header& header);
 bool decode_header(const uint8_t* bytes, Header* header);
 
 /// A complete frame: header + CBOR payload.
-std::vector<uint8_t> encode_frame(MessageType type, uint32_t request_id,
-                                  const nlohmann::json& body, uint16_t version = kMaxVersion);
+std::vector<uint8_t> encode_frame(MessageType type, uint32_t request_id, const nlohmann::json& body,
+                                  uint16_t version = kMaxVersion);
 /// Deepest nesting of arrays/maps a payload may have. Real payloads need about 6; the limit exists
 /// because the CBOR parser recurses, so an unbounded depth would let a client overflow the stack.
 inline constexpr size_t kMaxPayloadDepth = 32;

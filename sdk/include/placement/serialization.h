@@ -1,6 +1,7 @@
 #pragma once
-// JSON forms of the core types: files for humans, and (encoded as CBOR) the wire protocol's payloads.
-// Decoding checks every field and throws FormatError with the JSON path of the first field at fault.
+// JSON forms of the core types: files for humans, and (encoded as CBOR) the wire protocol's
+// payloads. Decoding checks every field and throws FormatError with the JSON path of the first
+// field at fault.
 
 #include <stdexcept>
 #include <string>
@@ -24,7 +25,8 @@ nlohmann::json to_json(const OpGraph& graph);
 nlohmann::json to_json(const DeviceSet& devices);
 nlohmann::json to_json(const Grouping& grouping);
 nlohmann::json to_json(const Measurement& measurement);
-/// {"placement_id", "steps", "ops": [{op, kind, forward_s, backward_s, update_s, activation_bytes}]}
+/// {"placement_id", "steps", "ops": [{op, kind, forward_s, backward_s, update_s,
+/// activation_bytes}]}
 nlohmann::json to_json(const ProfileReport& report);
 /// {"devices": [names...], "device_of_op": [indices...]}: self-describing, so a file can be checked
 /// against the device set it is used with.

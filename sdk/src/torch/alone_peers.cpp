@@ -11,7 +11,8 @@ class AlonePeers final : public StepPeers {
  public:
   void boundary(JobCore& job, StepOptimizer& optimizer) override {
     if (!job.channel) return;
-    if (std::optional<ReceivedDirective> d = job.channel->take_directive()) job.switch_to(std::move(*d), optimizer);
+    if (std::optional<ReceivedDirective> d = job.channel->take_directive())
+      job.switch_to(std::move(*d), optimizer);
   }
   StepAgreement agree(JobCore&, StepFailure failure) override {
     StepAgreement out;
@@ -20,7 +21,9 @@ class AlonePeers final : public StepPeers {
     return out;
   }
   void reduce_gradients(JobCore&) override {}
-  void step_done(JobCore& job, double seconds, bool profiled) override { job.report(true, seconds, "", profiled); }
+  void step_done(JobCore& job, double seconds, bool profiled) override {
+    job.report(true, seconds, "", profiled);
+  }
 };
 
 }  // namespace

@@ -78,8 +78,10 @@ CpuCalibration calibrate_cpu(int threads) {
     const OpGraph graph = capture(mlp, {seed}, "calibration");
     double dispatches = 0;
     for (const Op& op : graph.ops)
-      dispatches += op.work->forward_kernels + op.work->backward_kernels + (op.parameter_bytes > 0 ? 1 : 0);
-    PlacedModule placed(mlp, graph, DeviceSet::uniform({{DeviceKind::kCpu, 0, 1ull << 30, 1.0, {}}}, 1e9, 0));
+      dispatches +=
+          op.work->forward_kernels + op.work->backward_kernels + (op.parameter_bytes > 0 ? 1 : 0);
+    PlacedModule placed(mlp, graph,
+                        DeviceSet::uniform({{DeviceKind::kCpu, 0, 1ull << 30, 1.0, {}}}, 1e9, 0));
     torch::optim::SGD sgd(placed.parameters(), torch::optim::SGDOptions(1e-4));
     const std::vector<c10::IValue> args = {seed};
     const double seconds = median_seconds(9, [&] {
@@ -115,13 +117,15 @@ CpuCalibration calibrate_cpu(int threads) {
       for (const at::Tensor& p : conv.parameters()) p.mutable_grad().reset();
     });
     const int kernels = op.work->forward_kernels + op.work->backward_kernels;
-    return Conv{op.work->forward_flops + op.work->backward_flops, op.work->forward_bytes + op.work->backward_bytes,
+    return Conv{op.work->forward_flops + op.work->backward_flops,
+                op.work->forward_bytes + op.work->backward_bytes,
                 std::max(0.0, s - kernels * c.spec.launch_s)};
   };
   const Conv compute = measure_conv({8, 64, 32, 32}, {64, 64, 3, 3});
   const Conv convs[] = {compute, measure_conv({16, 64, 16, 16}, {64, 64, 1, 1}),
                         measure_conv({1, 512, 2, 2}, {512, 512, 3, 3})};
-  double ff = 0, fb = 0, bb = 0, f1 = 0, b1 = 0;  // normal equations of rows (flops, bytes) / seconds = 1
+  double ff = 0, fb = 0, bb = 0, f1 = 0,
+         b1 = 0;  // normal equations of rows (flops, bytes) / seconds = 1
   for (const Conv& k : convs) {
     const double f = k.flops / k.seconds, b = k.bytes / k.seconds;
     ff += f * f, fb += f * b, bb += b * b, f1 += f, b1 += b;
@@ -144,11 +148,14 @@ CpuCalibration calibrate_cpu(int threads) {
     constexpr int64_t hidden = 64, batch = 4;
     torch::jit::Module lstm("calibration_lstm");
     for (const char* name : {"w_ih", "w_hh"})
-      lstm.register_parameter(name, (at::randn({4 * hidden, hidden}) * 0.1).requires_grad_(), false);
-    for (const char* name : {"b_ih", "b_hh"}) lstm.register_parameter(name, at::zeros({4 * hidden}).requires_grad_(), false);
+      lstm.register_parameter(name, (at::randn({4 * hidden, hidden}) * 0.1).requires_grad_(),
+                              false);
+    for (const char* name : {"b_ih", "b_hh"})
+      lstm.register_parameter(name, at::zeros({4 * hidden}).requires_grad_(), false);
     lstm.define(
         "def forward(self, x, h, c):\n"
-        "    y, hn, cn = torch.lstm(x, [h, c], [self.w_ih, self.w_hh, self.b_ih, self.b_hh], True, 1, 0.0, True, False, False)\n"
+        "    y, hn, cn = torch.lstm(x, [h, c], [self.w_ih, self.w_hh, self.b_ih, self.b_hh], True, "
+        "1, 0.0, True, False, False)\n"
         "    return y\n");
     const at::Tensor x = at::randn({steps, batch, hidden}), h = at::zeros({1, batch, hidden});
     const Op op = capture(lstm, {x, h, h}, "calibration").ops.at(0);
@@ -157,23 +164,31 @@ CpuCalibration calibrate_cpu(int threads) {
       for (const at::Tensor& p : lstm.parameters()) p.mutable_grad().reset();
     });
     const OpWork& w = *op.work;
-    auto roofline = [&](double flops, double bytes) { return std::max(flops / c.spec.fp32_flops, bytes / c.spec.memory_bandwidth); };
-    const double counted = roofline(w.forward_flops, w.forward_bytes) + roofline(w.backward_flops, w.backward_bytes) +
+    auto roofline = [&](double flops, double bytes) {
+      return std::max(flops / c.spec.fp32_flops, bytes / c.spec.memory_bandwidth);
+    };
+    const double counted = roofline(w.forward_flops, w.forward_bytes) +
+                           roofline(w.backward_flops, w.backward_bytes) +
                            (w.forward_kernels + w.backward_kernels) * c.spec.launch_s;
     return std::pair{std::max(0.0, s - counted) / 3.0, w};  // forward once, backward twice
   };
   const auto [short_s, short_work] = lstm_library_s(4);
   const auto [long_s, long_work] = lstm_library_s(32);
-  // A step cost of exactly 0 would mean "two launches per step" (the GPU default): keep it positive.
-  c.spec.rnn_step_s = std::max(1e-9, (long_s - short_s) / (long_work.rnn_steps - short_work.rnn_steps));
-  c.spec.rnn_layer_s = std::max(0.0, short_s - short_work.rnn_steps * c.spec.rnn_step_s) / short_work.rnn_layers;
+  // A step cost of exactly 0 would mean "two launches per step" (the GPU default): keep it
+  // positive.
+  c.spec.rnn_step_s =
+      std::max(1e-9, (long_s - short_s) / (long_work.rnn_steps - short_work.rnn_steps));
+  c.spec.rnn_layer_s =
+      std::max(0.0, short_s - short_work.rnn_steps * c.spec.rnn_step_s) / short_work.rnn_layers;
 
   // Max pooling forward, as in training (it records the maxima's indices): per window element.
   const at::Tensor feature_map = at::randn({8, 32, 32, 32}).requires_grad_();
-  const double pool_s = median_seconds(7, [&] { at::max_pool2d(feature_map, {3, 3}, {1, 1}, {1, 1}); });
+  const double pool_s = median_seconds(7, [&] {
+    at::max_pool2d(feature_map, {3, 3}, {1, 1}, {1, 1});
+  });
   const double window_elements = 8.0 * 32 * 32 * 32 * 9;
-  c.spec.pool_efficiency =
-      std::clamp(window_elements / std::max(pool_s - c.spec.launch_s, 1e-9) / c.spec.fp32_flops, 1e-6, 1.0);
+  c.spec.pool_efficiency = std::clamp(
+      window_elements / std::max(pool_s - c.spec.launch_s, 1e-9) / c.spec.fp32_flops, 1e-6, 1.0);
   return c;
 }
 

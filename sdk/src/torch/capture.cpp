@@ -11,8 +11,8 @@
 #include <torch/csrc/jit/serialization/import.h>
 
 #include "export_frontend.h"
-#include "op_program.h"
 #include "model_state.h"
+#include "op_program.h"
 #include "tensor_bytes.h"
 
 namespace placement {
@@ -27,17 +27,28 @@ using detail::tensors_in;
 
 std::string dtype_name(c10::ScalarType type) {
   switch (type) {
-    case c10::ScalarType::Float: return "float32";
-    case c10::ScalarType::Double: return "float64";
-    case c10::ScalarType::Half: return "float16";
-    case c10::ScalarType::BFloat16: return "bfloat16";
-    case c10::ScalarType::Long: return "int64";
-    case c10::ScalarType::Int: return "int32";
-    case c10::ScalarType::Short: return "int16";
-    case c10::ScalarType::Char: return "int8";
-    case c10::ScalarType::Byte: return "uint8";
-    case c10::ScalarType::Bool: return "bool";
-    default: return c10::toString(type);
+    case c10::ScalarType::Float:
+      return "float32";
+    case c10::ScalarType::Double:
+      return "float64";
+    case c10::ScalarType::Half:
+      return "float16";
+    case c10::ScalarType::BFloat16:
+      return "bfloat16";
+    case c10::ScalarType::Long:
+      return "int64";
+    case c10::ScalarType::Int:
+      return "int32";
+    case c10::ScalarType::Short:
+      return "int16";
+    case c10::ScalarType::Char:
+      return "int8";
+    case c10::ScalarType::Byte:
+      return "uint8";
+    case c10::ScalarType::Bool:
+      return "bool";
+    default:
+      return c10::toString(type);
   }
 }
 
@@ -80,7 +91,8 @@ OpArgument describe_argument(const c10::IValue& value) {
 
 }  // namespace
 
-OpGraph capture(const Model& model, const std::vector<at::Tensor>& inputs, const std::string& name) {
+OpGraph capture(const Model& model, const std::vector<at::Tensor>& inputs,
+                const std::string& name) {
   const OpProgram& program = model.program();
   OpGraph graph;
   graph.name = name;
@@ -94,9 +106,12 @@ OpGraph capture(const Model& model, const std::vector<at::Tensor>& inputs, const
   int current = -1;
   int current_trained_tensors = 0;
   std::vector<OpArgument> current_arguments;
-  auto index_of = [&program](const OpNode& node) { return static_cast<size_t>(&node - program.nodes.data()); };
+  auto index_of = [&program](const OpNode& node) {
+    return static_cast<size_t>(&node - program.nodes.data());
+  };
 
-  // Bytes of what an input carries from other ops, without module tensors a list may hold beside them.
+  // Bytes of what an input carries from other ops, without module tensors a list may hold beside
+  // them.
   auto activation_bytes = [&counted_parameters](const c10::IValue& value) {
     std::vector<at::Tensor> tensors;
     tensors_in(value, tensors);
@@ -112,7 +127,8 @@ OpGraph capture(const Model& model, const std::vector<at::Tensor>& inputs, const
     Op op;
     op.id = static_cast<int>(graph.ops.size());
     op.kind = node.name;
-    const std::string short_kind = node.name.substr(node.name.find("::") == std::string::npos ? 0 : node.name.find("::") + 2);
+    const std::string short_kind =
+        node.name.substr(node.name.find("::") == std::string::npos ? 0 : node.name.find("::") + 2);
     std::string base = (node.scope.empty() ? "" : node.scope + "/") + short_kind;
     const int seen = names_used[base]++;
     op.name = seen == 0 ? base : base + "." + std::to_string(seen);
@@ -186,22 +202,28 @@ OpGraph capture(const Model& model, const std::vector<at::Tensor>& inputs, const
   return graph;
 }
 
-OpGraph capture(const torch::jit::Module& module, const std::vector<at::Tensor>& inputs, const std::string& name) {
+OpGraph capture(const torch::jit::Module& module, const std::vector<at::Tensor>& inputs,
+                const std::string& name) {
   return capture(Model::from_torchscript(module), inputs, name);
 }
 
-std::vector<at::Tensor> example_inputs(const std::vector<std::vector<int64_t>>& shapes, const std::string& dtype,
-                                       bool meta) {
+std::vector<at::Tensor> example_inputs(const std::vector<std::vector<int64_t>>& shapes,
+                                       const std::string& dtype, bool meta) {
   std::vector<at::Tensor> inputs;
   const at::TensorOptions on = at::TensorOptions().device(meta ? at::kMeta : at::kCPU);
   for (const auto& shape : shapes) {
     for (int64_t d : shape)
       if (d <= 0) throw CaptureError("input shape dimensions must be positive");
-    if (dtype == "float32") inputs.push_back(at::randn(shape, on.dtype(at::kFloat)));
-    else if (dtype == "float64") inputs.push_back(at::randn(shape, on.dtype(at::kDouble)));
-    else if (dtype == "int64") inputs.push_back(at::randint(0, 100, shape, on.dtype(at::kLong)));
-    else if (dtype == "int32") inputs.push_back(at::randint(0, 100, shape, on.dtype(at::kInt)));
-    else throw CaptureError("unknown input dtype '" + dtype + "' (float32, float64, int64 or int32)");
+    if (dtype == "float32")
+      inputs.push_back(at::randn(shape, on.dtype(at::kFloat)));
+    else if (dtype == "float64")
+      inputs.push_back(at::randn(shape, on.dtype(at::kDouble)));
+    else if (dtype == "int64")
+      inputs.push_back(at::randint(0, 100, shape, on.dtype(at::kLong)));
+    else if (dtype == "int32")
+      inputs.push_back(at::randint(0, 100, shape, on.dtype(at::kInt)));
+    else
+      throw CaptureError("unknown input dtype '" + dtype + "' (float32, float64, int64 or int32)");
   }
   return inputs;
 }
@@ -214,8 +236,10 @@ bool on_meta_device(const torch::jit::Module& module) {
   return false;
 }
 
-OpGraph capture_file(const std::string& path, const std::vector<std::vector<int64_t>>& shapes, const std::string& dtype) {
-  // A .pt2's weights are not needed for shapes and work: its parameters are captured as meta tensors.
+OpGraph capture_file(const std::string& path, const std::vector<std::vector<int64_t>>& shapes,
+                     const std::string& dtype) {
+  // A .pt2's weights are not needed for shapes and work: its parameters are captured as meta
+  // tensors.
   const bool exported = detail::is_pt2(path);
   const Model model = exported ? Model::load_exported(path, /*weights=*/false) : Model::load(path);
   try {

@@ -23,7 +23,8 @@ namespace placement::detail {
 namespace {
 
 void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + " failed: " + cudaGetErrorString(e));
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string(what) + " failed: " + cudaGetErrorString(e));
 }
 
 // NCCL, loaded on the first GPU-to-GPU migration: a job on one GPU, or on CPUs only, runs on a
@@ -41,7 +42,8 @@ const Nccl& nccl() {
   static const Nccl loaded = [] {
     void* lib = ::dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL);
     if (!lib)
-      throw std::runtime_error(std::string("moving tensors between GPUs needs NCCL: ") + ::dlerror() +
+      throw std::runtime_error(std::string("moving tensors between GPUs needs NCCL: ") +
+                               ::dlerror() +
                                " (install libnccl2, or put its directory on LD_LIBRARY_PATH)");
     Nccl n;
     auto bind = [lib](auto& fn, const char* name) {
@@ -60,7 +62,8 @@ const Nccl& nccl() {
 }
 
 void check(ncclResult_t r, const char* what) {
-  if (r != ncclSuccess) throw std::runtime_error(std::string(what) + " failed: " + nccl().error_string(r));
+  if (r != ncclSuccess)
+    throw std::runtime_error(std::string(what) + " failed: " + nccl().error_string(r));
 }
 
 // The calling thread's current device is LibTorch's business: put it back.
@@ -78,7 +81,8 @@ std::mutex& lock() {
   return m;
 }
 
-// One non-blocking stream per GPU for migrations, created on first use and kept (callers hold lock()).
+// One non-blocking stream per GPU for migrations, created on first use and kept (callers hold
+// lock()).
 cudaStream_t copy_stream(int device) {
   static std::map<int, cudaStream_t> streams;
   auto it = streams.find(device);
@@ -96,7 +100,8 @@ struct Communicator {
   std::vector<int> devices;  // rank r is devices[r]
   std::vector<ncclComm_t> comms;
   int rank(int device) const {
-    return static_cast<int>(std::lower_bound(devices.begin(), devices.end(), device) - devices.begin());
+    return static_cast<int>(std::lower_bound(devices.begin(), devices.end(), device) -
+                            devices.begin());
   }
 };
 
@@ -108,7 +113,8 @@ const Communicator& communicator(const std::set<int>& gpus) {
     auto c = std::make_unique<Communicator>();
     c->devices = key;
     c->comms.resize(key.size());
-    check(nccl().comm_init_all(c->comms.data(), static_cast<int>(key.size()), key.data()), "ncclCommInitAll");
+    check(nccl().comm_init_all(c->comms.data(), static_cast<int>(key.size()), key.data()),
+          "ncclCommInitAll");
     slot = std::move(c);
   }
   return *slot;
@@ -140,23 +146,28 @@ Staging& staging() {
 }
 
 void parallel_memcpy(void* dst, const void* src, size_t bytes) {
-  at::parallel_for(0, static_cast<int64_t>(bytes), int64_t{1} << 20, [&](int64_t begin, int64_t end) {
-    std::memcpy(static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin, static_cast<size_t>(end - begin));
-  });
+  at::parallel_for(
+      0, static_cast<int64_t>(bytes), int64_t{1} << 20, [&](int64_t begin, int64_t end) {
+        std::memcpy(static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin,
+                    static_cast<size_t>(end - begin));
+      });
 }
 
-void staged_host_to_device(void* dst, const void* src, size_t bytes, int device, cudaStream_t stream) {
+void staged_host_to_device(void* dst, const void* src, size_t bytes, int device,
+                           cudaStream_t stream) {
   Staging& s = staging();
   cudaEvent_t drained[2];
   check(cudaSetDevice(device), "cudaSetDevice");
-  for (cudaEvent_t& e : drained) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+  for (cudaEvent_t& e : drained)
+    check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
   bool used[2] = {false, false};
   try {
     for (size_t offset = 0, k = 0; offset < bytes; offset += kChunkBytes, ++k) {
       const size_t b = k % 2, n = std::min(kChunkBytes, bytes - offset);
       if (used[b]) check(cudaEventSynchronize(drained[b]), "cudaEventSynchronize");
       parallel_memcpy(s.buffer[b], static_cast<const char*>(src) + offset, n);
-      check(cudaMemcpyAsync(static_cast<char*>(dst) + offset, s.buffer[b], n, cudaMemcpyHostToDevice, stream),
+      check(cudaMemcpyAsync(static_cast<char*>(dst) + offset, s.buffer[b], n,
+                            cudaMemcpyHostToDevice, stream),
             "cudaMemcpyAsync (host to device)");
       check(cudaEventRecord(drained[b], stream), "cudaEventRecord");
       used[b] = true;
@@ -172,7 +183,8 @@ void staged_host_to_device(void* dst, const void* src, size_t bytes, int device,
 
 }  // namespace
 
-void cuda_copy(const std::vector<CopyRequest>& requests, const std::vector<size_t>& which, std::vector<at::Tensor>& out) {
+void cuda_copy(const std::vector<CopyRequest>& requests, const std::vector<size_t>& which,
+               std::vector<at::Tensor>& out) {
   std::lock_guard<std::mutex> hold(lock());
   CurrentDeviceGuard restore;
   std::set<int> gpus, nccl_gpus;
@@ -194,9 +206,11 @@ void cuda_copy(const std::vector<CopyRequest>& requests, const std::vector<size_
   for (int d : gpus) copy_stream(d);  // created before any NCCL group is open
   for (size_t i : which) {
     const CopyRequest& r = requests[i];
-    // A tensor on the CPU that came from a GPU lives in pinned memory, so moving it back is one DMA.
+    // A tensor on the CPU that came from a GPU lives in pinned memory, so moving it back is one
+    // DMA.
     const c10::TensorOptions options =
-        r.target.is_cuda() ? r.source.options().device(r.target) : r.source.options().device(r.target).pinned_memory(true);
+        r.target.is_cuda() ? r.source.options().device(r.target)
+                           : r.source.options().device(r.target).pinned_memory(true);
     out[i] = at::empty(r.source.sizes(), options);
   }
 
@@ -211,14 +225,17 @@ void cuda_copy(const std::vector<CopyRequest>& requests, const std::vector<size_
       const int from = r.source.device().index(), to = r.target.index();
       const int from_rank = c.rank(from), to_rank = c.rank(to);
       if (queued == ncclSuccess)
-        queued = nccl().send(r.source.data_ptr(), r.source.nbytes(), ncclUint8, to_rank, c.comms[from_rank], copy_stream(from));
+        queued = nccl().send(r.source.data_ptr(), r.source.nbytes(), ncclUint8, to_rank,
+                             c.comms[from_rank], copy_stream(from));
       if (queued == ncclSuccess)
-        queued = nccl().recv(out[i].data_ptr(), r.source.nbytes(), ncclUint8, from_rank, c.comms[to_rank], copy_stream(to));
+        queued = nccl().recv(out[i].data_ptr(), r.source.nbytes(), ncclUint8, from_rank,
+                             c.comms[to_rank], copy_stream(to));
     }
     check(nccl().group_end(), "ncclGroupEnd");
     check(queued, "ncclSend/ncclRecv");
   }
-  // GPU to CPU straight into pinned memory; CPU to GPU in one DMA from pinned memory, staged otherwise.
+  // GPU to CPU straight into pinned memory; CPU to GPU in one DMA from pinned memory, staged
+  // otherwise.
   for (size_t i : which) {
     const CopyRequest& r = requests[i];
     const size_t bytes = r.source.nbytes();
@@ -226,15 +243,18 @@ void cuda_copy(const std::vector<CopyRequest>& requests, const std::vector<size_
     if (r.source.is_cuda()) {
       const int d = r.source.device().index();
       check(cudaSetDevice(d), "cudaSetDevice");
-      check(cudaMemcpyAsync(out[i].data_ptr(), r.source.data_ptr(), bytes, cudaMemcpyDeviceToHost, copy_stream(d)),
+      check(cudaMemcpyAsync(out[i].data_ptr(), r.source.data_ptr(), bytes, cudaMemcpyDeviceToHost,
+                            copy_stream(d)),
             "cudaMemcpyAsync (device to host)");
     } else if (is_pinned_host(r.source.data_ptr())) {
       const int d = r.target.index();
       check(cudaSetDevice(d), "cudaSetDevice");
-      check(cudaMemcpyAsync(out[i].data_ptr(), r.source.data_ptr(), bytes, cudaMemcpyHostToDevice, copy_stream(d)),
+      check(cudaMemcpyAsync(out[i].data_ptr(), r.source.data_ptr(), bytes, cudaMemcpyHostToDevice,
+                            copy_stream(d)),
             "cudaMemcpyAsync (host to device)");
     } else {
-      staged_host_to_device(out[i].data_ptr(), r.source.data_ptr(), bytes, r.target.index(), copy_stream(r.target.index()));
+      staged_host_to_device(out[i].data_ptr(), r.source.data_ptr(), bytes, r.target.index(),
+                            copy_stream(r.target.index()));
     }
   }
   for (int d : gpus) {

@@ -14,8 +14,10 @@ namespace placement::detail {
 /// Copies requests[i] for every i in `which` (contiguous sources, at least one end a GPU) into
 /// out[i]. GPU to GPU goes through NCCL even when both ends are the same GPU (a send to itself:
 /// copy_all clones those instead, but a one-GPU machine can check the NCCL path that way). On
-/// return every copy is complete; on a throw `out` is left partly filled and the caller discards it.
-void cuda_copy(const std::vector<CopyRequest>& requests, const std::vector<size_t>& which, std::vector<at::Tensor>& out);
+/// return every copy is complete; on a throw `out` is left partly filled and the caller discards
+/// it.
+void cuda_copy(const std::vector<CopyRequest>& requests, const std::vector<size_t>& which,
+               std::vector<at::Tensor>& out);
 /// The GPU's memory in bytes; throws std::runtime_error naming the CUDA call that failed.
 uint64_t cuda_total_memory(int device);
 #endif

@@ -13,7 +13,8 @@ namespace placement::detail {
 inline void synchronize_cuda_devices(const DeviceSet& devices) {
   std::set<int> waited;
   for (const Device& d : devices.devices)
-    if (d.kind == DeviceKind::kCuda && waited.insert(d.index).second) torch::cuda::synchronize(d.index);
+    if (d.kind == DeviceKind::kCuda && waited.insert(d.index).second)
+      torch::cuda::synchronize(d.index);
 }
 
 }  // namespace placement::detail

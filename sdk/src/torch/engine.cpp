@@ -2,9 +2,9 @@
 
 #include <ATen/core/grad_mode.h>
 
-#include "placement/capture.h"
 #include "op_program.h"
 #include "physical_device.h"
+#include "placement/capture.h"
 #include "tensor_bytes.h"
 #include "transfer.h"
 
@@ -15,10 +15,13 @@ using detail::OpProgram;
 using detail::physical;
 
 struct PlacedModule::Impl {
-  Impl(Model m, OpGraph g, DeviceSet d) : model(std::move(m)), graph(std::move(g)), devices(std::move(d)) {}
+  Impl(Model m, OpGraph g, DeviceSet d)
+      : model(std::move(m)), graph(std::move(g)), devices(std::move(d)) {}
 
   const OpProgram& program() const { return model.program(); }
-  size_t index_of(const OpNode& node) const { return static_cast<size_t>(&node - program().nodes.data()); }
+  size_t index_of(const OpNode& node) const {
+    return static_cast<size_t>(&node - program().nodes.data());
+  }
 
   Model model;
   OpGraph graph;
@@ -36,7 +39,8 @@ struct PlacedModule::Impl {
   // The logical device a tensor input comes from: a module tensor's home, else the device of the op
   // that produced slot `value` (-1 or unknown: -1).
   int home_of(const at::Tensor& t, int value) const {
-    if (auto p = parameter_home.find(t.unsafeGetTensorImpl()); p != parameter_home.end()) return p->second;
+    if (auto p = parameter_home.find(t.unsafeGetTensorImpl()); p != parameter_home.end())
+      return p->second;
     if (value < 0) return -1;
     return home[static_cast<size_t>(value)];
   }
@@ -44,7 +48,8 @@ struct PlacedModule::Impl {
   at::Tensor move(const at::Tensor& t, int from, int to) const {
     const c10::Device target = device_of[to];
     if (t.device() != target) return t.to(target);
-    if (from >= 0 && from != to) return t.clone();  // between logical devices of one physical device
+    if (from >= 0 && from != to)
+      return t.clone();  // between logical devices of one physical device
     return t;
   }
 
@@ -52,7 +57,8 @@ struct PlacedModule::Impl {
   // indices of aten::index (Tensor?[]), an RNN's state tuple. Their producers are not tracked
   // through the container, so only a module tensor's home is known.
   c10::IValue move_nested(const c10::IValue& value, int to) const {
-    return detail::map_tensors(value, [&](const at::Tensor& t) { return move(t, home_of(t, -1), to); });
+    return detail::map_tensors(value,
+                               [&](const at::Tensor& t) { return move(t, home_of(t, -1), to); });
   }
 };
 
@@ -105,7 +111,8 @@ MigrationStats PlacedModule::set_placement(const Placement& placement) {
       const auto was = s.parameter_home.find(tensor.unsafeGetTensorImpl());
       const bool logical_move = was != s.parameter_home.end() && was->second != device;
       if (tensor.device() == s.device_of[device] && !logical_move) continue;
-      // Logical devices of one physical device get their own copy (a clone), as separate GPUs would.
+      // Logical devices of one physical device get their own copy (a clone), as separate GPUs
+      // would.
       stats.bytes += static_cast<uint64_t>(tensor.numel()) * tensor.element_size();
       ++stats.tensors;
       moved.push_back(tensor);
@@ -114,7 +121,8 @@ MigrationStats PlacedModule::set_placement(const Placement& placement) {
   }
   at::NoGradGuard no_grad;
   const std::vector<at::Tensor> data = detail::copy_all(copies);
-  for (size_t i = 0; i < moved.size(); ++i) moved[i].set_data(data[i]);  // in place: optimizers keep their tensor
+  for (size_t i = 0; i < moved.size(); ++i)
+    moved[i].set_data(data[i]);  // in place: optimizers keep their tensor
   s.home = std::move(home);
   s.parameter_home = std::move(parameter_home);
   s.placement = placement;

@@ -16,11 +16,11 @@
 #include "job_core.h"
 #include "model_state.h"
 #include "optimizer_state.h"
-#include "step_peers.h"
-#include "transfer.h"
 #include "placement/capture.h"
 #include "placement/messages.h"
 #include "placement/serialization.h"
+#include "step_peers.h"
+#include "transfer.h"
 
 #include "../hash.h"
 #include "stopwatch.h"
@@ -34,7 +34,8 @@ using detail::seconds_since;
 
 uint64_t host_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 8ull << 30;
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page)
+                               : 8ull << 30;
 }
 
 // Copies the profiles of the graph in `path` into `graph`, which must be the same capture.
@@ -46,17 +47,19 @@ void adopt_profiles(OpGraph& graph, const std::string& path) {
     throw std::invalid_argument("profile graph " + path + ": " + e.what());
   }
   if (profiled.fingerprint() != graph.fingerprint())
-    throw std::invalid_argument("profile graph " + path + " is not a capture of this model and these inputs (fingerprint " +
-                                profiled.fingerprint() + ", " + std::to_string(profiled.ops.size()) +
-                                " ops; this job's graph: " + graph.fingerprint() + ", " +
-                                std::to_string(graph.ops.size()) + " ops); capture it again");
+    throw std::invalid_argument(
+        "profile graph " + path + " is not a capture of this model and these inputs (fingerprint " +
+        profiled.fingerprint() + ", " + std::to_string(profiled.ops.size()) +
+        " ops; this job's graph: " + graph.fingerprint() + ", " + std::to_string(graph.ops.size()) +
+        " ops); capture it again");
   for (size_t i = 0; i < graph.ops.size(); ++i) graph.ops[i].profile = profiled.ops[i].profile;
 }
 
 }  // namespace
 
 DeviceSet job_devices(const std::vector<std::string>& names, uint64_t memory_bytes) {
-  const std::vector<std::string> chosen = names.empty() ? std::vector<std::string>{"cpu:0", "cpu:1"} : names;
+  const std::vector<std::string> chosen =
+      names.empty() ? std::vector<std::string>{"cpu:0", "cpu:1"} : names;
   size_t cpus = 0;
   std::vector<Device> list;
   for (const std::string& name : chosen) {
@@ -73,11 +76,14 @@ DeviceSet job_devices(const std::vector<std::string>& names, uint64_t memory_byt
       try {
         bytes = detail::cuda_memory_bytes(d.index);
       } catch (const std::exception& e) {
-        throw std::invalid_argument("device " + d.name() + ": cannot read its memory (" + e.what() + ")");
+        throw std::invalid_argument("device " + d.name() + ": cannot read its memory (" + e.what() +
+                                    ")");
       }
       if (!bytes)
-        throw std::invalid_argument("device " + d.name() + ": give its memory (JobOptions::memory_bytes); this build "
-                                    "of libplacement_torch has no CUDA paths to read it from the device");
+        throw std::invalid_argument(
+            "device " + d.name() +
+            ": give its memory (JobOptions::memory_bytes); this build "
+            "of libplacement_torch has no CUDA paths to read it from the device");
       d.memory_bytes = *bytes;
     }
   }
@@ -87,11 +93,12 @@ DeviceSet job_devices(const std::vector<std::string>& names, uint64_t memory_byt
   return set;
 }
 
-Job::Job(std::string name, const torch::jit::Module& module, const std::vector<at::Tensor>& example_inputs,
-         JobOptions options)
+Job::Job(std::string name, const torch::jit::Module& module,
+         const std::vector<at::Tensor>& example_inputs, JobOptions options)
     : Job(std::move(name), Model::from_torchscript(module), example_inputs, std::move(options)) {}
 
-Job::Job(std::string name, const Model& model, const std::vector<at::Tensor>& example_inputs, JobOptions options)
+Job::Job(std::string name, const Model& model, const std::vector<at::Tensor>& example_inputs,
+         JobOptions options)
     : core_(std::make_unique<detail::JobCore>()) {
   detail::JobCore& s = *core_;
   s.graph = capture(model, example_inputs, name);
@@ -101,11 +108,14 @@ Job::Job(std::string name, const Model& model, const std::vector<at::Tensor>& ex
   s.placed = std::make_unique<PlacedModule>(model, s.graph, s.devices);
   if (options.profile_steps < 0) throw std::invalid_argument("profile_steps must be >= 0");
   s.profile_steps = options.profile_steps;
-  if (std::any_of(options.memory_limit_bytes.begin(), options.memory_limit_bytes.end(), [](uint64_t b) { return b > 0; })) {
+  if (std::any_of(options.memory_limit_bytes.begin(), options.memory_limit_bytes.end(),
+                  [](uint64_t b) { return b > 0; })) {
     if (options.memory_limit_bytes.size() > s.devices.size())
-      throw std::invalid_argument("memory_limit_bytes has " + std::to_string(options.memory_limit_bytes.size()) +
+      throw std::invalid_argument("memory_limit_bytes has " +
+                                  std::to_string(options.memory_limit_bytes.size()) +
                                   " entries for " + std::to_string(s.devices.size()) + " devices");
-    s.memory_limit = std::make_unique<detail::DeviceMemoryLimit>(*s.placed, options.memory_limit_bytes);
+    s.memory_limit =
+        std::make_unique<detail::DeviceMemoryLimit>(*s.placed, options.memory_limit_bytes);
     s.placed->set_observer(s.memory_limit.get());
   }
   Placement start = Placement::single(s.graph, 0);
@@ -115,7 +125,8 @@ Job::Job(std::string name, const Model& model, const std::vector<at::Tensor>& ex
   s.current.directive.placement = start;
   s.last_good = s.current;
   s.own = s.current;
-  if (const std::optional<detail::ReplicaConfig> replicas = detail::replica_config(options.replicas))
+  if (const std::optional<detail::ReplicaConfig> replicas =
+          detail::replica_config(options.replicas))
     detail::join_replica_group(s, *replicas, start, model);
   else
     s.peers = detail::alone_peers();
@@ -124,7 +135,8 @@ Job::Job(std::string name, const Model& model, const std::vector<at::Tensor>& ex
   channel.socket_path = options.socket_path;
   channel.job = std::move(name);
   channel.devices = s.devices;
-  if (s.group) channel.replica = messages::ReplicaInfo{s.group->rank(), s.group->size(), s.group->name()};
+  if (s.group)
+    channel.replica = messages::ReplicaInfo{s.group->rank(), s.group->size(), s.group->name()};
   channel.reconnect_interval_ms = options.reconnect_interval_ms;
   channel.torch_version = TORCH_VERSION;
   channel.expected_steps = options.expected_steps;
@@ -145,8 +157,8 @@ Job::Job(std::string name, const Model& model, const std::vector<at::Tensor>& ex
 
 Job::~Job() = default;
 
-std::unique_ptr<Job> attach(std::string name, const Model& model, const std::vector<at::Tensor>& example_inputs,
-                            JobOptions options) {
+std::unique_ptr<Job> attach(std::string name, const Model& model,
+                            const std::vector<at::Tensor>& example_inputs, JobOptions options) {
   return std::make_unique<Job>(std::move(name), model, example_inputs, std::move(options));
 }
 
@@ -163,7 +175,8 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
   return step(inputs, loss, adapted);
 }
 
-at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction& loss, StepOptimizer& optimizer) {
+at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction& loss,
+                     StepOptimizer& optimizer) {
   detail::JobCore& s = *core_;
   detail::StepPeers& peers = *s.peers;
   peers.boundary(s, optimizer);
@@ -207,7 +220,8 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
       // nothing blamed on the placement.
       discard_gradients();
       if (failure == detail::StepFailure::kLossFunction) std::rethrow_exception(error);
-      throw StepInterrupted("the step was interrupted on rank " + std::to_string(*agreed.loss_error_rank));
+      throw StepInterrupted("the step was interrupted on rank " +
+                            std::to_string(*agreed.loss_error_rank));
     }
     if (!agreed.failed_rank) break;
     if (!error) message = "the step failed on rank " + std::to_string(*agreed.failed_rank);
@@ -272,13 +286,18 @@ std::string parameters_digest(const std::vector<at::Tensor>& tensors) {
   detail::Fnv1a hash;
   for (const at::Tensor& t : tensors) {
     const at::Tensor bytes = t.detach().to(at::kCPU).contiguous();
-    hash.add(std::string(static_cast<const char*>(bytes.data_ptr()), bytes.numel() * bytes.element_size()));
+    hash.add(std::string(static_cast<const char*>(bytes.data_ptr()),
+                         bytes.numel() * bytes.element_size()));
   }
   return hash.hex();
 }
 
-JobChannel::Status Job::daemon() const { return core_->channel ? core_->channel->status() : JobChannel::Status{}; }
+JobChannel::Status Job::daemon() const {
+  return core_->channel ? core_->channel->status() : JobChannel::Status{};
+}
 
-JobChannel::Status Job::detach() { return core_->channel ? core_->channel->close() : JobChannel::Status{}; }
+JobChannel::Status Job::detach() {
+  return core_->channel ? core_->channel->close() : JobChannel::Status{};
+}
 
 }  // namespace placement

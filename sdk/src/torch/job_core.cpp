@@ -13,8 +13,10 @@ JobCore::~JobCore() = default;
 
 bool JobCore::profiles_on_their_way(const InForce& target) const {
   if (target.generation != sent_generation) return false;
-  return std::all_of(target.directive.placement.device_of_op.begin(), target.directive.placement.device_of_op.end(),
-                     [&](int d) { return sent_kinds.count(devices.devices[static_cast<size_t>(d)].kind) > 0; });
+  return std::all_of(target.directive.placement.device_of_op.begin(),
+                     target.directive.placement.device_of_op.end(), [&](int d) {
+                       return sent_kinds.count(devices.devices[static_cast<size_t>(d)].kind) > 0;
+                     });
 }
 
 bool JobCore::switch_to(InForce target, StepOptimizer& optimizer) {
@@ -33,8 +35,8 @@ bool JobCore::switch_to(InForce target, StepOptimizer& optimizer) {
   } catch (const std::exception& e) {
     ++stats.failed_swaps;
     if (channel && leader() && target.directive.placement_id != 0)
-      channel->report(target.generation,
-                      {target.directive.placement_id, stats.steps, 0.0, false, std::string("migration: ") + e.what()});
+      channel->report(target.generation, {target.directive.placement_id, stats.steps, 0.0, false,
+                                          std::string("migration: ") + e.what()});
     return false;
   }
   stats.migration_seconds += seconds_since(started);
@@ -48,7 +50,8 @@ bool JobCore::switch_to(InForce target, StepOptimizer& optimizer) {
   return true;
 }
 
-at::Tensor JobCore::forward_backward(const std::vector<c10::IValue>& inputs, const LossFunction& loss_fn) {
+at::Tensor JobCore::forward_backward(const std::vector<c10::IValue>& inputs,
+                                     const LossFunction& loss_fn) {
   if (memory_limit) memory_limit->begin_forward();
   const std::vector<c10::IValue> outputs = placed->forward(inputs);
   at::Tensor loss;
@@ -63,7 +66,8 @@ at::Tensor JobCore::forward_backward(const std::vector<c10::IValue>& inputs, con
 
 void JobCore::report(bool ok, double seconds, const std::string& error, bool profiled) {
   if (channel && (current.directive.placement_id != 0 || !leader()))
-    channel->report(current.generation, {current.directive.placement_id, stats.steps, seconds, ok, error, profiled});
+    channel->report(current.generation,
+                    {current.directive.placement_id, stats.steps, seconds, ok, error, profiled});
 }
 
 bool JobCore::begin_profiled_step() {
@@ -72,7 +76,8 @@ bool JobCore::begin_profiled_step() {
     --profiling->warmup_left;
     return false;
   }
-  if (!profiling->profiler) profiling->profiler = std::make_unique<StepProfiler>(*placed, memory_limit.get());
+  if (!profiling->profiler)
+    profiling->profiler = std::make_unique<StepProfiler>(*placed, memory_limit.get());
   return true;
 }
 
@@ -84,12 +89,15 @@ void JobCore::end_profiled_step() {
   out.placement_id = profiling->placement_id;
   out.steps = static_cast<uint64_t>(profile_steps);
   for (size_t i = 0; i < profiles.size(); ++i)
-    out.ops.push_back({static_cast<int>(i), to_string(devices.devices[current.directive.placement.device_of_op[i]].kind), profiles[i]});
+    out.ops.push_back({static_cast<int>(i),
+                       to_string(devices.devices[current.directive.placement.device_of_op[i]].kind),
+                       profiles[i]});
   profiling.reset();
   out.apply(graph);
   if (current.generation != sent_generation) sent_kinds.clear();
   sent_generation = current.generation;
-  for (int d : current.directive.placement.device_of_op) sent_kinds.insert(devices.devices[static_cast<size_t>(d)].kind);
+  for (int d : current.directive.placement.device_of_op)
+    sent_kinds.insert(devices.devices[static_cast<size_t>(d)].kind);
   if (channel) channel->send_profiles(current.generation, std::move(out));
   ++stats.profiles_sent;
 }

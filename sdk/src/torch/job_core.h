@@ -16,9 +16,9 @@
 #include <ATen/ATen.h>
 
 #include "memory_limit.h"
+#include "placement/job.h"
 #include "replica_group.h"
 #include "step_profiler.h"
-#include "placement/job.h"
 
 namespace placement::detail {
 

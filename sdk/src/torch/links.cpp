@@ -36,11 +36,13 @@ double copy_seconds(const at::Tensor& source, c10::Device target) {
 
 std::pair<double, double> probe(c10::Device from, c10::Device to) {
   const auto options = at::TensorOptions().dtype(at::kFloat).device(from);
-  const at::Tensor small = at::zeros({kSmallFloats}, options), large = at::zeros({kLargeFloats}, options);
+  const at::Tensor small = at::zeros({kSmallFloats}, options),
+                   large = at::zeros({kLargeFloats}, options);
   const double latency = copy_seconds(small, to);
   const double large_s = copy_seconds(large, to);
   // A copy no slower than the small one (noise on a fast link) still moved the bytes: bound it.
-  const double bandwidth = static_cast<double>(large.nbytes() - small.nbytes()) / std::max(large_s - latency, 1e-7);
+  const double bandwidth =
+      static_cast<double>(large.nbytes() - small.nbytes()) / std::max(large_s - latency, 1e-7);
   return {bandwidth, latency};
 }
 
@@ -55,7 +57,8 @@ void measure_links(DeviceSet& devices) {
   for (size_t i = 0; i < n; ++i)
     for (size_t j = 0; j < n; ++j) {
       if (i == j) continue;
-      const c10::Device from = detail::physical(devices.devices[i]), to = detail::physical(devices.devices[j]);
+      const c10::Device from = detail::physical(devices.devices[i]),
+                        to = detail::physical(devices.devices[j]);
       const auto key = std::make_pair(from.str(), to.str());
       auto it = measured.find(key);
       if (it == measured.end()) {
@@ -63,7 +66,8 @@ void measure_links(DeviceSet& devices) {
           it = measured.emplace(key, probe(from, to)).first;
         } catch (const std::exception& e) {
           std::string why = e.what();
-          if (const auto cut = why.find('\n'); cut != std::string::npos) why.resize(cut);  // LibTorch's backtrace
+          if (const auto cut = why.find('\n'); cut != std::string::npos)
+            why.resize(cut);  // LibTorch's backtrace
           throw std::runtime_error("cannot measure the link " + devices.devices[i].name() + " -> " +
                                    devices.devices[j].name() + ": " + why);
         }

@@ -24,13 +24,15 @@ void DeviceMemoryLimit::begin_forward() {
 void DeviceMemoryLimit::before(int) {}
 
 void DeviceMemoryLimit::after(int op, const std::vector<c10::IValue>& outputs) {
-  const size_t d = static_cast<size_t>(module_.placement().device_of_op.at(static_cast<size_t>(op)));
+  const size_t d =
+      static_cast<size_t>(module_.placement().device_of_op.at(static_cast<size_t>(op)));
   for (const c10::IValue& v : outputs) held_[d] += bytes_of(v);
   if (limits_[d] > 0 && held_[d] > limits_[d])
-    throw std::runtime_error("out of memory on " + module_.devices().devices[d].name() + " (its memory limit): op " +
-                             std::to_string(op) + " '" + module_.graph().ops[static_cast<size_t>(op)].name +
-                             "' brings what the device holds to " + std::to_string(held_[d]) + " bytes, limit " +
-                             std::to_string(limits_[d]));
+    throw std::runtime_error("out of memory on " + module_.devices().devices[d].name() +
+                             " (its memory limit): op " + std::to_string(op) + " '" +
+                             module_.graph().ops[static_cast<size_t>(op)].name +
+                             "' brings what the device holds to " + std::to_string(held_[d]) +
+                             " bytes, limit " + std::to_string(limits_[d]));
 }
 
 }  // namespace placement::detail

@@ -4,9 +4,9 @@
 
 #include <torch/csrc/jit/serialization/import.h>
 
-#include "placement/capture.h"
 #include "export_frontend.h"
 #include "op_program.h"
+#include "placement/capture.h"
 #include "torchscript_frontend.h"
 
 namespace placement {
@@ -19,9 +19,11 @@ Model Model::load_exported(const std::string& path, bool weights) {
   return Model(std::make_shared<const detail::OpProgram>(detail::load_pt2(path, weights)));
 }
 
-Model Model::from_exported_json(const std::string& json, const std::map<std::string, at::Tensor>& tensors,
+Model Model::from_exported_json(const std::string& json,
+                                const std::map<std::string, at::Tensor>& tensors,
                                 const std::string& origin) {
-  return Model(std::make_shared<const detail::OpProgram>(detail::from_export(json, tensors, origin)));
+  return Model(
+      std::make_shared<const detail::OpProgram>(detail::from_export(json, tensors, origin)));
 }
 
 Model Model::load(const std::string& path) {
@@ -33,8 +35,10 @@ Model Model::load(const std::string& path) {
   } catch (const std::exception& e) {
     std::string message = e.what();
     if (const auto cut = message.find('\n'); cut != std::string::npos) message.resize(cut);
-    throw CaptureError(path + ": neither a .pt2 archive (torch.export.save) nor a TorchScript file (torch.jit.save): " +
-                       message);
+    throw CaptureError(
+        path +
+        ": neither a .pt2 archive (torch.export.save) nor a TorchScript file (torch.jit.save): " +
+        message);
   }
   try {
     return from_torchscript(module);
@@ -52,7 +56,9 @@ std::vector<std::pair<std::string, at::Tensor>> Model::named_parameters() const 
     out.emplace_back(program_->parameter_names.at(i), program_->parameters[i]);
   return out;
 }
-const std::vector<std::pair<std::string, at::Tensor>>& Model::named_buffers() const { return program_->buffers; }
+const std::vector<std::pair<std::string, at::Tensor>>& Model::named_buffers() const {
+  return program_->buffers;
+}
 
 bool Model::on_meta_device() const {
   for (const at::Tensor& t : program_->parameters)
@@ -62,6 +68,8 @@ bool Model::on_meta_device() const {
   return false;
 }
 
-std::vector<c10::IValue> Model::forward(const std::vector<c10::IValue>& inputs) const { return program_->run(inputs); }
+std::vector<c10::IValue> Model::forward(const std::vector<c10::IValue>& inputs) const {
+  return program_->run(inputs);
+}
 
 }  // namespace placement

@@ -25,14 +25,14 @@ std::string gpu_identity(int index) {
 }
 
 c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10d::Store>& store,
-                                                    const std::string& prefix, int rank, int size, int index,
-                                                    std::chrono::milliseconds timeout) {
+                                                    const std::string& prefix, int rank, int size,
+                                                    int index, std::chrono::milliseconds timeout) {
   auto options = c10d::ProcessGroupNCCL::Options::create();
   // The replica group waits for each collective with `timeout` and names a rank that never joined;
   // NCCL's watchdog, which would end the process with torch's own message, only well after that.
   options->timeout = 2 * timeout;
-  auto group = c10::make_intrusive<c10d::ProcessGroupNCCL>(c10::make_intrusive<c10d::PrefixStore>(prefix, store), rank,
-                                                           size, options);
+  auto group = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+      c10::make_intrusive<c10d::PrefixStore>(prefix, store), rank, size, options);
   // A ProcessGroupNCCL serves one device of its process (PyTorch's rule since 2.2).
   group->setBoundDeviceId(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index)));
   return group;

@@ -19,7 +19,7 @@ std::string gpu_identity(int index);
 /// A ProcessGroupNCCL of the group's ranks on CUDA device `index`; its rendezvous keys live under
 /// `prefix` in `store`, so each device's communicator is its own.
 c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10d::Store>& store,
-                                                    const std::string& prefix, int rank, int size, int index,
-                                                    std::chrono::milliseconds timeout);
+                                                    const std::string& prefix, int rank, int size,
+                                                    int index, std::chrono::milliseconds timeout);
 
 }  // namespace placement::detail

@@ -26,7 +26,8 @@ void run_structural(const OpNode& node, std::vector<c10::IValue>& stack) {
     }
     case Kind::kDictConstruct: {  // key, value, key, value, ...
       c10::impl::GenericDict dict(node.element_type, node.value_type);
-      for (size_t i = 0; i + 1 < stack.size(); i += 2) dict.insert_or_assign(stack[i], stack[i + 1]);
+      for (size_t i = 0; i + 1 < stack.size(); i += 2)
+        dict.insert_or_assign(stack[i], stack[i + 1]);
       stack.assign(1, c10::IValue(std::move(dict)));
       return;
     }
@@ -53,19 +54,24 @@ void run_structural(const OpNode& node, std::vector<c10::IValue>& stack) {
       stack.assign(1, elements.at(static_cast<size_t>(index)));
       return;
     }
-    case Kind::kOperator: break;
+    case Kind::kOperator:
+      break;
   }
 }
 
 void call(const OpNode& node, std::vector<c10::IValue>& stack) {
-  if (node.kind != Kind::kOperator) run_structural(node, stack);
-  else if (node.handle) node.handle->callBoxed(stack);
-  else node.call(stack);
+  if (node.kind != Kind::kOperator)
+    run_structural(node, stack);
+  else if (node.handle)
+    node.handle->callBoxed(stack);
+  else
+    node.call(stack);
 }
 
 void append_unique(std::vector<at::Tensor>& to, const std::vector<at::Tensor>& from) {
   for (const at::Tensor& t : from) {
-    const bool seen = std::any_of(to.begin(), to.end(), [&t](const at::Tensor& u) { return u.is_same(t); });
+    const bool seen =
+        std::any_of(to.begin(), to.end(), [&t](const at::Tensor& u) { return u.is_same(t); });
     if (!seen) to.push_back(t);
   }
 }
@@ -73,7 +79,8 @@ void append_unique(std::vector<at::Tensor>& to, const std::vector<at::Tensor>& f
 bool holds_meta(const std::vector<c10::IValue>& stack) {
   std::vector<at::Tensor> tensors;
   for (const c10::IValue& v : stack) tensors_in(v, tensors);
-  return std::any_of(tensors.begin(), tensors.end(), [](const at::Tensor& t) { return t.defined() && t.is_meta(); });
+  return std::any_of(tensors.begin(), tensors.end(),
+                     [](const at::Tensor& t) { return t.defined() && t.is_meta(); });
 }
 
 // Runs an op that LibTorch has no meta kernel for (many of PyTorch's meta implementations are
@@ -84,7 +91,9 @@ bool holds_meta(const std::vector<c10::IValue>& stack) {
 void run_on_cpu_zeros(const OpNode& node, std::vector<c10::IValue>& stack) {
   for (c10::IValue& v : stack)
     v = map_tensors(v, [](const at::Tensor& t) {
-      return t.is_meta() ? at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kCPU)).zero_() : t;
+      return t.is_meta()
+                 ? at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kCPU)).zero_()
+                 : t;
     });
   call(node, stack);
   for (c10::IValue& v : stack)
@@ -97,8 +106,8 @@ void run_on_cpu_zeros(const OpNode& node, std::vector<c10::IValue>& stack) {
 // (minutes for GPT-2 XL at 1024 tokens). Its output is the query's shape with the value's last
 // dimension, in the query's dtype: all that a pass on meta tensors keeps.
 bool run_attention_on_meta(const OpNode& node, std::vector<c10::IValue>& stack) {
-  if (node.name != "aten::scaled_dot_product_attention" || stack.size() < 3 || !stack[0].isTensor() ||
-      !stack[2].isTensor())
+  if (node.name != "aten::scaled_dot_product_attention" || stack.size() < 3 ||
+      !stack[0].isTensor() || !stack[2].isTensor())
     return false;
   const at::Tensor& query = stack[0].toTensor();
   const at::Tensor& value = stack[2].toTensor();
@@ -110,13 +119,15 @@ bool run_attention_on_meta(const OpNode& node, std::vector<c10::IValue>& stack) 
 }
 
 std::string first_line(std::string message) {
-  if (const auto cut = message.find("\nException raised from"); cut != std::string::npos) message.resize(cut);
+  if (const auto cut = message.find("\nException raised from"); cut != std::string::npos)
+    message.resize(cut);
   return message;
 }
 
 }  // namespace
 
-std::optional<c10::OperatorHandle> find_operator(const std::string& name, const std::string& overload) {
+std::optional<c10::OperatorHandle> find_operator(const std::string& name,
+                                                 const std::string& overload) {
   return c10::Dispatcher::singleton().findOp(c10::OperatorName(name, overload));
 }
 
@@ -129,7 +140,8 @@ std::string OpProgram::describe(const OpNode& node) const {
 void OpProgram::validate() const {
   auto check_slot = [this](int slot, const std::string& what) {
     if (slot < 0 || static_cast<size_t>(slot) >= num_values)
-      throw CaptureError(origin + ": " + what + " refers to value " + std::to_string(slot) + ", outside the program");
+      throw CaptureError(origin + ": " + what + " refers to value " + std::to_string(slot) +
+                         ", outside the program");
   };
   for (int slot : inputs) check_slot(slot, "an input");
   for (const auto& [slot, value] : bound) check_slot(slot, "a module tensor");
@@ -142,7 +154,8 @@ void OpProgram::validate() const {
     if (node.outputs_hold_tensors.size() != node.outputs.size())
       throw CaptureError(origin + ": " + describe(node) + " has no tensor flags for its outputs");
     if (node.kind == Kind::kOperator && !node.handle && !node.call)
-      throw CaptureError(origin + ": unsupported op " + describe(node) + ": it has no implementation in this LibTorch");
+      throw CaptureError(origin + ": unsupported op " + describe(node) +
+                         ": it has no implementation in this LibTorch");
   }
 }
 
@@ -187,18 +200,21 @@ void OpProgram::find_module_state() {
       state_read_[index] = std::move(read);
       continue;
     }
-    // Taking apart a list or tuple built in the program: each output is the element it was built from.
+    // Taking apart a list or tuple built in the program: each output is the element it was built
+    // from.
     const OpNode* built = node.inputs.empty() || node.inputs[0].value < 0
                               ? nullptr
                               : producer[static_cast<size_t>(node.inputs[0].value)];
     const bool unpacks_what_was_built =
-        built && ((node.kind == Kind::kListUnpack && built->kind == Kind::kListConstruct) ||
-                  (node.kind == Kind::kTupleUnpack && built->kind == Kind::kTupleConstruct)) &&
+        built &&
+        ((node.kind == Kind::kListUnpack && built->kind == Kind::kListConstruct) ||
+         (node.kind == Kind::kTupleUnpack && built->kind == Kind::kTupleConstruct)) &&
         built->inputs.size() == node.outputs.size();
     if (unpacks_what_was_built) {
       for (size_t i = 0; i < node.outputs.size(); ++i)
         if (built->inputs[i].value >= 0)
-          state[static_cast<size_t>(node.outputs[i])] = state[static_cast<size_t>(built->inputs[i].value)];
+          state[static_cast<size_t>(node.outputs[i])] =
+              state[static_cast<size_t>(built->inputs[i].value)];
       continue;
     }
     // Anything else that passes tensors on (list and tuple construction, indexing) may pass on any
@@ -216,8 +232,8 @@ const std::vector<at::Tensor>& OpProgram::module_state_read_by(size_t index) con
 std::vector<c10::IValue> OpProgram::run(const std::vector<c10::IValue>& given, const Hook& before,
                                         const Hook& after) const {
   if (given.size() != inputs.size())
-    throw CaptureError("the model's forward takes " + std::to_string(inputs.size()) + " input(s), " +
-                       std::to_string(given.size()) + " given");
+    throw CaptureError("the model's forward takes " + std::to_string(inputs.size()) +
+                       " input(s), " + std::to_string(given.size()) + " given");
   // A region under torch.no_grad() that an op leaves by throwing must not leave autograd off.
   const at::AutoGradMode grad_mode(at::GradMode::is_enabled());
   std::vector<c10::IValue> env(num_values);
@@ -228,7 +244,8 @@ std::vector<c10::IValue> OpProgram::run(const std::vector<c10::IValue>& given, c
   for (size_t index = 0; index < nodes.size(); ++index) {
     const OpNode& node = nodes[index];
     stack.clear();
-    for (const OpInput& in : node.inputs) stack.push_back(in.value >= 0 ? env[static_cast<size_t>(in.value)] : in.constant);
+    for (const OpInput& in : node.inputs)
+      stack.push_back(in.value >= 0 ? env[static_cast<size_t>(in.value)] : in.constant);
     if (before) before(node, stack);
     if (meta) saved = stack;
     try {
@@ -246,18 +263,21 @@ std::vector<c10::IValue> OpProgram::run(const std::vector<c10::IValue>& given, c
                          " (do the input shapes match what the model was captured with?)");
     }
     if (stack.size() != node.outputs.size())
-      throw CaptureError(describe(node) + " returned " + std::to_string(stack.size()) + " values, expected " +
-                         std::to_string(node.outputs.size()));
+      throw CaptureError(describe(node) + " returned " + std::to_string(stack.size()) +
+                         " values, expected " + std::to_string(node.outputs.size()));
     if (after) after(node, stack);
-    for (size_t i = 0; i < stack.size(); ++i) env[static_cast<size_t>(node.outputs[i])] = std::move(stack[i]);
+    for (size_t i = 0; i < stack.size(); ++i)
+      env[static_cast<size_t>(node.outputs[i])] = std::move(stack[i]);
     if (index < released_after_.size())
       for (int slot : released_after_[index]) env[static_cast<size_t>(slot)] = c10::IValue();
   }
   std::vector<c10::IValue> results;
-  for (const OpInput& out : outputs) results.push_back(out.value >= 0 ? env[static_cast<size_t>(out.value)] : out.constant);
+  for (const OpInput& out : outputs)
+    results.push_back(out.value >= 0 ? env[static_cast<size_t>(out.value)] : out.constant);
   if (!buffer_updates.empty()) {
     at::NoGradGuard no_grad;
-    for (const auto& [position, buffer] : buffer_updates) buffer.copy_(results.at(position).toTensor());
+    for (const auto& [position, buffer] : buffer_updates)
+      buffer.copy_(results.at(position).toTensor());
     std::vector<c10::IValue> user;
     for (size_t i = 0; i < results.size(); ++i) {
       const bool update = std::any_of(buffer_updates.begin(), buffer_updates.end(),

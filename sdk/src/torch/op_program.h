@@ -24,7 +24,9 @@ struct OpInput {
   /// indices of aten::index): the engine moves those one by one.
   bool nested_tensors = false;
 
-  static OpInput slot(int value, bool nested_tensors = false) { return {value, {}, nested_tensors}; }
+  static OpInput slot(int value, bool nested_tensors = false) {
+    return {value, {}, nested_tensors};
+  }
   static OpInput of(c10::IValue constant) { return {-1, std::move(constant), false}; }
 };
 
@@ -105,7 +107,8 @@ class OpProgram {
   std::vector<c10::IValue> run(const std::vector<c10::IValue>& inputs, const Hook& before = {},
                                const Hook& after = {}) const;
 
-  /// Checks slots, arities and that every operator can be called; throws CaptureError naming the node.
+  /// Checks slots, arities and that every operator can be called; throws CaptureError naming the
+  /// node.
   void validate() const;
 
  private:
@@ -119,6 +122,7 @@ class OpProgram {
 
 /// The dispatcher's operator `name` ("aten::linear") with `overload` ("" for the default), or
 /// nullopt when this LibTorch has none.
-std::optional<c10::OperatorHandle> find_operator(const std::string& name, const std::string& overload);
+std::optional<c10::OperatorHandle> find_operator(const std::string& name,
+                                                 const std::string& overload);
 
 }  // namespace placement::detail

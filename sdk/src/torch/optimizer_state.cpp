@@ -48,7 +48,8 @@ std::vector<StateTensor> state_tensors(torch::optim::OptimizerParamState& state)
   } else if (auto* g = dynamic_cast<o::AdagradParamState*>(&state)) {
     add(g->sum(), [g](at::Tensor t) { g->sum(t); });
   } else {
-    throw std::invalid_argument(std::string("cannot move optimizer state of type ") + typeid(state).name() +
+    throw std::invalid_argument(std::string("cannot move optimizer state of type ") +
+                                typeid(state).name() +
                                 " (Adam, AdamW, SGD, RMSprop and Adagrad are supported)");
   }
   return out;
@@ -75,8 +76,11 @@ uint64_t TorchStepOptimizer::move_state(const std::vector<at::Tensor>& parameter
   uint64_t bytes = 0;
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < parameters.size(); ++i) {
-    auto it = states.find(parameters[i].unsafeGetTensorImpl());  // torch::optim files state under the TensorImpl address
-    if (it == states.end() || !it->second) continue;  // no step yet (or not this optimizer's): no state
+    auto it = states.find(
+        parameters[i]
+            .unsafeGetTensorImpl());  // torch::optim files state under the TensorImpl address
+    if (it == states.end() || !it->second)
+      continue;  // no step yet (or not this optimizer's): no state
     for (StateTensor& s : state_tensors(*it->second)) {
       bytes += static_cast<uint64_t>(s.value.numel()) * s.value.element_size();
       installs.push_back(std::move(s.install));
@@ -89,7 +93,8 @@ uint64_t TorchStepOptimizer::move_state(const std::vector<at::Tensor>& parameter
   return bytes;
 }
 
-uint64_t migrate_optimizer_state(StepOptimizer& optimizer, const PlacedModule& module, const ParameterHomes& before) {
+uint64_t migrate_optimizer_state(StepOptimizer& optimizer, const PlacedModule& module,
+                                 const ParameterHomes& before) {
   std::vector<at::Tensor> moved;
   std::vector<c10::Device> devices;
   for (const at::Tensor& p : module.parameters()) {

@@ -32,7 +32,8 @@ class TorchStepOptimizer final : public StepOptimizer {
   void zero_grad() override;
   /// All copies are made before any is installed, so a failure (out of memory, a state type it
   /// cannot move) changes nothing and throws.
-  uint64_t move_state(const std::vector<at::Tensor>& parameters, const std::vector<c10::Device>& devices) override;
+  uint64_t move_state(const std::vector<at::Tensor>& parameters,
+                      const std::vector<c10::Device>& devices) override;
 
  private:
   torch::optim::Optimizer& optimizer_;
@@ -41,7 +42,8 @@ class TorchStepOptimizer final : public StepOptimizer {
 /// After module.set_placement(): moves the optimizer's state of every parameter whose logical
 /// device changed (relative to `before`) to the physical device it now lives on, and drops those
 /// parameters' gradients (the step boundary has none worth keeping). Returns bytes copied.
-uint64_t migrate_optimizer_state(StepOptimizer& optimizer, const PlacedModule& module, const ParameterHomes& before);
+uint64_t migrate_optimizer_state(StepOptimizer& optimizer, const PlacedModule& module,
+                                 const ParameterHomes& before);
 uint64_t migrate_optimizer_state(torch::optim::Optimizer& optimizer, const PlacedModule& module,
                                  const ParameterHomes& before);
 

@@ -8,8 +8,9 @@
 namespace placement::detail {
 
 inline c10::Device physical(const Device& d) {
-  return d.kind == DeviceKind::kCuda ? c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(d.index))
-                                     : c10::Device(c10::DeviceType::CPU);
+  return d.kind == DeviceKind::kCuda
+             ? c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(d.index))
+             : c10::Device(c10::DeviceType::CPU);
 }
 
 }  // namespace placement::detail

@@ -72,7 +72,8 @@ class Recorder : public OpObserver {
     while (!work.empty()) {
       torch::autograd::Node* node = work.back();
       work.pop_back();
-      if (!node || node->sequence_nr() < sequence_start_ || node->sequence_nr() >= sequence_end) continue;
+      if (!node || node->sequence_nr() < sequence_start_ || node->sequence_nr() >= sequence_end)
+        continue;
       if (!hooked_.insert(node).second) continue;
       auto started = std::make_shared<Clock::time_point>();
       const int device = cuda_index(op);
@@ -92,7 +93,8 @@ class Recorder : public OpObserver {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto now = Clock::now();
     auto last = last_backward_end_.find(device);
-    const auto from = last != last_backward_end_.end() && last->second < started ? last->second : started;
+    const auto from =
+        last != last_backward_end_.end() && last->second < started ? last->second : started;
     backward_[op] += std::chrono::duration<double>(now - from).count();
     last_backward_end_[device] = now;
   }
@@ -118,7 +120,8 @@ class Recorder : public OpObserver {
 
   struct PreHook : torch::autograd::FunctionPreHook {
     PreHook(std::shared_ptr<Clock::time_point> s, int d) : started(std::move(s)), device(d) {}
-    torch::autograd::variable_list operator()(const torch::autograd::variable_list& grads) override {
+    torch::autograd::variable_list operator()(
+        const torch::autograd::variable_list& grads) override {
       sync_cuda(device);  // work queued before this node is not its own
       *started = Clock::now();
       return grads;
@@ -159,7 +162,8 @@ class Recorder : public OpObserver {
   uint64_t sequence_start_ = 0;
   bool forward_started_ = false;
   Clock::time_point last_forward_end_;
-  std::map<int, Clock::time_point> last_backward_end_;  // per device: -1 the CPU, else the CUDA index
+  std::map<int, Clock::time_point>
+      last_backward_end_;  // per device: -1 the CPU, else the CUDA index
 };
 
 StepProfiler::StepProfiler(PlacedModule& module, OpObserver* also)
@@ -193,17 +197,23 @@ std::vector<OpProfile> StepProfiler::profiles() const {
   for (size_t i = 0; i < n; ++i) {
     profiles[i].forward_s = median(forward_[i]);
     profiles[i].backward_s = median(backward_[i]);
-    profiles[i].update_s = total_parameter_bytes == 0 ? 0.0
-        : update_s * static_cast<double>(module_.graph().ops[i].parameter_bytes) / static_cast<double>(total_parameter_bytes);
-    profiles[i].activation_bytes = i < recorder_->activation_bytes().size() ? recorder_->activation_bytes()[i] : 0;
+    profiles[i].update_s = total_parameter_bytes == 0
+                               ? 0.0
+                               : update_s *
+                                     static_cast<double>(module_.graph().ops[i].parameter_bytes) /
+                                     static_cast<double>(total_parameter_bytes);
+    profiles[i].activation_bytes =
+        i < recorder_->activation_bytes().size() ? recorder_->activation_bytes()[i] : 0;
   }
   return profiles;
 }
 
 }  // namespace detail
 
-std::vector<OpProfile> profile_steps(PlacedModule& module, const std::function<void()>& forward_backward,
-                                     const std::function<void()>& update, const ProfileOptions& options) {
+std::vector<OpProfile> profile_steps(PlacedModule& module,
+                                     const std::function<void()>& forward_backward,
+                                     const std::function<void()>& update,
+                                     const ProfileOptions& options) {
   for (int i = 0; i < options.warmup_steps; ++i) {
     forward_backward();
     update();
@@ -220,7 +230,8 @@ std::vector<OpProfile> profile_steps(PlacedModule& module, const std::function<v
   return profiler.profiles();
 }
 
-void record_profiles(OpGraph& graph, const PlacedModule& module, const std::vector<OpProfile>& profiles) {
+void record_profiles(OpGraph& graph, const PlacedModule& module,
+                     const std::vector<OpProfile>& profiles) {
   for (size_t i = 0; i < graph.ops.size() && i < profiles.size(); ++i) {
     const Device& d = module.devices().devices[module.placement().device_of_op[i]];
     graph.ops[i].profile[to_string(d.kind)] = profiles[i];

@@ -34,7 +34,8 @@ int env_int(const char* name, const std::string& text) {
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used != text.size()) throw std::invalid_argument(std::string(name) + "=" + text + " is not an integer");
+  if (used != text.size())
+    throw std::invalid_argument(std::string(name) + "=" + text + " is not an integer");
   return value;
 }
 
@@ -60,16 +61,17 @@ CudaRoute route_cuda_device(CudaCollectives mode, bool built, const std::string&
     for (int r = 0; r < static_cast<int>(gpu_of_rank.size()) && refused.empty(); ++r) {
       const auto [at, fresh] = first_rank_on.emplace(gpu_of_rank[r], r);
       if (!fresh)
-        refused = "ranks " + std::to_string(at->second) + " and " + std::to_string(r) + " both run " + device +
-                  " on the GPU " + gpu_of_rank[r] + ", which NCCL refuses";
+        refused = "ranks " + std::to_string(at->second) + " and " + std::to_string(r) +
+                  " both run " + device + " on the GPU " + gpu_of_rank[r] + ", which NCCL refuses";
     }
   }
   if (refused.empty()) return {true, "nccl"};
   if (mode == CudaCollectives::kNccl)
-    throw std::runtime_error("replica group: cuda_collectives is nccl, but " + refused +
-                             (built ? "; give every rank a GPU of its own (e.g. devices from LOCAL_RANK, or "
-                                      "CUDA_VISIBLE_DEVICES), or set cuda_collectives to auto or gloo"
-                                    : "; set cuda_collectives to auto or gloo"));
+    throw std::runtime_error(
+        "replica group: cuda_collectives is nccl, but " + refused +
+        (built ? "; give every rank a GPU of its own (e.g. devices from LOCAL_RANK, or "
+                 "CUDA_VISIBLE_DEVICES), or set cuda_collectives to auto or gloo"
+               : "; set cuda_collectives to auto or gloo"));
   return {false, gloo + refused};
 }
 
@@ -89,21 +91,26 @@ std::optional<ReplicaConfig> replica_config(const ReplicaOptions& o) {
     if (c.master_port == 0)
       if (auto v = env("MASTER_PORT")) c.master_port = env_int("MASTER_PORT", *v);
   }
-  if (c.world_size < 0) throw std::invalid_argument("replicas: world_size (WORLD_SIZE) " + std::to_string(c.world_size) + " is negative");
+  if (c.world_size < 0)
+    throw std::invalid_argument("replicas: world_size (WORLD_SIZE) " +
+                                std::to_string(c.world_size) + " is negative");
   if (c.world_size <= 1) return std::nullopt;
-  const std::string where = o.from_environment ? " (torchrun's environment, or JobOptions::replicas)" : "";
+  const std::string where =
+      o.from_environment ? " (torchrun's environment, or JobOptions::replicas)" : "";
   if (c.rank < 0 || c.rank >= c.world_size)
-    throw std::invalid_argument("replicas: rank (RANK) " + std::to_string(c.rank) + " is not in [0, " +
-                                std::to_string(c.world_size) + ")" + where);
-  if (c.master_addr.empty()) throw std::invalid_argument("replicas: no master_addr (MASTER_ADDR)" + where);
+    throw std::invalid_argument("replicas: rank (RANK) " + std::to_string(c.rank) +
+                                " is not in [0, " + std::to_string(c.world_size) + ")" + where);
+  if (c.master_addr.empty())
+    throw std::invalid_argument("replicas: no master_addr (MASTER_ADDR)" + where);
   if (c.master_port <= 0 || c.master_port > 65535)
-    throw std::invalid_argument("replicas: master_port (MASTER_PORT) " + std::to_string(c.master_port) +
-                                " is not a TCP port" + where);
+    throw std::invalid_argument("replicas: master_port (MASTER_PORT) " +
+                                std::to_string(c.master_port) + " is not a TCP port" + where);
   if (o.timeout_ms <= 0) throw std::invalid_argument("replicas: timeout_ms must be > 0");
   if (o.bucket_bytes == 0) throw std::invalid_argument("replicas: bucket_bytes must be > 0");
   if (o.cuda_collectives == CudaCollectives::kNccl && !nccl_built())
-    throw std::invalid_argument("replicas: cuda_collectives is nccl, but this build of the SDK has no NCCL (LibTorch "
-                                "without CUDA); set it to auto or gloo");
+    throw std::invalid_argument(
+        "replicas: cuda_collectives is nccl, but this build of the SDK has no NCCL (LibTorch "
+        "without CUDA); set it to auto or gloo");
   c.timeout = std::chrono::milliseconds(o.timeout_ms);
   c.bucket_bytes = o.bucket_bytes;
   c.cuda_collectives = o.cuda_collectives;
@@ -111,7 +118,8 @@ std::optional<ReplicaConfig> replica_config(const ReplicaOptions& o) {
 }
 
 ReplicaGroup::ReplicaGroup(const ReplicaConfig& config) : config_(config) {
-  const std::string who = "rank " + std::to_string(config_.rank) + " of " + std::to_string(config_.world_size);
+  const std::string who =
+      "rank " + std::to_string(config_.rank) + " of " + std::to_string(config_.world_size);
   try {
     c10d::TCPStoreOptions store;
     store.port = static_cast<uint16_t>(config_.master_port);
@@ -121,20 +129,23 @@ ReplicaGroup::ReplicaGroup(const ReplicaConfig& config) : config_(config) {
     store_ = c10::make_intrusive<c10d::TCPStore>(config_.master_addr, store);
     auto options = c10d::ProcessGroupGloo::Options::create(config_.timeout);
     // The interface that reaches the master is the one the other ranks reach this one on.
-    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(config_.master_addr));
-    group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, config_.rank, config_.world_size, options);
+    options->devices.push_back(
+        c10d::ProcessGroupGloo::createDeviceForHostname(config_.master_addr));
+    group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, config_.rank, config_.world_size,
+                                                         options);
     const std::string key = "placementd/group";
     if (config_.rank == 0) {
       char nonce[9];
       std::snprintf(nonce, sizeof(nonce), "%08x", static_cast<unsigned>(std::random_device{}()));
-      const std::string name = config_.master_addr + ":" + std::to_string(config_.master_port) + "/" + nonce;
+      const std::string name =
+          config_.master_addr + ":" + std::to_string(config_.master_port) + "/" + nonce;
       store_->set(key, std::vector<uint8_t>(name.begin(), name.end()));
     }
     const std::vector<uint8_t> name = store_->get(key);
     name_.assign(name.begin(), name.end());
   } catch (const std::exception& e) {
-    throw std::runtime_error("replica group: " + who + " could not join at " + config_.master_addr + ":" +
-                             std::to_string(config_.master_port) + " within " +
+    throw std::runtime_error("replica group: " + who + " could not join at " + config_.master_addr +
+                             ":" + std::to_string(config_.master_port) + " within " +
                              std::to_string(config_.timeout.count()) + " ms: " + e.what());
   }
 }
@@ -167,8 +178,9 @@ void ReplicaGroup::run(const std::string& what, const std::function<void()>& col
     collective();
   } catch (const std::exception& e) {
     abort_nccl();
-    throw std::runtime_error("replica group: " + what + " failed on rank " + std::to_string(config_.rank) + " of " +
-                             std::to_string(config_.world_size) + ": " + missing_ranks() + " (" + e.what() + ")");
+    throw std::runtime_error(
+        "replica group: " + what + " failed on rank " + std::to_string(config_.rank) + " of " +
+        std::to_string(config_.world_size) + ": " + missing_ranks() + " (" + e.what() + ")");
   }
 }
 
@@ -182,7 +194,8 @@ const ReplicaGroup::Route& ReplicaGroup::route(int slot, const at::Device& devic
   if (auto it = routes_.find(slot); it != routes_.end()) return it->second;
   const std::string name = device.str();
   Route route{nullptr, name, "gloo"};
-  if (slot == kUnplacedCuda) route.description = "gloo through host memory: on no device of the job";
+  if (slot == kUnplacedCuda)
+    route.description = "gloo through host memory: on no device of the job";
   if (slot >= 0) {
     std::vector<std::string> gpu_of_rank;
 #ifdef PLACEMENT_CUDA_COPY_PATHS
@@ -191,7 +204,8 @@ const ReplicaGroup::Route& ReplicaGroup::route(int slot, const at::Device& devic
       const std::string key = "placementd/gpu/" + std::to_string(slot) + "/";
       run("naming the GPU behind " + name, [&] {
         const std::string mine = gpu_identity(device.index());
-        store_->set(key + std::to_string(config_.rank), std::vector<uint8_t>(mine.begin(), mine.end()));
+        store_->set(key + std::to_string(config_.rank),
+                    std::vector<uint8_t>(mine.begin(), mine.end()));
         for (int r = 0; r < config_.world_size; ++r) {
           const std::vector<uint8_t> id = store_->get(key + std::to_string(r));
           gpu_of_rank.emplace_back(id.begin(), id.end());
@@ -203,13 +217,15 @@ const ReplicaGroup::Route& ReplicaGroup::route(int slot, const at::Device& devic
       });
     }
 #endif
-    const CudaRoute chosen = route_cuda_device(config_.cuda_collectives, nccl_built(), name, gpu_of_rank);
+    const CudaRoute chosen =
+        route_cuda_device(config_.cuda_collectives, nccl_built(), name, gpu_of_rank);
     route.description = chosen.description;
 #ifdef PLACEMENT_CUDA_COPY_PATHS
     if (chosen.nccl)
       run("starting NCCL on " + name, [&] {
-        route.nccl = make_nccl_backend(store_, "placementd/nccl/" + std::to_string(slot) + "/", config_.rank,
-                                       config_.world_size, device.index(), config_.timeout);
+        route.nccl =
+            make_nccl_backend(store_, "placementd/nccl/" + std::to_string(slot) + "/", config_.rank,
+                              config_.world_size, device.index(), config_.timeout);
       });
 #endif
   }
@@ -221,8 +237,10 @@ void ReplicaGroup::complete(const Route& via, const c10::intrusive_ptr<c10d::Wor
   // would leave the step's closing device sync hanging. Waiting with the timeout fails here
   // instead, where the roll call can name the rank; Job::step syncs its devices at the end of every
   // step anyway, so the host gives up no overlap.
-  if (via.nccl) work->wait(config_.timeout);
-  else work->wait();
+  if (via.nccl)
+    work->wait(config_.timeout);
+  else
+    work->wait();
 }
 
 std::map<std::string, std::string> ReplicaGroup::routes() const {
@@ -238,7 +256,8 @@ std::string ReplicaGroup::missing_ranks() {
   std::vector<int> missing;
   try {
     store_->set(key(config_.rank), std::vector<uint8_t>{1});
-    const auto deadline = std::chrono::steady_clock::now() + std::min(config_.timeout, std::chrono::milliseconds(5000));
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::min(config_.timeout, std::chrono::milliseconds(5000));
     do {
       missing.clear();
       for (int r = 0; r < config_.world_size; ++r)
@@ -247,10 +266,11 @@ std::string ReplicaGroup::missing_ranks() {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     } while (true);
   } catch (const std::exception&) {
-    return "rank 0, which serves the group's store at " + config_.master_addr + ":" + std::to_string(config_.master_port) +
-           ", is gone";
+    return "rank 0, which serves the group's store at " + config_.master_addr + ":" +
+           std::to_string(config_.master_port) + ", is gone";
   }
-  if (missing.empty()) return "every rank is still there (a rank failed its part, see its own error)";
+  if (missing.empty())
+    return "every rank is still there (a rank failed its part, see its own error)";
   std::string ranks;
   for (int r : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
   return (missing.size() == 1 ? "rank " : "ranks ") + ranks + " ended or did not answer within " +
@@ -287,10 +307,12 @@ std::string ReplicaGroup::broadcast(const std::string& bytes) {
   if (config_.rank == 0) std::memcpy(data.data_ptr(), bytes.data(), bytes.size());
   ts = {data};
   run("broadcasting the placement", [&] { group_->broadcast(ts)->wait(); });
-  return std::string(reinterpret_cast<const char*>(data.data_ptr()), static_cast<size_t>(data.numel()));
+  return std::string(reinterpret_cast<const char*>(data.data_ptr()),
+                     static_cast<size_t>(data.numel()));
 }
 
-void ReplicaGroup::broadcast(const std::vector<at::Tensor>& tensors, const std::vector<int>& slots) {
+void ReplicaGroup::broadcast(const std::vector<at::Tensor>& tensors,
+                             const std::vector<int>& slots) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     const at::Tensor& t = tensors[i];
     at::NoGradGuard no_grad;
@@ -307,7 +329,8 @@ void ReplicaGroup::broadcast(const std::vector<at::Tensor>& tensors, const std::
   }
 }
 
-void ReplicaGroup::average_gradients(const std::vector<at::Tensor>& parameters, const std::vector<int>& slots) {
+void ReplicaGroup::average_gradients(const std::vector<at::Tensor>& parameters,
+                                     const std::vector<int>& slots) {
   at::NoGradGuard no_grad;
   // Buckets by (job GPU or host memory, dtype) in parameter order; every rank builds the same ones.
   std::map<std::pair<int, int>, std::vector<std::vector<at::Tensor>>> buckets;
@@ -317,7 +340,8 @@ void ReplicaGroup::average_gradients(const std::vector<at::Tensor>& parameters, 
     if (!p.requires_grad()) continue;
     at::Tensor& g = const_cast<at::Tensor&>(p).mutable_grad();
     if (!g.defined()) g = at::zeros_like(p);
-    const auto key = std::make_pair(pairing(slots.at(i), p.device()), static_cast<int>(p.scalar_type()));
+    const auto key =
+        std::make_pair(pairing(slots.at(i), p.device()), static_cast<int>(p.scalar_type()));
     auto& list = buckets[key];
     const uint64_t bytes = static_cast<uint64_t>(g.numel()) * g.element_size();
     if (list.empty() || filled[key] + bytes > config_.bucket_bytes) {

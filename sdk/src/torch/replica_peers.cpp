@@ -10,9 +10,9 @@
 
 #include "device_sync.h"
 #include "job_core.h"
+#include "placement/messages.h"
 #include "step_peers.h"
 #include "stopwatch.h"
-#include "placement/messages.h"
 
 namespace placement::detail {
 namespace {
@@ -26,12 +26,14 @@ class ReplicaPeers final : public StepPeers {
     std::optional<ReceivedDirective> offered = std::move(held_);
     held_.reset();
     ReplicaGroup& group = *job.group;
-    const std::string sent = group.broadcast(offered ? offered->directive.to_json(job.devices).dump() : std::string());
+    const std::string sent =
+        group.broadcast(offered ? offered->directive.to_json(job.devices).dump() : std::string());
     ReceivedDirective target;
     if (offered) {
       target = std::move(*offered);
     } else {
-      target.directive = messages::Directive::from_json(nlohmann::json::parse(sent), job.graph, job.devices);
+      target.directive =
+          messages::Directive::from_json(nlohmann::json::parse(sent), job.graph, job.devices);
       target.directive.profile = false;  // rank 0 profiles for placementd
     }
     const JobCore::InForce before = job.current;
@@ -42,8 +44,9 @@ class ReplicaPeers final : public StepPeers {
       job.switch_to(before, optimizer);
       ++job.stats.failed_swaps;
       if (job.channel && job.leader())
-        job.channel->report(target.generation, {target.directive.placement_id, job.stats.steps, 0.0, false,
-                                                "migration failed on rank " + std::to_string(failed_rank)});
+        job.channel->report(target.generation,
+                            {target.directive.placement_id, job.stats.steps, 0.0, false,
+                             "migration failed on rank " + std::to_string(failed_rank)});
     }
   }
 
@@ -66,8 +69,9 @@ class ReplicaPeers final : public StepPeers {
     agreed_ = group.max(v);
     directive_due_ = agreed_[1] > 0.0;
     if (pending_report_ && job.channel && job.current.directive.placement_id != 0)
-      job.channel->report(job.current.generation, {job.current.directive.placement_id, pending_report_->step,
-                                                   agreed_[2], true, "", pending_report_->profiled});
+      job.channel->report(job.current.generation,
+                          {job.current.directive.placement_id, pending_report_->step, agreed_[2],
+                           true, "", pending_report_->profiled});
     pending_report_.reset();
     const auto rank_at = [&](size_t i) {
       const int r = static_cast<int>(agreed_[i]) - 1;
@@ -91,8 +95,10 @@ class ReplicaPeers final : public StepPeers {
   // Rank 0's time goes to placementd after the next step's exchange, once the slowest rank's is
   // known; a follower reports every step to its own daemon, which only shows them.
   void step_done(JobCore& job, double seconds, bool profiled) override {
-    if (job.leader()) pending_report_ = PendingReport{job.stats.steps, seconds, profiled};
-    else job.report(true, seconds, "");
+    if (job.leader())
+      pending_report_ = PendingReport{job.stats.steps, seconds, profiled};
+    else
+      job.report(true, seconds, "");
   }
 
  private:
@@ -113,7 +119,8 @@ class ReplicaPeers final : public StepPeers {
 
 }  // namespace
 
-void join_replica_group(JobCore& job, const ReplicaConfig& config, const Placement& start, const Model& model) {
+void join_replica_group(JobCore& job, const ReplicaConfig& config, const Placement& start,
+                        const Model& model) {
   job.group = std::make_unique<ReplicaGroup>(config);
   job.peers = std::make_unique<ReplicaPeers>();
   // Rank 0's placements name devices by position: every rank needs as many, of the same kinds.
@@ -121,28 +128,35 @@ void join_replica_group(JobCore& job, const ReplicaConfig& config, const Placeme
   const std::string rank = "replica group: rank " + std::to_string(group.rank());
   std::vector<double> kinds;
   for (const Device& d : job.devices.devices) kinds.push_back(static_cast<double>(d.kind));
-  if (!group.same_on_every_rank({static_cast<double>(kinds.size())}) || !group.same_on_every_rank(kinds)) {
+  if (!group.same_on_every_rank({static_cast<double>(kinds.size())}) ||
+      !group.same_on_every_rank(kinds)) {
     std::string names;
     for (const Device& d : job.devices.devices) names += (names.empty() ? "" : ", ") + d.name();
-    throw std::invalid_argument(rank + " has the devices " + names +
-                                ", another rank has others: every rank lists as many devices, of the same kinds in "
-                                "the same order, since rank 0's placements name them by position");
+    throw std::invalid_argument(
+        rank + " has the devices " + names +
+        ", another rank has others: every rank lists as many devices, of the same kinds in "
+        "the same order, since rank 0's placements name them by position");
   }
   // Ranks that disagree on these would wait for each other in different collectives.
-  const std::vector<double> collectives = {static_cast<double>(config.cuda_collectives), nccl_built() ? 1.0 : 0.0};
+  const std::vector<double> collectives = {static_cast<double>(config.cuda_collectives),
+                                           nccl_built() ? 1.0 : 0.0};
   if (!group.same_on_every_rank(collectives))
-    throw std::invalid_argument(rank + " has cuda_collectives " +
-                                std::array<const char*, 3>{"auto", "nccl", "gloo"}.at(
-                                    static_cast<size_t>(config.cuda_collectives)) +
-                                " in a build " + (nccl_built() ? "with" : "without") +
-                                " NCCL; another rank differs: every rank needs the same cuda_collectives and the "
-                                "same build of the SDK");
+    throw std::invalid_argument(
+        rank + " has cuda_collectives " +
+        std::array<const char*, 3>{"auto", "nccl", "gloo"}.at(
+            static_cast<size_t>(config.cuda_collectives)) +
+        " in a build " + (nccl_built() ? "with" : "without") +
+        " NCCL; another rank differs: every rank needs the same cuda_collectives and the "
+        "same build of the SDK");
   // 16 hex digits, compared as two halves that a double holds exactly.
   const std::string start_fingerprint = start.fingerprint();
-  if (!group.same_on_every_rank({static_cast<double>(std::stoull(start_fingerprint.substr(0, 8), nullptr, 16)),
-                                 static_cast<double>(std::stoull(start_fingerprint.substr(8), nullptr, 16))}))
-    throw std::invalid_argument(rank + " starts from another placement than another rank (start_device_of_op): "
-                                "every rank starts from the same one");
+  if (!group.same_on_every_rank(
+          {static_cast<double>(std::stoull(start_fingerprint.substr(0, 8), nullptr, 16)),
+           static_cast<double>(std::stoull(start_fingerprint.substr(8), nullptr, 16))}))
+    throw std::invalid_argument(
+        rank +
+        " starts from another placement than another rank (start_device_of_op): "
+        "every rank starts from the same one");
   // Every replica starts from rank 0's weights, as torch's DistributedDataParallel does.
   std::vector<at::Tensor> state = job.placed->parameters();
   for (const auto& [buffer_name, b] : model.named_buffers()) state.push_back(b);

@@ -12,7 +12,7 @@ namespace placement {
 class Model;
 class StepOptimizer;
 struct Placement;
-}
+}  // namespace placement
 
 namespace placement::detail {
 
@@ -58,6 +58,7 @@ std::unique_ptr<StepPeers> alone_peers();
 /// collectives and the same `start` placement; every rank then starts from rank 0's parameters
 /// and buffers, as torch's DistributedDataParallel does. Throws std::invalid_argument naming what
 /// differs, std::runtime_error when the other ranks do not come.
-void join_replica_group(JobCore& job, const ReplicaConfig& config, const Placement& start, const Model& model);
+void join_replica_group(JobCore& job, const ReplicaConfig& config, const Placement& start,
+                        const Model& model);
 
 }  // namespace placement::detail

@@ -14,7 +14,8 @@ namespace placement::detail {
 
 /// Every tensor an IValue holds directly or in a list, tuple or dict.
 inline void tensors_in(const c10::IValue& value, std::vector<at::Tensor>& out) {
-  if (value.isTensor()) out.push_back(value.toTensor());
+  if (value.isTensor())
+    out.push_back(value.toTensor());
   else if (value.isTensorList())
     for (const at::Tensor& t : value.toTensorList().vec()) out.push_back(t);
   else if (value.isList())
@@ -37,8 +38,10 @@ inline uint64_t bytes_of(const c10::IValue& value) {
 
 /// A copy of `value` with each defined tensor replaced by fn(tensor), through lists, tuples and
 /// dicts; anything else as it is.
-inline c10::IValue map_tensors(const c10::IValue& value, const std::function<at::Tensor(const at::Tensor&)>& fn) {
-  if (value.isTensor()) return value.toTensor().defined() ? c10::IValue(fn(value.toTensor())) : value;
+inline c10::IValue map_tensors(const c10::IValue& value,
+                               const std::function<at::Tensor(const at::Tensor&)>& fn) {
+  if (value.isTensor())
+    return value.toTensor().defined() ? c10::IValue(fn(value.toTensor())) : value;
   if (value.isTensorList()) {
     c10::List<at::Tensor> list;
     for (const at::Tensor& t : value.toTensorList().vec()) list.push_back(t.defined() ? fn(t) : t);
@@ -56,7 +59,8 @@ inline c10::IValue map_tensors(const c10::IValue& value, const std::function<at:
   }
   if (value.isGenericDict()) {
     c10::impl::GenericDict dict(value.toGenericDict().keyType(), value.toGenericDict().valueType());
-    for (const auto& entry : value.toGenericDict()) dict.insert_or_assign(entry.key(), map_tensors(entry.value(), fn));
+    for (const auto& entry : value.toGenericDict())
+      dict.insert_or_assign(entry.key(), map_tensors(entry.value(), fn));
     return dict;
   }
   return value;

@@ -41,7 +41,8 @@ bool is_tensor_op(const Node* node) {
   for (const Value* out : node->outputs()) {
     const auto& type = out->type();
     if (type->kind() == c10::TypeKind::TensorType) return true;
-    if (auto list = type->cast<c10::ListType>(); list && list->getElementType()->kind() == c10::TypeKind::TensorType)
+    if (auto list = type->cast<c10::ListType>();
+        list && list->getElementType()->kind() == c10::TypeKind::TensorType)
       return true;
   }
   return false;
@@ -131,19 +132,23 @@ OpProgram from_torchscript(const torch::jit::Module& module) {
     if (auto c = constants.find(v); c != constants.end()) return OpInput::of(c->second);
     auto s = slots.find(v);
     if (s == slots.end())
-      throw CaptureError("unsupported op " + describe(user) + ": it takes a module object, not a tensor or value");
-    const bool nested = v->type()->kind() != c10::TypeKind::TensorType && may_hold_tensors(v->type());
+      throw CaptureError("unsupported op " + describe(user) +
+                         ": it takes a module object, not a tensor or value");
+    const bool nested =
+        v->type()->kind() != c10::TypeKind::TensorType && may_hold_tensors(v->type());
     return OpInput::slot(s->second, nested);
   };
 
-  for (size_t i = 1; i < graph->inputs().size(); ++i) program.inputs.push_back(new_slot(graph->inputs()[i]));
+  for (size_t i = 1; i < graph->inputs().size(); ++i)
+    program.inputs.push_back(new_slot(graph->inputs()[i]));
   for (const Node* node : graph->nodes()) {
     const auto kind = node->kind();
     if (kind == c10::prim::If || kind == c10::prim::Loop)
-      throw CaptureError("the model has control flow (" + std::string(kind.toQualString()) + " in '" +
-                         scope_of(node) + "', " + node->sourceRange().str() +
-                         ") that cannot be unrolled for placement; export it with torch.export, or trace it with "
-                         "torch.jit.trace for the input shapes you train with");
+      throw CaptureError(
+          "the model has control flow (" + std::string(kind.toQualString()) + " in '" +
+          scope_of(node) + "', " + node->sourceRange().str() +
+          ") that cannot be unrolled for placement; export it with torch.export, or trace it with "
+          "torch.jit.trace for the input shapes you train with");
     if (kind == c10::prim::CallMethod || kind == c10::prim::CallFunction)
       throw CaptureError("a call could not be inlined (" + describe(node) + ")");
     if (kind == c10::prim::Constant) {
@@ -153,7 +158,8 @@ OpProgram from_torchscript(const torch::jit::Module& module) {
     if (kind == c10::prim::GetAttr) {
       auto object = objects.find(node->input());
       if (object == objects.end() || !object->second.isObject())
-        throw CaptureError("unsupported attribute read " + describe(node) + ": not of the module or a submodule");
+        throw CaptureError("unsupported attribute read " + describe(node) +
+                           ": not of the module or a submodule");
       c10::IValue value = object->second.toObject()->getAttr(node->s(c10::attr::name));
       if (value.isObject()) {
         objects[node->output()] = std::move(value);
@@ -166,9 +172,8 @@ OpProgram from_torchscript(const torch::jit::Module& module) {
         OpNode read;
         read.name = "prim::GetAttr";
         read.scope = scope_of(node);
-        read.call = [object = object->second.toObject(), name = node->s(c10::attr::name)](torch::jit::Stack& stack) {
-          stack.push_back(object->getAttr(name));
-        };
+        read.call = [object = object->second.toObject(), name = node->s(c10::attr::name)](
+                        torch::jit::Stack& stack) { stack.push_back(object->getAttr(name)); };
         read.outputs = {new_slot(node->output())};
         read.outputs_hold_tensors = {false};
         program.nodes.push_back(std::move(read));
@@ -189,7 +194,8 @@ OpProgram from_torchscript(const torch::jit::Module& module) {
       }
     } else {
       if (!node->maybeOperator())
-        throw CaptureError("unsupported op " + describe(node) + ": it has no implementation in this LibTorch");
+        throw CaptureError("unsupported op " + describe(node) +
+                           ": it has no implementation in this LibTorch");
       const torch::jit::Operator& op_entry = node->getOperator();
       if (op_entry.isC10Op()) {
         const auto& name = op_entry.schema().operator_name();
@@ -207,7 +213,8 @@ OpProgram from_torchscript(const torch::jit::Module& module) {
     }
     program.nodes.push_back(std::move(op));
   }
-  for (const Value* out : graph->outputs()) program.outputs.push_back(input_of(out, graph->return_node()));
+  for (const Value* out : graph->outputs())
+    program.outputs.push_back(input_of(out, graph->return_node()));
   for (const auto& p : module.named_parameters()) {
     program.parameters.push_back(p.value);
     program.parameter_names.push_back(p.name);

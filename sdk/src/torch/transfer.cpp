@@ -33,12 +33,18 @@ std::vector<at::Tensor> copy_all(const std::vector<CopyRequest>& requests) {
   for (size_t i = 0; i < requests.size(); ++i) {
     const CopyRequest& r = requests[i];
     switch (copy_path(r.source.device(), r.target)) {
-      case CopyPath::kClone: out[i] = r.source.clone(); break;
-      case CopyPath::kTensorTo: out[i] = r.source.to(r.target); break;
+      case CopyPath::kClone:
+        out[i] = r.source.clone();
+        break;
+      case CopyPath::kTensorTo:
+        out[i] = r.source.to(r.target);
+        break;
       default:
         // The CUDA paths copy raw bytes: a strided view goes the generic way.
-        if (r.source.is_contiguous()) cuda.push_back(i);
-        else out[i] = r.source.to(r.target);
+        if (r.source.is_contiguous())
+          cuda.push_back(i);
+        else
+          out[i] = r.source.to(r.target);
     }
   }
 #ifdef PLACEMENT_CUDA_COPY_PATHS

@@ -19,11 +19,11 @@ struct CopyRequest {
 
 /// How a copy is done.
 enum class CopyPath {
-  kClone,          // already on the target device: a copy of its own (logical devices of one)
-  kTensorTo,       // CPU↔CPU, or a CUDA copy in a build without the CUDA path
-  kHostToDevice,   // pinned source: one DMA; pageable: staged through pinned chunks
-  kDeviceToHost,   // into pinned host memory
-  kNccl,           // GPU → another GPU
+  kClone,         // already on the target device: a copy of its own (logical devices of one)
+  kTensorTo,      // CPU↔CPU, or a CUDA copy in a build without the CUDA path
+  kHostToDevice,  // pinned source: one DMA; pageable: staged through pinned chunks
+  kDeviceToHost,  // into pinned host memory
+  kNccl,          // GPU → another GPU
 };
 
 /// The path copy_all takes from `from` to `to` in this build.
@@ -33,7 +33,8 @@ CopyPath copy_path(c10::Device from, c10::Device to);
 bool has_cuda_copy_paths();
 
 /// The memory of GPU `device` in bytes, read from the device; nullopt in a build without the CUDA
-/// paths. Throws std::runtime_error when the CUDA runtime cannot answer (no such device, no driver).
+/// paths. Throws std::runtime_error when the CUDA runtime cannot answer (no such device, no
+/// driver).
 std::optional<uint64_t> cuda_memory_bytes(int device);
 
 /// A copy of every request's source on its target, values bitwise equal, all complete (devices

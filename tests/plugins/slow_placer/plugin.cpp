@@ -15,8 +15,8 @@ struct SlowOptions {
 class SlowPlacer : public placement::Placer {
  public:
   explicit SlowPlacer(const SlowOptions& options) : seconds_(options.seconds) {}
-  void prepare(const placement::OpGraph&, const placement::Grouping& grouping, const placement::DeviceSet& devices,
-               std::mt19937_64&) override {
+  void prepare(const placement::OpGraph&, const placement::Grouping& grouping,
+               const placement::DeviceSet& devices, std::mt19937_64&) override {
     groups_ = grouping.num_groups;
     devices_ = static_cast<int>(devices.size());
   }
@@ -32,8 +32,8 @@ class SlowPlacer : public placement::Placer {
 };
 
 const placement::ParamTable<SlowOptions>& params() {
-  static const auto table =
-      placement::ParamTable<SlowOptions>().add("seconds", &SlowOptions::seconds, "how long place() takes", {0.0, 60.0});
+  static const auto table = placement::ParamTable<SlowOptions>().add(
+      "seconds", &SlowOptions::seconds, "how long place() takes", {0.0, 60.0});
   return table;
 }
 

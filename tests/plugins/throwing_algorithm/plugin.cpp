@@ -36,7 +36,8 @@ const placement::ParamTable<ThrowAtOptions>& params() {
 }
 
 placement::PluginInfo info() {
-  return ThrowAt::info(placement::PluginKind::kAlgorithm, "a policy-gradient step per sample", params());
+  return ThrowAt::info(placement::PluginKind::kAlgorithm, "a policy-gradient step per sample",
+                       params());
 }
 
 std::vector<placement::ParamError> validate(const placement::Params&) { return {}; }

@@ -17,8 +17,8 @@ class ThrowingPolicy : public placement::testing::TabularPolicy {
     throw_at_("log_prob");
     return TabularPolicy::log_prob(action);
   }
-  void accumulate_gradient(const std::vector<placement::Action>& actions, const std::vector<double>& weights,
-                           double entropy_weight) override {
+  void accumulate_gradient(const std::vector<placement::Action>& actions,
+                           const std::vector<double>& weights, double entropy_weight) override {
     throw_at_("accumulate_gradient");
     TabularPolicy::accumulate_gradient(actions, weights, entropy_weight);
   }
@@ -42,10 +42,11 @@ class ThrowingPolicy : public placement::testing::TabularPolicy {
 class ThrowingPlacer : public placement::Placer {
  public:
   explicit ThrowingPlacer(const ThrowAtOptions& options) : throw_at_(options) {}
-  void prepare(const placement::OpGraph&, const placement::Grouping& grouping, const placement::DeviceSet& devices,
-               std::mt19937_64&) override {
+  void prepare(const placement::OpGraph&, const placement::Grouping& grouping,
+               const placement::DeviceSet& devices, std::mt19937_64&) override {
     throw_at_("prepare");
-    policy_ = std::make_unique<ThrowingPolicy>(grouping.num_groups, static_cast<int>(devices.size()), throw_at_);
+    policy_ = std::make_unique<ThrowingPolicy>(grouping.num_groups,
+                                               static_cast<int>(devices.size()), throw_at_);
   }
   std::vector<int> place(std::mt19937_64& rng) override {
     throw_at_("place");
@@ -59,8 +60,8 @@ class ThrowingPlacer : public placement::Placer {
 };
 
 const placement::ParamTable<ThrowAtOptions>& params() {
-  static const auto table = ThrowAt::params(
-      {"prepare", "place", "log_prob", "accumulate_gradient", "apply_gradient", "save_state", "load_state"});
+  static const auto table = ThrowAt::params({"prepare", "place", "log_prob", "accumulate_gradient",
+                                             "apply_gradient", "save_state", "load_state"});
   return table;
 }
 

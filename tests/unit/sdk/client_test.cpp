@@ -32,13 +32,16 @@ class StandIn {
  public:
   template <class Serve>
   explicit StandIn(Serve serve) {
-    path_ = (std::filesystem::temp_directory_path() / ("client_test_" + std::to_string(::getpid()) + ".sock")).string();
+    path_ = (std::filesystem::temp_directory_path() /
+             ("client_test_" + std::to_string(::getpid()) + ".sock"))
+                .string();
     ::unlink(path_.c_str());
     listener_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     std::strncpy(addr.sun_path, path_.c_str(), sizeof(addr.sun_path) - 1);
-    if (::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(listener_, 1) != 0)
+    if (::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        ::listen(listener_, 1) != 0)
       throw std::runtime_error("stand-in daemon: cannot listen on " + path_);
     thread_ = std::thread([this, serve] {
       const int fd = ::accept(listener_, nullptr, nullptr);
@@ -71,7 +74,8 @@ void welcome(testing::RawConnection& daemon) {
 
 TEST(Client, ARequestEndsAtItsTimeoutThoughTheDaemonKeepsSendingOtherFrames) {
   // Each frame came within the timeout, but none answered the request: before the round trip had
-  // one deadline, every frame started the wait anew and the job was held for as long as this went on.
+  // one deadline, every frame started the wait anew and the job was held for as long as this went
+  // on.
   std::atomic<bool> stop{false};
   StandIn daemon([&](testing::RawConnection& connection) {
     welcome(connection);
@@ -89,8 +93,9 @@ TEST(Client, ARequestEndsAtItsTimeoutThoughTheDaemonKeepsSendingOtherFrames) {
   } catch (const ConnectionError& e) {
     EXPECT_NE(std::string(e.what()).find("timed out"), std::string::npos) << e.what();
   }
-  const auto waited =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now() - started)
+                          .count();
   stop = true;
   EXPECT_LT(waited, 1500) << "ms";
   EXPECT_GE(waited, 450) << "ms";

@@ -39,7 +39,8 @@ TEST(OpGraph, RejectsCycleAndNamesAnOpOnIt) {
     g.validate();
     FAIL() << "cycle accepted";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("cycle through op 1 'layer.1'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cycle through op 1 'layer.1'"), std::string::npos)
+        << e.what();
   }
 }
 

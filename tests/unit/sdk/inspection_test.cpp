@@ -95,7 +95,8 @@ TEST(Inspection, AJobSurvivesTheWireWithItsUnmeasuredTimesAsNull) {
     JobSummary::from_json(bad);
     FAIL() << "an interval of one number was accepted";
   } catch (const placement::FormatError& e) {
-    EXPECT_NE(std::string(e.what()).find("best_step_time_interval_s"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("best_step_time_interval_s"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -117,7 +118,8 @@ TEST(Inspection, AJobInfoCarriesTheSummaryAtTheTopLevelAndItsCandidates) {
   info.rejected_by_device = {{"cuda:1", 3}};
   info.warm_start = {{"baseline", "metis"}, {"steps", 200}};
   const json j = info.to_json();
-  EXPECT_EQ(j.at("name"), "bert") << "placementctl jobs --json and jobs show --json share the summary's keys";
+  EXPECT_EQ(j.at("name"), "bert")
+      << "placementctl jobs --json and jobs show --json share the summary's keys";
   EXPECT_EQ(j.at("candidates")[0].at("reason"), "policy");
   const JobInfo back = JobInfo::from_json(j);
   EXPECT_EQ(back.to_json(), j);
@@ -144,8 +146,10 @@ TEST(Inspection, StatusAndPluginListsSurviveTheWire) {
 
   PluginList list;
   list.plugins.push_back({"metis", "grouper", "1.0.0", "EAGLE", "/lib/metis.so", "", {}});
-  list.plugins[0].hyperparameters.push_back({"groups", "int", "256", "number of groups", 1.0, 100000.0, {}});
-  list.plugins[0].hyperparameters.push_back({"mode", "string", "\"fast\"", "how", std::nullopt, std::nullopt, {"fast", "slow"}});
+  list.plugins[0].hyperparameters.push_back(
+      {"groups", "int", "256", "number of groups", 1.0, 100000.0, {}});
+  list.plugins[0].hyperparameters.push_back(
+      {"mode", "string", "\"fast\"", "how", std::nullopt, std::nullopt, {"fast", "slow"}});
   list.skipped.push_back({"/lib/old.so", "plugin ABI tag 1 does not match"});
   const json p = list.to_json();
   EXPECT_FALSE(p.at("plugins")[0].at("hyperparameters")[1].contains("min"));

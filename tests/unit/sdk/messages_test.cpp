@@ -17,7 +17,8 @@ using nlohmann::json;
 // Through the wire's encoding too: CBOR keeps what JSON keeps.
 json over_the_wire(const json& body) {
   const auto frame = protocol::encode_frame(MessageType::kAttach, 1, body);
-  return protocol::decode_payload(frame.data() + protocol::kHeaderSize, frame.size() - protocol::kHeaderSize);
+  return protocol::decode_payload(frame.data() + protocol::kHeaderSize,
+                                  frame.size() - protocol::kHeaderSize);
 }
 
 std::string error_of(const std::function<void()>& decode) {
@@ -30,14 +31,17 @@ std::string error_of(const std::function<void()>& decode) {
 }
 
 TEST(Messages, ReasonsAndStatesHaveOneNameEach) {
-  for (Reason r : {Reason::kStart, Reason::kCached, Reason::kSingleDevice, Reason::kWarmStart, Reason::kPolicy,
-                   Reason::kReexplore, Reason::kRemeasure, Reason::kBest})
+  for (Reason r : {Reason::kStart, Reason::kCached, Reason::kSingleDevice, Reason::kWarmStart,
+                   Reason::kPolicy, Reason::kReexplore, Reason::kRemeasure, Reason::kBest})
     EXPECT_EQ(reason_from_string(to_string(r)), r) << to_string(r);
   EXPECT_STREQ(to_string(Reason::kSingleDevice), "single device");
   EXPECT_STREQ(to_string(JobState::kReexploring), "re-exploring");
   EXPECT_STREQ(to_string(JobState::kFollowing), "following");
   EXPECT_EQ(all_job_states().back(), JobState::kFollowing);
-  EXPECT_EQ(error_of([] { reason_from_string("hunch"); }).rfind("'hunch' is none of the reasons 'start', 'cached'", 0), 0u);
+  EXPECT_EQ(error_of([] {
+              reason_from_string("hunch");
+            }).rfind("'hunch' is none of the reasons 'start', 'cached'", 0),
+            0u);
 }
 
 TEST(Messages, AttachRoundTripsAndChecksItsLimits) {
@@ -65,17 +69,21 @@ TEST(Messages, AttachRoundTripsAndChecksItsLimits) {
 
   json body = a.to_json();
   body["job"] = std::string(Attach::kMaxJobName + 1, 'x');
-  EXPECT_EQ(error_of([&] { Attach::from_json(body); }), "attach.job: must have 1 to 256 characters");
+  EXPECT_EQ(error_of([&] { Attach::from_json(body); }),
+            "attach.job: must have 1 to 256 characters");
   body = a.to_json();
   body["profile_steps"] = -1;
-  EXPECT_EQ(error_of([&] { Attach::from_json(body); }), "attach.profile_steps: must be an integer from 0 to 1000");
+  EXPECT_EQ(error_of([&] { Attach::from_json(body); }),
+            "attach.profile_steps: must be an integer from 0 to 1000");
   body = a.to_json();
   body["devices"]["devices"][0]["kind"] = "tpu";
   EXPECT_EQ(error_of([&] { Attach::from_json(body); }).rfind("attach.devices: devices[0]", 0), 0u);
   body = a.to_json();
   body["expected_steps"] = "many";
-  EXPECT_EQ(error_of([&] { Attach::from_json(body); }), "attach.expected_steps: expected a non-negative integer, found string");
-  EXPECT_EQ(error_of([] { Attach::from_json(json::array()); }), "attach: expected a map, found array");
+  EXPECT_EQ(error_of([&] { Attach::from_json(body); }),
+            "attach.expected_steps: expected a non-negative integer, found string");
+  EXPECT_EQ(error_of([] { Attach::from_json(json::array()); }),
+            "attach: expected a map, found array");
   // A newer peer's optional field is not an error.
   body = a.to_json();
   body["priority"] = 7;
@@ -92,20 +100,34 @@ TEST(Messages, NamesShownToPeopleHoldNoControlCharactersAndAreUtf8) {
   json body = a.to_json();
   body["job"] = "job\x1b]0;pwned\x07";
   EXPECT_EQ(error_of([&] { Attach::from_json(body); }),
-            "attach.job: holds the control character U+001B (byte 3): names are shown on terminals and in logs");
+            "attach.job: holds the control character U+001B (byte 3): names are shown on terminals "
+            "and in logs");
   body["job"] = "a\nb";
-  EXPECT_EQ(error_of([&] { Attach::from_json(body); }).rfind("attach.job: holds the control character U+000A", 0), 0u);
-  body["job"] = "c1\xc2\x9b" "31m";
-  EXPECT_EQ(error_of([&] { Attach::from_json(body); }).rfind("attach.job: holds the control character U+009B", 0), 0u);
+  EXPECT_EQ(error_of([&] {
+              Attach::from_json(body);
+            }).rfind("attach.job: holds the control character U+000A", 0),
+            0u);
+  body["job"] =
+      "c1\xc2\x9b"
+      "31m";
+  EXPECT_EQ(error_of([&] {
+              Attach::from_json(body);
+            }).rfind("attach.job: holds the control character U+009B", 0),
+            0u);
   body = a.to_json();
   body["torch_version"] = "2.11\r";
-  EXPECT_EQ(error_of([&] { Attach::from_json(body); }).rfind("attach.torch_version: holds the control character", 0), 0u);
+  EXPECT_EQ(error_of([&] {
+              Attach::from_json(body);
+            }).rfind("attach.torch_version: holds the control character", 0),
+            0u);
   // Over CBOR a string is bytes: invalid UTF-8 (a lone continuation byte, an overlong form).
   for (const char* bad : {"x\x80", "\xc0\xaf", "\xed\xa0\x80"}) {
     body["job"] = bad;
     json decoded;
     ASSERT_NO_THROW(decoded = json::from_cbor(json::to_cbor(body), true, false));
-    EXPECT_EQ(error_of([&] { Attach::from_json(decoded); }).rfind("attach.job: not valid UTF-8", 0), 0u) << bad;
+    EXPECT_EQ(error_of([&] { Attach::from_json(decoded); }).rfind("attach.job: not valid UTF-8", 0),
+              0u)
+        << bad;
   }
 }
 
@@ -125,20 +147,26 @@ TEST(Messages, AttachCarriesTheReplicaAndChecksItsRankAndGroup) {
 
   json body = a.to_json();
   body["replica"]["rank"] = 4;
-  EXPECT_EQ(error_of([&] { Attach::from_json(body); }), "attach.replica.rank: must be an integer from 0 to world_size - 1 (3)");
+  EXPECT_EQ(error_of([&] { Attach::from_json(body); }),
+            "attach.replica.rank: must be an integer from 0 to world_size - 1 (3)");
   body["replica"]["rank"] = -1;
-  EXPECT_EQ(error_of([&] { Attach::from_json(body); }), "attach.replica.rank: must be an integer from 0 to world_size - 1 (3)");
+  EXPECT_EQ(error_of([&] { Attach::from_json(body); }),
+            "attach.replica.rank: must be an integer from 0 to world_size - 1 (3)");
   body = a.to_json();
   body["replica"]["world_size"] = 0;
-  EXPECT_EQ(error_of([&] { Attach::from_json(body); }), "attach.replica.world_size: must be an integer from 1 to 1048576");
+  EXPECT_EQ(error_of([&] { Attach::from_json(body); }),
+            "attach.replica.world_size: must be an integer from 1 to 1048576");
   body = a.to_json();
   body["replica"]["group"] = "";
-  EXPECT_EQ(error_of([&] { Attach::from_json(body); }), "attach.replica.group: must have 1 to 256 characters");
+  EXPECT_EQ(error_of([&] { Attach::from_json(body); }),
+            "attach.replica.group: must have 1 to 256 characters");
   body = a.to_json();
   body["replica"].erase("group");
-  EXPECT_EQ(error_of([&] { Attach::from_json(body); }), "attach.replica: missing required key 'group'");
+  EXPECT_EQ(error_of([&] { Attach::from_json(body); }),
+            "attach.replica: missing required key 'group'");
   body["replica"] = 3;
-  EXPECT_EQ(error_of([&] { Attach::from_json(body); }), "attach.replica: expected a map, found number");
+  EXPECT_EQ(error_of([&] { Attach::from_json(body); }),
+            "attach.replica: expected a map, found number");
 }
 
 TEST(Messages, GraphUploadCarriesTheStartPlacementByDeviceName) {
@@ -151,10 +179,17 @@ TEST(Messages, GraphUploadCarriesTheStartPlacementByDeviceName) {
   EXPECT_EQ(v.graph.fingerprint(), g.fingerprint());
   ASSERT_TRUE(v.start.has_value());
   EXPECT_EQ(v.start->device_of_op, start.device_of_op);
-  EXPECT_FALSE(GraphUpload::from_json(GraphUpload{g, std::nullopt}.to_json(d), d).start.has_value());
+  EXPECT_FALSE(
+      GraphUpload::from_json(GraphUpload{g, std::nullopt}.to_json(d), d).start.has_value());
   // A placement on a device the job does not have.
-  EXPECT_EQ(error_of([&] { GraphUpload::from_json(u.to_json(d), testing::devices(1)); }).rfind("graph_upload.placement: ", 0), 0u);
-  EXPECT_EQ(error_of([&] { GraphUpload::from_json({{"graph", 1}}, d); }).rfind("graph_upload.graph: ", 0), 0u);
+  EXPECT_EQ(error_of([&] {
+              GraphUpload::from_json(u.to_json(d), testing::devices(1));
+            }).rfind("graph_upload.placement: ", 0),
+            0u);
+  EXPECT_EQ(error_of([&] {
+              GraphUpload::from_json({{"graph", 1}}, d);
+            }).rfind("graph_upload.graph: ", 0),
+            0u);
 }
 
 TEST(Messages, DirectiveRoundTripsWithItsReasonAndState) {
@@ -187,23 +222,27 @@ TEST(Messages, DirectiveRoundTripsWithItsReasonAndState) {
   EXPECT_FALSE(over_the_wire(a.to_json(d)).contains("after_step"));
   json wrong = body;
   wrong["state"] = "dreaming";
-  EXPECT_EQ(error_of([&] { Directive::from_json(wrong, g, d); }), "placement_directive.state: 'dreaming' is not a job state");
+  EXPECT_EQ(error_of([&] { Directive::from_json(wrong, g, d); }),
+            "placement_directive.state: 'dreaming' is not a job state");
 }
 
 TEST(Messages, RepliesRoundTrip) {
-  const Welcome w = Welcome::from_json(over_the_wire(Welcome{2, "placementd 0.1.0", 1u << 16, 1000, true}.to_json()));
+  const Welcome w = Welcome::from_json(
+      over_the_wire(Welcome{2, "placementd 0.1.0", 1u << 16, 1000, true}.to_json()));
   EXPECT_EQ(w.version, 2);
   EXPECT_EQ(w.server, "placementd 0.1.0");
   EXPECT_EQ(w.max_frame_bytes, 1u << 16);
   EXPECT_EQ(w.uid, 1000u);
   EXPECT_TRUE(w.admin);
 
-  const Attached at = Attached::from_json(over_the_wire(Attached{4, "metis", "seq2seq", "ppo", 5, 1, 100}.to_json()));
+  const Attached at = Attached::from_json(
+      over_the_wire(Attached{4, "metis", "seq2seq", "ppo", 5, 1, 100}.to_json()));
   EXPECT_EQ(at.session, 4u);
   EXPECT_EQ(at.placer, "seq2seq");
   EXPECT_EQ(at.max_candidates, 100);
 
-  const GraphAccepted ga = GraphAccepted::from_json(over_the_wire(GraphAccepted{"abc", 10, 9, 3, true, false}.to_json()));
+  const GraphAccepted ga = GraphAccepted::from_json(
+      over_the_wire(GraphAccepted{"abc", 10, 9, 3, true, false}.to_json()));
   EXPECT_EQ(ga.fingerprint, "abc");
   EXPECT_EQ(ga.edges, 9u);
   EXPECT_TRUE(ga.cached);
@@ -215,7 +254,8 @@ TEST(Messages, RepliesRoundTrip) {
   EXPECT_DOUBLE_EQ(*some.best_step_time_s, 0.25);
   EXPECT_TRUE(some.persisted);
 
-  const Error e = Error::from_json(over_the_wire(Error{protocol::error::kBusy, "full", true}.to_json()));
+  const Error e =
+      Error::from_json(over_the_wire(Error{protocol::error::kBusy, "full", true}.to_json()));
   EXPECT_EQ(e.code, "busy");
   EXPECT_EQ(e.message, "full");
   EXPECT_TRUE(e.fatal);
@@ -239,14 +279,19 @@ TEST(Messages, RequestsRoundTrip) {
   EXPECT_EQ(h.min_version, 1);
   EXPECT_EQ(h.max_version, 2);
   EXPECT_EQ(h.client, "placementctl");
-  EXPECT_EQ(error_of([] { Hello::from_json({{"min_version", 1}, {"max_version", 70000}}); }),
+  EXPECT_EQ(error_of([] {
+              Hello::from_json({{"min_version", 1}, {"max_version", 70000}});
+            }),
             "hello.max_version: integer out of range: 70000");
   const ListJobs l = ListJobs::from_json(ListJobs{true, false}.to_json());
   EXPECT_TRUE(l.all);
   EXPECT_FALSE(l.finished);
   EXPECT_FALSE(ListJobs::from_json(json::object()).all);
   EXPECT_EQ(JobShow::from_json(JobShow{12}.to_json()).id, 12u);
-  EXPECT_EQ(error_of([] { JobShow::from_json({{"id", "twelve"}}); }), "job_show.id: expected a non-negative integer, found string");
+  EXPECT_EQ(error_of([] {
+              JobShow::from_json({{"id", "twelve"}});
+            }),
+            "job_show.id: expected a non-negative integer, found string");
   EXPECT_EQ(PlacementRequest{}.to_json(), json::object());
   EXPECT_EQ(Detach{}.to_json(), json::object());
 }

@@ -45,15 +45,18 @@ TEST(ParamTable, DeclaresEveryRowInOrderWithTheStructsDefaults) {
   ASSERT_EQ(d.size(), 7u);
   std::vector<std::string> names;
   for (const HyperParameter& h : d) names.push_back(h.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"flag", "steps", "lr", "device", "mode", "scale", "warmup"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"flag", "steps", "lr", "device", "mode", "scale", "warmup"}));
 
   EXPECT_EQ(d[0].default_value, ParamValue(true));
   EXPECT_EQ(d[0].summary, "a switch");
   EXPECT_EQ(d[1].default_value, ParamValue(int64_t{4}));
   EXPECT_EQ(d[2].default_value, ParamValue(0.1));
   EXPECT_EQ(d[3].default_value, ParamValue(std::string("fastest")));
-  EXPECT_EQ(d[4].default_value, ParamValue(std::string("slow"))) << "an enum is declared as its text";
-  EXPECT_EQ(d[5].default_value, ParamValue(2.5)) << "an included row's default is the outer struct's";
+  EXPECT_EQ(d[4].default_value, ParamValue(std::string("slow")))
+      << "an enum is declared as its text";
+  EXPECT_EQ(d[5].default_value, ParamValue(2.5))
+      << "an included row's default is the outer struct's";
   EXPECT_EQ(d[6].default_value, ParamValue(int64_t{7}));
 }
 
@@ -71,7 +74,8 @@ TEST(ParamTable, CarriesBoundsAndChoices) {
   EXPECT_EQ(d[6].max, std::nullopt);
 
   // What the registry does with the declaration: the bounds reject a value outside them.
-  const auto errors = resolve_params(d, {{"steps", int64_t{0}}, {"mode", std::string("warp")}}, nullptr);
+  const auto errors =
+      resolve_params(d, {{"steps", int64_t{0}}, {"mode", std::string("warp")}}, nullptr);
   ASSERT_EQ(errors.size(), 2u);
 }
 
@@ -139,10 +143,13 @@ TEST(ParamTable, ADefaultOutsideItsOwnRangeIsABug) {
     EXPECT_STREQ(e.what(), "hyperparameter 'steps': default must be >= 5.0, got 4");
   }
   EXPECT_THROW(ParamTable<Options>().add("lr", &Options::lr, "lr", {0.0, 0.05}), std::logic_error);
-  EXPECT_THROW(ParamTable<Options>().add("device", &Options::device, "device", {"cpu", "cuda:0"}), std::logic_error);
-  EXPECT_THROW(ParamTable<Options>().add("mode", &Options::mode, "speed", {{"fast", Mode::kFast}}), std::logic_error);
+  EXPECT_THROW(ParamTable<Options>().add("device", &Options::device, "device", {"cpu", "cuda:0"}),
+               std::logic_error);
+  EXPECT_THROW(ParamTable<Options>().add("mode", &Options::mode, "speed", {{"fast", Mode::kFast}}),
+               std::logic_error);
   // Shaping{}'s 5.0 is within [3, 10]; the 2.5 Options{} holds is not, and that is the default.
-  const ParamTable<Shaping> from_three = ParamTable<Shaping>().add("scale", &Shaping::scale, "scale", {3.0, 10.0});
+  const ParamTable<Shaping> from_three =
+      ParamTable<Shaping>().add("scale", &Shaping::scale, "scale", {3.0, 10.0});
   EXPECT_THROW(ParamTable<Options>().include(from_three, &Options::shaping), std::logic_error);
 }
 

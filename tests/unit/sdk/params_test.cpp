@@ -29,8 +29,12 @@ TEST(Params, IntegerIsAcceptedForAFloat) {
 
 TEST(Params, EveryProblemIsReported) {
   Params resolved{{"untouched", true}};
-  const auto errors = resolve_params(
-      kDeclared, {{"lr", 2.0}, {"steps", std::string("many")}, {"mode", std::string("warp")}, {"colour", true}}, &resolved);
+  const auto errors = resolve_params(kDeclared,
+                                     {{"lr", 2.0},
+                                      {"steps", std::string("many")},
+                                      {"mode", std::string("warp")},
+                                      {"colour", true}},
+                                     &resolved);
   ASSERT_EQ(errors.size(), 4u);
   std::map<std::string, std::string> by_name;
   for (const auto& e : errors) by_name[e.name] = e.message;

@@ -17,7 +17,8 @@ TEST(Placement, ExpandsGroupsToOps) {
 TEST(Placement, PinnedOpsMustStayOnTheirKind) {
   OpGraph g = testing::chain(3);
   g.ops[1].pinned = DeviceKind::kCpu;
-  DeviceSet d = DeviceSet::uniform({{DeviceKind::kCuda, 0, 1 << 20, 1.0}, {DeviceKind::kCpu, 0, 1 << 20, 1.0}}, 1e9, 0);
+  DeviceSet d = DeviceSet::uniform(
+      {{DeviceKind::kCuda, 0, 1 << 20, 1.0}, {DeviceKind::kCpu, 0, 1 << 20, 1.0}}, 1e9, 0);
   Placement p = Placement::single(g, 0);
   EXPECT_THROW(p.validate(g, d), std::invalid_argument);
   EXPECT_EQ(p.enforce_pins(g, d), 1);

@@ -10,7 +10,8 @@ namespace {
 
 TEST(Protocol, HeaderIsLittleEndianWithMagic) {
   const auto bytes = encode_header({1, 16, 0x01020304, 0xa0b0c0d0});
-  const std::array<uint8_t, kHeaderSize> expected = {'P', 'L', 'M', 'T', 1, 0, 16, 0, 4, 3, 2, 1, 0xd0, 0xc0, 0xb0, 0xa0};
+  const std::array<uint8_t, kHeaderSize> expected = {'P', 'L', 'M', 'T', 1,    0,    16,   0,
+                                                     4,   3,   2,   1,   0xd0, 0xc0, 0xb0, 0xa0};
   EXPECT_EQ(bytes, expected);
   Header h;
   ASSERT_TRUE(decode_header(bytes.data(), &h));
@@ -65,7 +66,8 @@ TEST(Protocol, NestingUpToTheLimitPasses) {
     return nlohmann::json{{"v", nested}};
   };
   const auto at_limit = encode_frame(MessageType::kStatus, 1, payload(kMaxPayloadDepth - 1));
-  EXPECT_EQ(decode_payload(at_limit.data() + kHeaderSize, at_limit.size() - kHeaderSize), payload(kMaxPayloadDepth - 1));
+  EXPECT_EQ(decode_payload(at_limit.data() + kHeaderSize, at_limit.size() - kHeaderSize),
+            payload(kMaxPayloadDepth - 1));
   const auto over = encode_frame(MessageType::kStatus, 1, payload(kMaxPayloadDepth));
   EXPECT_THROW(decode_payload(over.data() + kHeaderSize, over.size() - kHeaderSize), FormatError);
 }

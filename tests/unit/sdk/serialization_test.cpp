@@ -3,8 +3,8 @@
 
 #include <cmath>
 #include <filesystem>
-#include <limits>
 #include <fstream>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -73,28 +73,37 @@ TEST(Serialization, DevicesPlacementMeasurementRoundTrip) {
   d.devices[2].spec = spec;
   EXPECT_EQ(devices_from_json(to_json(d)), d);
   d.devices[2].spec->memory_bandwidth = 0;
-  EXPECT_EQ(error_of([&] { devices_from_json(to_json(d)); }), "device cpu:2 spec: memory bandwidth must be > 0");
+  EXPECT_EQ(error_of([&] { devices_from_json(to_json(d)); }),
+            "device cpu:2 spec: memory bandwidth must be > 0");
   d.devices[2].spec.reset();
   const OpGraph g = testing::chain(4);
   const Placement p{{2, 0, 1, 2}};
   EXPECT_EQ(placement_from_json(to_json(p, d), g, d), p);
   const Measurement m{7, 42, 0.125, false, "out of memory on cpu:1"};
   EXPECT_EQ(measurement_from_json(to_json(m)), m);
-  // A time is a reward: a step that ran in 0 s, or in no finite time, would be a best nothing beats.
-  // Its error reaches the log and terminals as one line that does nothing to them.
-  EXPECT_EQ(measurement_from_json(to_json(Measurement{7, 42, 0.0, false, "Traceback:\n  x\x1b[2J\xc2\x9b"})).error,
+  // A time is a reward: a step that ran in 0 s, or in no finite time, would be a best nothing
+  // beats. Its error reaches the log and terminals as one line that does nothing to them.
+  EXPECT_EQ(measurement_from_json(
+                to_json(Measurement{7, 42, 0.0, false, "Traceback:\n  x\x1b[2J\xc2\x9b"}))
+                .error,
             "Traceback:\\n  x\\x1B[2J\\u009B");
   json raw = to_json(Measurement{7, 42, 0.0, false, ""});
-  raw["error"] = "lone \x9b" "[2J and \xff, kept: 训练";  // over CBOR a string is bytes
+  raw["error"] =
+      "lone \x9b"
+      "[2J and \xff, kept: 训练";  // over CBOR a string is bytes
   EXPECT_EQ(measurement_from_json(raw).error, "lone \\x9B[2J and \\xFF, kept: 训练");
   const Measurement failed{7, 43, 0.0, false, "migration: out of memory"};
   EXPECT_EQ(measurement_from_json(to_json(failed)), failed);
-  EXPECT_EQ(error_of([] { measurement_from_json(to_json(Measurement{7, 44, 0.0, true, ""})); }),
+  EXPECT_EQ(error_of([] {
+              measurement_from_json(to_json(Measurement{7, 44, 0.0, true, ""}));
+            }),
             "step_time_s: must be > 0 for a step that ran (ok)");
   for (double bad : {std::numeric_limits<double>::infinity(), -1.0, std::nan("")}) {
     json doc = to_json(Measurement{7, 45, 1.0, true, ""});
     doc["step_time_s"] = bad;
-    EXPECT_EQ(error_of([&] { measurement_from_json(doc); }), "step_time_s: must be a finite number >= 0") << bad;
+    EXPECT_EQ(error_of([&] { measurement_from_json(doc); }),
+              "step_time_s: must be a finite number >= 0")
+        << bad;
   }
   const Grouping grouping{{0, 1, 1, 0}, 2};
   EXPECT_EQ(grouping_from_json(to_json(grouping), g), grouping);
@@ -109,7 +118,8 @@ TEST(Serialization, ProfileReportsRoundTripAndApplyToTheGraph) {
   Measurement m{7, 42, 0.5, true, ""};
   m.profiled = true;
   EXPECT_EQ(measurement_from_json(to_json(m)), m);
-  EXPECT_FALSE(to_json(Measurement{7, 42, 0.5, true, ""}).contains("profiled")) << "protocol 1 daemons see no new key";
+  EXPECT_FALSE(to_json(Measurement{7, 42, 0.5, true, ""}).contains("profiled"))
+      << "protocol 1 daemons see no new key";
 
   OpGraph g = testing::chain(3);
   r.apply(g);
@@ -123,7 +133,8 @@ TEST(Serialization, ProfileReportsRoundTripAndApplyToTheGraph) {
 
   json doc = to_json(r);
   doc["ops"][1]["kind"] = "tpu";
-  EXPECT_NE(error_of([&] { profile_report_from_json(doc); }).find("ops[1].kind: "), std::string::npos);
+  EXPECT_NE(error_of([&] { profile_report_from_json(doc); }).find("ops[1].kind: "),
+            std::string::npos);
   doc = to_json(r);
   doc["ops"][0]["backward_s"] = -1.0;
   EXPECT_EQ(error_of([&] { profile_report_from_json(doc); }), "ops[0]: times must be >= 0");
@@ -138,13 +149,16 @@ TEST(Serialization, ErrorsNameThePathOfTheFieldAtFault) {
   EXPECT_EQ(error_of([&] { graph_from_json(doc); }), "ops[1]: missing required key 'kind'");
   doc = to_json(testing::chain(3));
   doc["ops"][2]["outputs"][0]["shape"] = "big";
-  EXPECT_EQ(error_of([&] { graph_from_json(doc); }), "ops[2].outputs[0].shape: expected an array, found string");
+  EXPECT_EQ(error_of([&] { graph_from_json(doc); }),
+            "ops[2].outputs[0].shape: expected an array, found string");
   doc = to_json(testing::chain(3));
   doc["ops"][0]["colour"] = "red";
-  EXPECT_NE(error_of([&] { graph_from_json(doc); }).find("ops[0]: unknown key 'colour'"), std::string::npos);
+  EXPECT_NE(error_of([&] { graph_from_json(doc); }).find("ops[0]: unknown key 'colour'"),
+            std::string::npos);
   doc = to_json(testing::chain(3));
   doc["ops"][0]["parameter_bytes"] = -5;
-  EXPECT_EQ(error_of([&] { graph_from_json(doc); }), "ops[0].parameter_bytes: expected a non-negative integer, found -5");
+  EXPECT_EQ(error_of([&] { graph_from_json(doc); }),
+            "ops[0].parameter_bytes: expected a non-negative integer, found -5");
 }
 
 TEST(Serialization, OpWorkFieldsAreChecked) {
@@ -152,7 +166,8 @@ TEST(Serialization, OpWorkFieldsAreChecked) {
   g.ops[1].work = OpWork{};
   json doc = to_json(g);
   doc["ops"][1]["work"]["math"] = "quantum";
-  EXPECT_EQ(error_of([&] { graph_from_json(doc); }), "ops[1].work.math: unknown math class 'quantum' (vector, matmul, conv or pool)");
+  EXPECT_EQ(error_of([&] { graph_from_json(doc); }),
+            "ops[1].work.math: unknown math class 'quantum' (vector, matmul, conv or pool)");
   doc = to_json(g);
   doc["ops"][1]["work"]["forward_bytes"] = -1;
   EXPECT_EQ(error_of([&] { graph_from_json(doc); }), "ops[1].work: work figures must be >= 0");
@@ -161,7 +176,8 @@ TEST(Serialization, OpWorkFieldsAreChecked) {
 TEST(Serialization, GraphInvariantsAreChecked) {
   json doc = to_json(testing::chain(3));
   doc["edges"].push_back({2, 0, 4});
-  EXPECT_NE(error_of([&] { graph_from_json(doc); }).find("graph has a cycle through op 0"), std::string::npos);
+  EXPECT_NE(error_of([&] { graph_from_json(doc); }).find("graph has a cycle through op 0"),
+            std::string::npos);
   doc = to_json(testing::chain(3));
   doc["edges"].push_back({1, 5, 4});
   EXPECT_NE(error_of([&] { graph_from_json(doc); }).find("dangling"), std::string::npos);
@@ -172,18 +188,23 @@ TEST(Serialization, DeviceWithoutMemoryIsNamed) {
   doc["devices"][1]["memory_bytes"] = 0;
   EXPECT_EQ(error_of([&] { devices_from_json(doc); }), "device cpu:1 has no memory");
   doc["devices"][1]["name"] = "tpu:0";
-  EXPECT_NE(error_of([&] { devices_from_json(doc); }).find("devices[1].name: unknown device kind 'tpu'"), std::string::npos);
+  EXPECT_NE(
+      error_of([&] { devices_from_json(doc); }).find("devices[1].name: unknown device kind 'tpu'"),
+      std::string::npos);
 }
 
 TEST(Serialization, PlacementWithAForeignDeviceIsRejected) {
   const OpGraph g = testing::chain(2);
   json doc = {{"devices", {"cpu:0", "cuda:7"}}, {"device_of_op", {0, 1}}};
-  EXPECT_NE(error_of([&] { placement_from_json(doc, g, testing::devices(2)); }).find("devices[1]: device 'cuda:7' is not in the device set"),
+  EXPECT_NE(error_of([&] {
+              placement_from_json(doc, g, testing::devices(2));
+            }).find("devices[1]: device 'cuda:7' is not in the device set"),
             std::string::npos);
 }
 
 TEST(Serialization, GzipFilesRoundTrip) {
-  const std::string path = std::filesystem::temp_directory_path() / ("g." + std::to_string(::getpid()) + ".json.gz");
+  const std::string path =
+      std::filesystem::temp_directory_path() / ("g." + std::to_string(::getpid()) + ".json.gz");
   const OpGraph g = testing::two_chains(50);
   write_json_file(path, to_json(g));
   EXPECT_EQ(load_graph_file(path), g);
@@ -194,7 +215,8 @@ TEST(Serialization, GzipFilesRoundTrip) {
 }
 
 TEST(Serialization, FilesAreWrittenAtomicallyAndErrorsNameTheFile) {
-  const std::string dir = std::filesystem::temp_directory_path() / ("ser." + std::to_string(::getpid()));
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("ser." + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string path = dir + "/graph.json";
   write_json_file(path, to_json(testing::chain(3)));
@@ -204,14 +226,18 @@ TEST(Serialization, FilesAreWrittenAtomicallyAndErrorsNameTheFile) {
   std::ofstream(dir + "/bad.json") << "{\"ops\": [";
   const std::string e = error_of([&] { load_graph_file(dir + "/bad.json"); });
   EXPECT_EQ(e.rfind(dir + "/bad.json: not valid JSON", 0), 0u) << e;
-  EXPECT_EQ(error_of([&] { read_json_file(dir + "/missing.json"); }).rfind(dir + "/missing.json: cannot open", 0), 0u);
+  EXPECT_EQ(error_of([&] {
+              read_json_file(dir + "/missing.json");
+            }).rfind(dir + "/missing.json: cannot open", 0),
+            0u);
   std::filesystem::remove_all(dir);
 }
 
 TEST(Serialization, AnAtomicWriteNeverWritesThroughALinkPlantedAtItsTemporary) {
   // In a directory another user can write (a socket directory, /tmp), a link at the temporary's
   // name would have the write go into the file it names: the temporary is always a new file.
-  const std::string dir = std::filesystem::temp_directory_path() / ("ser-link." + std::to_string(::getpid()));
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("ser-link." + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string victim = dir + "/victim";
   std::ofstream(victim) << "precious";

@@ -67,17 +67,41 @@ TEST(Config, ShippedFileHoldsEveryKeyWithItsDefault) {
   EXPECT_EQ(a.confidence, b.confidence);
   EXPECT_EQ(a.min_gain, b.min_gain);
   const toml::table doc = toml::parse_file(SHIPPED_CONFIG);
-  for (const char* key : {"daemon.socket", "daemon.socket_mode", "daemon.admin_group", "daemon.state_dir",
-                          "daemon.max_frame_bytes", "daemon.max_connections", "daemon.max_connections_per_uid",
-                          "daemon.frame_timeout_ms", "daemon.stop_timeout_ms",
-                          "daemon.policy_threads", "daemon.max_buffered_bytes", "logging.level", "metrics.listen", "devices.allow", "devices.memory_headroom_fraction",
-                          "policy.grouper", "policy.placer", "policy.algorithm", "policy.warm_start_seconds", "policy.max_groups",
-                          "limits.max_graph_ops", "limits.max_graph_bytes", "limits.max_session_bytes",
+  for (const char* key : {"daemon.socket",
+                          "daemon.socket_mode",
+                          "daemon.admin_group",
+                          "daemon.state_dir",
+                          "daemon.max_frame_bytes",
+                          "daemon.max_connections",
+                          "daemon.max_connections_per_uid",
+                          "daemon.frame_timeout_ms",
+                          "daemon.stop_timeout_ms",
+                          "daemon.policy_threads",
+                          "daemon.max_buffered_bytes",
+                          "logging.level",
+                          "metrics.listen",
+                          "devices.allow",
+                          "devices.memory_headroom_fraction",
+                          "policy.grouper",
+                          "policy.placer",
+                          "policy.algorithm",
+                          "policy.warm_start_seconds",
+                          "policy.max_groups",
+                          "limits.max_graph_ops",
+                          "limits.max_graph_bytes",
+                          "limits.max_session_bytes",
                           "exploration.steps_per_candidate",
-                          "exploration.warmup_steps", "exploration.max_candidates", "exploration.max_overhead_fraction",
-                          "exploration.failing_reward", "exploration.drift_threshold", "exploration.drift_steps",
-                          "exploration.converge_candidates", "exploration.trial_window_steps",
-                          "exploration.max_trial_steps", "exploration.confidence", "exploration.min_gain"})
+                          "exploration.warmup_steps",
+                          "exploration.max_candidates",
+                          "exploration.max_overhead_fraction",
+                          "exploration.failing_reward",
+                          "exploration.drift_threshold",
+                          "exploration.drift_steps",
+                          "exploration.converge_candidates",
+                          "exploration.trial_window_steps",
+                          "exploration.max_trial_steps",
+                          "exploration.confidence",
+                          "exploration.min_gain"})
     EXPECT_TRUE(doc.at_path(key)) << key << " is missing from etc/placementd.toml";
 }
 
@@ -88,7 +112,8 @@ TEST(Config, ShippedFileShowsEveryPluginsHyperparametersWithTheirDefaults) {
   const PluginRegistry& registry = offline::built_plugins();
   ASSERT_FALSE(registry.plugins().empty());
   for (const auto& plugin : registry.plugins()) {
-    const std::string where = std::string("[params.") + placement::to_string(plugin.info.kind) + "." + plugin.info.name + "]";
+    const std::string where = std::string("[params.") + placement::to_string(plugin.info.kind) +
+                              "." + plugin.info.name + "]";
     const toml::table* section =
         doc["params"][placement::to_string(plugin.info.kind)][plugin.info.name].as_table();
     if (plugin.info.hyperparameters.empty()) {
@@ -96,20 +121,26 @@ TEST(Config, ShippedFileShowsEveryPluginsHyperparametersWithTheirDefaults) {
       continue;
     }
     ASSERT_NE(section, nullptr) << where << " is missing from etc/placementd.toml";
-    EXPECT_EQ(section->size(), plugin.info.hyperparameters.size()) << where << " holds keys the plugin lacks";
+    EXPECT_EQ(section->size(), plugin.info.hyperparameters.size())
+        << where << " holds keys the plugin lacks";
     for (const auto& h : plugin.info.hyperparameters) {
       const toml::node* value = section->get(h.name);
       ASSERT_NE(value, nullptr) << where << " lacks " << h.name;
       placement::ParamValue shown;
-      if (value->is_boolean()) shown = value->as_boolean()->get();
-      else if (value->is_integer()) shown = value->as_integer()->get();
-      else if (value->is_floating_point()) shown = value->as_floating_point()->get();
-      else if (value->is_string()) shown = value->as_string()->get();
+      if (value->is_boolean())
+        shown = value->as_boolean()->get();
+      else if (value->is_integer())
+        shown = value->as_integer()->get();
+      else if (value->is_floating_point())
+        shown = value->as_floating_point()->get();
+      else if (value->is_string())
+        shown = value->as_string()->get();
       // TOML may write a float default as an integer (1 for 1.0); the daemon reads it as a float.
       if (std::holds_alternative<double>(h.default_value) && std::holds_alternative<int64_t>(shown))
         shown = static_cast<double>(std::get<int64_t>(shown));
-      EXPECT_EQ(shown, h.default_value) << where << " " << h.name << " = " << placement::format_param(shown)
-                                        << ", the plugin's default is " << placement::format_param(h.default_value);
+      EXPECT_EQ(shown, h.default_value)
+          << where << " " << h.name << " = " << placement::format_param(shown)
+          << ", the plugin's default is " << placement::format_param(h.default_value);
     }
   }
 }
@@ -117,15 +148,17 @@ TEST(Config, ShippedFileShowsEveryPluginsHyperparametersWithTheirDefaults) {
 // The node's cost-model figures: a preset by name, or a table as a topology device takes.
 TEST(Config, DeviceSpecsAreAPresetOrFiguresAndBadOnesAreNamed) {
   const Config c = parse_config(
-      "[devices]\ncpu_spec = \"xeon-8480-2s\"\ncuda_spec = { spec = \"h100-sxm\", launch_us = 8 }\n", "t.toml",
-      "/plugins");
+      "[devices]\ncpu_spec = \"xeon-8480-2s\"\ncuda_spec = { spec = \"h100-sxm\", launch_us = 8 "
+      "}\n",
+      "t.toml", "/plugins");
   ASSERT_TRUE(c.cpu_spec && c.cuda_spec);
   EXPECT_EQ(c.cpu_spec->preset, "xeon-8480-2s");
   EXPECT_EQ(c.cuda_spec->preset, "h100-sxm (modified)");
   EXPECT_DOUBLE_EQ(c.cuda_spec->launch_s, 8e-6);
   EXPECT_GT(c.cuda_spec->tf32_flops, c.cuda_spec->fp32_flops);
-  const Config figures = parse_config("[devices]\ncpu_spec = { fp32_tflops = 2, memory_bandwidth_gbs = 100 }\n",
-                                      "t.toml", "/plugins");
+  const Config figures =
+      parse_config("[devices]\ncpu_spec = { fp32_tflops = 2, memory_bandwidth_gbs = 100 }\n",
+                   "t.toml", "/plugins");
   ASSERT_TRUE(figures.cpu_spec);
   EXPECT_DOUBLE_EQ(figures.cpu_spec->fp32_flops, 2e12);
   EXPECT_FALSE(figures.cuda_spec) << "unset: unprofiled ops are not predicted";
@@ -135,15 +168,19 @@ TEST(Config, DeviceSpecsAreAPresetOrFiguresAndBadOnesAreNamed) {
       "cuda_spec = \"h200\"\n"
       "cpu_spec = \"h100-sxm\"\n");
   ASSERT_EQ(errors.size(), 2u);
-  EXPECT_NE(errors[0].find("t.toml:2:13: devices.cuda_spec: unknown device preset 'h200' (known: h100-sxm, "),
+  EXPECT_NE(errors[0].find(
+                "t.toml:2:13: devices.cuda_spec: unknown device preset 'h200' (known: h100-sxm, "),
             std::string::npos)
       << errors[0];
-  EXPECT_NE(errors[1].find("t.toml:3:12: devices.cpu_spec: 'h100-sxm' is a cuda preset"), std::string::npos)
+  EXPECT_NE(errors[1].find("t.toml:3:12: devices.cpu_spec: 'h100-sxm' is a cuda preset"),
+            std::string::npos)
       << errors[1];
   const auto more = errors_of("[devices]\ncuda_spec = { fp32_tflops = 60 }\ncpu_spec = 3\n");
   ASSERT_EQ(more.size(), 2u);
-  EXPECT_NE(more[0].find("gives cost-model figures but no memory_bandwidth_gbs"), std::string::npos) << more[0];
-  EXPECT_NE(more[1].find("t.toml:3:12: devices.cpu_spec must be a preset's name or a table of figures, got an integer"),
+  EXPECT_NE(more[0].find("gives cost-model figures but no memory_bandwidth_gbs"), std::string::npos)
+      << more[0];
+  EXPECT_NE(more[1].find("t.toml:3:12: devices.cpu_spec must be a preset's name or a table of "
+                         "figures, got an integer"),
             std::string::npos)
       << more[1];
 }
@@ -160,7 +197,8 @@ TEST(Config, ErrorsCarryFileLineColumnAndAreAllCollected) {
   ASSERT_EQ(errors.size(), 4u);
   EXPECT_EQ(errors[0], "t.toml:2:19: daemon.max_frame_bytes must be an integer, got a string");
   EXPECT_EQ(errors[1].rfind("t.toml:3:1: unknown key 'colour' in [daemon]", 0), 0u) << errors[1];
-  EXPECT_EQ(errors[2], "t.toml:5:23: exploration.steps_per_candidate must be in [2, 100000], got 0");
+  EXPECT_EQ(errors[2],
+            "t.toml:5:23: exploration.steps_per_candidate must be in [2, 100000], got 0");
   EXPECT_EQ(errors[3].rfind("t.toml:7:9: logging.level must be one of", 0), 0u) << errors[3];
 }
 
@@ -175,10 +213,13 @@ TEST(Config, MetricsListenIsAnAddressOrASocketPathWithItsFaultNamed) {
   EXPECT_TRUE(errors_of("[metrics]\nlisten = \"127.0.0.1:9464\"\n").empty());
   EXPECT_TRUE(errors_of("[metrics]\nlisten = \"[::1]:9464\"\n").empty());
   EXPECT_TRUE(errors_of("[metrics]\nlisten = \"/run/placementd/metrics.sock\"\n").empty());
-  EXPECT_EQ(parse_config("[metrics]\nlisten = \"localhost:9464\"\n", "t.toml", "/p").metrics_listen, "localhost:9464");
+  EXPECT_EQ(parse_config("[metrics]\nlisten = \"localhost:9464\"\n", "t.toml", "/p").metrics_listen,
+            "localhost:9464");
   const auto no_port = errors_of("[metrics]\nlisten = \"127.0.0.1\"\n");
   ASSERT_EQ(no_port.size(), 1u);
-  EXPECT_NE(no_port[0].find("t.toml:2:10: metrics.listen: '127.0.0.1' is neither HOST:PORT"), std::string::npos) << no_port[0];
+  EXPECT_NE(no_port[0].find("t.toml:2:10: metrics.listen: '127.0.0.1' is neither HOST:PORT"),
+            std::string::npos)
+      << no_port[0];
   const auto name = errors_of("[metrics]\nlisten = \"prometheus.example:9464\"\n");
   ASSERT_EQ(name.size(), 1u);
   EXPECT_NE(name[0].find("names are not resolved"), std::string::npos) << name[0];
@@ -199,18 +240,22 @@ TEST(Config, MissingFileIsNamed) {
 }
 
 TEST(Config, BufferCapMustHoldOneLargestFrame) {
-  const auto errors = errors_of("[daemon]\nmax_frame_bytes = 1048576\nmax_buffered_bytes = 65536\n");
+  const auto errors =
+      errors_of("[daemon]\nmax_frame_bytes = 1048576\nmax_buffered_bytes = 65536\n");
   ASSERT_EQ(errors.size(), 1u);
-  EXPECT_NE(errors[0].find("t.toml:3:22: daemon.max_buffered_bytes (65536) must be at least daemon.max_frame_bytes (1048576)"),
-            std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("t.toml:3:22: daemon.max_buffered_bytes (65536) must be at least "
+                           "daemon.max_frame_bytes (1048576)"),
+            std::string::npos)
+      << errors[0];
 }
 
 // [policy] max_groups reaches every job; [limits] are bounded, and a graph-size limit no frame
 // could reach is refused where it is written.
 TEST(Config, MaxGroupsAndLimitsAreCheckedAndReachTheDaemon) {
-  const Config c = parse_config("[policy]\nmax_groups = 64\n[limits]\nmax_graph_ops = 1000\nmax_graph_bytes = 1048576\n"
-                                "max_session_bytes = 268435456\n",
-                                "t.toml", "/plugins");
+  const Config c = parse_config(
+      "[policy]\nmax_groups = 64\n[limits]\nmax_graph_ops = 1000\nmax_graph_bytes = 1048576\n"
+      "max_session_bytes = 268435456\n",
+      "t.toml", "/plugins");
   EXPECT_EQ(effective_policy(c, "any-job", 1000).max_groups, 64);
   EXPECT_EQ(c.limits.max_graph_ops, 1000);
   EXPECT_EQ(c.limits.max_graph_bytes, 1 << 20);
@@ -221,10 +266,12 @@ TEST(Config, MaxGroupsAndLimitsAreCheckedAndReachTheDaemon) {
   EXPECT_EQ(errors_of("[policy]\nmax_groups = 0\n"),
             std::vector<std::string>{"t.toml:2:14: policy.max_groups must be in [1, 4096], got 0"});
   EXPECT_EQ(errors_of("[limits]\nmax_graph_ops = 0\n"),
-            std::vector<std::string>{"t.toml:2:17: limits.max_graph_ops must be in [1, 100000000], got 0"});
+            std::vector<std::string>{
+                "t.toml:2:17: limits.max_graph_ops must be in [1, 100000000], got 0"});
   EXPECT_EQ(errors_of("[limits]\nmax_graph_bytes = 134217728\n"),
-            std::vector<std::string>{"t.toml:2:19: limits.max_graph_bytes (134217728) is larger than "
-                                     "daemon.max_frame_bytes (67108864): no frame that large is read; raise both"});
+            std::vector<std::string>{
+                "t.toml:2:19: limits.max_graph_bytes (134217728) is larger than "
+                "daemon.max_frame_bytes (67108864): no frame that large is read; raise both"});
   EXPECT_TRUE(errors_of("[daemon]\nmax_frame_bytes = 134217728\nmax_buffered_bytes = 134217728\n"
                         "[limits]\nmax_graph_bytes = 134217728\n")
                   .empty());
@@ -234,15 +281,19 @@ TEST(Config, MaxGroupsAndLimitsAreCheckedAndReachTheDaemon) {
 TEST(Config, WarmupMustLeaveStepsToMeasure) {
   const auto errors = errors_of("[exploration]\nsteps_per_candidate = 5\nwarmup_steps = 5\n");
   ASSERT_EQ(errors.size(), 1u);
-  EXPECT_NE(errors[0].find("warmup_steps (5) must be smaller than steps_per_candidate (5)"), std::string::npos);
+  EXPECT_NE(errors[0].find("warmup_steps (5) must be smaller than steps_per_candidate (5)"),
+            std::string::npos);
 }
 
 // The live simulator search's time limit reaches every job's policy; a limit that would stall a
 // policy thread for long, or never let it search, is refused where it is written.
 TEST(Config, WarmStartSearchTimeIsBoundedAndReachesTheJobs) {
-  const Config c = parse_config("[policy]\nwarm_start = \"simulator\"\nwarm_start_seconds = 4.5\n", "t.toml", "/plugins");
+  const Config c = parse_config("[policy]\nwarm_start = \"simulator\"\nwarm_start_seconds = 4.5\n",
+                                "t.toml", "/plugins");
   EXPECT_EQ(effective_policy(c, "any-job", 1000).warm_start_seconds, 4.5);
-  EXPECT_EQ(effective_policy(parse_config("", "t.toml", "/plugins"), "any-job", 1000).warm_start_seconds, 1.0);
+  EXPECT_EQ(
+      effective_policy(parse_config("", "t.toml", "/plugins"), "any-job", 1000).warm_start_seconds,
+      1.0);
   const auto errors = errors_of("[policy]\nwarm_start_seconds = 3600\n");
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0], "t.toml:2:22: policy.warm_start_seconds must be in [0.01, 600], got 3600");
@@ -257,7 +308,8 @@ TEST(Config, WrongTypesAreNotSilentlyDefaulted) {
   EXPECT_EQ(errors_of("daemon = 3\n").size(), 1u);
   EXPECT_EQ(errors_of("[params.grouper.colocation]\nmax_group_ops = [1]\n").size(), 1u);
   EXPECT_EQ(errors_of("[params.widget.x]\n").size(), 1u);
-  EXPECT_EQ(errors_of("[[rules]]\nalgorithm = \"reinforce\"\n").size(), 1u) << "a rule must match something";
+  EXPECT_EQ(errors_of("[[rules]]\nalgorithm = \"reinforce\"\n").size(), 1u)
+      << "a rule must match something";
 }
 
 TEST(Config, RulesOverrideDefaultsForMatchingJobs) {
@@ -275,7 +327,8 @@ TEST(Config, RulesOverrideDefaultsForMatchingJobs) {
   EXPECT_EQ(bert.grouper, "colocation");
   EXPECT_EQ(bert.exploration.max_candidates, 50);
   EXPECT_DOUBLE_EQ(std::get<double>(bert.algorithm_params.at("learning_rate")), 0.05);
-  EXPECT_DOUBLE_EQ(std::get<double>(bert.algorithm_params.at("clip_norm")), 2.0) << "untouched keys keep the global value";
+  EXPECT_DOUBLE_EQ(std::get<double>(bert.algorithm_params.at("clip_norm")), 2.0)
+      << "untouched keys keep the global value";
   const EffectivePolicy other = effective_policy(c, "gnmt", 1000);
   EXPECT_EQ(other.rule, 1);
   EXPECT_EQ(other.algorithm, "ppo");
@@ -286,22 +339,26 @@ TEST(Config, RulesOverrideDefaultsForMatchingJobs) {
 TEST(Config, TrialKeysAreCheckedAndARuleMayLoosenThemForANoisyJob) {
   const Config c = parse_config(
       "[exploration]\nconfidence = 0.95\ntrial_window_steps = 20\n"
-      "[[rules]]\njob = \"noisy-*\"\n[rules.exploration]\nmin_gain = 0.05\nmax_trial_steps = 8000\n",
+      "[[rules]]\njob = \"noisy-*\"\n[rules.exploration]\nmin_gain = 0.05\nmax_trial_steps = "
+      "8000\n",
       "t.toml", "/plugins");
   const EffectivePolicy noisy = effective_policy(c, "noisy-bert", 0);
   EXPECT_DOUBLE_EQ(noisy.exploration.min_gain, 0.05);
   EXPECT_EQ(noisy.exploration.max_trial_steps, 8000);
   EXPECT_DOUBLE_EQ(noisy.exploration.confidence, 0.95) << "the global value";
   EXPECT_EQ(noisy.exploration.trial_window_steps, 20);
-  const std::vector<std::string> errors = errors_of("[exploration]\nconfidence = 1.0\nmax_trial_steps = 8\n");
+  const std::vector<std::string> errors =
+      errors_of("[exploration]\nconfidence = 1.0\nmax_trial_steps = 8\n");
   ASSERT_EQ(errors.size(), 2u);
   EXPECT_EQ(errors[0], "t.toml:2:14: exploration.confidence must be in [0.5, 0.9999], got 1");
-  EXPECT_EQ(errors[1], "t.toml:3:19: exploration.max_trial_steps must be in [16, 100000000], got 8");
+  EXPECT_EQ(errors[1],
+            "t.toml:3:19: exploration.max_trial_steps must be in [16, 100000000], got 8");
   // A trial's statistics grow with the cube of its pairs: their number is capped.
   const std::vector<std::string> too_long = errors_of("[exploration]\nmax_trial_steps = 100000\n");
   ASSERT_EQ(too_long.size(), 1u);
-  EXPECT_NE(too_long[0].find("exploration.max_trial_steps (100000) allows 5000 pairs of trial_window_steps (10) "
-                             "windows; at most 500"),
+  EXPECT_NE(too_long[0].find(
+                "exploration.max_trial_steps (100000) allows 5000 pairs of trial_window_steps (10) "
+                "windows; at most 500"),
             std::string::npos)
       << too_long[0];
 }

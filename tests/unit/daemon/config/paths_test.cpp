@@ -12,10 +12,12 @@ namespace {
 namespace fs = std::filesystem;
 
 TEST(Paths, ConfigFollowsTheInstallPrefixOfTheExecutable) {
-  EXPECT_EQ(config_path_for_executable("/usr/bin/placementd"), fs::path("/etc/placementd/placementd.toml"));
+  EXPECT_EQ(config_path_for_executable("/usr/bin/placementd"),
+            fs::path("/etc/placementd/placementd.toml"));
   EXPECT_EQ(config_path_for_executable("/usr/local/bin/placementd"),
             fs::path("/usr/local/etc/placementd/placementd.toml"));
-  EXPECT_EQ(config_path_for_executable("/opt/pd/bin/placementd"), fs::path("/opt/pd/etc/placementd/placementd.toml"));
+  EXPECT_EQ(config_path_for_executable("/opt/pd/bin/placementd"),
+            fs::path("/opt/pd/etc/placementd/placementd.toml"));
 }
 
 TEST(Paths, ABinaryOutsideAnInstalledBinHasNoInstallConfig) {
@@ -29,7 +31,8 @@ TEST(Paths, ABuildTreeIsNotAnInstall) {
   std::ofstream(tree / "CMakeCache.txt") << "# a build tree\n";
   EXPECT_EQ(config_path_for_executable(tree / "bin" / "placementd"), std::nullopt);
   fs::remove(tree / "CMakeCache.txt");
-  EXPECT_EQ(config_path_for_executable(tree / "bin" / "placementd"), tree / "etc" / "placementd" / "placementd.toml");
+  EXPECT_EQ(config_path_for_executable(tree / "bin" / "placementd"),
+            tree / "etc" / "placementd" / "placementd.toml");
   fs::remove_all(tree);
 }
 

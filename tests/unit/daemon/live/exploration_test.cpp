@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "live/exploration.h"
-#include "plugins/plugin_registry.h"
 #include "plugin_doubles.h"
+#include "plugins/plugin_registry.h"
 #include "test_graphs.h"
 #include "test_store.h"
 
@@ -22,12 +22,14 @@ using placement::testing::TabularPlacer;
 class Exploration : public ::testing::Test {
  protected:
   // Four ops in a chain, one group each, two devices; `memory` bytes per device.
-  void make_session(std::unique_ptr<placement::Algorithm> algorithm = nullptr, uint64_t memory = 1ull << 30) {
+  void make_session(std::unique_ptr<placement::Algorithm> algorithm = nullptr,
+                    uint64_t memory = 1ull << 30) {
     s.graph = placement::testing::chain(4, 1024);
     s.devices = placement::testing::devices(2, placement::DeviceKind::kCpu, memory);
     s.grouper = std::make_unique<OneGroupPerOp>();
     s.placer = std::make_unique<TabularPlacer>();
-    s.pipeline = std::make_unique<PolicyPipeline>(*s.grouper, *s.placer, *s.graph, s.devices, s.rng);
+    s.pipeline =
+        std::make_unique<PolicyPipeline>(*s.grouper, *s.placer, *s.graph, s.devices, s.rng);
     if (!algorithm) algorithm = std::make_unique<RecordingAlgorithm>();
     s.algorithm = std::move(algorithm);
     s.algorithm->reset({s.pipeline->policy(), s.policy.exploration.failing_reward});
@@ -38,14 +40,15 @@ class Exploration : public ::testing::Test {
     s.policy.exploration.converge_candidates = 0;
     s.policy.exploration.drift_steps = 3;
     s.policy.exploration.max_overhead_fraction = 1.0;  // no pacing, unless a test sets one
-    s.policy.exploration.trial_window_steps = 2;          // a noiseless job decides at 8 pairs
+    s.policy.exploration.trial_window_steps = 2;       // a noiseless job decides at 8 pairs
   }
   RecordingAlgorithm& recorder() { return static_cast<RecordingAlgorithm&>(*s.algorithm); }
 
   // The "job": an op on device 1 runs in 1 time unit, on device 0 in 2 (so all-on-1 is best),
   // scaled by `slowdown`; the first step after a swap is three times slower. Runs steps under `d`
   // (advancing the session whenever it asks) until the session moves the job elsewhere.
-  std::optional<Directive> run_candidate(const Directive& d, double slowdown = 1.0, uint64_t max_steps = 10000) {
+  std::optional<Directive> run_candidate(const Directive& d, double slowdown = 1.0,
+                                         uint64_t max_steps = 10000) {
     for (uint64_t i = 0; i < max_steps; ++i) {
       double t = 0;
       for (int dev : d.placement.device_of_op) t += dev == 1 ? 1.0 : 2.0;
@@ -94,9 +97,11 @@ TEST_F(Exploration, ProfilesTheJobsOwnPlacementFirstThenSamplesThePolicy) {
   EXPECT_EQ(first.placement.device_of_op, (std::vector<int>{0, 0, 0, 0}));
   EXPECT_EQ(s.state, SessionState::kProfiling);
   // k - 1 good steps: nothing to decide yet.
-  for (int i = 0; i < 3; ++i) EXPECT_FALSE(record_report(s, {first.placement_id, step++, 8.0, true, ""}));
+  for (int i = 0; i < 3; ++i)
+    EXPECT_FALSE(record_report(s, {first.placement_id, step++, 8.0, true, ""}));
   ASSERT_TRUE(record_report(s, {first.placement_id, step++, 8.0, true, ""}));
-  EXPECT_FALSE(record_report(s, {first.placement_id, step++, 8.0, true, ""})) << "one advance at a time";
+  EXPECT_FALSE(record_report(s, {first.placement_id, step++, 8.0, true, ""}))
+      << "one advance at a time";
   const auto next = advance_session(s, *store);
   ASSERT_TRUE(next);
   EXPECT_EQ(next->reason, Reason::kPolicy);
@@ -120,7 +125,8 @@ TEST_F(Exploration, ProfiledStepsCountAsStepsButAreNoMeasurement) {
   EXPECT_EQ(s.steps, 3u);
   EXPECT_EQ(s.profiled_steps, 3u);
   EXPECT_TRUE(s.candidates.at(first.placement_id).step_times.empty());
-  for (int i = 0; i < 3; ++i) EXPECT_FALSE(record_report(s, {first.placement_id, step++, 8.0, true, ""}));
+  for (int i = 0; i < 3; ++i)
+    EXPECT_FALSE(record_report(s, {first.placement_id, step++, 8.0, true, ""}));
   ASSERT_TRUE(record_report(s, {first.placement_id, step++, 8.0, true, ""}));
   EXPECT_EQ(*s.candidates.at(first.placement_id).median(), 8.0);
   // What the profiler cost beyond the start's own 8 per step is overhead: 3 × (80 − 8) of 272.
@@ -157,7 +163,8 @@ TEST_F(Exploration, AWarmStartsPlacementIsItsFirstCandidateAndScoredAsItsAction)
   EXPECT_EQ(third->reason, Reason::kPolicy);
   ASSERT_EQ(recorder().observations.size(), 1u);
   EXPECT_EQ(recorder().observations[0].action, warm.action);
-  EXPECT_DOUBLE_EQ(recorder().observations[0].reward, -std::sqrt(5.0)) << "median of 1+1+2+1 time units";
+  EXPECT_DOUBLE_EQ(recorder().observations[0].reward, -std::sqrt(5.0))
+      << "median of 1+1+2+1 time units";
 }
 
 TEST_F(Exploration, ASkippedWarmStartOffersNothing) {
@@ -175,8 +182,10 @@ TEST_F(Exploration, AllOnOneDeviceIsNotOfferedWhenItDoesNotFit) {
   make_session(nullptr, 1 << 20);
   for (auto& op : s.graph->ops) op.parameter_bytes = 100 << 10;
   s.memory_model.emplace(*s.graph, s.devices);
-  ASSERT_FALSE(s.memory_model->check_memory(Placement::single(*s.graph, 0)).valid) << "premise: one device is too small";
-  ASSERT_TRUE(s.memory_model->check_memory(Placement{{0, 1, 0, 1}}).valid) << "premise: the split fits";
+  ASSERT_FALSE(s.memory_model->check_memory(Placement::single(*s.graph, 0)).valid)
+      << "premise: one device is too small";
+  ASSERT_TRUE(s.memory_model->check_memory(Placement{{0, 1, 0, 1}}).valid)
+      << "premise: the split fits";
   s.job_start = Placement{{0, 1, 0, 1}};
   const auto next = run_candidate(start_session(s));
   ASSERT_TRUE(next);
@@ -251,10 +260,12 @@ TEST_F(Exploration, ExploitsTheBestAfterTheBudgetAndReexploresOnDrift) {
   // reference a drift is measured from.
   const double best_time = *best->median();
   const uint64_t best_id = best->id;
-  for (int i = 0; i < 40; ++i) EXPECT_FALSE(record_report(s, {d->placement_id, step++, best_time, true, ""}));
+  for (int i = 0; i < 40; ++i)
+    EXPECT_FALSE(record_report(s, {d->placement_id, step++, best_time, true, ""}));
   EXPECT_EQ(s.drift_reference, best_time);
   // 30% slower for drift_steps steps: re-measure the best, then a few new samples.
-  for (int i = 0; i < 2; ++i) EXPECT_FALSE(record_report(s, {d->placement_id, step++, best_time * 1.3, true, ""}));
+  for (int i = 0; i < 2; ++i)
+    EXPECT_FALSE(record_report(s, {d->placement_id, step++, best_time * 1.3, true, ""}));
   ASSERT_TRUE(record_report(s, {d->placement_id, step++, best_time * 1.3, true, ""}));
   d = advance_session(s, *store);
   ASSERT_TRUE(d);
@@ -262,7 +273,8 @@ TEST_F(Exploration, ExploitsTheBestAfterTheBudgetAndReexploresOnDrift) {
   EXPECT_EQ(s.state, SessionState::kReexploring);
   EXPECT_EQ(s.reexplorations, 1u);
   ASSERT_NE(s.best(), nullptr);
-  EXPECT_EQ(s.best()->id, best_id) << "the placement in force stays the best until its re-measurement";
+  EXPECT_EQ(s.best()->id, best_id)
+      << "the placement in force stays the best until its re-measurement";
   EXPECT_TRUE(s.best()->stale) << "what was measured before the drift is stale";
   int reexplored = 0;
   while (d && s.state == SessionState::kReexploring) {
@@ -295,7 +307,8 @@ TEST_F(Exploration, ExpectedStepsBoundWhatExplorationCosts) {
   ASSERT_EQ(s.state, SessionState::kExploiting);
   EXPECT_DOUBLE_EQ(s.exploration_cost_s, cost);
   EXPECT_GE(s.exploration_cost_s, 200.0);
-  EXPECT_LT(s.exploration_cost_s, 200.0 + (3 * 8 - 4) + 3 * (8 - 4)) << "past the budget by one candidate at most";
+  EXPECT_LT(s.exploration_cost_s, 200.0 + (3 * 8 - 4) + 3 * (8 - 4))
+      << "past the budget by one candidate at most";
   EXPECT_EQ(s.summary().budget_used, 1.0);
 }
 
@@ -333,7 +346,8 @@ TEST_F(Exploration, WithoutExpectedStepsExplorationIsPacedByTheJobsTime) {
     for (int guard = 0; !record_report(s, {d->placement_id, step++, best_time, true, ""}); ++guard)
       ASSERT_LT(guard, 100000) << "never resumed";
     EXPECT_LE(s.exploration_cost_s, pace / 2 * s.measured_seconds);
-    EXPECT_GT(s.exploration_cost_s, pace / 2 * (s.measured_seconds - best_time)) << "resumes at the first chance";
+    EXPECT_GT(s.exploration_cost_s, pace / 2 * (s.measured_seconds - best_time))
+        << "resumes at the first chance";
     d = advance_session(s, *store);
     ASSERT_TRUE(d);
     EXPECT_EQ(s.state, SessionState::kExploring);
@@ -438,7 +452,8 @@ TEST_F(Exploration, AStoredPlacementSlowerThanTheStartIsNotKept) {
   make_session();
   s.cached = Placement{{0, 1, 0, 1}};
   const Directive first = start_session(s);
-  const Directive end = run_world(first, [&](const Directive& d) { return d.reason == Reason::kCached ? 40.0 : 8.0; });
+  const Directive end = run_world(
+      first, [&](const Directive& d) { return d.reason == Reason::kCached ? 40.0 : 8.0; });
   const CandidateRecord* cached = nullptr;
   for (const auto& [id, c] : s.candidates)
     if (c.reason == Reason::kCached) cached = &c;
@@ -459,13 +474,15 @@ TEST_F(Exploration, PastItsReexplorationsADriftOnlyTakesANewReference) {
   s.reexplorations = Session::kMaxReexplorations;
   const size_t candidates = s.candidates.size();
   bool due = false;
-  for (int i = 0; i < 3; ++i) due = record_report(s, {d->placement_id, step++, best_time * 1.3, true, ""});
+  for (int i = 0; i < 3; ++i)
+    due = record_report(s, {d->placement_id, step++, best_time * 1.3, true, ""});
   ASSERT_TRUE(due);
   EXPECT_FALSE(advance_session(s, *store));
   EXPECT_EQ(s.state, SessionState::kExploiting);
   EXPECT_EQ(s.candidates.size(), candidates);
   EXPECT_FALSE(s.drift_reference) << "measured afresh from here";
-  for (int i = 0; i < 40; ++i) EXPECT_FALSE(record_report(s, {d->placement_id, step++, best_time * 1.3, true, ""}));
+  for (int i = 0; i < 40; ++i)
+    EXPECT_FALSE(record_report(s, {d->placement_id, step++, best_time * 1.3, true, ""}));
   EXPECT_EQ(s.drift_reference, best_time * 1.3);
 }
 
@@ -505,14 +522,16 @@ class FinalCheck : public Exploration {
 };
 
 TEST_F(FinalCheck, AChoiceNeverComparedWithTheStartIsCheckedAgainstItBeforeTheJobKeepsIt) {
-  const Directive d = run_world(start_session(s), [&](const Directive& d) { return units(d.placement); });
+  const Directive d =
+      run_world(start_session(s), [&](const Directive& d) { return units(d.placement); });
   EXPECT_EQ(d.placement.device_of_op, (std::vector<int>{1, 1, 1, 1}));
   const CandidateRecord& chosen = *s.best();
   ASSERT_TRUE(chosen.trial);
   EXPECT_TRUE(chosen.trial->final_check);
   EXPECT_EQ(chosen.trial->against, 1u);
   EXPECT_EQ(chosen.trial->verdict, TrialVerdict::kFaster);
-  EXPECT_EQ(s.candidates.at(3).trial->verdict, TrialVerdict::kFaster) << "the warm start beat the start";
+  EXPECT_EQ(s.candidates.at(3).trial->verdict, TrialVerdict::kFaster)
+      << "the warm start beat the start";
   EXPECT_FALSE(s.candidates.at(2).trial) << "all on 0 screened too slow for a trial";
 }
 
@@ -558,7 +577,8 @@ TEST_F(FinalCheck, AStartThatFailsInTheFinalCheckLeavesTheJobOnItsChoice) {
   for (int i = 0; i < 100000 && s.state != SessionState::kExploiting; ++i) {
     // The start no longer fits once the final check begins (another job took the memory).
     const bool fails = s.trial && s.trial->final_check() && d->placement_id == 1;
-    if (record_report(s, {d->placement_id, step++, units(d->placement), !fails, fails ? "out of memory" : ""}))
+    if (record_report(s, {d->placement_id, step++, units(d->placement), !fails,
+                          fails ? "out of memory" : ""}))
       if (auto next = advance_session(s, *store)) d = next;
   }
   ASSERT_EQ(s.state, SessionState::kExploiting);
@@ -584,7 +604,8 @@ TEST_F(FinalCheck, APluginFailureDuringTheFinalCheckGoesBackToTheStartAndNothing
   EXPECT_EQ(d->placement_id, 1u);
   persist_best(s, *store);
   store->flush();
-  EXPECT_EQ(store->best(0, *s.graph, s.devices)->placement.device_of_op, (std::vector<int>{0, 1, 0, 1}))
+  EXPECT_EQ(store->best(0, *s.graph, s.devices)->placement.device_of_op,
+            (std::vector<int>{0, 1, 0, 1}))
       << "the start, stored when it was measured, is all the store has";
 }
 
@@ -594,7 +615,8 @@ TEST_F(Exploration, WhenTheStartFailsTheFirstCandidateThatRunsIsInForce) {
   std::optional<Directive> d = start_session(s);
   for (int i = 0; i < 100000 && s.state != SessionState::kExploiting; ++i) {
     const bool fails = d->placement_id == 1;
-    if (record_report(s, {d->placement_id, step++, units(d->placement), !fails, fails ? "out of memory" : ""}))
+    if (record_report(s, {d->placement_id, step++, units(d->placement), !fails,
+                          fails ? "out of memory" : ""}))
       if (auto next = advance_session(s, *store)) d = next;
   }
   ASSERT_EQ(s.state, SessionState::kExploiting);

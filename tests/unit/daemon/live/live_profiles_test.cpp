@@ -80,7 +80,8 @@ TEST(LiveProfiles, ASplitIsProfiledOnlyWhenNoAllOnOneCandidateFollows) {
     EXPECT_EQ(single_fits, memory > 5000) << "the second device set is too small for all-on-one";
     EXPECT_EQ(wants_profile(s, split), !single_fits) << memory << " bytes per device";
     s.single_device_tried = true;
-    EXPECT_TRUE(wants_profile(s, split)) << "nothing cleaner follows once the single device was offered";
+    EXPECT_TRUE(wants_profile(s, split))
+        << "nothing cleaner follows once the single device was offered";
     EXPECT_TRUE(wants_profile(s, Placement::single(*s.graph, 0)));
   }
 }

@@ -8,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "built_plugins.h"
 #include "live/live_session.h"
 #include "live/request_error.h"
-#include "built_plugins.h"
 #include "test_graphs.h"
 #include "test_store.h"
 
@@ -31,7 +31,8 @@ struct Policy {
 class LiveSessionTest : public ::testing::Test {
  protected:
   std::unique_ptr<LiveSession> make(const Policy& p, uint64_t id = 1,
-                                    std::optional<msg::ReplicaInfo> replica = std::nullopt, uid_t uid = ::getuid()) {
+                                    std::optional<msg::ReplicaInfo> replica = std::nullopt,
+                                    uid_t uid = ::getuid()) {
     JobIdentity job;
     job.replica = std::move(replica);
     job.name = "job" + std::to_string(id);
@@ -52,7 +53,8 @@ class LiveSessionTest : public ::testing::Test {
     policy.exploration.converge_candidates = 0;
     policy.exploration.max_overhead_fraction = 1.0;
     policy.exploration.trial_window_steps = 2;
-    return std::make_unique<LiveSession>(id, std::move(job), std::move(policy), built_and_test_plugins(), *store);
+    return std::make_unique<LiveSession>(id, std::move(job), std::move(policy),
+                                         built_and_test_plugins(), *store);
   }
 
   // The "job": an op on cpu:1 takes 1 time unit, on cpu:0 2. Runs `steps` steps under what the
@@ -100,7 +102,8 @@ TEST_F(LiveSessionTest, TakesAJobFromItsGraphToItsDetachAndTheNextRunStartsFromI
   EXPECT_EQ(first.state, msg::JobState::kProfiling);
   EXPECT_FALSE(first.profile) << "this job does not profile";
   EXPECT_EQ(first.placement.device_of_op, (std::vector<int>{0, 0, 0, 0}));
-  EXPECT_EQ(live->next_directive().placement_id, first.placement_id) << "asked again: the placement in force";
+  EXPECT_EQ(live->next_directive().placement_id, first.placement_id)
+      << "asked again: the placement in force";
 
   train(*live, first, 200);
   const msg::JobSummary summary = live->summary();
@@ -113,7 +116,8 @@ TEST_F(LiveSessionTest, TakesAJobFromItsGraphToItsDetachAndTheNextRunStartsFromI
   EXPECT_TRUE(detached.persisted);
   ASSERT_TRUE(detached.best_step_time_s);
   EXPECT_TRUE(live->detached());
-  EXPECT_FALSE(live->on_report({first.placement_id, step++, 1.0, true, ""})) << "nothing after the detach";
+  EXPECT_FALSE(live->on_report({first.placement_id, step++, 1.0, true, ""}))
+      << "nothing after the detach";
   EXPECT_EQ(live->summary().state, msg::JobState::kDetached);
   // Kept among the finished jobs, the session lets go of its graph and plugins; its record stays.
   const msg::JobInfo record = live->detail();
@@ -134,7 +138,8 @@ TEST_F(LiveSessionTest, TakesAJobFromItsGraphToItsDetachAndTheNextRunStartsFromI
   EXPECT_EQ(start.reason, msg::Reason::kStart);
   EXPECT_EQ(start.placement.device_of_op, (std::vector<int>{0, 0, 0, 0}));
   std::optional<msg::Directive> second;
-  for (int i = 0; i < 10 && !second; ++i) second = next->on_report({start.placement_id, step++, 8.0, true, ""});
+  for (int i = 0; i < 10 && !second; ++i)
+    second = next->on_report({start.placement_id, step++, 8.0, true, ""});
   ASSERT_TRUE(second);
   EXPECT_EQ(second->reason, msg::Reason::kCached);
   EXPECT_EQ(second->placement.device_of_op, stored->placement.device_of_op);
@@ -162,22 +167,28 @@ TEST_F(LiveSessionTest, AFollowerCountsItsStepsAndRefusesGraphsPlacementsAndProf
     return std::string("not refused");
   };
   EXPECT_EQ(refused([&] { live->on_graph(graph, std::nullopt, 0.1); }),
-            "rank 1 of replica group 127.0.0.1:29500/0000beef follows the placement rank 0's daemon decides: a "
+            "rank 1 of replica group 127.0.0.1:29500/0000beef follows the placement rank 0's "
+            "daemon decides: a "
             "follower does not upload a graph");
-  EXPECT_NE(refused([&] { live->next_directive(); }).find("a follower does not request placements"), std::string::npos);
+  EXPECT_NE(refused([&] { live->next_directive(); }).find("a follower does not request placements"),
+            std::string::npos);
   placement::ProfileReport profiles;
   profiles.placement_id = 1;
-  EXPECT_NE(refused([&] { live->on_profiles(profiles); }).find("a follower does not send profiles"), std::string::npos);
+  EXPECT_NE(refused([&] { live->on_profiles(profiles); }).find("a follower does not send profiles"),
+            std::string::npos);
 
   // Rank 0's placement ids; the follower's step time is the median of its latest steps.
-  for (int i = 0; i < 100; ++i) EXPECT_FALSE(live->on_report({7, step++, i < 50 ? 9.0 : 0.02, true, ""}));
+  for (int i = 0; i < 100; ++i)
+    EXPECT_FALSE(live->on_report({7, step++, i < 50 ? 9.0 : 0.02, true, ""}));
   EXPECT_FALSE(live->on_report({7, step++, 0.5, false, "out of memory"}));
-  EXPECT_FALSE(live->on_report({7, step++, 0.5, true, "", true})) << "a profiled step is no measurement";
+  EXPECT_FALSE(live->on_report({7, step++, 0.5, true, "", true}))
+      << "a profiled step is no measurement";
   msg::JobSummary summary = live->summary();
   EXPECT_EQ(summary.state, msg::JobState::kFollowing);
   EXPECT_EQ(summary.steps, 102u);
   EXPECT_EQ(summary.failed_steps, 1u);
-  EXPECT_DOUBLE_EQ(summary.current_step_time_s.value(), 0.02) << "the latest 64 steps, not the first 50";
+  EXPECT_DOUBLE_EQ(summary.current_step_time_s.value(), 0.02)
+      << "the latest 64 steps, not the first 50";
   EXPECT_FALSE(summary.best_step_time_s);
   EXPECT_EQ(summary.candidates_tried, 0u);
   ASSERT_TRUE(summary.replica);
@@ -213,7 +224,8 @@ struct Failure {
 };
 
 void PrintTo(const Failure& f, std::ostream* os) {
-  *os << f.kind << "." << f.entry << " throws " << f.exception << (f.warm_start.empty() ? "" : " in the warm start");
+  *os << f.kind << "." << f.entry << " throws " << f.exception
+      << (f.warm_start.empty() ? "" : " in the warm start");
 }
 
 std::string name_of(const ::testing::TestParamInfo<Failure>& info) {
@@ -280,9 +292,12 @@ TEST_P(PluginFailure, IsTheJobsErrorAndNeverEscapes) {
 
 INSTANTIATE_TEST_SUITE_P(
     EachEntryPoint, PluginFailure,
-    ::testing::Values(Failure{"grouper", "group", "std", "", "graph"}, Failure{"grouper", "group", "other", "", "graph"},
-                      Failure{"placer", "prepare", "std", "", "graph"}, Failure{"placer", "prepare", "other", "", "graph"},
-                      Failure{"algorithm", "reset", "std", "", "graph"}, Failure{"algorithm", "reset", "other", "", "graph"},
+    ::testing::Values(Failure{"grouper", "group", "std", "", "graph"},
+                      Failure{"grouper", "group", "other", "", "graph"},
+                      Failure{"placer", "prepare", "std", "", "graph"},
+                      Failure{"placer", "prepare", "other", "", "graph"},
+                      Failure{"algorithm", "reset", "std", "", "graph"},
+                      Failure{"algorithm", "reset", "other", "", "graph"},
                       Failure{"placer", "place", "std", "", "policy step"},
                       Failure{"placer", "place", "other", "", "policy step"},
                       Failure{"algorithm", "observe", "std", "", "policy step"},
@@ -314,7 +329,9 @@ TEST_F(LiveSessionTest, AStoredPolicyStateThePluginCannotLoadIsIgnored) {
 TEST_F(LiveSessionTest, SavingThePolicyAtDetachFailsAloneTheBestIsStillWritten) {
   Policy p;
   // The first save (after the start placement is measured) goes well; the one at detach throws.
-  p.placer_params = {{"entry", std::string("save_state")}, {"after", int64_t{1}}, {"exception", std::string("other")}};
+  p.placer_params = {{"entry", std::string("save_state")},
+                     {"after", int64_t{1}},
+                     {"exception", std::string("other")}};
   p.grouper = "none";
   auto live = make(p);
   live->on_graph(graph, std::nullopt, 0.1);

@@ -28,7 +28,8 @@ TEST(CandidateRecord, KeepsTheLatestStepsOfALongJobMeasuredOrProfiled) {
   EXPECT_LE(c.step_times.size(), 2 * CandidateRecord::kKeptSteps);
   EXPECT_LE(c.profiled_times.size(), 2 * CandidateRecord::kKeptSteps);
   EXPECT_GE(c.profiled_times.size(), CandidateRecord::kKeptSteps);
-  EXPECT_DOUBLE_EQ(c.profiled_times.back(), 2.0 + static_cast<double>(5 * CandidateRecord::kKeptSteps - 1));
+  EXPECT_DOUBLE_EQ(c.profiled_times.back(),
+                   2.0 + static_cast<double>(5 * CandidateRecord::kKeptSteps - 1));
   EXPECT_EQ(c.measured_steps, 5 * CandidateRecord::kKeptSteps);
 }
 
@@ -85,7 +86,8 @@ TEST(Session, TheTrialOutcomeIsDescribedWithItsInterval) {
   t.verdict = TrialVerdict::kUnclear;
   t.final_check = true;
   t.log_ratio.reset();
-  EXPECT_EQ(describe(t), "not shown faster than the start 1 (unclear at the cap or the budget's end), 64 pairs");
+  EXPECT_EQ(describe(t),
+            "not shown faster than the start 1 (unclear at the cap or the budget's end), 64 pairs");
   t.verdict = TrialVerdict::kFaster;
   t.note = "the start failed a step";
   EXPECT_EQ(describe(t), "faster than the start 1 (the start failed a step), 64 pairs");

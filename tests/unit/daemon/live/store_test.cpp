@@ -31,7 +31,8 @@ TEST_F(StoreTest, KeepsTheFastestPlacementPerGraphAndDeviceSet) {
   EXPECT_TRUE(store.offer(0, g, d, {{{0, 0, 1, 1}}, 2.0, "a"}));
   EXPECT_FALSE(store.offer(0, g, d, {{{1, 1, 1, 1}}, 3.0, "b"})) << "slower must not replace";
   EXPECT_TRUE(store.offer(0, g, d, {{{0, 1, 1, 1}}, 1.5, "c"}));
-  EXPECT_DOUBLE_EQ(store.best(0, g, d)->step_time_s, 1.5) << "answered from memory before the write";
+  EXPECT_DOUBLE_EQ(store.best(0, g, d)->step_time_s, 1.5)
+      << "answered from memory before the write";
   store.flush();
   const auto best = Store(dir).best(0, g, d);  // a new instance reads what the old one wrote
   ASSERT_TRUE(best);
@@ -39,7 +40,8 @@ TEST_F(StoreTest, KeepsTheFastestPlacementPerGraphAndDeviceSet) {
   EXPECT_DOUBLE_EQ(best->step_time_s, 1.5);
   EXPECT_EQ(best->job, "c");
   EXPECT_FALSE(store.best(0, placement::testing::chain(5), d)) << "another model has its own entry";
-  EXPECT_FALSE(store.best(0, g, placement::testing::devices(3))) << "another device set has its own entry";
+  EXPECT_FALSE(store.best(0, g, placement::testing::devices(3)))
+      << "another device set has its own entry";
 }
 
 TEST_F(StoreTest, EachUidHasItsOwnAndTheSharedFilesOfBeforeAreNotUsed) {
@@ -49,11 +51,13 @@ TEST_F(StoreTest, EachUidHasItsOwnAndTheSharedFilesOfBeforeAreNotUsed) {
     Store store(dir);
     EXPECT_TRUE(store.offer(1000, g, d, {{{0, 1}}, 1.0, "theirs"}));
     EXPECT_FALSE(store.best(1001, g, d)) << "another uid's";
-    EXPECT_TRUE(store.offer(1001, g, d, {{{1, 1}}, 5.0, "mine"})) << "slower, but the first of this uid";
+    EXPECT_TRUE(store.offer(1001, g, d, {{{1, 1}}, 5.0, "mine"}))
+        << "slower, but the first of this uid";
     store.save_policy_state(1000, g, d, "a+b+c", "state");
     EXPECT_FALSE(store.policy_state(1001, g, d, "a+b+c"));
   }
-  EXPECT_EQ(fs::status(fs::path(dir) / "placements" / "1000").permissions() & fs::perms::all, fs::perms::owner_all);
+  EXPECT_EQ(fs::status(fs::path(dir) / "placements" / "1000").permissions() & fs::perms::all,
+            fs::perms::owner_all);
   EXPECT_DOUBLE_EQ(Store(dir).best(1001, g, d)->step_time_s, 5.0);
   // A file of the layout before per-user state: whose it is is unknown, so nobody starts from it.
   for (const auto& f : fs::directory_iterator(fs::path(dir) / "placements" / "1000"))
@@ -67,9 +71,11 @@ TEST_F(StoreTest, AFileDeletedWhileTheStoreRunsIsForgotten) {
   const auto d = placement::testing::devices(2);
   EXPECT_TRUE(store.offer(7, g, d, {{{0, 1}}, 1.0, "a"}));
   store.flush();
-  for (const auto& f : fs::directory_iterator(fs::path(dir) / "placements" / "7")) fs::remove(f.path());
+  for (const auto& f : fs::directory_iterator(fs::path(dir) / "placements" / "7"))
+    fs::remove(f.path());
   EXPECT_FALSE(store.best(7, g, d)) << "the admin forgot it";
-  EXPECT_TRUE(store.offer(7, g, d, {{{1, 1}}, 3.0, "b"})) << "a slower one is the best there is now";
+  EXPECT_TRUE(store.offer(7, g, d, {{{1, 1}}, 3.0, "b"}))
+      << "a slower one is the best there is now";
   store.flush();
   EXPECT_DOUBLE_EQ(Store(dir).best(7, g, d)->step_time_s, 3.0);
   // An admin shares uid 7's file with uid 8, whose best the store knew to be none.
@@ -79,7 +85,8 @@ TEST_F(StoreTest, AFileDeletedWhileTheStoreRunsIsForgotten) {
     fs::copy_file(f.path(), fs::path(dir) / "placements" / "8" / f.path().filename());
   ASSERT_TRUE(store.best(8, g, d)) << "the copy is read";
   EXPECT_DOUBLE_EQ(store.best(8, g, d)->step_time_s, 3.0);
-  EXPECT_FALSE(store.offer(8, g, d, {{{0, 0}}, 4.0, "c"})) << "and a slower offer does not replace it";
+  EXPECT_FALSE(store.offer(8, g, d, {{{0, 0}}, 4.0, "c"}))
+      << "and a slower offer does not replace it";
 }
 
 TEST_F(StoreTest, AFlushWithATimeoutDoesNotWaitForAWriterThatHangs) {
@@ -105,9 +112,11 @@ TEST_F(StoreTest, UnfinishedWritesOfAKilledDaemonAreRemoved) {
   Store(dir).flush();
   const std::string dead = dir + "/placements/a-b.json.tmp.999999999.0badf00d";
   const std::string dead_older = dir + "/placements/c-d.json.tmp.999999999";
-  const std::string live = dir + "/policies/a-b-key.bin.tmp." + std::to_string(::getpid()) + ".12345678";
+  const std::string live =
+      dir + "/policies/a-b-key.bin.tmp." + std::to_string(::getpid()) + ".12345678";
   const std::string named_like_one = dir + "/placements/notes.tmp.x";
-  for (const std::string& f : {dead, dead_older, live, named_like_one}) std::ofstream(f) << "{\"half";
+  for (const std::string& f : {dead, dead_older, live, named_like_one})
+    std::ofstream(f) << "{\"half";
   Store store(dir);
   EXPECT_FALSE(fs::exists(dead));
   EXPECT_FALSE(fs::exists(dead_older));
@@ -149,11 +158,15 @@ TEST_F(StoreTest, AFileWithATimeNoJobCouldBeatIsIgnored) {
     for (const auto& f : fs::recursive_directory_iterator(fs::path(dir) / "placements"))
       if (f.is_regular_file()) std::ofstream(f.path()) << file;
     EXPECT_FALSE(Store(dir).best(0, g, d)) << time;
-    EXPECT_THROW(stored_placement_from_json(nlohmann::json::parse(file), g, d), placement::FormatError) << time;
+    EXPECT_THROW(stored_placement_from_json(nlohmann::json::parse(file), g, d),
+                 placement::FormatError)
+        << time;
     fs::remove_all(dir);
   }
-  EXPECT_DOUBLE_EQ(stored_placement_from_json(nlohmann::json::parse(stored_placement_file(g, d, good)), g, d).step_time_s,
-                   1.0);
+  EXPECT_DOUBLE_EQ(
+      stored_placement_from_json(nlohmann::json::parse(stored_placement_file(g, d, good)), g, d)
+          .step_time_s,
+      1.0);
 }
 
 TEST_F(StoreTest, APolicyStateIsReadBackBeforeAndAfterItsWrite) {
@@ -161,7 +174,8 @@ TEST_F(StoreTest, APolicyStateIsReadBackBeforeAndAfterItsWrite) {
   const auto d = placement::testing::devices(2);
   Store store(dir);
   EXPECT_FALSE(store.policy_state(0, g, d, "a+b+c"));
-  for (int i = 0; i < 50; ++i) store.save_policy_state(0, g, d, "a+b+c", "state " + std::to_string(i));
+  for (int i = 0; i < 50; ++i)
+    store.save_policy_state(0, g, d, "a+b+c", "state " + std::to_string(i));
   EXPECT_EQ(*store.policy_state(0, g, d, "a+b+c"), "state 49") << "the latest, written or not";
   store.flush();
   EXPECT_EQ(*Store(dir).policy_state(0, g, d, "a+b+c"), "state 49");
@@ -175,7 +189,8 @@ TEST_F(StoreTest, JobsOfOneModelOfferingAtOnceLeaveTheFastestOnDisk) {
   std::vector<std::thread> jobs;
   for (int job = 0; job < 4; ++job)
     jobs.emplace_back([&, job] {
-      for (int i = 200; i > 0; --i) store.offer(0, g, d, {{{0, 0, 1, job % 2}}, 1.0 + i + 0.25 * job, "job"});
+      for (int i = 200; i > 0; --i)
+        store.offer(0, g, d, {{{0, 0, 1, job % 2}}, 1.0 + i + 0.25 * job, "job"});
     });
   for (auto& t : jobs) t.join();
   store.flush();

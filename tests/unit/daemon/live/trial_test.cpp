@@ -30,7 +30,7 @@ TEST(SignedRank, IntervalIsTheWalshAveragesAtTheCriticalRanks) {
   // At 5/256 the critical value is 3: the 4th smallest and 4th largest of the 36 Walsh averages.
   i = signed_rank_interval(d, 5.0 / 256);
   ASSERT_TRUE(i);
-  EXPECT_DOUBLE_EQ(i->low, 2.0);   // 1, 1.5, 2, 2 (= (1+3)/2 and 2 itself)
+  EXPECT_DOUBLE_EQ(i->low, 2.0);  // 1, 1.5, 2, 2 (= (1+3)/2 and 2 itself)
   EXPECT_DOUBLE_EQ(i->high, 7.0);
 }
 
@@ -62,7 +62,8 @@ TEST(Trial, WindowsAlternateWhichArmRunsFirst) {
   std::vector<uint64_t> order;
   for (int w = 0; w < 8; ++w) {
     order.push_back(t.running());
-    EXPECT_FALSE(t.add(t.running() == 1 ? 2 : 1, 1.0)) << "a step of the arm not running is no window's";
+    EXPECT_FALSE(t.add(t.running() == 1 ? 2 : 1, 1.0))
+        << "a step of the arm not running is no window's";
     EXPECT_FALSE(t.add(t.running(), 1.0));
     EXPECT_TRUE(t.add(t.running(), 1.0));
     t.close_window();
@@ -88,8 +89,9 @@ TEST(Trial, AClearGainIsFasterAtTheFirstLook) {
   Trial t(1, 2, TrialPlan{}, false);
   std::mt19937_64 rng(1);
   std::lognormal_distribution<double> noise(0.0, 0.02);
-  EXPECT_EQ(run_trial(t, [&](uint64_t arm, int64_t) { return (arm == 2 ? 0.9 : 1.0) * noise(rng); }),
-            TrialVerdict::kFaster);
+  EXPECT_EQ(
+      run_trial(t, [&](uint64_t arm, int64_t) { return (arm == 2 ? 0.9 : 1.0) * noise(rng); }),
+      TrialVerdict::kFaster);
   EXPECT_EQ(t.pairs(), t.plan().looks().front());
   ASSERT_TRUE(t.last_look());
   EXPECT_NEAR(std::exp(t.last_look()->estimate), 0.9, 0.01);
@@ -99,8 +101,9 @@ TEST(Trial, AClearLossIsNotFasterAtTheFirstLook) {
   Trial t(1, 2, TrialPlan{}, false);
   std::mt19937_64 rng(2);
   std::lognormal_distribution<double> noise(0.0, 0.02);
-  EXPECT_EQ(run_trial(t, [&](uint64_t arm, int64_t) { return (arm == 2 ? 1.2 : 1.0) * noise(rng); }),
-            TrialVerdict::kNotFaster);
+  EXPECT_EQ(
+      run_trial(t, [&](uint64_t arm, int64_t) { return (arm == 2 ? 1.2 : 1.0) * noise(rng); }),
+      TrialVerdict::kNotFaster);
   EXPECT_EQ(t.pairs(), t.plan().looks().front());
 }
 
@@ -130,7 +133,8 @@ TEST(Trial, UnderTheNullFasterIsRareAtThirtyPercentNoise) {
   std::lognormal_distribution<double> noise(0.0, 0.3);
   for (int i = 0; i < kTrials; ++i) {
     Trial t(1, 2, plan, false);
-    if (run_trial(t, [&](uint64_t, int64_t) { return noise(rng); }) == TrialVerdict::kFaster) ++faster;
+    if (run_trial(t, [&](uint64_t, int64_t) { return noise(rng); }) == TrialVerdict::kFaster)
+      ++faster;
   }
   // Expected at most 20 of 400; Bonferroni makes it fewer.
   EXPECT_LE(faster, 20);
@@ -146,8 +150,9 @@ TEST(Trial, AFinalCheckGivesUpARealGainOnlyOnStrongerEvidence) {
     std::lognormal_distribution<double> noise(0.0, 0.3);
     for (int i = 0; i < kTrials; ++i) {
       Trial t(1, 2, TrialPlan{}, final_check);
-      if (run_trial(t, [&](uint64_t arm, int64_t) { return (arm == 2 ? 0.95 : 1.0) * noise(rng); }) ==
-          TrialVerdict::kNotFaster)
+      if (run_trial(t, [&](uint64_t arm, int64_t) {
+            return (arm == 2 ? 0.95 : 1.0) * noise(rng);
+          }) == TrialVerdict::kNotFaster)
         ++given_up[final_check];
     }
   }

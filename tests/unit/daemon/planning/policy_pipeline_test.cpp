@@ -26,7 +26,9 @@ class LearnedGrouping : public ::testing::Test {
   std::unique_ptr<placement::Grouper> grouper(int64_t groups) {
     return offline::built_plugins().create_grouper("feedforward", {{"groups", groups}});
   }
-  std::unique_ptr<placement::Placer> placer() { return offline::built_plugins().create_placer("feedforward", {}); }
+  std::unique_ptr<placement::Placer> placer() {
+    return offline::built_plugins().create_placer("feedforward", {});
+  }
 };
 
 TEST_F(LearnedGrouping, TheJointPolicyIsADistributionOverGroupingsAndPlacements) {
@@ -44,7 +46,8 @@ TEST_F(LearnedGrouping, TheJointPolicyIsADistributionOverGroupingsAndPlacements)
   double total = 0;
   for (int grouping = 0; grouping < 8; ++grouping)
     for (int devices = 0; devices < 4; ++devices)
-      total += std::exp(joint->log_prob({grouping & 1, (grouping >> 1) & 1, (grouping >> 2) & 1, devices & 1, devices >> 1}));
+      total += std::exp(joint->log_prob(
+          {grouping & 1, (grouping >> 1) & 1, (grouping >> 2) & 1, devices & 1, devices >> 1}));
   EXPECT_NEAR(total, 1.0, 1e-5);
   // log π(g, p) = log π_G(g) + log π_P(p | g), the placer scored on that grouping's features.
   const Action a{0, 1, 1, 1, 0};
@@ -68,7 +71,8 @@ TEST_F(LearnedGrouping, EverySampleRegroupsAndItsPlacementFollowsTheGroups) {
     const std::vector<int> group_of_op(s.action.begin(), s.action.begin() + 12);
     EXPECT_EQ(pipeline.grouping().group_of_op, group_of_op);
     EXPECT_EQ(pipeline.grouping().num_groups, 4);
-    for (int op = 0; op < 12; ++op) EXPECT_EQ(s.placement.device_of_op[op], s.action[12 + group_of_op[op]]);
+    for (int op = 0; op < 12; ++op)
+      EXPECT_EQ(s.placement.device_of_op[op], s.action[12 + group_of_op[op]]);
     groupings.insert(group_of_op);
   }
   EXPECT_GT(groupings.size(), 1u) << "a learned grouper samples a grouping per candidate";
@@ -79,8 +83,8 @@ TEST_F(LearnedGrouping, EverySampleRegroupsAndItsPlacementFollowsTheGroups) {
   EXPECT_THROW(pipeline.policy()->load_state("joint:99999:x"), std::invalid_argument);
 }
 
-// [policy] max_groups: a fixed grouper's groups are merged down to it; a learned grouper's groupings
-// are its actions, so one that makes more is refused with the key to change.
+// [policy] max_groups: a fixed grouper's groups are merged down to it; a learned grouper's
+// groupings are its actions, so one that makes more is refused with the key to change.
 TEST(PolicyPipeline, HoldsEveryGrouperToMaxGroups) {
   const placement::OpGraph g = placement::testing::chain(600);
   const placement::DeviceSet d = placement::testing::devices(2);
@@ -102,8 +106,10 @@ TEST(PolicyPipeline, HoldsEveryGrouperToMaxGroups) {
     PolicyPipeline refused(*learned, *ff, g, d, rng, 32);
     FAIL() << "a learned grouper over the cap was accepted";
   } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(e.what(), "the learned grouper made 64 groups, more than [policy] max_groups = 32: lower its groups "
-                           "hyperparameter");
+    EXPECT_STREQ(
+        e.what(),
+        "the learned grouper made 64 groups, more than [policy] max_groups = 32: lower its groups "
+        "hyperparameter");
   }
 }
 
@@ -115,7 +121,8 @@ TEST_F(LearnedGrouping, JointlyTrainedGrouperAndPlacerSplitTwoIndependentChains)
   placement::OpGraph g = placement::testing::two_chains(6);
   placement::testing::profile_all(g, DeviceKind::kCuda, 1e-3);
   const sim::Simulator simulator(g, placement::testing::devices(2, DeviceKind::kCuda));
-  const double split = simulator.simulate(placement::Placement{{0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0}}).step_time_s;
+  const double split =
+      simulator.simulate(placement::Placement{{0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0}}).step_time_s;
   offline::OptimizeOptions o;
   o.grouper = {"feedforward", {{"groups", int64_t{4}}}};
   o.placer = {"feedforward", {}};

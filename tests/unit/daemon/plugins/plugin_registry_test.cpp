@@ -38,9 +38,12 @@ TEST(PluginRegistry, SkipsBrokenLibrariesWithAReasonAndKeepsTheRest) {
   for (const auto& s : skipped) reasons[fs::path(s.file).filename()] = s.reason;
   ASSERT_EQ(reasons.size(), 4u);
   EXPECT_EQ(reasons["garbage.so"].rfind("cannot load:", 0), 0u) << reasons["garbage.so"];
-  EXPECT_EQ(reasons["colocation_copy.so"].rfind("duplicate grouper name 'colocation': already provided by", 0), 0u)
+  EXPECT_EQ(reasons["colocation_copy.so"].rfind(
+                "duplicate grouper name 'colocation': already provided by", 0),
+            0u)
       << reasons["colocation_copy.so"];
-  EXPECT_EQ(reasons["wrong_abi.so"].rfind("plugin ABI tag 57005 does not match", 0), 0u) << reasons["wrong_abi.so"];
+  EXPECT_EQ(reasons["wrong_abi.so"].rfind("plugin ABI tag 57005 does not match", 0), 0u)
+      << reasons["wrong_abi.so"];
   EXPECT_EQ(reasons["throwing_info.so"], "entry point failed: info exploded");
   EXPECT_TRUE(registry.has(PluginKind::kGrouper, "colocation"));
   fs::remove_all(dir);
@@ -56,10 +59,12 @@ TEST(PluginRegistry, ParametersAreCheckedBeforeCreation) {
   PluginRegistry registry;
   registry.scan({PLUGIN_DIR});
   EXPECT_THROW(registry.create_algorithm("reinforce", {{"learning_rate", -1.0}}), PluginError);
-  EXPECT_THROW(registry.create_placer("single_device", {{"device", std::string("tpu:0")}}), PluginError);
+  EXPECT_THROW(registry.create_placer("single_device", {{"device", std::string("tpu:0")}}),
+               PluginError);
   EXPECT_THROW(registry.create_grouper("nonexistent", {}), PluginError);
   EXPECT_NO_THROW(registry.create_placer("single_device", {{"device", std::string("cuda:1")}}));
-  const auto errors = registry.check_params(PluginKind::kAlgorithm, "reinforce", {{"lerning_rate", 0.1}});
+  const auto errors =
+      registry.check_params(PluginKind::kAlgorithm, "reinforce", {{"lerning_rate", 0.1}});
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0].name, "lerning_rate");
 }

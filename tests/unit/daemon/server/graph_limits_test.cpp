@@ -48,8 +48,9 @@ TEST(GraphLimits, WhatIsNoGraphUploadIsLeftToTheDecoder) {
   EXPECT_FALSE(count_graph_upload(truncated.data(), truncated.size()));
   // Nesting past the protocol's depth limit stops the pass instead of recursing on.
   // Indefinite-length containers are counted as any others.
-  const std::vector<uint8_t> indefinite = {0xa1, 0x65, 'g', 'r', 'a', 'p', 'h', 0xbf, 0x63, 'o', 'p', 's', 0x9f, 0xa0,
-                                           0xa0, 0xa0, 0xff, 0x65, 'e', 'd', 'g', 'e', 's', 0x9f, 0xff, 0xff};
+  const std::vector<uint8_t> indefinite = {0xa1, 0x65, 'g', 'r',  'a',  'p',  'h',  0xbf, 0x63,
+                                           'o',  'p',  's', 0x9f, 0xa0, 0xa0, 0xa0, 0xff, 0x65,
+                                           'e',  'd',  'g', 'e',  's',  0x9f, 0xff, 0xff};
   const auto counted = count_graph_upload(indefinite.data(), indefinite.size());
   ASSERT_TRUE(counted);
   EXPECT_EQ(counted->ops, 3u);
@@ -61,12 +62,14 @@ TEST(GraphLimits, WhatIsNoGraphUploadIsLeftToTheDecoder) {
 
 TEST(GraphLimits, TheFirstLimitAGraphIsOverIsNamedWithItsFigure) {
   LimitsConfig limits;
-  EXPECT_FALSE(graph_over_limits({80000, 140000}, 20u << 20, limits, 256)) << "the HP's largest graph fits the defaults";
+  EXPECT_FALSE(graph_over_limits({80000, 140000}, 20u << 20, limits, 256))
+      << "the HP's largest graph fits the defaults";
   EXPECT_EQ(graph_over_limits({412000, 700000}, 0, limits, 256),
             "graph has 412000 ops; [limits] max_graph_ops = 200000");
   limits.max_session_bytes = 256 << 20;
   EXPECT_EQ(graph_over_limits({80000, 140000}, 20u << 20, limits, 256),
-            "graph of 80000 ops and 140000 edges needs about 580 MiB in the daemon; [limits] max_session_bytes = "
+            "graph of 80000 ops and 140000 edges needs about 580 MiB in the daemon; [limits] "
+            "max_session_bytes = "
             "268435456 (256 MiB)");
   // The estimate grows with every part of the graph and with the cap's square.
   const uint64_t base = estimate_session_bytes({1000, 2000}, 100000, 256);
@@ -78,7 +81,8 @@ TEST(GraphLimits, TheFirstLimitAGraphIsOverIsNamedWithItsFigure) {
   LimitsConfig one_gib;
   one_gib.max_session_bytes = int64_t{1} << 30;
   EXPECT_EQ(graph_over_limits({500, 0}, 60u << 20, one_gib, 256),
-            "graph of 500 ops and 0 edges needs about 1692 MiB in the daemon; [limits] max_session_bytes = 1073741824 "
+            "graph of 500 ops and 0 edges needs about 1692 MiB in the daemon; [limits] "
+            "max_session_bytes = 1073741824 "
             "(1024 MiB)");
 }
 

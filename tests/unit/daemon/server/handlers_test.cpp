@@ -29,17 +29,20 @@ TEST(HandlerTable, FindsWhatWasRegisteredWithItsDeclaration) {
   EXPECT_TRUE(table.find(MessageType::kDetach)->ends_attachment);
   EXPECT_EQ(table.find(MessageType::kStatus)->min_version, placement::protocol::kMinVersion);
   EXPECT_EQ(table.find(MessageType::kAttach), nullptr);
-  EXPECT_EQ(table.types(), (std::vector<MessageType>{MessageType::kDetach, MessageType::kProfileReport,
-                                                      MessageType::kStatus}));
+  EXPECT_EQ(table.types(),
+            (std::vector<MessageType>{MessageType::kDetach, MessageType::kProfileReport,
+                                      MessageType::kStatus}));
 }
 
 TEST(HandlerTable, RefusesRoutesThatCannotDispatch) {
   HandlerTable table;
   table.add(MessageType::kStatus, on_io_thread(Access::kAnyone, "asking", nothing_on_io));
-  EXPECT_THROW(table.add(MessageType::kStatus, on_io_thread(Access::kAnyone, "asking", nothing_on_io)),
-               std::logic_error);
-  EXPECT_THROW(table.add(MessageType::kWelcome, on_io_thread(Access::kAnyone, "welcoming", nothing_on_io)),
-               std::logic_error);
+  EXPECT_THROW(
+      table.add(MessageType::kStatus, on_io_thread(Access::kAnyone, "asking", nothing_on_io)),
+      std::logic_error);
+  EXPECT_THROW(
+      table.add(MessageType::kWelcome, on_io_thread(Access::kAnyone, "welcoming", nothing_on_io)),
+      std::logic_error);
   Route io_without_handler = on_policy_thread(Access::kAnyone, "listing", nothing);
   io_without_handler.runs = Runs::kIoThread;
   EXPECT_THROW(table.add(MessageType::kListJobs, io_without_handler), std::logic_error);

@@ -1,5 +1,5 @@
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -53,7 +53,8 @@ TEST(JournalSink, StderrIsTheJournalOnlyWhenJournalStreamNamesItsDeviceAndInode)
   const std::string mine = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
   const std::string other = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino + 1);
   EXPECT_TRUE(is_journal_stream(mine.c_str(), fd));
-  EXPECT_FALSE(is_journal_stream(other.c_str(), fd)) << "a journal stream inherited by a child whose stderr moved";
+  EXPECT_FALSE(is_journal_stream(other.c_str(), fd))
+      << "a journal stream inherited by a child whose stderr moved";
   EXPECT_FALSE(is_journal_stream(nullptr, fd));
   EXPECT_FALSE(is_journal_stream("garbage", fd));
   ::close(fd);

@@ -40,8 +40,9 @@ TEST(LockFile, IsHeldOnceAndNamesItsHolder) {
       LockFile::for_state_dir(dir);
       FAIL() << "locked twice";
     } catch (const std::runtime_error& e) {
-      EXPECT_EQ(std::string(e.what()), "another placementd uses the state directory " + dir + " (pid " +
-                                           std::to_string(::getpid()) + ", lock " + dir + "/placementd.lock)");
+      EXPECT_EQ(std::string(e.what()), "another placementd uses the state directory " + dir +
+                                           " (pid " + std::to_string(::getpid()) + ", lock " + dir +
+                                           "/placementd.lock)");
     }
   }
   EXPECT_FALSE(fs::exists(dir + "/placementd.lock")) << "released and removed";
@@ -54,7 +55,9 @@ TEST(LockFile, ASymbolicLinkAtItsPathIsRefusedAndItsTargetKept) {
   std::ofstream(dir + "/precious") << "root's data";
   fs::create_symlink(dir + "/precious", dir + "/pd.sock.lock");
   const std::string e = error_of(dir + "/pd.sock.lock");
-  EXPECT_NE(e.find("lock file " + dir + "/pd.sock.lock: it is a symbolic link; refusing to use it"), std::string::npos) << e;
+  EXPECT_NE(e.find("lock file " + dir + "/pd.sock.lock: it is a symbolic link; refusing to use it"),
+            std::string::npos)
+      << e;
   EXPECT_EQ(contents(dir + "/precious"), "root's data");
   fs::remove_all(dir);
 }

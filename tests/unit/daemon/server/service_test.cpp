@@ -12,9 +12,9 @@
 #include <mutex>
 #include <thread>
 
+#include "built_plugins.h"
 #include "placement/serialization.h"
 #include "server/service.h"
-#include "built_plugins.h"
 #include "test_graphs.h"
 #include "test_store.h"
 
@@ -24,8 +24,8 @@ namespace {
 namespace fs = std::filesystem;
 namespace msg = placement::messages;
 namespace error = placement::protocol::error;
-using placement::protocol::MessageType;
 using nlohmann::json;
+using placement::protocol::MessageType;
 using namespace std::chrono_literals;
 
 struct Frame {
@@ -90,9 +90,7 @@ class ServiceTest : public ::testing::Test {
     config->exploration.max_overhead_fraction = 1.0;
     service = std::make_unique<Service>(config, built_and_test_plugins(), *store, "/test.sock");
   }
-  void TearDown() override {
-    service.reset();
-  }
+  void TearDown() override { service.reset(); }
 
   void send(Client& c, MessageType type, uint32_t id, json body) {
     service->handle(c.conn, type, id, std::move(body), c.respond);
@@ -122,12 +120,15 @@ class ServiceTest : public ::testing::Test {
     attach(c, job);
     msg::GraphUpload upload;
     upload.graph = graph;
-    const Frame f = ask(c, MessageType::kGraphUpload, 3, upload.to_json(placement::testing::devices(2)));
+    const Frame f =
+        ask(c, MessageType::kGraphUpload, 3, upload.to_json(placement::testing::devices(2)));
     ASSERT_EQ(f.type, MessageType::kGraphAccepted) << f.body.dump();
   }
   // An error frame's code, message and fatality, checked against what the test expects.
-  static void expect_error(const Frame& f, const char* code, const std::string& text, bool fatal = false) {
-    ASSERT_EQ(f.type, MessageType::kError) << placement::protocol::to_string(f.type) << " " << f.body.dump();
+  static void expect_error(const Frame& f, const char* code, const std::string& text,
+                           bool fatal = false) {
+    ASSERT_EQ(f.type, MessageType::kError)
+        << placement::protocol::to_string(f.type) << " " << f.body.dump();
     const msg::Error e = msg::Error::from_json(f.body);
     EXPECT_EQ(e.code, code) << e.message;
     EXPECT_NE(e.message.find(text), std::string::npos) << e.message;
@@ -146,12 +147,14 @@ TEST_F(ServiceTest, EveryRequestTypeHasAHandlerAndNoReplyTypeDoes) {
         << placement::protocol::to_string(type);
   Client c;
   hello(c);
-  expect_error(ask(c, MessageType::kWelcome, 5), error::kUnexpected, "welcome is a reply, not a request");
+  expect_error(ask(c, MessageType::kWelcome, 5), error::kUnexpected,
+               "welcome is a reply, not a request");
 }
 
 TEST_F(ServiceTest, TheFirstFrameMustBeHello) {
   Client c;
-  expect_error(ask(c, MessageType::kStatus, 1), error::kUnexpected, "the first frame must be hello, got status", true);
+  expect_error(ask(c, MessageType::kStatus, 1), error::kUnexpected,
+               "the first frame must be hello, got status", true);
   EXPECT_EQ(c.conn.version, 0);
 }
 
@@ -166,19 +169,23 @@ TEST_F(ServiceTest, HelloAgreesOnTheHighestCommonVersionOnce) {
                "hello was already received");
 
   Client future;
-  expect_error(ask(future, MessageType::kHello, 1, msg::Hello{90, 99, "x"}.to_json()), error::kUnsupportedVersion,
-               "client speaks protocol versions 90..99", true);
+  expect_error(ask(future, MessageType::kHello, 1, msg::Hello{90, 99, "x"}.to_json()),
+               error::kUnsupportedVersion, "client speaks protocol versions 90..99", true);
   Client garbled;
-  expect_error(ask(garbled, MessageType::kHello, 1, {{"min_version", "one"}}), error::kBadPayload, "hello: ", true);
+  expect_error(ask(garbled, MessageType::kHello, 1, {{"min_version", "one"}}), error::kBadPayload,
+               "hello: ", true);
   Client not_a_map;
-  expect_error(ask(not_a_map, MessageType::kHello, 1, json::array()), error::kBadPayload, "payload must be a map");
+  expect_error(ask(not_a_map, MessageType::kHello, 1, json::array()), error::kBadPayload,
+               "payload must be a map");
 }
 
 TEST_F(ServiceTest, RequestsOutOfTurnAreRefusedWithWhatToDoFirst) {
   Client c;
   hello(c);
-  expect_error(ask(c, MessageType::kGraphUpload, 3), error::kUnexpected, "attach before uploading a graph");
-  expect_error(ask(c, MessageType::kStepReport, 4), error::kUnexpected, "attach before sending a step report");
+  expect_error(ask(c, MessageType::kGraphUpload, 3), error::kUnexpected,
+               "attach before uploading a graph");
+  expect_error(ask(c, MessageType::kStepReport, 4), error::kUnexpected,
+               "attach before sending a step report");
   expect_error(ask(c, MessageType::kDetach, 5), error::kUnexpected, "attach before detaching");
   attach(c, "early");
   expect_error(ask(c, MessageType::kAttach, 6, {{"job", "again"}}), error::kUnexpected,
@@ -192,7 +199,8 @@ TEST_F(ServiceTest, AProfileReportNeedsProtocolTwo) {
   Client c;
   hello(c, 1);
   attach(c, "old-sdk");
-  expect_error(ask(c, MessageType::kProfileReport, 4), error::kUnexpected, "profile_report needs protocol version 2");
+  expect_error(ask(c, MessageType::kProfileReport, 4), error::kUnexpected,
+               "profile_report needs protocol version 2");
 }
 
 TEST_F(ServiceTest, AJobGoesFromAttachToDetachAndIsCounted) {
@@ -206,7 +214,8 @@ TEST_F(ServiceTest, AJobGoesFromAttachToDetachAndIsCounted) {
 
   // Step reports are one-way; the next candidate comes pushed, with request id 0.
   for (uint64_t step = 0; step < 3; ++step)
-    send(c, MessageType::kStepReport, 0, placement::to_json(placement::Measurement{id, step, 0.5, true, ""}));
+    send(c, MessageType::kStepReport, 0,
+         placement::to_json(placement::Measurement{id, step, 0.5, true, ""}));
   const Frame pushed = c.inbox.next();
   ASSERT_EQ(pushed.type, MessageType::kPlacementDirective) << pushed.body.dump();
   EXPECT_EQ(pushed.id, 0u);
@@ -227,7 +236,8 @@ TEST_F(ServiceTest, AJobGoesFromAttachToDetachAndIsCounted) {
   const Frame status = ask(c, MessageType::kStatus, 11);
   ASSERT_EQ(status.type, MessageType::kStatusReply);
   EXPECT_EQ(status.body["reports_received"], 3);
-  EXPECT_EQ(status.body["frames_received"], 10) << "hello, attach, graph, request, 3 reports, jobs, detach, status";
+  EXPECT_EQ(status.body["frames_received"], 10)
+      << "hello, attach, graph, request, 3 reports, jobs, detach, status";
   EXPECT_EQ(status.body["protocol_errors"], 0);
   EXPECT_EQ(status.body["config"], "test.toml");
   EXPECT_EQ(status.body["socket"], "/test.sock");
@@ -244,7 +254,8 @@ TEST_F(ServiceTest, MetricsShowTheCountersTheJobsAndThePolicyLatency) {
   ASSERT_EQ(first.type, MessageType::kPlacementDirective) << first.body.dump();
   const uint64_t id = first.body.at("placement_id").get<uint64_t>();
   for (uint64_t step = 0; step < 2; ++step)
-    send(c, MessageType::kStepReport, 0, placement::to_json(placement::Measurement{id, step, 0.5, true, ""}));
+    send(c, MessageType::kStepReport, 0,
+         placement::to_json(placement::Measurement{id, step, 0.5, true, ""}));
   // Behind the reports on the job's strand; the next candidate, pushed, may come first.
   Frame jobs = ask(c, MessageType::kListJobs, 9);
   while (jobs.type == MessageType::kPlacementDirective) jobs = c.inbox.next();
@@ -256,7 +267,8 @@ TEST_F(ServiceTest, MetricsShowTheCountersTheJobsAndThePolicyLatency) {
        {std::string("placementd_jobs 1\n"), std::string("placementd_step_reports_total 2\n"),
         std::string("placementd_protocol_errors_total 0\n"),
         "placementd_job_state{job_id=\"1\",job_name=\"bert\",state=\"" + state + "\"} 1\n",
-        std::string("placementd_job_step_time_seconds{job_id=\"1\",job_name=\"bert\",placement=\"start\"} 0.5\n"),
+        std::string("placementd_job_step_time_seconds{job_id=\"1\",job_name=\"bert\",placement="
+                    "\"start\"} 0.5\n"),
         std::string("placementd_job_steps_total{job_id=\"1\",job_name=\"bert\"} 2\n"),
         std::string("placementd_job_max_candidates{job_id=\"1\",job_name=\"bert\"} 6\n"),
         std::string("placementd_policy_seconds_count{request=\"step_report\"} 2\n"),
@@ -269,7 +281,8 @@ TEST_F(ServiceTest, MetricsShowTheCountersTheJobsAndThePolicyLatency) {
   ASSERT_EQ(ask(c, MessageType::kDetach, 10).type, MessageType::kDetached);
   text = service->metrics_text();
   EXPECT_NE(text.find("placementd_jobs 0\n"), std::string::npos) << text;
-  EXPECT_EQ(text.find("job_name=\"bert\""), std::string::npos) << "an ended job's series go with it";
+  EXPECT_EQ(text.find("job_name=\"bert\""), std::string::npos)
+      << "an ended job's series go with it";
 }
 
 TEST_F(ServiceTest, AMalformedReportIsAnsweredAndTheJobGoesOn) {
@@ -277,7 +290,8 @@ TEST_F(ServiceTest, AMalformedReportIsAnsweredAndTheJobGoesOn) {
   start_job(c, "sloppy");
   const Frame first = ask(c, MessageType::kPlacementRequest, 4);
   ASSERT_EQ(first.type, MessageType::kPlacementDirective);
-  expect_error(ask(c, MessageType::kStepReport, 5, {{"placement_id", "seven"}}), error::kBadPayload, "placement_id");
+  expect_error(ask(c, MessageType::kStepReport, 5, {{"placement_id", "seven"}}), error::kBadPayload,
+               "placement_id");
   const Frame again = ask(c, MessageType::kPlacementRequest, 6);
   ASSERT_EQ(again.type, MessageType::kPlacementDirective);
   EXPECT_EQ(again.body["placement_id"], first.body["placement_id"]);
@@ -297,7 +311,8 @@ TEST_F(ServiceTest, ReloadingNeedsAnAdminAndReportsWhatIsWrong) {
   expect_error(ask(user, MessageType::kReload, 2), error::kPermissionDenied,
                "reloading the config needs root or the admin group 'placement-admins'");
   EXPECT_EQ(reloads, 0);
-  expect_error(ask(user, MessageType::kListJobs, 3, msg::ListJobs{true, false}.to_json()), error::kPermissionDenied,
+  expect_error(ask(user, MessageType::kListJobs, 3, msg::ListJobs{true, false}.to_json()),
+               error::kPermissionDenied,
                "listing every user's jobs needs root or the admin group 'placement-admins'");
 
   Client admin;
@@ -307,7 +322,8 @@ TEST_F(ServiceTest, ReloadingNeedsAnAdminAndReportsWhatIsWrong) {
   ASSERT_EQ(reloaded.type, MessageType::kReloaded) << reloaded.body.dump();
   EXPECT_EQ(msg::Reloaded::from_json(reloaded.body).config, "test.toml");
   errors = {"test.toml:3: [policy].placer: no placer named 'nope'"};
-  expect_error(ask(admin, MessageType::kReload, 5), error::kInvalidConfig, "test.toml:3: [policy].placer");
+  expect_error(ask(admin, MessageType::kReload, 5), error::kInvalidConfig,
+               "test.toml:3: [policy].placer");
   EXPECT_EQ(reloads, 2);
 }
 
@@ -328,7 +344,10 @@ TEST_F(ServiceTest, EachUserSeesOnlyTheirOwnJobs) {
                "no job " + std::to_string(alices) + " visible to uid 1002");
   EXPECT_EQ(ask(bob, MessageType::kStatus, 7).body["jobs_total"], nullptr);
 
-  EXPECT_EQ(ask(admin, MessageType::kListJobs, 8, msg::ListJobs{true, false}.to_json()).body["jobs"].size(), 2u);
+  EXPECT_EQ(ask(admin, MessageType::kListJobs, 8, msg::ListJobs{true, false}.to_json())
+                .body["jobs"]
+                .size(),
+            2u);
   const Frame shown = ask(admin, MessageType::kJobShow, 9, msg::JobShow{alices}.to_json());
   ASSERT_EQ(shown.type, MessageType::kJobInfo);
   EXPECT_EQ(shown.body["name"], "alice-job");
@@ -363,14 +382,16 @@ TEST_F(ServiceTest, PersistingAtShutdownAnswersOnceTheFilesAreWritten) {
   const Frame first = ask(c, MessageType::kPlacementRequest, 4);
   const uint64_t id = first.body.at("placement_id").get<uint64_t>();
   for (uint64_t step = 0; step < 2; ++step)
-    send(c, MessageType::kStepReport, 0, placement::to_json(placement::Measurement{id, step, 0.5, true, ""}));
+    send(c, MessageType::kStepReport, 0,
+         placement::to_json(placement::Measurement{id, step, 0.5, true, ""}));
   std::promise<std::pair<size_t, size_t>> persisted;
   service->persist_all([&](size_t jobs, size_t written) { persisted.set_value({jobs, written}); });
   // The start placement's best was offered to the store when its candidate finished: nothing is
   // new at shutdown, and what was offered is on disk by the time `done` runs.
   EXPECT_EQ(persisted.get_future().get(), (std::pair<size_t, size_t>{1, 0}));
   size_t files = 0;
-  for (const auto& entry : fs::recursive_directory_iterator(store.dir)) files += entry.is_regular_file() ? 1 : 0;
+  for (const auto& entry : fs::recursive_directory_iterator(store.dir))
+    files += entry.is_regular_file() ? 1 : 0;
   EXPECT_GE(files, 1u);
   EXPECT_EQ(store->failed_writes(), 0u);
 }

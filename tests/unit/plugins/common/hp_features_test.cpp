@@ -43,9 +43,11 @@ TEST(HpFeatures, GroupEmbeddingCountsKindsAndTraffic) {
   EXPECT_EQ(f.width, V + GroupFeatures::kShapeWidth + 3 + GroupFeatures::kCostWidth);
   const float* tower0 = &f.rows[0];
   EXPECT_FLOAT_EQ(tower0[0], 2.0f) << "two aten::linear ops";
-  EXPECT_FLOAT_EQ(tower0[V + GroupFeatures::kShapeWidth + 2], 1.0f) << "all its traffic goes to the join";
+  EXPECT_FLOAT_EQ(tower0[V + GroupFeatures::kShapeWidth + 2], 1.0f)
+      << "all its traffic goes to the join";
   EXPECT_FLOAT_EQ(f.adjacency[2 * 3 + 0], 0.5f) << "the join splits its traffic between the towers";
-  EXPECT_FLOAT_EQ(tower0[V + GroupFeatures::kShapeWidth + 3], static_cast<float>(std::log1p(6000.0)))
+  EXPECT_FLOAT_EQ(tower0[V + GroupFeatures::kShapeWidth + 3],
+                  static_cast<float>(std::log1p(6000.0)))
       << "2 ops × 3 ms of compute, in µs";
 }
 

@@ -7,8 +7,8 @@
 #include <map>
 #include <set>
 
-#include <nlohmann/json.hpp>
 #include <torch/csrc/jit/serialization/import.h>
+#include <nlohmann/json.hpp>
 
 #include "placement/capture.h"
 #include "placement/serialization.h"
@@ -21,7 +21,8 @@ std::string model(const std::string& name) { return std::string(MODEL_DIR) + "/"
 OpGraph capture_model(const std::string& name) {
   std::ifstream in(std::string(MODEL_DIR) + "/" + name + ".json");
   const auto spec = nlohmann::json::parse(in);
-  return capture_file(model(name), spec["inputs"].get<std::vector<std::vector<int64_t>>>(), spec["dtype"]);
+  return capture_file(model(name), spec["inputs"].get<std::vector<std::vector<int64_t>>>(),
+                      spec["dtype"]);
 }
 
 std::map<std::string, int> kinds(const OpGraph& g) {
@@ -71,8 +72,10 @@ TEST(Capture, RecurrentModelsPerLayerAndUnrolled) {
   EXPECT_NO_THROW(named(layered, "attention/softmax"));
   const OpGraph unrolled = capture_model("gnmt_small_unrolled");
   // A traced LSTMCell is recorded as its gate ops: one unsafe_chunk (the four gates) per cell.
-  EXPECT_EQ(kinds(unrolled)["aten::unsafe_chunk"], 4 * 6 + 4 * 5) << "one cell per layer and time step";
-  EXPECT_NO_THROW(named(unrolled, "decoder.3/unsafe_chunk.4")) << "the 5th step of the last decoder layer";
+  EXPECT_EQ(kinds(unrolled)["aten::unsafe_chunk"], 4 * 6 + 4 * 5)
+      << "one cell per layer and time step";
+  EXPECT_NO_THROW(named(unrolled, "decoder.3/unsafe_chunk.4"))
+      << "the 5th step of the last decoder layer";
   EXPECT_GT(unrolled.ops.size(), 4 * layered.ops.size());
   EXPECT_EQ(kinds(capture_model("rnnlm_small"))["aten::lstm"], 2);
 }
@@ -92,7 +95,8 @@ TEST(Capture, ResNetCountsEveryParameterOnce) {
   EXPECT_EQ(captured, expected);
 }
 
-// Bytes of the module's parameters and buffers (what capture must charge to the ops that read them).
+// Bytes of the module's parameters and buffers (what capture must charge to the ops that read
+// them).
 uint64_t module_state_bytes(const std::string& name) {
   const torch::jit::Module m = torch::jit::load(model(name));
   uint64_t bytes = 0;
@@ -114,14 +118,15 @@ TEST(Capture, WeightsPassedInAListAreCountedWithTheOpThatReadsThem) {
   EXPECT_EQ(named(g, "layers.0/lstm").parameter_bytes, 4u * (4 * 32 * 32 * 2 + 4 * 32 * 2));
   for (const auto& e : g.edges) {
     if (g.ops[e.dst].kind == "aten::lstm") {
-      EXPECT_LT(e.bytes, 4u * 4 * 32 * 32) << "an edge into " << g.ops[e.dst].name << " carries the layer's weights";
+      EXPECT_LT(e.bytes, 4u * 4 * 32 * 32)
+          << "an edge into " << g.ops[e.dst].name << " carries the layer's weights";
     }
   }
 }
 
 TEST(Capture, EveryOpCarriesItsWorkAndEveryKindOfTheTestModelsHasAFormula) {
-  for (const std::string name : {"mlp", "two_tower", "gnmt_small", "gnmt_small_unrolled", "rnnlm_small", "bert_small",
-                                  "resnet18"}) {
+  for (const std::string name : {"mlp", "two_tower", "gnmt_small", "gnmt_small_unrolled",
+                                 "rnnlm_small", "bert_small", "resnet18"}) {
     const OpGraph g = capture_model(name);
     std::set<std::string> guessed;
     for (const auto& op : g.ops) {
@@ -152,13 +157,13 @@ TEST(Capture, EveryOpCarriesItsWorkAndEveryKindOfTheTestModelsHasAFormula) {
 // no values; capture runs it on meta inputs and must record what a capture on the CPU records: the
 // same ops, names, shapes, parameter bytes, edges and work.
 TEST(Capture, OnTheMetaDeviceTheGraphIsTheOneTheCpuCaptures) {
-  for (const std::string name :
-       {"mlp", "gnmt_small", "gnmt_small_unrolled", "rnnlm_small", "bert_small", "hf_bert", "hf_gpt2", "hf_llama"}) {
+  for (const std::string name : {"mlp", "gnmt_small", "gnmt_small_unrolled", "rnnlm_small",
+                                 "bert_small", "hf_bert", "hf_gpt2", "hf_llama"}) {
     const std::string meta = std::string(MODEL_DIR) + "/meta/" + name;
     std::ifstream in(meta + ".json");
     const auto spec = nlohmann::json::parse(in);
-    const OpGraph on_meta = capture_file(meta + ".pt", spec["inputs"].get<std::vector<std::vector<int64_t>>>(),
-                                         spec["dtype"]);
+    const OpGraph on_meta = capture_file(
+        meta + ".pt", spec["inputs"].get<std::vector<std::vector<int64_t>>>(), spec["dtype"]);
     const OpGraph on_cpu = capture_model(name);
     const nlohmann::json meta_json = to_json(on_meta), cpu_json = to_json(on_cpu);
     ASSERT_EQ(meta_json["ops"].size(), cpu_json["ops"].size()) << name;
@@ -170,7 +175,8 @@ TEST(Capture, OnTheMetaDeviceTheGraphIsTheOneTheCpuCaptures) {
 
 TEST(Capture, TransformerIsCapturedOpByOp) {
   const OpGraph g = capture_model("bert_small");
-  EXPECT_EQ(kinds(g).count("aten::_transformer_encoder_layer_fwd"), 0u) << "no fused inference fast path";
+  EXPECT_EQ(kinds(g).count("aten::_transformer_encoder_layer_fwd"), 0u)
+      << "no fused inference fast path";
   EXPECT_GE(kinds(g)["aten::layer_norm"], 2 * 2 + 1);
   EXPECT_NO_THROW(named(g, "encoder.layers.1.linear2/linear"));
 }
@@ -191,15 +197,24 @@ std::string error_of(const std::function<void()>& f) {
 
 TEST(Capture, BadInputsAreNamed) {
   const std::string not_torchscript = std::string(MODEL_DIR) + "/mlp.json";
-  EXPECT_NE(error_of([&] { capture_file(not_torchscript, {{8, 32}}); }).find(not_torchscript + ": neither a .pt2 archive (torch.export.save) nor a TorchScript file"),
+  EXPECT_NE(error_of([&] {
+              capture_file(not_torchscript, {{8, 32}});
+            })
+                .find(not_torchscript +
+                      ": neither a .pt2 archive (torch.export.save) nor a TorchScript file"),
             std::string::npos);
   const std::string shape = error_of([&] { capture_file(model("mlp"), {{8, 33}}); });
-  EXPECT_NE(shape.find("aten::linear in layer1 failed on the example inputs"), std::string::npos) << shape;
-  EXPECT_NE(error_of([&] { capture_file(model("mlp"), {{8, 32}, {8, 32}}); }).find("takes 1 input(s), 2 given"),
+  EXPECT_NE(shape.find("aten::linear in layer1 failed on the example inputs"), std::string::npos)
+      << shape;
+  EXPECT_NE(error_of([&] {
+              capture_file(model("mlp"), {{8, 32}, {8, 32}});
+            }).find("takes 1 input(s), 2 given"),
             std::string::npos);
   const std::string flow = error_of([&] { capture_file(model("control_flow"), {{2, 4}}); });
   EXPECT_NE(flow.find("control flow (prim::If"), std::string::npos) << flow;
-  EXPECT_NE(error_of([&] { capture_file(model("mlp"), {{8, 32}}, "complex"); }).find("unknown input dtype 'complex'"),
+  EXPECT_NE(error_of([&] {
+              capture_file(model("mlp"), {{8, 32}}, "complex");
+            }).find("unknown input dtype 'complex'"),
             std::string::npos);
 }
 
@@ -211,11 +226,14 @@ TEST(CaptureCommand, AModelWithoutParametersIsNotProfiled) {
   doubler.define("def forward(self, x):\n    return x * 2.0 + 1.0\n");
   doubler.save(path);
   const std::string err = std::string(MODEL_DIR) + "/parameterless.err";
-  EXPECT_NE(std::system((std::string(PLACEMENTCTL_BIN) + " capture " + path + " --input 4x8 --profile cpu 2> " + err).c_str()),
+  EXPECT_NE(std::system((std::string(PLACEMENTCTL_BIN) + " capture " + path +
+                         " --input 4x8 --profile cpu 2> " + err)
+                            .c_str()),
             0);
   std::ifstream in(err);
   const std::string message((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_NE(message.find("parameterless.pt's first output depends on no trained parameter"), std::string::npos)
+  EXPECT_NE(message.find("parameterless.pt's first output depends on no trained parameter"),
+            std::string::npos)
       << message;
   EXPECT_EQ(message.find("Exception raised from"), std::string::npos) << message;
 }
@@ -235,19 +253,27 @@ TEST(CaptureCommand, WritesAGraphFileThatLoadsBack) {
   const OpGraph g = load_graph_file(out);
   EXPECT_EQ(g.name, "gnmt_small");
   EXPECT_EQ(g.fingerprint(), capture_model("gnmt_small").fingerprint());
-  const std::string bad = std::string(PLACEMENTCTL_BIN) + " capture " + model("gnmt_small") + " --input 2x6 2> /dev/null";
+  const std::string bad = std::string(PLACEMENTCTL_BIN) + " capture " + model("gnmt_small") +
+                          " --input 2x6 2> /dev/null";
   EXPECT_NE(std::system(bad.c_str()), 0) << "one input for a model that takes two";
 }
 
 TEST(CaptureCommand, KeepProfilesCopiesAnEarlierCapturesProfilesIntoANewCapture) {
   const std::string dir = std::string(MODEL_DIR) + "/";
-  const std::string base = std::string(PLACEMENTCTL_BIN) + " capture " + model("mlp") + " --input 8x32 ";
-  ASSERT_EQ(std::system((base + "--profile cpu --profile-steps 1 -o " + dir + "mlp.profiled.json > /dev/null").c_str()), 0);
+  const std::string base =
+      std::string(PLACEMENTCTL_BIN) + " capture " + model("mlp") + " --input 8x32 ";
+  ASSERT_EQ(std::system((base + "--profile cpu --profile-steps 1 -o " + dir +
+                         "mlp.profiled.json > /dev/null")
+                            .c_str()),
+            0);
   // An old file: its ops have no work.
   OpGraph old = load_graph_file(dir + "mlp.profiled.json");
   for (auto& op : old.ops) op.work.reset();
   write_json_file(dir + "mlp.old.json", to_json(old));
-  ASSERT_EQ(std::system((base + "--keep-profiles " + dir + "mlp.old.json -o " + dir + "mlp.kept.json > /dev/null").c_str()), 0);
+  ASSERT_EQ(std::system((base + "--keep-profiles " + dir + "mlp.old.json -o " + dir +
+                         "mlp.kept.json > /dev/null")
+                            .c_str()),
+            0);
   const OpGraph kept = load_graph_file(dir + "mlp.kept.json");
   ASSERT_EQ(kept.ops.size(), old.ops.size());
   for (size_t i = 0; i < kept.ops.size(); ++i) {
@@ -256,23 +282,30 @@ TEST(CaptureCommand, KeepProfilesCopiesAnEarlierCapturesProfilesIntoANewCapture)
     EXPECT_TRUE(kept.ops[i].work) << kept.ops[i].name;
   }
   // Another batch size is another model.
-  const std::string other = std::string(PLACEMENTCTL_BIN) + " capture " + model("mlp") + " --input 4x32 --keep-profiles " +
-                            dir + "mlp.old.json -o " + dir + "mlp.other.json 2> " + dir + "mlp.err";
+  const std::string other = std::string(PLACEMENTCTL_BIN) + " capture " + model("mlp") +
+                            " --input 4x32 --keep-profiles " + dir + "mlp.old.json -o " + dir +
+                            "mlp.other.json 2> " + dir + "mlp.err";
   EXPECT_NE(std::system(other.c_str()), 0);
   std::ifstream err(dir + "mlp.err");
-  const std::string message((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
-  EXPECT_NE(message.find("mlp.old.json: a different model (fingerprint "), std::string::npos) << message;
+  const std::string message((std::istreambuf_iterator<char>(err)),
+                            std::istreambuf_iterator<char>());
+  EXPECT_NE(message.find("mlp.old.json: a different model (fingerprint "), std::string::npos)
+      << message;
 }
 
 TEST(CaptureCommand, AModelOnTheMetaDeviceIsCapturedButNotProfiled) {
   const std::string dir = std::string(MODEL_DIR) + "/meta/";
-  const std::string base = std::string(PLACEMENTCTL_BIN) + " capture " + dir + "mlp.pt --input 8x32 ";
+  const std::string base =
+      std::string(PLACEMENTCTL_BIN) + " capture " + dir + "mlp.pt --input 8x32 ";
   ASSERT_EQ(std::system((base + "-o " + dir + "mlp.graph.json > /dev/null").c_str()), 0);
-  EXPECT_EQ(load_graph_file(dir + "mlp.graph.json").fingerprint(), capture_model("mlp").fingerprint());
+  EXPECT_EQ(load_graph_file(dir + "mlp.graph.json").fingerprint(),
+            capture_model("mlp").fingerprint());
   EXPECT_NE(std::system((base + "--profile cpu 2> " + dir + "mlp.err").c_str()), 0);
   std::ifstream err(dir + "mlp.err");
-  const std::string message((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
-  EXPECT_NE(message.find("mlp.pt: saved on the meta device, so it has shapes but no weights"), std::string::npos)
+  const std::string message((std::istreambuf_iterator<char>(err)),
+                            std::istreambuf_iterator<char>());
+  EXPECT_NE(message.find("mlp.pt: saved on the meta device, so it has shapes but no weights"),
+            std::string::npos)
       << message;
 }
 

@@ -1,5 +1,6 @@
 // The placed engine, migration, links and the profiler on a GPU beside the CPU. Every test skips
-// without a CUDA device (CI has none); scripts/gpu-run.sh --stage test runs them on the GPU machine.
+// without a CUDA device (CI has none); scripts/gpu-run.sh --stage test runs them on the GPU
+// machine.
 
 #include <gtest/gtest.h>
 
@@ -27,7 +28,9 @@ using Model = testing::TracedModel;
 Model load(const std::string& name) { return testing::load_traced_model(name); }
 
 DeviceSet cpu_and_gpu() {
-  return DeviceSet::uniform({{DeviceKind::kCpu, 0, 1ull << 34, 1.0}, {DeviceKind::kCuda, 0, 1ull << 34, 1.0}}, 10e9, 1e-5);
+  return DeviceSet::uniform(
+      {{DeviceKind::kCpu, 0, 1ull << 34, 1.0}, {DeviceKind::kCuda, 0, 1ull << 34, 1.0}}, 10e9,
+      1e-5);
 }
 
 class Cuda : public ::testing::Test {
@@ -45,7 +48,8 @@ at::Tensor output_tensor(const c10::IValue& out) {
 // Whether an op draws from its device's random generator in train mode: dropout, and attention
 // with a dropout probability (the transformers models' scaled_dot_product_attention takes one).
 bool draws_random(const std::string& kind) {
-  for (const char* k : {"dropout", "bernoulli", "scaled_dot_product_attention", "rand", "normal", "multinomial"}) {
+  for (const char* k :
+       {"dropout", "bernoulli", "scaled_dot_product_attention", "rand", "normal", "multinomial"}) {
     if (kind.find(k) != std::string::npos) return true;
   }
   return false;
@@ -55,7 +59,9 @@ bool draws_random(const std::string& kind) {
 // CPU's only in the order it sums.
 class NoTf32 {
  public:
-  NoTf32() : was_(at::globalContext().allowTF32CuDNN()) { at::globalContext().setAllowTF32CuDNN(false); }
+  NoTf32() : was_(at::globalContext().allowTF32CuDNN()) {
+    at::globalContext().setAllowTF32CuDNN(false);
+  }
   ~NoTf32() { at::globalContext().setAllowTF32CuDNN(was_); }
 
  private:
@@ -96,14 +102,14 @@ double difference(const Named& expected_list, const Named& actual_list, Of of) {
 // (batch norm's running statistics). The plain module trains, and the placed one takes its state
 // before each step, because the difference compounds: ResNet-18 at batch 1 normalizes its last
 // blocks over four values, and the 2026-11-26 GPU runs saw its losses part by 1% within five
-// steps. The transformers models also pass tensors to ops inside lists (aten::index's Tensor?[] indices), which
-// must reach the op's device. The models train in train mode, so their random ops stay on the
-// CPU, where the plain module draws its masks, and both draw from one seed each step: the CUDA
-// generator's stream is another than the CPU's.
+// steps. The transformers models also pass tensors to ops inside lists (aten::index's Tensor?[]
+// indices), which must reach the op's device. The models train in train mode, so their random ops
+// stay on the CPU, where the plain module draws its masks, and both draw from one seed each step:
+// the CUDA generator's stream is another than the CPU's.
 TEST_F(Cuda, TrainingSpreadOverCpuAndGpuFollowsThePlainModule) {
   const NoTf32 exact;
-  for (const std::string name :
-       {"two_tower", "resnet18", "gnmt_small", "rnnlm_small", "bert_small", "hf_bert", "hf_gpt2", "hf_llama"}) {
+  for (const std::string name : {"two_tower", "resnet18", "gnmt_small", "rnnlm_small", "bert_small",
+                                 "hf_bert", "hf_gpt2", "hf_llama"}) {
     Model plain = load(name), m = load(name);
     PlacedModule placed(m.module, m.graph, cpu_and_gpu());
     Placement p = Placement::single(m.graph, 0);
@@ -124,11 +130,13 @@ TEST_F(Cuda, TrainingSpreadOverCpuAndGpuFollowsThePlainModule) {
       const at::Tensor loss = output_tensor(placed.forward(m.inputs).at(0)).pow(2).mean();
       expected.backward();
       loss.backward();
-      EXPECT_NEAR(loss.item<double>(), expected.item<double>(), 1e-4 * std::abs(expected.item<double>()) + 1e-6)
+      EXPECT_NEAR(loss.item<double>(), expected.item<double>(),
+                  1e-4 * std::abs(expected.item<double>()) + 1e-6)
           << name << " step " << step;
       const auto grad = [](const at::Tensor& t) { return t.grad(); };
       const auto value = [](const at::Tensor& t) { return t; };
-      EXPECT_LT(difference(plain.module.named_parameters(), m.module.named_parameters(), grad), 1e-3)
+      EXPECT_LT(difference(plain.module.named_parameters(), m.module.named_parameters(), grad),
+                1e-3)
           << name << " step " << step << ": gradients";
       EXPECT_LT(difference(plain.module.named_buffers(), m.module.named_buffers(), value), 1e-4)
           << name << " step " << step << ": buffers";
@@ -159,7 +167,8 @@ TEST_F(Cuda, ASwapMovesRecurrentWeightsAndAdamStateToTheGpuAndBackBitwise) {
     return std::make_pair(s.exp_avg(), s.exp_avg_sq());
   };
   std::vector<std::pair<at::Tensor, std::pair<at::Tensor, at::Tensor>>> before;
-  for (const at::Tensor& p : placed.parameters()) before.push_back({p.detach().clone(), moments(p)});
+  for (const at::Tensor& p : placed.parameters())
+    before.push_back({p.detach().clone(), moments(p)});
 
   Placement gpu = Placement::single(m.graph, 1);
   for (const Placement& target : {gpu, Placement::single(m.graph, 0)}) {
@@ -186,7 +195,9 @@ TEST_F(Cuda, TheProfilerTimesGpuOpsByTheirKernelsNotTheirLaunches) {
   PlacedModule placed(m.module, m.graph, cpu_and_gpu());
   placed.set_placement(Placement::single(m.graph, 1));
   torch::optim::SGD sgd(placed.parameters(), torch::optim::SGDOptions(1e-3));
-  auto forward_backward = [&] { placed.forward(m.inputs).at(0).toTensor().pow(2).mean().backward(); };
+  auto forward_backward = [&] {
+    placed.forward(m.inputs).at(0).toTensor().pow(2).mean().backward();
+  };
   auto update = [&] {
     sgd.step();
     sgd.zero_grad();
@@ -208,14 +219,18 @@ TEST_F(Cuda, TheProfilerTimesGpuOpsByTheirKernelsNotTheirLaunches) {
     loss.backward();
     torch::cuda::synchronize(0);
     forward_wall.push_back(std::chrono::duration<double>(mid - start).count());
-    backward_wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - mid).count());
+    backward_wall.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - mid).count());
     update();
   }
   std::sort(forward_wall.begin(), forward_wall.end());
   std::sort(backward_wall.begin(), backward_wall.end());
-  // Per-op synchronisation adds a little to each op; launch-only timing would leave backward far short.
-  EXPECT_GT(backward, 0.6 * backward_wall[2]) << "synchronised backward " << backward_wall[2] << " s";
-  EXPECT_LT(backward, 3.0 * backward_wall[2]) << "synchronised backward " << backward_wall[2] << " s";
+  // Per-op synchronisation adds a little to each op; launch-only timing would leave backward far
+  // short.
+  EXPECT_GT(backward, 0.6 * backward_wall[2])
+      << "synchronised backward " << backward_wall[2] << " s";
+  EXPECT_LT(backward, 3.0 * backward_wall[2])
+      << "synchronised backward " << backward_wall[2] << " s";
   EXPECT_GT(forward, 0.6 * forward_wall[2]) << "synchronised forward " << forward_wall[2] << " s";
 }
 

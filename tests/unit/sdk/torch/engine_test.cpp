@@ -24,7 +24,8 @@ at::Tensor loss_of(const c10::IValue& out) { return out.toTensor().pow(2).mean()
 
 std::vector<at::Tensor> gradients(torch::jit::Module& module) {
   std::vector<at::Tensor> out;
-  for (const at::Tensor& p : module.parameters()) out.push_back(p.grad().defined() ? p.grad().clone() : at::Tensor());
+  for (const at::Tensor& p : module.parameters())
+    out.push_back(p.grad().defined() ? p.grad().clone() : at::Tensor());
   return out;
 }
 
@@ -60,7 +61,9 @@ TEST_P(SingleDevice, OutputsLossAndGradientsEqualThePlainModuleBitwise) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, SingleDevice, ::testing::Values("mlp", "two_tower", "gnmt_small", "rnnlm_small", "resnet18"));
+INSTANTIATE_TEST_SUITE_P(Models, SingleDevice,
+                         ::testing::Values("mlp", "two_tower", "gnmt_small", "rnnlm_small",
+                                           "resnet18"));
 
 // 20 SGD steps of the same data: the plain module, and the placed one with its ops spread over
 // three logical devices.
@@ -76,7 +79,8 @@ std::vector<double> train(Model& m, const Placement* placement, int steps) {
   std::vector<double> losses;
   for (int step = 0; step < steps; ++step) {
     sgd.zero_grad();
-    const at::Tensor out = placed ? placed->forward(m.inputs).at(0).toTensor() : m.module.forward(m.inputs).toTensor();
+    const at::Tensor out =
+        placed ? placed->forward(m.inputs).at(0).toTensor() : m.module.forward(m.inputs).toTensor();
     const at::Tensor loss = loss_of(out);
     loss.backward();
     sgd.step();
@@ -93,7 +97,8 @@ TEST_P(Spread, TwentyTrainingStepsMatchThePlainModule) {
   Model placed = load(GetParam());  // fresh weights, identical to plain's (same file)
   std::mt19937 rng(5);
   Placement p;
-  for (size_t i = 0; i < placed.graph.ops.size(); ++i) p.device_of_op.push_back(static_cast<int>(rng() % 3));
+  for (size_t i = 0; i < placed.graph.ops.size(); ++i)
+    p.device_of_op.push_back(static_cast<int>(rng() % 3));
   const auto losses = train(placed, &p, 20);
   ASSERT_EQ(losses.size(), expected.size());
   for (size_t i = 0; i < losses.size(); ++i)
@@ -101,7 +106,9 @@ TEST_P(Spread, TwentyTrainingStepsMatchThePlainModule) {
   EXPECT_LT(losses.back(), losses.front()) << "it trains";
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, Spread, ::testing::Values("two_tower", "gnmt_small", "gnmt_small_unrolled", "bert_small"));
+INSTANTIATE_TEST_SUITE_P(Models, Spread,
+                         ::testing::Values("two_tower", "gnmt_small", "gnmt_small_unrolled",
+                                           "bert_small"));
 
 // Every op of `kind` on device 1, the rest on device 0.
 Placement kind_on_device_1(const OpGraph& g, const std::string& kind) {
@@ -125,17 +132,20 @@ TEST(PlacedModule, WeightsPassedInAListLiveWithTheOpThatReadsThem) {
       EXPECT_EQ(*device, lstm ? 1 : 0) << name << ": " << p.name;
     }
     EXPECT_GT(recurrent_bytes, 0u) << name;
-    EXPECT_EQ(moved.bytes, recurrent_bytes) << name << ": exactly the recurrent weights move to device 1";
+    EXPECT_EQ(moved.bytes, recurrent_bytes)
+        << name << ": exactly the recurrent weights move to device 1";
   }
 }
 
 TEST(PlacedModule, EveryParameterAndBufferTheGraphReadsHasAHome) {
-  for (const std::string name : {"mlp", "two_tower", "gnmt_small", "gnmt_small_unrolled", "rnnlm_small", "bert_small", "resnet18"}) {
+  for (const std::string name : {"mlp", "two_tower", "gnmt_small", "gnmt_small_unrolled",
+                                 "rnnlm_small", "bert_small", "resnet18"}) {
     Model m = load(name);
     PlacedModule placed(m.module, m.graph, cpus(3));
     std::mt19937 rng(11);
     Placement p;
-    for (size_t i = 0; i < m.graph.ops.size(); ++i) p.device_of_op.push_back(static_cast<int>(rng() % 3));
+    for (size_t i = 0; i < m.graph.ops.size(); ++i)
+      p.device_of_op.push_back(static_cast<int>(rng() % 3));
     placed.set_placement(p);
     for (const auto& t : m.module.named_parameters())
       EXPECT_TRUE(placed.device_of(t.value).has_value()) << name << ": parameter " << t.name;

@@ -1,6 +1,7 @@
 // The torch.export front end: models exported at test time in train mode (tests/models/
-// export_models.py, into EXPORT_DIR), trained through placementd's engine on two logical CPU devices
-// while their placement changes, against plain eager PyTorch trained by the same recipe in Python.
+// export_models.py, into EXPORT_DIR), trained through placementd's engine on two logical CPU
+// devices while their placement changes, against plain eager PyTorch trained by the same recipe in
+// Python.
 
 #include <gtest/gtest.h>
 
@@ -9,8 +10,8 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <nlohmann/json.hpp>
 #include <torch/optim/sgd.h>
+#include <nlohmann/json.hpp>
 
 #include "placement/capture.h"
 #include "placement/engine.h"
@@ -38,8 +39,11 @@ struct Reference {
 
   at::Tensor tensor(const nlohmann::json& entry) const {
     const std::string dtype = entry["dtype"];
-    const c10::ScalarType type = dtype == "float32" ? at::kFloat : dtype == "int64" ? at::kLong : at::kDouble;
-    at::Tensor t = at::empty(entry["shape"].get<std::vector<int64_t>>(), at::TensorOptions().dtype(type));
+    const c10::ScalarType type = dtype == "float32" ? at::kFloat
+                                 : dtype == "int64" ? at::kLong
+                                                    : at::kDouble;
+    at::Tensor t =
+        at::empty(entry["shape"].get<std::vector<int64_t>>(), at::TensorOptions().dtype(type));
     const size_t bytes = entry["bytes"];
     EXPECT_EQ(bytes, static_cast<size_t>(t.numel()) * t.element_size());
     std::memcpy(t.data_ptr(), blob.data() + entry["offset"].get<size_t>(), bytes);
@@ -57,7 +61,8 @@ bool bitwise_equal(const at::Tensor& a, const at::Tensor& b) {
   const at::Tensor x = a.detach().cpu().contiguous();
   const at::Tensor y = b.detach().cpu().contiguous();
   return x.sizes() == y.sizes() && x.scalar_type() == y.scalar_type() &&
-         std::memcmp(x.data_ptr(), y.data_ptr(), static_cast<size_t>(x.numel()) * x.element_size()) == 0;
+         std::memcmp(x.data_ptr(), y.data_ptr(),
+                     static_cast<size_t>(x.numel()) * x.element_size()) == 0;
 }
 
 uint32_t bits(float f) {
@@ -80,7 +85,8 @@ at::Tensor loss_of(const std::vector<c10::IValue>& outputs) {
 // Ops alternate between the two devices in runs of `run`: every run boundary crosses devices.
 Placement striped(const OpGraph& graph, size_t run) {
   Placement p = Placement::single(graph, 0);
-  for (size_t i = 0; i < p.device_of_op.size(); ++i) p.device_of_op[i] = static_cast<int>((i / run) % 2);
+  for (size_t i = 0; i < p.device_of_op.size(); ++i)
+    p.device_of_op[i] = static_cast<int>((i / run) % 2);
   return p;
 }
 
@@ -110,7 +116,8 @@ TEST_P(ExportedModel, TrainsBitwiseEqualToEagerPyTorchWhilePlacementsChange) {
   const auto& losses = reference.record["losses"];
   for (int step = 0; step < steps; ++step) {
     // Every few steps another placement: parameters, buffers and their gradients' homes move.
-    if (step % 5 == 0) placed.set_placement(step % 10 == 0 ? striped(graph, 3 + step) : Placement::single(graph, 1));
+    if (step % 5 == 0)
+      placed.set_placement(step % 10 == 0 ? striped(graph, 3 + step) : Placement::single(graph, 1));
     sgd.zero_grad();
     const at::Tensor loss = loss_of(placed.forward(step < steps - 1 ? inputs : last));
     loss.backward();
@@ -124,15 +131,16 @@ TEST_P(ExportedModel, TrainsBitwiseEqualToEagerPyTorchWhilePlacementsChange) {
     for (const auto& [n, entry] : reference.record[kind].items()) {
       auto it = state.find(n);
       ASSERT_NE(it, state.end()) << name << ": no " << kind << " " << n;
-      EXPECT_TRUE(bitwise_equal(it->second, reference.tensor(entry))) << name << ": " << kind << " " << n;
+      EXPECT_TRUE(bitwise_equal(it->second, reference.tensor(entry)))
+          << name << ": " << kind << " " << n;
     }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ExportedModel,
-                         ::testing::Values("mlp", "two_tower", "bert_small", "gnmt_small", "resnet18",
-                                           "mobilenet_v3_small", "googlenet", "densenet121", "hf_gpt2", "hf_bert",
-                                           "hf_llama"));
+                         ::testing::Values("mlp", "two_tower", "bert_small", "gnmt_small",
+                                           "resnet18", "mobilenet_v3_small", "googlenet",
+                                           "densenet121", "hf_gpt2", "hf_bert", "hf_llama"));
 
 TEST(ExportedModel, CaptureRecordsScopesShapesAndWorkWithoutWeights) {
   const Model without = Model::load_exported(path_of("resnet18.pt2"), /*weights=*/false);
@@ -193,7 +201,8 @@ TEST(ExportedModel, CapturePutsBackWhatTheRunChanged) {
   EXPECT_TRUE(at::equal(at::rand({8}), expected)) << "capture moved the random number generator";
   ASSERT_EQ(before.size(), resnet.named_buffers().size());
   for (size_t i = 0; i < before.size(); ++i)
-    EXPECT_TRUE(at::equal(resnet.named_buffers()[i].second, before[i])) << resnet.named_buffers()[i].first;
+    EXPECT_TRUE(at::equal(resnet.named_buffers()[i].second, before[i]))
+        << resnet.named_buffers()[i].first;
 }
 
 std::string load_error(const std::string& file) {
@@ -236,13 +245,14 @@ TEST(ExportedModelErrors, ControlFlowIsRefusedNotRunWrongly) {
 TEST(ExportedModelErrors, AWeightReachingPastItsPayloadIsRefusedNotRead) {
   // The file's sizes and strides are not trusted: the bound is computed without wrapping.
   const std::string message = load_error("broken_weight.pt2");
-  EXPECT_NE(message.find("broken_weight.pt2: 'layer1.weight' needs more than 2^64 bytes"), std::string::npos)
+  EXPECT_NE(message.find("broken_weight.pt2: 'layer1.weight' needs more than 2^64 bytes"),
+            std::string::npos)
       << message;
 }
 
 TEST(ExportedModelErrors, OneLineMessages) {
-  for (const char* file : {"broken_schema.pt2", "broken_op.pt2", "broken_truncated.pt2", "broken_cond.pt2",
-                           "broken_weight.pt2"}) {
+  for (const char* file : {"broken_schema.pt2", "broken_op.pt2", "broken_truncated.pt2",
+                           "broken_cond.pt2", "broken_weight.pt2"}) {
     const std::string message = load_error(file);
     ASSERT_FALSE(message.empty()) << file;
     EXPECT_EQ(message.find('\n'), std::string::npos) << file << ": " << message;
@@ -287,7 +297,8 @@ class BothFrontEnds : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(BothFrontEnds, SeeTheSameOpsWeightsAndWork) {
   const std::string name = GetParam();
-  const OpGraph traced = capture_spec(std::string(MODEL_DIR) + "/" + name + ".pt", std::string(MODEL_DIR) + "/" + name + ".json");
+  const OpGraph traced = capture_spec(std::string(MODEL_DIR) + "/" + name + ".pt",
+                                      std::string(MODEL_DIR) + "/" + name + ".json");
   const OpGraph exported = capture_spec(path_of(name + ".pt2"), path_of(name + ".json"));
   const Totals a = totals_of(traced), b = totals_of(exported);
   // The ops holding weights: same names (module path / kind), same bytes.
@@ -299,15 +310,16 @@ TEST_P(BothFrontEnds, SeeTheSameOpsWeightsAndWork) {
     EXPECT_EQ(traced.edges.size(), exported.edges.size()) << name;
   }
   // Work: forward equal within 0.1% (measured: BERT 10 FLOPs apart of 1.87e6), backward within 1%
-  // (measured: BERT -0.7%, GNMT -0.2%). The trace records shape arithmetic as tensor ops (aten::size
-  // into prim::NumToTensor, scalar aten::mul: BERT has 92 ops traced, 82 exported) where the export
-  // keeps symbolic integers, and GNMT's LSTM states travel as tuples (traced) or lists (exported),
-  // which changes edges and the backward of a few plumbing ops, not the layers'.
+  // (measured: BERT -0.7%, GNMT -0.2%). The trace records shape arithmetic as tensor ops
+  // (aten::size into prim::NumToTensor, scalar aten::mul: BERT has 92 ops traced, 82 exported)
+  // where the export keeps symbolic integers, and GNMT's LSTM states travel as tuples (traced) or
+  // lists (exported), which changes edges and the backward of a few plumbing ops, not the layers'.
   EXPECT_NEAR(a.forward_flops, b.forward_flops, 0.001 * a.forward_flops) << name;
   EXPECT_NEAR(a.backward_flops, b.backward_flops, 0.01 * a.backward_flops) << name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, BothFrontEnds, ::testing::Values("mlp", "two_tower", "gnmt_small", "bert_small"));
+INSTANTIATE_TEST_SUITE_P(Models, BothFrontEnds,
+                         ::testing::Values("mlp", "two_tower", "gnmt_small", "bert_small"));
 
 }  // namespace
 }  // namespace placement

@@ -34,7 +34,8 @@ TEST(JobDevices, ACpuGetsItsShareOfTheHostsMemory) {
 }
 
 TEST(JobDevices, AGpuThatCannotBeAskedForItsMemoryIsNamed) {
-  if (torch::cuda::is_available()) GTEST_SKIP() << "a GPU answers (tests/unit/sdk/torch/cuda_test.cpp)";
+  if (torch::cuda::is_available())
+    GTEST_SKIP() << "a GPU answers (tests/unit/sdk/torch/cuda_test.cpp)";
   try {
     job_devices({"cpu", "cuda:0"}, 0);
     FAIL() << "no GPU, and no memory given";

@@ -18,7 +18,8 @@ using testing::load_traced_model;
 
 DeviceSet cpus(int n) { return testing::logical_cpus(n); }
 
-double step(PlacedModule& placed, const std::vector<c10::IValue>& inputs, torch::optim::Adam& adam) {
+double step(PlacedModule& placed, const std::vector<c10::IValue>& inputs,
+            torch::optim::Adam& adam) {
   adam.zero_grad();
   const at::Tensor loss = placed.forward(inputs).at(0).toTensor().pow(2).mean();
   loss.backward();
@@ -28,8 +29,7 @@ double step(PlacedModule& placed, const std::vector<c10::IValue>& inputs, torch:
 
 torch::optim::AdamParamState& adam_state(torch::optim::Adam& adam, const at::Tensor& p) {
   auto& states = adam.state();
-  return static_cast<torch::optim::AdamParamState&>(
-      *states.at(p.unsafeGetTensorImpl()));
+  return static_cast<torch::optim::AdamParamState&>(*states.at(p.unsafeGetTensorImpl()));
 }
 
 TEST(OptimizerState, ASwapMovesRecurrentWeightsAndTheirAdamStateBitwise) {

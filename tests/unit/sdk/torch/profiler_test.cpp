@@ -6,10 +6,10 @@
 #include <fstream>
 
 #include <ATen/ATen.h>
-#include <nlohmann/json.hpp>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/jit/serialization/import.h>
 #include <torch/optim/sgd.h>
+#include <nlohmann/json.hpp>
 
 #include "placement/capture.h"
 #include "placement/profiler.h"
@@ -22,10 +22,12 @@ struct Fixture {
     std::ifstream in(std::string(MODEL_DIR) + "/" + name + ".json");
     const auto spec = nlohmann::json::parse(in);
     module = torch::jit::load(std::string(MODEL_DIR) + "/" + name + ".pt");
-    std::vector<at::Tensor> tensors = example_inputs(spec["inputs"].get<std::vector<std::vector<int64_t>>>(), spec["dtype"]);
+    std::vector<at::Tensor> tensors =
+        example_inputs(spec["inputs"].get<std::vector<std::vector<int64_t>>>(), spec["dtype"]);
     for (const auto& t : tensors) inputs.emplace_back(t);
     graph = capture(module, tensors, name);
-    placed = std::make_unique<PlacedModule>(module, graph, DeviceSet::uniform({{DeviceKind::kCpu, 0, 1ull << 34, 1.0}}, 1e9, 0));
+    placed = std::make_unique<PlacedModule>(
+        module, graph, DeviceSet::uniform({{DeviceKind::kCpu, 0, 1ull << 34, 1.0}}, 1e9, 0));
     sgd = std::make_unique<torch::optim::SGD>(placed->parameters(), torch::optim::SGDOptions(1e-3));
   }
   void forward_backward() { placed->forward(inputs).at(0).toTensor().pow(2).mean().backward(); }
@@ -43,7 +45,8 @@ struct Fixture {
 TEST(Profiler, EveryOpIsTimedAndTheTimesAccountForTheStep) {
   Fixture f("resnet18");
   // Medians of 5 (not 3): on a loaded 2-core machine one slow step in three skewed the sums below.
-  const auto profiles = profile_steps(*f.placed, [&] { f.forward_backward(); }, [&] { f.update(); }, {2, 5});
+  const auto profiles = profile_steps(
+      *f.placed, [&] { f.forward_backward(); }, [&] { f.update(); }, {2, 5});
   ASSERT_EQ(profiles.size(), f.graph.ops.size());
   double forward = 0, backward = 0, update = 0;
   for (size_t i = 0; i < profiles.size(); ++i) {
@@ -63,7 +66,8 @@ TEST(Profiler, EveryOpIsTimedAndTheTimesAccountForTheStep) {
   for (int i = 0; i < 5; ++i) {
     const auto start = std::chrono::steady_clock::now();
     f.forward_backward();
-    steps.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    steps.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     f.update();
   }
   std::sort(steps.begin(), steps.end());
@@ -80,7 +84,8 @@ TEST(Profiler, EveryOpIsTimedAndTheTimesAccountForTheStep) {
 TEST(Profiler, RecurrentModelBackwardIsAttributedToItsLayers) {
   Fixture f("gnmt_small");
   // Medians of 5 (not 3): on a loaded 2-core machine one slow step in three skewed the sums below.
-  const auto profiles = profile_steps(*f.placed, [&] { f.forward_backward(); }, [&] { f.update(); }, {2, 5});
+  const auto profiles = profile_steps(
+      *f.placed, [&] { f.forward_backward(); }, [&] { f.update(); }, {2, 5});
   for (size_t i = 0; i < profiles.size(); ++i) {
     if (f.graph.ops[i].kind == "aten::lstm") {
       EXPECT_GT(profiles[i].backward_s, 0.0) << f.graph.ops[i].name;

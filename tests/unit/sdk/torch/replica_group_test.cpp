@@ -21,7 +21,8 @@
 namespace placement::detail {
 namespace {
 
-ReplicaConfig config(int rank, int world_size, int port, CudaCollectives mode = CudaCollectives::kAuto) {
+ReplicaConfig config(int rank, int world_size, int port,
+                     CudaCollectives mode = CudaCollectives::kAuto) {
   ReplicaConfig c;
   c.rank = rank;
   c.world_size = world_size;
@@ -57,10 +58,13 @@ at::Tensor parameter_with_gradient(int rank, const at::Device& device) {
 }
 
 TEST(CudaRoute, NcclWhenEveryRankHasAGpuOfItsOwn) {
-  const CudaRoute r = route_cuda_device(CudaCollectives::kAuto, true, "cuda:0", {"a/0000:3b:00.0", "b/0000:3b:00.0"});
+  const CudaRoute r = route_cuda_device(CudaCollectives::kAuto, true, "cuda:0",
+                                        {"a/0000:3b:00.0", "b/0000:3b:00.0"});
   EXPECT_TRUE(r.nccl);
   EXPECT_EQ(r.description, "nccl");
-  EXPECT_TRUE(route_cuda_device(CudaCollectives::kNccl, true, "cuda:1", {"a/0000:3b:00.0", "a/0000:5e:00.0"}).nccl);
+  EXPECT_TRUE(route_cuda_device(CudaCollectives::kNccl, true, "cuda:1",
+                                {"a/0000:3b:00.0", "a/0000:5e:00.0"})
+                  .nccl);
 }
 
 TEST(CudaRoute, RanksSharingAGpuGoThroughHostMemoryOrFailWhenNcclIsRequired) {
@@ -68,14 +72,17 @@ TEST(CudaRoute, RanksSharingAGpuGoThroughHostMemoryOrFailWhenNcclIsRequired) {
   const CudaRoute r = route_cuda_device(CudaCollectives::kAuto, true, "cuda:0", shared);
   EXPECT_FALSE(r.nccl);
   EXPECT_EQ(r.description,
-            "gloo through host memory: ranks 0 and 2 both run cuda:0 on the GPU a/0000:3b:00.0, which NCCL refuses");
+            "gloo through host memory: ranks 0 and 2 both run cuda:0 on the GPU a/0000:3b:00.0, "
+            "which NCCL refuses");
   try {
     route_cuda_device(CudaCollectives::kNccl, true, "cuda:0", shared);
     FAIL() << "kNccl accepted two ranks on one GPU";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("ranks 0 and 2 both run cuda:0 on the GPU a/0000:3b:00.0"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("ranks 0 and 2 both run cuda:0 on the GPU a/0000:3b:00.0"),
+              std::string::npos)
         << e.what();
-    EXPECT_NE(std::string(e.what()).find("set cuda_collectives to auto or gloo"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("set cuda_collectives to auto or gloo"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -112,7 +119,8 @@ TEST(ReplicaGroupOnCpu, AveragesGradientsThroughGlooAndSaysSo) {
     ReplicaGroup group(config(rank, 3, port));
     at::Tensor p = parameter_with_gradient(rank, at::kCPU);
     group.average_gradients({p}, {0});
-    averaged[rank] = std::vector<float>(p.grad().data_ptr<float>(), p.grad().data_ptr<float>() + p.numel());
+    averaged[rank] =
+        std::vector<float>(p.grad().data_ptr<float>(), p.grad().data_ptr<float>() + p.numel());
     routes[rank] = group.routes();
   });
   for (int r = 0; r < 3; ++r) {
@@ -150,7 +158,8 @@ TEST_F(CudaReplicas, TwoRanksOnTwoGpusAverageThroughNccl) {
   std::vector<std::string> routes(2);
   on_every_rank(2, [&](int rank) {
     ReplicaGroup group(config(rank, 2, port, CudaCollectives::kNccl));
-    at::Tensor p = parameter_with_gradient(rank, at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(rank)));
+    at::Tensor p =
+        parameter_with_gradient(rank, at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(rank)));
     group.average_gradients({p}, {0});
     ASSERT_EQ(p.grad().device().index(), rank);
     const at::Tensor g = p.grad().cpu();
@@ -180,7 +189,8 @@ TEST_F(CudaReplicas, TwoRanksOnOneGpuAverageThroughHostMemoryOrRefuseNccl) {
   });
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(averaged[r], std::vector<float>(15, 1.5f)) << "rank " << r;
-    EXPECT_NE(routes[r].find("gloo through host memory: ranks 0 and 1 both run cuda:0"), std::string::npos)
+    EXPECT_NE(routes[r].find("gloo through host memory: ranks 0 and 1 both run cuda:0"),
+              std::string::npos)
         << routes[r];
   }
   const int nccl_port = testing::free_port();
@@ -194,7 +204,8 @@ TEST_F(CudaReplicas, TwoRanksOnOneGpuAverageThroughHostMemoryOrRefuseNccl) {
       errors[rank] = e.what();
     }
   });
-  for (int r = 0; r < 2; ++r) EXPECT_NE(errors[r].find("which NCCL refuses"), std::string::npos) << errors[r];
+  for (int r = 0; r < 2; ++r)
+    EXPECT_NE(errors[r].find("which NCCL refuses"), std::string::npos) << errors[r];
 }
 
 }  // namespace

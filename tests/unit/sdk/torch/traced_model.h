@@ -7,9 +7,9 @@
 #include <vector>
 
 #include <ATen/ATen.h>
-#include <nlohmann/json.hpp>
 #include <torch/csrc/jit/python/update_graph_executor_opt.h>
 #include <torch/csrc/jit/serialization/import.h>
+#include <nlohmann/json.hpp>
 
 #include "placement/capture.h"
 

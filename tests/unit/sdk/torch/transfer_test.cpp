@@ -13,7 +13,9 @@ namespace placement::detail {
 namespace {
 
 const c10::Device kCpu(c10::DeviceType::CPU);
-c10::Device cuda(int i) { return c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(i)); }
+c10::Device cuda(int i) {
+  return c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(i));
+}
 
 TEST(Transfer, RoutesEachPairOfDevices) {
   EXPECT_EQ(copy_path(kCpu, kCpu), CopyPath::kClone);
@@ -67,7 +69,8 @@ TEST_F(CudaTransfer, HostToDeviceAndBackAreBitwiseEqualAndEndPinned) {
 #ifdef PLACEMENT_CUDA_COPY_PATHS
 TEST_F(CudaTransfer, TheNcclPathWorksOnOneGpu) {
   // A one-device communicator sending to itself: what a one-GPU machine can check of the NCCL path.
-  const at::Tensor a = torch::randn({(int64_t{64} << 18) + 5}, torch::TensorOptions().device(cuda(0)));
+  const at::Tensor a =
+      torch::randn({(int64_t{64} << 18) + 5}, torch::TensorOptions().device(cuda(0)));
   std::vector<at::Tensor> out(1);
   cuda_copy({{a, cuda(0)}}, {0}, out);
   EXPECT_EQ(out[0].device(), cuda(0));

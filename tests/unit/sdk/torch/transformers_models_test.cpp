@@ -23,11 +23,13 @@ at::Tensor logits_of(const c10::IValue& out) { return out.toGenericDict().at("lo
 
 // What these models train on: the decoders predict each next token, BERT's masked-LM head the
 // token at each position.
-at::Tensor lm_loss(const std::string& name, const c10::IValue& out, const c10::IValue& tokens_value) {
+at::Tensor lm_loss(const std::string& name, const c10::IValue& out,
+                   const c10::IValue& tokens_value) {
   const at::Tensor logits = logits_of(out);
   const at::Tensor tokens = tokens_value.toTensor();
   const int64_t vocab = logits.size(-1);
-  if (name == "hf_bert") return at::cross_entropy_loss(logits.reshape({-1, vocab}), tokens.reshape({-1}));
+  if (name == "hf_bert")
+    return at::cross_entropy_loss(logits.reshape({-1, vocab}), tokens.reshape({-1}));
   const int64_t steps = logits.size(1) - 1;
   return at::cross_entropy_loss(logits.narrow(1, 0, steps).reshape({-1, vocab}),
                                 tokens.narrow(1, 1, steps).reshape({-1}));
@@ -47,7 +49,8 @@ TEST_P(TransformersModel, CapturesEveryLayerAndEveryWeight) {
     embeddings += op.kind == "aten::embedding";
     parameter_bytes += op.parameter_bytes;
   }
-  EXPECT_EQ(attention, 2) << "one attention op per layer (2 layers, transformers' default SDPA attention)";
+  EXPECT_EQ(attention, 2)
+      << "one attention op per layer (2 layers, transformers' default SDPA attention)";
   EXPECT_GE(embeddings, 1);
   // Every weight is charged once (GPT-2 ties its output projection to the token embedding), and
   // nothing but the module's parameters and the buffers it reads.
@@ -63,7 +66,8 @@ TEST_P(TransformersModel, CapturesEveryLayerAndEveryWeight) {
 
   PlacedModule placed(m.module, m.graph, testing::logical_cpus(2));
   for (const auto& p : m.module.named_parameters())
-    EXPECT_TRUE(placed.device_of(p.value).has_value()) << p.name << " has no home: it would never be placed";
+    EXPECT_TRUE(placed.device_of(p.value).has_value())
+        << p.name << " has no home: it would never be placed";
 }
 
 TEST_P(TransformersModel, PlacedOnOneDeviceEqualsThePlainModuleBitwise) {
@@ -145,11 +149,13 @@ TEST_P(TransformersModel, EveryOpOnARandomDeviceTrainsLikeThePlainModule) {
   const OpGraph graph = testing::load_traced_model(GetParam()).graph;
   std::mt19937 rng(3);
   Placement scattered;
-  for (size_t i = 0; i < graph.ops.size(); ++i) scattered.device_of_op.push_back(static_cast<int>(rng() % 2));
+  for (size_t i = 0; i < graph.ops.size(); ++i)
+    scattered.device_of_op.push_back(static_cast<int>(rng() % 2));
   expect_same_training(GetParam(), scattered);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, TransformersModel, ::testing::Values("hf_bert", "hf_gpt2", "hf_llama"));
+INSTANTIATE_TEST_SUITE_P(Models, TransformersModel,
+                         ::testing::Values("hf_bert", "hf_gpt2", "hf_llama"));
 
 }  // namespace
 }  // namespace placement

@@ -1,6 +1,6 @@
 // Learning tests: the real plugins, trained against the simulator on small graphs whose optimum is
-// known. Each algorithm runs with the placer it is paired with in its paper (ColocRL/HP: reinforce +
-// seq2seq after; EAGLE: ppo + seq2seq before, ppo + gcn; Spotlight; Post), default
+// known. Each algorithm runs with the placer it is paired with in its paper (ColocRL/HP: reinforce
+// + seq2seq after; EAGLE: ppo + seq2seq before, ppo + gcn; Spotlight; Post), default
 // hyperparameters except the seq2seq width; the policy itself
 // (not the baselines the answer also includes) has to find the optimum within a fixed budget.
 #include <gtest/gtest.h>
@@ -11,8 +11,8 @@
 #include "placement/serialization.h"
 #include "planning/offline/baseline.h"
 #include "planning/offline/optimize.h"
-#include "planning/sim/model_error.h"
 #include "planning/sim/device_presets.h"
+#include "planning/sim/model_error.h"
 #include "planning/sim/topology.h"
 #include "test_graphs.h"
 
@@ -63,7 +63,8 @@ TEST_P(Learning, TwoIndependentChainsGoToTwoDevices) {
   placement::OpGraph g = placement::testing::two_chains(6);
   placement::testing::profile_all(g, DeviceKind::kCuda, 1e-3);
   const sim::Simulator simulator(g, placement::testing::devices(2, DeviceKind::kCuda));
-  const double split = simulator.simulate(placement::Placement{{0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0}}).step_time_s;
+  const double split =
+      simulator.simulate(placement::Placement{{0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0}}).step_time_s;
   const OptimizeResult r = run(simulator, 400);
   ASSERT_TRUE(r.policy_best_s);
   EXPECT_LE(*r.policy_best_s, split * 1.02) << "optimum " << split << " s";
@@ -82,7 +83,8 @@ TEST_P(Learning, AGraphThatOnlyFitsWhenSplit) {
   ASSERT_TRUE(r.policy_best_s) << "the policy never found a placement that fits";
   EXPECT_GT(r.invalid_rejected, 0) << "out-of-memory candidates are rejected, not run";
   // Any valid split costs the same compute; the best has a single crossing.
-  const double one_cut = simulator.simulate(placement::Placement{{0, 0, 0, 0, 1, 1, 1, 1}}).step_time_s;
+  const double one_cut =
+      simulator.simulate(placement::Placement{{0, 0, 0, 0, 1, 1, 1, 1}}).step_time_s;
   EXPECT_LE(*r.policy_best_s, one_cut * 1.02);
 }
 
@@ -101,14 +103,16 @@ TEST_P(Learning, SameSeedSameResult) {
   placement::OpGraph g = placement::testing::two_chains(4);
   placement::testing::profile_all(g, DeviceKind::kCuda, 1e-3);
   const sim::Simulator simulator(g, placement::testing::devices(2, DeviceKind::kCuda));
-  const OptimizeResult a = run(simulator, 40, 11), b = run(simulator, 40, 11), c = run(simulator, 40, 12);
+  const OptimizeResult a = run(simulator, 40, 11), b = run(simulator, 40, 11),
+                       c = run(simulator, 40, 12);
   ASSERT_EQ(a.curve.size(), b.curve.size());
   for (size_t i = 0; i < a.curve.size(); ++i) {
     EXPECT_EQ(a.curve[i].measured_s, b.curve[i].measured_s) << "candidate " << i;
   }
   EXPECT_EQ(a.best.device_of_op, b.best.device_of_op);
   bool differs = false;
-  for (size_t i = 0; i < a.curve.size(); ++i) differs |= a.curve[i].measured_s != c.curve[i].measured_s;
+  for (size_t i = 0; i < a.curve.size(); ++i)
+    differs |= a.curve[i].measured_s != c.curve[i].measured_s;
   EXPECT_TRUE(differs) << "another seed gives other samples";
 }
 
@@ -118,11 +122,14 @@ INSTANTIATE_TEST_SUITE_P(
     // (bench/policy_bench); 64 keeps these tests to seconds and changes no code path. REINFORCE at
     // HP's Adam lr 0.1 collapses onto an early sample here (a 27 ms placement instead of 21 ms on
     // the two-chain graph), so it runs at 0.01, the learning rate EAGLE uses for PPO.
-    ::testing::Values(Pairing{"reinforce", "seq2seq", {{"attention", std::string("after")}, {"hidden", int64_t{64}}}, {{"learning_rate", 0.01}}},
-                      Pairing{"ppo", "seq2seq", {{"attention", std::string("before")}, {"hidden", int64_t{64}}}},
-                      Pairing{"spotlight", "seq2seq", {{"hidden", int64_t{64}}}},
-                      Pairing{"post", "feedforward", {}},
-                      Pairing{"ppo", "gcn", {}}),
+    ::testing::Values(
+        Pairing{"reinforce",
+                "seq2seq",
+                {{"attention", std::string("after")}, {"hidden", int64_t{64}}},
+                {{"learning_rate", 0.01}}},
+        Pairing{"ppo", "seq2seq", {{"attention", std::string("before")}, {"hidden", int64_t{64}}}},
+        Pairing{"spotlight", "seq2seq", {{"hidden", int64_t{64}}}},
+        Pairing{"post", "feedforward", {}}, Pairing{"ppo", "gcn", {}}),
     name_of);
 
 TEST(Optimize, DeterministicPlacerIsEvaluatedOnceAndBaselinesAreReported) {
@@ -136,7 +143,8 @@ TEST(Optimize, DeterministicPlacerIsEvaluatedOnceAndBaselinesAreReported) {
   o.baselines.push_back("no_such_placer");
   const OptimizeResult r = optimize(simulator, registry(), o);
   EXPECT_EQ(r.evaluations, 1);
-  for (const char* name : {"single_device", "expert", "metis", "scotch", "mincut", "list_scheduling"})
+  for (const char* name :
+       {"single_device", "expert", "metis", "scotch", "mincut", "list_scheduling"})
     EXPECT_TRUE(r.baselines.count(name)) << name;
   EXPECT_FALSE(r.baselines.count("no_such_placer")) << "plugins that are not loaded are left out";
   EXPECT_DOUBLE_EQ(r.lower_bound_s, simulator.lower_bound_s());
@@ -155,23 +163,28 @@ TEST(Optimize, BaselinesPlanAGraphCapturedWithoutProfilesOnThePredictedDevices) 
   placement::testing::give_work(g, 2e9, 1e6, 1 << 20);
   placement::DeviceSet devices = placement::testing::devices(3, DeviceKind::kCuda, 8ull << 30);
   devices.devices[0].kind = DeviceKind::kCpu;
-  for (size_t d = 1; d < 3; ++d) devices.devices[d].spec = sim::find_device_preset("h100-sxm")->spec;
+  for (size_t d = 1; d < 3; ++d)
+    devices.devices[d].spec = sim::find_device_preset("h100-sxm")->spec;
   const sim::Simulator simulator(g, devices);
   OptimizeOptions o;
   o.grouper = {"none", {}};
   o.placer = {"single_device", {}};
   o.budget = 4;
   const OptimizeResult r = optimize(simulator, registry(), o);
-  for (const char* name : {"single_device", "expert", "metis", "scotch", "mincut", "list_scheduling"}) {
+  for (const char* name :
+       {"single_device", "expert", "metis", "scotch", "mincut", "list_scheduling"}) {
     ASSERT_TRUE(r.baselines.count(name)) << name;
-    EXPECT_TRUE(r.baselines.at(name).has_value()) << name << ": " << (r.baseline_errors.count(name) ? r.baseline_errors.at(name) : "");
+    EXPECT_TRUE(r.baselines.at(name).has_value())
+        << name << ": " << (r.baseline_errors.count(name) ? r.baseline_errors.at(name) : "");
   }
-  EXPECT_EQ(std::count(r.best.device_of_op.begin(), r.best.device_of_op.end(), 0), 0) << "nothing on the CPU";
+  EXPECT_EQ(std::count(r.best.device_of_op.begin(), r.best.device_of_op.end(), 0), 0)
+      << "nothing on the CPU";
 }
 
 TEST(Optimize, BaselinesPlanOnTheSameModelAsTheSearchAndAreTimedOnTheTruth) {
   placement::OpGraph g = placement::testing::two_chains(6);
-  for (placement::Op& op : g.ops) op.profile["cuda"] = {1e-3 * (1 + op.id % 4), 2e-3 * (1 + op.id % 3), 0.0, 0};
+  for (placement::Op& op : g.ops)
+    op.profile["cuda"] = {1e-3 * (1 + op.id % 4), 2e-3 * (1 + op.id % 3), 0.0, 0};
   const sim::Simulator truth(g, placement::testing::devices(3, DeviceKind::kCuda));
   placement::Grouping each_op;
   each_op.num_groups = static_cast<int>(g.ops.size());
@@ -187,10 +200,13 @@ TEST(Optimize, BaselinesPlanOnTheSameModelAsTheSearchAndAreTimedOnTheTruth) {
     const OptimizeResult r = optimize(truth, registry(), o);
     const sim::Simulator model = sim::with_model_error(truth, sigma, ~o.seed);
     for (const char* name : {"list_scheduling", "metis", "scotch"}) {
-      const BaselinePlacement planned = place_baseline(name, model, registry(), each_op, o.seed, &truth);
+      const BaselinePlacement planned =
+          place_baseline(name, model, registry(), each_op, o.seed, &truth);
       ASSERT_TRUE(r.baselines.at(name)) << name;
       EXPECT_EQ(*r.baselines.at(name), planned.step_time_s) << name << " at sigma " << sigma;
-      if (sigma > 0) any_differs |= planned.step_time_s != place_baseline(name, truth, registry(), each_op, o.seed).step_time_s;
+      if (sigma > 0)
+        any_differs |= planned.step_time_s !=
+                       place_baseline(name, truth, registry(), each_op, o.seed).step_time_s;
     }
   }
   EXPECT_TRUE(any_differs) << "a model 80% off changes some heuristic's placement";
@@ -200,9 +216,11 @@ TEST(Optimize, BaselinesPlanOnTheSameModelAsTheSearchAndAreTimedOnTheTruth) {
 // candidates within 0.2–0.6% of each other under 2% measurement noise. The lowest measurement is a
 // lucky one; corrected by the planning model, the pick is never slower and on some seed faster.
 TEST(Optimize, TheModelAssistedPickIsNoSlowerThanTheLowestMeasurement) {
-  if (!registry().has(placement::PluginKind::kPlacer, "feedforward")) GTEST_SKIP() << "built without LibTorch";
+  if (!registry().has(placement::PluginKind::kPlacer, "feedforward"))
+    GTEST_SKIP() << "built without LibTorch";
   // The bench's BERT: the papers' batch, timed by the cost model.
-  const placement::OpGraph g = placement::load_graph_file(GRAPH_DIR "/papers/bert_base_mlm_bs24.json.gz");
+  const placement::OpGraph g =
+      placement::load_graph_file(GRAPH_DIR "/papers/bert_base_mlm_bs24.json.gz");
   const sim::Simulator simulator(g, sim::load_topology(TOPOLOGY_DIR "/4xh100_cpu_pcie5.toml"));
   OptimizeOptions o;
   o.grouper = {"colocation", {}};

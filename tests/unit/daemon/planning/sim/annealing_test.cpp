@@ -33,7 +33,8 @@ Simulator two_chains(uint64_t memory = 1ull << 30) {
 TEST(Annealing, SplitsTwoIndependentChainsOverTwoDevices) {
   const Simulator sim = two_chains();
   const Grouping grouping = singletons(sim.graph());
-  const double optimum = sim.simulate(Placement{{0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0}}).step_time_s;
+  const double optimum =
+      sim.simulate(Placement{{0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0}}).step_time_s;
   const double all_on_one = sim.simulate(Placement::single(sim.graph(), 0)).step_time_s;
   ASSERT_LT(optimum, 0.6 * all_on_one);
   AnnealOptions o;
@@ -42,9 +43,11 @@ TEST(Annealing, SplitsTwoIndependentChainsOverTwoDevices) {
   EXPECT_DOUBLE_EQ(r.start_step_time_s, all_on_one);
   EXPECT_LE(r.step_time_s, optimum * 1.0001) << ::testing::PrintToString(r.device_of_group);
   EXPECT_GT(r.evaluations, 1000);
-  EXPECT_LE(r.evaluations, 3000) << "a swap of two groups on one device is not a move, and not simulated";
+  EXPECT_LE(r.evaluations, 3000)
+      << "a swap of two groups on one device is not a move, and not simulated";
   // What it reports is what its placement simulates to.
-  EXPECT_DOUBLE_EQ(sim.simulate(Placement::from_groups(grouping, r.device_of_group)).step_time_s, r.step_time_s);
+  EXPECT_DOUBLE_EQ(sim.simulate(Placement::from_groups(grouping, r.device_of_group)).step_time_s,
+                   r.step_time_s);
 }
 
 TEST(Annealing, WithAnEnsembleItMinimisesTheMeanOverTheModels) {
@@ -53,9 +56,10 @@ TEST(Annealing, WithAnEnsembleItMinimisesTheMeanOverTheModels) {
   placement::OpGraph g = placement::testing::chain(1);
   placement::testing::profile_all(g, DeviceKind::kCuda, 1e-3);
   auto on = [&](double first_speed, double second_speed) {
-    return Simulator(g, placement::DeviceSet::uniform({{DeviceKind::kCuda, 0, 1ull << 30, first_speed},
-                                                        {DeviceKind::kCuda, 1, 1ull << 30, second_speed}},
-                                                       1e10, 1e-5));
+    return Simulator(
+        g, placement::DeviceSet::uniform({{DeviceKind::kCuda, 0, 1ull << 30, first_speed},
+                                          {DeviceKind::kCuda, 1, 1ull << 30, second_speed}},
+                                         1e10, 1e-5));
   };
   const Simulator a = on(1.0, 1.0 / 3), b = on(0.2, 1.0);
   AnnealOptions o;
@@ -64,8 +68,11 @@ TEST(Annealing, WithAnEnsembleItMinimisesTheMeanOverTheModels) {
   o.ensemble = {&b};
   const AnnealResult robust = anneal(a, singletons(g), {0}, o);
   EXPECT_EQ(robust.device_of_group, std::vector<int>{1});
-  EXPECT_NEAR(robust.step_time_s, 0.5 * (a.simulate(Placement{{1}}).step_time_s + b.simulate(Placement{{1}}).step_time_s),
-              1e-12) << "the time it reports is the mean it minimised";
+  EXPECT_NEAR(
+      robust.step_time_s,
+      0.5 * (a.simulate(Placement{{1}}).step_time_s + b.simulate(Placement{{1}}).step_time_s),
+      1e-12)
+      << "the time it reports is the mean it minimised";
 }
 
 TEST(Annealing, NeverReturnsAPlacementThatDoesNotFit) {

@@ -77,7 +77,8 @@ TEST(CostModel, ALayoutConvertingLibraryPaysAConvolutionsBytesOnTopOfItsArithmet
   conv.forward_flops = 1e8;  // 2 ms at 50 GFLOP/s
   conv.forward_bytes = 1e7;  // 0.5 ms at 20 GB/s: under the arithmetic
   conv.forward_kernels = 0;
-  EXPECT_NEAR(predict_op_time(conv, cpu, {}).forward_s, 2e-3, 1e-12) << "the roofline without a layout rate";
+  EXPECT_NEAR(predict_op_time(conv, cpu, {}).forward_s, 2e-3, 1e-12)
+      << "the roofline without a layout rate";
   cpu.conv_layout_bandwidth = 5e9;  // 2 ms more
   EXPECT_NEAR(predict_op_time(conv, cpu, {}).forward_s, 4e-3, 1e-12);
   // Other ops keep the roofline.
@@ -131,7 +132,8 @@ TEST(CostModel, UpdateStreamsTheParametersAsOftenAsPyTorchsForeachOptimizerDoes)
 
 TEST(CostModel, EveryPresetIsAValidSpecWithASource) {
   for (const DevicePreset& p : device_presets()) {
-    placement::DeviceSet set = placement::DeviceSet::uniform({{p.kind, 0, p.memory_bytes, 1.0, p.spec}}, 1e9, 0);
+    placement::DeviceSet set =
+        placement::DeviceSet::uniform({{p.kind, 0, p.memory_bytes, 1.0, p.spec}}, 1e9, 0);
     EXPECT_NO_THROW(set.validate()) << p.name;
     EXPECT_EQ(p.spec.preset, p.name);
     EXPECT_FALSE(p.source.empty()) << p.name;

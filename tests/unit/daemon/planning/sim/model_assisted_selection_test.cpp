@@ -32,8 +32,10 @@ std::vector<Candidate> crowd(size_t n, double noise, uint64_t seed) {
   std::vector<Candidate> out;
   for (size_t i = 0; i < n; ++i) {
     Candidate c{std::vector<int>(kOps, 0), 0.0, 0.0, 0.0};
-    for (int m = moves(rng); m > 0; --m) c.device_of_op[static_cast<size_t>(ops(rng))] = device(rng);
-    const auto moved = std::count_if(c.device_of_op.begin(), c.device_of_op.end(), [](int d) { return d != 0; });
+    for (int m = moves(rng); m > 0; --m)
+      c.device_of_op[static_cast<size_t>(ops(rng))] = device(rng);
+    const auto moved =
+        std::count_if(c.device_of_op.begin(), c.device_of_op.end(), [](int d) { return d != 0; });
     c.truth = 0.5 * (1.0 + 0.0005 * static_cast<double>(moved) + 1e-6 * static_cast<double>(i));
     c.measured = c.truth * (1.0 + noise * gauss(rng));
     out.push_back(c);
@@ -43,13 +45,16 @@ std::vector<Candidate> crowd(size_t n, double noise, uint64_t seed) {
 
 size_t argmin(const std::vector<Candidate>& cs, double Candidate::*field) {
   return static_cast<size_t>(
-      std::min_element(cs.begin(), cs.end(), [&](const auto& a, const auto& b) { return a.*field < b.*field; }) -
+      std::min_element(cs.begin(), cs.end(),
+                       [&](const auto& a, const auto& b) { return a.*field < b.*field; }) -
       cs.begin());
 }
 
-ModelAssistedSelection select(const std::vector<Candidate>& cs, double noise, size_t max_candidates = 256) {
+ModelAssistedSelection select(const std::vector<Candidate>& cs, double noise,
+                              size_t max_candidates = 256) {
   ModelAssistedSelection s(max_candidates);
-  for (size_t i = 0; i < cs.size(); ++i) s.add(cs[i].device_of_op, cs[i].predicted, cs[i].measured, noise, i);
+  for (size_t i = 0; i < cs.size(); ++i)
+    s.add(cs[i].device_of_op, cs[i].predicted, cs[i].measured, noise, i);
   return s;
 }
 
@@ -57,7 +62,8 @@ TEST(ModelAssistedSelection, AModelRightUpToAConstantBeatsTheLuckiestMeasurement
   std::vector<Candidate> cs = crowd(100, 0.02, 7);
   for (Candidate& c : cs) c.predicted = 1.1 * c.truth;  // 10% off, the same everywhere
   const size_t fastest = argmin(cs, &Candidate::truth);
-  ASSERT_NE(argmin(cs, &Candidate::measured), fastest) << "the lowest measurement is a lucky slower one";
+  ASSERT_NE(argmin(cs, &Candidate::measured), fastest)
+      << "the lowest measurement is a lucky slower one";
   const ModelAssistedSelection s = select(cs, 0.02);
   const auto best = s.best();
   ASSERT_TRUE(best);
@@ -91,7 +97,10 @@ TEST(ModelAssistedSelection, SlowExplorationDoesNotHideHowRightTheModelIsNearThe
   const size_t fastest = argmin(cs, &Candidate::truth);
   ASSERT_NE(argmin(cs, &Candidate::measured), fastest);
   const ModelAssistedSelection s = select(cs, 0.02);
-  EXPECT_EQ(s.best()->tag, fastest) << cs[s.best()->tag].truth << " vs " << cs[fastest].truth << " err " << s.model_error().value_or(-1) << " len " << s.correlation_length().value_or(-1) << " tlen " << s.time_correlation_length().value_or(-1);
+  EXPECT_EQ(s.best()->tag, fastest)
+      << cs[s.best()->tag].truth << " vs " << cs[fastest].truth << " err "
+      << s.model_error().value_or(-1) << " len " << s.correlation_length().value_or(-1) << " tlen "
+      << s.time_correlation_length().value_or(-1);
 }
 
 TEST(ModelAssistedSelection, AUselessModelLeavesTheRankingToPreciseMeasurements) {
@@ -113,8 +122,10 @@ TEST(ModelAssistedSelection, AUselessModelLeavesTheRankingToPreciseMeasurements)
 
 TEST(ModelAssistedSelection, TooFewCandidatesOrExactMeasurementsRankByMeasurement) {
   std::vector<Candidate> cs = crowd(20, 0.02, 5);
-  for (size_t i = 0; i < cs.size(); ++i) cs[i].predicted = 1.0 + static_cast<double>(i);  // unrelated
-  const std::vector<Candidate> few(cs.begin(), cs.begin() + ModelAssistedSelection::kMinCandidates - 1);
+  for (size_t i = 0; i < cs.size(); ++i)
+    cs[i].predicted = 1.0 + static_cast<double>(i);  // unrelated
+  const std::vector<Candidate> few(cs.begin(),
+                                   cs.begin() + ModelAssistedSelection::kMinCandidates - 1);
   const ModelAssistedSelection s = select(few, 0.02);
   EXPECT_EQ(s.best()->tag, argmin(few, &Candidate::measured));
   EXPECT_FALSE(s.model_error());
@@ -135,8 +146,8 @@ TEST(ModelAssistedSelection, NothingAddedNothingBest) {
 TEST(ModelAssistedSelection, BadInputIsRefusedAndKeepsWhatWasThere) {
   ModelAssistedSelection s;
   s.add(std::vector<int>(kOps, 0), 1.0, 1.0, 0.02, 0);
-  const auto refused = [&](std::vector<int> placement, double predicted, double measured, double noise,
-                           const char* says) {
+  const auto refused = [&](std::vector<int> placement, double predicted, double measured,
+                           double noise, const char* says) {
     try {
       s.add(std::move(placement), predicted, measured, noise, 1);
       ADD_FAILURE() << "accepted: " << says;
@@ -147,7 +158,8 @@ TEST(ModelAssistedSelection, BadInputIsRefusedAndKeepsWhatWasThere) {
   refused(std::vector<int>(kOps, 1), 0.0, 1.0, 0.02, "must be positive");
   refused(std::vector<int>(kOps, 1), 1.0, -1.0, 0.02, "must be positive");
   refused(std::vector<int>(kOps, 1), std::nan(""), 1.0, 0.02, "must be positive");
-  refused(std::vector<int>(kOps, 1), 1.0, std::numeric_limits<double>::infinity(), 0.02, "and finite");
+  refused(std::vector<int>(kOps, 1), 1.0, std::numeric_limits<double>::infinity(), 0.02,
+          "and finite");
   refused(std::vector<int>(kOps, 1), 1.0, 1.0, -0.01, "noise must be >= 0");
   refused(std::vector<int>(kOps + 1, 1), 1.0, 1.0, 0.02, "61 ops after ones of 60");
   EXPECT_EQ(s.size(), 1u);
@@ -163,7 +175,8 @@ TEST(ModelAssistedSelection, KeepsTheCandidatesTheModelPredictsFastest) {
   const ModelAssistedSelection s = select(cs, 0.0, 10);
   EXPECT_EQ(s.size(), 10u);
   std::vector<Candidate> kept = cs;
-  std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) { return a.predicted < b.predicted; });
+  std::sort(kept.begin(), kept.end(),
+            [](const auto& a, const auto& b) { return a.predicted < b.predicted; });
   kept.resize(10);
   EXPECT_NE(s.best()->tag, 0u);
   EXPECT_DOUBLE_EQ(s.best()->estimate_s, kept[argmin(kept, &Candidate::measured)].measured);

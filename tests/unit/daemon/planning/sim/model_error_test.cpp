@@ -28,7 +28,8 @@ TEST(ModelError, ZeroIsTheTruth) {
 
 TEST(ModelError, ScalesOpTimesAndBandwidthsReproducibly) {
   const Simulator truth = two_chains();
-  const Simulator a = with_model_error(truth, 0.3, 3), b = with_model_error(truth, 0.3, 3), c = with_model_error(truth, 0.3, 4);
+  const Simulator a = with_model_error(truth, 0.3, 3), b = with_model_error(truth, 0.3, 3),
+                  c = with_model_error(truth, 0.3, 4);
   EXPECT_EQ(a.simulate(kSplit).step_time_s, b.simulate(kSplit).step_time_s);
   EXPECT_NE(a.simulate(kSplit).step_time_s, truth.simulate(kSplit).step_time_s);
   EXPECT_NE(a.simulate(kSplit).step_time_s, c.simulate(kSplit).step_time_s);
@@ -65,7 +66,8 @@ TEST(ModelError, AlsoScalesWhatTheCostModelPredictsFrom) {
   const Simulator model = with_model_error(truth, 0.3, 3);
   EXPECT_EQ(model.simulate(kSplit).predicted_ops, g.ops.size());
   EXPECT_NE(model.simulate(kSplit).step_time_s, truth.simulate(kSplit).step_time_s);
-  EXPECT_DOUBLE_EQ(with_model_error(truth, 0.0, 3).simulate(kSplit).step_time_s, truth.simulate(kSplit).step_time_s);
+  EXPECT_DOUBLE_EQ(with_model_error(truth, 0.0, 3).simulate(kSplit).step_time_s,
+                   truth.simulate(kSplit).step_time_s);
 }
 
 }  // namespace

@@ -46,7 +46,8 @@ TEST(Simulator, ChainOnOneDeviceIsTheSumOfItsOps) {
 TEST(Simulator, SplitChainPaysTheLinkBothWays) {
   // op0 on d0, op1 on d1: forward 1 + 1 (send) + 1; backward 2 (op1) + 1 (gradient back) + 2 (op0);
   // each device then updates its own op in parallel: + 0.5.
-  const Simulator sim(profiled(placement::testing::chain(2, 1000000000)), slow_links(2), {2.0, 0.0, false});
+  const Simulator sim(profiled(placement::testing::chain(2, 1000000000)), slow_links(2),
+                      {2.0, 0.0, false});
   const auto r = sim.simulate(Placement{{0, 1}});
   EXPECT_DOUBLE_EQ(r.forward_s, 3.0);
   EXPECT_DOUBLE_EQ(r.backward_s, 8.0);
@@ -75,7 +76,8 @@ TEST(Simulator, CpuDevicesShareTheHostByDefault) {
   const Simulator sim(g, slow_links(2));
   Placement split = Placement::single(g, 0);
   for (int i = 4; i < 8; ++i) split.device_of_op[i] = 1;
-  EXPECT_NEAR(sim.simulate(split).step_time_s, 9 * 3.0, 1e-3) << "no parallelism between logical CPU devices";
+  EXPECT_NEAR(sim.simulate(split).step_time_s, 9 * 3.0, 1e-3)
+      << "no parallelism between logical CPU devices";
 }
 
 TEST(Simulator, SpeedScalesTimes) {
@@ -91,7 +93,8 @@ TEST(Simulator, OutOfMemoryNamesTheDeviceAndTheBytes) {
   const Simulator sim(g, slow_links(2, 3ull << 30));
   const auto r = sim.simulate(Placement{{0, 1}});
   EXPECT_FALSE(r.valid);
-  EXPECT_EQ(r.invalid_reason.rfind("out of memory on cpu:0: needs 4.00 GiB", 0), 0u) << r.invalid_reason;
+  EXPECT_EQ(r.invalid_reason.rfind("out of memory on cpu:0: needs 4.00 GiB", 0), 0u)
+      << r.invalid_reason;
   EXPECT_NE(r.invalid_reason.find("has 3.00 GiB"), std::string::npos);
   EXPECT_EQ(r.memory[0].parameters, 4ull << 30);
   // Plain SGD keeps no state: 2 GiB fits.
@@ -119,8 +122,9 @@ TEST(Simulator, MissingProfileIsNamed) {
     sim.simulate(Placement{{0, 1}});
     FAIL();
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("op 1 'layer.1' cannot be timed on cuda:0: it has no cuda profile and the "
-                                         "graph has no op work to predict one from (the file predates it: re-capture"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "op 1 'layer.1' cannot be timed on cuda:0: it has no cuda profile and the "
+                  "graph has no op work to predict one from (the file predates it: re-capture"),
               std::string::npos)
         << e.what();
   }
@@ -144,8 +148,10 @@ placement::DeviceSpec teraflop_device() {
 }
 
 TEST(Simulator, UnprofiledOpsAreTimedByTheCostModelOnDevicesWithASpec) {
-  placement::DeviceSet d = placement::DeviceSet::uniform(
-      {{DeviceKind::kCpu, 0, 1ull << 30, 1.0}, {DeviceKind::kCuda, 0, 1ull << 30, 1.0, teraflop_device()}}, 1e9, 0);
+  placement::DeviceSet d =
+      placement::DeviceSet::uniform({{DeviceKind::kCpu, 0, 1ull << 30, 1.0},
+                                     {DeviceKind::kCuda, 0, 1ull << 30, 1.0, teraflop_device()}},
+                                    1e9, 0);
   const Simulator sim(with_work(placement::testing::chain(3)), d);
   const auto r = sim.simulate(Placement{{1, 1, 1}});
   EXPECT_EQ(r.predicted_ops, 3u);
@@ -157,7 +163,8 @@ TEST(Simulator, UnprofiledOpsAreTimedByTheCostModelOnDevicesWithASpec) {
   // The CPU has no spec: nothing to time the ops by there, and the reason says what to add.
   const auto [count, why] = sim.untimeable_ops(0);
   EXPECT_EQ(count, 3u);
-  EXPECT_NE(why.find("it has no cpu profile and cpu:0 has no spec to predict one from (give the device spec = "),
+  EXPECT_NE(why.find("it has no cpu profile and cpu:0 has no spec to predict one from (give the "
+                     "device spec = "),
             std::string::npos)
       << why;
   EXPECT_THROW(sim.simulate(Placement{{0, 1, 1}}), std::invalid_argument);
@@ -170,8 +177,10 @@ TEST(Simulator, TheTrainingLoopsOwnCostIsPaidOncePerStepByTheSlowestHostInUse) {
   placement::DeviceSpec fast = teraflop_device(), slow = teraflop_device();
   fast.step_s = 1e-4;
   slow.step_s = 3e-4;
-  placement::DeviceSet d = placement::DeviceSet::uniform(
-      {{DeviceKind::kCuda, 0, 1ull << 30, 1.0, fast}, {DeviceKind::kCuda, 1, 1ull << 30, 1.0, slow}}, 1e9, 0);
+  placement::DeviceSet d =
+      placement::DeviceSet::uniform({{DeviceKind::kCuda, 0, 1ull << 30, 1.0, fast},
+                                     {DeviceKind::kCuda, 1, 1ull << 30, 1.0, slow}},
+                                    1e9, 0);
   const Simulator sim(with_work(placement::testing::chain(3)), d);
   const auto on_fast = sim.simulate(Placement{{0, 0, 0}});
   EXPECT_NEAR(on_fast.step_time_s - on_fast.backward_s, 3 * (18e6 / 1e11 + 1e-5) + 1e-4, 1e-12)
@@ -182,14 +191,18 @@ TEST(Simulator, TheTrainingLoopsOwnCostIsPaidOncePerStepByTheSlowestHostInUse) {
   EXPECT_GE(on_fast.step_time_s, sim.lower_bound_s());
   d.devices[0].spec->step_s = 0;
   d.devices[1].spec->step_s = 0;
-  EXPECT_NEAR(sim.lower_bound_s() - Simulator(with_work(placement::testing::chain(3)), d).lower_bound_s(), 1e-4, 1e-12);
+  EXPECT_NEAR(
+      sim.lower_bound_s() - Simulator(with_work(placement::testing::chain(3)), d).lower_bound_s(),
+      1e-4, 1e-12);
 }
 
 TEST(Simulator, ItsGraphCarriesThePredictionsAsProfilesMarkedPredicted) {
   OpGraph g = with_work(placement::testing::chain(2));
   g.ops[0].profile["cpu"] = {0.5, 1.0, 0.0, 100};
-  placement::DeviceSet d = placement::DeviceSet::uniform(
-      {{DeviceKind::kCpu, 0, 1ull << 30, 1.0}, {DeviceKind::kCuda, 0, 1ull << 30, 1.0, teraflop_device()}}, 1e9, 0);
+  placement::DeviceSet d =
+      placement::DeviceSet::uniform({{DeviceKind::kCpu, 0, 1ull << 30, 1.0},
+                                     {DeviceKind::kCuda, 0, 1ull << 30, 1.0, teraflop_device()}},
+                                    1e9, 0);
   const Simulator sim(g, d);
   const auto& ops = sim.graph().ops;
   ASSERT_TRUE(ops[0].profile.count("cuda") && ops[1].profile.count("cuda"));
@@ -216,7 +229,7 @@ TEST(Simulator, AProfileForTheDevicesKindWinsOverThePrediction) {
 }
 
 TEST(Simulator, TheMemoryFloorSaysWhetherAnyOneDeviceOrAllTogetherCanHoldTheModel) {
-  OpGraph g = profiled(placement::testing::chain(3));  // 100 bytes of activations each
+  OpGraph g = profiled(placement::testing::chain(3));      // 100 bytes of activations each
   for (auto& op : g.ops) op.parameter_bytes = 1ull << 30;  // x4 with Adam: 4 GiB per op
   const uint64_t needed = 3 * (4ull << 30) + 300;
   const Simulator roomy(g, slow_links(2, 16ull << 30));
@@ -253,7 +266,8 @@ TEST(Simulator, TheLowerBoundKnowsTheFastDeviceCannotHoldTheModel) {
   };
   SimulatorOptions options{2.0, 0.0, false};
   const Simulator roomy(g, devices(1ull << 40), options);
-  EXPECT_NEAR(roomy.lower_bound_s(), 10.0 * n / 11, 0.02 * n) << "memory-blind: the LP balances the two";
+  EXPECT_NEAR(roomy.lower_bound_s(), 10.0 * n / 11, 0.02 * n)
+      << "memory-blind: the LP balances the two";
   // Ten ops (10 GiB and their outputs), not eleven.
   const Simulator tight(g, devices((10ull << 30) + 4096), options);
   EXPECT_LE(tight.lower_bound_s(), 10.0 * n / 2 + 1e-9) << "a bound, never above the optimum";
@@ -265,8 +279,10 @@ TEST(Simulator, TheLowerBoundKnowsTheFastDeviceCannotHoldTheModel) {
   EXPECT_GE(r.step_time_s + 1e-9, tight.lower_bound_s());
   EXPECT_FALSE(tight.simulate(Placement::single(g, 1)).valid);
   // More than both devices hold: no placement is valid, and the bound says so.
-  const Simulator none(g, placement::DeviceSet::uniform(
-                              {{DeviceKind::kCpu, 0, 5ull << 30, 1.0}, {DeviceKind::kCuda, 0, 5ull << 30, 1.0}}, 1e9, 0),
+  const Simulator none(g,
+                       placement::DeviceSet::uniform({{DeviceKind::kCpu, 0, 5ull << 30, 1.0},
+                                                      {DeviceKind::kCuda, 0, 5ull << 30, 1.0}},
+                                                     1e9, 0),
                        options);
   EXPECT_TRUE(std::isinf(none.lower_bound_s()));
   // One op's state alone is more than the GPU holds (a large vocabulary's output layer): whatever
@@ -289,9 +305,10 @@ TEST(Simulator, TheLowerBoundKnowsTheFastDeviceCannotHoldTheModel) {
   OpGraph big(g);
   big.ops.resize(3);
   big.ops[0].parameter_bytes = big.ops[1].parameter_bytes = 11ull << 28;
-  const Simulator crowded(big, placement::DeviceSet::uniform({{DeviceKind::kCpu, 0, 21ull << 30, 1.0},
-                                                               {DeviceKind::kCuda, 0, 10ull << 30, 1.0}},
-                                                              1e9, 0),
+  const Simulator crowded(big,
+                          placement::DeviceSet::uniform({{DeviceKind::kCpu, 0, 21ull << 30, 1.0},
+                                                         {DeviceKind::kCuda, 0, 10ull << 30, 1.0}},
+                                                        1e9, 0),
                           options);
   EXPECT_TRUE(crowded.memory_floor().fits_all_devices);
   EXPECT_TRUE(std::isinf(crowded.lower_bound_s()));
@@ -334,7 +351,8 @@ TEST(Simulator, ReplicasAverageTheGradientsOverTheNodeLinkBeforeTheUpdate) {
   EXPECT_EQ(alone.allreduce_buckets, 0u);
 
   // After backward, one bucket per op (1 GB buckets): 3 × 1.5 s, all of it waited for.
-  const auto after = Simulator(g, slow_links(2), four_nodes(1000000000, false)).simulate(Placement{{0, 0, 0}});
+  const auto after =
+      Simulator(g, slow_links(2), four_nodes(1000000000, false)).simulate(Placement{{0, 0, 0}});
   EXPECT_DOUBLE_EQ(after.allreduce_s, 4.5);
   EXPECT_DOUBLE_EQ(after.allreduce_exposed_s, 4.5);
   EXPECT_EQ(after.allreduce_buckets, 3u);
@@ -342,19 +360,22 @@ TEST(Simulator, ReplicasAverageTheGradientsOverTheNodeLinkBeforeTheUpdate) {
   EXPECT_DOUBLE_EQ(after.step_time_s, 9.0 + 4.5 + 1.5);
 
   // Overlapped: each bucket goes when backward is done with its op (5, 7, 9): only the last waits.
-  const auto overlapped = Simulator(g, slow_links(2), four_nodes(1000000000, true)).simulate(Placement{{0, 0, 0}});
+  const auto overlapped =
+      Simulator(g, slow_links(2), four_nodes(1000000000, true)).simulate(Placement{{0, 0, 0}});
   EXPECT_DOUBLE_EQ(overlapped.allreduce_s, 4.5);
   EXPECT_DOUBLE_EQ(overlapped.allreduce_exposed_s, 1.5);
   EXPECT_DOUBLE_EQ(overlapped.step_time_s, 9.0 + 1.5 + 1.5);
 
   // One 4 GB bucket, ready at 9: overlap gains nothing; each message pays the latency (6 a bucket).
-  const auto one = Simulator(g, slow_links(2), four_nodes(4000000000, true, 0.01)).simulate(Placement{{0, 0, 0}});
+  const auto one = Simulator(g, slow_links(2), four_nodes(4000000000, true, 0.01))
+                       .simulate(Placement{{0, 0, 0}});
   EXPECT_EQ(one.allreduce_buckets, 1u);
   EXPECT_NEAR(one.allreduce_s, 4.5 + 6 * 0.01, 1e-12);
   EXPECT_NEAR(one.step_time_s, 9.0 + 4.5 + 0.06 + 1.5, 1e-12);
 
   // Buckets are per device: a split chain averages its two devices' gradients separately.
-  const auto split = Simulator(g, slow_links(2), four_nodes(4000000000, false)).simulate(Placement{{0, 1, 1}});
+  const auto split =
+      Simulator(g, slow_links(2), four_nodes(4000000000, false)).simulate(Placement{{0, 1, 1}});
   EXPECT_EQ(split.allreduce_buckets, 2u);
   EXPECT_DOUBLE_EQ(split.allreduce_s, 4.5);
 }
@@ -366,7 +387,9 @@ TEST(Simulator, ReplicasNeedALinkBetweenNodesAndNoPlacementBeatsTheirBound) {
     Simulator(profiled(placement::testing::chain(2, 1000)), slow_links(2), no_link);
     ADD_FAILURE() << "8 replicas without a node link";
   } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(e.what(), "replicas: 8 nodes need the link between them ([[link]] between = [\"node\", \"node\"])");
+    EXPECT_STREQ(
+        e.what(),
+        "replicas: 8 nodes need the link between them ([[link]] between = [\"node\", \"node\"])");
   }
   const OpGraph g = with_parameters(profiled(placement::testing::two_chains(6)), 300000000);
   for (bool overlap : {false, true}) {
@@ -377,7 +400,8 @@ TEST(Simulator, ReplicasNeedALinkBetweenNodesAndNoPlacementBeatsTheirBound) {
     std::mt19937_64 rng(5);
     for (int i = 0; i < 200; ++i) {
       Placement p;
-      for (size_t u = 0; u < g.ops.size(); ++u) p.device_of_op.push_back(static_cast<int>(rng() % 3));
+      for (size_t u = 0; u < g.ops.size(); ++u)
+        p.device_of_op.push_back(static_cast<int>(rng() % 3));
       EXPECT_GE(sim.simulate(p).step_time_s + 1e-9, bound) << "overlap " << overlap;
     }
   }
@@ -395,12 +419,16 @@ TEST(ShippedGraphs, LoadAndSimulateOnTheHost) {
   for (const auto& entry : std::filesystem::directory_iterator(GRAPH_DIR)) {
     if (!entry.is_regular_file()) continue;  // papers/: no profiles (PapersGraphs)
     const placement::OpGraph g = placement::load_graph_file(entry.path().string());
-    for (const auto& op : g.ops) ASSERT_EQ(op.profile.count("cpu"), 1u) << entry.path() << ": " << op.name;
+    for (const auto& op : g.ops)
+      ASSERT_EQ(op.profile.count("cpu"), 1u) << entry.path() << ": " << op.name;
     const Simulator sim(g, placement::testing::devices(1, DeviceKind::kCpu, 1ull << 40));
     const auto r = sim.simulate(Placement::single(g, 0));
     double total = 0;
-    for (const auto& op : g.ops) total += op.profile.at("cpu").forward_s + op.profile.at("cpu").backward_s + op.profile.at("cpu").update_s;
-    EXPECT_NEAR(r.step_time_s, total, 1e-9 * total) << entry.path() << ": one device runs everything in sequence";
+    for (const auto& op : g.ops)
+      total += op.profile.at("cpu").forward_s + op.profile.at("cpu").backward_s +
+               op.profile.at("cpu").update_s;
+    EXPECT_NEAR(r.step_time_s, total, 1e-9 * total)
+        << entry.path() << ": one device runs everything in sequence";
     ++seen;
   }
   EXPECT_GE(seen, 6);
@@ -412,7 +440,8 @@ TEST(ShippedGraphs, LoadAndSimulateOnTheHost) {
 TEST(ShippedGraphs, ThePapersModelsAreTimedByTheCostModel) {
   const auto h100s = load_topology(std::string(TOPOLOGY_DIR) + "/4xh100_nvlink.toml");
   int seen = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(std::string(GRAPH_DIR) + "/papers")) {
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::string(GRAPH_DIR) + "/papers")) {
     const placement::OpGraph g = placement::load_graph_file(entry.path().string());
     for (const auto& op : g.ops) {
       ASSERT_TRUE(op.work) << entry.path() << ": " << op.name;
@@ -425,7 +454,9 @@ TEST(ShippedGraphs, ThePapersModelsAreTimedByTheCostModel) {
     const std::string name = entry.path().filename().string();
     const bool too_big = name.rfind("gpt2_xl", 0) == 0 || name.rfind("gnmt8_vocab1m", 0) == 0;
     EXPECT_EQ(r.valid, !too_big) << name << ": " << r.invalid_reason;
-    EXPECT_GE(r.valid ? r.step_time_s : std::numeric_limits<double>::infinity(), sim.lower_bound_s()) << name;
+    EXPECT_GE(r.valid ? r.step_time_s : std::numeric_limits<double>::infinity(),
+              sim.lower_bound_s())
+        << name;
     ++seen;
   }
   EXPECT_EQ(seen, 12);

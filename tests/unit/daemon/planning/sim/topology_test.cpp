@@ -22,7 +22,8 @@ TEST(Topology, ShippedFilesLoad) {
   EXPECT_DOUBLE_EQ(nvlink.bandwidth[1][4], 450e9);  // cuda:0 -> cuda:3
   EXPECT_DOUBLE_EQ(nvlink.bandwidth[0][2], 50e9);   // cpu -> cuda:1 (default)
   EXPECT_EQ(load_topology(TOPOLOGY_DIR "/4xh100_cpu_pcie5.toml").size(), 5u);
-  for (const auto& d : nvlink.devices) EXPECT_TRUE(d.spec) << d.name() << ": every shipped device has cost-model figures";
+  for (const auto& d : nvlink.devices)
+    EXPECT_TRUE(d.spec) << d.name() << ": every shipped device has cost-model figures";
   const Topology nodes = load_topology_file(TOPOLOGY_DIR "/4xh100_nvlink.toml");
   ASSERT_TRUE(nodes.node_link);
   EXPECT_DOUBLE_EQ(nodes.node_link->bandwidth, 50e9);
@@ -41,14 +42,18 @@ TEST(Topology, TheLinkBetweenNodesIsOneAndNamesNoDevice) {
                                 "[[link]]\nbetween = [\"node\", \"cpu:0\"]\nbandwidth_gbs = 50\n"
                                 "[[link]]\nbetween = [\"node\", \"node\"]\nlatency_us = 5\n");
   ASSERT_EQ(errors.size(), 2u) << errors[0];
-  EXPECT_EQ(errors[0], "t.toml:5:11: link[0]: \"node\" stands for a whole node: the link between nodes is between = "
-                       "[\"node\", \"node\"]");
+  EXPECT_EQ(
+      errors[0],
+      "t.toml:5:11: link[0]: \"node\" stands for a whole node: the link between nodes is between = "
+      "[\"node\", \"node\"]");
   EXPECT_EQ(errors[1], "t.toml:7:1: link[1] needs bandwidth_gbs (400 Gb/s: 50)");
-  const auto twice = errors_of(devices + "[[link]]\nbetween = [\"node\", \"node\"]\nbandwidth_gbs = 50\n"
-                                         "[[link]]\nbetween = [\"node\", \"node\"]\nbandwidth_gbs = 25\n");
+  const auto twice = errors_of(devices +
+                               "[[link]]\nbetween = [\"node\", \"node\"]\nbandwidth_gbs = 50\n"
+                               "[[link]]\nbetween = [\"node\", \"node\"]\nbandwidth_gbs = 25\n");
   ASSERT_EQ(twice.size(), 1u);
   EXPECT_EQ(twice[0], "t.toml:8:11: link[1]: a second link between nodes (one is enough)");
-  const Topology t = parse_topology_text(devices + "[[link]]\nbetween = [\"node\", \"node\"]\nbandwidth_gbs = 25\n", "t.toml");
+  const Topology t = parse_topology_text(
+      devices + "[[link]]\nbetween = [\"node\", \"node\"]\nbandwidth_gbs = 25\n", "t.toml");
   ASSERT_TRUE(t.node_link);
   EXPECT_DOUBLE_EQ(t.node_link->bandwidth, 25e9);
   EXPECT_DOUBLE_EQ(t.node_link->latency, 0.0);
@@ -62,8 +67,11 @@ TEST(Topology, DeviceWithoutMemoryAndMissingLinksAreNamed) {
       "[[device]]\nname = \"cuda:1\"\nmemory_gib = 80\n"
       "[[link]]\nbetween = [\"cpu:0\", \"cuda:0\"]\nbandwidth_gbs = 50\n");
   ASSERT_EQ(errors.size(), 3u) << errors[0];
-  EXPECT_EQ(errors[0], "t.toml: no link between cpu:0 and cuda:1 (add a [[link]] for them, or bandwidth_gbs in [defaults])");
-  EXPECT_EQ(errors[2], "t.toml:4:1: device cuda:0 has no memory_gib (and no spec preset to take it from)");
+  EXPECT_EQ(errors[0],
+            "t.toml: no link between cpu:0 and cuda:1 (add a [[link]] for them, or bandwidth_gbs "
+            "in [defaults])");
+  EXPECT_EQ(errors[2],
+            "t.toml:4:1: device cuda:0 has no memory_gib (and no spec preset to take it from)");
 }
 
 TEST(Topology, BadEntriesCarryPositions) {
@@ -73,7 +81,8 @@ TEST(Topology, BadEntriesCarryPositions) {
       "[[device]]\nname = \"cpu:0\"\nmemory_gib = -1\ncolour = 3\n"
       "[[link]]\nbetween = [\"cpu:0\", \"cuda:9\"]\nbandwidth_gbs = 1\n");
   ASSERT_EQ(errors.size(), 4u);
-  EXPECT_EQ(errors[0], "t.toml:4:8: device[0].name: unknown device kind 'tpu' (expected cpu or cuda)");
+  EXPECT_EQ(errors[0],
+            "t.toml:4:8: device[0].name: unknown device kind 'tpu' (expected cpu or cuda)");
   EXPECT_EQ(errors[1].rfind("t.toml:8:14: device[1].memory_gib must be in", 0), 0u) << errors[1];
   EXPECT_EQ(errors[2].rfind("t.toml:9:1: unknown key 'colour' in device[1]", 0), 0u) << errors[2];
   EXPECT_EQ(errors[3], "t.toml:11:11: link[0]: no device named 'cuda:9'");
@@ -83,9 +92,12 @@ TEST(Topology, DeviceSpecFromAPresetWithOverrides) {
   const auto set = parse_topology(
       "[defaults]\nbandwidth_gbs = 50\n"
       "[[device]]\nname = \"cuda:0\"\nspec = \"h100-sxm\"\n"
-      "[[device]]\nname = \"cuda:1\"\nspec = \"a100-sxm\"\nmemory_gib = 40\nmemory_bandwidth_gbs = 1555\n"
-      "[[device]]\nname = \"cpu:0\"\nmemory_gib = 64\nfp32_tflops = 2\nmemory_bandwidth_gbs = 100\nlaunch_us = 4\n"
-      "conv_layout_gbs = 3.5\npool_efficiency = 0.004\nrnn_layer_us = 110\nrnn_step_us = 1.5\nstep_us = 90\n"
+      "[[device]]\nname = \"cuda:1\"\nspec = \"a100-sxm\"\nmemory_gib = 40\nmemory_bandwidth_gbs = "
+      "1555\n"
+      "[[device]]\nname = \"cpu:0\"\nmemory_gib = 64\nfp32_tflops = 2\nmemory_bandwidth_gbs = "
+      "100\nlaunch_us = 4\n"
+      "conv_layout_gbs = 3.5\npool_efficiency = 0.004\nrnn_layer_us = 110\nrnn_step_us = "
+      "1.5\nstep_us = 90\n"
       "[[device]]\nname = \"cpu:1\"\nmemory_gib = 64\n",
       "t.toml");
   ASSERT_EQ(set.size(), 4u);
@@ -106,7 +118,8 @@ TEST(Topology, DeviceSpecFromAPresetWithOverrides) {
   EXPECT_DOUBLE_EQ(set.devices[2].spec->rnn_layer_s, 110e-6);
   EXPECT_DOUBLE_EQ(set.devices[2].spec->rnn_step_s, 1.5e-6);
   EXPECT_DOUBLE_EQ(set.devices[2].spec->step_s, 90e-6);
-  EXPECT_DOUBLE_EQ(set.devices[2].spec->compute_efficiency, placement::DeviceSpec{}.compute_efficiency);
+  EXPECT_DOUBLE_EQ(set.devices[2].spec->compute_efficiency,
+                   placement::DeviceSpec{}.compute_efficiency);
   EXPECT_FALSE(set.devices[3].spec);
 }
 
@@ -116,16 +129,25 @@ TEST(Topology, BadDeviceSpecsAreNamed) {
       "[[device]]\nname = \"cuda:0\"\nspec = \"h200-nvl\"\n"
       "[[device]]\nname = \"cpu:0\"\nspec = \"k40\"\nmemory_gib = 8\n"
       "[[device]]\nname = \"cuda:1\"\nmemory_gib = 8\nlaunch_us = 5\n"
-      "[[device]]\nname = \"cuda:2\"\nmemory_gib = 8\nfp32_tflops = 10\nmemory_bandwidth_gbs = 100\n"
+      "[[device]]\nname = \"cuda:2\"\nmemory_gib = 8\nfp32_tflops = 10\nmemory_bandwidth_gbs = "
+      "100\n"
       "compute_efficiency = 1.5\n");
   ASSERT_EQ(errors.size(), 5u) << errors[0];
-  EXPECT_EQ(errors[0], "t.toml:3:1: device cuda:0 has no memory_gib (and no spec preset to take it from)");
-  EXPECT_EQ(errors[1].rfind("t.toml:5:8: device[0].spec: unknown device preset 'h200-nvl' (known: h100-sxm, h100-pcie", 0), 0u)
+  EXPECT_EQ(errors[0],
+            "t.toml:3:1: device cuda:0 has no memory_gib (and no spec preset to take it from)");
+  EXPECT_EQ(errors[1].rfind("t.toml:5:8: device[0].spec: unknown device preset 'h200-nvl' (known: "
+                            "h100-sxm, h100-pcie",
+                            0),
+            0u)
       << errors[1];
-  EXPECT_EQ(errors[2], "t.toml:8:8: device[1].spec: 'k40' is a cuda preset, but cpu:0 is a cpu device");
-  EXPECT_EQ(errors[3], "t.toml:10:1: device cuda:1 gives cost-model figures but no fp32_tflops and memory_bandwidth_gbs "
-                       "(give them, or spec = \"<preset>\" to start from a preset)");
-  EXPECT_EQ(errors[4].rfind("t.toml:19:22: device[3].compute_efficiency must be in", 0), 0u) << errors[4];
+  EXPECT_EQ(errors[2],
+            "t.toml:8:8: device[1].spec: 'k40' is a cuda preset, but cpu:0 is a cpu device");
+  EXPECT_EQ(errors[3],
+            "t.toml:10:1: device cuda:1 gives cost-model figures but no fp32_tflops and "
+            "memory_bandwidth_gbs "
+            "(give them, or spec = \"<preset>\" to start from a preset)");
+  EXPECT_EQ(errors[4].rfind("t.toml:19:22: device[3].compute_efficiency must be in", 0), 0u)
+      << errors[4];
 }
 
 }  // namespace

@@ -70,7 +70,8 @@ TEST(Reinforce, LearnsTheOptimumOfASmallPlacementProblem) {
     for (int pos = 0; pos < 3; ++pos) wrong += a[pos] != best[pos];
     r.observe(a, -std::sqrt(1.0 + wrong), true);
   }
-  for (int pos = 0; pos < 3; ++pos) EXPECT_GT(policy.probs(pos)[best[pos]], 0.95) << "position " << pos;
+  for (int pos = 0; pos < 3; ++pos)
+    EXPECT_GT(policy.probs(pos)[best[pos]], 0.95) << "position " << pos;
 }
 
 }  // namespace

@@ -63,15 +63,17 @@ TEST(LearnedPlacers, ProbabilitiesOfAllActionsSumToOne) {
     const std::vector<double> batched = placer.policy()->log_probs(all);
     for (size_t i = 0; i < all.size(); ++i) {
       total += std::exp(batched[i]);
-      EXPECT_NEAR(batched[i], placer.policy()->log_prob(all[i]), 1e-5) << c.name << ": batch = single";
+      EXPECT_NEAR(batched[i], placer.policy()->log_prob(all[i]), 1e-5)
+          << c.name << ": batch = single";
     }
     EXPECT_NEAR(total, 1.0, 1e-4) << c.name;
 
     // Sampling follows the same distribution: the most frequent of 3000 draws has the highest π.
     std::map<Action, int> counts;
     for (int i = 0; i < 3000; ++i) ++counts[placer.place(rng)];
-    const auto mode = std::max_element(counts.begin(), counts.end(),
-                                       [](const auto& x, const auto& y) { return x.second < y.second; });
+    const auto mode =
+        std::max_element(counts.begin(), counts.end(),
+                         [](const auto& x, const auto& y) { return x.second < y.second; });
     const double p_mode = std::exp(placer.policy()->log_prob(mode->first));
     EXPECT_NEAR(mode->second / 3000.0, p_mode, 0.05) << c.name;
   }
@@ -82,7 +84,8 @@ TEST(LearnedPlacers, PinnedAndUnprofiledDevicesAreNeverChosen) {
   for (auto& op : g.ops) op.profile["cuda"] = {1e-3, 2e-3, 0, 0};
   g.ops[0].profile["cpu"] = {1e-3, 2e-3, 0, 0};
   g.ops[0].pinned = DeviceKind::kCpu;
-  std::vector<Device> list = {{DeviceKind::kCpu, 0, 1 << 30, 1.0}, {DeviceKind::kCuda, 0, 1 << 30, 1.0},
+  std::vector<Device> list = {{DeviceKind::kCpu, 0, 1 << 30, 1.0},
+                              {DeviceKind::kCuda, 0, 1 << 30, 1.0},
                               {DeviceKind::kCuda, 1, 1 << 30, 1.0}};
   const DeviceSet d = DeviceSet::uniform(list, 1e10, 0);
   for (const Case& c : cases()) {
@@ -116,7 +119,8 @@ TEST(LearnedPlacers, SeedReproducesAndStateRoundTrips) {
     LearnedPlacer fresh(c.name, c.factory, noiseless());
     std::mt19937_64 rf(123);
     fresh.prepare(g, testing::each_op_alone(g), d, rf);
-    EXPECT_GT(a.policy()->log_prob(x), b.policy()->log_prob(x)) << c.name << ": ascent raised log π(x)";
+    EXPECT_GT(a.policy()->log_prob(x), b.policy()->log_prob(x))
+        << c.name << ": ascent raised log π(x)";
     fresh.policy()->load_state(a.policy()->save_state());
     EXPECT_NEAR(fresh.policy()->log_prob(x), a.policy()->log_prob(x), 1e-6) << c.name;
     EXPECT_THROW(fresh.policy()->load_state("not a policy"), std::invalid_argument) << c.name;

@@ -8,7 +8,8 @@ namespace {
 
 Grouping run(const OpGraph& g, int64_t max_ops = 0) {
   std::mt19937_64 rng(1);
-  Grouping grouping = ColocationGrouper(ColocationOptions{max_ops}).group(g, testing::devices(2), rng);
+  Grouping grouping =
+      ColocationGrouper(ColocationOptions{max_ops}).group(g, testing::devices(2), rng);
   grouping.validate(g);
   return grouping;
 }
@@ -21,7 +22,8 @@ TEST(Colocation, ChainCollapsesIntoOneGroup) {
 TEST(Colocation, OpWithSeveralConsumersStaysApart) {
   // a -> b, a -> c, b -> d, c -> d: a has two consumers; b and c have only d.
   OpGraph g = testing::chain(0);
-  for (const char* name : {"a", "b", "c", "d"}) g.ops.push_back({static_cast<int>(g.ops.size()), name, "aten::add", {}, 0, {}, {}});
+  for (const char* name : {"a", "b", "c", "d"})
+    g.ops.push_back({static_cast<int>(g.ops.size()), name, "aten::add", {}, 0, {}, {}});
   g.edges = {{0, 1, 1}, {0, 2, 1}, {1, 3, 1}, {2, 3, 1}};
   const Grouping grouping = run(g);
   EXPECT_EQ(grouping.num_groups, 2);

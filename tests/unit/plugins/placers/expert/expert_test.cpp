@@ -14,7 +14,8 @@ TEST(Expert, LayerIndexComesFromTheModulePath) {
   EXPECT_EQ(ExpertPlacer::layer_of("encoder.layers.3.self_attn/linear.1"), 3);
   EXPECT_EQ(ExpertPlacer::layer_of("decoder.2/lstm"), 2);
   EXPECT_EQ(ExpertPlacer::layer_of("embed_src/embedding"), std::nullopt);
-  EXPECT_EQ(ExpertPlacer::layer_of("cat.1"), std::nullopt) << "an op's repeat suffix is not a layer";
+  EXPECT_EQ(ExpertPlacer::layer_of("cat.1"), std::nullopt)
+      << "an op's repeat suffix is not a layer";
 }
 
 // A GNMT-like stack: embedding, encoder layers 0..3, attention, decoder layers 0..3, projection.
@@ -55,10 +56,10 @@ TEST(Expert, LayerIOnDeviceIWithEmbeddingFirstAndSoftmaxLast) {
 
 TEST(Expert, MoreLayersThanDevicesShareContiguously) {
   const auto p = place(stack(), testing::devices(2));
-  EXPECT_EQ(p[1], 0);   // encoder.0
-  EXPECT_EQ(p[2], 0);   // encoder.1
-  EXPECT_EQ(p[3], 1);   // encoder.2
-  EXPECT_EQ(p[4], 1);   // encoder.3
+  EXPECT_EQ(p[1], 0);      // encoder.0
+  EXPECT_EQ(p[2], 0);      // encoder.1
+  EXPECT_EQ(p[3], 1);      // encoder.2
+  EXPECT_EQ(p[4], 1);      // encoder.3
   EXPECT_EQ(p.back(), 1);  // projection with the last layer
 }
 

@@ -49,7 +49,9 @@ TEST(ListScheduling, MovesToTheFasterDeviceOnlyWhenTheLinkAllowsIt) {
     g.ops[i].profile["cuda"] = {1e-3, 2e-3, 0.0, 0};
   }
   auto host_and_gpu = [](double bandwidth) {
-    return DeviceSet::uniform({{DeviceKind::kCpu, 0, 1ull << 40, 1.0}, {DeviceKind::kCuda, 0, 1ull << 40, 1.0}}, bandwidth, 0);
+    return DeviceSet::uniform(
+        {{DeviceKind::kCpu, 0, 1ull << 40, 1.0}, {DeviceKind::kCuda, 0, 1ull << 40, 1.0}},
+        bandwidth, 0);
   };
   // 1 GB/s: a second per crossing, far more than the 27 ms the GPU would save.
   EXPECT_EQ(schedule(g, host_and_gpu(1e9)), (std::vector<int>{0, 0, 0, 0, 0, 0}));
@@ -82,12 +84,12 @@ TEST(ListScheduling, TheWorkingBufferAndReceivedCopiesCountAsTheMemoryCheckCount
   }
   g.ops[1].parameter_bytes = 1ull << 30;
   g.ops[1].outputs[0].bytes = 4ull << 30;
-  const DeviceSet host_and_gpu =
-      DeviceSet::uniform({{DeviceKind::kCpu, 0, 1ull << 40, 1.0}, {DeviceKind::kCuda, 0, 10ull << 30, 1.0}}, 1e15, 0);
+  const DeviceSet host_and_gpu = DeviceSet::uniform(
+      {{DeviceKind::kCpu, 0, 1ull << 40, 1.0}, {DeviceKind::kCuda, 0, 10ull << 30, 1.0}}, 1e15, 0);
   EXPECT_EQ(schedule(g, host_and_gpu)[1], 0);
   // With 13 GiB the GPU holds it, buffer included.
-  const DeviceSet bigger =
-      DeviceSet::uniform({{DeviceKind::kCpu, 0, 1ull << 40, 1.0}, {DeviceKind::kCuda, 0, 13ull << 30, 1.0}}, 1e15, 0);
+  const DeviceSet bigger = DeviceSet::uniform(
+      {{DeviceKind::kCpu, 0, 1ull << 40, 1.0}, {DeviceKind::kCuda, 0, 13ull << 30, 1.0}}, 1e15, 0);
   EXPECT_EQ(schedule(g, bigger)[1], 1);
 }
 

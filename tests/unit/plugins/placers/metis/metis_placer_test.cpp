@@ -25,7 +25,8 @@ TEST(MetisPlacer, OnePartPerDeviceCuttingTheCheapLink) {
   EXPECT_NE(*first.begin(), *second.begin()) << "each chain on its own device";
   EXPECT_EQ(p[12], *first.begin());
   // GPUs only: a CPU in the set gets nothing.
-  std::vector<Device> list = {{DeviceKind::kCpu, 0, 1 << 30, 1.0}, {DeviceKind::kCuda, 0, 1 << 30, 1.0},
+  std::vector<Device> list = {{DeviceKind::kCpu, 0, 1 << 30, 1.0},
+                              {DeviceKind::kCuda, 0, 1 << 30, 1.0},
                               {DeviceKind::kCuda, 1, 1 << 30, 1.0}};
   MetisPlacer gpus(MetisPlacerOptions{true, 0.5, 1});
   gpus.prepare(g, none, DeviceSet::uniform(list, 1e9, 0), rng);

@@ -14,7 +14,8 @@ namespace {
 
 DeviceSet gpu_set(std::vector<double> speeds) {
   std::vector<Device> list;
-  for (size_t i = 0; i < speeds.size(); ++i) list.push_back({DeviceKind::kCuda, static_cast<int>(i), 1ull << 34, speeds[i]});
+  for (size_t i = 0; i < speeds.size(); ++i)
+    list.push_back({DeviceKind::kCuda, static_cast<int>(i), 1ull << 34, speeds[i]});
   return DeviceSet::uniform(list, 1e10, 1e-5);
 }
 
@@ -46,17 +47,19 @@ TEST(ScotchPlacer, PowerComesFromTheProfilesOfEachDeviceKind) {
   // The CPU profile is 20× the GPU's: the CPU gets about 1/21 of 42 equal ops, not half.
   OpGraph g = testing::independent_ops(42);
   for (auto& op : g.ops) op.profile["cpu"] = {20e-3, 40e-3, 0.0, 0};
-  std::vector<Device> list = {{DeviceKind::kCpu, 0, 1ull << 34, 1.0}, {DeviceKind::kCuda, 0, 1ull << 34, 1.0}};
+  std::vector<Device> list = {{DeviceKind::kCpu, 0, 1ull << 34, 1.0},
+                              {DeviceKind::kCuda, 0, 1ull << 34, 1.0}};
   ScotchPlacer placer(ScotchPlacerOptions{false, 0.05, 1});
   const auto p = testing::prepared(placer, g, DeviceSet::uniform(list, 1e10, 1e-5));
   EXPECT_LE(std::count(p.begin(), p.end(), 0), 3);
 }
 
 TEST(ScotchPlacer, KeepsHeavyTrafficOnTheFastLinks) {
-  // A -> B and C -> D carry 1 GiB, B -> C 1 KiB. Devices {0,1} and {2,3} are NVLink pairs (300 GB/s),
-  // across pairs PCIe (16 GB/s): A and B must share a pair, C and D the other.
+  // A -> B and C -> D carry 1 GiB, B -> C 1 KiB. Devices {0,1} and {2,3} are NVLink pairs (300
+  // GB/s), across pairs PCIe (16 GB/s): A and B must share a pair, C and D the other.
   OpGraph g;
-  for (int i = 0; i < 4; ++i) g.ops.push_back({i, std::string(1, static_cast<char>('A' + i)), "aten::x", {}, 0, {}, {}});
+  for (int i = 0; i < 4; ++i)
+    g.ops.push_back({i, std::string(1, static_cast<char>('A' + i)), "aten::x", {}, 0, {}, {}});
   g.edges = {{0, 1, 1ull << 30}, {1, 2, 1024}, {2, 3, 1ull << 30}};
   testing::profile_all(g, DeviceKind::kCuda, 1e-3);
   DeviceSet d = gpu_set({1, 1, 1, 1});

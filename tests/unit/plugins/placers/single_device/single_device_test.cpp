@@ -16,7 +16,8 @@ std::vector<int> place(const std::string& device, const DeviceSet& d) {
 }
 
 TEST(SingleDevice, FastestPrefersSpeedThenGpu) {
-  DeviceSet d = DeviceSet::uniform({{DeviceKind::kCpu, 0, 1 << 20, 1.0}, {DeviceKind::kCuda, 0, 1 << 20, 1.0},
+  DeviceSet d = DeviceSet::uniform({{DeviceKind::kCpu, 0, 1 << 20, 1.0},
+                                    {DeviceKind::kCuda, 0, 1 << 20, 1.0},
                                     {DeviceKind::kCuda, 1, 1 << 20, 1.0}},
                                    1e9, 0);
   EXPECT_EQ(place("fastest", d), (std::vector<int>{1, 1, 1}));
@@ -29,7 +30,9 @@ TEST(SingleDevice, NamedDevice) {
   EXPECT_THROW(place("cpu:5", testing::devices(2)), std::invalid_argument);
 }
 
-TEST(SingleDevice, HasNoPolicy) { EXPECT_EQ(SingleDevicePlacer(SingleDeviceOptions{}).policy(), nullptr); }
+TEST(SingleDevice, HasNoPolicy) {
+  EXPECT_EQ(SingleDevicePlacer(SingleDeviceOptions{}).policy(), nullptr);
+}
 
 }  // namespace
 }  // namespace placement::plugins
