@@ -7,21 +7,27 @@
 #  2. runs each libFuzzer target (tests/fuzz) for --fuzz-seconds from its seeds: the repository's own
 #     config, topology and graph files, and the frames and stored placement fuzz_make_seeds encodes.
 #     A crash leaves its input in build-sanitize/fuzz/NAME/ (the run says which file): make it a
-#     regression test.
+#     regression test;
+#  3. builds the same under ThreadSanitizer into build-tsan/ and runs the same tests there, the
+#     daemons they start included: a data race stops the process that has it (halt_on_error) and
+#     fails its test.
 #
-#   scripts/sanitize.sh [--fuzz-seconds N] [--no-tests] [--no-fuzz]
+#   scripts/sanitize.sh [--fuzz-seconds N] [--no-tests] [--no-fuzz] [--no-thread]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${SANITIZE_BUILD_DIR:-$root/build-sanitize}
+tsan_build=${TSAN_BUILD_DIR:-$root/build-tsan}
 fuzz_seconds=30
 tests=1
 fuzz=1
+thread=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --fuzz-seconds) fuzz_seconds=$2; shift 2 ;;
     --no-tests) tests=0; shift ;;
     --no-fuzz) fuzz=0; shift ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --no-thread) thread=0; shift ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "sanitize.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -35,14 +41,15 @@ started=$SECONDS
 cmake --build "$build"
 echo "sanitize.sh: built in $((SECONDS - started)) s"
 
+# Not in the sanitized runs: what needs LibTorch or Python (not built), installs and packages, and
+# what the main run already covers whose cost is elsewhere (docs, help texts, the load and size
+# figures, the formatting).
+not_here='^(package|install|systemd|models|python|docs|programs|limits|scripts|live\.noise_harness|style|link)\.'
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 if ((tests)); then
   started=$SECONDS
-  # Not here: what needs LibTorch or Python (not built), installs and packages, and programs the
-  # main run already covers whose cost is elsewhere (docs, help texts, the load and size figures).
-  OMP_NUM_THREADS=1 ctest --test-dir "$build" -j"$(nproc)" --output-on-failure --timeout 600 \
-    -E '^(package|install|systemd|models|python|docs|programs|limits|scripts|live\.noise_harness)\.'
+  OMP_NUM_THREADS=1 ctest --test-dir "$build" -j"$(nproc)" --output-on-failure --timeout 600 -E "$not_here"
   echo "sanitize.sh: tests ran in $((SECONDS - started)) s"
 fi
 if ((fuzz)); then
@@ -69,4 +76,17 @@ if ((fuzz)); then
     }
     echo "sanitize.sh: ${name}_fuzzer: $(grep -m1 -oE 'stat::number_of_executed_units: *[0-9]+' "$work/$name.log" | grep -oE '[0-9]+') inputs in $((SECONDS - started)) s, no finding"
   done
+fi
+if ((thread && tests)); then
+  mkdir -p "$tsan_build"
+  CC=clang CXX=clang++ cmake -S "$root" -B "$tsan_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DPLACEMENT_WITH_TORCH=OFF -DPLACEMENT_WITH_CUDA=OFF -DPLACEMENT_BUILD_BENCH=OFF -DPLACEMENT_BUILD_FUZZERS=OFF \
+    -DPLACEMENT_SANITIZERS=thread >"$tsan_build/configure.log" 2>&1 || { tail -n 20 "$tsan_build/configure.log" >&2; exit 1; }
+  started=$SECONDS
+  cmake --build "$tsan_build"
+  echo "sanitize.sh: ThreadSanitizer build in $((SECONDS - started)) s"
+  started=$SECONDS
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 OMP_NUM_THREADS=1 \
+    ctest --test-dir "$tsan_build" -j"$(nproc)" --output-on-failure --timeout 600 -E "$not_here"
+  echo "sanitize.sh: tests under ThreadSanitizer ran in $((SECONDS - started)) s"
 fi

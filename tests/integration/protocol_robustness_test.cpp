@@ -169,8 +169,8 @@ TEST(ProtocolLimits, TheMemoryALargeFrameTookIsGivenBackOnceItIsHandled) {
   // Eight jobs each send one 40 MiB profile report the daemon cannot decode, then idle: the
   // daemon answers each, and the 320 MiB of input buffers go back (they stayed for as long as the
   // connections did).
-  if (under_address_sanitizer())
-    GTEST_SKIP() << "AddressSanitizer's quarantine keeps freed memory resident";
+  if (under_address_sanitizer() || under_thread_sanitizer())
+    GTEST_SKIP() << "the sanitizer's allocator keeps freed memory resident";
   DaemonProcess daemon;
   daemon.start();
   const uint64_t before = rss_bytes(daemon.pid);

@@ -126,6 +126,17 @@ bool under_address_sanitizer() {
   return false;
 }
 
+bool under_thread_sanitizer() {
+#if defined(__SANITIZE_THREAD__)
+  return true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+  return true;
+#endif
+#endif
+  return false;
+}
+
 CommandResult run_command(const std::vector<std::string>& argv) {
   const std::string dir = make_temp_dir();
   const std::string out = dir + "/out", err = dir + "/err";

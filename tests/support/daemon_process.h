@@ -44,6 +44,9 @@ bool learned_plugins_built();
 /// Whether this program runs under AddressSanitizer, whose quarantine keeps freed memory resident:
 /// resident-memory bounds say nothing there.
 bool under_address_sanitizer();
+/// Whether this program runs under ThreadSanitizer, which handles fatal signals itself and whose
+/// allocator, too, keeps freed memory resident.
+bool under_thread_sanitizer();
 
 struct DaemonOptions {
   /// Lines added to [daemon].

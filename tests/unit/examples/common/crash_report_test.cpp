@@ -36,6 +36,8 @@ int deeper(int n) {
 
 // A stack overflow leaves no stack to report on but the report's own.
 TEST(CrashReport, AStackOverflowIsReportedToo) {
+  if (placement::testing::under_thread_sanitizer())
+    GTEST_SKIP() << "ThreadSanitizer handles a fatal signal on its own stack first";
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
@@ -47,8 +49,8 @@ TEST(CrashReport, AStackOverflowIsReportedToo) {
 
 // Without the report, the same signal ends the process with nothing written: what the report adds.
 TEST(CrashReport, WithoutItACrashWritesNothing) {
-  if (placement::testing::under_address_sanitizer())
-    GTEST_SKIP() << "AddressSanitizer reports the crash itself";
+  if (placement::testing::under_address_sanitizer() || placement::testing::under_thread_sanitizer())
+    GTEST_SKIP() << "the sanitizer reports the crash itself";
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(std::raise(SIGSEGV), ::testing::KilledBySignal(SIGSEGV), "^$");
 }
