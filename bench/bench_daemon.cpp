@@ -15,6 +15,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "bench_util.h"
+
 namespace placement::bench {
 
 namespace {
@@ -31,10 +33,7 @@ std::string log_of(const std::string& dir) {
 std::string example_graph_path() { return EXAMPLE_GRAPH; }
 
 BenchDaemon::BenchDaemon(const std::string& extra_config) {
-  std::string tmpl = "/tmp/pdb.XXXXXX";  // short: a Unix socket path has at most 108 bytes
-  if (!::mkdtemp(tmpl.data()))
-    throw std::runtime_error(std::string("mkdtemp under /tmp: ") + std::strerror(errno));
-  dir = tmpl;
+  dir = make_temp_dir("pdb");  // short: the socket goes inside
   socket = dir + "/pd.sock";
   const std::string config = dir + "/placementd.toml";
   std::ofstream(config) << "[daemon]\nsocket = \"" << socket << "\"\nstate_dir = \"" << dir

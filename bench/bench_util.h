@@ -44,16 +44,22 @@ double median_step_seconds(Step&& step, int warmup = 2, int measured = 7) {
   return median(times);
 }
 
+/// A new directory /tmp/PREFIX.XXXXXX (mkdtemp(3) fills in the X's; keep PREFIX short where a
+/// Unix socket goes inside: its path has at most 108 bytes). Throws std::runtime_error naming it.
+inline std::string make_temp_dir(const std::string& prefix) {
+  std::string dir = "/tmp/" + prefix + ".XXXXXX";
+  if (::mkdtemp(dir.data()) == nullptr)
+    throw std::runtime_error("cannot create a directory under /tmp for " + prefix + ": " +
+                             std::strerror(errno));
+  return dir;
+}
+
 #ifdef MODEL_PYTHON  // defined for the benchmarks that trace models (bench/CMakeLists.txt)
 /// Traces tests/models/make_models.py into a new directory under /tmp (with MODEL_PYTHON, the
 /// Python whose torch the build links) and returns it; throws std::runtime_error saying which step
 /// failed.
 inline std::string trace_models(const std::string& source_dir, const std::string& prefix) {
-  std::string dir =
-      "/tmp/" + prefix + ".XXXXXX";  // mkdtemp(3) turns the six X's into a unique name
-  if (::mkdtemp(dir.data()) == nullptr)
-    throw std::runtime_error("cannot create a directory under /tmp for " + prefix + ": " +
-                             std::strerror(errno));
+  const std::string dir = make_temp_dir(prefix);
   const std::string cmd = std::string(MODEL_PYTHON) + " " + source_dir +
                           "/tests/models/make_models.py " + dir + " > /dev/null";
   if (std::system(cmd.c_str()) != 0)

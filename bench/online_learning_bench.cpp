@@ -21,10 +21,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -212,13 +210,8 @@ class TrueClock {
 
 // A state directory of the job's own, so that no run starts from what another one stored.
 struct StateDir {
-  std::string path;
-  StateDir() {
-    char name[] = "/tmp/online-learning.XXXXXX";
-    if (!::mkdtemp(name))
-      throw std::runtime_error(std::string("mkdtemp under /tmp: ") + std::strerror(errno));
-    path = name;
-  }
+  std::string path = placement::bench::make_temp_dir("online-learning");
+  StateDir() = default;
   ~StateDir() {
     std::error_code ignored;
     std::filesystem::remove_all(path, ignored);
@@ -251,8 +244,9 @@ Run run_job(const Simulator& truth, const Planning& planning, placementd::Effect
     run.start = clock.time(start).value();
     uint64_t exploiting_since = 0;
     double true_time = 0;
+    // The true time of the placement in force, looked up when it changes (not every step).
+    std::optional<double> t = clock.time(in_force.placement);
     for (uint64_t step = 0; step < static_cast<uint64_t>(o.job_steps); ++step) {
-      const std::optional<double> t = clock.time(in_force.placement);
       // A failed step is retried on the last good placement: it costs about two steps.
       true_time += t ? *t : 2 * run.start;
       placement::Measurement m{in_force.placement_id, step,
@@ -263,9 +257,10 @@ Run run_job(const Simulator& truth, const Planning& planning, placementd::Effect
         if (auto pushed = live.run_deferred_work()) next = pushed;
       if (next) {
         in_force = *next;
+        t = clock.time(in_force.placement);
         if (in_force.reason == msg::Reason::kWarmStart) {
           run.warm_started = true;
-          run.warm = clock.time(in_force.placement).value_or(run.start);
+          run.warm = t.value_or(run.start);
         }
       }
       run.steps = step + 1;
@@ -277,7 +272,7 @@ Run run_job(const Simulator& truth, const Planning& planning, placementd::Effect
         exploiting_since = 0;
       }
     }
-    run.final_time = clock.time(in_force.placement).value_or(run.start);
+    run.final_time = t.value_or(run.start);
     if (!run.warm_started) run.warm = run.start;
     const msg::JobSummary summary = live.summary();
     run.candidates = summary.candidates_tried;
