@@ -12,6 +12,32 @@ set(PLACEMENT_TORCH_SITE "")
 set(PLACEMENT_TORCH_RPATH "")
 set(torch_hint "run scripts/install-deps.sh and configure with "
                "-DCMAKE_PREFIX_PATH=$(.venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)')")
+# Under pip (scikit-build-core), the torch of the Python running the build is the one: the package
+# goes into that environment, and its extension must load beside that torch's own libraries.
+if(DEFINED SKBUILD)
+  string(CONCAT pip_hint "install torch 2.11 or newer there first, then build without pip's isolated "
+                "build environment, which holds no torch: pip install --no-build-isolation <source "
+                "or sdist> (with scikit-build-core installed too: docs/python.md)")
+  execute_process(
+    COMMAND "${Python_EXECUTABLE}" -c "import torch; print(torch.__version__); print(torch.utils.cmake_prefix_path)"
+    OUTPUT_VARIABLE pip_torch ERROR_VARIABLE pip_torch_error RESULT_VARIABLE pip_torch_failed
+    OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(pip_torch_failed)
+    string(REGEX REPLACE ".*\n([^\n]+)\n*$" "\\1" pip_torch_error "\n${pip_torch_error}")
+    message(FATAL_ERROR "placement builds against the torch of the environment it installs into, and "
+                        "${Python_EXECUTABLE} cannot import one (${pip_torch_error}): ${pip_hint}")
+  endif()
+  string(REPLACE "\n" ";" pip_torch "${pip_torch}")
+  list(GET pip_torch 0 pip_torch_version)
+  list(GET pip_torch 1 pip_torch_prefix)
+  if(pip_torch_version VERSION_LESS 2.11)
+    message(FATAL_ERROR "placement needs torch 2.11 or newer; ${Python_EXECUTABLE} has torch "
+                        "${pip_torch_version}: pip install 'torch>=2.11', then build again")
+  endif()
+  list(PREPEND CMAKE_PREFIX_PATH "${pip_torch_prefix}")
+  set(PLACEMENT_WITH_TORCH ON)
+  set(PLACEMENT_MODEL_PYTHON "${Python_EXECUTABLE}" CACHE FILEPATH "The Python the package is built for" FORCE)
+endif()
 if(NOT PLACEMENT_WITH_TORCH STREQUAL "OFF")
   find_package(Torch QUIET)
   if(Torch_FOUND AND Torch_VERSION VERSION_LESS 2.11)
@@ -72,6 +98,18 @@ if(PLACEMENT_TORCH_SITE)
     set_target_properties(torch::cudart PROPERTIES INTERFACE_LINK_LIBRARIES "${wheel_cudart}"
                           INTERFACE_INCLUDE_DIRECTORIES "${CUDAToolkit_INCLUDE_DIRS}")
   endif()
+endif()
+
+# In a wheel, run paths are relative: the package's libraries sit in site-packages/placement, beside
+# site-packages/torch and the nvidia/ wheels, wherever that environment lives.
+if(DEFINED SKBUILD AND PLACEMENT_TORCH_SITE)
+  get_filename_component(site_real "${PLACEMENT_TORCH_SITE}" REALPATH)
+  set(relative_rpath "")
+  foreach(dir IN LISTS PLACEMENT_TORCH_RPATH)
+    file(RELATIVE_PATH below_site "${site_real}" "${dir}")
+    list(APPEND relative_rpath "$ORIGIN/../${below_site}")
+  endforeach()
+  set(PLACEMENT_TORCH_RPATH "${relative_rpath}")
 endif()
 
 # PyPI's LibTorch also exports copies of libstdc++ functions it links statically (std::filesystem,

@@ -11,8 +11,9 @@
 #include "config/paths.h"
 #include "placement/client.h"
 #include "placement/inspection.h"
-#include "svg_plot.h"
+#include "placement/job_outcome.h"
 #include "table.h"
+#include "timeline_plot.h"
 
 namespace placementctl {
 
@@ -57,12 +58,15 @@ std::string with_interval(std::optional<double> median,
   return seconds(median) + " ± " + seconds(half);
 }
 
-std::string speedup(const msg::JobSummary& job) {
-  if (!job.speedup) return "-";
+// "1.10x"; "-" before it is measured.
+std::string ratio(std::optional<double> value) {
+  if (!value) return "-";
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.2fx", *job.speedup);
+  std::snprintf(buf, sizeof(buf), "%.2fx", *value);
   return buf;
 }
+
+std::string speedup(const msg::JobSummary& job) { return ratio(job.speedup); }
 
 }  // namespace
 
@@ -132,7 +136,7 @@ int jobs(const Globals& g, bool all, bool finished) {
     return 0;
   }
   Table t({"ID", "NAME", "UID", "STATE", "STEPS", "CANDIDATES", "START", "BEST", "SPEEDUP",
-           "OVERHEAD", "BUDGET", "REPLICA"});
+           "REALIZED", "BUDGET", "REPLICA"});
   for (const msg::JobSummary& j : list.jobs) {
     // A follower runs rank 0's placement: its own figures are its steps and its step time.
     if (j.replica && j.replica->follower()) {
@@ -144,7 +148,7 @@ int jobs(const Globals& g, bool all, bool finished) {
     t.add({std::to_string(j.id), j.name, std::to_string(j.uid), state_of(j),
            std::to_string(j.steps), std::to_string(j.candidates_tried),
            seconds(j.start_step_time_s), seconds(j.best_step_time_s), speedup(j),
-           format_percent(j.exploration_overhead), progress_bar(j.budget_used, 10), replica_of(j)});
+           ratio(j.realized_speedup), progress_bar(j.budget_used, 10), replica_of(j)});
   }
   t.print(std::cout);
   return 0;
@@ -200,8 +204,8 @@ int job_show(const Globals& g, uint64_t id, const std::string& plot_path) {
                                 " / " +
                                 with_interval(j.best_step_time_s, j.best_step_time_interval_s) +
                                 " (" + speedup(j) + ")"});
-  head.add({"exploration overhead", format_percent(j.exploration_overhead)});
-  head.add({"exploration",
+  for (auto& [label, value] : placement::describe_outcome(j)) head.add({label, value});
+  head.add({"exploration budget",
             std::to_string(j.exploration_steps) + " steps" +
                 (j.expected_steps ? " of " + std::to_string(j.expected_steps) + " expected"
                                   : std::string()) +
@@ -225,19 +229,8 @@ int job_show(const Globals& g, uint64_t id, const std::string& plot_path) {
   }
   t.print(std::cout);
   if (!plot_path.empty()) {
-    CurvePlot plot;
-    plot.title = "job " + std::to_string(id) + " '" + j.name + "': median step time per candidate";
-    std::optional<double> best;
-    for (const msg::CandidateInfo& c : info.candidates) {
-      std::optional<double> median;
-      if (c.median_step_time_s && c.failures == 0) median = c.median_step_time_s;
-      if (median && (!best || *median < *best)) best = median;
-      plot.samples.push_back(median);
-      plot.best.push_back(best);
-    }
-    if (j.start_step_time_s) plot.references.emplace_back("start", *j.start_step_time_s);
-    write_curve_svg(plot_path, plot);
-    std::cout << "\nlearning curve written to " << plot_path << "\n";
+    write_timeline_svg(plot_path, info);
+    std::cout << "\nstep times over the job written to " << plot_path << "\n";
   }
   return 0;
 }

@@ -1,5 +1,5 @@
 #pragma once
-// Learning-curve plots as standalone SVG files (placementctl optimize --plot, jobs show --plot).
+// Learning-curve plots as standalone SVG files (placementctl optimize --plot).
 
 #include <optional>
 #include <string>
@@ -21,5 +21,11 @@ struct CurvePlot {
 
 /// Writes the plot atomically; throws std::runtime_error naming the file if it cannot.
 void write_curve_svg(const std::string& path, const CurvePlot& plot);
+
+/// For the plots' SVG text: `text` with XML's special characters escaped, a coordinate ("12.5"),
+/// a step time ("1.23 ms").
+std::string svg_escape(const std::string& text);
+std::string svg_number(double v);
+std::string svg_ms(double seconds);
 
 }  // namespace placementctl

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what placementd builds and tests with, if any is missing:
 # - Debian 12 packages (the toolchain, Boost, TOML++, METIS, Scotch, GoogleTest ...; clang with its
-#   sanitizer and libFuzzer runtimes for scripts/sanitize.sh; clang-format-14 for scripts/format.sh)
+#   sanitizer and libFuzzer runtimes for scripts/sanitize.sh; clang-format-14 for scripts/format.sh;
+#   rsvg-convert, which renders `placementctl jobs show --plot` in its test)
 #   with apt-get;
 # - PyTorch from PyPI (scripts/python-requirements.txt: torch 2.11 with its LibTorch, CUDA runtime
 #   and NCCL, torchvision, transformers) into the project's virtual environment, .venv in the
@@ -16,7 +17,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 packages=(
   cmake g++ ninja-build ccache pkg-config
   libboost-dev libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libsystemd-dev zlib1g-dev libmetis-dev libscotch-dev
-  libgtest-dev libgmock-dev libeigen3-dev prometheus-cpp-dev libgloo-dev
+  libgtest-dev libgmock-dev libeigen3-dev prometheus-cpp-dev libgloo-dev librsvg2-bin
   systemd util-linux python3 python3-venv
   dpkg-dev file
   clang libclang-rt-14-dev clang-format-14

@@ -307,6 +307,8 @@ std::optional<Directive> advance_trial(Session& s, Store& store) {
   }
   challenger.trial =
       TrialOutcome{t.incumbent(), verdict, t.last_look(), t.pairs(), t.final_check(), note};
+  s.trial_marks.push_back(
+      {challenger.id, t.incumbent(), s.steps, to_string(verdict), t.final_check()});
   const auto& ratio = t.last_look();
   spdlog::info(
       "job {} '{}': placement {} {} than {} after {} pairs of windows ({})", s.id, s.job,
@@ -399,6 +401,26 @@ std::optional<Placement> single_device_candidate(const Session& s) {
   return p;
 }
 
+std::optional<std::string> short_job_notice(const ExplorationConfig& e, uint64_t expected_steps) {
+  if (expected_steps == 0) return std::nullopt;
+  // The fewest steps exploration runs when neither its budget nor a plugin failure ends it: the
+  // start and then, if no candidate is ever faster, converge_candidates of them (max_candidates
+  // without convergence), each for its warm-up and screening, before any trial or final check.
+  const int64_t candidates = e.converge_candidates > 0
+                                 ? std::min(e.converge_candidates, e.max_candidates)
+                                 : e.max_candidates;
+  const int64_t per_candidate = e.warmup_steps + e.steps_per_candidate;
+  const uint64_t fewest = static_cast<uint64_t>((1 + std::max<int64_t>(candidates, 0)) *
+                                                std::max<int64_t>(per_candidate, 1));
+  if (expected_steps >= fewest) return std::nullopt;
+  return "exploration takes at least " + std::to_string(fewest) + " steps to run its course (" +
+         std::to_string(1 + candidates) + " placements × " + std::to_string(per_candidate) +
+         " steps, before any trial) and the job expects " + std::to_string(expected_steps) +
+         std::string(
+             ": unless its budget (max_overhead_fraction) ends exploration sooner, the job "
+             "ends while exploring, on the best placement a trial has shown faster by then");
+}
+
 std::string policy_key(const Session& s) {
   return s.policy.grouper + "+" + s.policy.placer + "+" + s.policy.algorithm;
 }
@@ -422,6 +444,9 @@ bool record_report(Session& s, const placement::Measurement& m) {
   const bool current = c.id == s.current_candidate;
   ++s.steps;
   s.measured_seconds += m.step_time_s;
+  ++c.steps_run;
+  c.seconds_run += m.step_time_s;
+  s.add_to_timeline(c.id, m.step_time_s);
   bool window_full = false;
   bool measured = false;  // a step of the placement in force, past its warm-up
   // A profiled step is slower by its instrumentation: a step of the job, no measurement.

@@ -61,6 +61,11 @@ void persist_policy(Session& session, Store& store);
 /// when that is what already ran or the memory model says it does not fit.
 std::optional<placement::Placement> single_device_candidate(const Session& session);
 
+/// What a job of `expected_steps` steps should hear when it attaches: exploration under `e` takes
+/// longer than that to run its course, so the job will end while exploring unless its budget ends
+/// exploration sooner. nullopt when it fits or the job gave no length.
+std::optional<std::string> short_job_notice(const ExplorationConfig& e, uint64_t expected_steps);
+
 /// The store's key for a session's policy state: grouper/placer/algorithm names.
 std::string policy_key(const Session& session);
 

@@ -302,6 +302,7 @@ void LiveSession::drop_graph_locked() {
 }
 
 void LiveSession::finish() {
+  s_.state_at_detach = s_.state;
   s_.state = SessionState::kDetached;
   s_.detached_steady = std::chrono::steady_clock::now();
 }

@@ -67,6 +67,7 @@ class LiveSession {
   const std::string& name() const { return s_.job; }
   const placement::DeviceSet& devices() const { return s_.devices; }
   const EffectivePolicy& policy() const { return s_.policy; }
+  uint64_t expected_steps() const { return s_.expected_steps; }
   /// A replica of rank > 0: rank 0's daemon places the group; this session counts its steps, for
   /// `placementctl jobs`, and refuses graphs, placement requests and profiles.
   bool follower() const { return s_.follower(); }

@@ -62,6 +62,24 @@ void CandidateRecord::record_profiled(double step_time_s) {
 
 std::optional<double> CandidateRecord::median() const { return median_of(step_times); }
 
+std::optional<double> CandidateRecord::mean() const {
+  if (step_times.empty()) return std::nullopt;
+  double sum = 0.0;
+  for (double t : step_times) sum += t;
+  return sum / static_cast<double>(step_times.size());
+}
+
+std::optional<std::array<double, 2>> CandidateRecord::mean_interval() const {
+  const size_t n = step_times.size();
+  if (n < 6) return std::nullopt;
+  const double m = *mean();
+  double squares = 0.0;
+  for (double t : step_times) squares += (t - m) * (t - m);
+  const double half =
+      1.96 * std::sqrt(squares / static_cast<double>(n - 1) / static_cast<double>(n));
+  return std::array<double, 2>{m - half, m + half};
+}
+
 std::optional<double> median_of(std::vector<double> kept) {
   if (kept.empty()) return std::nullopt;
   const size_t mid = kept.size() / 2;
@@ -123,6 +141,39 @@ std::set<std::string> Session::profiled_kinds() const {
   return kinds;
 }
 
+void Session::add_to_timeline(uint64_t placement, double step_time_s) {
+  using placement::messages::TimelinePoint;
+  TimelinePoint* last = timeline.empty() ? nullptr : &timeline.back();
+  if (last && last->placement == placement && last->best == incumbent &&
+      last->steps < timeline_stride) {
+    ++last->steps;
+    last->mean_step_time_s += (step_time_s - last->mean_step_time_s) / last->steps;
+    return;
+  }
+  timeline.push_back({steps - 1, 1, placement, incumbent, step_time_s});
+  if (timeline.size() <= TimelinePoint::kMaxPoints) return;
+  // Halve the resolution: each pair of neighbours becomes one point of their steps.
+  timeline_stride *= 2;
+  std::vector<TimelinePoint> merged;
+  merged.reserve(timeline.size() / 2 + 1);
+  for (size_t i = 0; i < timeline.size(); i += 2) {
+    if (i + 1 == timeline.size()) {
+      merged.push_back(timeline[i]);
+      break;
+    }
+    const TimelinePoint& a = timeline[i];
+    const TimelinePoint& b = timeline[i + 1];
+    TimelinePoint m = a;
+    m.steps = a.steps + b.steps;
+    m.mean_step_time_s = (a.mean_step_time_s * a.steps + b.mean_step_time_s * b.steps) /
+                         static_cast<double>(m.steps);
+    if (b.placement != a.placement) m.placement = 0;
+    m.best = b.best;
+    merged.push_back(m);
+  }
+  timeline = std::move(merged);
+}
+
 placement::messages::JobSummary Session::summary() const {
   const CandidateRecord* b = best();
   placement::messages::JobSummary out;
@@ -141,6 +192,30 @@ placement::messages::JobSummary Session::summary() const {
       measured_seconds > 0 ? std::max(0.0, exploration_cost_s + profiling) / measured_seconds : 0.0;
   if (out.start_step_time_s && out.best_step_time_s && *out.best_step_time_s > 0)
     out.speedup = *out.start_step_time_s / *out.best_step_time_s;
+  out.job_s = measured_seconds;
+  // Against the start: what the job's batches would have taken had it stayed there. Times add up
+  // as means do: a median below a skewed mean would show a job that never left the start as slower.
+  const double batches = static_cast<double>(steps - failed_steps);
+  if (const CandidateRecord* s = start(); s && s->mean() && measured_seconds > 0) {
+    out.start_mean_step_time_s = s->mean();
+    out.realized_speedup = *s->mean() * batches / measured_seconds;
+    if (auto interval = s->mean_interval())
+      out.realized_speedup_interval = std::array<double, 2>{
+          (*interval)[0] * batches / measured_seconds, (*interval)[1] * batches / measured_seconds};
+  }
+  if (b) {
+    const double best_mean = *b->mean();
+    double beyond = 0.0;
+    for (const auto& [cid, c] : candidates)
+      if (cid != incumbent)
+        beyond += c.seconds_run - static_cast<double>(c.steps_run - c.failures) * best_mean;
+    out.beyond_best_s = beyond;
+  }
+  out.current_placement = current_candidate;
+  if (b) out.best_placement = incumbent;
+  out.on_best = b && current_candidate == incumbent;
+  const SessionState ended = state == SessionState::kDetached ? state_at_detach : state;
+  out.exploration_finished = ended == SessionState::kExploiting && !paused && finishing.empty();
   // When the search first got within 2% of the best it has now (issue #5's convergence figure).
   if (b)
     for (const auto& [cid, c] : candidates) {
@@ -227,6 +302,8 @@ placement::messages::JobInfo Session::detail() const {
   info.profile_reports = profile_reports;
   info.rejected_by_device = rejected_by_device;
   info.warm_start = warm_start ? offline::to_json(*warm_start) : nlohmann::json(nullptr);
+  info.timeline = timeline;
+  info.trials = trial_marks;
   return info;
 }
 

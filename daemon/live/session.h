@@ -90,8 +90,17 @@ struct CandidateRecord {
   static constexpr size_t kKeptSteps = 8192;
   /// Steps measured under it, all of them (step_times keeps the latest).
   uint64_t measured_steps = 0;
+  /// Every step the job ran under it (warm-up, failed and profiled ones too) and their time: what
+  /// the job spent on this placement.
+  uint64_t steps_run = 0;
+  double seconds_run = 0.0;
   /// Median of the measured steps; nullopt while none.
   std::optional<double> median() const;
+  /// Mean of the measured steps (what a job's time adds up from, where the median is what
+  /// comparisons use) and its 95% interval (normal, from the standard error); nullopt while none,
+  /// the interval with fewer than 6 steps.
+  std::optional<double> mean() const;
+  std::optional<std::array<double, 2>> mean_interval() const;
   /// A distribution-free 95% confidence interval of that median (order statistics: the binomial
   /// ranks around it); nullopt with fewer than 6 measured steps, too few for one.
   std::optional<std::array<double, 2>> median_interval() const;
@@ -112,6 +121,8 @@ struct Session {
   std::chrono::steady_clock::time_point attached_steady;
   /// Set when the session ends (attached_s then stops growing).
   std::optional<std::chrono::steady_clock::time_point> detached_steady;
+  /// The state the job was in when it detached (what it ended on: exploring, or done).
+  SessionState state_at_detach = SessionState::kAttached;
 
   placement::DeviceSet devices;
   std::optional<placement::OpGraph> graph;
@@ -222,6 +233,16 @@ struct Session {
   bool follower() const { return replica && replica->follower(); }
   /// Steps run under current_candidate since it was issued for screening (warm-up included).
   int64_t screen_steps = 0;
+
+  /// What ran when (`placementctl jobs show --plot`): at most TimelinePoint::kMaxPoints points of
+  /// at most timeline_stride steps each; the stride doubles as neighbours merge.
+  std::vector<placement::messages::TimelinePoint> timeline;
+  uint64_t timeline_stride = 1;
+  /// Every trial's end (a candidate's trial and its final check are two), as many as trials ran:
+  /// at most two a candidate.
+  std::vector<placement::messages::TrialMark> trial_marks;
+  /// Adds the step just counted (steps) that ran `placement` in `step_time_s`.
+  void add_to_timeline(uint64_t placement, double step_time_s);
 
   /// The placement in force (`incumbent`) once it has a measurement; nullptr before. It is never
   /// a candidate measured a hair faster over a few noisy steps: only a trial unseats it.

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
 
+#include "live/exploration.h"
 #include "live/request_error.h"
 #include "placement/serialization.h"
 #include "server/job_log.h"
@@ -93,7 +94,8 @@ void attach(ServiceContext& ctx, ConnectionState& conn, Request& req) {
         "placement",
         s.id(), s.name(), s.replica()->rank, s.replica()->world_size, s.replica()->group, s.uid(),
         conn.peer.pid);
-    const messages::Attached attached{s.id(), "", "", "", 0, 0, 0};
+    messages::Attached attached;
+    attached.session = s.id();
     req.respond(attached.kType, req.id, attached.to_json(), false);
     return;
   }
@@ -105,13 +107,18 @@ void attach(ServiceContext& ctx, ConnectionState& conn, Request& req) {
                s.name(), s.uid(), conn.peer.pid, s.devices().size(), s.policy().grouper,
                s.policy().placer, s.policy().algorithm, leads);
   const auto& e = s.policy().exploration;
-  const messages::Attached attached{s.id(),
-                                    s.policy().grouper,
-                                    s.policy().placer,
-                                    s.policy().algorithm,
-                                    e.steps_per_candidate,
-                                    e.warmup_steps,
-                                    e.max_candidates};
+  messages::Attached attached;
+  attached.session = s.id();
+  attached.grouper = s.policy().grouper;
+  attached.placer = s.policy().placer;
+  attached.algorithm = s.policy().algorithm;
+  attached.steps_per_candidate = e.steps_per_candidate;
+  attached.warmup_steps = e.warmup_steps;
+  attached.max_candidates = e.max_candidates;
+  if (auto notice = short_job_notice(e, s.expected_steps())) {
+    spdlog::info("job {} '{}': {}", s.id(), s.name(), *notice);
+    attached.notices.push_back(std::move(*notice));
+  }
   req.respond(attached.kType, req.id, attached.to_json(), false);
 }
 

@@ -60,13 +60,21 @@ void add_jobs(const ServiceContext& ctx, std::vector<MetricFamily>& out) {
       MetricType::Gauge);
   MetricFamily speedup =
       family("placementd_job_speedup_ratio", "Start over best median step time", MetricType::Gauge);
+  MetricFamily realized = family("placementd_job_realized_speedup_ratio",
+                                 "The start's median step time times the job's batches, over the "
+                                 "time its steps took: what placementd gained it so far",
+                                 MetricType::Gauge);
+  MetricFamily beyond_best = family(
+      "placementd_job_beyond_best_seconds",
+      "What the steps off the best placement took beyond its median step time", MetricType::Gauge);
   MetricFamily candidates =
       family("placementd_job_candidates", "Placements the job has run", MetricType::Gauge);
   MetricFamily max_candidates = family("placementd_job_max_candidates",
                                        "exploration.max_candidates in force", MetricType::Gauge);
   MetricFamily overhead = family("placementd_job_exploration_overhead_ratio",
                                  "What exploration and profiling cost beyond the placement in "
-                                 "force's step time, over the time measured",
+                                 "force's step time, over the time measured (what "
+                                 "max_overhead_fraction bounds)",
                                  MetricType::Gauge);
   MetricFamily budget = family("placementd_job_exploration_budget_used_ratio",
                                "Fraction of the exploration budget spent (1: exploiting for good)",
@@ -113,6 +121,8 @@ void add_jobs(const ServiceContext& ctx, std::vector<MetricFamily>& out) {
         add(high, with(id, {{"placement", which}}), (**value)[1]);
       }
     if (s.speedup) add(speedup, id, *s.speedup);
+    if (s.realized_speedup) add(realized, id, *s.realized_speedup);
+    if (s.beyond_best_s) add(beyond_best, id, *s.beyond_best_s);
     add(candidates, id, static_cast<double>(s.candidates_tried));
     add(max_candidates, id, static_cast<double>(s.max_candidates));
     add(overhead, id, s.exploration_overhead);
@@ -123,9 +133,9 @@ void add_jobs(const ServiceContext& ctx, std::vector<MetricFamily>& out) {
     add(reexplorations, id, static_cast<double>(s.reexplorations));
     add(attached, id, s.attached_s);
   }
-  for (MetricFamily* f :
-       {&info, &state, &step, &low, &high, &speedup, &candidates, &max_candidates, &overhead,
-        &budget, &steps, &failed, &exploring, &reexplorations, &attached})
+  for (MetricFamily* f : {&info, &state, &step, &low, &high, &speedup, &realized, &beyond_best,
+                          &candidates, &max_candidates, &overhead, &budget, &steps, &failed,
+                          &exploring, &reexplorations, &attached})
     out.push_back(std::move(*f));
 }
 

@@ -3,21 +3,20 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <optional>
 
 #include <torch/optim/adam.h>
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include "command_line.h"
 #include "placement/capture.h"
-#include "placement/client.h"
+#include "placement/inspection.h"
 #include "placement/job.h"
+#include "placement/job_outcome.h"
 
 namespace examples {
 
 namespace {
-
-using nlohmann::json;
 
 // "encoder.0/aten::lstm" → "encoder.0": the model part an op belongs to (two scope levels).
 std::string part_of(const std::string& op_name) {
@@ -32,49 +31,50 @@ std::string part_of(const std::string& op_name) {
   return scope.empty() ? "(top level)" : scope;
 }
 
-std::string ms(const json& seconds) {
-  if (!seconds.is_number()) return "-";
+std::string ms(const std::optional<double>& seconds) {
+  if (!seconds) return "-";
   char text[32];
-  std::snprintf(text, sizeof(text), "%.2f ms", seconds.get<double>() * 1e3);
+  std::snprintf(text, sizeof(text), "%.2f ms", *seconds * 1e3);
   return text;
 }
 
-// The daemon's view of this job (placementctl jobs show), or null when it is not reachable.
-json daemon_view(const std::string& socket, uint64_t session) {
+// The daemon's view of this job (placementctl jobs show), or nullopt when it is not reachable.
+std::optional<placement::messages::JobSummary> daemon_view(const placement::Job& job) {
   try {
-    placement::Client client({socket, "example summary", 5000});
-    return client.request(placement::protocol::MessageType::kJobShow, {{"id", session}},
-                          placement::protocol::MessageType::kJobInfo);
+    return job.placementd_view().job;
   } catch (const std::exception& e) {
     std::cerr << "(placementd not reachable for the summary: " << e.what() << ")\n";
-    return nullptr;
+    return std::nullopt;
   }
 }
 
 // `no_view`: what the summary says of placementd when it has no view of the job.
-void print_summary(const placement::Job& job, const json& view, double wall_s,
+void print_summary(const placement::Job& job,
+                   const std::optional<placement::messages::JobSummary>& view, double wall_s,
                    const char* no_view) {
   const placement::JobStats stats = job.stats();
   std::printf("\n== summary\n");
   std::printf("%-34s %llu in %.1f s\n", "steps", static_cast<unsigned long long>(stats.steps),
               wall_s);
-  if (!view.is_null()) {
-    std::printf("%-34s %s\n", "placementd state", view.value("state", "").c_str());
-    std::printf("%-34s %s\n", "start placement step time", ms(view["start_step_time_s"]).c_str());
-    std::printf("%-34s %s\n", "best placement step time", ms(view["best_step_time_s"]).c_str());
-    if (view["speedup"].is_number())
-      std::printf("%-34s %.2fx\n", "speed-up vs start", view["speedup"].get<double>());
+  for (const std::string& notice : job.daemon().notices)
+    std::printf("%-34s %s\n", "placementd said at attach", notice.c_str());
+  if (view) {
+    std::printf("%-34s %s\n", "placementd state", placement::messages::to_string(view->state));
+    std::printf("%-34s %s\n", "start placement step time", ms(view->start_step_time_s).c_str());
+    std::printf("%-34s %s\n", "best placement step time", ms(view->best_step_time_s).c_str());
     std::printf(
         "%-34s %llu (+%llu rejected by the memory model, %llu repeats scored without running)\n",
-        "candidates tried", view.value("candidates_tried", 0ull), view.value("rejected", 0ull),
-        view.value("repeats_scored", 0ull));
-    std::printf("%-34s %llu\n", "steps spent exploring", view.value("exploration_steps", 0ull));
-    if (view["steps_to_within_2pct"].is_number())
+        "candidates tried", static_cast<unsigned long long>(view->candidates_tried),
+        static_cast<unsigned long long>(view->rejected),
+        static_cast<unsigned long long>(view->repeats_scored));
+    std::printf("%-34s %llu\n", "steps spent exploring",
+                static_cast<unsigned long long>(view->exploration_steps));
+    if (view->steps_to_within_2pct && view->seconds_to_within_2pct)
       std::printf("%-34s step %llu, %.1f s after attach\n", "within 2% of the best found by",
-                  view["steps_to_within_2pct"].get<unsigned long long>(),
-                  view["seconds_to_within_2pct"].get<double>());
-    std::printf("%-34s %.1f%% of measured step time\n", "exploration overhead",
-                100.0 * view.value("exploration_overhead", 0.0));
+                  static_cast<unsigned long long>(*view->steps_to_within_2pct),
+                  *view->seconds_to_within_2pct);
+    for (const auto& [label, value] : placement::describe_outcome(*view))
+      std::printf("%-34s %s\n", label.c_str(), value.c_str());
   } else {
     std::printf("%-34s %s\n", "placementd", no_view);
   }
@@ -83,9 +83,10 @@ void print_summary(const placement::Job& job, const json& view, double wall_s,
               stats.migrated_bytes / 1e6, stats.migration_seconds * 1e3,
               static_cast<unsigned long long>(stats.failed_swaps),
               static_cast<unsigned long long>(stats.retried_steps));
-  std::printf("%-34s %llu (%s, %s)\n", "placement in force",
-              static_cast<unsigned long long>(stats.placement_id), stats.reason.c_str(),
-              stats.state.c_str());
+  if (!view)
+    std::printf("%-34s %llu (%s, %s)\n", "placement in force",
+                static_cast<unsigned long long>(stats.placement_id), stats.reason.c_str(),
+                stats.state.c_str());
   std::printf("where it puts each part of the model:\n");
   std::map<std::string, std::map<std::string, int>> parts;
   const placement::Placement& p = job.placement();
@@ -174,10 +175,8 @@ int run_live(const LiveOptions& o, const ExampleModel& m) {
   if (placements) std::fclose(placements);
   const double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  json view = nullptr;
-  if (talks && job->daemon().connected)
-    view = daemon_view(o.socket.empty() ? placement::default_socket_path() : o.socket,
-                       job->daemon().session);
+  std::optional<placement::messages::JobSummary> view;
+  if (talks && job->daemon().connected) view = daemon_view(*job);
   print_summary(*job, view, wall_s,
                 !o.use_daemon ? "not used"
                 : talks       ? "not reachable: trained on the placement in force"

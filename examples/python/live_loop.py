@@ -31,6 +31,34 @@ def parser(description, job):
     return p
 
 
+def language_model_options(p, batch, context, vocab, width, heads, layers):
+    """The sizes the language-model examples (train_lm.py, train_hf.py) take, with their defaults."""
+    p.add_argument("--batch", type=positive, default=batch, help=f"sequences per batch (default {batch})")
+    p.add_argument("--context", type=positive, default=context, help=f"tokens per sequence (default {context})")
+    p.add_argument("--vocab", type=positive, default=vocab, help=f"vocabulary size (default {vocab})")
+    p.add_argument("--width", type=positive, default=width, help=f"model width (default {width})")
+    p.add_argument("--heads", type=positive, default=heads, help=f"attention heads (default {heads})")
+    p.add_argument("--layers", type=positive, default=layers, help=f"transformer blocks (default {layers})")
+
+
+def check_language_model_options(p, args):
+    if args.width % args.heads:
+        p.error(f"--width {args.width} is not a multiple of --heads {args.heads}")
+
+
+def synthetic_text(args):
+    """batch(step) for the language-model examples: ((tokens,), next tokens). Each sequence steps
+    through the vocabulary by a fixed stride from a random token, a rule the model can learn, so
+    the loss falls from log(vocab) as it trains; the same batches in every run."""
+    def batch(step):
+        g = torch.Generator().manual_seed(args.seed * 1_000_003 + step)
+        start = torch.randint(args.vocab, (args.batch, 1), generator=g)
+        stride = torch.randint(1, 8, (args.batch, 1), generator=g)
+        text = (start + stride * torch.arange(args.context + 1)) % args.vocab
+        return (text[:, :-1],), text[:, 1:]  # predict each next token
+    return batch
+
+
 def positive(text):
     value = int(text)
     if value < 1:
@@ -46,9 +74,11 @@ def devices(args):
     return ["cpu:0", "cpu:1"]
 
 
-def train(args, model, example_inputs, batch, loss_fn):
+def train(args, model, example_inputs, batch, loss_fn, make_optimizer=None, make_scheduler=None):
     """Trains `model` for args.steps steps: batch(step) gives (inputs, target), loss_fn(output,
-    target) the loss. The target may be on any device: the job moves it to the output's."""
+    target) the loss. The target may be on any device: the job moves it to the output's.
+    make_optimizer(parameters) gives the optimizer (default Adam at --lr), make_scheduler(optimizer)
+    a learning-rate scheduler stepped after every step (default none)."""
     started = time.monotonic()
     job = placement.attach(args.job, model, example_inputs, devices=devices(args), expected_steps=args.steps,
                            socket=args.socket, use_daemon=not args.no_daemon)
@@ -67,17 +97,18 @@ def train(args, model, example_inputs, batch, loss_fn):
               flush=True)
         if stats["world_size"] > 1:
             print(f"replica: rank {stats['rank']} of {stats['world_size']} in group {stats['replica_group']}", flush=True)
-        optimizer = torch.optim.Adam(job.parameters(), lr=args.lr)
+        optimizer = (make_optimizer or (lambda p: torch.optim.Adam(p, lr=args.lr)))(job.parameters())
+        scheduler = make_scheduler(optimizer) if make_scheduler else None
         with contextlib.ExitStack() as files:
             losses = files.enter_context(open(args.losses, "w")) if args.losses else None
-            train_steps(args, job, optimizer, batch, loss_fn, losses)
+            train_steps(args, job, optimizer, scheduler, batch, loss_fn, losses)
         answer = job.detach()
     stats = job.stats()
-    print(f"\n== summary\n{'steps':34} {stats['steps']} in {time.monotonic() - started:.1f} s")
-    print(f"{'placement swaps':34} {stats['swaps']} ({stats['migrated_bytes'] / 1e6:.1f} MB moved in "
-          f"{1e3 * stats['migration_seconds']:.1f} ms), {stats['failed_swaps']} failed swaps, "
-          f"{stats['retried_steps']} steps retried")
-    print(f"{'placement in force':34} {_describe(stats)}")
+    summary = job.summary()  # what placementd did for the job, asked after the detach
+    print(f"\n== summary\n{'wall time':34} {time.monotonic() - started:.1f} s")
+    print(summary)
+    if summary["placementd"] is None:
+        print(f"{'placement in force':34} {_describe(stats)}")
     counts = {}
     for d in job.placement:
         counts[job.device_names[d]] = counts.get(job.device_names[d], 0) + 1
@@ -99,7 +130,7 @@ def train(args, model, example_inputs, batch, loss_fn):
                   f"placementctl jobs --finished shows what placementd found")
 
 
-def train_steps(args, job, optimizer, batch, loss_fn, losses):
+def train_steps(args, job, optimizer, scheduler, batch, loss_fn, losses):
     """The loop itself, printing every --log-every steps the mean step time since the last line."""
     window_s = 0.0
     # Under torchrun's environment rank r of n trains on batches r, n + r, 2n + r, ...
@@ -107,6 +138,8 @@ def train_steps(args, job, optimizer, batch, loss_fn, losses):
     for step in range(args.steps):
         inputs, target = batch(step * world + rank)
         loss = job.step(inputs, loss_fn, optimizer, targets=target).item()
+        if scheduler is not None:
+            scheduler.step()
         if losses:
             losses.write(f"{loss.hex()}\n")
         stats = job.stats()
@@ -114,8 +147,8 @@ def train_steps(args, job, optimizer, batch, loss_fn, losses):
         if (step + 1) % args.log_every == 0 or step + 1 == args.steps:
             away = "  [placementd away]" if not args.no_daemon and rank == 0 and not job.daemon()["connected"] else ""
             steps_in_window = (step % args.log_every) + 1
-            print(f"step {step + 1:6d}  loss {loss:.4f}  {1e3 * window_s / steps_in_window:7.2f} ms/step  "
-                  f"placement {_describe(stats)}{away}", flush=True)
+            print(f"step {step + 1:6d}  loss {loss:.4f}  lr {optimizer.param_groups[0]['lr']:.2e}  "
+                  f"{1e3 * window_s / steps_in_window:7.2f} ms/step  placement {_describe(stats)}{away}", flush=True)
             window_s = 0.0
 
 

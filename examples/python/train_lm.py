@@ -60,25 +60,13 @@ class LanguageModel(nn.Module):
 def run():
     p = live_loop.parser("Train a small transformer language model on synthetic text while placementd places it.",
                          job="lm-example")
-    p.add_argument("--batch", type=live_loop.positive, default=16, help="sequences per batch (default 16)")
-    p.add_argument("--context", type=live_loop.positive, default=128, help="tokens per sequence (default 128)")
-    p.add_argument("--vocab", type=live_loop.positive, default=512, help="vocabulary size (default 512)")
-    p.add_argument("--width", type=live_loop.positive, default=256, help="model width (default 256)")
-    p.add_argument("--heads", type=live_loop.positive, default=4, help="attention heads (default 4)")
-    p.add_argument("--layers", type=live_loop.positive, default=4, help="transformer blocks (default 4)")
+    live_loop.language_model_options(p, batch=16, context=128, vocab=512, width=256, heads=4, layers=4)
     args = p.parse_args()
-    if args.width % args.heads:
-        p.error(f"--width {args.width} is not a multiple of --heads {args.heads}")
+    live_loop.check_language_model_options(p, args)
 
     torch.manual_seed(args.seed)
     model = LanguageModel(args.vocab, args.width, args.heads, args.layers, args.context)
-
-    def batch(step):
-        g = torch.Generator().manual_seed(args.seed * 1_000_003 + step)
-        start = torch.randint(args.vocab, (args.batch, 1), generator=g)
-        stride = torch.randint(1, 8, (args.batch, 1), generator=g)
-        text = (start + stride * torch.arange(args.context + 1)) % args.vocab
-        return (text[:, :-1],), text[:, 1:]  # predict each next token
+    batch = live_loop.synthetic_text(args)
 
     def loss(logits, target):
         return nn.functional.cross_entropy(logits.reshape(-1, args.vocab), target.reshape(-1))

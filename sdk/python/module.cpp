@@ -20,6 +20,7 @@
 
 #include "placement/capture.h"
 #include "placement/job.h"
+#include "placement/job_outcome.h"
 #include "placement/serialization.h"
 
 namespace py = pybind11;
@@ -169,6 +170,7 @@ py::dict status_dict(const placement::JobChannel::Status& s) {
   d["reports_dropped"] = s.reports_dropped;
   d["profiles_sent"] = s.profiles_sent;
   d["last_error"] = s.last_error;
+  d["notices"] = s.notices;
   if (s.detached) {
     py::dict detached;
     detached["best_step_time_s"] = s.detached->best_step_time_s
@@ -186,6 +188,7 @@ py::dict status_dict(const placement::JobChannel::Status& s) {
 
 PYBIND11_MODULE(_placement, m) {
   m.doc() = "placementd's job API (C++), for the placement package";
+  m.attr("__version__") = PLACEMENT_VERSION;
   py::register_exception<placement::CaptureError>(m, "CaptureError", PyExc_ValueError);
 
   py::class_<placement::Model>(m, "Model")
@@ -277,6 +280,15 @@ PYBIND11_MODULE(_placement, m) {
       .def("graph_json", [](const Job& job) { return placement::to_json(job.graph()).dump(); })
       .def("stats", [](const Job& job) { return stats_dict(job.stats()); })
       .def("daemon", [](const Job& job) { return status_dict(job.daemon()); })
+      .def("placementd_view",
+           [](const Job& job) {
+             placement::messages::JobInfo info;
+             {
+               py::gil_scoped_release release;
+               info = job.placementd_view();
+             }
+             return info.to_json().dump();
+           })
       .def("detach", [](Job& job) {
         placement::JobChannel::Status s;
         {
@@ -287,6 +299,14 @@ PYBIND11_MODULE(_placement, m) {
       });
 
   m.def("parameters_digest", &placement::parameters_digest, py::arg("tensors"));
+  m.def(
+      "describe_outcome",
+      [](const std::string& job_json) {
+        return placement::describe_outcome(
+            placement::messages::JobSummary::from_json(nlohmann::json::parse(job_json)));
+      },
+      py::arg("job_json"),
+      "(label, value) lines of what placementd did for a job, from its job_show reply's JSON.");
   m.def(
       "capture_json",
       [](const py::object& module, const py::sequence& example_inputs, const std::string& name) {

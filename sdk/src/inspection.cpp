@@ -85,6 +85,15 @@ void summary_to_json(const JobSummary& s, json& j) {
   j["start_step_time_interval_s"] = or_null(s.start_step_time_interval_s);
   j["best_step_time_interval_s"] = or_null(s.best_step_time_interval_s);
   j["exploration_overhead"] = s.exploration_overhead;
+  j["job_s"] = s.job_s;
+  j["realized_speedup"] = or_null(s.realized_speedup);
+  j["realized_speedup_interval"] = or_null(s.realized_speedup_interval);
+  j["start_mean_step_time_s"] = or_null(s.start_mean_step_time_s);
+  j["beyond_best_s"] = or_null(s.beyond_best_s);
+  j["current_placement"] = s.current_placement;
+  j["best_placement"] = s.best_placement;
+  j["on_best"] = s.on_best;
+  j["exploration_finished"] = s.exploration_finished;
   j["exploration_steps"] = s.exploration_steps;
   j["expected_steps"] = s.expected_steps;
   j["budget_used"] = s.budget_used;
@@ -127,6 +136,15 @@ JobSummary summary_from(const JsonReader& r) {
   s.start_step_time_interval_s = maybe_interval(r, "start_step_time_interval_s");
   s.best_step_time_interval_s = maybe_interval(r, "best_step_time_interval_s");
   s.exploration_overhead = number(r, "exploration_overhead");
+  s.job_s = number(r, "job_s");
+  s.realized_speedup = maybe_number(r, "realized_speedup");
+  s.realized_speedup_interval = maybe_interval(r, "realized_speedup_interval");
+  s.start_mean_step_time_s = maybe_number(r, "start_mean_step_time_s");
+  s.beyond_best_s = maybe_number(r, "beyond_best_s");
+  s.current_placement = count(r, "current_placement");
+  s.best_placement = count(r, "best_placement");
+  s.on_best = flag(r, "on_best");
+  s.exploration_finished = flag(r, "exploration_finished");
   s.exploration_steps = count(r, "exploration_steps");
   s.expected_steps = count(r, "expected_steps");
   s.budget_used = number(r, "budget_used");
@@ -162,6 +180,26 @@ CandidateInfo candidate_from(const JsonReader& r) {
   c.median_step_time_s = maybe_number(r, "median_step_time_s");
   c.trial = maybe_text(r, "trial");
   return c;
+}
+
+TrialMark mark_from(const JsonReader& r) {
+  TrialMark m;
+  m.candidate = count(r, "candidate");
+  m.against = count(r, "against");
+  m.step = count(r, "step");
+  m.verdict = text(r, "verdict");
+  m.final_check = flag(r, "final_check");
+  return m;
+}
+
+TimelinePoint point_from(const JsonReader& r) {
+  TimelinePoint p;
+  p.first_step = count(r, "first_step");
+  p.steps = count(r, "steps");
+  p.placement = count(r, "placement");
+  p.best = count(r, "best");
+  p.mean_step_time_s = number(r, "mean_step_time_s");
+  return p;
 }
 
 }  // namespace
@@ -262,6 +300,28 @@ CandidateInfo CandidateInfo::from_json(const json& body) {
   return candidate_from(body_of(body, "candidate"));
 }
 
+json TimelinePoint::to_json() const {
+  return {{"first_step", first_step},
+          {"steps", steps},
+          {"placement", placement},
+          {"best", best},
+          {"mean_step_time_s", mean_step_time_s}};
+}
+
+TimelinePoint TimelinePoint::from_json(const json& body) {
+  return point_from(body_of(body, "timeline point"));
+}
+
+json TrialMark::to_json() const {
+  return {{"candidate", candidate},
+          {"against", against},
+          {"step", step},
+          {"verdict", verdict},
+          {"final_check", final_check}};
+}
+
+TrialMark TrialMark::from_json(const json& body) { return mark_from(body_of(body, "trial mark")); }
+
 json JobInfo::to_json() const {
   json j = json::object();
   summary_to_json(job, j);
@@ -273,6 +333,12 @@ json JobInfo::to_json() const {
   j["profile_reports"] = profile_reports;
   j["rejected_by_device"] = rejected_by_device;
   j["warm_start"] = warm_start;
+  json points = json::array();
+  for (const TimelinePoint& p : timeline) points.push_back(p.to_json());
+  j["timeline"] = points;
+  json marks = json::array();
+  for (const TrialMark& m : trials) marks.push_back(m.to_json());
+  j["trials"] = marks;
   return j;
 }
 
@@ -292,6 +358,8 @@ JobInfo JobInfo::from_json(const json& body) {
       info.rejected_by_device[device] = m.field(device.c_str()).uint();
   }
   if (r.has("warm_start")) info.warm_start = r.value().at("warm_start");
+  info.timeline = list<TimelinePoint>(r, "timeline", point_from);
+  info.trials = list<TrialMark>(r, "trials", mark_from);
   return info;
 }
 

@@ -105,14 +105,25 @@ JobChannel::Status JobChannel::status() const {
   return status_;
 }
 
-void JobChannel::attached_locked(uint64_t session) {
+messages::JobInfo JobChannel::show() const {
+  const uint64_t session = status().session;
+  if (session == 0) throw std::runtime_error("the job never attached to placementd");
+  Client client(
+      ClientOptions{options_.socket_path, "placement job " + options_.job, options_.timeout_ms});
+  const messages::JobShow ask{session};
+  return messages::JobInfo::from_json(
+      client.request(ask.kType, ask.to_json(), messages::JobInfo::kType));
+}
+
+void JobChannel::attached_locked(const messages::Attached& attached) {
   ++generation_;
   // Reports still queued belong to the previous attachment.
   status_.reports_dropped += reports_.size();
   reports_.clear();
   status_.connected = true;
   ++status_.attempts;
-  status_.session = session;
+  status_.session = attached.session;
+  status_.notices = attached.notices;
   ++status_.attaches;
   status_.last_error.clear();
   cv_.notify_all();
@@ -144,7 +155,7 @@ bool JobChannel::connect(bool* refused) {
         client->request(attach.kType, attach.to_json(), messages::Attached::kType));
     if (follower(options_)) {
       std::lock_guard<std::mutex> lock(mutex_);
-      attached_locked(attached.session);
+      attached_locked(attached);
       client_ = std::move(client);
       return true;
     }
@@ -158,7 +169,7 @@ bool JobChannel::connect(bool* refused) {
         client->request(messages::PlacementRequest::kType, messages::PlacementRequest{}.to_json(),
                         messages::Directive::kType);
     std::lock_guard<std::mutex> lock(mutex_);
-    attached_locked(attached.session);
+    attached_locked(attached);
     directive_ = directive_from(first, options_, generation_);
     client_ = std::move(client);
     return true;

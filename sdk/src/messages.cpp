@@ -173,7 +173,8 @@ json Attached::to_json() const {
           {"algorithm", algorithm},
           {"steps_per_candidate", steps_per_candidate},
           {"warmup_steps", warmup_steps},
-          {"max_candidates", max_candidates}};
+          {"max_candidates", max_candidates},
+          {"notices", notices}};
 }
 
 Attached Attached::from_json(const json& body) {
@@ -187,6 +188,10 @@ Attached Attached::from_json(const json& body) {
     a.steps_per_candidate = r.field("steps_per_candidate").integer();
   if (r.has("warmup_steps")) a.warmup_steps = r.field("warmup_steps").integer();
   if (r.has("max_candidates")) a.max_candidates = r.field("max_candidates").integer();
+  if (r.has("notices")) {
+    const JsonReader n = r.field("notices");
+    for (size_t i = 0; i < n.array_size(); ++i) a.notices.push_back(n.element(i).string());
+  }
   return a;
 }
 

@@ -50,6 +50,13 @@ SKIPPED = {
         "a replica group of two processes on a fixed port; Replicas.* (tests/integration/replicas_test.cpp) runs it on a free port",
     "RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 build/bin/train_gnmt --model M.pt --steps 60 --socket /tmp/pd.sock":
         "a replica group of two processes on a fixed port; Replicas.* (tests/integration/replicas_test.cpp) runs it on a free port",
+    "pip install scikit-build-core": "installs from PyPI; scripts/python-requirements.txt pins it for the tests",
+    "pip install --no-build-isolation .": "builds the SDK once more (5 minutes); python.wheel builds and installs "
+        "the same pyproject from an sdist (tests/install/python_wheel.sh)",
+    "pip install --no-build-isolation placement-0.1.0.tar.gz": "python.wheel runs it on an sdist it makes "
+        "(tests/install/python_wheel.sh)",
+    "python -c 'import placement; print(placement.__version__)'": "python.wheel imports the installed package "
+        "and checks __version__",
     "apt install ./build/packages/placementd_*.deb":
         "installs into the system; package.deb_apt_install runs it where that is allowed (CI)",
 }

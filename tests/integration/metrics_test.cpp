@@ -2,12 +2,14 @@
 // job runs.
 
 #include <gtest/gtest.h>
+
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -43,6 +45,16 @@ void expect_line(const std::string& text, const std::string& line) {
   EXPECT_NE(text.find(line + "\n"), std::string::npos) << line << " is not in:\n" << text;
 }
 
+// The value of `series` (its name and labels, as the text shows them); NaN when it is missing.
+double value_of(const std::string& text, const std::string& series) {
+  const size_t at = text.find("\n" + series + " ");
+  if (at == std::string::npos) {
+    ADD_FAILURE() << series << " is not in:\n" << text;
+    return std::nan("");
+  }
+  return std::stod(text.substr(at + series.size() + 2));
+}
+
 TEST(Metrics, AScrapeDuringALiveRunShowsTheJobAndItsIntervals) {
   DaemonProcess daemon;
   const std::string address = daemon.dir + "/metrics.sock";
@@ -63,6 +75,9 @@ TEST(Metrics, AScrapeDuringALiveRunShowsTheJobAndItsIntervals) {
   expect_line(text, "placementd_job_step_time_high_seconds{" + job + ",placement=\"best\"} 0.02");
   expect_line(text, "placementd_job_candidates{" + job + "} 1");
   expect_line(text, "placementd_job_exploration_overhead_ratio{" + job + "} 0");
+  // Every step at the start's 20 ms: the job got exactly what it would have without placementd.
+  EXPECT_NEAR(value_of(text, "placementd_job_realized_speedup_ratio{" + job + "}"), 1.0, 1e-12);
+  EXPECT_NEAR(value_of(text, "placementd_job_beyond_best_seconds{" + job + "}"), 0.0, 1e-12);
   expect_line(text, "placementd_policy_seconds_count{request=\"step_report\"} 14");
   EXPECT_NE(text.find("placementd_job_info{" + job + ",uid=\"" + std::to_string(::getuid()) + "\""),
             std::string::npos)

@@ -72,6 +72,43 @@ def test_training_with_placementd_swapping_is_bitwise_training_without_it(daemon
         assert torch.equal(value, p.detach()), name
 
 
+def test_the_summary_says_what_the_job_got_and_a_short_job_hears_so_at_attach(daemon):
+    # The fixture's exploration needs 13 placements x 4 steps: 40 expected steps cannot see it end.
+    with pytest.warns(UserWarning, match="at least 52 steps .* expects 40: .* ends while exploring"):
+        _, job, optimizer = start("py-summary", daemon.socket, expected_steps=40)
+    started = time.monotonic()
+    losses = train_until_swapped(job, optimizer, swaps=2, min_steps=40)
+    wall = time.monotonic() - started
+    during = job.summary()
+    view = during["placementd"]
+    assert view is not None, during["placementd_error"]
+    assert during["notices"] and "ends while exploring" in during["notices"][0]
+    assert 0 < view["steps"] <= len(losses)  # reports go up in the background
+    assert 0 < view["job_s"] <= wall
+    batches = view["steps"] - view["failed_steps"]
+    assert view["realized_speedup"] == pytest.approx(view["start_mean_step_time_s"] * batches / view["job_s"])
+    low, high = view["realized_speedup_interval"]
+    assert low <= view["realized_speedup"] <= high
+    text = str(during)
+    for label in ("realized speed-up", "best vs start", "time off the best", "placement in force", "exploration"):
+        assert f"\n{label} " in text, text
+    job.detach()
+    after = job.summary()
+    assert after["placementd"]["state"] == "detached", after["placementd_error"]
+    assert after["daemon"]["detached"] is not None
+    ended = "finished after" if after["placementd"]["exploration_finished"] else "unfinished when the job detached"
+    assert ended in str(after), str(after)
+
+
+def test_the_summary_of_a_job_without_placementd_says_why_it_has_no_view():
+    _, job, optimizer = start("py-alone", use_daemon=False)
+    x, y = batch(0)
+    job.step((x,), mse_to(y), optimizer)
+    summary = job.summary()
+    assert summary["placementd"] is None and summary["placementd_error"]
+    assert "placementd" in str(summary) and "no view of the job" in str(summary)
+
+
 def test_a_swap_moves_adams_state_with_its_parameters(daemon):
     model, job, optimizer = start("py-adam", daemon.socket)
     x, y = batch(0)

@@ -24,7 +24,7 @@ run --stage profiles >/dev/null
 check profiles '^\| gnmt_small \| 36 \|'
 check profiles '^aten::lstm +8 '  # gnmt_small's LSTMs, measured against the cost model
 run --stage live --steps 40 >/dev/null
-check live 'speed-up vs start'
+check live '^realized speed-up '
 check live '^## Python lm example'
 check live '^overhead +[-+][0-9.]+ %'
 check live '^both ranks: parameters digest: [0-9a-f]{16}$'

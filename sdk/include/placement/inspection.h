@@ -67,8 +67,31 @@ struct JobSummary {
   /// 95% confidence intervals of the start's and the best's median step times ([low, high];
   /// nullopt until 6 steps are measured).
   std::optional<std::array<double, 2>> start_step_time_interval_s, best_step_time_interval_s;
-  /// Time off the start placement for exploration and profiling, over the time measured.
+  /// What exploration and profiling cost beyond the placement in force at the time, over the
+  /// time measured: the measure max_overhead_fraction bounds, not what the job lost (a candidate
+  /// faster than the placement in force earns time back before a trial shows it; see
+  /// beyond_best_s).
   double exploration_overhead = 0;
+  /// The time of every step the job reported (failed and profiled ones too).
+  double job_s = 0;
+  /// What placementd gained the job so far, exploration and all: the start's mean step time × the
+  /// batches the job trained (its steps less the failed ones, which it ran again) over job_s, and
+  /// a 95% interval from the start mean's. nullopt until the start is measured.
+  std::optional<double> realized_speedup;
+  std::optional<std::array<double, 2>> realized_speedup_interval;
+  /// The start's mean step time, the realized speed-up's reference.
+  std::optional<double> start_mean_step_time_s;
+  /// Seconds the steps run on other placements than the best known took beyond the best's mean
+  /// step time (failed steps whole; below 0 when they were faster on the whole). nullopt until the
+  /// best is measured.
+  std::optional<double> beyond_best_s;
+  /// The placement the job runs now (at detach: what it ended on), the best known (the placement in
+  /// force, which only a trial changes; 0 before it is measured), and whether they are the same.
+  uint64_t current_placement = 0, best_placement = 0;
+  bool on_best = false;
+  /// Exploration has ended (its candidates, convergence or budget) and the job runs the best for
+  /// good; at detach, whether it had.
+  bool exploration_finished = false;
   uint64_t exploration_steps = 0, expected_steps = 0;
   /// Fraction of the exploration budget spent, 0 to 1.
   double budget_used = 0;
@@ -118,6 +141,31 @@ struct CandidateInfo {
   static CandidateInfo from_json(const nlohmann::json& body);
 };
 
+/// Consecutive steps of a job under one placement, for `placementctl jobs show --plot`. A long
+/// job's timeline stays within TimelinePoint::kMaxPoints: neighbours merge, two steps then four
+/// and so on a point, and a point that merged two placements has placement 0.
+struct TimelinePoint {
+  static constexpr size_t kMaxPoints = 2048;
+  /// The job's step count before its first step, and how many steps it holds.
+  uint64_t first_step = 0, steps = 0;
+  /// The placement that ran them (0: more than one), and the placement in force (the best known,
+  /// which only a trial changes) meanwhile.
+  uint64_t placement = 0, best = 0;
+  double mean_step_time_s = 0;
+  nlohmann::json to_json() const;
+  static TimelinePoint from_json(const nlohmann::json& body);
+};
+
+/// Where an A/B trial ended, for the plot: the candidate, what it was compared with (the start in
+/// a final check), the verdict ("faster", "not faster", "unclear") and the job's step count then.
+struct TrialMark {
+  uint64_t candidate = 0, against = 0, step = 0;
+  std::string verdict;
+  bool final_check = false;
+  nlohmann::json to_json() const;
+  static TrialMark from_json(const nlohmann::json& body);
+};
+
 /// A job in full: its summary (the same keys, at the top level) and what it ran.
 struct JobInfo {
   static constexpr MessageType kType = MessageType::kJobInfo;
@@ -132,6 +180,9 @@ struct JobInfo {
   /// The warm start's report as the planning library writes it (docs/learning.md); null when
   /// none ran.
   nlohmann::json warm_start;
+  /// What ran when, step by step, and where each trial ended (older daemons send neither).
+  std::vector<TimelinePoint> timeline;
+  std::vector<TrialMark> trials;
   nlohmann::json to_json() const;
   static JobInfo from_json(const nlohmann::json& body);
 };

@@ -213,6 +213,9 @@ class Job {
   JobStats stats() const;
   /// The daemon connection's state (connected, session, attaches, reports sent/dropped).
   JobChannel::Status daemon() const;
+  /// placementd's view of the job (JobChannel::show()): what it gained, what it runs, whether
+  /// exploration finished. Throws when the job runs without placementd or cannot reach it.
+  messages::JobInfo placementd_view() const;
   /// Detaches from placementd (the destructor does it too) and returns the final connection status.
   JobChannel::Status detach();
 

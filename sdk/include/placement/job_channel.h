@@ -12,9 +12,11 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "placement/devices.h"
 #include "placement/graph.h"
+#include "placement/inspection.h"
 #include "placement/messages.h"
 #include "placement/placement.h"
 
@@ -90,10 +92,16 @@ class JobChannel {
     uint64_t reports_dropped = 0;
     uint64_t profiles_sent = 0;
     std::string last_error;
+    /// What the daemon said the job should know when it last attached (messages::Attached).
+    std::vector<std::string> notices;
     /// The daemon's answer to the detach (none when it did not answer).
     std::optional<messages::Detached> detached;
   };
   Status status() const;
+  /// placementd's view of this job (what `placementctl jobs show` prints), asked on a connection
+  /// of its own: works after close() too, while the daemon keeps the finished job. Throws when the
+  /// job never attached or placementd cannot be reached.
+  messages::JobInfo show() const;
   /// Sends the last reports, detaches and stops the thread (the destructor does it too). Returns
   /// the final status, `detached` filled when the daemon answered.
   Status close();
@@ -102,8 +110,8 @@ class JobChannel {
   void run();
   /// False when it failed; `*refused` says whether the daemon refused the graph for its limits.
   bool connect(bool* refused);
-  /// A new attachment (session `session`) is up; mutex_ held.
-  void attached_locked(uint64_t session);
+  /// A new attachment (`attached`: its session and notices) is up; mutex_ held.
+  void attached_locked(const messages::Attached& attached);
   void pump(int wait_ms);
   void wake();
 

@@ -123,6 +123,9 @@ struct Attached {
   int64_t steps_per_candidate = 0;
   int64_t warmup_steps = 0;
   int64_t max_candidates = 0;
+  /// What the job should know about its session, in words (e.g. that its exploration cannot
+  /// finish within the steps it expects). Older daemons send none.
+  std::vector<std::string> notices;
   nlohmann::json to_json() const;
   static Attached from_json(const nlohmann::json& body);
 };

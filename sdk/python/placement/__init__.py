@@ -12,24 +12,30 @@ The loop never waits for placementd: when it is missing or dies, the job trains 
 placement and attaches again once it is back. docs/python.md has the whole API.
 """
 
+from __future__ import annotations
+
 import collections
 import contextlib
 import inspect
+import json
 import warnings
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
 
 import torch
 from torch.utils import _pytree as pytree
 
 from ._placement import CaptureError
+from ._placement import __version__
 from ._placement import Job as _CppJob
 from ._placement import Model as _Model
 from ._placement import capture_json as _capture_json
+from ._placement import describe_outcome as _describe_outcome
 from ._placement import parameters_digest as _parameters_digest
 
-__all__ = ["attach", "capture", "CaptureError", "Job", "parameters_digest"]
+__all__ = ["attach", "capture", "CaptureError", "Job", "Summary", "parameters_digest", "__version__"]
 
 
-def parameters_digest(tensors):
+def parameters_digest(tensors: Iterable[torch.Tensor]) -> str:
     """16 hex digits over every tensor's bytes in order, as the C++ examples print: data-parallel
     replicas whose parameters agree bit for bit print the same."""
     return _parameters_digest([t.detach() for t in tensors])
@@ -207,13 +213,37 @@ def _move_optimizer_state(optimizer, parameters, devices):
     return moved
 
 
+class Summary(dict):
+    """Job.summary(): a dict, printed as the lines `placementctl jobs show` and the C++ examples
+    print: what the job gained against its start placement (realized, exploration included), what
+    the best gains a step, what the steps off the best cost, what runs now and whether
+    exploration finished."""
+
+    def __str__(self):
+        lines = [("steps", f"{self['steps']} ({self['retried_steps']} retried)"),
+                 ("placement swaps", f"{self['swaps']} ({self['migrated_bytes'] / 1e6:.1f} MB moved in "
+                                     f"{self['migration_seconds'] * 1e3:.1f} ms), {self['failed_swaps']} failed")]
+        lines += [("placementd said at attach", notice) for notice in self.get("notices", [])]
+        view = self.get("placementd")
+        if view is None:
+            lines.append(("placementd", f"no view of the job: {self.get('placementd_error')}"))
+        else:
+            lines.append(("placementd state", view["state"]))
+            lines += _describe_outcome(json.dumps(view))
+        width = max([34] + [len(label) + 1 for label, _ in lines])  # the C++ examples' column
+        return "\n".join(f"{label:<{width}} {value}" for label, value in lines)
+
+
 class Job:
     """A model in training whose placement placementd chooses. Use it from the training thread."""
 
-    def __init__(self, name, model, example_inputs, *, example_kwargs=None, dynamic_batch=True, frontend="export",
-                 devices=None, expected_steps=0, socket=None, memory_bytes=0, use_daemon=True, start=None,
-                 memory_limit_bytes=None, profile_graph_file=None, profile_steps=3, reconnect_interval_ms=1000,
-                 replica_timeout_ms=60000, cuda_collectives="auto"):
+    def __init__(self, name: str, model: torch.nn.Module, example_inputs: Union[torch.Tensor, Sequence[torch.Tensor]],
+                 *, example_kwargs: Optional[Dict[str, Any]] = None, dynamic_batch: bool = True,
+                 frontend: str = "export", devices: Optional[Sequence[str]] = None, expected_steps: int = 0,
+                 socket: Optional[str] = None, memory_bytes: int = 0, use_daemon: bool = True,
+                 start: Optional[Sequence[int]] = None, memory_limit_bytes: Optional[Sequence[int]] = None,
+                 profile_graph_file: Optional[str] = None, profile_steps: int = 3, reconnect_interval_ms: int = 1000,
+                 replica_timeout_ms: int = 60000, cuda_collectives: str = "auto") -> None:
         inputs = _inputs(example_inputs)
         kwargs = dict(example_kwargs or {})
         self._exported = None
@@ -236,12 +266,18 @@ class Job:
                             int(profile_steps), int(reconnect_interval_ms), int(replica_timeout_ms),
                             str(cuda_collectives))
         self._detached = None
+        self._use_daemon = bool(use_daemon)
+        # What placementd said the job should know (its exploration cannot finish in expected_steps).
+        for notice in self._job.daemon()["notices"]:
+            warnings.warn(f"placementd: {notice}", stacklevel=3)
 
-    def parameters(self):
+    def parameters(self) -> List[torch.Tensor]:
         """The module's parameters, for the optimizer: the same tensors across placements."""
         return self._job.parameters()
 
-    def step(self, inputs, loss_fn, optimizer, targets=None, kwargs=None):
+    def step(self, inputs: Union[torch.Tensor, Sequence[torch.Tensor]], loss_fn: Callable[..., torch.Tensor],
+             optimizer: torch.optim.Optimizer, targets: Union[torch.Tensor, Sequence[torch.Tensor], None] = None,
+             kwargs: Optional[Dict[str, Any]] = None) -> torch.Tensor:
         """One training step under the placement in force: applies a pending placement at the step
         boundary (parameters and the optimizer's state move), forward, loss_fn(outputs), backward,
         optimizer.step(), optimizer.zero_grad(); reports the step's time to placementd without
@@ -265,29 +301,45 @@ class Job:
                               _move_optimizer_state)
 
     @property
-    def placement(self):
+    def placement(self) -> List[int]:
         """Device index of each op (indices into device_names)."""
         return self._job.placement()
 
     @property
-    def device_names(self):
+    def device_names(self) -> List[str]:
         return self._job.device_names()
 
-    def stats(self):
+    def stats(self) -> Dict[str, Any]:
         """Steps, swaps, migrated bytes, retried steps and the placement in force, as a dict."""
         return self._job.stats()
 
-    def daemon(self):
+    def daemon(self) -> Dict[str, Any]:
         """The connection to placementd: connected, session, attaches, reports sent and dropped."""
         return self._job.daemon()
 
-    def summary(self):
-        """stats() and daemon() together; after detach(), what placementd answered to it."""
-        out = dict(self._job.stats())
-        out["daemon"] = self._detached if self._detached is not None else self._job.daemon()
+    def summary(self) -> Summary:
+        """What the job ran and what placementd did for it, as a Summary: a dict of stats(), "daemon"
+        (daemon(); after detach(), what placementd answered to it) and "placementd", placementd's
+        view of the job (`placementctl jobs show --json`: the realized speed-up, the time the steps
+        off the best placement cost, whether exploration finished), None when it could not be asked
+        ("placementd_error" says why). print() it for the lines a person reads."""
+        out = Summary(self._job.stats())
+        daemon = self._job.daemon()
+        out["daemon"] = self._detached if self._detached is not None else daemon
+        out["notices"] = list(daemon["notices"])
+        out["placementd"], out["placementd_error"] = None, None
+        if not self._use_daemon:
+            out["placementd_error"] = "the job runs without placementd (use_daemon=False)"
+        elif daemon["session"]:
+            try:
+                out["placementd"] = json.loads(self._job.placementd_view())
+            except Exception as e:  # placementd gone or restarted: the job's own figures stand
+                out["placementd_error"] = str(e)
+        else:
+            out["placementd_error"] = daemon["last_error"] or "the job never attached to placementd"
         return out
 
-    def detach(self):
+    def detach(self) -> Dict[str, Any]:
         """Sends the last reports and detaches from placementd (once; later calls return the same)."""
         if self._detached is None:
             self._detached = self._job.detach()
@@ -301,7 +353,9 @@ class Job:
         return False
 
 
-def attach(name, model, example_inputs, *, example_kwargs=None, dynamic_batch=True, frontend="export", **options):
+def attach(name: str, model: torch.nn.Module, example_inputs: Union[torch.Tensor, Sequence[torch.Tensor]], *,
+           example_kwargs: Optional[Dict[str, Any]] = None, dynamic_batch: bool = True, frontend: str = "export",
+           **options: Any) -> Job:
     """Job(name, model, example_inputs, ...): `model` is an nn.Module, exported with torch.export
     (frontend="export", the default: training IR, strict=False, a dynamic batch dimension unless
     dynamic_batch=False; outputs come back in the model's own structure) or traced with TorchScript
@@ -310,11 +364,10 @@ def attach(name, model, example_inputs, *, example_kwargs=None, dynamic_batch=Tr
                frontend=frontend, **options)
 
 
-def capture(model, example_inputs, name="model", path=None, frontend="export"):
+def capture(model: torch.nn.Module, example_inputs: Union[torch.Tensor, Sequence[torch.Tensor]], name: str = "model",
+            path: Optional[str] = None, frontend: str = "export") -> Dict[str, Any]:
     """The op graph placementd sees for `model` on these inputs (ops, edges, each op's measured
     output bytes), as the dict `placementctl` reads; written to `path` as JSON when given."""
-    import json
-
     inputs = _inputs(example_inputs)
     if frontend == "export" and not isinstance(model, torch.jit.ScriptModule):
         exported = _Exported(model, inputs, {}, True, str(name))

@@ -296,6 +296,11 @@ JobChannel::Status Job::daemon() const {
   return core_->channel ? core_->channel->status() : JobChannel::Status{};
 }
 
+messages::JobInfo Job::placementd_view() const {
+  if (!core_->channel) throw std::runtime_error("the job runs without placementd (use_daemon off)");
+  return core_->channel->show();
+}
+
 JobChannel::Status Job::detach() {
   return core_->channel ? core_->channel->close() : JobChannel::Status{};
 }

@@ -34,6 +34,14 @@ JobSummary measured_job() {
   s.start_step_time_interval_s = std::array<double, 2>{0.38, 0.43};
   s.best_step_time_interval_s = std::array<double, 2>{0.24, 0.27};
   s.exploration_overhead = 0.04;
+  s.job_s = 300.0;
+  s.realized_speedup = 1.2;
+  s.realized_speedup_interval = std::array<double, 2>{1.14, 1.29};
+  s.start_mean_step_time_s = 0.41;
+  s.beyond_best_s = 42.0;
+  s.current_placement = 9;
+  s.best_placement = 5;
+  s.exploration_finished = true;
   s.exploration_steps = 180;
   s.expected_steps = 10000;
   s.budget_used = 0.36;
@@ -111,7 +119,10 @@ TEST(Inspection, AJobInfoCarriesTheSummaryAtTheTopLevelAndItsCandidates) {
   c.steps = 15;
   c.failures = 1;
   c.error = "CUDA out of memory";
+  c.trial = "faster than 1: -4.1% (-6.0% to -2.2%), 64 pairs";
   info.candidates = {c};
+  info.trials = {{3, 1, 420, "faster", false}, {3, 1, 900, "not faster", true}};
+  info.timeline = {{0, 20, 1, 1, 0.4}, {20, 15, 3, 1, 0.3}};
   info.device_names = {"cuda:0", "cuda:1"};
   info.stray_reports = 2;
   info.profile_reports = 1;
@@ -127,6 +138,21 @@ TEST(Inspection, AJobInfoCarriesTheSummaryAtTheTopLevelAndItsCandidates) {
   EXPECT_EQ(back.candidates[0].ops_per_device, (std::vector<int64_t>{70, 50}));
   EXPECT_FALSE(back.candidates[0].median_step_time_s);
   EXPECT_EQ(back.rejected_by_device.at("cuda:1"), 3u);
+  ASSERT_EQ(back.trials.size(), 2u);
+  EXPECT_EQ(back.trials[1].step, 900u);
+  EXPECT_EQ(back.trials[1].verdict, "not faster");
+  EXPECT_TRUE(back.trials[1].final_check);
+  ASSERT_EQ(back.timeline.size(), 2u);
+  EXPECT_EQ(back.timeline[1].first_step, 20u);
+  EXPECT_EQ(back.timeline[1].placement, 3u);
+  EXPECT_DOUBLE_EQ(back.timeline[1].mean_step_time_s, 0.3);
+  // An older daemon's job_info has no timeline and no verdict steps.
+  json older = j;
+  older.erase("timeline");
+  older.erase("trials");
+  const JobInfo old_info = JobInfo::from_json(older);
+  EXPECT_TRUE(old_info.timeline.empty());
+  EXPECT_TRUE(old_info.trials.empty());
 }
 
 TEST(Inspection, StatusAndPluginListsSurviveTheWire) {

@@ -236,10 +236,15 @@ TEST(Messages, RepliesRoundTrip) {
   EXPECT_TRUE(w.admin);
 
   const Attached at = Attached::from_json(
-      over_the_wire(Attached{4, "metis", "seq2seq", "ppo", 5, 1, 100}.to_json()));
+      over_the_wire(Attached{4, "metis", "seq2seq", "ppo", 5, 1, 100, {"a notice"}}.to_json()));
   EXPECT_EQ(at.session, 4u);
   EXPECT_EQ(at.placer, "seq2seq");
   EXPECT_EQ(at.max_candidates, 100);
+  EXPECT_EQ(at.notices, std::vector<std::string>{"a notice"});
+  // An older daemon's reply has no notices.
+  nlohmann::json older = Attached{4, "metis", "seq2seq", "ppo", 5, 1, 100, {}}.to_json();
+  older.erase("notices");
+  EXPECT_TRUE(Attached::from_json(over_the_wire(older)).notices.empty());
 
   const GraphAccepted ga = GraphAccepted::from_json(
       over_the_wire(GraphAccepted{"abc", 10, 9, 3, true, false}.to_json()));

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <functional>
+#include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -111,6 +113,91 @@ TEST_F(Exploration, ProfilesTheJobsOwnPlacementFirstThenSamplesThePolicy) {
   const auto stored = store->best(0, *s.graph, s.devices);
   ASSERT_TRUE(stored);
   EXPECT_DOUBLE_EQ(stored->step_time_s, 8.0);
+}
+
+TEST_F(Exploration, TheSummaryTellsWhatTheJobGotNotJustTheBestAgainstTheStart) {
+  // Issue #43: a job that ended while exploring was told "1.10x at 0% overhead". The summary now
+  // says what the job's own time was against the start's, and what the steps off the best cost;
+  // the test keeps its own books of the steps it ran.
+  make_session();
+  s.policy.exploration.max_candidates = 4;
+  Directive d = start_session(s);
+  std::map<uint64_t, std::pair<double, uint64_t>> ran;  // time and steps per placement
+  double total = 0;
+  uint64_t last = 0;
+  auto run = [&](int steps) {
+    for (int i = 0; i < steps && s.state != SessionState::kExploiting; ++i) {
+      const double t = units(d.placement) * (d.placement_id != last ? 3.0 : 1.0);  // warm-up
+      last = d.placement_id;
+      total += t;
+      ran[d.placement_id].first += t;
+      ++ran[d.placement_id].second;
+      if (record_report(s, {d.placement_id, step++, t, true, ""}))
+        if (auto next = advance_session(s, *store)) d = *next;
+    }
+  };
+  auto beyond_best = [&] {
+    double beyond = 0;
+    const double best = *s.best()->mean();
+    for (const auto& [id, r] : ran)
+      if (id != s.incumbent) beyond += r.first - static_cast<double>(r.second) * best;
+    return beyond;
+  };
+  run(30);
+  ASSERT_EQ(s.state, SessionState::kExploring) << "still exploring after 30 steps";
+  auto j = s.summary();
+  EXPECT_DOUBLE_EQ(j.job_s, total);
+  ASSERT_TRUE(j.realized_speedup && j.realized_speedup_interval);
+  EXPECT_DOUBLE_EQ(*j.start_mean_step_time_s, 8.0);  // all on device 0: 8 units a step
+  EXPECT_DOUBLE_EQ(*j.realized_speedup, 8.0 * 30 / total);
+  EXPECT_LE((*j.realized_speedup_interval)[0], *j.realized_speedup);
+  EXPECT_GE((*j.realized_speedup_interval)[1], *j.realized_speedup);
+  ASSERT_TRUE(j.beyond_best_s);
+  EXPECT_DOUBLE_EQ(*j.beyond_best_s, beyond_best());
+  EXPECT_FALSE(j.exploration_finished);
+  EXPECT_EQ(j.current_placement, d.placement_id);
+
+  run(100000);
+  ASSERT_EQ(s.state, SessionState::kExploiting);
+  j = s.summary();
+  EXPECT_TRUE(j.exploration_finished);
+  EXPECT_TRUE(j.on_best);
+  EXPECT_EQ(j.current_placement, j.best_placement);
+  EXPECT_LT(*j.best_step_time_s, 8.0) << "a faster placement than the start won its trials";
+  EXPECT_DOUBLE_EQ(*j.beyond_best_s, beyond_best());
+  EXPECT_GT(*j.beyond_best_s, 0.0) << "the start and the slower candidates took longer than it";
+  EXPECT_DOUBLE_EQ(*j.realized_speedup, 8.0 * static_cast<double>(s.steps) / total);
+  EXPECT_LT(*j.realized_speedup, *j.speedup) << "what the job got lags what the best gains a step";
+  // The timeline holds every step, and its placement in force changes only where a trial ended.
+  std::set<uint64_t> decided;
+  for (const auto& mark : s.trial_marks) decided.insert(mark.step);
+  ASSERT_FALSE(decided.empty());
+  ASSERT_EQ(s.timeline.back().first_step + s.timeline.back().steps, s.steps);
+  for (size_t i = 1; i < s.timeline.size(); ++i) {
+    EXPECT_EQ(s.timeline[i].first_step, s.timeline[i - 1].first_step + s.timeline[i - 1].steps);
+    if (s.timeline[i].best != s.timeline[i - 1].best) {
+      EXPECT_TRUE(decided.count(s.timeline[i].first_step))
+          << "step " << s.timeline[i].first_step << ": " << s.timeline[i - 1].best << " -> "
+          << s.timeline[i].best << ", decided at " << ::testing::PrintToString(decided);
+    }
+  }
+  // What the summary says of a job that detached keeps how it ended.
+  s.state_at_detach = s.state;
+  s.state = SessionState::kDetached;
+  EXPECT_TRUE(s.summary().exploration_finished);
+}
+
+TEST_F(Exploration, AJobTooShortForItsExplorationIsToldAtAttach) {
+  ExplorationConfig e;  // 30 candidates to converge, 5 + 15 steps each
+  EXPECT_FALSE(short_job_notice(e, 0)) << "a job of unknown length is paced instead";
+  EXPECT_FALSE(short_job_notice(e, 620));
+  const auto notice = short_job_notice(e, 619);
+  ASSERT_TRUE(notice);
+  EXPECT_NE(notice->find("at least 620 steps"), std::string::npos) << *notice;
+  EXPECT_NE(notice->find("expects 619"), std::string::npos) << *notice;
+  e.converge_candidates = 0;  // then only max_candidates ends it
+  EXPECT_TRUE(short_job_notice(e, 2000));
+  EXPECT_FALSE(short_job_notice(e, 101 * 20));
 }
 
 TEST_F(Exploration, ProfiledStepsCountAsStepsButAreNoMeasurement) {

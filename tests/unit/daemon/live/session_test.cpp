@@ -49,6 +49,67 @@ TEST(CandidateRecord, MedianIntervalTakesTheBinomialRanksAroundTheMedian) {
   EXPECT_EQ(c.median_interval(), (std::array<double, 2>{40.0, 61.0}));
 }
 
+TEST(CandidateRecord, MeanAndItsIntervalAreWhatTheJobsTimeAddsUpFrom) {
+  CandidateRecord c;
+  EXPECT_FALSE(c.mean());
+  c.step_times = {1.0, 1.0, 1.0, 1.0, 1.0};
+  EXPECT_DOUBLE_EQ(*c.mean(), 1.0);
+  EXPECT_FALSE(c.mean_interval()) << "5 steps: too few";
+  c.step_times.push_back(7.0);  // a skewed tail: the median stays 1, the mean does not
+  EXPECT_DOUBLE_EQ(*c.median(), 1.0);
+  EXPECT_DOUBLE_EQ(*c.mean(), 2.0);
+  // sd = sqrt(30 / 5) = 2.449; half-width 1.96 sd / sqrt(6) = 1.96.
+  const auto interval = c.mean_interval();
+  ASSERT_TRUE(interval);
+  EXPECT_NEAR((*interval)[0], 0.04, 1e-12);
+  EXPECT_NEAR((*interval)[1], 3.96, 1e-12);
+}
+
+TEST(Session, TheTimelineKeepsEveryStepInOrderWithinItsBound) {
+  // A long job alternating placements in windows of 10, as trials do: the timeline stays within
+  // kMaxPoints, every step is in exactly one point, in order, and the time adds up.
+  using placement::messages::TimelinePoint;
+  Session s;
+  s.incumbent = 1;
+  double total = 0;
+  const uint64_t steps = 50000;
+  for (uint64_t i = 0; i < steps; ++i) {
+    const uint64_t placement = (i / 10) % 2 == 0 ? 1 : 2;
+    const double t = placement == 1 ? 1.0 + (i % 7) * 0.01 : 2.0;
+    if (i == 30000) s.incumbent = 2;  // a trial moved the placement in force
+    ++s.steps;
+    s.add_to_timeline(placement, t);
+    total += t;
+  }
+  ASSERT_LE(s.timeline.size(), TimelinePoint::kMaxPoints);
+  EXPECT_GE(s.timeline.size(), TimelinePoint::kMaxPoints / 2);
+  uint64_t next = 0;
+  double sum = 0;
+  for (const TimelinePoint& p : s.timeline) {
+    EXPECT_EQ(p.first_step, next);
+    EXPECT_LE(p.steps, s.timeline_stride);
+    next += p.steps;
+    sum += p.mean_step_time_s * static_cast<double>(p.steps);
+  }
+  EXPECT_EQ(next, steps);
+  EXPECT_NEAR(sum, total, 1e-6 * total);
+  EXPECT_EQ(s.timeline.front().placement, 0u) << "windows of both placements merged";
+  EXPECT_EQ(s.timeline.front().best, 1u);
+  EXPECT_EQ(s.timeline.back().best, 2u);
+
+  // Early on, before any merge, a point is a step and says what ran.
+  Session fresh;
+  fresh.incumbent = 1;
+  for (uint64_t placement : {1, 1, 2}) {
+    ++fresh.steps;
+    fresh.add_to_timeline(placement, 3.0);
+  }
+  ASSERT_EQ(fresh.timeline.size(), 3u);
+  EXPECT_EQ(fresh.timeline[2].first_step, 2u);
+  EXPECT_EQ(fresh.timeline[2].placement, 2u);
+  EXPECT_EQ(fresh.timeline[2].best, 1u);
+}
+
 TEST(Session, TheBestIsTheIncumbentNotTheLowestMedian) {
   Session s;
   s.candidates[1] = {1, {}, Reason::kStart, {4, 4, 5}, 0};

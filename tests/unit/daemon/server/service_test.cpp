@@ -247,6 +247,28 @@ TEST_F(ServiceTest, AJobGoesFromAttachToDetachAndIsCounted) {
   EXPECT_EQ(finished.body["jobs"][0]["state"], "detached");
 }
 
+TEST_F(ServiceTest, AJobTooShortForItsExplorationIsToldSoInTheAttachReply) {
+  Client c;
+  hello(c);
+  msg::Attach a;
+  a.job = "short";
+  a.devices = placement::testing::devices(2);
+  a.expected_steps = 10;  // the fixture's exploration needs 7 placements × 2 steps
+  const Frame f = ask(c, MessageType::kAttach, 2, a.to_json());
+  ASSERT_EQ(f.type, MessageType::kAttached) << f.body.dump();
+  const msg::Attached attached = msg::Attached::from_json(f.body);
+  ASSERT_EQ(attached.notices.size(), 1u) << f.body.dump();
+  EXPECT_NE(attached.notices[0].find("at least 14 steps"), std::string::npos)
+      << attached.notices[0];
+
+  Client unknown;  // a job that does not say how long it runs is paced, not warned
+  hello(unknown);
+  a.job = "unknown length";
+  a.expected_steps = 0;
+  const Frame g = ask(unknown, MessageType::kAttach, 2, a.to_json());
+  EXPECT_TRUE(msg::Attached::from_json(g.body).notices.empty()) << g.body.dump();
+}
+
 TEST_F(ServiceTest, MetricsShowTheCountersTheJobsAndThePolicyLatency) {
   Client c;
   start_job(c, "bert");
