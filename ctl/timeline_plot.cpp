@@ -72,7 +72,8 @@ std::string line(const char* cls, double x1, double y1, double x2, double y2, co
 void write_timeline_svg(const std::string& path, const msg::JobInfo& job) {
   std::map<uint64_t, std::optional<double>> median;
   for (const msg::CandidateInfo& c : job.candidates) median[c.id] = c.median_step_time_s;
-  // The best known over the steps: the placement in force's median, changing where a trial moved it.
+  // The best known over the steps: the placement in force's median, changing where a trial moved
+  // it.
   struct Level {
     double from, to, value;
     uint64_t best;
@@ -116,9 +117,9 @@ void write_timeline_svg(const std::string& path, const msg::JobInfo& job) {
       << ")\" text-anchor=\"middle\">step time (mean of each stretch)</text>\n";
   // The steps: one segment a stretch, at its mean, coloured by what ran.
   for (const msg::TimelinePoint& p : job.timeline) {
-    const char* cls = p.placement == 0           ? "stretch merged"
-                      : p.placement == p.best    ? "stretch in-force"
-                                                 : "stretch exploring";
+    const char* cls = p.placement == 0        ? "stretch merged"
+                      : p.placement == p.best ? "stretch in-force"
+                                              : "stretch exploring";
     const char* colour = p.placement == 0 ? kMerged : p.placement == p.best ? kInForce : kExploring;
     const double x1 = a.x(static_cast<double>(p.first_step));
     const double x2 = std::max(a.x(static_cast<double>(p.first_step + p.steps)), x1 + 1.5);
@@ -141,7 +142,9 @@ void write_timeline_svg(const std::string& path, const msg::JobInfo& job) {
   size_t labelled = 0;
   for (const msg::TrialMark& t : job.trials) {
     const bool faster = t.verdict == "faster";
-    const std::string kind = faster ? "faster" : t.verdict == "not faster" ? "not-faster" : "unclear";
+    const std::string kind = faster                      ? "faster"
+                             : t.verdict == "not faster" ? "not-faster"
+                                                         : "unclear";
     const char* colour = faster ? kFaster : kind == "not-faster" ? kNotFaster : kUnclear;
     const char* said = faster ? " faster" : kind == "not-faster" ? " not" : " unclear";
     const double x = a.x(static_cast<double>(t.step));

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "config/exploration_keys.h"
 #include "config/listen_address.h"
 #include "planning/sim/device_presets.h"
 #include "planning/sim/device_spec_toml.h"
@@ -113,30 +114,24 @@ class Checker : public TomlChecker {
 
   void exploration(const toml::table& t, const std::string& where, ExplorationConfig& e,
                    std::map<std::string, double>* set_keys) {
-    only(t, where,
-         {"steps_per_candidate", "warmup_steps", "max_candidates", "max_overhead_fraction",
-          "failing_reward", "drift_threshold", "drift_steps", "converge_candidates",
-          "trial_window_steps", "max_trial_steps", "confidence", "min_gain"});
+    std::vector<const char*> names;
+    for (const ExplorationKey& k : exploration_keys()) names.push_back(k.name);
+    only(t, where, names);
     // Each key read, in range, is also noted for a rule (which overrides only what it sets).
-    auto int_key = [&](const char* key, int64_t& field, int64_t min, int64_t max) {
-      if (get_int(t, key, where, field, min, max) && set_keys)
-        (*set_keys)[key] = static_cast<double>(field);
-    };
-    auto float_key = [&](const char* key, double& field, double min, double max) {
-      if (get_float(t, key, where, field, min, max) && set_keys) (*set_keys)[key] = field;
-    };
-    int_key("steps_per_candidate", e.steps_per_candidate, 2, 100000);
-    int_key("warmup_steps", e.warmup_steps, 0, 100000);
-    int_key("max_candidates", e.max_candidates, 0, 10000000);
-    float_key("max_overhead_fraction", e.max_overhead_fraction, 0.0, 1.0);
-    float_key("failing_reward", e.failing_reward, -1e9, 0.0);
-    float_key("drift_threshold", e.drift_threshold, 0.0, 100.0);
-    int_key("drift_steps", e.drift_steps, 1, 10000000);
-    int_key("converge_candidates", e.converge_candidates, 0, 10000000);
-    int_key("trial_window_steps", e.trial_window_steps, 1, 100000);
-    int_key("max_trial_steps", e.max_trial_steps, 16, 100000000);
-    float_key("confidence", e.confidence, 0.5, 0.9999);
-    float_key("min_gain", e.min_gain, 0.0, 1.0);
+    for (const ExplorationKey& k : exploration_keys()) {
+      double value = 0;
+      if (const auto* integer = std::get_if<int64_t ExplorationConfig::*>(&k.field)) {
+        if (!get_int(t, k.name, where, e.**integer, static_cast<int64_t>(k.min),
+                     static_cast<int64_t>(k.max)))
+          continue;
+        value = static_cast<double>(e.**integer);
+      } else {
+        double& field = e.*std::get<double ExplorationConfig::*>(k.field);
+        if (!get_float(t, k.name, where, field, k.min, k.max)) continue;
+        value = field;
+      }
+      if (set_keys) (*set_keys)[k.name] = value;
+    }
   }
 
   void policy_names(const toml::table& t, const std::string& where, std::string* grouper,
@@ -439,33 +434,7 @@ EffectivePolicy effective_policy(const Config& config, const std::string& job, u
                                                               : out.algorithm;
       for (const auto& [key, value] : params_for(rule->params, kind, name)) (*target)[key] = value;
     }
-    ExplorationConfig& e = out.exploration;
-    for (const auto& [key, v] : rule->exploration) {
-      if (key == "steps_per_candidate")
-        e.steps_per_candidate = static_cast<int64_t>(v);
-      else if (key == "warmup_steps")
-        e.warmup_steps = static_cast<int64_t>(v);
-      else if (key == "max_candidates")
-        e.max_candidates = static_cast<int64_t>(v);
-      else if (key == "max_overhead_fraction")
-        e.max_overhead_fraction = v;
-      else if (key == "failing_reward")
-        e.failing_reward = v;
-      else if (key == "drift_threshold")
-        e.drift_threshold = v;
-      else if (key == "drift_steps")
-        e.drift_steps = static_cast<int64_t>(v);
-      else if (key == "converge_candidates")
-        e.converge_candidates = static_cast<int64_t>(v);
-      else if (key == "trial_window_steps")
-        e.trial_window_steps = static_cast<int64_t>(v);
-      else if (key == "max_trial_steps")
-        e.max_trial_steps = static_cast<int64_t>(v);
-      else if (key == "confidence")
-        e.confidence = v;
-      else if (key == "min_gain")
-        e.min_gain = v;
-    }
+    for (const auto& [key, v] : rule->exploration) set_exploration_key(out.exploration, key, v);
   }
   return out;
 }

@@ -63,8 +63,10 @@ TEST(JobOutcome, AFinishedJobRunsTheBestAndAnUnmeasuredOneSaysSo) {
   j.beyond_best_s = -0.2;  // the steps off the best were faster on the whole
   auto lines = lines_of(j);
   EXPECT_EQ(lines.at("placement in force"), "7, the best known");
-  EXPECT_EQ(lines.at("exploration"), "finished after 567 steps on candidates; the best runs for good");
-  EXPECT_EQ(lines.at("time off the best"), "none: the steps off the best were not slower on the whole");
+  EXPECT_EQ(lines.at("exploration"),
+            "finished after 567 steps on candidates; the best runs for good");
+  EXPECT_EQ(lines.at("time off the best"),
+            "none: the steps off the best were not slower on the whole");
 
   JobSummary fresh;
   fresh.state = JobState::kProfiling;

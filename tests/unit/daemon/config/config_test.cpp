@@ -4,6 +4,7 @@
 
 #include "built_plugins.h"
 #include "config/config.h"
+#include "config/exploration_keys.h"
 #include "config_errors.h"
 
 namespace placementd {
@@ -52,21 +53,21 @@ TEST(Config, ShippedFileHoldsEveryKeyWithItsDefault) {
   EXPECT_EQ(shipped.limits.max_graph_ops, defaults.limits.max_graph_ops);
   EXPECT_EQ(shipped.limits.max_graph_bytes, defaults.limits.max_graph_bytes);
   EXPECT_EQ(shipped.limits.max_session_bytes, defaults.limits.max_session_bytes);
-  const auto& a = shipped.exploration;
-  const auto& b = defaults.exploration;
-  EXPECT_EQ(a.steps_per_candidate, b.steps_per_candidate);
-  EXPECT_EQ(a.warmup_steps, b.warmup_steps);
-  EXPECT_EQ(a.max_candidates, b.max_candidates);
-  EXPECT_EQ(a.max_overhead_fraction, b.max_overhead_fraction);
-  EXPECT_EQ(a.failing_reward, b.failing_reward);
-  EXPECT_EQ(a.drift_threshold, b.drift_threshold);
-  EXPECT_EQ(a.drift_steps, b.drift_steps);
-  EXPECT_EQ(a.converge_candidates, b.converge_candidates);
-  EXPECT_EQ(a.trial_window_steps, b.trial_window_steps);
-  EXPECT_EQ(a.max_trial_steps, b.max_trial_steps);
-  EXPECT_EQ(a.confidence, b.confidence);
-  EXPECT_EQ(a.min_gain, b.min_gain);
+  // [exploration]: every key of the table, at its default, and nothing else.
   const toml::table doc = toml::parse_file(SHIPPED_CONFIG);
+  const toml::table* shipped_exploration = doc["exploration"].as_table();
+  ASSERT_NE(shipped_exploration, nullptr);
+  EXPECT_EQ(shipped_exploration->size(), exploration_keys().size());
+  for (const ExplorationKey& k : exploration_keys()) {
+    EXPECT_TRUE(shipped_exploration->get(k.name)) << "exploration." << k.name << " is not shipped";
+    std::visit(
+        [&](auto member) {
+          EXPECT_EQ(shipped.exploration.*member, defaults.exploration.*member) << k.name;
+          EXPECT_GE(static_cast<double>(defaults.exploration.*member), k.min) << k.name;
+          EXPECT_LE(static_cast<double>(defaults.exploration.*member), k.max) << k.name;
+        },
+        k.field);
+  }
   for (const char* key : {"daemon.socket",
                           "daemon.socket_mode",
                           "daemon.admin_group",
@@ -89,19 +90,7 @@ TEST(Config, ShippedFileHoldsEveryKeyWithItsDefault) {
                           "policy.max_groups",
                           "limits.max_graph_ops",
                           "limits.max_graph_bytes",
-                          "limits.max_session_bytes",
-                          "exploration.steps_per_candidate",
-                          "exploration.warmup_steps",
-                          "exploration.max_candidates",
-                          "exploration.max_overhead_fraction",
-                          "exploration.failing_reward",
-                          "exploration.drift_threshold",
-                          "exploration.drift_steps",
-                          "exploration.converge_candidates",
-                          "exploration.trial_window_steps",
-                          "exploration.max_trial_steps",
-                          "exploration.confidence",
-                          "exploration.min_gain"})
+                          "limits.max_session_bytes"})
     EXPECT_TRUE(doc.at_path(key)) << key << " is missing from etc/placementd.toml";
 }
 
@@ -334,6 +323,33 @@ TEST(Config, RulesOverrideDefaultsForMatchingJobs) {
   EXPECT_EQ(other.algorithm, "ppo");
   EXPECT_EQ(other.exploration.max_candidates, 100);
   EXPECT_EQ(effective_policy(c, "gnmt", 0).rule, -1);
+}
+
+TEST(Config, ARuleMayOverrideEveryExplorationKey) {
+  // Each key of the table, set by a rule to a value in its range other than its default, reaches
+  // the job's policy; the global section stays as it was.
+  const ExplorationConfig defaults;
+  std::string rule = "[[rules]]\njob = \"all\"\n[rules.exploration]\n";
+  for (const ExplorationKey& k : exploration_keys()) {
+    if (const auto* integer = std::get_if<int64_t ExplorationConfig::*>(&k.field))
+      rule += std::string(k.name) + " = " + std::to_string(defaults.**integer + 1) + "\n";
+    else
+      rule +=
+          std::string(k.name) + " = " +
+          std::to_string((defaults.*std::get<double ExplorationConfig::*>(k.field) + k.min) / 2) +
+          "\n";
+  }
+  const Config c = parse_config(rule, "t.toml", "/plugins");
+  const EffectivePolicy all = effective_policy(c, "all", 0);
+  for (const ExplorationKey& k : exploration_keys())
+    std::visit(
+        [&](auto member) {
+          EXPECT_NE(all.exploration.*member, defaults.*member) << k.name;
+          EXPECT_EQ(c.exploration.*member, defaults.*member) << k.name;
+        },
+        k.field);
+  ExplorationConfig untouched;
+  EXPECT_FALSE(set_exploration_key(untouched, "no_such_key", 1.0));
 }
 
 TEST(Config, TrialKeysAreCheckedAndARuleMayLoosenThemForANoisyJob) {
