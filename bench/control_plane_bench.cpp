@@ -84,10 +84,11 @@ std::vector<double> round_trips(Client& c, int n) {
 double send_reports(Client& c, uint64_t placement_id, int n, uint64_t* dropped) {
   const auto t0 = Clock::now();
   for (int i = 0; i < n; ++i)
-    if (!c.send_oneway(MessageType::kStepReport,
-                       placement::to_json(placement::Measurement{
-                           placement_id, static_cast<uint64_t>(i), 0.01, true, ""}),
-                       64u << 20))
+    if (!c.send_oneway(
+            MessageType::kStepReport,
+            placement::messages::StepReport{placement_id, static_cast<uint64_t>(i), 0.01, true, ""}
+                .to_json(),
+            64u << 20))
       ++*dropped;
   c.request(MessageType::kStatus, json::object(), MessageType::kStatusReply);
   return std::chrono::duration<double>(Clock::now() - t0).count();

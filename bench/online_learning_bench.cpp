@@ -249,9 +249,9 @@ Run run_job(const Simulator& truth, const Planning& planning, placementd::Effect
     for (uint64_t step = 0; step < static_cast<uint64_t>(o.job_steps); ++step) {
       // A failed step is retried on the last good placement: it costs about two steps.
       true_time += t ? *t : 2 * run.start;
-      placement::Measurement m{in_force.placement_id, step,
-                               t ? *t * std::exp(o.noise * normal(rng)) : 0.0, t.has_value(),
-                               t ? "" : "out of memory (the true memory model)"};
+      placement::messages::StepReport m{
+          in_force.placement_id, step, t ? *t * std::exp(o.noise * normal(rng)) : 0.0,
+          t.has_value(), t ? "" : "out of memory (the true memory model)"};
       std::optional<msg::Directive> next = live.on_report(m);
       if (live.has_deferred_work())
         if (auto pushed = live.run_deferred_work()) next = pushed;

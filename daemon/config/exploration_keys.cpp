@@ -25,7 +25,7 @@ bool set_exploration_key(ExplorationConfig& e, const std::string& name, double v
   for (const ExplorationKey& k : exploration_keys()) {
     if (name != k.name) continue;
     if (const auto* integer = std::get_if<int64_t ExplorationConfig::*>(&k.field))
-      e.**integer = static_cast<int64_t>(value);
+      e.** integer = static_cast<int64_t>(value);
     else
       e.*std::get<double ExplorationConfig::*>(k.field) = value;
     return true;

@@ -434,7 +434,7 @@ Directive start_session(Session& s) {
   return d;
 }
 
-bool record_report(Session& s, const placement::Measurement& m) {
+bool record_report(Session& s, const placement::messages::StepReport& m) {
   auto it = s.candidates.find(m.placement_id);
   if (it == s.candidates.end()) {
     ++s.stray_reports;

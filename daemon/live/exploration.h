@@ -34,7 +34,7 @@ Directive start_session(Session& session);
 /// run advance_session() now: the current candidate's screening finished (k good steps) or failed,
 /// a trial's window is full, or the best placement drifted. Reports of earlier placements still
 /// count for their own candidate (outside any trial window).
-bool record_report(Session& session, const placement::Measurement& report);
+bool record_report(Session& session, const placement::messages::StepReport& report);
 
 /// Policy work (seconds for big policies: run it off the I/O thread): scores the screened
 /// candidate and trains the policy on it, or closes a trial's window and looks; persists the

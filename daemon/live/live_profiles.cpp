@@ -44,7 +44,7 @@ bool fully_profiled(const Session& s) {
                      [&](const placement::Device& d) { return have.count(to_string(d.kind)) > 0; });
 }
 
-void apply_profiles(Session& s, const placement::ProfileReport& report) {
+void apply_profiles(Session& s, const placement::messages::ProfileReport& report) {
   if (!s.graph) throw std::invalid_argument("upload the graph before its profiles");
   if (!s.candidates.count(report.placement_id))
     throw std::invalid_argument("placement_id " + std::to_string(report.placement_id) +

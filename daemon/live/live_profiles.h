@@ -23,6 +23,6 @@ bool fully_profiled(const Session& session);
 /// Merges `report` into the session's graph and rebuilds the memory model with the measured
 /// activation sizes. Throws std::invalid_argument naming the entry at fault (an op the graph lacks,
 /// a kind none of the job's devices has, a placement id never issued); nothing changes then.
-void apply_profiles(Session& session, const placement::ProfileReport& report);
+void apply_profiles(Session& session, const placement::messages::ProfileReport& report);
 
 }  // namespace placementd

@@ -170,7 +170,8 @@ messages::Directive LiveSession::next_directive() {
   return complete(std::move(d));
 }
 
-std::optional<messages::Directive> LiveSession::on_report(const placement::Measurement& report) {
+std::optional<messages::Directive> LiveSession::on_report(
+    const placement::messages::StepReport& report) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (s_.state == SessionState::kDetached) return std::nullopt;
   if (s_.follower()) {
@@ -194,7 +195,7 @@ std::optional<messages::Directive> LiveSession::on_report(const placement::Measu
   });
 }
 
-void LiveSession::on_profiles(const placement::ProfileReport& report) {
+void LiveSession::on_profiles(const placement::messages::ProfileReport& report) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (s_.state == SessionState::kDetached) return;
   if (s_.follower()) throw not_for_followers(s_, "send profiles");

@@ -90,11 +90,12 @@ class LiveSession {
   /// One step report. Returns the next directive when the job should change placement: its
   /// candidate is measured (or failed), or the best placement drifted. Reports of placements never
   /// issued are counted, not answered.
-  std::optional<placement::messages::Directive> on_report(const placement::Measurement& report);
+  std::optional<placement::messages::Directive> on_report(
+      const placement::messages::StepReport& report);
 
   /// Per-op profiles the job measured (protocol 2). Throws RequestError naming the entry at fault;
   /// nothing changes then.
-  void on_profiles(const placement::ProfileReport& report);
+  void on_profiles(const placement::messages::ProfileReport& report);
 
   /// Work that waits until the job has its answer (the warm start, once the job trains and its
   /// profiles are in): whether some is due now, and doing it. The server runs it on the strand

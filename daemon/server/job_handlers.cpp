@@ -149,7 +149,8 @@ void request_placement(ServiceContext& ctx, Request& req) {
 // Training the policy may hold the session for seconds; the job does not wait for it. A report is
 // one-way: nothing answers it unless the placement changes.
 void step_report(Request& req) {
-  const placement::Measurement report = placement::measurement_from_json(req.body);
+  const placement::messages::StepReport report =
+      placement::messages::StepReport::from_json(req.body);
   if (auto d = req.job->live.on_report(report)) {
     d->after_step = report.step;
     spdlog::debug("job {} '{}': placement {} ({}) pushed after step {}", req.job->live.id(),
@@ -160,7 +161,7 @@ void step_report(Request& req) {
 }
 
 void profile_report(ServiceContext& ctx, Request& req) {
-  req.job->live.on_profiles(placement::profile_report_from_json(req.body));
+  req.job->live.on_profiles(placement::messages::ProfileReport::from_json(req.body));
   defer_work(ctx, req);
 }
 

@@ -149,21 +149,4 @@ bool OpGraph::operator==(const OpGraph& o) const {
   return name == o.name && ops == o.ops && edges == o.edges;
 }
 
-bool ProfileReport::Entry::operator==(const Entry& o) const {
-  return op == o.op && kind == o.kind && profile == o.profile;
-}
-
-bool ProfileReport::operator==(const ProfileReport& o) const {
-  return placement_id == o.placement_id && steps == o.steps && ops == o.ops;
-}
-
-void ProfileReport::apply(OpGraph& graph) const {
-  for (size_t i = 0; i < ops.size(); ++i)
-    if (ops[i].op < 0 || static_cast<size_t>(ops[i].op) >= graph.ops.size())
-      throw std::invalid_argument("profile entry " + std::to_string(i) + ": op " +
-                                  std::to_string(ops[i].op) + " is not in the graph (" +
-                                  std::to_string(graph.ops.size()) + " ops)");
-  for (const Entry& e : ops) graph.ops[e.op].profile[e.kind] = e.profile;
-}
-
 }  // namespace placement

@@ -67,7 +67,7 @@ std::optional<ReceivedDirective> JobChannel::take_directive() {
   return out;
 }
 
-void JobChannel::report(uint64_t generation, const Measurement& report) {
+void JobChannel::report(uint64_t generation, const messages::StepReport& report) {
   size_t queued;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -83,7 +83,7 @@ void JobChannel::report(uint64_t generation, const Measurement& report) {
   if (!report.ok || queued >= kWakeAtReports) wake();
 }
 
-void JobChannel::send_profiles(uint64_t generation, ProfileReport report) {
+void JobChannel::send_profiles(uint64_t generation, messages::ProfileReport report) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     profiles_.emplace_back(generation, std::move(report));
@@ -186,8 +186,8 @@ bool JobChannel::connect(bool* refused) {
 }
 
 void JobChannel::pump(int wait_ms) {
-  std::deque<std::pair<uint64_t, Measurement>> reports;
-  std::deque<std::pair<uint64_t, ProfileReport>> profiles;
+  std::deque<std::pair<uint64_t, messages::StepReport>> reports;
+  std::deque<std::pair<uint64_t, messages::ProfileReport>> profiles;
   uint64_t generation;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -198,7 +198,7 @@ void JobChannel::pump(int wait_ms) {
   uint64_t sent = 0, dropped = 0, profiles_sent = 0;
   for (const auto& [gen, m] : reports) {
     if ((gen == generation || follower(options_)) &&
-        client_->send_oneway(MessageType::kStepReport, to_json(m)))
+        client_->send_oneway(MessageType::kStepReport, m.to_json()))
       ++sent;
     else
       ++dropped;
@@ -206,7 +206,7 @@ void JobChannel::pump(int wait_ms) {
   for (const auto& [gen, p] : profiles) {
     p.apply(options_.graph);
     if (gen == generation && client_->version() >= protocol::kProfileReportVersion &&
-        client_->send_oneway(MessageType::kProfileReport, to_json(p)))
+        client_->send_oneway(MessageType::kProfileReport, p.to_json()))
       ++profiles_sent;
   }
   pollfd fds[2] = {{client_->native_handle(), POLLIN, 0}, {wake_pipe_[0], POLLIN, 0}};

@@ -1,11 +1,15 @@
 #include "placement/messages.h"
 
+#include <cmath>
+#include <cstdio>
 #include <limits>
+#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
 #include "json_reader.h"
 #include "message_fields.h"
+#include "op_profile_json.h"
 #include "placement/serialization.h"
 
 namespace placement::messages {
@@ -257,6 +261,69 @@ Directive Directive::from_json(const json& body, const OpGraph& graph, const Dev
 
 json PlacementRequest::to_json() const { return json::object(); }
 
+namespace {
+
+// A failed step's error reaches placementd's log and `placementctl jobs show`: its control
+// characters (a Python traceback's line breaks, an escape sequence, C1 controls) and bytes that
+// are no UTF-8 are written out, so the text stays one line, does nothing to a terminal and
+// encodes as JSON.
+std::string escape_controls(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    const size_t length = detail::utf8_sequence(text, i).length;
+    char escaped[8];
+    if (byte == '\n') {
+      out += "\\n";
+    } else if (length == 0 || byte < 0x20 || byte == 0x7F) {
+      std::snprintf(escaped, sizeof(escaped), "\\x%02X", byte);
+      out += escaped;
+    } else if (length == 2 && byte == 0xC2 &&
+               static_cast<unsigned char>(text[i + 1]) <= 0x9F) {  // U+0080..U+009F
+      std::snprintf(escaped, sizeof(escaped), "\\u%04X", static_cast<unsigned char>(text[i + 1]));
+      out += escaped;
+    } else {
+      out.append(text, i, length);
+    }
+    i += length == 0 ? 1 : length;
+  }
+  return out;
+}
+
+}  // namespace
+
+bool StepReport::operator==(const StepReport& o) const {
+  return placement_id == o.placement_id && step == o.step && step_time_s == o.step_time_s &&
+         ok == o.ok && error == o.error && profiled == o.profiled;
+}
+
+json StepReport::to_json() const {
+  json j = {
+      {"placement_id", placement_id}, {"step", step}, {"step_time_s", step_time_s}, {"ok", ok}};
+  if (!error.empty()) j["error"] = error;
+  if (profiled) j["profiled"] = true;
+  return j;
+}
+
+StepReport StepReport::from_json(const json& body) {
+  const JsonReader r = body_of(body, "step_report");
+  StepReport m;
+  m.placement_id = r.field("placement_id").uint();
+  m.step = r.field("step").uint();
+  m.step_time_s = r.field("step_time_s").number();
+  m.ok = r.field("ok").boolean();
+  // A time is placementd's reward: a step that ran took some time (a 0 s or infinitely fast step
+  // would be a best nothing can beat); a failed one may say 0.
+  if (!std::isfinite(m.step_time_s) || m.step_time_s < 0)
+    r.field("step_time_s").fail("must be a finite number >= 0");
+  if (m.ok && m.step_time_s == 0)
+    r.field("step_time_s").fail("must be > 0 for a step that ran (ok)");
+  if (r.has("error")) m.error = escape_controls(r.field("error").string());
+  if (r.has("profiled")) m.profiled = r.field("profiled").boolean();
+  return m;
+}
+
 json Detached::to_json() const {
   return {{"best_step_time_s", best_step_time_s ? json(*best_step_time_s) : json(nullptr)},
           {"persisted", persisted}};
@@ -295,5 +362,56 @@ Reloaded Reloaded::from_json(const json& body) {
 }
 
 json Reload::to_json() const { return json::object(); }
+
+bool ProfileReport::Entry::operator==(const Entry& o) const {
+  return op == o.op && kind == o.kind && profile == o.profile;
+}
+
+bool ProfileReport::operator==(const ProfileReport& o) const {
+  return placement_id == o.placement_id && steps == o.steps && ops == o.ops;
+}
+
+void ProfileReport::apply(OpGraph& graph) const {
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (ops[i].op < 0 || static_cast<size_t>(ops[i].op) >= graph.ops.size())
+      throw std::invalid_argument("profile entry " + std::to_string(i) + ": op " +
+                                  std::to_string(ops[i].op) + " is not in the graph (" +
+                                  std::to_string(graph.ops.size()) + " ops)");
+  for (const Entry& e : ops) graph.ops[e.op].profile[e.kind] = e.profile;
+}
+
+json ProfileReport::to_json() const {
+  json list = json::array();
+  for (const Entry& e : ops) {
+    json j = detail::op_profile_to_json(e.profile);
+    j["op"] = e.op;
+    j["kind"] = e.kind;
+    list.push_back(std::move(j));
+  }
+  return {{"placement_id", placement_id}, {"steps", steps}, {"ops", list}};
+}
+
+ProfileReport ProfileReport::from_json(const json& body) {
+  const JsonReader r = body_of(body, "profile_report");
+  ProfileReport report;
+  report.placement_id = r.field("placement_id").uint();
+  report.steps = r.field("steps").uint();
+  const JsonReader list = r.field("ops");
+  for (size_t i = 0; i < list.array_size(); ++i) {
+    const JsonReader e = list.element(i);
+    Entry entry;
+    entry.op = e.field("op").small_int();
+    if (entry.op < 0) e.field("op").fail("must be >= 0");
+    entry.kind = e.field("kind").string();
+    try {
+      (void)device_kind_from_string(entry.kind);
+    } catch (const std::invalid_argument& error) {
+      e.field("kind").fail(error.what());
+    }
+    entry.profile = detail::op_profile_from_json(e);
+    report.ops.push_back(std::move(entry));
+  }
+  return report;
+}
 
 }  // namespace placement::messages

@@ -99,9 +99,4 @@ std::string Placement::fingerprint() const {
 
 bool Placement::operator==(const Placement& o) const { return device_of_op == o.device_of_op; }
 
-bool Measurement::operator==(const Measurement& o) const {
-  return placement_id == o.placement_id && step == o.step && step_time_s == o.step_time_s &&
-         ok == o.ok && error == o.error && profiled == o.profiled;
-}
-
 }  // namespace placement

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "json_reader.h"
+#include "op_profile_json.h"
 
 namespace placement {
 
@@ -45,28 +46,6 @@ TensorInfo tensor_from_json(const JsonReader& r) {
   if (r.has("dtype")) t.dtype = r.field("dtype").string();
   if (r.has("bytes")) t.bytes = r.field("bytes").uint();
   return t;
-}
-
-// The fields of one OpProfile (the caller checks which keys the object may hold).
-OpProfile profile_from_json(const JsonReader& p) {
-  OpProfile prof;
-  prof.forward_s = p.field("forward_s").number();
-  prof.backward_s = p.field("backward_s").number();
-  if (p.has("update_s")) prof.update_s = p.field("update_s").number();
-  if (p.has("activation_bytes")) prof.activation_bytes = p.field("activation_bytes").uint();
-  if (p.has("predicted")) prof.predicted = p.field("predicted").boolean();
-  if (!(prof.forward_s >= 0 && prof.backward_s >= 0 && prof.update_s >= 0))
-    p.fail("times must be >= 0");
-  return prof;
-}
-
-json profile_json(const OpProfile& p) {
-  json j = {{"forward_s", p.forward_s},
-            {"backward_s", p.backward_s},
-            {"update_s", p.update_s},
-            {"activation_bytes", p.activation_bytes}};
-  if (p.predicted) j["predicted"] = true;
-  return j;
 }
 
 OpWork work_from_json(const JsonReader& r) {
@@ -137,7 +116,7 @@ Op op_from_json(const JsonReader& r) {
     const JsonReader profile = r.field("profile");
     profile.object({"cpu", "cuda"});
     for (const auto& item : profile.value().items())
-      op.profile[item.key()] = profile_from_json(
+      op.profile[item.key()] = detail::op_profile_from_json(
           profile.field(item.key().c_str())
               .object({"forward_s", "backward_s", "update_s", "activation_bytes", "predicted"}));
   }
@@ -161,7 +140,7 @@ json to_json(const OpGraph& graph) {
     if (op.pinned) j["pinned"] = to_string(*op.pinned);
     if (!op.profile.empty()) {
       json profile = json::object();
-      for (const auto& [kind, p] : op.profile) profile[kind] = profile_json(p);
+      for (const auto& [kind, p] : op.profile) profile[kind] = detail::op_profile_to_json(p);
       j["profile"] = profile;
     }
     if (op.work) j["work"] = work_json(*op.work);
@@ -290,103 +269,6 @@ Grouping grouping_from_json(const json& doc, const OpGraph& graph) {
   for (size_t i = 0; i < ops.array_size(); ++i) g.group_of_op.push_back(ops.element(i).small_int());
   check([&] { g.validate(graph); });
   return g;
-}
-
-json to_json(const Measurement& m) {
-  json j = {{"placement_id", m.placement_id},
-            {"step", m.step},
-            {"step_time_s", m.step_time_s},
-            {"ok", m.ok}};
-  if (!m.error.empty()) j["error"] = m.error;
-  if (m.profiled) j["profiled"] = true;
-  return j;
-}
-
-namespace {
-
-// A failed step's error reaches placementd's log and `placementctl jobs show`: its control
-// characters (a Python traceback's line breaks, an escape sequence, C1 controls) and bytes that
-// are no UTF-8 are written out, so the text stays one line, does nothing to a terminal and
-// encodes as JSON.
-std::string escape_controls(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
-    const auto byte = static_cast<unsigned char>(text[i]);
-    const size_t length = detail::utf8_sequence(text, i).length;
-    char escaped[8];
-    if (byte == '\n') {
-      out += "\\n";
-    } else if (length == 0 || byte < 0x20 || byte == 0x7F) {
-      std::snprintf(escaped, sizeof(escaped), "\\x%02X", byte);
-      out += escaped;
-    } else if (length == 2 && byte == 0xC2 &&
-               static_cast<unsigned char>(text[i + 1]) <= 0x9F) {  // U+0080..U+009F
-      std::snprintf(escaped, sizeof(escaped), "\\u%04X", static_cast<unsigned char>(text[i + 1]));
-      out += escaped;
-    } else {
-      out.append(text, i, length);
-    }
-    i += length == 0 ? 1 : length;
-  }
-  return out;
-}
-
-}  // namespace
-
-Measurement measurement_from_json(const json& doc) {
-  const JsonReader r(doc, "");
-  r.object({"placement_id", "step", "step_time_s", "ok", "error", "profiled"});
-  Measurement m;
-  m.placement_id = r.field("placement_id").uint();
-  m.step = r.field("step").uint();
-  m.step_time_s = r.field("step_time_s").number();
-  m.ok = r.field("ok").boolean();
-  // A time is placementd's reward: a step that ran took some time (a 0 s or infinitely fast step
-  // would be a best nothing can beat); a failed one may say 0.
-  if (!std::isfinite(m.step_time_s) || m.step_time_s < 0)
-    r.field("step_time_s").fail("must be a finite number >= 0");
-  if (m.ok && m.step_time_s == 0)
-    r.field("step_time_s").fail("must be > 0 for a step that ran (ok)");
-  if (r.has("error")) m.error = escape_controls(r.field("error").string());
-  if (r.has("profiled")) m.profiled = r.field("profiled").boolean();
-  return m;
-}
-
-json to_json(const ProfileReport& report) {
-  json ops = json::array();
-  for (const ProfileReport::Entry& e : report.ops) {
-    json j = profile_json(e.profile);
-    j["op"] = e.op;
-    j["kind"] = e.kind;
-    ops.push_back(std::move(j));
-  }
-  return {{"placement_id", report.placement_id}, {"steps", report.steps}, {"ops", ops}};
-}
-
-ProfileReport profile_report_from_json(const json& doc) {
-  const JsonReader r(doc, "");
-  r.object({"placement_id", "steps", "ops"});
-  ProfileReport report;
-  report.placement_id = r.field("placement_id").uint();
-  report.steps = r.field("steps").uint();
-  const JsonReader ops = r.field("ops");
-  for (size_t i = 0; i < ops.array_size(); ++i) {
-    const JsonReader e = ops.element(i);
-    e.object({"op", "kind", "forward_s", "backward_s", "update_s", "activation_bytes"});
-    ProfileReport::Entry entry;
-    entry.op = e.field("op").small_int();
-    if (entry.op < 0) e.field("op").fail("must be >= 0");
-    entry.kind = e.field("kind").string();
-    try {
-      (void)device_kind_from_string(entry.kind);
-    } catch (const std::invalid_argument& error) {
-      e.field("kind").fail(error.what());
-    }
-    entry.profile = profile_from_json(e);
-    report.ops.push_back(std::move(entry));
-  }
-  return report;
 }
 
 json to_json(const Placement& placement, const DeviceSet& devices) {
@@ -547,5 +429,30 @@ OpGraph load_graph_file(const std::string& path) {
     throw FormatError(path + ": " + e.what());
   }
 }
+
+namespace detail {
+
+OpProfile op_profile_from_json(const JsonReader& p) {
+  OpProfile prof;
+  prof.forward_s = p.field("forward_s").number();
+  prof.backward_s = p.field("backward_s").number();
+  if (p.has("update_s")) prof.update_s = p.field("update_s").number();
+  if (p.has("activation_bytes")) prof.activation_bytes = p.field("activation_bytes").uint();
+  if (p.has("predicted")) prof.predicted = p.field("predicted").boolean();
+  if (!(prof.forward_s >= 0 && prof.backward_s >= 0 && prof.update_s >= 0))
+    p.fail("times must be >= 0");
+  return prof;
+}
+
+json op_profile_to_json(const OpProfile& p) {
+  json j = {{"forward_s", p.forward_s},
+            {"backward_s", p.backward_s},
+            {"update_s", p.update_s},
+            {"activation_bytes", p.activation_bytes}};
+  if (p.predicted) j["predicted"] = true;
+  return j;
+}
+
+}  // namespace detail
 
 }  // namespace placement

@@ -364,7 +364,8 @@ void report_steps(const DaemonProcess& daemon, int index, int steps,
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     c.send_oneway(
         MessageType::kStepReport,
-        to_json(Measurement{id, static_cast<uint64_t>(step), 0.005 + 0.0001 * (id % 5), true, ""}));
+        messages::StepReport{id, static_cast<uint64_t>(step), 0.005 + 0.0001 * (id % 5), true, ""}
+            .to_json());
     while (c.poll_readable(0)) {
       protocol::Header header;
       const json body = c.read_frame(&header);

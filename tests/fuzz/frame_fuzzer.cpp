@@ -55,13 +55,13 @@ void decode_as(MessageType type, const nlohmann::json& body) {
       messages::Directive::from_json(body, fuzz::graph(), fuzz::devices());
       break;
     case MessageType::kStepReport:
-      measurement_from_json(body);
+      messages::StepReport::from_json(body);
       break;
     case MessageType::kDetached:
       messages::Detached::from_json(body);
       break;
     case MessageType::kProfileReport:
-      profile_report_from_json(body);
+      messages::ProfileReport::from_json(body);
       break;
     case MessageType::kStatusReply:
       messages::StatusReply::from_json(body);

@@ -58,11 +58,11 @@ int main(int argc, char** argv) {
   directive.placement_id = 2;
   directive.after_step = 10;
   directive.placement = Placement::single(graph, 0);
-  Measurement report;
+  messages::StepReport report;
   report.placement_id = 2;
   report.step = 11;
   report.step_time_s = 0.01;
-  ProfileReport profiles;
+  messages::ProfileReport profiles;
   profiles.placement_id = 2;
   profiles.steps = 3;
   profiles.ops.push_back({0, "cpu", OpProfile{}});
@@ -78,8 +78,8 @@ int main(int argc, char** argv) {
       {MessageType::kGraphUpload, upload.to_json(devices)},
       {MessageType::kGraphAccepted, messages::GraphAccepted{}.to_json()},
       {MessageType::kPlacementDirective, directive.to_json(devices)},
-      {MessageType::kStepReport, to_json(report)},
-      {MessageType::kProfileReport, to_json(profiles)},
+      {MessageType::kStepReport, report.to_json()},
+      {MessageType::kProfileReport, profiles.to_json()},
       {MessageType::kDetached, messages::Detached{}.to_json()},
       {MessageType::kStatusReply, messages::StatusReply{}.to_json()},
       {MessageType::kListJobs, messages::ListJobs{}.to_json()},

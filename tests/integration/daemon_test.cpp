@@ -56,9 +56,9 @@ uint64_t run_job(Client& c, const std::string& name, const OpGraph& graph, int r
   EXPECT_EQ(directive.placement.device_of_op.size(), graph.ops.size());
   const uint64_t id = directive.placement_id;
   for (int i = 0; i < reports; ++i)
-    EXPECT_TRUE(
-        c.send_oneway(MessageType::kStepReport,
-                      to_json(Measurement{id, static_cast<uint64_t>(i), step_time, true, ""})));
+    EXPECT_TRUE(c.send_oneway(
+        MessageType::kStepReport,
+        messages::StepReport{id, static_cast<uint64_t>(i), step_time, true, ""}.to_json()));
   return id;
 }
 
@@ -170,9 +170,9 @@ TEST(Daemon, SlowPolicyWorkStallsNoOtherConnection) {
   run_job(other, "other", graph, 3, 0.01);
   // The slow job's reports are taken too (they wait on its strand, not on the I/O thread).
   for (int i = 0; i < 20; ++i)
-    EXPECT_TRUE(
-        slow.send_oneway(MessageType::kStepReport,
-                         to_json(Measurement{1, static_cast<uint64_t>(10 + i), 0.02, true, ""})));
+    EXPECT_TRUE(slow.send_oneway(
+        MessageType::kStepReport,
+        messages::StepReport{1, static_cast<uint64_t>(10 + i), 0.02, true, ""}.to_json()));
   const json again =
       daemon.client().request(MessageType::kStatus, json::object(), MessageType::kStatusReply);
   EXPECT_LT(elapsed_ms(), 1500.0) << "the daemon answered only after the slow policy step";
@@ -302,7 +302,7 @@ TEST(Daemon, APluginThatThrowsEndsOneJobsExplorationAndNothingElse) {
   // The bad job runs its start placement on: nothing was pushed to it.
   EXPECT_FALSE(bad.poll_readable(200));
   EXPECT_TRUE(bad.send_oneway(MessageType::kStepReport,
-                              to_json(Measurement{bad_placement, 99, 0.02, true, ""})));
+                              messages::StepReport{bad_placement, 99, 0.02, true, ""}.to_json()));
   const msg::Detached detached = msg::Detached::from_json(
       bad.request(msg::Detach::kType, msg::Detach{}.to_json(), msg::Detached::kType));
   EXPECT_TRUE(detached.persisted);
@@ -548,7 +548,7 @@ TEST(Daemon, AFollowerAttachesWithoutAGraphAndReportsItsSteps) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_TRUE(channel.status().connected) << channel.status().last_error;
   for (uint64_t step = 0; step < 30; ++step)
-    channel.report(0, Measurement{5, step, 0.01, true, ""});
+    channel.report(0, messages::StepReport{5, step, 0.01, true, ""});
   json listed;
   for (int i = 0; i < 200 && !(listed.is_object() && listed["steps"] == 30); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -34,9 +34,9 @@ void run_start(Client& c, const std::string& name, int steps, double seconds) {
   const uint64_t id =
       attach_and_place(c, name, load_graph_file(example_graph()), devices(2)).placement_id;
   for (int i = 0; i < steps; ++i)
-    ASSERT_TRUE(
-        c.send_oneway(MessageType::kStepReport,
-                      to_json(Measurement{id, static_cast<uint64_t>(i), seconds, true, ""})));
+    ASSERT_TRUE(c.send_oneway(
+        MessageType::kStepReport,
+        messages::StepReport{id, static_cast<uint64_t>(i), seconds, true, ""}.to_json()));
   // Runs behind the reports on the job's strand.
   c.request(MessageType::kListJobs, json::object(), MessageType::kJobList);
 }

@@ -351,7 +351,8 @@ TEST_F(ProtocolRobustness, ProfileReportsAreCheckedAndNeedVersion2) {
   EXPECT_TRUE(start_job(c, {{"job", "v2"}, {"profile_steps", 3}}).value("profile", false))
       << "an unprofiled graph: the job is asked to profile";
   c.send_frame(MessageType::kProfileReport, report({entry(0, "cpu", -1.0)}), 5);
-  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false), "ops[0]: times must be >= 0");
+  EXPECT_EQ(expect_error(c, protocol::error::kBadPayload, false),
+            "profile_report.ops[0]: times must be >= 0");
   c.send_frame(MessageType::kProfileReport, report({entry(0, "tpu", 0.001)}), 6);
   EXPECT_NE(expect_error(c, protocol::error::kBadPayload, false).find("ops[0].kind: "),
             std::string::npos);
@@ -405,7 +406,8 @@ TEST_F(ProtocolRobustness, AFollowerIsRefusedPlacementWorkAndListedByVersion) {
                 .find("a follower does not request placements"),
             std::string::npos);
   for (uint64_t step = 0; step < 5; ++step)
-    c.send_frame(MessageType::kStepReport, to_json(Measurement{3, step, 0.01, true, ""}), 0);
+    c.send_frame(MessageType::kStepReport, messages::StepReport{3, step, 0.01, true, ""}.to_json(),
+                 0);
   const auto listed = [&](uint16_t version) {
     RawConnection admin(daemon_->socket);
     admin.hello(version);

@@ -77,8 +77,9 @@ Result measure(int nice, int pairs, int window_ms, int ops) {
         if (!exploring) continue;
         // Step times that differ by placement, so the policy has something to learn.
         c.send_oneway(MessageType::kStepReport,
-                      placement::to_json(placement::Measurement{
-                          id, step, 0.01 + 0.001 * static_cast<double>(id % 7), true, ""}));
+                      placement::messages::StepReport{
+                          id, step, 0.01 + 0.001 * static_cast<double>(id % 7), true, ""}
+                          .to_json());
         while (c.poll_readable(0)) {
           placement::protocol::Header header;
           const json body = c.read_frame(&header);

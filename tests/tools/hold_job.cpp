@@ -55,8 +55,9 @@ int main(int argc, char** argv) {
             .placement_id;
     for (int i = 0; i < reports; ++i)
       client.send_oneway(MessageType::kStepReport,
-                         placement::to_json(placement::Measurement{
-                             placement_id, static_cast<uint64_t>(i), step_time, true, ""}));
+                         placement::messages::StepReport{placement_id, static_cast<uint64_t>(i),
+                                                         step_time, true, ""}
+                             .to_json());
     // A request after the reports makes sure the daemon has read them before we say ready.
     client.request(MessageType::kStatus, json::object(), MessageType::kStatusReply);
     std::cout << "ready " << attached.session << std::endl;

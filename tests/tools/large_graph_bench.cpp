@@ -109,8 +109,8 @@ int run(int ops, int steps, int budget, bool check) {
   std::mt19937_64 rng(1);
   std::lognormal_distribution<double> noise(0.0, 0.05);
   for (int step = 0; step < steps; ++step) {
-    placement::Measurement m{directive.placement_id, static_cast<uint64_t>(step), 0,
-                             current.has_value(), ""};
+    placement::messages::StepReport m{directive.placement_id, static_cast<uint64_t>(step), 0,
+                                      current.has_value(), ""};
     if (current)
       m.step_time_s = *current * noise(rng);
     else {
@@ -119,7 +119,7 @@ int run(int ops, int steps, int budget, bool check) {
     }
     step_s += m.step_time_s;
     const auto sent = Clock::now();
-    client.send_oneway(MessageType::kStepReport, placement::to_json(m));
+    client.send_oneway(MessageType::kStepReport, m.to_json());
     // A directive the report causes arrives while the next step runs; a job that finds none
     // ready goes on training. Here the next step waits a little, so latency is seen when it is
     // short.

@@ -109,13 +109,14 @@ JobFigures run_job(const placement::testing::DaemonProcess& daemon, int index, i
         f.problems.push_back("a directive does not place every op");
       current = time_of(directive.placement);
     }
-    placement::Measurement m{directive.placement_id, step, seconds, current.has_value(), ""};
+    placement::messages::StepReport m{directive.placement_id, step, seconds, current.has_value(),
+                                      ""};
     if (!current) {
       m.error = "simulated out of memory";
       ++f.failed_steps;
     }
     sent.push_back(Clock::now());
-    client.send_oneway(MessageType::kStepReport, placement::to_json(m));
+    client.send_oneway(MessageType::kStepReport, m.to_json());
     ++f.reports;
   }
   client.request(MessageType::kDetach, json::object(), MessageType::kDetached);

@@ -140,25 +140,4 @@ class OpGraph {
   bool operator==(const OpGraph& other) const;
 };
 
-/// Per-op costs a job measured on its own training steps under one of placementd's placements
-/// (the profile_report message), each for the kind of device the op ran on.
-struct ProfileReport {
-  struct Entry {
-    int op = 0;
-    /// "cpu" or "cuda".
-    std::string kind;
-    OpProfile profile;
-    bool operator==(const Entry& other) const;
-  };
-  uint64_t placement_id = 0;
-  /// Steps each op's median is over.
-  uint64_t steps = 0;
-  std::vector<Entry> ops;
-
-  /// Stores every entry as graph.ops[op].profile[kind] (replacing what was there). Throws
-  /// std::invalid_argument, naming the entry, for an op the graph lacks; `graph` is then unchanged.
-  void apply(OpGraph& graph) const;
-  bool operator==(const ProfileReport& other) const;
-};
-
 }  // namespace placement

@@ -73,10 +73,10 @@ class JobChannel {
   /// Queues a step report of the placement `generation`/`report.placement_id`. Never blocks;
   /// reports of an earlier attachment are dropped (that session is gone). A follower's reports
   /// name rank 0's placements and go to whichever attachment is current.
-  void report(uint64_t generation, const Measurement& report);
+  void report(uint64_t generation, const messages::StepReport& report);
   /// Queues per-op profiles measured under placement `generation`/`report.placement_id`. Never
   /// blocks. They also go up with the graph on every later attach (a restarted daemon has them).
-  void send_profiles(uint64_t generation, ProfileReport report);
+  void send_profiles(uint64_t generation, messages::ProfileReport report);
   /// Waits up to `timeout_ms` for the first directive (e.g. to start on the stored best placement);
   /// returns at once, false, when the first attempt to reach the daemon failed.
   bool wait_for_directive(int timeout_ms);
@@ -119,8 +119,8 @@ class JobChannel {
   std::unique_ptr<Client> client_;  // background thread only
   mutable std::mutex mutex_;
   std::condition_variable cv_;
-  std::deque<std::pair<uint64_t, Measurement>> reports_;
-  std::deque<std::pair<uint64_t, ProfileReport>> profiles_;
+  std::deque<std::pair<uint64_t, messages::StepReport>> reports_;
+  std::deque<std::pair<uint64_t, messages::ProfileReport>> profiles_;
   std::optional<ReceivedDirective> directive_;
   Status status_;
   uint64_t generation_ = 0;

@@ -210,8 +210,58 @@ struct PlacementRequest {
   nlohmann::json to_json() const;
 };
 
-// step_report (one-way) is a placement::Measurement and profile_report (one-way, protocol 2) a
-// placement::ProfileReport: their codecs are in serialization.h.
+/// One step of a job under one placement, as the job reports it (one-way). Unknown keys are
+/// ignored, like every message's: a newer SDK may say more without a new protocol version.
+struct StepReport {
+  static constexpr MessageType kType = MessageType::kStepReport;
+  static constexpr uint16_t kSince = 1;
+  /// Which directive the step ran under.
+  uint64_t placement_id = 0;
+  /// The job's own step counter.
+  uint64_t step = 0;
+  double step_time_s = 0.0;
+  /// False when the step failed under that placement (and was retried on the last good one).
+  bool ok = true;
+  std::string error;
+  /// The step ran under the per-op profiler (see ProfileReport): it counts as a step of the
+  /// placement, but its time includes the instrumentation, so it is no measurement of it.
+  bool profiled = false;
+
+  bool operator==(const StepReport& other) const;
+  nlohmann::json to_json() const;
+  /// Checks the time (finite, > 0 for a step that ran: it is placementd's reward) and writes the
+  /// error's control characters out (it reaches logs and terminals).
+  static StepReport from_json(const nlohmann::json& body);
+};
+
+/// Per-op costs a job measured on its own training steps under one of placementd's placements
+/// (one-way, protocol 2), each for the kind of device the op ran on.
+struct ProfileReport {
+  static constexpr MessageType kType = MessageType::kProfileReport;
+  static constexpr uint16_t kSince = 2;
+  struct Entry {
+    int op = 0;
+    /// "cpu" or "cuda".
+    std::string kind;
+    OpProfile profile;
+    bool operator==(const Entry& other) const;
+  };
+  uint64_t placement_id = 0;
+  /// Steps each op's median is over.
+  uint64_t steps = 0;
+  std::vector<Entry> ops;
+
+  /// Stores every entry as graph.ops[op].profile[kind] (replacing what was there). Throws
+  /// std::invalid_argument, naming the entry, for an op the graph lacks; `graph` is then unchanged.
+  void apply(OpGraph& graph) const;
+  bool operator==(const ProfileReport& other) const;
+  /// {"placement_id", "steps", "ops": [{op, kind, forward_s, backward_s, update_s,
+  /// activation_bytes}]}
+  nlohmann::json to_json() const;
+  /// Checks shapes, kinds ("cpu", "cuda") and that times are >= 0; op ids against a graph are
+  /// apply()'s to check.
+  static ProfileReport from_json(const nlohmann::json& body);
+};
 
 struct Detached {
   static constexpr MessageType kType = MessageType::kDetached;

@@ -1,5 +1,5 @@
 #pragma once
-// Results of the policy (groupings, placements) and what jobs measure.
+// Results of the policy: groupings and placements.
 
 #include <cstdint>
 #include <string>
@@ -43,23 +43,6 @@ struct Placement {
   /// Stable short identity of the assignment (16 hex digits).
   std::string fingerprint() const;
   bool operator==(const Placement& other) const;
-};
-
-/// One step of a job under one placement, as the job reports it.
-struct Measurement {
-  /// Which directive the step ran under.
-  uint64_t placement_id = 0;
-  /// The job's own step counter.
-  uint64_t step = 0;
-  double step_time_s = 0.0;
-  /// False when the step failed under that placement (and was retried on the last good one).
-  bool ok = true;
-  std::string error;
-  /// The step ran under the per-op profiler (see ProfileReport): it counts as a step of the
-  /// placement, but its time includes the instrumentation, so it is no measurement of it.
-  bool profiled = false;
-
-  bool operator==(const Measurement& other) const;
 };
 
 }  // namespace placement

@@ -24,10 +24,6 @@ class FormatError : public std::runtime_error {
 nlohmann::json to_json(const OpGraph& graph);
 nlohmann::json to_json(const DeviceSet& devices);
 nlohmann::json to_json(const Grouping& grouping);
-nlohmann::json to_json(const Measurement& measurement);
-/// {"placement_id", "steps", "ops": [{op, kind, forward_s, backward_s, update_s,
-/// activation_bytes}]}
-nlohmann::json to_json(const ProfileReport& report);
 /// {"devices": [names...], "device_of_op": [indices...]}: self-describing, so a file can be checked
 /// against the device set it is used with.
 nlohmann::json to_json(const Placement& placement, const DeviceSet& devices);
@@ -36,10 +32,6 @@ nlohmann::json to_json(const Placement& placement, const DeviceSet& devices);
 OpGraph graph_from_json(const nlohmann::json& doc);
 DeviceSet devices_from_json(const nlohmann::json& doc);
 Grouping grouping_from_json(const nlohmann::json& doc, const OpGraph& graph);
-Measurement measurement_from_json(const nlohmann::json& doc);
-/// Checks shapes, kinds ("cpu", "cuda") and that times are >= 0; op ids against a graph are
-/// ProfileReport::apply's to check.
-ProfileReport profile_report_from_json(const nlohmann::json& doc);
 /// Maps the document's device names onto `devices`; a name `devices` lacks is an error.
 Placement placement_from_json(const nlohmann::json& doc, const OpGraph& graph,
                               const DeviceSet& devices);

@@ -34,9 +34,14 @@ bool JobCore::switch_to(InForce target, StepOptimizer& optimizer) {
     stats.migrated_bytes += moved.bytes;
   } catch (const std::exception& e) {
     ++stats.failed_swaps;
-    if (channel && leader() && target.directive.placement_id != 0)
-      channel->report(target.generation, {target.directive.placement_id, stats.steps, 0.0, false,
-                                          std::string("migration: ") + e.what()});
+    if (channel && leader() && target.directive.placement_id != 0) {
+      messages::StepReport failed;
+      failed.placement_id = target.directive.placement_id;
+      failed.step = stats.steps;
+      failed.ok = false;
+      failed.error = std::string("migration: ") + e.what();
+      channel->report(target.generation, failed);
+    }
     return false;
   }
   stats.migration_seconds += seconds_since(started);
@@ -65,9 +70,15 @@ at::Tensor JobCore::forward_backward(const std::vector<c10::IValue>& inputs,
 }
 
 void JobCore::report(bool ok, double seconds, const std::string& error, bool profiled) {
-  if (channel && (current.directive.placement_id != 0 || !leader()))
-    channel->report(current.generation,
-                    {current.directive.placement_id, stats.steps, seconds, ok, error, profiled});
+  if (!channel || (current.directive.placement_id == 0 && leader())) return;
+  messages::StepReport step;
+  step.placement_id = current.directive.placement_id;
+  step.step = stats.steps;
+  step.step_time_s = seconds;
+  step.ok = ok;
+  step.error = error;
+  step.profiled = profiled;
+  channel->report(current.generation, step);
 }
 
 bool JobCore::begin_profiled_step() {
@@ -85,7 +96,7 @@ void JobCore::end_profiled_step() {
   ++stats.profiled_steps;
   if (profiling->profiler->steps() < profile_steps) return;
   const std::vector<OpProfile> profiles = profiling->profiler->profiles();
-  ProfileReport out;
+  messages::ProfileReport out;
   out.placement_id = profiling->placement_id;
   out.steps = static_cast<uint64_t>(profile_steps);
   for (size_t i = 0; i < profiles.size(); ++i)

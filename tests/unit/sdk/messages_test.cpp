@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <functional>
+#include <limits>
+
 #include <nlohmann/json.hpp>
 
 #include "placement/messages.h"
@@ -224,6 +228,81 @@ TEST(Messages, DirectiveRoundTripsWithItsReasonAndState) {
   wrong["state"] = "dreaming";
   EXPECT_EQ(error_of([&] { Directive::from_json(wrong, g, d); }),
             "placement_directive.state: 'dreaming' is not a job state");
+}
+
+TEST(Messages, AStepReportIsCheckedAndItsErrorMadeSafeForLogsAndTerminals) {
+  const StepReport m{7, 42, 0.125, false, "out of memory on cpu:1"};
+  EXPECT_EQ(StepReport::from_json(over_the_wire(m.to_json())), m);
+  // A time is a reward: a step that ran in 0 s, or in no finite time, would be a best nothing
+  // beats. Its error reaches the log and terminals as one line that does nothing to them.
+  EXPECT_EQ(StepReport::from_json(
+                StepReport{7, 42, 0.0, false, "Traceback:\n  x\x1b[2J\xc2\x9b"}.to_json())
+                .error,
+            "Traceback:\\n  x\\x1B[2J\\u009B");
+  json raw = StepReport{7, 42, 0.0, false, ""}.to_json();
+  raw["error"] =
+      "lone \x9b"
+      "[2J and \xff, kept: 训练";  // over CBOR a string is bytes
+  EXPECT_EQ(StepReport::from_json(raw).error, "lone \\x9B[2J and \\xFF, kept: 训练");
+  const StepReport failed{7, 43, 0.0, false, "migration: out of memory"};
+  EXPECT_EQ(StepReport::from_json(failed.to_json()), failed);
+  EXPECT_EQ(error_of([] {
+              StepReport::from_json(StepReport{7, 44, 0.0, true, ""}.to_json());
+            }),
+            "step_report.step_time_s: must be > 0 for a step that ran (ok)");
+  for (double bad : {std::numeric_limits<double>::infinity(), -1.0, std::nan("")}) {
+    json doc = StepReport{7, 45, 1.0, true, ""}.to_json();
+    doc["step_time_s"] = bad;
+    EXPECT_EQ(error_of([&] { StepReport::from_json(doc); }),
+              "step_report.step_time_s: must be a finite number >= 0")
+        << bad;
+  }
+  StepReport profiled{7, 42, 0.5, true, ""};
+  profiled.profiled = true;
+  EXPECT_EQ(StepReport::from_json(profiled.to_json()), profiled);
+  const StepReport plain{7, 42, 0.5, true, ""};
+  EXPECT_FALSE(plain.to_json().contains("profiled")) << "protocol 1 daemons see no new key";
+  // On the wire a key this version does not know is ignored: a newer SDK's report still counts.
+  json newer = m.to_json();
+  newer["queue_wait_s"] = 0.001;
+  EXPECT_EQ(StepReport::from_json(newer), m);
+}
+
+TEST(Messages, AProfileReportRoundTripsAppliesToTheGraphAndIgnoresUnknownKeys) {
+  ProfileReport r;
+  r.placement_id = 4;
+  r.steps = 3;
+  r.ops = {{0, "cpu", {0.001, 0.002, 0.0005, 4096}}, {2, "cuda", {0.0001, 0.0002, 0.0, 0}}};
+  EXPECT_EQ(ProfileReport::from_json(over_the_wire(r.to_json())), r);
+
+  OpGraph g = testing::chain(3);
+  r.apply(g);
+  EXPECT_EQ(g.ops[0].profile.at("cpu"), (OpProfile{0.001, 0.002, 0.0005, 4096}));
+  EXPECT_EQ(g.ops[2].profile.count("cuda"), 1u);
+  EXPECT_TRUE(g.ops[1].profile.empty());
+  r.ops.push_back({3, "cpu", {}});
+  OpGraph untouched = testing::chain(3);
+  EXPECT_THROW(r.apply(untouched), std::invalid_argument);
+  EXPECT_EQ(untouched, testing::chain(3)) << "nothing applied when an entry does not fit";
+
+  json doc = r.to_json();
+  doc["ops"][1]["kind"] = "tpu";
+  EXPECT_NE(error_of([&] { ProfileReport::from_json(doc); }).find("profile_report.ops[1].kind: "),
+            std::string::npos);
+  doc = r.to_json();
+  doc["ops"][0]["backward_s"] = -1.0;
+  EXPECT_EQ(error_of([&] { ProfileReport::from_json(doc); }),
+            "profile_report.ops[0]: times must be >= 0");
+  doc = r.to_json();
+  doc["ops"][0]["op"] = -2;
+  EXPECT_EQ(error_of([&] { ProfileReport::from_json(doc); }),
+            "profile_report.ops[0].op: must be >= 0");
+  // A key this version does not know, in the report or an entry, is ignored.
+  r.ops.pop_back();
+  doc = r.to_json();
+  doc["queue"] = "train";
+  doc["ops"][0]["launches"] = 3;
+  EXPECT_EQ(ProfileReport::from_json(doc), r);
 }
 
 TEST(Messages, RepliesRoundTrip) {

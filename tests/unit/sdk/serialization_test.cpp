@@ -79,68 +79,8 @@ TEST(Serialization, DevicesPlacementMeasurementRoundTrip) {
   const OpGraph g = testing::chain(4);
   const Placement p{{2, 0, 1, 2}};
   EXPECT_EQ(placement_from_json(to_json(p, d), g, d), p);
-  const Measurement m{7, 42, 0.125, false, "out of memory on cpu:1"};
-  EXPECT_EQ(measurement_from_json(to_json(m)), m);
-  // A time is a reward: a step that ran in 0 s, or in no finite time, would be a best nothing
-  // beats. Its error reaches the log and terminals as one line that does nothing to them.
-  EXPECT_EQ(measurement_from_json(
-                to_json(Measurement{7, 42, 0.0, false, "Traceback:\n  x\x1b[2J\xc2\x9b"}))
-                .error,
-            "Traceback:\\n  x\\x1B[2J\\u009B");
-  json raw = to_json(Measurement{7, 42, 0.0, false, ""});
-  raw["error"] =
-      "lone \x9b"
-      "[2J and \xff, kept: 训练";  // over CBOR a string is bytes
-  EXPECT_EQ(measurement_from_json(raw).error, "lone \\x9B[2J and \\xFF, kept: 训练");
-  const Measurement failed{7, 43, 0.0, false, "migration: out of memory"};
-  EXPECT_EQ(measurement_from_json(to_json(failed)), failed);
-  EXPECT_EQ(error_of([] {
-              measurement_from_json(to_json(Measurement{7, 44, 0.0, true, ""}));
-            }),
-            "step_time_s: must be > 0 for a step that ran (ok)");
-  for (double bad : {std::numeric_limits<double>::infinity(), -1.0, std::nan("")}) {
-    json doc = to_json(Measurement{7, 45, 1.0, true, ""});
-    doc["step_time_s"] = bad;
-    EXPECT_EQ(error_of([&] { measurement_from_json(doc); }),
-              "step_time_s: must be a finite number >= 0")
-        << bad;
-  }
   const Grouping grouping{{0, 1, 1, 0}, 2};
   EXPECT_EQ(grouping_from_json(to_json(grouping), g), grouping);
-}
-
-TEST(Serialization, ProfileReportsRoundTripAndApplyToTheGraph) {
-  ProfileReport r;
-  r.placement_id = 4;
-  r.steps = 3;
-  r.ops = {{0, "cpu", {0.001, 0.002, 0.0005, 4096}}, {2, "cuda", {0.0001, 0.0002, 0.0, 0}}};
-  EXPECT_EQ(profile_report_from_json(json::from_cbor(json::to_cbor(to_json(r)))), r);
-  Measurement m{7, 42, 0.5, true, ""};
-  m.profiled = true;
-  EXPECT_EQ(measurement_from_json(to_json(m)), m);
-  EXPECT_FALSE(to_json(Measurement{7, 42, 0.5, true, ""}).contains("profiled"))
-      << "protocol 1 daemons see no new key";
-
-  OpGraph g = testing::chain(3);
-  r.apply(g);
-  EXPECT_EQ(g.ops[0].profile.at("cpu"), (OpProfile{0.001, 0.002, 0.0005, 4096}));
-  EXPECT_EQ(g.ops[2].profile.count("cuda"), 1u);
-  EXPECT_TRUE(g.ops[1].profile.empty());
-  r.ops.push_back({3, "cpu", {}});
-  OpGraph untouched = testing::chain(3);
-  EXPECT_THROW(r.apply(untouched), std::invalid_argument);
-  EXPECT_EQ(untouched, testing::chain(3)) << "nothing applied when an entry does not fit";
-
-  json doc = to_json(r);
-  doc["ops"][1]["kind"] = "tpu";
-  EXPECT_NE(error_of([&] { profile_report_from_json(doc); }).find("ops[1].kind: "),
-            std::string::npos);
-  doc = to_json(r);
-  doc["ops"][0]["backward_s"] = -1.0;
-  EXPECT_EQ(error_of([&] { profile_report_from_json(doc); }), "ops[0]: times must be >= 0");
-  doc = to_json(r);
-  doc["ops"][0]["op"] = -2;
-  EXPECT_EQ(error_of([&] { profile_report_from_json(doc); }), "ops[0].op: must be >= 0");
 }
 
 TEST(Serialization, ErrorsNameThePathOfTheFieldAtFault) {

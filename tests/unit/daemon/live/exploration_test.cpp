@@ -205,7 +205,7 @@ TEST_F(Exploration, ProfiledStepsCountAsStepsButAreNoMeasurement) {
   const Directive first = start_session(s);
   // Three steps under the job's profiler, slowed by it: not part of the median.
   for (int i = 0; i < 3; ++i) {
-    placement::Measurement m{first.placement_id, step++, 80.0, true, ""};
+    placement::messages::StepReport m{first.placement_id, step++, 80.0, true, ""};
     m.profiled = true;
     EXPECT_FALSE(record_report(s, m));
   }

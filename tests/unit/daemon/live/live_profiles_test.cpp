@@ -12,7 +12,7 @@ namespace {
 
 using placement::DeviceKind;
 using placement::Placement;
-using placement::ProfileReport;
+using placement::messages::ProfileReport;
 
 // A four-op chain on one CPU and one GPU, the graph unprofiled, a job speaking protocol 2 that
 // profiles 3 steps when asked.

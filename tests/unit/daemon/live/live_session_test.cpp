@@ -172,7 +172,7 @@ TEST_F(LiveSessionTest, AFollowerCountsItsStepsAndRefusesGraphsPlacementsAndProf
             "follower does not upload a graph");
   EXPECT_NE(refused([&] { live->next_directive(); }).find("a follower does not request placements"),
             std::string::npos);
-  placement::ProfileReport profiles;
+  placement::messages::ProfileReport profiles;
   profiles.placement_id = 1;
   EXPECT_NE(refused([&] { live->on_profiles(profiles); }).find("a follower does not send profiles"),
             std::string::npos);

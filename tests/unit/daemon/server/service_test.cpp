@@ -215,7 +215,7 @@ TEST_F(ServiceTest, AJobGoesFromAttachToDetachAndIsCounted) {
   // Step reports are one-way; the next candidate comes pushed, with request id 0.
   for (uint64_t step = 0; step < 3; ++step)
     send(c, MessageType::kStepReport, 0,
-         placement::to_json(placement::Measurement{id, step, 0.5, true, ""}));
+         placement::messages::StepReport{id, step, 0.5, true, ""}.to_json());
   const Frame pushed = c.inbox.next();
   ASSERT_EQ(pushed.type, MessageType::kPlacementDirective) << pushed.body.dump();
   EXPECT_EQ(pushed.id, 0u);
@@ -277,7 +277,7 @@ TEST_F(ServiceTest, MetricsShowTheCountersTheJobsAndThePolicyLatency) {
   const uint64_t id = first.body.at("placement_id").get<uint64_t>();
   for (uint64_t step = 0; step < 2; ++step)
     send(c, MessageType::kStepReport, 0,
-         placement::to_json(placement::Measurement{id, step, 0.5, true, ""}));
+         placement::messages::StepReport{id, step, 0.5, true, ""}.to_json());
   // Behind the reports on the job's strand; the next candidate, pushed, may come first.
   Frame jobs = ask(c, MessageType::kListJobs, 9);
   while (jobs.type == MessageType::kPlacementDirective) jobs = c.inbox.next();
@@ -405,7 +405,7 @@ TEST_F(ServiceTest, PersistingAtShutdownAnswersOnceTheFilesAreWritten) {
   const uint64_t id = first.body.at("placement_id").get<uint64_t>();
   for (uint64_t step = 0; step < 2; ++step)
     send(c, MessageType::kStepReport, 0,
-         placement::to_json(placement::Measurement{id, step, 0.5, true, ""}));
+         placement::messages::StepReport{id, step, 0.5, true, ""}.to_json());
   std::promise<std::pair<size_t, size_t>> persisted;
   service->persist_all([&](size_t jobs, size_t written) { persisted.set_value({jobs, written}); });
   // The start placement's best was offered to the store when its candidate finished: nothing is
