@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <future>
 #include <memory>
 #include <sstream>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
@@ -22,7 +24,8 @@ namespace placementd {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-Store::Store(std::string state_dir) : dir_(std::move(state_dir)) {
+Store::Store(std::string state_dir, size_t max_cached_ops)
+    : dir_(std::move(state_dir)), max_cached_ops_(max_cached_ops) {
   std::error_code ec;
   fs::create_directories(fs::path(dir_) / "placements", ec);
   if (!ec) fs::create_directories(fs::path(dir_) / "policies", ec);
@@ -136,17 +139,43 @@ std::optional<StoredPlacement>& Store::known_locked(const std::string& path,
   if (known == best_.end()) {
     known =
         best_.emplace(path, Known{read_best(path, graph, devices), !fs::exists(path, ec)}).first;
+    cached_ops_ += known->second.ops();
   } else if (!pending_.count(path) && writing_ != path && !errors_.count(path)) {
     // An admin deletes a stored file to forget that placement, or copies one in to share it, also
     // while the daemon runs: the disk decides (a write still queued, or failed, is not on it).
     const bool there = fs::exists(path, ec) && !ec;
+    const size_t before = known->second.ops();
     if (known->second.best && !there && !ec) {
       known->second = Known{std::nullopt, true};
     } else if (known->second.absent && there) {
       known->second = Known{read_best(path, graph, devices), false};
     }
+    cached_ops_ = cached_ops_ - before + known->second.ops();
   }
+  known->second.used = ++use_clock_;
+  shrink_locked(path);
   return known->second.best;
+}
+
+void Store::shrink_locked(const std::string& keep) const {
+  if (cached_ops_ <= max_cached_ops_) return;
+  // Oldest first; an entry whose write is queued, running or failed is the only copy: it stays.
+  std::vector<std::pair<uint64_t, std::string>> by_use;
+  for (const auto& [path, k] : best_)
+    if (path != keep && !pending_.count(path) && writing_ != path && !errors_.count(path))
+      by_use.emplace_back(k.used, path);
+  std::sort(by_use.begin(), by_use.end());
+  for (const auto& [used, path] : by_use) {
+    if (cached_ops_ <= max_cached_ops_) break;
+    const auto it = best_.find(path);
+    cached_ops_ -= it->second.ops();
+    best_.erase(it);
+  }
+}
+
+size_t Store::cached_ops() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return cached_ops_;
 }
 
 std::optional<StoredPlacement> Store::best(uid_t owner, const placement::OpGraph& graph,
@@ -182,7 +211,9 @@ bool Store::offer(uid_t owner, const placement::OpGraph& graph, const placement:
       queue_locked(path, stored_placement_file(graph, devices, *known));
     return false;
   }
+  const size_t before = best_.at(path).ops();
   known = candidate;
+  cached_ops_ = cached_ops_ - before + best_.at(path).ops();
   queue_locked(path, stored_placement_file(graph, devices, candidate));
   return true;
 }

@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -49,9 +50,15 @@ StoredPlacement stored_placement_from_json(const nlohmann::json& doc,
 /// queued writes.
 class Store {
  public:
+  /// Stored placements the store keeps in memory, counted in ops (a placement of a graph of n ops
+  /// costs n; one found absent, 1): beyond it the least recently used that are on disk are
+  /// dropped and read again when asked for. Every uid's graphs, as many as jobs upload over the
+  /// daemon's life, would otherwise stay (a 200 000-op placement is 800 KB).
+  static constexpr size_t kMaxCachedOps = size_t{4} << 20;
+
   /// Creates `state_dir`/placements and /policies if needed (each user's files go in a directory
   /// of their uid below them); throws std::runtime_error naming the directory.
-  explicit Store(std::string state_dir);
+  explicit Store(std::string state_dir, size_t max_cached_ops = kMaxCachedOps);
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
@@ -90,6 +97,8 @@ class Store {
   void after_writes(std::function<void()> done);
   /// Writes that failed since the store was opened.
   uint64_t failed_writes() const;
+  /// What the stored placements held in memory count, in ops (see kMaxCachedOps).
+  size_t cached_ops() const;
 
  private:
   /// Removes the temporaries of writes that a killed daemon left behind.
@@ -118,8 +127,19 @@ class Store {
     std::optional<StoredPlacement> best;
     /// No file was there at the last look (a damaged one is not read again until replaced).
     bool absent = false;
+    /// When it was last asked for (use_clock_), for dropping the least recently used.
+    uint64_t used = 0;
+    size_t ops() const {
+      return best ? std::max<size_t>(best->placement.device_of_op.size(), 1) : 1;
+    }
   };
   mutable std::map<std::string, Known> best_;
+  size_t max_cached_ops_;
+  mutable size_t cached_ops_ = 0;
+  mutable uint64_t use_clock_ = 0;
+  /// Drops the least recently used entries that are on disk as held (not `keep`) until the cache
+  /// is within max_cached_ops_ (caller holds mutex_).
+  void shrink_locked(const std::string& keep) const;
   /// Files waiting for the writer, with their latest contents.
   std::map<std::string, std::string> pending_;
   /// The file the writer is writing now ("" between writes).

@@ -44,6 +44,32 @@ TEST_F(StoreTest, KeepsTheFastestPlacementPerGraphAndDeviceSet) {
       << "another device set has its own entry";
 }
 
+TEST_F(StoreTest, MemoryHoldsABoundedNumberOfPlacementsAndReadsTheRestAgain) {
+  // A uid's jobs may upload graph after graph over the daemon's life: what the store keeps in
+  // memory stays within its bound, and a placement dropped from memory is read again from disk.
+  Store store(dir, 20);
+  const auto d = placement::testing::devices(2);
+  for (int n = 2; n < 12; ++n) {
+    const auto g = placement::testing::chain(n);
+    ASSERT_TRUE(store.offer(0, g, d, {placement::Placement::single(g, n % 2), 1.0 + n, "j"}));
+    store.flush();  // on disk: what memory held may now go
+    EXPECT_LE(store.cached_ops(), 20u + static_cast<size_t>(n)) << n;
+  }
+  store.best(0, placement::testing::chain(11), d);  // a lookup trims what the writes left
+  EXPECT_LE(store.cached_ops(), 20u);
+  const auto first = store.best(0, placement::testing::chain(2), d);
+  ASSERT_TRUE(first) << "dropped from memory, read again from disk";
+  EXPECT_DOUBLE_EQ(first->step_time_s, 3.0);
+  EXPECT_EQ(first->placement.device_of_op, (std::vector<int>{0, 0}));
+  EXPECT_LE(store.cached_ops(), 20u);
+  // A placement whose write has not happened yet is the only copy: it is never dropped.
+  Store unwritten(dir + "/other", 1);
+  const auto g = placement::testing::chain(6);
+  ASSERT_TRUE(unwritten.offer(0, g, d, {placement::Placement::single(g, 1), 2.0, "k"}));
+  EXPECT_FALSE(unwritten.best(0, placement::testing::chain(7), d));
+  EXPECT_DOUBLE_EQ(unwritten.best(0, g, d)->step_time_s, 2.0);
+}
+
 TEST_F(StoreTest, EachUidHasItsOwnAndTheSharedFilesOfBeforeAreNotUsed) {
   const auto g = placement::testing::chain(2);
   const auto d = placement::testing::devices(2);
