@@ -66,8 +66,6 @@ std::string ratio(std::optional<double> value) {
   return buf;
 }
 
-std::string speedup(const msg::JobSummary& job) { return ratio(job.speedup); }
-
 }  // namespace
 
 std::string describe_warm_start(const json& w) {
@@ -147,7 +145,7 @@ int jobs(const Globals& g, bool all, bool finished) {
     }
     t.add({std::to_string(j.id), j.name, std::to_string(j.uid), state_of(j),
            std::to_string(j.steps), std::to_string(j.candidates_tried),
-           seconds(j.start_step_time_s), seconds(j.best_step_time_s), speedup(j),
+           seconds(j.start_step_time_s), seconds(j.best_step_time_s), ratio(j.speedup),
            ratio(j.realized_speedup), progress_bar(j.budget_used, 10), replica_of(j)});
   }
   t.print(std::cout);
@@ -203,7 +201,7 @@ int job_show(const Globals& g, uint64_t id, const std::string& plot_path) {
   head.add({"start / best", with_interval(j.start_step_time_s, j.start_step_time_interval_s) +
                                 " / " +
                                 with_interval(j.best_step_time_s, j.best_step_time_interval_s) +
-                                " (" + speedup(j) + ")"});
+                                " (" + ratio(j.speedup) + ")"});
   for (auto& [label, value] : placement::describe_outcome(j)) head.add({label, value});
   head.add({"exploration budget",
             std::to_string(j.exploration_steps) + " steps" +
