@@ -38,8 +38,7 @@ void status(ServiceContext& ctx, const ConnectionState& conn, Request& req) {
                ctx.registry.count(placement::PluginKind::kAlgorithm)};
   s.plugins_skipped = ctx.registry.skipped_count();
   s.policy = {cfg->policy.grouper, cfg->policy.placer, cfg->policy.algorithm};
-  s.peer_uid = conn.peer.uid;
-  s.peer_admin = conn.peer.admin;
+  s.peer = {conn.peer.uid, conn.peer.admin};
   req.respond(s.kType, req.id, s.to_json(), false);
 }
 

@@ -1,415 +1,251 @@
 #include "placement/inspection.h"
 
 #include "json_reader.h"
-#include "message_fields.h"
+#include "message_codec.h"
 
 namespace placement::messages {
 
 using detail::JsonReader;
 using nlohmann::json;
-using namespace fields;
+using namespace codec;
 
-namespace {
+namespace codec {
 
-template <typename T>
-json or_null(const std::optional<T>& value) {
-  return value ? json(*value) : json(nullptr);
-}
+// ---- Field tables (message_codec.h derives the codecs). Every key is optional on the way in: an
+// older daemon may lack one, and the reply still reads. ----
 
-// Absent keys keep the default: a newer daemon may drop nothing, an older one may lack a key.
-uint64_t count(const JsonReader& r, const char* key) {
-  return r.has(key) ? r.field(key).uint() : 0;
-}
-int64_t integer(const JsonReader& r, const char* key) {
-  return r.has(key) ? r.field(key).integer() : 0;
-}
-double number(const JsonReader& r, const char* key) {
-  return r.has(key) ? r.field(key).number() : 0.0;
-}
+template <>
+struct Table<StatusReply::PluginCounts> {
+  static constexpr const char* kName = "plugins";
+  static constexpr auto kFields =
+      std::make_tuple(field("grouper", &StatusReply::PluginCounts::grouper),
+                      field("placer", &StatusReply::PluginCounts::placer),
+                      field("algorithm", &StatusReply::PluginCounts::algorithm));
+};
+template <>
+struct Value<StatusReply::PluginCounts> : TableValue<StatusReply::PluginCounts> {};
 
-std::optional<double> maybe_number(const JsonReader& r, const char* key) {
-  if (!r.has(key) || r.value().at(key).is_null()) return std::nullopt;
-  return r.field(key).number();
-}
-std::optional<uint64_t> maybe_count(const JsonReader& r, const char* key) {
-  if (!r.has(key) || r.value().at(key).is_null()) return std::nullopt;
-  return r.field(key).uint();
-}
-std::optional<std::string> maybe_text(const JsonReader& r, const char* key) {
-  if (!r.has(key) || r.value().at(key).is_null()) return std::nullopt;
-  return r.field(key).string();
-}
+template <>
+struct Table<StatusReply::Triple> {
+  static constexpr const char* kName = "policy";
+  static constexpr auto kFields =
+      std::make_tuple(field("grouper", &StatusReply::Triple::grouper),
+                      field("placer", &StatusReply::Triple::placer),
+                      field("algorithm", &StatusReply::Triple::algorithm));
+};
+template <>
+struct Value<StatusReply::Triple> : TableValue<StatusReply::Triple> {};
 
-// [low, high], or nullopt when absent or null.
-std::optional<std::array<double, 2>> maybe_interval(const JsonReader& r, const char* key) {
-  if (!r.has(key) || r.value().at(key).is_null()) return std::nullopt;
-  const JsonReader a = r.field(key);
-  if (a.array_size() != 2) a.fail("must be [low, high]");
-  return std::array<double, 2>{a.element(0).number(), a.element(1).number()};
-}
+template <>
+struct Table<StatusReply::Peer> {
+  static constexpr const char* kName = "peer";
+  static constexpr auto kFields = std::make_tuple(field("uid", &StatusReply::Peer::uid),
+                                                  field("admin", &StatusReply::Peer::admin));
+};
+template <>
+struct Value<StatusReply::Peer> : TableValue<StatusReply::Peer> {};
 
-// Each element of the array at `key` (none when absent), decoded by `decode`.
-template <typename T, typename F>
-std::vector<T> list(const JsonReader& r, const char* key, F&& decode) {
-  std::vector<T> out;
-  if (!r.has(key)) return out;
-  const JsonReader a = r.field(key);
-  for (size_t i = 0; i < a.array_size(); ++i) out.push_back(decode(a.element(i)));
-  return out;
-}
+template <>
+struct Table<StatusReply> {
+  static constexpr const char* kName = "status_reply";
+  static constexpr auto kFields = std::make_tuple(
+      field("version", &StatusReply::version), field("pid", &StatusReply::pid),
+      field("uptime_s", &StatusReply::uptime_s), field("config", &StatusReply::config),
+      field("socket", &StatusReply::socket), field("state_dir", &StatusReply::state_dir),
+      field("store_failed_writes", &StatusReply::store_failed_writes),
+      field("jobs_visible", &StatusReply::jobs_visible),
+      field("jobs_total", &StatusReply::jobs_total),
+      field("connections", &StatusReply::connections),
+      field("connections_total", &StatusReply::connections_total),
+      field("frames_received", &StatusReply::frames_received),
+      field("reports_received", &StatusReply::reports_received),
+      field("protocol_errors", &StatusReply::protocol_errors),
+      field("plugins", &StatusReply::plugins),
+      field("plugins_skipped", &StatusReply::plugins_skipped),
+      field("policy", &StatusReply::policy), field("peer", &StatusReply::peer));
+};
 
-std::vector<std::string> strings(const JsonReader& r, const char* key) {
-  return list<std::string>(r, key, [](const JsonReader& e) { return e.string(); });
-}
+template <>
+struct Table<JobSummary> {
+  static constexpr const char* kName = "job";
+  static constexpr auto kFields = std::make_tuple(
+      field("id", &JobSummary::id).need(), field("name", &JobSummary::name),
+      field("uid", &JobSummary::uid), field("pid", &JobSummary::pid),
+      field("state", &JobSummary::state).need(), field("fingerprint", &JobSummary::fingerprint),
+      field("ops", &JobSummary::ops), field("groups", &JobSummary::groups),
+      field("devices", &JobSummary::devices), field("grouper", &JobSummary::grouper),
+      field("placer", &JobSummary::placer), field("algorithm", &JobSummary::algorithm),
+      field("steps", &JobSummary::steps), field("failed_steps", &JobSummary::failed_steps),
+      field("candidates_tried", &JobSummary::candidates_tried),
+      field("max_candidates", &JobSummary::max_candidates),
+      field("start_step_time_s", &JobSummary::start_step_time_s),
+      field("current_step_time_s", &JobSummary::current_step_time_s),
+      field("best_step_time_s", &JobSummary::best_step_time_s),
+      field("start_step_time_interval_s", &JobSummary::start_step_time_interval_s),
+      field("best_step_time_interval_s", &JobSummary::best_step_time_interval_s),
+      field("exploration_overhead", &JobSummary::exploration_overhead),
+      field("job_s", &JobSummary::job_s), field("realized_speedup", &JobSummary::realized_speedup),
+      field("realized_speedup_interval", &JobSummary::realized_speedup_interval),
+      field("start_mean_step_time_s", &JobSummary::start_mean_step_time_s),
+      field("beyond_best_s", &JobSummary::beyond_best_s),
+      field("current_placement", &JobSummary::current_placement),
+      field("best_placement", &JobSummary::best_placement), field("on_best", &JobSummary::on_best),
+      field("exploration_finished", &JobSummary::exploration_finished),
+      field("exploration_steps", &JobSummary::exploration_steps),
+      field("expected_steps", &JobSummary::expected_steps),
+      field("budget_used", &JobSummary::budget_used), field("paused", &JobSummary::paused),
+      field("speedup", &JobSummary::speedup),
+      field("steps_to_within_2pct", &JobSummary::steps_to_within_2pct),
+      field("seconds_to_within_2pct", &JobSummary::seconds_to_within_2pct),
+      field("rejected", &JobSummary::rejected),
+      field("repeats_scored", &JobSummary::repeats_scored),
+      field("reexplorations", &JobSummary::reexplorations),
+      field("profiled_kinds", &JobSummary::profiled_kinds),
+      field("profiled_steps", &JobSummary::profiled_steps),
+      field("profiling_overhead_s", &JobSummary::profiling_overhead_s),
+      field("policy_error", &JobSummary::policy_error),
+      field("attached_s", &JobSummary::attached_s), field("replica", &JobSummary::replica));
+};
+template <>
+struct Value<JobSummary> : TableValue<JobSummary> {};
 
-void summary_to_json(const JobSummary& s, json& j) {
-  j["id"] = s.id;
-  j["name"] = s.name;
-  j["uid"] = s.uid;
-  j["pid"] = s.pid;
-  j["state"] = to_string(s.state);
-  j["fingerprint"] = s.fingerprint;
-  j["ops"] = s.ops;
-  j["groups"] = s.groups;
-  j["devices"] = s.devices;
-  j["grouper"] = s.grouper;
-  j["placer"] = s.placer;
-  j["algorithm"] = s.algorithm;
-  j["steps"] = s.steps;
-  j["failed_steps"] = s.failed_steps;
-  j["candidates_tried"] = s.candidates_tried;
-  j["max_candidates"] = s.max_candidates;
-  j["start_step_time_s"] = or_null(s.start_step_time_s);
-  j["current_step_time_s"] = or_null(s.current_step_time_s);
-  j["best_step_time_s"] = or_null(s.best_step_time_s);
-  j["start_step_time_interval_s"] = or_null(s.start_step_time_interval_s);
-  j["best_step_time_interval_s"] = or_null(s.best_step_time_interval_s);
-  j["exploration_overhead"] = s.exploration_overhead;
-  j["job_s"] = s.job_s;
-  j["realized_speedup"] = or_null(s.realized_speedup);
-  j["realized_speedup_interval"] = or_null(s.realized_speedup_interval);
-  j["start_mean_step_time_s"] = or_null(s.start_mean_step_time_s);
-  j["beyond_best_s"] = or_null(s.beyond_best_s);
-  j["current_placement"] = s.current_placement;
-  j["best_placement"] = s.best_placement;
-  j["on_best"] = s.on_best;
-  j["exploration_finished"] = s.exploration_finished;
-  j["exploration_steps"] = s.exploration_steps;
-  j["expected_steps"] = s.expected_steps;
-  j["budget_used"] = s.budget_used;
-  j["paused"] = s.paused;
-  j["speedup"] = or_null(s.speedup);
-  j["steps_to_within_2pct"] = or_null(s.steps_to_within_2pct);
-  j["seconds_to_within_2pct"] = or_null(s.seconds_to_within_2pct);
-  j["rejected"] = s.rejected;
-  j["repeats_scored"] = s.repeats_scored;
-  j["reexplorations"] = s.reexplorations;
-  j["profiled_kinds"] = s.profiled_kinds;
-  j["profiled_steps"] = s.profiled_steps;
-  j["profiling_overhead_s"] = s.profiling_overhead_s;
-  j["policy_error"] = or_null(s.policy_error);
-  j["attached_s"] = s.attached_s;
-  j["replica"] = s.replica ? s.replica->to_json() : json();
-}
+template <>
+struct Table<JobList> {
+  static constexpr const char* kName = "job_list";
+  static constexpr auto kFields = std::make_tuple(field("jobs", &JobList::jobs));
+};
 
-JobSummary summary_from(const JsonReader& r) {
-  JobSummary s;
-  s.id = r.field("id").uint();
-  s.name = text(r, "name");
-  s.uid = count(r, "uid");
-  s.pid = integer(r, "pid");
-  s.state = state_from_string(r.field("state"));
-  s.fingerprint = text(r, "fingerprint");
-  s.ops = count(r, "ops");
-  s.groups = integer(r, "groups");
-  s.devices = count(r, "devices");
-  s.grouper = text(r, "grouper");
-  s.placer = text(r, "placer");
-  s.algorithm = text(r, "algorithm");
-  s.steps = count(r, "steps");
-  s.failed_steps = count(r, "failed_steps");
-  s.candidates_tried = count(r, "candidates_tried");
-  s.max_candidates = integer(r, "max_candidates");
-  s.start_step_time_s = maybe_number(r, "start_step_time_s");
-  s.current_step_time_s = maybe_number(r, "current_step_time_s");
-  s.best_step_time_s = maybe_number(r, "best_step_time_s");
-  s.start_step_time_interval_s = maybe_interval(r, "start_step_time_interval_s");
-  s.best_step_time_interval_s = maybe_interval(r, "best_step_time_interval_s");
-  s.exploration_overhead = number(r, "exploration_overhead");
-  s.job_s = number(r, "job_s");
-  s.realized_speedup = maybe_number(r, "realized_speedup");
-  s.realized_speedup_interval = maybe_interval(r, "realized_speedup_interval");
-  s.start_mean_step_time_s = maybe_number(r, "start_mean_step_time_s");
-  s.beyond_best_s = maybe_number(r, "beyond_best_s");
-  s.current_placement = count(r, "current_placement");
-  s.best_placement = count(r, "best_placement");
-  s.on_best = flag(r, "on_best");
-  s.exploration_finished = flag(r, "exploration_finished");
-  s.exploration_steps = count(r, "exploration_steps");
-  s.expected_steps = count(r, "expected_steps");
-  s.budget_used = number(r, "budget_used");
-  s.paused = flag(r, "paused");
-  s.speedup = maybe_number(r, "speedup");
-  s.steps_to_within_2pct = maybe_count(r, "steps_to_within_2pct");
-  s.seconds_to_within_2pct = maybe_number(r, "seconds_to_within_2pct");
-  s.rejected = count(r, "rejected");
-  s.repeats_scored = count(r, "repeats_scored");
-  s.reexplorations = count(r, "reexplorations");
-  s.profiled_kinds = strings(r, "profiled_kinds");
-  s.profiled_steps = count(r, "profiled_steps");
-  s.profiling_overhead_s = number(r, "profiling_overhead_s");
-  s.policy_error = maybe_text(r, "policy_error");
-  s.attached_s = number(r, "attached_s");
-  if (r.has("replica") && !r.value().at("replica").is_null())
-    s.replica = replica_from(r.field("replica"));
-  return s;
-}
+template <>
+struct Table<CandidateInfo> {
+  static constexpr const char* kName = "candidate";
+  static constexpr auto kFields = std::make_tuple(
+      field("id", &CandidateInfo::id).need(), field("reason", &CandidateInfo::reason).need(),
+      field("stale", &CandidateInfo::stale),
+      field("placement_fingerprint", &CandidateInfo::placement_fingerprint),
+      field("ops_per_device", &CandidateInfo::ops_per_device),
+      field("steps", &CandidateInfo::steps), field("failures", &CandidateInfo::failures),
+      field("error", &CandidateInfo::error),
+      field("median_step_time_s", &CandidateInfo::median_step_time_s),
+      field("trial", &CandidateInfo::trial));
+};
+template <>
+struct Value<CandidateInfo> : TableValue<CandidateInfo> {};
 
-CandidateInfo candidate_from(const JsonReader& r) {
-  CandidateInfo c;
-  c.id = r.field("id").uint();
-  const JsonReader reason = r.field("reason");
-  c.reason = nested(reason, [&](const json&) { return reason_from_string(reason.string()); });
-  c.stale = flag(r, "stale");
-  c.placement_fingerprint = text(r, "placement_fingerprint");
-  c.ops_per_device =
-      list<int64_t>(r, "ops_per_device", [](const JsonReader& e) { return e.integer(); });
-  c.steps = count(r, "steps");
-  c.failures = count(r, "failures");
-  c.error = maybe_text(r, "error");
-  c.median_step_time_s = maybe_number(r, "median_step_time_s");
-  c.trial = maybe_text(r, "trial");
-  return c;
-}
+template <>
+struct Table<TimelinePoint> {
+  static constexpr const char* kName = "timeline point";
+  static constexpr auto kFields = std::make_tuple(
+      field("first_step", &TimelinePoint::first_step), field("steps", &TimelinePoint::steps),
+      field("placement", &TimelinePoint::placement), field("best", &TimelinePoint::best),
+      field("mean_step_time_s", &TimelinePoint::mean_step_time_s));
+};
+template <>
+struct Value<TimelinePoint> : TableValue<TimelinePoint> {};
 
-TrialMark mark_from(const JsonReader& r) {
-  TrialMark m;
-  m.candidate = count(r, "candidate");
-  m.against = count(r, "against");
-  m.step = count(r, "step");
-  m.verdict = text(r, "verdict");
-  m.final_check = flag(r, "final_check");
-  return m;
-}
+template <>
+struct Table<TrialMark> {
+  static constexpr const char* kName = "trial mark";
+  static constexpr auto kFields = std::make_tuple(
+      field("candidate", &TrialMark::candidate), field("against", &TrialMark::against),
+      field("step", &TrialMark::step), field("verdict", &TrialMark::verdict),
+      field("final_check", &TrialMark::final_check));
+};
+template <>
+struct Value<TrialMark> : TableValue<TrialMark> {};
 
-TimelinePoint point_from(const JsonReader& r) {
-  TimelinePoint p;
-  p.first_step = count(r, "first_step");
-  p.steps = count(r, "steps");
-  p.placement = count(r, "placement");
-  p.best = count(r, "best");
-  p.mean_step_time_s = number(r, "mean_step_time_s");
-  return p;
-}
+// The job's summary fields sit beside these in the same map (JobInfo's codec adds them).
+template <>
+struct Table<JobInfo> {
+  static constexpr const char* kName = "job_info";
+  static constexpr auto kFields = std::make_tuple(
+      field("candidates", &JobInfo::candidates), field("device_names", &JobInfo::device_names),
+      field("stray_reports", &JobInfo::stray_reports),
+      field("profile_reports", &JobInfo::profile_reports),
+      field("rejected_by_device", &JobInfo::rejected_by_device),
+      field("warm_start", &JobInfo::warm_start), field("timeline", &JobInfo::timeline),
+      field("trials", &JobInfo::trials));
+};
 
-}  // namespace
+template <>
+struct Table<PluginList::Parameter> {
+  static constexpr const char* kName = "hyperparameter";
+  static constexpr auto kFields = std::make_tuple(
+      field("name", &PluginList::Parameter::name), field("type", &PluginList::Parameter::type),
+      field("default", &PluginList::Parameter::default_value),
+      field("summary", &PluginList::Parameter::summary),
+      field("min", &PluginList::Parameter::min).omit_when_empty(),
+      field("max", &PluginList::Parameter::max).omit_when_empty(),
+      field("choices", &PluginList::Parameter::choices).omit_when_empty());
+};
+template <>
+struct Value<PluginList::Parameter> : TableValue<PluginList::Parameter> {};
 
-json StatusReply::to_json() const {
-  return {
-      {"version", version},
-      {"pid", pid},
-      {"uptime_s", uptime_s},
-      {"config", config},
-      {"socket", socket},
-      {"state_dir", state_dir},
-      {"store_failed_writes", store_failed_writes},
-      {"jobs_visible", jobs_visible},
-      {"jobs_total", or_null(jobs_total)},
-      {"connections", connections},
-      {"connections_total", connections_total},
-      {"frames_received", frames_received},
-      {"reports_received", reports_received},
-      {"protocol_errors", protocol_errors},
-      {"plugins",
-       {{"grouper", plugins.grouper},
-        {"placer", plugins.placer},
-        {"algorithm", plugins.algorithm}}},
-      {"plugins_skipped", plugins_skipped},
-      {"policy",
-       {{"grouper", policy.grouper}, {"placer", policy.placer}, {"algorithm", policy.algorithm}}},
-      {"peer", {{"uid", peer_uid}, {"admin", peer_admin}}}};
-}
+template <>
+struct Table<PluginList::Plugin> {
+  static constexpr const char* kName = "plugin";
+  static constexpr auto kFields = std::make_tuple(
+      field("name", &PluginList::Plugin::name), field("kind", &PluginList::Plugin::kind),
+      field("version", &PluginList::Plugin::version),
+      field("summary", &PluginList::Plugin::summary), field("file", &PluginList::Plugin::file),
+      field("torch_version", &PluginList::Plugin::torch_version),
+      field("hyperparameters", &PluginList::Plugin::hyperparameters));
+};
+template <>
+struct Value<PluginList::Plugin> : TableValue<PluginList::Plugin> {};
 
-StatusReply StatusReply::from_json(const json& body) {
-  const JsonReader r = body_of(body, "status_reply");
-  StatusReply s;
-  s.version = text(r, "version");
-  s.pid = integer(r, "pid");
-  s.uptime_s = number(r, "uptime_s");
-  s.config = text(r, "config");
-  s.socket = text(r, "socket");
-  s.state_dir = text(r, "state_dir");
-  s.store_failed_writes = count(r, "store_failed_writes");
-  s.jobs_visible = count(r, "jobs_visible");
-  s.jobs_total = maybe_count(r, "jobs_total");
-  s.connections = count(r, "connections");
-  s.connections_total = count(r, "connections_total");
-  s.frames_received = count(r, "frames_received");
-  s.reports_received = count(r, "reports_received");
-  s.protocol_errors = count(r, "protocol_errors");
-  if (r.has("plugins")) {
-    const JsonReader p = r.field("plugins");
-    s.plugins = {count(p, "grouper"), count(p, "placer"), count(p, "algorithm")};
-  }
-  s.plugins_skipped = count(r, "plugins_skipped");
-  if (r.has("policy")) {
-    const JsonReader p = r.field("policy");
-    s.policy = {text(p, "grouper"), text(p, "placer"), text(p, "algorithm")};
-  }
-  if (r.has("peer")) {
-    const JsonReader p = r.field("peer");
-    s.peer_uid = count(p, "uid");
-    s.peer_admin = flag(p, "admin");
-  }
-  return s;
-}
+template <>
+struct Table<PluginList::Skipped> {
+  static constexpr const char* kName = "skipped";
+  static constexpr auto kFields = std::make_tuple(field("file", &PluginList::Skipped::file),
+                                                  field("reason", &PluginList::Skipped::reason));
+};
+template <>
+struct Value<PluginList::Skipped> : TableValue<PluginList::Skipped> {};
 
-json JobSummary::to_json() const {
-  json j = json::object();
-  summary_to_json(*this, j);
-  return j;
-}
+template <>
+struct Table<PluginList> {
+  static constexpr const char* kName = "plugin_list";
+  static constexpr auto kFields = std::make_tuple(field("plugins", &PluginList::plugins),
+                                                  field("skipped", &PluginList::skipped));
+};
 
-JobSummary JobSummary::from_json(const json& body) { return summary_from(body_of(body, "job")); }
+}  // namespace codec
 
-json JobList::to_json() const {
-  json list = json::array();
-  for (const JobSummary& s : jobs) list.push_back(s.to_json());
-  return {{"jobs", list}};
-}
+// ---- Codecs ----
 
-JobList JobList::from_json(const json& body) {
-  const JsonReader r = body_of(body, "job_list");
-  return {list<JobSummary>(r, "jobs", summary_from)};
-}
+json StatusReply::to_json() const { return encode(*this); }
+StatusReply StatusReply::from_json(const json& body) { return decode<StatusReply>(body); }
 
-json CandidateInfo::to_json() const {
-  return {{"id", id},
-          {"reason", to_string(reason)},
-          {"stale", stale},
-          {"placement_fingerprint", placement_fingerprint},
-          {"ops_per_device", ops_per_device},
-          {"steps", steps},
-          {"failures", failures},
-          {"error", or_null(error)},
-          {"median_step_time_s", or_null(median_step_time_s)},
-          {"trial", or_null(trial)}};
-}
+json JobSummary::to_json() const { return encode(*this); }
+JobSummary JobSummary::from_json(const json& body) { return decode<JobSummary>(body); }
 
-CandidateInfo CandidateInfo::from_json(const json& body) {
-  return candidate_from(body_of(body, "candidate"));
-}
+json JobList::to_json() const { return encode(*this); }
+JobList JobList::from_json(const json& body) { return decode<JobList>(body); }
 
-json TimelinePoint::to_json() const {
-  return {{"first_step", first_step},
-          {"steps", steps},
-          {"placement", placement},
-          {"best", best},
-          {"mean_step_time_s", mean_step_time_s}};
-}
+json CandidateInfo::to_json() const { return encode(*this); }
+CandidateInfo CandidateInfo::from_json(const json& body) { return decode<CandidateInfo>(body); }
 
-TimelinePoint TimelinePoint::from_json(const json& body) {
-  return point_from(body_of(body, "timeline point"));
-}
+json TimelinePoint::to_json() const { return encode(*this); }
+TimelinePoint TimelinePoint::from_json(const json& body) { return decode<TimelinePoint>(body); }
 
-json TrialMark::to_json() const {
-  return {{"candidate", candidate},
-          {"against", against},
-          {"step", step},
-          {"verdict", verdict},
-          {"final_check", final_check}};
-}
-
-TrialMark TrialMark::from_json(const json& body) { return mark_from(body_of(body, "trial mark")); }
+json TrialMark::to_json() const { return encode(*this); }
+TrialMark TrialMark::from_json(const json& body) { return decode<TrialMark>(body); }
 
 json JobInfo::to_json() const {
-  json j = json::object();
-  summary_to_json(job, j);
-  json list = json::array();
-  for (const CandidateInfo& c : candidates) list.push_back(c.to_json());
-  j["candidates"] = list;
-  j["device_names"] = device_names;
-  j["stray_reports"] = stray_reports;
-  j["profile_reports"] = profile_reports;
-  j["rejected_by_device"] = rejected_by_device;
-  j["warm_start"] = warm_start;
-  json points = json::array();
-  for (const TimelinePoint& p : timeline) points.push_back(p.to_json());
-  j["timeline"] = points;
-  json marks = json::array();
-  for (const TrialMark& m : trials) marks.push_back(m.to_json());
-  j["trials"] = marks;
+  json j = encode(job);
+  encode_into(*this, j);
   return j;
 }
 
 JobInfo JobInfo::from_json(const json& body) {
-  const JsonReader r = body_of(body, "job_info");
+  const JsonReader r = body_of(body, Table<JobInfo>::kName);
   JobInfo info;
-  info.job = summary_from(r);
-  info.candidates = list<CandidateInfo>(r, "candidates", candidate_from);
-  info.device_names = strings(r, "device_names");
-  info.stray_reports = count(r, "stray_reports");
-  info.profile_reports = count(r, "profile_reports");
-  if (r.has("rejected_by_device")) {
-    const JsonReader m = r.field("rejected_by_device");
-    if (!m.value().is_object())
-      m.fail(std::string("expected a map, found ") + m.value().type_name());
-    for (const auto& [device, n] : m.value().items())
-      info.rejected_by_device[device] = m.field(device.c_str()).uint();
-  }
-  if (r.has("warm_start")) info.warm_start = r.value().at("warm_start");
-  info.timeline = list<TimelinePoint>(r, "timeline", point_from);
-  info.trials = list<TrialMark>(r, "trials", mark_from);
+  decode_into(r, info.job);
+  decode_into(r, info);
   return info;
 }
 
-json PluginList::to_json() const {
-  json list = json::array();
-  for (const Plugin& p : plugins) {
-    json params = json::array();
-    for (const Parameter& h : p.hyperparameters) {
-      json j = {
-          {"name", h.name}, {"type", h.type}, {"default", h.default_value}, {"summary", h.summary}};
-      if (h.min) j["min"] = *h.min;
-      if (h.max) j["max"] = *h.max;
-      if (!h.choices.empty()) j["choices"] = h.choices;
-      params.push_back(j);
-    }
-    list.push_back({{"name", p.name},
-                    {"kind", p.kind},
-                    {"version", p.version},
-                    {"summary", p.summary},
-                    {"file", p.file},
-                    {"torch_version", p.torch_version},
-                    {"hyperparameters", params}});
-  }
-  json skips = json::array();
-  for (const Skipped& s : skipped) skips.push_back({{"file", s.file}, {"reason", s.reason}});
-  return {{"plugins", list}, {"skipped", skips}};
-}
-
-PluginList PluginList::from_json(const json& body) {
-  const JsonReader r = body_of(body, "plugin_list");
-  PluginList out;
-  out.plugins = list<Plugin>(r, "plugins", [](const JsonReader& p) {
-    Plugin plugin{text(p, "name"),
-                  text(p, "kind"),
-                  text(p, "version"),
-                  text(p, "summary"),
-                  text(p, "file"),
-                  text(p, "torch_version"),
-                  {}};
-    plugin.hyperparameters = list<Parameter>(p, "hyperparameters", [](const JsonReader& h) {
-      return Parameter{text(h, "name"),      text(h, "type"),        text(h, "default"),
-                       text(h, "summary"),   maybe_number(h, "min"), maybe_number(h, "max"),
-                       strings(h, "choices")};
-    });
-    return plugin;
-  });
-  out.skipped = list<Skipped>(r, "skipped", [](const JsonReader& s) {
-    return Skipped{text(s, "file"), text(s, "reason")};
-  });
-  return out;
-}
+json PluginList::to_json() const { return encode(*this); }
+PluginList PluginList::from_json(const json& body) { return decode<PluginList>(body); }
 
 }  // namespace placement::messages

@@ -148,11 +148,11 @@ bool JobChannel::connect(bool* refused) {
     attach.sdk_version = options_.sdk_version;
     attach.torch_version = options_.torch_version;
     attach.expected_steps = options_.expected_steps;
-    if (client->version() >= protocol::kProfileReportVersion)
-      attach.profile_steps = options_.profile_steps;
-    if (client->version() >= protocol::kReplicaVersion) attach.replica = options_.replica;
-    const auto attached = messages::Attached::from_json(
-        client->request(attach.kType, attach.to_json(), messages::Attached::kType));
+    attach.profile_steps = options_.profile_steps;
+    attach.replica = options_.replica;
+    // Fields the daemon's version lacks are left out (to_json's table knows which).
+    const auto attached = messages::Attached::from_json(client->request(
+        attach.kType, attach.to_json(client->version()), messages::Attached::kType));
     if (follower(options_)) {
       std::lock_guard<std::mutex> lock(mutex_);
       attached_locked(attached);
@@ -198,7 +198,7 @@ void JobChannel::pump(int wait_ms) {
   uint64_t sent = 0, dropped = 0, profiles_sent = 0;
   for (const auto& [gen, m] : reports) {
     if ((gen == generation || follower(options_)) &&
-        client_->send_oneway(MessageType::kStepReport, m.to_json()))
+        client_->send_oneway(MessageType::kStepReport, m.to_json(client_->version())))
       ++sent;
     else
       ++dropped;

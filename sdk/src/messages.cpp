@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "json_reader.h"
-#include "message_fields.h"
+#include "message_codec.h"
 #include "op_profile_json.h"
 #include "placement/serialization.h"
 
@@ -16,7 +16,7 @@ namespace placement::messages {
 
 using detail::JsonReader;
 using nlohmann::json;
-using namespace fields;
+using namespace codec;
 
 namespace {
 
@@ -55,7 +55,7 @@ const char* to_string(Reason reason) {
   return "unknown";
 }
 
-JobState fields::state_from_string(const JsonReader& r) {
+JobState codec::Value<JobState>::read(const JsonReader& r) {
   const std::string name = r.string();
   for (const auto& [s, n] : kStates)
     if (name == n) return s;
@@ -69,197 +69,6 @@ Reason reason_from_string(const std::string& name) {
   for (const auto& [r, n] : kReasons) known += (known.empty() ? "'" : ", '") + std::string(n) + "'";
   throw FormatError("'" + name + "' is none of the reasons " + known);
 }
-
-json Hello::to_json() const {
-  return {{"min_version", min_version}, {"max_version", max_version}, {"client", client}};
-}
-
-Hello Hello::from_json(const json& body) {
-  const JsonReader r = body_of(body, "hello");
-  Hello h;
-  h.min_version = unsigned_field<uint16_t>(r, "min_version");
-  h.max_version = unsigned_field<uint16_t>(r, "max_version");
-  if (r.has("client")) h.client = r.field("client").display_text();
-  return h;
-}
-
-json Welcome::to_json() const {
-  return {{"version", version},
-          {"server", server},
-          {"max_frame_bytes", max_frame_bytes},
-          {"uid", uid},
-          {"admin", admin}};
-}
-
-Welcome Welcome::from_json(const json& body) {
-  const JsonReader r = body_of(body, "welcome");
-  Welcome w;
-  w.version = unsigned_field<uint16_t>(r, "version");
-  w.server = text(r, "server");
-  if (r.has("max_frame_bytes")) w.max_frame_bytes = unsigned_field<uint32_t>(r, "max_frame_bytes");
-  if (r.has("uid")) w.uid = r.field("uid").uint();
-  w.admin = flag(r, "admin");
-  return w;
-}
-
-json Error::to_json() const { return {{"code", code}, {"message", message}, {"fatal", fatal}}; }
-
-Error Error::from_json(const json& body) {
-  const JsonReader r = body_of(body, "error");
-  return {text(r, "code", "unknown"), text(r, "message"), flag(r, "fatal")};
-}
-
-json ReplicaInfo::to_json() const {
-  return {{"rank", rank}, {"world_size", world_size}, {"group", group}};
-}
-
-ReplicaInfo fields::replica_from(const JsonReader& r) {
-  if (!r.value().is_object()) r.fail(std::string("expected a map, found ") + r.value().type_name());
-  // An integer within [low, high], or an error naming the field and the range.
-  const auto integer_in = [](const JsonReader& f, int64_t low, int64_t high,
-                             const std::string& range) {
-    const nlohmann::json& v = f.value();
-    const bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(high)
-                                             : v.is_number_integer() && v.get<int64_t>() >= low &&
-                                                   v.get<int64_t>() <= high;
-    if (!fits) f.fail("must be an integer from " + range);
-    return v.get<int64_t>();
-  };
-  ReplicaInfo out;
-  constexpr int64_t kMaxWorld = 1 << 20;
-  out.world_size =
-      integer_in(r.field("world_size"), 1, kMaxWorld, "1 to " + std::to_string(kMaxWorld));
-  out.rank = integer_in(r.field("rank"), 0, out.world_size - 1,
-                        "0 to world_size - 1 (" + std::to_string(out.world_size - 1) + ")");
-  out.group = r.field("group").display_text();
-  if (out.group.empty() || out.group.size() > ReplicaInfo::kMaxGroupName)
-    r.field("group").fail("must have 1 to " + std::to_string(ReplicaInfo::kMaxGroupName) +
-                          " characters");
-  return out;
-}
-
-json Attach::to_json() const {
-  json j = {{"job", job},
-            {"devices", placement::to_json(devices)},
-            {"sdk_version", sdk_version},
-            {"torch_version", torch_version}};
-  if (expected_steps > 0) j["expected_steps"] = expected_steps;
-  if (profile_steps) j["profile_steps"] = *profile_steps;
-  if (replica) j["replica"] = replica->to_json();
-  return j;
-}
-
-Attach Attach::from_json(const json& body) {
-  const JsonReader r = body_of(body, "attach");
-  Attach a;
-  a.job = r.field("job").display_text();
-  if (a.job.empty() || a.job.size() > kMaxJobName)
-    r.field("job").fail("must have 1 to " + std::to_string(kMaxJobName) + " characters");
-  a.devices = nested(r.field("devices"), [](const json& j) { return devices_from_json(j); });
-  if (r.has("sdk_version")) a.sdk_version = r.field("sdk_version").display_text();
-  if (r.has("torch_version")) a.torch_version = r.field("torch_version").display_text();
-  if (r.has("expected_steps")) a.expected_steps = r.field("expected_steps").uint();
-  if (r.has("profile_steps")) {
-    const JsonReader f = r.field("profile_steps");
-    if (!f.value().is_number_unsigned() ||
-        f.value().get<uint64_t>() > static_cast<uint64_t>(kMaxProfileSteps))
-      f.fail("must be an integer from 0 to " + std::to_string(kMaxProfileSteps));
-    a.profile_steps = f.value().get<int64_t>();
-  }
-  if (r.has("replica")) a.replica = replica_from(r.field("replica"));
-  return a;
-}
-
-json Attached::to_json() const {
-  return {{"session", session},
-          {"grouper", grouper},
-          {"placer", placer},
-          {"algorithm", algorithm},
-          {"steps_per_candidate", steps_per_candidate},
-          {"warmup_steps", warmup_steps},
-          {"max_candidates", max_candidates},
-          {"notices", notices}};
-}
-
-Attached Attached::from_json(const json& body) {
-  const JsonReader r = body_of(body, "attached");
-  Attached a;
-  a.session = r.field("session").uint();
-  a.grouper = text(r, "grouper");
-  a.placer = text(r, "placer");
-  a.algorithm = text(r, "algorithm");
-  if (r.has("steps_per_candidate"))
-    a.steps_per_candidate = r.field("steps_per_candidate").integer();
-  if (r.has("warmup_steps")) a.warmup_steps = r.field("warmup_steps").integer();
-  if (r.has("max_candidates")) a.max_candidates = r.field("max_candidates").integer();
-  if (r.has("notices")) {
-    const JsonReader n = r.field("notices");
-    for (size_t i = 0; i < n.array_size(); ++i) a.notices.push_back(n.element(i).string());
-  }
-  return a;
-}
-
-json GraphUpload::to_json(const DeviceSet& devices, uint16_t version) const {
-  json j = {{"graph", placement::to_json(graph)}};
-  if (version < protocol::kOpWorkVersion)
-    for (json& op : j["graph"]["ops"]) op.erase("work");
-  if (start) j["placement"] = placement::to_json(*start, devices);
-  return j;
-}
-
-GraphUpload GraphUpload::from_json(const json& body, const DeviceSet& devices) {
-  const JsonReader r = body_of(body, "graph_upload");
-  GraphUpload u;
-  u.graph = nested(r.field("graph"), [](const json& j) { return graph_from_json(j); });
-  if (r.has("placement"))
-    u.start = nested(r.field("placement"),
-                     [&](const json& j) { return placement_from_json(j, u.graph, devices); });
-  return u;
-}
-
-json GraphAccepted::to_json() const {
-  return {{"fingerprint", fingerprint}, {"ops", ops},       {"edges", edges},
-          {"groups", groups},           {"cached", cached}, {"policy_resumed", policy_resumed}};
-}
-
-GraphAccepted GraphAccepted::from_json(const json& body) {
-  const JsonReader r = body_of(body, "graph_accepted");
-  GraphAccepted a;
-  a.fingerprint = r.field("fingerprint").string();
-  if (r.has("ops")) a.ops = r.field("ops").uint();
-  if (r.has("edges")) a.edges = r.field("edges").uint();
-  if (r.has("groups")) a.groups = r.field("groups").integer();
-  a.cached = flag(r, "cached");
-  a.policy_resumed = flag(r, "policy_resumed");
-  return a;
-}
-
-json Directive::to_json(const DeviceSet& devices) const {
-  json body = {{"placement_id", placement_id},
-               {"reason", messages::to_string(reason)},
-               {"state", messages::to_string(state)},
-               {"profile", profile},
-               {"placement", placement::to_json(placement, devices)}};
-  if (after_step) body["after_step"] = *after_step;
-  return body;
-}
-
-Directive Directive::from_json(const json& body, const OpGraph& graph, const DeviceSet& devices) {
-  const JsonReader r = body_of(body, "placement_directive");
-  Directive d;
-  d.placement_id = r.field("placement_id").uint();
-  const JsonReader reason = r.field("reason");
-  const std::string name = reason.string();
-  d.reason = nested(reason, [&](const json&) { return reason_from_string(name); });
-  d.state = state_from_string(r.field("state"));
-  d.profile = flag(r, "profile");
-  if (r.has("after_step")) d.after_step = r.field("after_step").uint();
-  d.placement = nested(r.field("placement"),
-                       [&](const json& j) { return placement_from_json(j, graph, devices); });
-  return d;
-}
-
-json PlacementRequest::to_json() const { return json::object(); }
 
 namespace {
 
@@ -293,73 +102,255 @@ std::string escape_controls(const std::string& text) {
 
 }  // namespace
 
+namespace codec {
+
+// ---- Field tables, one per message (message_codec.h derives the codecs) ----
+
+template <>
+struct Table<Hello> {
+  static constexpr const char* kName = "hello";
+  static constexpr auto kFields =
+      std::make_tuple(field("min_version", &Hello::min_version).need(),
+                      field("max_version", &Hello::max_version).need(),
+                      field("client", &Hello::client).read_with(display_text));
+};
+
+template <>
+struct Table<Welcome> {
+  static constexpr const char* kName = "welcome";
+  static constexpr auto kFields =
+      std::make_tuple(field("version", &Welcome::version).need(), field("server", &Welcome::server),
+                      field("max_frame_bytes", &Welcome::max_frame_bytes),
+                      field("uid", &Welcome::uid), field("admin", &Welcome::admin));
+};
+
+template <>
+struct Table<Error> {
+  static constexpr const char* kName = "error";
+  static constexpr auto kFields =
+      std::make_tuple(field("code", &Error::code), field("message", &Error::message),
+                      field("fatal", &Error::fatal));
+};
+
+template <>
+struct Table<ReplicaInfo> {
+  static constexpr const char* kName = "replica";
+  static constexpr auto kFields =
+      std::make_tuple(field("rank", &ReplicaInfo::rank).need(),
+                      field("world_size", &ReplicaInfo::world_size).need(),
+                      field("group", &ReplicaInfo::group).need().read_with(display_text));
+};
+
+template <>
+struct Table<Attach> {
+  static constexpr const char* kName = "attach";
+  static constexpr auto kFields = std::make_tuple(
+      field("job", &Attach::job).need().read_with(+[](const JsonReader& r) {
+        std::string name = r.display_text();
+        if (name.empty() || name.size() > Attach::kMaxJobName)
+          r.fail("must have 1 to " + std::to_string(Attach::kMaxJobName) + " characters");
+        return name;
+      }),
+      field("devices", &Attach::devices).need(),
+      field("sdk_version", &Attach::sdk_version).read_with(display_text),
+      field("torch_version", &Attach::torch_version).read_with(display_text),
+      field("expected_steps", &Attach::expected_steps).omit_when_empty(),
+      field("profile_steps", &Attach::profile_steps)
+          .since_version(protocol::kProfileReportVersion)
+          .read_with(+[](const JsonReader& r) -> std::optional<int64_t> {
+            const nlohmann::json& v = r.value();
+            const bool fits = v.is_number_unsigned()
+                                  ? v.get<uint64_t>() <= uint64_t{Attach::kMaxProfileSteps}
+                                  : v.is_number_integer() && v.get<int64_t>() >= 0 &&
+                                        v.get<int64_t>() <= Attach::kMaxProfileSteps;
+            if (!fits)
+              r.fail("must be an integer from 0 to " + std::to_string(Attach::kMaxProfileSteps));
+            return v.get<int64_t>();
+          }),
+      field("replica", &Attach::replica).since_version(protocol::kReplicaVersion));
+};
+
+template <>
+struct Table<Attached> {
+  static constexpr const char* kName = "attached";
+  static constexpr auto kFields = std::make_tuple(
+      field("session", &Attached::session).need(), field("grouper", &Attached::grouper),
+      field("placer", &Attached::placer), field("algorithm", &Attached::algorithm),
+      field("steps_per_candidate", &Attached::steps_per_candidate),
+      field("warmup_steps", &Attached::warmup_steps),
+      field("max_candidates", &Attached::max_candidates), field("notices", &Attached::notices));
+};
+
+template <>
+struct Table<GraphAccepted> {
+  static constexpr const char* kName = "graph_accepted";
+  static constexpr auto kFields = std::make_tuple(
+      field("fingerprint", &GraphAccepted::fingerprint).need(), field("ops", &GraphAccepted::ops),
+      field("edges", &GraphAccepted::edges), field("groups", &GraphAccepted::groups),
+      field("cached", &GraphAccepted::cached),
+      field("policy_resumed", &GraphAccepted::policy_resumed));
+};
+
+// The placement is read against the job's graph and devices, outside the table.
+template <>
+struct Table<Directive> {
+  static constexpr const char* kName = "placement_directive";
+  static constexpr auto kFields = std::make_tuple(
+      field("placement_id", &Directive::placement_id).need(),
+      field("reason", &Directive::reason).need(), field("state", &Directive::state).need(),
+      // Sent to every version: a version 1 job reads it as false.
+      field("profile", &Directive::profile),
+      field("after_step", &Directive::after_step).omit_when_empty());
+};
+
+template <>
+struct Table<StepReport> {
+  static constexpr const char* kName = "step_report";
+  static constexpr auto kFields = std::make_tuple(
+      field("placement_id", &StepReport::placement_id).need(),
+      field("step", &StepReport::step).need(),
+      // A time is placementd's reward: a 0 s or infinitely fast step would be a best nothing can
+      // beat (from_json also refuses 0 for a step that ran); a failed one may say 0.
+      field("step_time_s", &StepReport::step_time_s).need().read_with(+[](const JsonReader& r) {
+        const double t = r.number();
+        if (!std::isfinite(t) || t < 0) r.fail("must be a finite number >= 0");
+        return t;
+      }),
+      field("ok", &StepReport::ok).need(),
+      field("error", &StepReport::error).omit_when_empty().read_with(+[](const JsonReader& r) {
+        return escape_controls(r.string());
+      }),
+      field("profiled", &StepReport::profiled).since_version(protocol::kProfileReportVersion));
+};
+
+template <>
+struct Table<Detached> {
+  static constexpr const char* kName = "detached";
+  static constexpr auto kFields =
+      std::make_tuple(field("best_step_time_s", &Detached::best_step_time_s),
+                      field("persisted", &Detached::persisted));
+};
+
+template <>
+struct Table<ListJobs> {
+  static constexpr const char* kName = "list_jobs";
+  static constexpr auto kFields =
+      std::make_tuple(field("all", &ListJobs::all), field("finished", &ListJobs::finished));
+};
+
+template <>
+struct Table<JobShow> {
+  static constexpr const char* kName = "job_show";
+  static constexpr auto kFields = std::make_tuple(field("id", &JobShow::id).need());
+};
+
+template <>
+struct Table<Reloaded> {
+  static constexpr const char* kName = "reloaded";
+  static constexpr auto kFields =
+      std::make_tuple(field("config", &Reloaded::config), field("plugins", &Reloaded::plugins));
+};
+
+}  // namespace codec
+
+// ---- Codecs ----
+
+json Hello::to_json() const { return encode(*this); }
+Hello Hello::from_json(const json& body) { return decode<Hello>(body); }
+
+json Welcome::to_json() const { return encode(*this); }
+Welcome Welcome::from_json(const json& body) { return decode<Welcome>(body); }
+
+json Error::to_json() const { return encode(*this); }
+Error Error::from_json(const json& body) { return decode<Error>(body); }
+
+json ReplicaInfo::to_json() const { return encode(*this); }
+
+ReplicaInfo codec::Value<ReplicaInfo>::read(const JsonReader& r) {
+  const ReplicaInfo out = decode<ReplicaInfo>(r);
+  constexpr int64_t kMaxWorld = 1 << 20;
+  if (out.world_size < 1 || out.world_size > kMaxWorld)
+    r.field("world_size").fail("must be an integer from 1 to " + std::to_string(kMaxWorld));
+  if (out.rank < 0 || out.rank >= out.world_size)
+    r.field("rank").fail("must be an integer from 0 to world_size - 1 (" +
+                         std::to_string(out.world_size - 1) + ")");
+  if (out.group.empty() || out.group.size() > ReplicaInfo::kMaxGroupName)
+    r.field("group").fail("must have 1 to " + std::to_string(ReplicaInfo::kMaxGroupName) +
+                          " characters");
+  return out;
+}
+
+json Attach::to_json(uint16_t version) const { return encode(*this, version); }
+Attach Attach::from_json(const json& body) { return decode<Attach>(body); }
+
+json Attached::to_json() const { return encode(*this); }
+Attached Attached::from_json(const json& body) { return decode<Attached>(body); }
+
+json GraphUpload::to_json(const DeviceSet& devices, uint16_t version) const {
+  json j = {{"graph", placement::to_json(graph)}};
+  if (version < protocol::kOpWorkVersion)
+    for (json& op : j["graph"]["ops"]) op.erase("work");
+  if (start) j["placement"] = placement::to_json(*start, devices);
+  return j;
+}
+
+GraphUpload GraphUpload::from_json(const json& body, const DeviceSet& devices) {
+  const JsonReader r = body_of(body, "graph_upload");
+  GraphUpload u;
+  u.graph = nested(r.field("graph"), [](const json& j) { return graph_from_json(j); });
+  if (r.has("placement"))
+    u.start = nested(r.field("placement"),
+                     [&](const json& j) { return placement_from_json(j, u.graph, devices); });
+  return u;
+}
+
+json GraphAccepted::to_json() const { return encode(*this); }
+GraphAccepted GraphAccepted::from_json(const json& body) { return decode<GraphAccepted>(body); }
+
+json Directive::to_json(const DeviceSet& devices) const {
+  json body = encode(*this);
+  body["placement"] = placement::to_json(placement, devices);
+  return body;
+}
+
+Directive Directive::from_json(const json& body, const OpGraph& graph, const DeviceSet& devices) {
+  const JsonReader r = body_of(body, Table<Directive>::kName);
+  Directive d = decode<Directive>(r);
+  d.placement = nested(r.field("placement"),
+                       [&](const json& j) { return placement_from_json(j, graph, devices); });
+  return d;
+}
+
+json PlacementRequest::to_json() const { return json::object(); }
+
 bool StepReport::operator==(const StepReport& o) const {
   return placement_id == o.placement_id && step == o.step && step_time_s == o.step_time_s &&
          ok == o.ok && error == o.error && profiled == o.profiled;
 }
 
-json StepReport::to_json() const {
-  json j = {
-      {"placement_id", placement_id}, {"step", step}, {"step_time_s", step_time_s}, {"ok", ok}};
-  if (!error.empty()) j["error"] = error;
-  if (profiled) j["profiled"] = true;
-  return j;
-}
+json StepReport::to_json(uint16_t version) const { return encode(*this, version); }
 
 StepReport StepReport::from_json(const json& body) {
-  const JsonReader r = body_of(body, "step_report");
-  StepReport m;
-  m.placement_id = r.field("placement_id").uint();
-  m.step = r.field("step").uint();
-  m.step_time_s = r.field("step_time_s").number();
-  m.ok = r.field("ok").boolean();
-  // A time is placementd's reward: a step that ran took some time (a 0 s or infinitely fast step
-  // would be a best nothing can beat); a failed one may say 0.
-  if (!std::isfinite(m.step_time_s) || m.step_time_s < 0)
-    r.field("step_time_s").fail("must be a finite number >= 0");
+  const JsonReader r = body_of(body, Table<StepReport>::kName);
+  StepReport m = decode<StepReport>(r);
   if (m.ok && m.step_time_s == 0)
     r.field("step_time_s").fail("must be > 0 for a step that ran (ok)");
-  if (r.has("error")) m.error = escape_controls(r.field("error").string());
-  if (r.has("profiled")) m.profiled = r.field("profiled").boolean();
   return m;
 }
 
-json Detached::to_json() const {
-  return {{"best_step_time_s", best_step_time_s ? json(*best_step_time_s) : json(nullptr)},
-          {"persisted", persisted}};
-}
-
-Detached Detached::from_json(const json& body) {
-  const JsonReader r = body_of(body, "detached");
-  Detached d;
-  if (r.has("best_step_time_s") && !r.field("best_step_time_s").value().is_null())
-    d.best_step_time_s = r.field("best_step_time_s").number();
-  d.persisted = flag(r, "persisted");
-  return d;
-}
+json Detached::to_json() const { return encode(*this); }
+Detached Detached::from_json(const json& body) { return decode<Detached>(body); }
 
 json Detach::to_json() const { return json::object(); }
 
-json ListJobs::to_json() const { return {{"all", all}, {"finished", finished}}; }
+json ListJobs::to_json() const { return encode(*this); }
+ListJobs ListJobs::from_json(const json& body) { return decode<ListJobs>(body); }
 
-ListJobs ListJobs::from_json(const json& body) {
-  const JsonReader r = body_of(body, "list_jobs");
-  return {flag(r, "all"), flag(r, "finished")};
-}
+json JobShow::to_json() const { return encode(*this); }
+JobShow JobShow::from_json(const json& body) { return decode<JobShow>(body); }
 
-json JobShow::to_json() const { return {{"id", id}}; }
-
-JobShow JobShow::from_json(const json& body) {
-  const JsonReader r = body_of(body, "job_show");
-  return {r.field("id").uint()};
-}
-
-json Reloaded::to_json() const { return {{"config", config}, {"plugins", plugins}}; }
-
-Reloaded Reloaded::from_json(const json& body) {
-  const JsonReader r = body_of(body, "reloaded");
-  return {text(r, "config"), r.has("plugins") ? r.field("plugins").uint() : 0};
-}
+json Reloaded::to_json() const { return encode(*this); }
+Reloaded Reloaded::from_json(const json& body) { return decode<Reloaded>(body); }
 
 json Reload::to_json() const { return json::object(); }
 

@@ -42,8 +42,11 @@ struct StatusReply {
   /// The config's default grouper / placer / algorithm.
   Triple policy;
   /// Who asked, as the daemon saw it.
-  uint64_t peer_uid = 0;
-  bool peer_admin = false;
+  struct Peer {
+    uint64_t uid = 0;
+    bool admin = false;
+  };
+  Peer peer;
   nlohmann::json to_json() const;
   static StatusReply from_json(const nlohmann::json& body);
 };

@@ -4,9 +4,11 @@
 // through these types; docs/protocol.md lists the same fields.
 //
 // Each message names its frame type (kType) and the first protocol version that has it (kSince);
-// a field added later says its version. Decoders check every field they read and throw FormatError
-// naming it ("devices.devices[0].kind: ..."); keys they do not know are ignored, so a newer peer
-// can add optional fields within a version.
+// a field added later says its version. Each codec is derived from one table of the message's
+// fields (sdk/src/message_codec.h, the tables in messages.cpp and inspection.cpp): decoders check
+// every field they read and throw FormatError naming it ("devices.devices[0].kind: ..."); keys they
+// do not know are ignored, so a newer peer can add optional fields within a version; encoders
+// given a peer's version leave out the fields it does not have.
 
 #include <cstdint>
 #include <map>
@@ -105,7 +107,7 @@ struct Welcome {
 struct Error {
   static constexpr MessageType kType = MessageType::kError;
   static constexpr uint16_t kSince = 1;
-  std::string code;
+  std::string code = "unknown";
   std::string message;
   /// The daemon closes the connection after it.
   bool fatal = false;
@@ -149,7 +151,8 @@ struct Attach {
   /// Protocol 4: the job is one replica of a group. A follower (rank > 0) uploads no graph, asks
   /// for no placement and is sent none; its step reports only show what it does.
   std::optional<ReplicaInfo> replica;
-  nlohmann::json to_json() const;
+  /// Fields newer than `version` (profile_steps, replica) are left out.
+  nlohmann::json to_json(uint16_t version = protocol::kMaxVersion) const;
   /// Checks the name's length, profile_steps' range and the replica's rank and group besides the
   /// types.
   static Attach from_json(const nlohmann::json& body);
@@ -228,7 +231,8 @@ struct StepReport {
   bool profiled = false;
 
   bool operator==(const StepReport& other) const;
-  nlohmann::json to_json() const;
+  /// `profiled` is left out below protocol 2.
+  nlohmann::json to_json(uint16_t version = protocol::kMaxVersion) const;
   /// Checks the time (finite, > 0 for a step that ran: it is placementd's reward) and writes the
   /// error's control characters out (it reaches logs and terminals).
   static StepReport from_json(const nlohmann::json& body);

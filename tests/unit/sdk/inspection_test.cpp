@@ -163,7 +163,7 @@ TEST(Inspection, StatusAndPluginListsSurviveTheWire) {
   s.jobs_visible = 1;
   s.plugins = {6, 9, 5};
   s.policy = {"colocation", "feedforward", "reinforce"};
-  s.peer_uid = 1000;
+  s.peer.uid = 1000;
   const json j = s.to_json();
   EXPECT_TRUE(j.at("jobs_total").is_null()) << "only an admin sees every job's count";
   EXPECT_EQ(StatusReply::from_json(j).to_json(), j);

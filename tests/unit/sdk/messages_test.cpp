@@ -347,6 +347,57 @@ TEST(Messages, RepliesRoundTrip) {
   EXPECT_EQ(Reloaded::from_json(Reloaded{"/etc/p.toml", 20}.to_json()).plugins, 20u);
 }
 
+// The rules every codec follows, since each is derived from its message's field table.
+TEST(Messages, EncodersLeaveOutWhatAnOlderPeerLacksAndDecodersIgnoreWhatTheyDoNotKnow) {
+  Attach a;
+  a.job = "lm";
+  a.devices = testing::devices(1);
+  a.profile_steps = 3;
+  a.replica = ReplicaInfo{0, 2, "g"};
+  const json v1 = a.to_json(1), v2 = a.to_json(2), v4 = a.to_json(4);
+  EXPECT_FALSE(v1.contains("profile_steps"));
+  EXPECT_FALSE(v1.contains("replica"));
+  EXPECT_EQ(v2.at("profile_steps"), 3);
+  EXPECT_FALSE(v2.contains("replica"));
+  EXPECT_EQ(v4.at("replica").at("group"), "g");
+  EXPECT_EQ(a.to_json(), v4) << "the newest version by default";
+
+  StepReport m{7, 12, 0.25, true, "", true};
+  EXPECT_FALSE(m.to_json(1).contains("profiled"));
+  EXPECT_TRUE(m.to_json(2).at("profiled").get<bool>());
+
+  // Unknown keys are ignored on the way in, by requests and replies alike.
+  json body = v4;
+  body["from_a_newer_sdk"] = {{"anything", 1}};
+  EXPECT_EQ(Attach::from_json(body).job, "lm");
+  body = m.to_json();
+  body["gpu_util"] = 0.5;
+  EXPECT_EQ(StepReport::from_json(body), m);
+  Welcome w;
+  w.version = 4;
+  body = w.to_json();
+  body["features"] = json::array({"x"});
+  EXPECT_EQ(Welcome::from_json(body).version, 4);
+
+  // null is "none" only where a field may be none.
+  Detached d;
+  EXPECT_TRUE(d.to_json().at("best_step_time_s").is_null());
+  EXPECT_FALSE(Detached::from_json(d.to_json()).best_step_time_s.has_value());
+  body = m.to_json();
+  body["step"] = nullptr;
+  EXPECT_EQ(error_of([&] { StepReport::from_json(body); }),
+            "step_report.step: expected a non-negative integer, found null");
+  // A required key names itself when missing; an optional one keeps its default.
+  body = w.to_json();
+  body.erase("version");
+  EXPECT_EQ(error_of([&] { Welcome::from_json(body); }), "welcome: missing required key 'version'");
+  EXPECT_EQ(Error::from_json(json::object()).code, "unknown");
+  EXPECT_EQ(error_of([] {
+              Hello::from_json({{"min_version", 1}, {"max_version", 70000}});
+            }),
+            "hello.max_version: integer out of range: 70000");
+}
+
 TEST(Messages, GraphUploadLeavesOpWorkOutForDaemonsBeforeVersion3) {
   GraphUpload upload;
   upload.graph = testing::chain(2);
