@@ -10,8 +10,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "config/exploration_keys.h"
 #include "config/listen_address.h"
+#include "config/section_keys.h"
 #include "planning/sim/device_presets.h"
 #include "planning/sim/device_spec_toml.h"
 #include "toml/toml_checker.h"
@@ -69,6 +69,16 @@ void read_node_spec(TomlChecker& c, const toml::table& devices, const char* key,
 
 const char* kLogLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
 
+// The names of a section's keys (those a rule may set, for a rule).
+template <typename Section>
+std::vector<const char*> key_names(const std::vector<SectionKey<Section>>& keys,
+                                   bool rule = false) {
+  std::vector<const char*> names;
+  for (const SectionKey<Section>& k : keys)
+    if (!rule || k.per_rule) names.push_back(k.name);
+  return names;
+}
+
 // The config's own sections, on top of the generic checks.
 class Checker : public TomlChecker {
  public:
@@ -112,37 +122,31 @@ class Checker : public TomlChecker {
     }
   }
 
-  void exploration(const toml::table& t, const std::string& where, ExplorationConfig& e,
-                   std::map<std::string, double>* set_keys) {
-    std::vector<const char*> names;
-    for (const ExplorationKey& k : exploration_keys()) names.push_back(k.name);
-    only(t, where, names);
-    // Each key read, in range, is also noted for a rule (which overrides only what it sets).
-    for (const ExplorationKey& k : exploration_keys()) {
-      double value = 0;
-      if (const auto* integer = std::get_if<int64_t ExplorationConfig::*>(&k.field)) {
-        if (!get_int(t, k.name, where, e.**integer, static_cast<int64_t>(k.min),
-                     static_cast<int64_t>(k.max)))
-          continue;
-        value = static_cast<double>(e.**integer);
+  // The keys of a section's table (section_keys.h) that `t` holds, into `out`: each in its range,
+  // noted in `set` when given. A rule (`rule`) reads only the keys a rule may set.
+  template <typename Section>
+  void section(const toml::table& t, const std::string& where,
+               const std::vector<SectionKey<Section>>& keys, Section& out,
+               std::set<std::string>* set = nullptr, bool rule = false) {
+    for (const SectionKey<Section>& k : keys) {
+      if (rule && !k.per_rule) continue;
+      bool read = false;
+      if (const auto* integer = std::get_if<int64_t Section::*>(&k.field)) {
+        read = get_int(t, k.name, where, out.**integer, static_cast<int64_t>(k.min),
+                       static_cast<int64_t>(k.max));
+      } else if (const auto* number = std::get_if<double Section::*>(&k.field)) {
+        read = get_float(t, k.name, where, out.**number, k.min, k.max);
       } else {
-        double& field = e.*std::get<double ExplorationConfig::*>(k.field);
-        if (!get_float(t, k.name, where, field, k.min, k.max)) continue;
-        value = field;
+        const std::string& text = out.*std::get<std::string Section::*>(k.field);
+        read = get_string(t, k.name, where, out.*std::get<std::string Section::*>(k.field));
+        if (read && text.size() < static_cast<size_t>(k.min)) {
+          error(*t.get(k.name), where + "." + k.name + " must not be empty");
+          read = false;
+        }
       }
-      if (set_keys) (*set_keys)[k.name] = value;
-    }
-  }
-
-  void policy_names(const toml::table& t, const std::string& where, std::string* grouper,
-                    std::string* placer, std::string* algorithm, SourcePos* positions) {
-    const char* keys[] = {"grouper", "placer", "algorithm"};
-    std::string* outs[] = {grouper, placer, algorithm};
-    for (int i = 0; i < 3; ++i) {
-      if (get_string(t, keys[i], where, *outs[i])) {
-        positions[i] = pos(*t.get(keys[i]));
-        if (outs[i]->empty()) error(*t.get(keys[i]), where + "." + keys[i] + " must not be empty");
-      }
+      if (!read) continue;
+      if (k.where) out.*(k.where) = pos(*t.get(k.name));
+      if (set) set->insert(k.name);
     }
   }
 };
@@ -258,24 +262,13 @@ void read_document(const toml::table& root, const std::string& file, Config& con
   }
 
   if (const toml::table* t = c.table(root, "policy", "[policy]")) {
-    c.only(*t, "[policy]",
-           {"grouper", "placer", "algorithm", "warm_start", "warm_start_seconds", "max_groups"});
-    c.get_float(*t, "warm_start_seconds", "policy", config.policy.warm_start_seconds, 0.01, 600.0);
-    // The policy's features hold max_groups² floats: 4096 is 64 MiB of them.
-    if (c.get_int(*t, "max_groups", "policy", config.policy.max_groups, 1, 4096))
-      config.policy.max_groups_pos = c.pos(*t->get("max_groups"));
-    if (c.get_string(*t, "warm_start", "policy", config.policy.warm_start))
-      config.policy.warm_start_pos = c.pos(*t->get("warm_start"));
-    SourcePos positions[3];
-    c.policy_names(*t, "policy", &config.policy.grouper, &config.policy.placer,
-                   &config.policy.algorithm, positions);
-    config.policy.grouper_pos = positions[0];
-    config.policy.placer_pos = positions[1];
-    config.policy.algorithm_pos = positions[2];
+    c.only(*t, "[policy]", key_names(policy_keys()));
+    c.section(*t, "policy", policy_keys(), config.policy);
   }
 
   if (const toml::table* t = c.table(root, "exploration", "[exploration]")) {
-    c.exploration(*t, "exploration", config.exploration, nullptr);
+    c.only(*t, "[exploration]", key_names(exploration_keys()));
+    c.section(*t, "exploration", exploration_keys(), config.exploration);
     check_exploration_consistency(config.exploration, c.pos(*t), errors);
   }
 
@@ -311,7 +304,9 @@ void read_document(const toml::table& root, const std::string& file, Config& con
           continue;
         }
         const toml::table& t = *node.as_table();
-        c.only(t, where, {"job", "uid", "grouper", "placer", "algorithm", "exploration", "params"});
+        std::vector<const char*> allowed = key_names(policy_keys(), true);
+        for (const char* key : {"job", "uid", "exploration", "params"}) allowed.push_back(key);
+        c.only(t, where, allowed);
         JobRule rule;
         rule.where = c.pos(node);
         std::string glob;
@@ -320,19 +315,14 @@ void read_document(const toml::table& root, const std::string& file, Config& con
         if (c.get_int(t, "uid", where, uid, 0, 4294967294LL)) rule.uid = static_cast<uid_t>(uid);
         if (!t.get("job") && !t.get("uid"))
           c.error(node, where + " matches every job: give it a job glob and/or a uid");
-        std::string g, p, a;
-        SourcePos positions[3];
-        c.policy_names(t, where, &g, &p, &a, positions);
-        if (t.get("grouper")) rule.grouper = g;
-        if (t.get("placer")) rule.placer = p;
-        if (t.get("algorithm")) rule.algorithm = a;
-        rule.grouper_pos = positions[0];
-        rule.placer_pos = positions[1];
-        rule.algorithm_pos = positions[2];
+        c.section(t, where, policy_keys(), rule.policy.values, &rule.policy.keys, true);
         if (const toml::table* e = c.table(t, "exploration", where + ".exploration")) {
-          ExplorationConfig merged = config.exploration;
-          c.exploration(*e, where + ".exploration", merged, &rule.exploration);
-          check_exploration_consistency(merged, c.pos(*e), errors);
+          const std::string name = where + ".exploration";
+          c.only(*e, name, key_names(exploration_keys(), true));
+          rule.exploration.values = config.exploration;
+          c.section(*e, name, exploration_keys(), rule.exploration.values, &rule.exploration.keys,
+                    true);
+          check_exploration_consistency(rule.exploration.values, c.pos(*e), errors);
         }
         if (const toml::table* p2 = c.table(t, "params", where + ".params"))
           c.plugin_params(*p2, where + ".params", rule.params);
@@ -398,12 +388,7 @@ Config load_config(const std::string& path, const std::string& default_plugin_di
 
 EffectivePolicy effective_policy(const Config& config, const std::string& job, uid_t uid) {
   EffectivePolicy out;
-  out.grouper = config.policy.grouper;
-  out.placer = config.policy.placer;
-  out.algorithm = config.policy.algorithm;
-  out.warm_start = config.policy.warm_start;
-  out.warm_start_seconds = config.policy.warm_start_seconds;
-  out.max_groups = static_cast<int>(config.policy.max_groups);
+  static_cast<PolicyChoice&>(out) = config.policy;
   out.exploration = config.exploration;
   auto params_for = [](const PluginParamTables& tables, PluginKind kind, const std::string& name) {
     auto it = tables.find({kind, name});
@@ -417,9 +402,11 @@ EffectivePolicy effective_policy(const Config& config, const std::string& job, u
     }
   }
   if (rule) {
-    if (rule->grouper) out.grouper = *rule->grouper;
-    if (rule->placer) out.placer = *rule->placer;
-    if (rule->algorithm) out.algorithm = *rule->algorithm;
+    for (const PolicyKey& k : policy_keys())
+      if (rule->policy.has(k.name))
+        copy_key(k, rule->policy.values, static_cast<PolicyChoice&>(out));
+    for (const ExplorationKey& k : exploration_keys())
+      if (rule->exploration.has(k.name)) copy_key(k, rule->exploration.values, out.exploration);
   }
   out.grouper_params = params_for(config.params, PluginKind::kGrouper, out.grouper);
   out.placer_params = params_for(config.params, PluginKind::kPlacer, out.placer);
@@ -434,7 +421,6 @@ EffectivePolicy effective_policy(const Config& config, const std::string& job, u
                                                               : out.algorithm;
       for (const auto& [key, value] : params_for(rule->params, kind, name)) (*target)[key] = value;
     }
-    for (const auto& [key, v] : rule->exploration) set_exploration_key(out.exploration, key, v);
   }
   return out;
 }

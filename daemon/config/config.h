@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -98,15 +99,23 @@ struct PolicyChoice {
   SourcePos grouper_pos, placer_pos, algorithm_pos, warm_start_pos, max_groups_pos;
 };
 
+/// What a [[rules]] entry sets of a section: its values, and which keys it set (the others come
+/// from the section).
+template <typename Section>
+struct Overrides {
+  Section values;
+  std::set<std::string> keys;
+  bool has(const std::string& key) const { return keys.count(key) > 0; }
+};
+
 /// A per-job override, matched on the job name (glob) and/or the job's uid; the first match wins.
 struct JobRule {
   std::optional<std::string> job_glob;
   std::optional<uid_t> uid;
-  std::optional<std::string> grouper, placer, algorithm;
-  SourcePos grouper_pos, placer_pos, algorithm_pos;
+  /// The [policy] keys a rule may set (grouper, placer, algorithm), and [exploration]'s.
+  Overrides<PolicyChoice> policy;
+  Overrides<ExplorationConfig> exploration;
   PluginParamTables params;
-  /// Exploration keys this rule sets (others come from [exploration]).
-  std::map<std::string, double> exploration;
   SourcePos where;
 
   bool matches(const std::string& job, uid_t job_uid) const;
@@ -188,14 +197,8 @@ Config load_config_collecting(const std::string& path, const std::string& defaul
                               std::vector<ConfigError>& errors);
 
 /// The policy in force for a job: the config's defaults with the first matching rule applied.
-struct EffectivePolicy {
-  std::string grouper, placer, algorithm;
-  /// [policy] warm_start: the baseline placer to imitate first, "" for none.
-  std::string warm_start;
-  /// [policy] warm_start_seconds: the simulator search's time limit.
-  double warm_start_seconds = 1.0;
-  /// [policy] max_groups.
-  int max_groups = kDefaultMaxGroups;
+/// [policy] with the job's rule applied, its plugins' parameters and its [exploration].
+struct EffectivePolicy : PolicyChoice {
   placement::Params grouper_params, placer_params, algorithm_params;
   ExplorationConfig exploration;
   /// Index of the rule that matched, or -1.

@@ -108,20 +108,22 @@ std::vector<ConfigError> check_plugins(const Config& config, const PluginRegistr
   for (size_t i = 0; i < config.rules.size(); ++i) {
     const JobRule& rule = config.rules[i];
     const std::string where = "rules[" + std::to_string(i) + "]";
-    if (rule.grouper)
-      check_name(registry, PluginKind::kGrouper, *rule.grouper, rule.grouper_pos,
+    const PolicyChoice& picks = rule.policy.values;
+    if (rule.policy.has("grouper"))
+      check_name(registry, PluginKind::kGrouper, picks.grouper, picks.grouper_pos,
                  where + ".grouper", errors);
-    if (rule.placer)
-      check_name(registry, PluginKind::kPlacer, *rule.placer, rule.placer_pos, where + ".placer",
+    if (rule.policy.has("placer"))
+      check_name(registry, PluginKind::kPlacer, picks.placer, picks.placer_pos, where + ".placer",
                  errors);
-    if (rule.algorithm)
-      check_name(registry, PluginKind::kAlgorithm, *rule.algorithm, rule.algorithm_pos,
+    if (rule.policy.has("algorithm"))
+      check_name(registry, PluginKind::kAlgorithm, picks.algorithm, picks.algorithm_pos,
                  where + ".algorithm", errors);
     check_tables(registry, rule.params, where + ".params", errors);
     // Only a rule that picks the grouper or its own count can add to what the global check said.
-    const std::string& grouper = rule.grouper ? *rule.grouper : config.policy.grouper;
-    if (rule.grouper || rule.params.count({PluginKind::kGrouper, grouper}))
-      check_group_count(registry, config, grouper, rule.grouper ? rule.grouper_pos : rule.where,
+    const bool own_grouper = rule.policy.has("grouper");
+    const std::string& grouper = own_grouper ? picks.grouper : config.policy.grouper;
+    if (own_grouper || rule.params.count({PluginKind::kGrouper, grouper}))
+      check_group_count(registry, config, grouper, own_grouper ? picks.grouper_pos : rule.where,
                         {&rule.params, &config.params}, errors);
   }
   return errors;

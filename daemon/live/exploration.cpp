@@ -1,5 +1,8 @@
 #include "live/exploration.h"
 
+#include "live/candidates.h"
+#include "live/directive.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -13,9 +16,6 @@ using placement::Placement;
 
 namespace {
 
-// Policy samples drawn per advance before giving up on finding one worth running: a converged
-// policy keeps drawing placements it already measured, which is the signal to stop exploring.
-constexpr int kSamplesPerAdvance = 64;
 // A screened candidate goes on trial unless its median is slower than the incumbent's by more than
 // this many standard errors of the difference: at 10 screening steps and 30% step-time noise a
 // median is only good to ±12%, so "looked faster over ten steps" would drop a third of the real 5%
@@ -36,8 +36,14 @@ bool exploring(SessionState s) {
   return s == SessionState::kExploring || s == SessionState::kReexploring;
 }
 
-Directive issue(Session& s, Placement placement, Reason reason,
-                std::optional<std::vector<int>> action) {
+// What the state machine decided the job runs next: a candidate and why. The public entry points
+// turn it into a directive (directive.h).
+struct Next {
+  uint64_t placement_id = 0;
+  Reason reason = Reason::kStart;
+};
+
+Next issue(Session& s, Placement placement, Reason reason, std::optional<std::vector<int>> action) {
   CandidateRecord record;
   record.id = s.candidates.empty() ? 1 : s.candidates.rbegin()->first + 1;
   record.placement = std::move(placement);
@@ -46,22 +52,10 @@ Directive issue(Session& s, Placement placement, Reason reason,
   s.current_candidate = record.id;
   s.warmup_left = s.policy.exploration.warmup_steps;
   s.screen_steps = 0;
-  Directive d;
-  d.placement_id = record.id;
-  d.reason = record.reason;
-  d.placement = record.placement;
+  const Next next{record.id, record.reason};
   s.candidates[record.id] = std::move(record);
-  return d;
+  return next;
 }
-
-// The measured candidate with this placement, if any (repeats are scored, not run again).
-const CandidateRecord* measured(const Session& s, const std::string& fingerprint) {
-  for (const auto& [id, c] : s.candidates)
-    if (!c.stale && c.median() && c.placement.fingerprint() == fingerprint) return &c;
-  return nullptr;
-}
-
-double reward_of(double step_time_s) { return -std::sqrt(step_time_s); }
 
 // Whether the job may be left on `c` (and the store may offer it to the next run): it is the start,
 // or it passed the final check against it.
@@ -147,18 +141,14 @@ TrialPlan trial_plan(const ExplorationConfig& e) {
 
 // Runs candidate `id` (measured already) again; nullopt when it runs now. A swap's first steps are
 // warm-up again: caches, allocators and the parameters' new homes settle.
-std::optional<Directive> move_to(Session& s, uint64_t id, Reason reason) {
+std::optional<Next> move_to(Session& s, uint64_t id, Reason reason) {
   if (s.current_candidate == id) return std::nullopt;
   s.current_candidate = id;
   s.warmup_left = s.policy.exploration.warmup_steps;
-  Directive d;
-  d.placement_id = id;
-  d.reason = reason;
-  d.placement = s.candidates.at(id).placement;
-  return d;
+  return Next{id, reason};
 }
 
-Directive exploit(Session& s, const std::string& why) {
+Next exploit(Session& s, const std::string& why) {
   const CandidateRecord* best = s.best();
   s.state = SessionState::kExploiting;
   s.drift_count = 0;
@@ -170,11 +160,7 @@ Directive exploit(Session& s, const std::string& why) {
                s.job, best->id, *best->median(), s.candidates.size(), why);
   if (s.current_candidate != best->id) s.warmup_left = s.policy.exploration.warmup_steps;
   s.current_candidate = best->id;
-  Directive d;
-  d.placement_id = best->id;
-  d.reason = Reason::kBest;
-  d.placement = best->placement;
-  return d;
+  return {best->id, Reason::kBest};
 }
 
 // Scores the candidate whose screening just finished (or failed) and trains the policy on it.
@@ -219,7 +205,7 @@ bool worth_a_trial(const Session& s, const CandidateRecord& c) {
 }
 
 // Nothing ran well and nothing is left to try: back to the placement the job started on.
-Directive fall_back(Session& s, const std::string& why) {
+Next fall_back(Session& s, const std::string& why) {
   spdlog::warn("job {} '{}': no candidate measured well ({}); keeping the start placement", s.id,
                s.job, why);
   s.state = SessionState::kExploiting;
@@ -227,9 +213,9 @@ Directive fall_back(Session& s, const std::string& why) {
   s.finishing.clear();
   s.drift_reference.reset();
   s.drift_baseline.clear();
-  Directive d = issue(s, s.candidates.begin()->second.placement, Reason::kStart, std::nullopt);
-  s.incumbent = d.placement_id;
-  return d;
+  const Next next = issue(s, s.candidates.begin()->second.placement, Reason::kStart, std::nullopt);
+  s.incumbent = next.placement_id;
+  return next;
 }
 
 void start_trial(Session& s, uint64_t incumbent, uint64_t challenger, bool final_check) {
@@ -242,7 +228,7 @@ void start_trial(Session& s, uint64_t incumbent, uint64_t challenger, bool final
 // Exploration is over (`why`). The incumbent won the last of many trials: the winner of many
 // comparisons is the likeliest to have won by luck (the winner's curse), so before the job is left
 // on it, it goes through one more trial against the start, on fresh steps (the final check).
-std::optional<Directive> finish(Session& s, const std::string& why) {
+std::optional<Next> finish(Session& s, const std::string& why) {
   const CandidateRecord* best = s.best();
   const CandidateRecord* start = s.start();
   if (best->placement.fingerprint() == start->placement.fingerprint()) return exploit(s, why);
@@ -258,10 +244,10 @@ bool trial_budget_spent(const Session& s) {
   return s.state == SessionState::kExploring && budget_spent(s);
 }
 
-std::optional<Directive> next_candidate(Session& s);
+std::optional<Next> next_candidate(Session& s);
 
 // After a candidate's screening or trial: persist, then stop, pause or go on.
-std::optional<Directive> after_candidate(Session& s, Store& store) {
+std::optional<Next> after_candidate(Session& s, Store& store) {
   // The policy's state is written on progress and every 10 candidates (it can be megabytes).
   persist_best(s, store);
   if (s.since_improvement == 0 || s.candidates.size() % 10 == 0) persist_policy(s, store);
@@ -281,7 +267,7 @@ std::optional<Directive> after_candidate(Session& s, Store& store) {
 }
 
 // A trial's window ended (or its challenger failed a step): look, then swap arms or decide.
-std::optional<Directive> advance_trial(Session& s, Store& store) {
+std::optional<Next> advance_trial(Session& s, Store& store) {
   Trial& t = *s.trial;
   CandidateRecord& challenger = s.candidates.at(t.challenger());
   // A step that fails in a trial ends it: a failing challenger is not faster; a failing incumbent
@@ -334,72 +320,15 @@ std::optional<Directive> advance_trial(Session& s, Store& store) {
   return after_candidate(s, store);
 }
 
-std::optional<Directive> next_candidate(Session& s) {
-  const ExplorationConfig& e = s.policy.exploration;
-  // What this user's earlier runs found comes first, but as a candidate like any other: it is kept
-  // only if a trial shows it faster than this job's own start (the machine, the inputs or the
-  // other tenants may have changed since it was stored).
-  if (!s.cached_tried && s.cached) {
-    s.cached_tried = true;
-    if (!measured(s, s.cached->fingerprint()) && s.memory_model->check_memory(*s.cached).valid)
-      return issue(s, *s.cached, Reason::kCached, std::nullopt);
-  }
-  if (!s.single_device_tried) {
-    s.single_device_tried = true;
-    if (std::optional<Placement> p = single_device_candidate(s))
-      return issue(s, std::move(*p), Reason::kSingleDevice, std::nullopt);
-  }
-  // A warm-started policy's first candidate is what it imitated, not a sample around it.
-  if (!s.warm_start_tried && s.warm_start && s.warm_start->skipped.empty()) {
-    s.warm_start_tried = true;
-    if (!measured(s, s.warm_start->placement.fingerprint()) &&
-        s.memory_model->check_memory(s.warm_start->placement).valid)
-      return issue(s, s.warm_start->placement, Reason::kWarmStart, s.warm_start->action);
-  }
-
-  for (int attempt = 0; attempt < kSamplesPerAdvance; ++attempt) {
-    PolicyPipeline::Sample sample = s.pipeline->sample(s.rng);
-    placement::Action action = std::move(sample.action);
-    Placement p = std::move(sample.placement);
-    const sim::SimulationResult memory = s.memory_model->check_memory(p);
-    if (!memory.valid) {
-      ++s.rejected;
-      for (size_t d : memory.over_capacity()) ++s.rejected_by_device[s.devices.devices[d].name()];
-      s.algorithm->observe(action, e.failing_reward, false);
-      continue;
-    }
-    if (const CandidateRecord* known = measured(s, p.fingerprint())) {
-      ++s.repeats_scored;
-      s.algorithm->observe(action, reward_of(*known->median()), true);
-      if (!s.pipeline->policy()) break;  // a deterministic placer answers the same again
-      continue;
-    }
-    return issue(s, std::move(p),
-                 s.state == SessionState::kReexploring ? Reason::kReexplore : Reason::kPolicy,
-                 std::move(action));
-  }
+std::optional<Next> next_candidate(Session& s) {
+  if (std::optional<Proposal> p = propose(s))
+    return issue(s, std::move(p->placement), p->reason, std::move(p->action));
   const std::string why = "the policy only proposes placements already measured or rejected";
   if (s.best()) return finish(s, why);
   return fall_back(s, why);
 }
 
 }  // namespace
-
-std::optional<Placement> single_device_candidate(const Session& s) {
-  int device = 0;
-  for (size_t d = 0; d < s.devices.size(); ++d)
-    if (s.devices.devices[d].kind == placement::DeviceKind::kCuda) {
-      device = static_cast<int>(d);
-      break;
-    }
-  Placement p = Placement::single(*s.graph, device);
-  p.enforce_pins(*s.graph, s.devices);
-  const std::string fingerprint = p.fingerprint();
-  for (const auto& [id, c] : s.candidates)
-    if (c.placement.fingerprint() == fingerprint) return std::nullopt;
-  if (!s.memory_model->check_memory(p).valid) return std::nullopt;
-  return p;
-}
 
 std::optional<std::string> short_job_notice(const ExplorationConfig& e, uint64_t expected_steps) {
   if (expected_steps == 0) return std::nullopt;
@@ -429,9 +358,9 @@ Directive start_session(Session& s) {
   s.state = SessionState::kProfiling;
   Placement start = s.job_start ? *s.job_start : Placement::single(*s.graph, 0);
   start.enforce_pins(*s.graph, s.devices);
-  Directive d = issue(s, std::move(start), Reason::kStart, std::nullopt);
-  s.incumbent = d.placement_id;  // in force from the first step
-  return d;
+  const Next first = issue(s, std::move(start), Reason::kStart, std::nullopt);
+  s.incumbent = first.placement_id;  // in force from the first step
+  return make_directive(s, first.placement_id, first.reason);
 }
 
 bool record_report(Session& s, const placement::messages::StepReport& m) {
@@ -484,7 +413,7 @@ bool record_report(Session& s, const placement::messages::StepReport& m) {
       s.exploration_cost_s += m.step_time_s - *s.cost_reference;
   }
   // After a plugin failed, the placement in force stays: nothing is left to decide.
-  if (s.advance_pending || !current || !s.policy_error.empty()) return false;
+  if (s.advance_due_after || !current || !s.policy_error.empty()) return false;
   const ExplorationConfig& e = s.policy.exploration;
   bool due = false;
   if (s.state == SessionState::kExploiting) {
@@ -508,14 +437,13 @@ bool record_report(Session& s, const placement::messages::StepReport& m) {
   } else if (s.state == SessionState::kProfiling || exploring(s.state)) {
     due = !m.ok || s.screen_steps >= e.steps_per_candidate;
   }
-  if (due) s.advance_pending = true;
+  if (due) s.advance_due_after = m.step;
   return due;
 }
 
 namespace {
 
-std::optional<Directive> advance(Session& s, Store& store) {
-  s.advance_pending = false;
+std::optional<Next> advance(Session& s, Store& store) {
   const ExplorationConfig& e = s.policy.exploration;
   auto current = s.candidates.find(s.current_candidate);
   if (current == s.candidates.end()) return std::nullopt;
@@ -578,13 +506,17 @@ std::optional<Directive> advance(Session& s, Store& store) {
 }  // namespace
 
 std::optional<Directive> advance_session(Session& s, Store& store) {
-  std::optional<Directive> next = advance(s, store);
+  const std::optional<Next> next = advance(s, store);
   refresh_cost_reference(s);
-  return next;
+  std::optional<Directive> d;
+  if (next) d = make_directive(s, next->placement_id, next->reason);
+  s.advance_due_after.reset();
+  return d;
 }
 
-std::optional<Directive> stop_exploring(Session& s, const std::string& why) {
-  s.advance_pending = false;
+namespace {
+
+std::optional<Next> stop(Session& s, const std::string& why) {
   s.paused = false;
   s.trial.reset();
   s.finishing.clear();
@@ -595,9 +527,9 @@ std::optional<Directive> stop_exploring(Session& s, const std::string& why) {
       b && !checked(s, *b) && s.start()->median() && s.start()->failures == 0)
     s.incumbent = s.start()->id;
   if (s.best()) {
-    Directive d = exploit(s, why);
-    if (d.placement_id == before) return std::nullopt;
-    return d;
+    const Next next = exploit(s, why);
+    if (next.placement_id == before) return std::nullopt;
+    return next;
   }
   const auto current = s.candidates.find(before);
   if (current != s.candidates.end() && current->second.placement.fingerprint() ==
@@ -608,6 +540,16 @@ std::optional<Directive> stop_exploring(Session& s, const std::string& why) {
     return std::nullopt;
   }
   return fall_back(s, why);
+}
+
+}  // namespace
+
+std::optional<Directive> stop_exploring(Session& s, const std::string& why) {
+  const std::optional<Next> next = stop(s, why);
+  std::optional<Directive> d;
+  if (next) d = make_directive(s, next->placement_id, next->reason);
+  s.advance_due_after.reset();
+  return d;
 }
 
 bool persist_best(Session& s, Store& store) {

@@ -56,11 +56,6 @@ bool persist_best(Session& session, Store& store);
 /// (LiveSession's guard).
 void persist_policy(Session& session, Store& store);
 
-/// "All on one device, if it fits" (issue #4: the answer is never worse than that baseline): every
-/// op on the first GPU, or on device 0 without one, offered once right after the start; nullopt
-/// when that is what already ran or the memory model says it does not fit.
-std::optional<placement::Placement> single_device_candidate(const Session& session);
-
 /// What a job of `expected_steps` steps should hear when it attaches: exploration under `e` takes
 /// longer than that to run its course, so the job will end while exploring unless its budget ends
 /// exploration sooner. nullopt when it fits or the job gave no length.

@@ -5,7 +5,7 @@
 #include <set>
 #include <stdexcept>
 
-#include "live/exploration.h"
+#include "live/candidates.h"
 #include "placement/protocol.h"
 
 namespace placementd {

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "live/directive.h"
 #include "live/exploration.h"
 #include "live/live_profiles.h"
 #include "live/request_error.h"
@@ -71,15 +72,7 @@ std::optional<messages::Directive> LiveSession::guarded(const char* entry, Work&
       "job {} '{}': {} failed ({} / {} / {}): {}; its exploration ends, it keeps its best "
       "placement",
       s_.id, s_.job, entry, s_.policy.grouper, s_.policy.placer, s_.policy.algorithm, what);
-  std::optional<messages::Directive> next = stop_exploring(s_, s_.policy_error);
-  if (next) return complete(*next);
-  return std::nullopt;
-}
-
-messages::Directive LiveSession::complete(messages::Directive d) const {
-  d.state = s_.state;
-  d.profile = wants_profile(s_, d.placement);
-  return d;
+  return stop_exploring(s_, s_.policy_error);
 }
 
 messages::GraphAccepted LiveSession::on_graph(placement::OpGraph graph,
@@ -103,7 +96,7 @@ messages::GraphAccepted LiveSession::on_graph(placement::OpGraph graph,
     s_.graph = std::move(graph);
     const placement::OpGraph& g = *s_.graph;
     s_.pipeline = std::make_unique<PolicyPipeline>(*s_.grouper, *s_.placer, g, s_.devices, s_.rng,
-                                                   s_.policy.max_groups);
+                                                   static_cast<int>(s_.policy.max_groups));
     placement::TrainablePolicy* policy = s_.pipeline->policy();
     s_.algorithm->reset({policy, s_.policy.exploration.failing_reward});
     s_.fingerprint = g.fingerprint();
@@ -160,14 +153,10 @@ messages::Directive LiveSession::next_directive() {
   if (s_.follower()) throw not_for_followers(s_, "request placements");
   if (!s_.graph)
     throw RequestError(error::kUnexpected, "upload the graph before requesting a placement");
-  if (s_.candidates.empty()) return complete(start_session(s_));
+  if (s_.candidates.empty()) return start_session(s_);
   // A later request gets the placement in force again.
   const CandidateRecord& c = s_.candidates.at(s_.current_candidate);
-  messages::Directive d;
-  d.placement_id = c.id;
-  d.reason = c.reason;
-  d.placement = c.placement;
-  return complete(std::move(d));
+  return make_directive(s_, c.id, c.reason);
 }
 
 std::optional<messages::Directive> LiveSession::on_report(
@@ -189,9 +178,7 @@ std::optional<messages::Directive> LiveSession::on_report(
   if (!record_report(s_, report)) return std::nullopt;
   return guarded("policy step", [&]() -> std::optional<messages::Directive> {
     if (warm_start_due(WarmStartWhen::kBeforeFirstSample)) warm_start();
-    std::optional<messages::Directive> next = advance_session(s_, store_);
-    if (next) return complete(std::move(*next));
-    return std::nullopt;
+    return advance_session(s_, store_);
   });
 }
 

@@ -131,8 +131,6 @@ class LiveSession {
   /// or the directive that moves the job to its best (or start) placement.
   template <class Work>
   std::optional<placement::messages::Directive> guarded(const char* entry, Work&& work);
-  /// Adds what the job shows with a directive: the session's state and whether to profile.
-  placement::messages::Directive complete(placement::messages::Directive directive) const;
   /// When a pending [policy] warm_start runs: once the graph has profiles of every device kind of
   /// the job (at once for a job that does not profile) or, at the latest, before the policy's first
   /// sample (after the start and the all-on-one-device candidate).

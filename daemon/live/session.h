@@ -205,8 +205,10 @@ struct Session {
   /// many, a drift only takes a new reference, so a session's candidates stay bounded.
   static constexpr uint64_t kMaxReexplorations = 64;
   int64_t reexplore_left = 0;
-  /// A finished candidate waits for the policy thread (no second advance is queued meanwhile).
-  bool advance_pending = false;
+  /// The step of the report that made an advance due, until advance_session() or stop_exploring()
+  /// runs it: no second advance is due meanwhile, and the directive it ends with names that step
+  /// (after_step).
+  std::optional<uint64_t> advance_due_after;
   /// Step reports that did not match this session (unknown placement id).
   uint64_t stray_reports = 0;
   /// Set when plugin code threw (what and where): exploration ended for good, the job runs its

@@ -152,7 +152,6 @@ void step_report(Request& req) {
   const placement::messages::StepReport report =
       placement::messages::StepReport::from_json(req.body);
   if (auto d = req.job->live.on_report(report)) {
-    d->after_step = report.step;
     spdlog::debug("job {} '{}': placement {} ({}) pushed after step {}", req.job->live.id(),
                   req.job->live.name(), d->placement_id, messages::to_string(d->reason),
                   report.step);

@@ -120,8 +120,7 @@ bool is_empty(const T& value) {
 
 /// Writes `message`'s fields into `out` (a map), leaving out those newer than `version`.
 template <typename M>
-void encode_into(const M& message, nlohmann::json& out,
-                 uint16_t version = protocol::kMaxVersion) {
+void encode_into(const M& message, nlohmann::json& out, uint16_t version = protocol::kMaxVersion) {
   std::apply(
       [&](const auto&... f) {
         (
@@ -164,8 +163,7 @@ void decode_into(const JsonReader& r, M& message) {
 
 template <typename M>
 M decode(const JsonReader& r) {
-  if (!r.value().is_object())
-    r.fail(std::string("expected a map, found ") + r.value().type_name());
+  if (!r.value().is_object()) r.fail(std::string("expected a map, found ") + r.value().type_name());
   M message{};
   decode_into(r, message);
   return message;

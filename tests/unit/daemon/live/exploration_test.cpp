@@ -115,6 +115,43 @@ TEST_F(Exploration, ProfilesTheJobsOwnPlacementFirstThenSamplesThePolicy) {
   EXPECT_DOUBLE_EQ(stored->step_time_s, 8.0);
 }
 
+TEST_F(Exploration, EveryDirectiveCarriesTheSessionsStateAndTheStepThatDecidedIt) {
+  make_session();
+  const Directive first = start_session(s);
+  EXPECT_EQ(first.state, SessionState::kProfiling);
+  EXPECT_FALSE(first.after_step) << "no report decided the first placement";
+  EXPECT_FALSE(first.profile) << "a job that does not profile is never asked to";
+  EXPECT_EQ(first.placement, s.candidates.at(first.placement_id).placement);
+  uint64_t due_at = 0;
+  for (int i = 0; i < 10; ++i) {
+    due_at = step;
+    if (record_report(s, {first.placement_id, step++, 8.0, true, ""})) break;
+  }
+  ASSERT_EQ(s.advance_due_after, due_at);
+  const auto next = advance_session(s, *store);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->after_step, due_at);
+  EXPECT_EQ(next->state, SessionState::kExploring) << "the state it decided, not the one before";
+  EXPECT_EQ(next->placement, s.candidates.at(next->placement_id).placement);
+  EXPECT_FALSE(s.advance_due_after) << "the advance ran";
+
+  // A plugin failure moves the job with the same fields, naming the step that was due.
+  const std::optional<Directive> screened = run_to_next_candidate(*next);
+  ASSERT_TRUE(screened);
+  for (int i = 0; i < 10 && !s.advance_due_after; ++i)
+    record_report(s, {screened->placement_id, step++, 100.0, true, ""});
+  ASSERT_TRUE(s.advance_due_after);
+  const uint64_t due = *s.advance_due_after;
+  const auto back = stop_exploring(s, "placer: threw");
+  ASSERT_TRUE(back) << "the job leaves the candidate for the placement in force";
+  EXPECT_EQ(back->after_step, due);
+  EXPECT_EQ(back->state, SessionState::kExploiting);
+  EXPECT_EQ(back->reason, Reason::kBest);
+  EXPECT_NE(back->placement_id, screened->placement_id);
+  EXPECT_EQ(s.state, SessionState::kExploiting);
+  EXPECT_FALSE(s.advance_due_after);
+}
+
 TEST_F(Exploration, TheSummaryTellsWhatTheJobGotNotJustTheBestAgainstTheStart) {
   // Issue #43: a job that ended while exploring was told "1.10x at 0% overhead". The summary now
   // says what the job's own time was against the start's, and what the steps off the best cost;
