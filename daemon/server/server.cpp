@@ -106,11 +106,23 @@ class Connection : public std::enable_shared_from_this<Connection> {
       : server_(server),
         socket_(std::move(socket)),
         timer_(socket_.get_executor()),
-        hello_timer_(socket_.get_executor()) {
+        hello_timer_(socket_.get_executor()),
+        write_timer_(socket_.get_executor()) {
     state_.peer = {cred.uid, cred.gid, cred.pid, false};
   }
 
   uid_t uid() const { return state_.peer.uid; }
+  /// Bytes of replies queued for this connection and not yet written.
+  size_t queued() const { return closed_ ? 0 : queued_bytes_; }
+  /// Closes a connection whose queued replies are the largest when all connections' together
+  /// pass the cap (Server::shed_replies).
+  void shed_replies() {
+    spdlog::warn(
+        "uid {} pid {}: replies queued over all connections passed daemon.max_buffered_bytes and "
+        "this client's were the most ({} bytes unread); closing it",
+        state_.peer.uid, state_.peer.pid, queued_bytes_);
+    close();
+  }
   /// Bytes of partial frames this connection holds.
   size_t buffered() const { return closed_ || stop_reading_ ? 0 : input_.size(); }
   void shed() {
@@ -160,12 +172,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
     auto frame = placement::protocol::encode_frame(
         type, rid, body, state_.version ? state_.version : placement::protocol::kMaxVersion);
     queued_bytes_ += frame.size();
+    server_.queued_ += frame.size();
     queue_.push_back(std::move(frame));
     if (queued_bytes_ > server_.limits().max_queued_bytes) {
       spdlog::warn("uid {} pid {}: client does not read its replies; closing", state_.peer.uid,
                    state_.peer.pid);
       close();
       return;
+    }
+    // All connections' unread replies together stay under the cap too: many clients that each
+    // leave less than their own cap unread could otherwise hold the daemon's memory.
+    if (server_.queued_ > server_.limits().max_buffered_bytes) {
+      server_.shed_replies();
+      if (closed_) return;
     }
     if (!writing_) write_next();
   }
@@ -178,6 +197,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     boost::system::error_code ignored;
     timer_.cancel();
     hello_timer_.cancel();
+    write_timer_.cancel();
+    server_.queued_ -= std::min(queued_bytes_, server_.queued_);
+    queued_bytes_ = 0;
     socket_.shutdown(stream_protocol::socket::shutdown_both, ignored);
     socket_.close(ignored);
     server_.service().disconnected(state_);
@@ -378,25 +400,51 @@ class Connection : public std::enable_shared_from_this<Connection> {
     });
   }
 
+  // Writes the queue front to back. A client that leaves its replies unread while the socket's
+  // buffer is full makes no progress: after frame_timeout_ms without a byte written it is closed,
+  // so it cannot hold its queue's memory for as long as it stays connected.
   void write_next() {
     if (queue_.empty()) {
       writing_ = false;
+      write_timer_.cancel();
       if (closing_) close();
       return;
     }
     writing_ = true;
+    arm_write_deadline();
     auto self = shared_from_this();
-    asio::async_write(socket_, asio::buffer(queue_.front()),
-                      [this, self](const boost::system::error_code& ec, size_t) {
-                        if (closed_) return;
-                        if (ec) {
-                          close();
-                          return;
-                        }
-                        queued_bytes_ -= queue_.front().size();
-                        queue_.pop_front();
-                        write_next();
-                      });
+    const std::vector<uint8_t>& front = queue_.front();
+    socket_.async_write_some(asio::buffer(front.data() + written_, front.size() - written_),
+                             [this, self](const boost::system::error_code& ec, size_t n) {
+                               if (closed_) return;
+                               if (ec) {
+                                 close();
+                                 return;
+                               }
+                               ++write_progress_;
+                               written_ += n;
+                               if (written_ == queue_.front().size()) {
+                                 queued_bytes_ -= written_;
+                                 server_.queued_ -= std::min(written_, server_.queued_);
+                                 written_ = 0;
+                                 queue_.pop_front();
+                               }
+                               write_next();
+                             });
+  }
+
+  void arm_write_deadline() {
+    write_timer_.expires_after(std::chrono::milliseconds(server_.limits().frame_timeout_ms));
+    auto self = shared_from_this();
+    write_timer_.async_wait(
+        [this, self, progress = write_progress_](const boost::system::error_code& ec) {
+          if (ec || closed_ || !writing_ || write_progress_ != progress) return;
+          spdlog::warn(
+              "uid {} pid {}: client read none of its replies for {} ms ({} bytes unread; "
+              "daemon.frame_timeout_ms); closing",
+              state_.peer.uid, state_.peer.pid, server_.limits().frame_timeout_ms, queued_bytes_);
+          close();
+        });
   }
 
   Server& server_;
@@ -409,8 +457,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<uint8_t> input_;
   /// Bytes of a refused graph upload's payload still to be dropped as they arrive.
   size_t skip_ = 0;
+  asio::steady_timer write_timer_;
   std::deque<std::vector<uint8_t>> queue_;
   size_t queued_bytes_ = 0;
+  /// Bytes of the queue's front frame already written, and writes that made progress.
+  size_t written_ = 0;
+  uint64_t write_progress_ = 0;
   bool writing_ = false;
   bool closing_ = false;
   bool closed_ = false;
@@ -539,6 +591,16 @@ void Server::shed_buffers(Connection& crossing) {
         "shedding its largest partial frame ({} bytes)",
         largest->uid(), of_uid[heaviest], largest->buffered());
     largest->shed();
+  }
+}
+
+void Server::shed_replies() {
+  while (queued_ > limits_.max_buffered_bytes) {
+    Connection* largest = nullptr;
+    for (const auto& c : connections_)
+      if (c->queued() > (largest ? largest->queued() : 0)) largest = c.get();
+    if (!largest) return;
+    largest->shed_replies();
   }
 }
 

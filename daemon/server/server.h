@@ -29,7 +29,8 @@ struct ServerLimits {
   int64_t frame_timeout_ms = kDefaultFrameTimeoutMs;
   size_t max_queued_bytes = kMaxQueuedReplyBytes;
   std::string admin_group;
-  /// Partial frames buffered over all connections (daemon.max_buffered_bytes).
+  /// Partial frames buffered over all connections, and replies queued over all connections, each
+  /// (daemon.max_buffered_bytes).
   size_t max_buffered_bytes = static_cast<size_t>(kDefaultMaxBufferedBytes);
   /// [limits], and [policy] max_groups for the session estimate (server/graph_limits.h).
   LimitsConfig graph_limits;
@@ -64,6 +65,9 @@ class Server {
   /// holder ("busy") of the uid whose connections hold the most: `crossing`, which went over, only
   /// when it is that.
   void shed_buffers(Connection& crossing);
+  /// While the replies queued for all connections are over max_buffered_bytes, closes the
+  /// connection with the most unread.
+  void shed_replies();
   /// Whether uid/gid administers, when known without asking NSS: root, no admin_group, or an answer
   /// of the last kAdminAnswerSeconds.
   std::optional<bool> known_admin(uid_t uid, gid_t gid) const;
@@ -77,6 +81,8 @@ class Server {
   /// Open connections by peer uid.
   std::map<uid_t, int64_t> connections_of_uid_;
   size_t buffered_ = 0;
+  /// Bytes of replies queued over all connections, not yet written.
+  size_t queued_ = 0;
   bool accepting_ = false;
   /// Admin answers by (uid, gid) for limits_.admin_group, with when they were looked up; I/O thread
   /// only.

@@ -121,6 +121,88 @@ TEST(ProtocolLimits, AConnectionThatNeverSaysHelloIsClosed) {
   EXPECT_TRUE(silent.closed_by_peer());
 }
 
+// Asks for the plugin list `n` times and reads none of the answers (each is several KiB): the
+// daemon's replies fill the socket's buffer, then its own queue.
+void ask_without_reading(RawConnection& c, int n) {
+  for (int i = 0; i < n; ++i)
+    c.send_frame(MessageType::kListPlugins, nlohmann::json::object(), static_cast<uint32_t>(i + 1));
+}
+
+// The bytes of one plugin list on the wire, as `c` (said hello) receives it.
+size_t plugin_list_bytes(RawConnection& c) {
+  c.send_frame(MessageType::kListPlugins, nlohmann::json::object());
+  const auto one = c.read_frame();
+  if (!one) throw std::runtime_error("no plugin list");
+  return one->first.length + protocol::kHeaderSize;
+}
+
+// Waits until the daemon's log says `text` (10 s at most).
+bool log_says(const DaemonProcess& daemon, const std::string& text) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (daemon.log().find(text) == std::string::npos) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
+// Reads frames until the daemon closes the connection; how many came, or -1 when it stays open.
+int frames_until_closed(RawConnection& c, int timeout_ms) {
+  int frames = 0;
+  while (c.read_frame(timeout_ms)) ++frames;
+  return c.closed_by_peer(100) ? frames : -1;
+}
+
+TEST(ProtocolLimits, AClientThatReadsNoneOfItsRepliesIsClosedWhenItsRepliesStopMoving) {
+  // Its queue stays under the connection's own cap (64 MiB), but a client that never reads would
+  // hold it for as long as it stays connected: after daemon.frame_timeout_ms (500 ms here) without
+  // a byte written, it is closed.
+  DaemonProcess daemon;
+  daemon.start();
+  RawConnection lazy(daemon.socket);
+  lazy.hello();
+  // Far more than a socket's buffer holds (a few hundred KiB), far less than the queue's cap.
+  const int asks = static_cast<int>((size_t{2} << 20) / plugin_list_bytes(lazy)) + 1;
+  ask_without_reading(lazy, asks);
+  Client bystander(ClientOptions{daemon.socket, "bystander", 5000});
+  EXPECT_NO_THROW(bystander.request(MessageType::kListPlugins, nlohmann::json::object(),
+                                    MessageType::kPluginList));
+  EXPECT_TRUE(log_says(daemon, "client read none of its replies for 500 ms")) << daemon.log();
+  const int delivered = frames_until_closed(lazy, 2000);
+  EXPECT_GE(delivered, 0) << "still open";
+  EXPECT_LT(delivered, asks) << "the replies that did not fit in the socket were dropped";
+  EXPECT_NO_THROW(
+      bystander.request(MessageType::kStatus, nlohmann::json::object(), MessageType::kStatusReply));
+}
+
+TEST(ProtocolLimits, RepliesLeftUnreadOverAllConnectionsAreCappedByClosingTheLargestHolder) {
+  // Each connection may leave 64 MiB unread; many of them together would hold the daemon's memory.
+  // With daemon.max_buffered_bytes at 1 MiB and a frame timeout long enough not to be what closes
+  // it, a client that leaves about 4 MiB unread is closed, and a reader's replies keep coming.
+  DaemonOptions options;
+  options.frame_timeout_ms = 60000;
+  options.daemon_keys = "max_frame_bytes = 65536\nmax_buffered_bytes = 1048576\n";
+  DaemonProcess daemon(options);
+  daemon.start();
+  RawConnection probe(daemon.socket);
+  probe.hello();
+  RawConnection lazy(daemon.socket);
+  lazy.hello();
+  const int asks = static_cast<int>((size_t{4} << 20) / plugin_list_bytes(probe)) + 1;
+  ask_without_reading(lazy, asks);
+  EXPECT_TRUE(log_says(daemon,
+                       "replies queued over all connections passed daemon.max_buffered_bytes and "
+                       "this client's were the most"))
+      << daemon.log();
+  const int delivered = frames_until_closed(lazy, 5000);
+  EXPECT_GE(delivered, 0) << "still open: " << daemon.log();
+  EXPECT_LT(delivered, asks);
+  for (int i = 0; i < 3; ++i) {
+    probe.send_frame(MessageType::kListPlugins, nlohmann::json::object());
+    ASSERT_TRUE(probe.read_frame()) << "a client that reads is served";
+  }
+}
+
 // A connection that said hello and attached as a job: what may send the frames that grow with
 // the model.
 std::unique_ptr<RawConnection> attached_connection(const std::string& socket,
