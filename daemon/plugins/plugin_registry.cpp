@@ -156,7 +156,7 @@ std::vector<SkippedPlugin> PluginRegistry::scan(const std::vector<std::string>& 
   std::map<Key, std::string> found_file;
   std::vector<SkippedPlugin> skipped;
   for (const std::string& file : library_files(dirs)) {
-    const std::string reason = load_into(file, found, found_file);
+    std::string reason = load_into(file, found, found_file);
     if (!reason.empty()) {
       spdlog::warn("skipping plugin {}: {}", file, reason);
       skipped.push_back({file, reason});
@@ -182,7 +182,7 @@ void PluginRegistry::adopt(PluginRegistry& staged) {
 std::string PluginRegistry::load_file(const std::string& file) {
   std::map<Key, std::shared_ptr<Loaded>> found;
   std::map<Key, std::string> found_file;
-  const std::string reason = load_into(file, found, found_file);
+  std::string reason = load_into(file, found, found_file);
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [key, plugin] : found) plugins_[key] = plugin;
   return reason;

@@ -193,7 +193,7 @@ void add_job_handlers(HandlerTable& table, ServiceContext& ctx) {
                                   }).ending_attachment());
 }
 
-void end_disconnected_job(ServiceContext& ctx, std::shared_ptr<AttachedJob> job) {
+void end_disconnected_job(ServiceContext& ctx, const std::shared_ptr<AttachedJob>& job) {
   on_strand(job, "disconnect", [&ctx, job] {
     job->live.on_disconnect();
     ctx.jobs.finish(job);

@@ -15,7 +15,7 @@ void add_job_handlers(HandlerTable& table, ServiceContext& ctx);
 
 /// The job's connection closed without detach: its session ends on its strand (what it measured
 /// is persisted) and the job moves to the finished ones.
-void end_disconnected_job(ServiceContext& ctx, std::shared_ptr<AttachedJob> job);
+void end_disconnected_job(ServiceContext& ctx, const std::shared_ptr<AttachedJob>& job);
 
 /// See Service::persist_all.
 void persist_jobs(ServiceContext& ctx, std::function<void(size_t jobs, size_t written)> done);

@@ -2,13 +2,13 @@
 
 namespace placementd {
 
-std::shared_ptr<AttachedJob> JobTable::add(JobIdentity job, EffectivePolicy policy,
-                                           const PluginRegistry& registry, Store& store,
-                                           boost::asio::thread_pool::executor_type executor) {
+std::shared_ptr<AttachedJob> JobTable::add(
+    JobIdentity job, EffectivePolicy policy, const PluginRegistry& registry, Store& store,
+    const boost::asio::thread_pool::executor_type& executor) {
   std::lock_guard<std::mutex> lock(mutex_);
   const uint64_t id = next_id_++;
   auto attached = std::make_shared<AttachedJob>(id, std::move(job), std::move(policy), registry,
-                                                store, std::move(executor));
+                                                store, executor);
   attached_[id] = attached;
   return attached;
 }

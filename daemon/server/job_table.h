@@ -21,8 +21,8 @@ namespace placementd {
 /// on (in the order they came, off the I/O thread).
 struct AttachedJob {
   AttachedJob(uint64_t id, JobIdentity job, EffectivePolicy policy, const PluginRegistry& registry,
-              Store& store, boost::asio::thread_pool::executor_type executor)
-      : live(id, std::move(job), std::move(policy), registry, store), strand(std::move(executor)) {}
+              Store& store, const boost::asio::thread_pool::executor_type& executor)
+      : live(id, std::move(job), std::move(policy), registry, store), strand(executor) {}
   LiveSession live;
   boost::asio::strand<boost::asio::thread_pool::executor_type> strand;
 };
@@ -32,7 +32,7 @@ class JobTable {
   /// Registers a new job under the next id; its messages will run on `executor`.
   std::shared_ptr<AttachedJob> add(JobIdentity job, EffectivePolicy policy,
                                    const PluginRegistry& registry, Store& store,
-                                   boost::asio::thread_pool::executor_type executor);
+                                   const boost::asio::thread_pool::executor_type& executor);
   /// Moves an ended job to the recently finished ones.
   void finish(const std::shared_ptr<AttachedJob>& job);
 

@@ -53,7 +53,7 @@ void hello(ServiceContext& ctx, ConnectionState& conn, Request& req) {
 
 // A failed request's error frame: RequestError with its code, FormatError as bad_payload,
 // anything else as internal (and logged: it is the daemon's fault, not the client's).
-void reply_failure(Counters& counters, const Request& req, std::exception_ptr failure) {
+void reply_failure(Counters& counters, const Request& req, const std::exception_ptr& failure) {
   counters.protocol_error();
   std::string what = placement::protocol::to_string(req.type);
   if (req.job)
@@ -187,7 +187,7 @@ void Service::run_guarded(const Route& route, Request& req) {
 
 void Service::disconnected(ConnectionState& conn) {
   if (!conn.job) return;
-  end_disconnected_job(ctx_, std::move(conn.job));
+  end_disconnected_job(ctx_, conn.job);
   conn.job.reset();
 }
 

@@ -41,9 +41,10 @@ class TomlChecker {
         std::string list;
         for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k);
         const auto& b = key.source().begin;
-        errors_.push_back(
-            {b.line ? SourcePos{file_, b.line, b.column} : pos(node),
-             "unknown key '" + std::string(key.str()) + "' in " + name + " (known: " + list + ")"});
+        std::string message = "unknown key '";
+        message.append(key.str()).append("' in ").append(name);
+        message.append(" (known: ").append(list).append(")");
+        errors_.push_back({b.line ? SourcePos{file_, b.line, b.column} : pos(node), message});
       }
     }
   }

@@ -65,7 +65,7 @@ OpFeatures op_features(const OpGraph& graph, int vocabulary) {
       for (int d = 0;
            d < std::min<int>(OpFeatures::kDims, static_cast<int>(op.outputs[o].shape.size())); ++d)
         row[o * OpFeatures::kDims + d] = log_dim(op.outputs[o].shape[d]);
-    float* adj = row + OpFeatures::kOutputs * OpFeatures::kDims;
+    float* adj = row + static_cast<ptrdiff_t>(OpFeatures::kOutputs) * OpFeatures::kDims;
     for (int k = 0;
          k < std::min<int>(OpFeatures::kNeighbours, static_cast<int>(producers[op.id].size())); ++k)
       adj[k] = static_cast<float>(f.bfs_position[producers[op.id][k]]) / n;
@@ -92,7 +92,8 @@ GroupFeatures group_features(const OpGraph& graph, const Grouping& grouping,
     g.rows[static_cast<size_t>(grp) * g.width + ops.kind[op.id]] += 1.0f;
     for (int o = 0; o < std::min<int>(4, static_cast<int>(op.outputs.size())); ++o)
       for (int d = 0; d < std::min<int>(4, static_cast<int>(op.outputs[o].shape.size())); ++d)
-        shape_sums[static_cast<size_t>(grp) * GroupFeatures::kShapeWidth + o * 4 + d] +=
+        shape_sums[static_cast<size_t>(grp) * GroupFeatures::kShapeWidth +
+                   static_cast<size_t>(o) * 4 + d] +=
             static_cast<double>(std::max<int64_t>(op.outputs[o].shape[d], 0));
     micros[grp] += fastest_compute_micros(op);
     parameter_bytes[grp] += static_cast<double>(op.parameter_bytes);

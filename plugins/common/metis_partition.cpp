@@ -14,8 +14,9 @@ namespace {
 
 // METIS weights are 32-bit integers; callers scale to sensible units, we keep them in range.
 idx_t clamp_weight(double w) {
-  return static_cast<idx_t>(
-      std::clamp(w, 1.0, static_cast<double>(std::numeric_limits<idx_t>::max() / 1024)));
+  // Sums of weights over a part must not overflow idx_t.
+  constexpr idx_t kMaxWeight = std::numeric_limits<idx_t>::max() / 1024;
+  return static_cast<idx_t>(std::clamp(w, 1.0, static_cast<double>(kMaxWeight)));
 }
 
 }  // namespace

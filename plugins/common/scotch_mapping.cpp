@@ -24,8 +24,9 @@ void check(int rc, const char* call) {
 // Scotch weights are integers (32-bit in Debian's build). Work and traffic are scaled by the caller
 // to µs and KiB; keep them positive and far enough from overflow that sums stay in range.
 SCOTCH_Num clamp_weight(double w) {
-  return static_cast<SCOTCH_Num>(std::clamp(
-      std::round(w), 1.0, static_cast<double>(std::numeric_limits<SCOTCH_Num>::max() / 4096)));
+  // Sums of weights over a part must not overflow SCOTCH_Num.
+  constexpr SCOTCH_Num kMaxWeight = std::numeric_limits<SCOTCH_Num>::max() / 4096;
+  return static_cast<SCOTCH_Num>(std::clamp(std::round(w), 1.0, static_cast<double>(kMaxWeight)));
 }
 
 // Ratios survive the rounding to integers when the smallest value becomes 16.

@@ -68,7 +68,7 @@ Utf8Sequence utf8_sequence(const std::string& text, size_t at) {
 }
 
 std::string JsonReader::display_text() const {
-  const std::string text = string();
+  std::string text = string();
   for (size_t i = 0; i < text.size();) {
     const Utf8Sequence sequence = utf8_sequence(text, i);
     if (sequence.length == 0)

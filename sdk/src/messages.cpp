@@ -267,7 +267,7 @@ Error Error::from_json(const json& body) { return decode<Error>(body); }
 json ReplicaInfo::to_json() const { return encode(*this); }
 
 ReplicaInfo codec::Value<ReplicaInfo>::read(const JsonReader& r) {
-  const ReplicaInfo out = decode<ReplicaInfo>(r);
+  ReplicaInfo out = decode<ReplicaInfo>(r);
   constexpr int64_t kMaxWorld = 1 << 20;
   if (out.world_size < 1 || out.world_size > kMaxWorld)
     r.field("world_size").fail("must be an integer from 1 to " + std::to_string(kMaxWorld));
