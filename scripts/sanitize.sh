@@ -5,7 +5,8 @@
 #     daemon with real sockets, the SDK's protocol code, the config and topology readers, the plugins
 #     (the tests of the LibTorch plugins skip);
 #  2. runs each libFuzzer target (tests/fuzz) for --fuzz-seconds from its seeds: the repository's own
-#     config, topology and graph files, and the frames and stored placement fuzz_make_seeds encodes.
+#     config, topology and graph files, and the frames, graph upload and stored placement
+#     fuzz_make_seeds encodes.
 #     A crash leaves its input in build-sanitize/fuzz/NAME/ (the run says which file): make it a
 #     regression test;
 #  3. builds the same under ThreadSanitizer into build-tsan/ and runs the same tests there, the
@@ -59,12 +60,13 @@ if ((fuzz)); then
   "$build/bin/fuzz_make_seeds" "$seeds"
   declare -A corpus=(
     [frame]="$seeds/frame"
+    [graph_limits]="$seeds/graph_limits"
     [stored_placement]="$seeds/stored_placement"
     [config]="$root/etc"
     [topology]="$root/tests/data/topologies"
     [graph_file]="$root/examples/graphs"
   )
-  for name in frame stored_placement config topology graph_file; do
+  for name in frame graph_limits stored_placement config topology graph_file; do
     mkdir -p "$work/$name"
     started=$SECONDS
     # Found inputs go to $work/$name (kept between runs); the seed folders are only read.

@@ -1,8 +1,9 @@
 // Writes the seeds of the targets whose inputs the project's own encoders make: DIR/frame/, one
 // frame of each message type as the SDK and the daemon encode it (so the fuzzer starts from frames
-// that pass the header and reach every decoder), and DIR/stored_placement/, a file as the store
-// writes it. Made by the encoders rather than kept as files, they follow the formats as they
-// change. The text formats' seeds are the repository's own files (scripts/sanitize.sh names them).
+// that pass the header and reach every decoder), DIR/graph_limits/, a graph upload's payload as the
+// server weighs it, and DIR/stored_placement/, a file as the store writes it. Made by the encoders
+// rather than kept as files, they follow the formats as they change. The text formats' seeds are
+// the repository's own files (scripts/sanitize.sh names them).
 //
 //   fuzz_make_seeds DIR
 
@@ -23,7 +24,9 @@
 #include "placement/serialization.h"
 
 int main(int argc, char** argv) {
-  const char* usage = "usage: fuzz_make_seeds DIR  (writes DIR/frame/ and DIR/stored_placement/)\n";
+  const char* usage =
+      "usage: fuzz_make_seeds DIR  (writes DIR/frame/, DIR/graph_limits/ and "
+      "DIR/stored_placement/)\n";
   if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
     std::fputs(usage, stdout);
     return 0;
@@ -97,7 +100,7 @@ int main(int argc, char** argv) {
     return static_cast<bool>(out);
   };
   std::error_code ec;
-  for (const char* sub : {"/frame", "/stored_placement"})
+  for (const char* sub : {"/frame", "/graph_limits", "/stored_placement"})
     std::filesystem::create_directories(dir + sub, ec);
   for (const auto& [type, body] : frames) {
     const std::vector<uint8_t> frame = protocol::encode_frame(type, 1, body);
@@ -105,6 +108,10 @@ int main(int argc, char** argv) {
                reinterpret_cast<const char*>(frame.data()), frame.size()))
       return 1;
   }
+  const std::vector<uint8_t> upload_payload = nlohmann::json::to_cbor(upload.to_json(devices));
+  if (!write(dir + "/graph_limits/upload.cbor",
+             reinterpret_cast<const char*>(upload_payload.data()), upload_payload.size()))
+    return 1;
   placementd::StoredPlacement stored;
   stored.placement = Placement::single(graph, 1);
   stored.step_time_s = 0.02;

@@ -87,8 +87,11 @@ def test_the_summary_says_what_the_job_got_and_a_short_job_hears_so_at_attach(da
     assert 0 < view["job_s"] <= wall
     batches = view["steps"] - view["failed_steps"]
     assert view["realized_speedup"] == pytest.approx(view["start_mean_step_time_s"] * batches / view["job_s"])
-    low, high = view["realized_speedup_interval"]
-    assert low <= view["realized_speedup"] <= high
+    # Its interval needs six measured steps of the start: two come from profiling (3 steps, 1 of
+    # warm-up), the rest only from trials against the start, which the candidates' times decide.
+    if view["realized_speedup_interval"] is not None:
+        low, high = view["realized_speedup_interval"]
+        assert low <= view["realized_speedup"] <= high
     text = str(during)
     for label in ("realized speed-up", "best vs start", "time off the best", "placement in force", "exploration"):
         assert f"\n{label} " in text, text
