@@ -1,7 +1,10 @@
 // Engine overhead: a training step (forward, backward, SGD update) of the plain TorchScript module
 // against the same step through PlacedModule with every op on the same device. Steps alternate
 // between the two so machine noise hits both alike; medians over >= 20 steps after warm-up. Also
-// the time a capture of the model takes (median of 5; tracing excluded: it reads the saved module).
+// the time a capture of the model takes (median of 5; tracing excluded: it reads the saved module),
+// and what a job's step under one of placementd's placements adds before it runs: a snapshot of the
+// model's buffers and random generators (detail::ModelState), which a failed attempt is rolled
+// back to before the batch runs again (issue #41), timed between the steps.
 // Issue #3 targets: <= 3% at GPU-bound batches, <= 10% at batch size 1.
 //
 //   engine_overhead_bench [--device cpu|cuda:N] [MODEL_DIR [MODEL ...]]
@@ -30,6 +33,7 @@
 
 #include "bench_util.h"
 #include "command_line.h"
+#include "model_state.h"
 #include "placement/capture.h"
 #include "placement/engine.h"
 
@@ -42,7 +46,8 @@ using placement::bench::median;
 struct Row {
   size_t ops = 0;
   double plain_s = 0, placed_s = 0;
-  double capture_s = 0;  // placement::capture of the module (a forward pass op by op), median of 5
+  double capture_s = 0;   // placement::capture of the module (a forward pass op by op), median of 5
+  double snapshot_s = 0;  // a ModelState of the placed model's buffers, median over the steps
 };
 
 // What a step's loss is taken from: the output, or the first tensor in the tuple or dict it is (a
@@ -111,18 +116,24 @@ Row measure(const std::string& dir, const std::string& name, const placement::De
                             name.rfind("bert_base", 0) == 0
                         ? 20
                         : 60;
-  std::vector<double> a, b;
+  std::vector<double> a, b, snapshots;
   for (int i = 0; i < steps + 5; ++i) {
     auto t0 = Clock::now();
     step_plain();
     auto t1 = Clock::now();
     step_placed();
     auto t2 = Clock::now();
+    {
+      const placement::detail::ModelState state(placed.model().named_buffers());
+      sync();
+    }
+    auto t3 = Clock::now();
     if (i < 5) continue;
     a.push_back(std::chrono::duration<double>(t1 - t0).count());
     b.push_back(std::chrono::duration<double>(t2 - t1).count());
+    snapshots.push_back(std::chrono::duration<double>(t3 - t2).count());
   }
-  return {placed.graph().ops.size(), median(a), median(b), capture_s};
+  return {placed.graph().ops.size(), median(a), median(b), capture_s, median(snapshots)};
 }
 
 // The first line of an error: LibTorch appends its C++ backtrace.
@@ -141,17 +152,17 @@ int run_rows(const std::string& device_name, std::string dir, std::vector<std::s
              "hf_gpt2",     "hf_llama"};
   if (dir.empty()) dir = placement::bench::trace_models(SOURCE_DIR, "overhead");
   std::printf("threads: %d intra-op; device: %s\n", at::get_num_threads(), device_name.c_str());
-  std::printf("%-20s %6s %12s %12s %9s %12s\n", "model", "ops", "plain", "placed", "overhead",
-              "capture");
+  std::printf("%-20s %6s %12s %12s %9s %12s %12s\n", "model", "ops", "plain", "placed", "overhead",
+              "capture", "snapshot");
   const uint64_t memory = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
                           static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   int failed = 0;
   for (const std::string& name : names) {
     try {
       const Row r = measure(dir, name, device, memory);
-      std::printf("%-20s %6zu %9.3f ms %9.3f ms %+8.1f%% %9.1f ms\n", name.c_str(), r.ops,
+      std::printf("%-20s %6zu %9.3f ms %9.3f ms %+8.1f%% %9.1f ms %9.3f ms\n", name.c_str(), r.ops,
                   r.plain_s * 1e3, r.placed_s * 1e3, (r.placed_s / r.plain_s - 1) * 100,
-                  r.capture_s * 1e3);
+                  r.capture_s * 1e3, r.snapshot_s * 1e3);
     } catch (const std::exception& e) {
       ++failed;
       std::printf("%-20s FAILED: %s\n", name.c_str(), first_line(e.what()).c_str());
