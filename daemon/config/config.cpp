@@ -267,7 +267,7 @@ void read_document(const toml::table& root, const std::string& file, Config& con
   }
 
   if (const toml::table* t = c.table(root, "exploration", "[exploration]")) {
-    c.only(*t, "[exploration]", key_names(exploration_keys()));
+    c.only(*t, "exploration", key_names(exploration_keys()));
     c.section(*t, "exploration", exploration_keys(), config.exploration);
     check_exploration_consistency(config.exploration, c.pos(*t), errors);
   }
