@@ -141,7 +141,8 @@ struct Config {
   /// Partial frames buffered over all connections together; past this a connection that sends
   /// more is closed ("busy"), so many slow uploads cannot exhaust the daemon's memory.
   int64_t max_buffered_bytes = kDefaultMaxBufferedBytes;
-  /// A frame begun must complete within this time, or the connection is closed.
+  /// A frame begun must complete within this time, a new connection must say hello within it, and
+  /// a client whose socket is full must read some of its replies within it, or it is closed.
   int64_t frame_timeout_ms = kDefaultFrameTimeoutMs;
   /// A stop (SIGTERM) persists every job's state for at most this long, then exits: under the
   /// unit's TimeoutStopSec (30 s), after which systemd would SIGKILL it mid-write.
