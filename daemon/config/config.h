@@ -138,8 +138,9 @@ struct Config {
   int64_t max_connections = kDefaultMaxConnections;
   /// Connections of one uid (root's aside): one user's idle sockets cannot take every other's.
   int64_t max_connections_per_uid = kDefaultMaxConnectionsPerUid;
-  /// Partial frames buffered over all connections together; past this a connection that sends
-  /// more is closed ("busy"), so many slow uploads cannot exhaust the daemon's memory.
+  /// Partial frames buffered over all connections together; past this the largest holder is closed
+  /// ("busy"), so many slow uploads cannot exhaust the daemon's memory. Replies queued and unread
+  /// over all connections are held to the same amount (the connection with the most is closed).
   int64_t max_buffered_bytes = kDefaultMaxBufferedBytes;
   /// A frame begun must complete within this time, a new connection must say hello within it, and
   /// a client whose socket is full must read some of its replies within it, or it is closed.
