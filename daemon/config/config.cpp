@@ -137,8 +137,8 @@ class Checker : public TomlChecker {
       } else if (const auto* number = std::get_if<double Section::*>(&k.field)) {
         read = get_float(t, k.name, where, out.**number, k.min, k.max);
       } else {
-        const std::string& text = out.*std::get<std::string Section::*>(k.field);
-        read = get_string(t, k.name, where, out.*std::get<std::string Section::*>(k.field));
+        std::string& text = out.*std::get<std::string Section::*>(k.field);
+        read = get_string(t, k.name, where, text);
         if (read && text.size() < static_cast<size_t>(k.min)) {
           error(*t.get(k.name), where + "." + k.name + " must not be empty");
           read = false;

@@ -505,13 +505,23 @@ std::optional<Next> advance(Session& s, Store& store) {
 
 }  // namespace
 
-std::optional<Directive> advance_session(Session& s, Store& store) {
-  const std::optional<Next> next = advance(s, store);
-  refresh_cost_reference(s);
+namespace {
+
+// What an advance or a stop ends with: the directive for `next` (naming the step that made the
+// advance due), if the job moves; the advance is done either way.
+std::optional<Directive> conclude(Session& s, const std::optional<Next>& next) {
   std::optional<Directive> d;
   if (next) d = make_directive(s, next->placement_id, next->reason);
   s.advance_due_after.reset();
   return d;
+}
+
+}  // namespace
+
+std::optional<Directive> advance_session(Session& s, Store& store) {
+  const std::optional<Next> next = advance(s, store);
+  refresh_cost_reference(s);
+  return conclude(s, next);
 }
 
 namespace {
@@ -545,11 +555,7 @@ std::optional<Next> stop(Session& s, const std::string& why) {
 }  // namespace
 
 std::optional<Directive> stop_exploring(Session& s, const std::string& why) {
-  const std::optional<Next> next = stop(s, why);
-  std::optional<Directive> d;
-  if (next) d = make_directive(s, next->placement_id, next->reason);
-  s.advance_due_after.reset();
-  return d;
+  return conclude(s, stop(s, why));
 }
 
 bool persist_best(Session& s, Store& store) {

@@ -34,10 +34,16 @@ namespace placement::messages::codec {
 
 using detail::JsonReader;
 
+/// Fails unless `r` is a map ("expected a map, found array").
+inline const JsonReader& require_map(const JsonReader& r) {
+  if (!r.value().is_object()) r.fail(std::string("expected a map, found ") + r.value().type_name());
+  return r;
+}
+
 /// A message's body must be a map; errors in it start with the message's name.
 inline JsonReader body_of(const nlohmann::json& body, const char* message) {
   JsonReader r(body, message);
-  if (!body.is_object()) r.fail(std::string("expected a map, found ") + body.type_name());
+  require_map(r);
   return r;
 }
 
@@ -80,7 +86,8 @@ struct Field {
     f.omit_empty = true;
     return f;
   }
-  /// Not sent to peers below `version`.
+  /// Not sent to peers below `version`, nor when empty (as omit_when_empty): a field a version
+  /// added is one its older peers never expected.
   constexpr Field since_version(uint16_t version) const {
     Field f = *this;
     f.since = version;
@@ -163,15 +170,14 @@ void decode_into(const JsonReader& r, M& message) {
 
 template <typename M>
 M decode(const JsonReader& r) {
-  if (!r.value().is_object()) r.fail(std::string("expected a map, found ") + r.value().type_name());
   M message{};
-  decode_into(r, message);
+  decode_into(require_map(r), message);
   return message;
 }
 
 template <typename M>
 M decode(const nlohmann::json& body) {
-  return decode<M>(body_of(body, Table<M>::kName));
+  return decode<M>(JsonReader(body, Table<M>::kName));
 }
 
 // ---- Values ----
@@ -315,8 +321,7 @@ struct Value<std::map<std::string, T>> {
     return out;
   }
   static std::map<std::string, T> read(const JsonReader& r) {
-    if (!r.value().is_object())
-      r.fail(std::string("expected a map, found ") + r.value().type_name());
+    require_map(r);
     std::map<std::string, T> out;
     for (const auto& item : r.value().items())
       out[item.key()] = Value<T>::read(r.field(item.key().c_str()));
