@@ -15,7 +15,7 @@ constexpr int kSamplesPerProposal = 64;
 }  // namespace
 
 const CandidateRecord* measured(const Session& s, const std::string& fingerprint) {
-  for (const auto& [id, c] : s.candidates)
+  for (const auto& [id, c] : s.candidates())
     if (!c.stale && c.median() && c.placement.fingerprint() == fingerprint) return &c;
   return nullptr;
 }
@@ -24,62 +24,63 @@ double reward_of(double step_time_s) { return -std::sqrt(step_time_s); }
 
 std::optional<Placement> single_device_candidate(const Session& s) {
   int device = 0;
-  for (size_t d = 0; d < s.devices.size(); ++d)
-    if (s.devices.devices[d].kind == placement::DeviceKind::kCuda) {
+  for (size_t d = 0; d < s.devices().size(); ++d)
+    if (s.devices().devices[d].kind == placement::DeviceKind::kCuda) {
       device = static_cast<int>(d);
       break;
     }
-  Placement p = Placement::single(*s.graph, device);
-  p.enforce_pins(*s.graph, s.devices);
+  Placement p = Placement::single(*s.graph(), device);
+  p.enforce_pins(*s.graph(), s.devices());
   const std::string fingerprint = p.fingerprint();
-  for (const auto& [id, c] : s.candidates)
+  for (const auto& [id, c] : s.candidates())
     if (c.placement.fingerprint() == fingerprint) return std::nullopt;
-  if (!s.memory_model->check_memory(p).valid) return std::nullopt;
+  if (!s.memory_model()->check_memory(p).valid) return std::nullopt;
   return p;
 }
 
-std::optional<Proposal> propose(Session& s) {
-  const ExplorationConfig& e = s.policy.exploration;
+std::optional<Proposal> Session::propose() {
+  const ExplorationConfig& e = policy_.exploration;
   // What this user's earlier runs found comes first, but as a candidate like any other: it is kept
   // only if a trial shows it faster than this job's own start (the machine, the inputs or the
   // other tenants may have changed since it was stored).
-  if (!s.cached_tried && s.cached) {
-    s.cached_tried = true;
-    if (!measured(s, s.cached->fingerprint()) && s.memory_model->check_memory(*s.cached).valid)
-      return Proposal{*s.cached, Reason::kCached, std::nullopt};
+  if (!cached_tried_ && cached_) {
+    cached_tried_ = true;
+    if (!measured(*this, cached_->fingerprint()) && memory_model_->check_memory(*cached_).valid)
+      return Proposal{*cached_, Reason::kCached, std::nullopt};
   }
-  if (!s.single_device_tried) {
-    s.single_device_tried = true;
-    if (std::optional<Placement> p = single_device_candidate(s))
+  if (!single_device_tried_) {
+    single_device_tried_ = true;
+    if (std::optional<Placement> p = single_device_candidate(*this))
       return Proposal{std::move(*p), Reason::kSingleDevice, std::nullopt};
   }
   // A warm-started policy's first candidate is what it imitated, not a sample around it.
-  if (!s.warm_start_tried && s.warm_start && s.warm_start->skipped.empty()) {
-    s.warm_start_tried = true;
-    if (!measured(s, s.warm_start->placement.fingerprint()) &&
-        s.memory_model->check_memory(s.warm_start->placement).valid)
-      return Proposal{s.warm_start->placement, Reason::kWarmStart, s.warm_start->action};
+  if (!warm_start_tried_ && warm_start_ && warm_start_->skipped.empty()) {
+    warm_start_tried_ = true;
+    if (!measured(*this, warm_start_->placement.fingerprint()) &&
+        memory_model_->check_memory(warm_start_->placement).valid)
+      return Proposal{warm_start_->placement, Reason::kWarmStart, warm_start_->action};
   }
 
   for (int attempt = 0; attempt < kSamplesPerProposal; ++attempt) {
-    PolicyPipeline::Sample sample = s.pipeline->sample(s.rng);
+    PolicyPipeline::Sample sample = pipeline_->sample(rng_);
     placement::Action action = std::move(sample.action);
     Placement p = std::move(sample.placement);
-    const sim::SimulationResult memory = s.memory_model->check_memory(p);
+    const sim::SimulationResult memory = memory_model_->check_memory(p);
     if (!memory.valid) {
-      ++s.rejected;
-      for (size_t d : memory.over_capacity()) ++s.rejected_by_device[s.devices.devices[d].name()];
-      s.algorithm->observe(action, e.failing_reward, false);
+      ++counters_.rejected;
+      for (size_t d : memory.over_capacity())
+        ++counters_.rejected_by_device[job_.devices.devices[d].name()];
+      algorithm_->observe(action, e.failing_reward, false);
       continue;
     }
-    if (const CandidateRecord* known = measured(s, p.fingerprint())) {
-      ++s.repeats_scored;
-      s.algorithm->observe(action, reward_of(*known->median()), true);
-      if (!s.pipeline->policy()) break;  // a deterministic placer answers the same again
+    if (const CandidateRecord* known = measured(*this, p.fingerprint())) {
+      ++counters_.repeats_scored;
+      algorithm_->observe(action, reward_of(*known->median()), true);
+      if (!pipeline_->policy()) break;  // a deterministic placer answers the same again
       continue;
     }
     return Proposal{std::move(p),
-                    s.state == SessionState::kReexploring ? Reason::kReexplore : Reason::kPolicy,
+                    state_ == SessionState::kReexploring ? Reason::kReexplore : Reason::kPolicy,
                     std::move(action)};
   }
   return std::nullopt;

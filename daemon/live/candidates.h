@@ -21,12 +21,12 @@ struct Proposal {
   std::optional<std::vector<int>> action;
 };
 
-/// The next candidate: the stored best, all on one device and the warm start's placement once
-/// each (when they fit and were not measured), then a policy sample the memory model passes and
-/// that was not measured already (a rejected sample trains the policy with the failing reward, a
-/// repeat with its measured reward). nullopt when the policy only proposes placements already
-/// measured or rejected: exploration has converged.
-std::optional<Proposal> propose(Session& session);
+// Session::propose() (private: only the state machine draws candidates) is defined in
+// candidates.cpp: the stored best, all on one device and the warm start's placement once each (when
+// they fit and were not measured), then a policy sample the memory model passes and that was not
+// measured already (a rejected sample trains the policy with the failing reward, a repeat with its
+// measured reward); nullopt when the policy only proposes placements already measured or
+// rejected: exploration has converged.
 
 /// "All on one device, if it fits" (issue #4: the answer is never worse than that baseline): every
 /// op on the first GPU, or on device 0 without one, offered once right after the start; nullopt

@@ -1,7 +1,7 @@
 #pragma once
 // The live session's state machine: which placement a job runs next, decided from its step
 // reports. Socket-free and thread-agnostic (LiveSession holds the lock), so tests drive it
-// directly with made-up step times.
+// directly with made-up step times. Its steps are Session::Machine's (exploration.cpp).
 //
 //   profiling    the start placement (the stored best, else the job's own) runs k steps; it is
 //                the incumbent, the placement in force
@@ -26,42 +26,11 @@ namespace placementd {
 
 using placement::messages::Directive;
 
-/// After the graph is accepted: the first placement, the stored best if there is one, else the
-/// job's own. Enters profiling.
-Directive start_session(Session& session);
-
-/// Records one step report (cheap; on the session's strand). Returns true when the policy has to
-/// run advance_session() now: the current candidate's screening finished (k good steps) or failed,
-/// a trial's window is full, or the best placement drifted. Reports of earlier placements still
-/// count for their own candidate (outside any trial window).
-bool record_report(Session& session, const placement::messages::StepReport& report);
-
-/// Policy work (seconds for big policies: run it off the I/O thread): scores the screened
-/// candidate and trains the policy on it, or closes a trial's window and looks; persists the
-/// incumbent and the policy state in `store`, and picks what runs next. nullopt: the job keeps its
-/// current placement.
-std::optional<Directive> advance_session(Session& session, Store& store);
-
-/// Ends exploration for good (plugin code failed: `why`): the incumbent runs from now on (a trial
-/// in progress is dropped), or the start placement when none measured well. Returns the directive
-/// that moves the job there; nullopt when it runs that placement already. No plugin code runs.
-std::optional<Directive> stop_exploring(Session& session, const std::string& why);
-
-/// Offers the incumbent to the store, once it is the start or passed the final check (as on detach,
-/// disconnect and SIGTERM); a store that cannot write is logged. Returns true if it was written.
-bool persist_best(Session& session, Store& store);
-
-/// Saves the policy's state, unless the policy failed (policy_error: it may be half-updated). A
-/// store that cannot write is logged; what the policy's save_state() throws is the caller's
-/// (LiveSession's guard).
-void persist_policy(Session& session, Store& store);
+// Session::start(), record(), advance() and stop_exploring() (session.h) run it.
 
 /// What a job of `expected_steps` steps should hear when it attaches: exploration under `e` takes
 /// longer than that to run its course, so the job will end while exploring unless its budget ends
 /// exploration sooner. nullopt when it fits or the job gave no length.
 std::optional<std::string> short_job_notice(const ExplorationConfig& e, uint64_t expected_steps);
-
-/// The store's key for a session's policy state: grouper/placer/algorithm names.
-std::string policy_key(const Session& session);
 
 }  // namespace placementd

@@ -1,8 +1,8 @@
 #pragma once
 // One attached job's live placement, seen from outside: what happens to the job (its graph, its
-// step and profile reports, its detach) and which placement it runs next. The state machine
-// (exploration.h), the profile requests (live_profiles.h), the warm start's timing and the
-// persistence policy are its private parts.
+// step and profile reports, its detach) and which placement it runs next. Its private part is the
+// Session (session.h: the state machine, the profile requests, the warm start, the persistence
+// policy); this class adds the lock, the plugin registry and the guard around plugin code.
 //
 // Socket-free: the server calls it on the job's strand, in the order the job's messages came, and
 // sends what it returns; tests call it directly. Every call locks the session, so inspection
@@ -35,24 +35,6 @@
 
 namespace placementd {
 
-/// Who the job is and what it said when it attached.
-struct JobIdentity {
-  std::string name;
-  uid_t uid = 0;
-  pid_t pid = 0;
-  std::string sdk_version;
-  std::string torch_version;
-  /// The protocol version of its connection (profile reports need 2).
-  uint16_t protocol_version = 1;
-  /// Steps it profiles when a directive asks it to (0: it does not).
-  int64_t profile_steps = 0;
-  /// Steps it expects to run (0: unknown).
-  uint64_t expected_steps = 0;
-  placement::DeviceSet devices;
-  /// Protocol 4: one replica of a data-parallel group; a follower when its rank is not 0.
-  std::optional<placement::messages::ReplicaInfo> replica;
-};
-
 class LiveSession {
  public:
   /// `registry` and `store` outlive the session; `id` also seeds its random numbers.
@@ -62,16 +44,18 @@ class LiveSession {
   LiveSession& operator=(const LiveSession&) = delete;
 
   /// Set at attach and never changed: readable without the lock.
-  uint64_t id() const { return s_.id; }
-  uid_t uid() const { return s_.uid; }
-  const std::string& name() const { return s_.job; }
-  const placement::DeviceSet& devices() const { return s_.devices; }
-  const EffectivePolicy& policy() const { return s_.policy; }
-  uint64_t expected_steps() const { return s_.expected_steps; }
+  uint64_t id() const { return s_.id(); }
+  uid_t uid() const { return s_.job().uid; }
+  const std::string& name() const { return s_.job().name; }
+  const placement::DeviceSet& devices() const { return s_.devices(); }
+  const EffectivePolicy& policy() const { return s_.policy(); }
+  uint64_t expected_steps() const { return s_.job().expected_steps; }
   /// A replica of rank > 0: rank 0's daemon places the group; this session counts its steps, for
   /// `placementctl jobs`, and refuses graphs, placement requests and profiles.
   bool follower() const { return s_.follower(); }
-  const std::optional<placement::messages::ReplicaInfo>& replica() const { return s_.replica; }
+  const std::optional<placement::messages::ReplicaInfo>& replica() const {
+    return s_.job().replica;
+  }
 
   /// The job's graph, and the placement it runs now if it said (else all on its first device):
   /// creates the policy's plugins, groups the graph, finds the stored best placement and policy
@@ -131,17 +115,7 @@ class LiveSession {
   /// or the directive that moves the job to its best (or start) placement.
   template <class Work>
   std::optional<placement::messages::Directive> guarded(const char* entry, Work&& work);
-  /// When a pending [policy] warm_start runs: once the graph has profiles of every device kind of
-  /// the job (at once for a job that does not profile) or, at the latest, before the policy's first
-  /// sample (after the start and the all-on-one-device candidate).
-  enum class WarmStartWhen { kProfiled, kBeforeFirstSample };
-  bool warm_start_due(WarmStartWhen when) const;
-  void warm_start();
   bool persist_locked();
-  void finish();
-  /// Lets go of the graph and everything built on it: plugins, policy, memory model (caller holds
-  /// mutex_).
-  void drop_graph_locked();
 
   /// What inspection shows: the summary, and the detail as last asked for.
   struct View {
@@ -157,7 +131,7 @@ class LiveSession {
   const PluginRegistry& registry_;
   Store& store_;
   mutable std::mutex mutex_;
-  /// Guarded by mutex_, but for the fields set at attach.
+  /// Guarded by mutex_, but for what is set at attach (Session's identity).
   Session s_;
   /// The last view, guarded by view_mutex_ (held only to read or replace it).
   mutable std::mutex view_mutex_;

@@ -4,8 +4,10 @@
 #include <cmath>
 #include <cstdio>
 
+#include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "live/store.h"
 #include "placement/serialization.h"
 
 namespace placementd {
@@ -109,19 +111,147 @@ std::optional<std::array<double, 2>> CandidateRecord::median_interval() const {
   return std::array<double, 2>{kept[l - 1], kept[n - l]};
 }
 
+Session::Session(uint64_t id, JobIdentity job, EffectivePolicy policy)
+    : id_(id),
+      job_(std::move(job)),
+      policy_(std::move(policy)),
+      attached_at_(std::chrono::system_clock::now()),
+      attached_steady_(std::chrono::steady_clock::now()),
+      rng_(id) {
+  if (follower()) state_ = SessionState::kFollowing;
+}
+
+// The algorithm points into the pipeline's policy, the pipeline at the plugins and the graph:
+// they go in that order.
+Session::~Session() { drop_graph(); }
+
+placement::messages::GraphAccepted Session::take_graph(placement::OpGraph graph,
+                                                       std::optional<placement::Placement> start,
+                                                       Plugins plugins,
+                                                       const sim::SimulatorOptions& memory_options,
+                                                       const Store& store) {
+  grouper_ = std::move(plugins.grouper);
+  placer_ = std::move(plugins.placer);
+  algorithm_ = std::move(plugins.algorithm);
+  graph_ = std::move(graph);
+  const placement::OpGraph& g = *graph_;
+  pipeline_ = std::make_unique<PolicyPipeline>(*grouper_, *placer_, g, job_.devices, rng_,
+                                               static_cast<int>(policy_.max_groups));
+  placement::TrainablePolicy* policy = pipeline_->policy();
+  algorithm_->reset({policy, policy_.exploration.failing_reward});
+  fingerprint_ = g.fingerprint();
+  if (auto stored = store.best(job_.uid, g, job_.devices)) cached_ = stored->placement;
+  bool resumed = false;
+  if (policy)
+    if (auto state = store.policy_state(job_.uid, g, job_.devices, policy_key())) {
+      // A state from another version of the plugin, or one it cannot read: learning starts
+      // afresh, the job goes on.
+      try {
+        policy->load_state(*state);
+        resumed = true;
+      } catch (const std::exception& e) {
+        spdlog::warn("job {} '{}': stored policy state not used: {}", id_, job_.name, e.what());
+      } catch (...) {
+        spdlog::warn(
+            "job {} '{}': stored policy state not used: load_state threw an exception that is "
+            "not a std::exception",
+            id_, job_.name);
+      }
+    }
+  memory_model_.emplace(g, job_.devices, memory_options);
+  // A fresh policy first imitates the configured baseline, so its first live candidates are a
+  // heuristic's rather than uniform noise; a resumed one has learned more than that already.
+  // It runs once the job trains (LiveSession::run_deferred_work()), so the first directive does
+  // not wait.
+  warm_start_pending_ = !resumed && !policy_.warm_start.empty();
+  job_start_ = std::move(start);
+  const placement::Grouping& grouping = pipeline_->grouping();
+  spdlog::info("job {} '{}': graph {} with {} ops in {} groups{}{}{}", id_, job_.name, fingerprint_,
+               g.ops.size(), grouping.num_groups,
+               pipeline_->learned_grouping() ? " (learned grouping, regrouped every sample)" : "",
+               cached_ ? ", stored best placement found" : "",
+               resumed ? ", policy state resumed" : "");
+  return {fingerprint_,        g.ops.size(),        g.edges.size(),
+          grouping.num_groups, cached_.has_value(), resumed};
+}
+
+void Session::drop_graph() {
+  algorithm_.reset();
+  pipeline_.reset();
+  placer_.reset();
+  grouper_.reset();
+  warm_start_.reset();
+  warm_start_pending_ = false;
+  memory_model_.reset();
+  graph_.reset();
+  fingerprint_.clear();
+  cached_.reset();
+  job_start_.reset();
+}
+
+bool Session::warm_start_due(WarmStartWhen when) const {
+  // Not before the job trains on its first placement, and never after a plugin failed.
+  if (!warm_start_pending_ || state_ == SessionState::kDetached || candidates_.empty() ||
+      !policy_error_.empty())
+    return false;
+  // The simulator imitates best with profiles of every device kind; a job that does not profile
+  // sends none, and before the first sample it runs on what there is (some kind's profiles never
+  // came: its candidate failed).
+  if (!can_profile() || fully_profiled()) return true;
+  return when == WarmStartWhen::kBeforeFirstSample && single_device_tried_;
+}
+
+void Session::run_warm_start(const PluginRegistry& registry) {
+  warm_start_pending_ = false;
+  offline::ImitationOptions imitation;
+  imitation.baseline = policy_.warm_start;
+  // The search runs on the session's strand while the job trains on its start placement and
+  // holds up only this job's next candidate; [policy] warm_start_seconds bounds it.
+  imitation.search.max_seconds = policy_.warm_start_seconds;
+  warm_started(offline::imitate_baseline(pipeline_->policy(), *memory_model_, registry,
+                                         pipeline_->grouping(), imitation, rng_(),
+                                         pipeline_->action_for({})));
+}
+
+void Session::warm_started(offline::ImitationResult result) {
+  warm_start_pending_ = false;
+  warm_start_ = std::move(result);
+  if (warm_start_->skipped.empty())
+    spdlog::info(
+        "job {} '{}': policy warm-started from {} in {} steps (per-group probability {:.2f} -> "
+        "{:.2f})",
+        id_, job_.name, warm_start_->baseline, warm_start_->steps, warm_start_->probability_before,
+        warm_start_->probability_after);
+  else
+    spdlog::warn("job {} '{}': no warm start: {}", id_, job_.name, warm_start_->skipped);
+}
+
+void Session::detach() {
+  if (state_ == SessionState::kDetached) return;
+  state_at_detach_ = state_;
+  state_ = SessionState::kDetached;
+  detached_steady_ = std::chrono::steady_clock::now();
+}
+
+void Session::retire() {
+  detach();
+  drop_graph();
+  candidates_.clear();
+}
+
 const CandidateRecord* Session::best() const {
-  const auto it = candidates.find(incumbent);
-  if (it == candidates.end() || !it->second.median()) return nullptr;
+  const auto it = candidates_.find(incumbent_);
+  if (it == candidates_.end() || !it->second.median()) return nullptr;
   return &it->second;
 }
 
-const CandidateRecord* Session::start() const {
-  return candidates.empty() ? nullptr : &candidates.begin()->second;
+const CandidateRecord* Session::start_candidate() const {
+  return candidates_.empty() ? nullptr : &candidates_.begin()->second;
 }
 
 double Session::profiling_overhead_seconds() const {
   double extra = 0.0;
-  for (const auto& [id, c] : candidates) {
+  for (const auto& [id, c] : candidates_) {
     if (c.profiled_times.empty() || !(c.reason == Reason::kStart || c.reason == Reason::kCached))
       continue;
     const std::optional<double> m = c.median();
@@ -135,34 +265,33 @@ double Session::profiling_overhead_seconds() const {
 
 std::set<std::string> Session::profiled_kinds() const {
   std::set<std::string> kinds;
-  if (graph)
-    for (const placement::Op& op : graph->ops)
+  if (graph_)
+    for (const placement::Op& op : graph_->ops)
       for (const auto& [kind, profile] : op.profile) kinds.insert(kind);
   return kinds;
 }
 
-void Session::add_to_timeline(uint64_t placement, double step_time_s) {
+void Timeline::add(uint64_t step, uint64_t placement, uint64_t best, double step_time_s) {
   using placement::messages::TimelinePoint;
-  TimelinePoint* last = timeline.empty() ? nullptr : &timeline.back();
-  if (last && last->placement == placement && last->best == incumbent &&
-      last->steps < timeline_stride) {
+  TimelinePoint* last = points_.empty() ? nullptr : &points_.back();
+  if (last && last->placement == placement && last->best == best && last->steps < stride_) {
     ++last->steps;
     last->mean_step_time_s += (step_time_s - last->mean_step_time_s) / last->steps;
     return;
   }
-  timeline.push_back({steps - 1, 1, placement, incumbent, step_time_s});
-  if (timeline.size() <= TimelinePoint::kMaxPoints) return;
+  points_.push_back({step, 1, placement, best, step_time_s});
+  if (points_.size() <= TimelinePoint::kMaxPoints) return;
   // Halve the resolution: each pair of neighbours becomes one point of their steps.
-  timeline_stride *= 2;
+  stride_ *= 2;
   std::vector<TimelinePoint> merged;
-  merged.reserve(timeline.size() / 2 + 1);
-  for (size_t i = 0; i < timeline.size(); i += 2) {
-    if (i + 1 == timeline.size()) {
-      merged.push_back(timeline[i]);
+  merged.reserve(points_.size() / 2 + 1);
+  for (size_t i = 0; i < points_.size(); i += 2) {
+    if (i + 1 == points_.size()) {
+      merged.push_back(points_[i]);
       break;
     }
-    const TimelinePoint& a = timeline[i];
-    const TimelinePoint& b = timeline[i + 1];
+    const TimelinePoint& a = points_[i];
+    const TimelinePoint& b = points_[i + 1];
     TimelinePoint m = a;
     m.steps = a.steps + b.steps;
     m.mean_step_time_s = (a.mean_step_time_s * a.steps + b.mean_step_time_s * b.steps) /
@@ -171,54 +300,58 @@ void Session::add_to_timeline(uint64_t placement, double step_time_s) {
     m.best = b.best;
     merged.push_back(m);
   }
-  timeline = std::move(merged);
+  points_ = std::move(merged);
 }
 
 placement::messages::JobSummary Session::summary() const {
   const CandidateRecord* b = best();
   placement::messages::JobSummary out;
-  if (!candidates.empty()) out.start_step_time_s = candidates.begin()->second.median();
+  if (!candidates_.empty()) out.start_step_time_s = candidates_.begin()->second.median();
   if (b) out.best_step_time_s = b->median();
-  if (!candidates.empty())
-    out.start_step_time_interval_s = candidates.begin()->second.median_interval();
+  if (!candidates_.empty())
+    out.start_step_time_interval_s = candidates_.begin()->second.median_interval();
   if (b) out.best_step_time_interval_s = b->median_interval();
-  if (auto it = candidates.find(current_candidate); it != candidates.end())
+  if (auto it = candidates_.find(current_candidate_); it != candidates_.end())
     out.current_step_time_s = it->second.median();
   // What exploration cost beyond the placement in force's step time, and profiling beyond the
   // start's own, as a fraction of measured step time (0 when exploration earned more time back than
   // it cost: a challenger faster than the incumbent ran before a trial showed it).
   const double profiling = profiling_overhead_seconds();
   out.exploration_overhead =
-      measured_seconds > 0 ? std::max(0.0, exploration_cost_s + profiling) / measured_seconds : 0.0;
+      counters_.measured_seconds > 0
+          ? std::max(0.0, counters_.exploration_cost_s + profiling) / counters_.measured_seconds
+          : 0.0;
   if (out.start_step_time_s && out.best_step_time_s && *out.best_step_time_s > 0)
     out.speedup = *out.start_step_time_s / *out.best_step_time_s;
-  out.job_s = measured_seconds;
+  out.job_s = counters_.measured_seconds;
   // Against the start: what the job's batches would have taken had it stayed there. Times add up
   // as means do: a median below a skewed mean would show a job that never left the start as slower.
-  const double batches = static_cast<double>(steps - failed_steps);
-  if (const CandidateRecord* s = start(); s && s->mean() && measured_seconds > 0) {
+  const double batches = static_cast<double>(counters_.steps - counters_.failed_steps);
+  if (const CandidateRecord* s = start_candidate();
+      s && s->mean() && counters_.measured_seconds > 0) {
     out.start_mean_step_time_s = s->mean();
-    out.realized_speedup = *s->mean() * batches / measured_seconds;
+    out.realized_speedup = *s->mean() * batches / counters_.measured_seconds;
     if (auto interval = s->mean_interval())
-      out.realized_speedup_interval = std::array<double, 2>{
-          (*interval)[0] * batches / measured_seconds, (*interval)[1] * batches / measured_seconds};
+      out.realized_speedup_interval =
+          std::array<double, 2>{(*interval)[0] * batches / counters_.measured_seconds,
+                                (*interval)[1] * batches / counters_.measured_seconds};
   }
   if (b) {
     const double best_mean = *b->mean();
     double beyond = 0.0;
-    for (const auto& [cid, c] : candidates)
-      if (cid != incumbent)
+    for (const auto& [cid, c] : candidates_)
+      if (cid != incumbent_)
         beyond += c.seconds_run - static_cast<double>(c.steps_run - c.failures) * best_mean;
     out.beyond_best_s = beyond;
   }
-  out.current_placement = current_candidate;
-  if (b) out.best_placement = incumbent;
-  out.on_best = b && current_candidate == incumbent;
-  const SessionState ended = state == SessionState::kDetached ? state_at_detach : state;
-  out.exploration_finished = ended == SessionState::kExploiting && !paused && finishing.empty();
+  out.current_placement = current_candidate_;
+  if (b) out.best_placement = incumbent_;
+  out.on_best = b && current_candidate_ == incumbent_;
+  const SessionState ended = state_ == SessionState::kDetached ? state_at_detach_ : state_;
+  out.exploration_finished = ended == SessionState::kExploiting && !paused_ && finishing_.empty();
   // When the search first got within 2% of the best it has now (issue #5's convergence figure).
   if (b)
-    for (const auto& [cid, c] : candidates) {
+    for (const auto& [cid, c] : candidates_) {
       const auto m = c.median();
       if (c.stale || !m || !c.measured_at_step || *m > 1.02 * *out.best_step_time_s) continue;
       out.steps_to_within_2pct = *c.measured_at_step;
@@ -228,50 +361,51 @@ placement::messages::JobSummary Session::summary() const {
   // How much of the exploration budget is spent: candidates against max_candidates, and the cost
   // against max_overhead_fraction of the time of the steps the job said it will run (or, without
   // them, of the time measured so far: the pace).
-  const auto& e = policy.exploration;
+  const auto& e = policy_.exploration;
   double budget_used =
-      e.max_candidates > 0 ? static_cast<double>(candidates.size()) / e.max_candidates : 1.0;
-  if (expected_steps > 0 && e.max_overhead_fraction > 0 && cost_reference)
-    budget_used = std::max(budget_used, exploration_cost_s / (e.max_overhead_fraction *
-                                                              expected_steps * *cost_reference));
-  if (expected_steps == 0 && e.max_overhead_fraction > 0 && measured_seconds > 0)
-    budget_used =
-        std::max(budget_used, exploration_cost_s / (e.max_overhead_fraction * measured_seconds));
-  if ((state == SessionState::kExploiting && !paused) || state == SessionState::kDetached)
+      e.max_candidates > 0 ? static_cast<double>(candidates_.size()) / e.max_candidates : 1.0;
+  if (job_.expected_steps > 0 && e.max_overhead_fraction > 0 && cost_reference_)
+    budget_used = std::max(budget_used,
+                           counters_.exploration_cost_s /
+                               (e.max_overhead_fraction * job_.expected_steps * *cost_reference_));
+  if (job_.expected_steps == 0 && e.max_overhead_fraction > 0 && counters_.measured_seconds > 0)
+    budget_used = std::max(budget_used, counters_.exploration_cost_s /
+                                            (e.max_overhead_fraction * counters_.measured_seconds));
+  if ((state_ == SessionState::kExploiting && !paused_) || state_ == SessionState::kDetached)
     budget_used = 1.0;
   out.budget_used = std::min(budget_used, 1.0);
-  const auto end = detached_steady ? *detached_steady : std::chrono::steady_clock::now();
-  out.attached_s = std::chrono::duration<double>(end - attached_steady).count();
-  out.id = id;
-  out.name = job;
-  out.uid = uid;
-  out.pid = pid;
-  out.state = state;
-  out.fingerprint = fingerprint;
-  out.ops = graph ? graph->ops.size() : 0;
-  out.groups = pipeline ? pipeline->grouping().num_groups : 0;
-  out.devices = devices.size();
-  out.grouper = policy.grouper;
-  out.placer = policy.placer;
-  out.algorithm = policy.algorithm;
-  out.steps = steps;
-  out.failed_steps = failed_steps;
-  out.candidates_tried = candidates.size();
-  out.max_candidates = policy.exploration.max_candidates;
-  out.exploration_steps = exploration_steps;
-  out.expected_steps = expected_steps;
-  out.paused = paused;
-  out.rejected = rejected;
-  out.repeats_scored = repeats_scored;
-  out.reexplorations = reexplorations;
+  const auto end = detached_steady_ ? *detached_steady_ : std::chrono::steady_clock::now();
+  out.attached_s = std::chrono::duration<double>(end - attached_steady_).count();
+  out.id = id_;
+  out.name = job_.name;
+  out.uid = job_.uid;
+  out.pid = job_.pid;
+  out.state = state_;
+  out.fingerprint = fingerprint_;
+  out.ops = graph_ ? graph_->ops.size() : 0;
+  out.groups = pipeline_ ? pipeline_->grouping().num_groups : 0;
+  out.devices = job_.devices.size();
+  out.grouper = policy_.grouper;
+  out.placer = policy_.placer;
+  out.algorithm = policy_.algorithm;
+  out.steps = counters_.steps;
+  out.failed_steps = counters_.failed_steps;
+  out.candidates_tried = candidates_.size();
+  out.max_candidates = policy_.exploration.max_candidates;
+  out.exploration_steps = counters_.exploration_steps;
+  out.expected_steps = job_.expected_steps;
+  out.paused = paused_;
+  out.rejected = counters_.rejected;
+  out.repeats_scored = counters_.repeats_scored;
+  out.reexplorations = counters_.reexplorations;
   const std::set<std::string> kinds = profiled_kinds();
   out.profiled_kinds.assign(kinds.begin(), kinds.end());
-  out.profiled_steps = profiled_steps;
+  out.profiled_steps = counters_.profiled_steps;
   out.profiling_overhead_s = profiling;
-  if (!policy_error.empty()) out.policy_error = policy_error;
-  out.replica = replica;
+  if (!policy_error_.empty()) out.policy_error = policy_error_;
+  out.replica = job_.replica;
   if (follower()) {
-    out.current_step_time_s = median_of({follower_step_times.begin(), follower_step_times.end()});
+    out.current_step_time_s = median_of({follower_step_times_.begin(), follower_step_times_.end()});
     // A follower explores nothing: rank 0's session spends the group's budget.
     out.grouper = out.placer = out.algorithm = "";
     out.max_candidates = 0;
@@ -283,13 +417,13 @@ placement::messages::JobSummary Session::summary() const {
 placement::messages::JobInfo Session::detail() const {
   placement::messages::JobInfo info;
   info.job = summary();
-  for (const auto& [cid, c] : candidates) {
+  for (const auto& [cid, c] : candidates_) {
     placement::messages::CandidateInfo ci;
     ci.id = cid;
     ci.reason = c.reason;
     ci.stale = c.stale;
     ci.placement_fingerprint = c.placement.fingerprint();
-    for (auto n : c.placement.ops_per_device(devices.size())) ci.ops_per_device.push_back(n);
+    for (auto n : c.placement.ops_per_device(job_.devices.size())) ci.ops_per_device.push_back(n);
     ci.steps = c.measured_steps + c.warmup_steps;
     ci.failures = c.failures;
     if (!c.error.empty()) ci.error = c.error;
@@ -297,13 +431,13 @@ placement::messages::JobInfo Session::detail() const {
     if (c.trial) ci.trial = describe(*c.trial);
     info.candidates.push_back(std::move(ci));
   }
-  for (const auto& d : devices.devices) info.device_names.push_back(d.name());
-  info.stray_reports = stray_reports;
-  info.profile_reports = profile_reports;
-  info.rejected_by_device = rejected_by_device;
-  info.warm_start = warm_start ? offline::to_json(*warm_start) : nlohmann::json(nullptr);
-  info.timeline = timeline;
-  info.trials = trial_marks;
+  for (const auto& d : job_.devices.devices) info.device_names.push_back(d.name());
+  info.stray_reports = counters_.stray_reports;
+  info.profile_reports = counters_.profile_reports;
+  info.rejected_by_device = counters_.rejected_by_device;
+  info.warm_start = warm_start_ ? offline::to_json(*warm_start_) : nlohmann::json(nullptr);
+  info.timeline = timeline_.points();
+  info.trials = timeline_.marks();
   return info;
 }
 

@@ -30,8 +30,12 @@
 #include "planning/offline/warm_start.h"
 #include "planning/policy_pipeline.h"
 #include "planning/sim/simulator.h"
+#include "plugins/plugin_registry.h"
 
 namespace placementd {
+
+class Store;
+struct Proposal;
 
 /// attached → (graph) → profiling (the start placement is measured) → exploring → exploiting
 /// (→ re-exploring on drift → exploiting) → detached: the state the job's directives carry.
@@ -106,151 +110,226 @@ struct CandidateRecord {
   std::optional<std::array<double, 2>> median_interval() const;
 };
 
-/// The state of a job's session: LiveSession's private part (live_session.h), which guards it;
-/// the state machine (exploration.h) and the profile requests (live_profiles.h) work on it, and
-/// their tests drive it directly.
-struct Session {
-  uint64_t id = 0;
-  std::string job;
+/// Who the job is and what it said when it attached: set then, never changed.
+struct JobIdentity {
+  std::string name;
   uid_t uid = 0;
   pid_t pid = 0;
   std::string sdk_version;
   std::string torch_version;
-  SessionState state = SessionState::kAttached;
-  std::chrono::system_clock::time_point attached_at;
-  std::chrono::steady_clock::time_point attached_steady;
-  /// Set when the session ends (attached_s then stops growing).
-  std::optional<std::chrono::steady_clock::time_point> detached_steady;
-  /// The state the job was in when it detached (what it ended on: exploring, or done).
-  SessionState state_at_detach = SessionState::kAttached;
-
-  placement::DeviceSet devices;
-  std::optional<placement::OpGraph> graph;
-  std::string fingerprint;
-  EffectivePolicy policy;
-  std::unique_ptr<placement::Grouper> grouper;
-  std::unique_ptr<placement::Placer> placer;
-  std::unique_ptr<placement::Algorithm> algorithm;
-  /// Grouper → placer over `graph` and `devices` (which it refers to): draws the candidates and
-  /// holds the policy the algorithm trains.
-  std::unique_ptr<PolicyPipeline> pipeline;
-  std::mt19937_64 rng;
-
-  /// The best placement this uid's earlier runs stored for this (graph, devices): the first
-  /// candidate after the job's own start, kept only if a trial shows it faster.
-  std::optional<placement::Placement> cached;
-  /// The placement the job runs when it attaches (all on its first device unless it says
-  /// otherwise).
-  std::optional<placement::Placement> job_start;
-  /// Memory model for pre-screening candidates (built from the uploaded graph and devices).
-  std::optional<sim::Simulator> memory_model;
-  /// What [policy] warm_start did before the first candidate (nullopt: not configured, or the
-  /// policy state was resumed from an earlier run).
-  std::optional<offline::ImitationResult> warm_start;
-  /// The warm start is configured, the policy was not resumed, and it has not run yet: it waits
-  /// for the job's profiles of every device kind (the simulator needs them), at most until the
-  /// policy's first sample.
-  bool warm_start_pending = false;
-  /// The protocol version of the job's connection, and how many steps it profiles when a
-  /// directive asks it to (0: it does not; protocol 1 jobs never do).
+  /// The protocol version of its connection (profile reports need 2).
   uint16_t protocol_version = 1;
-  int64_t job_profile_steps = 0;
-  /// profile_report messages merged into `graph`, and steps the job ran under its profiler.
-  uint64_t profile_reports = 0;
-  uint64_t profiled_steps = 0;
-  std::map<uint64_t, CandidateRecord> candidates;
-  uint64_t current_candidate = 0;
+  /// Steps it profiles when a directive asks it to (0: it does not).
+  int64_t profile_steps = 0;
+  /// Steps it expects to run (0: unknown); bounds exploration by max_overhead_fraction.
+  uint64_t expected_steps = 0;
+  placement::DeviceSet devices;
+  /// Protocol 4: one replica of a data-parallel group; a follower when its rank is not 0.
+  std::optional<placement::messages::ReplicaInfo> replica;
+};
+
+/// What ran when (`placementctl jobs show --plot`): at most TimelinePoint::kMaxPoints points of at
+/// most stride() steps each; the stride doubles as neighbours merge. And every trial's end (a
+/// candidate's trial and its final check are two): at most two a candidate.
+class Timeline {
+ public:
+  /// Adds step `step` (the job's step count before it: one more than the last added) that ran
+  /// `placement` in `step_time_s` while `best` was in force.
+  void add(uint64_t step, uint64_t placement, uint64_t best, double step_time_s);
+  void mark(placement::messages::TrialMark mark) { marks_.push_back(std::move(mark)); }
+
+  const std::vector<placement::messages::TimelinePoint>& points() const { return points_; }
+  uint64_t stride() const { return stride_; }
+  const std::vector<placement::messages::TrialMark>& marks() const { return marks_; }
+
+ private:
+  std::vector<placement::messages::TimelinePoint> points_;
+  uint64_t stride_ = 1;
+  std::vector<placement::messages::TrialMark> marks_;
+};
+
+/// What a session counted: read by inspection and tests, changed only by the session.
+struct SessionCounters {
+  /// Steps the job reported (all of them), those that failed, and the seconds they took.
   uint64_t steps = 0;
   uint64_t failed_steps = 0;
   double measured_seconds = 0.0;
-  /// Steps the job expects to run (0: unknown); bounds exploration by max_overhead_fraction.
-  uint64_t expected_steps = 0;
   /// Steps run on exploration candidates (not the start placement, not the best being exploited,
   /// not a re-measurement of it).
   uint64_t exploration_steps = 0;
-  /// What exploration cost the job: the seconds its steps took beyond cost_reference (a candidate
-  /// as fast as the placement in force costs nothing, a faster one earns time back), the warm-up
-  /// of swaps back to the placement in force during a trial, and the whole of a failed step. This
-  /// is what max_overhead_fraction bounds.
+  /// What exploration cost the job: the seconds its steps took beyond the cost reference (a
+  /// candidate as fast as the placement in force costs nothing, a faster one earns time back), the
+  /// warm-up of swaps back to the placement in force during a trial, and the whole of a failed
+  /// step. This is what max_overhead_fraction bounds.
   double exploration_cost_s = 0.0;
-  /// The mean step time of the placement in force over its latest measured steps, refreshed after
-  /// each policy advance; nullopt until it has been measured.
-  std::optional<double> cost_reference;
-  /// Exploiting only until the job's time brings exploration back under its pace (jobs without
-  /// expected_steps); exploration then resumes.
-  bool paused = false;
-  /// Whether the stored placement was offered as a candidate (once, right after the start).
-  bool cached_tried = false;
-  /// Whether "all on one device" was offered as a candidate (once, after the start and the stored).
-  bool single_device_tried = false;
-  /// Whether the warm start's placement (its policy's mode) was issued as a candidate.
-  bool warm_start_tried = false;
   /// Policy samples the memory model rejected before they ran, and the devices at fault.
   uint64_t rejected = 0;
   std::map<std::string, uint64_t> rejected_by_device;
   /// Policy samples scored from an earlier measurement of the same placement instead of running.
   uint64_t repeats_scored = 0;
-  /// Candidates in a row that no trial showed faster than the incumbent.
-  int64_t since_improvement = 0;
-  /// Consecutive steps on the best placement slower than best × (1 + drift_threshold), and that
-  /// best's median when exploitation began (a median per report would cost a job of a million
-  /// steps a sort of its history at every step).
-  int64_t drift_count = 0;
-  std::optional<double> drift_reference;
-  /// The first steps of an exploitation, whose median becomes drift_reference: fresh steps, not a
-  /// median that mixes in thousands measured before a drift or ten from a screening.
-  std::vector<double> drift_baseline;
   uint64_t reexplorations = 0;
-  /// Each re-exploration adds candidates, and a job's own reported times start one: past this
-  /// many, a drift only takes a new reference, so a session's candidates stay bounded.
-  static constexpr uint64_t kMaxReexplorations = 64;
-  int64_t reexplore_left = 0;
-  /// The step of the report that made an advance due, until advance_session() or stop_exploring()
-  /// runs it: no second advance is due meanwhile, and the directive it ends with names that step
-  /// (after_step).
-  std::optional<uint64_t> advance_due_after;
   /// Step reports that did not match this session (unknown placement id).
   uint64_t stray_reports = 0;
-  /// Set when plugin code threw (what and where): exploration ended for good, the job runs its
-  /// best (or start) placement, and the policy's state is no longer saved.
-  std::string policy_error;
+  /// profile_report messages merged into the graph, and steps the job ran under its profiler.
+  uint64_t profile_reports = 0;
+  uint64_t profiled_steps = 0;
+};
+
+/// One job's session: what it attached with, its graph and the policy's plugins built on it, and
+/// the state machine that picks its placements (exploration.h). Its state is changed only by its
+/// own members, which live by concern in this folder: the graph, the warm start, inspection and
+/// the timeline here (session.cpp); the state machine in exploration.cpp; where candidates come
+/// from in candidates.cpp; profiles in live_profiles.cpp; the directive in directive.cpp.
+/// LiveSession (live_session.h) guards it with a lock and the plugin-failure guard; tests drive
+/// it directly.
+class Session {
+ public:
+  /// `id` also seeds the session's random numbers. A follower (job.replica, rank > 0) is in state
+  /// following from the start.
+  Session(uint64_t id, JobIdentity job, EffectivePolicy policy);
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+  ~Session();
+
+  // --- Who (set at attach, never changed) ---
+  uint64_t id() const { return id_; }
+  const JobIdentity& job() const { return job_; }
+  const placement::DeviceSet& devices() const { return job_.devices; }
+  const EffectivePolicy& policy() const { return policy_; }
+  /// Protocol 4: a replica of rank > 0 runs the placement rank 0's daemon decides: it has no
+  /// graph, candidates or directives here, only its steps, of which the latest kFollowerWindow
+  /// give its current step time.
+  bool follower() const { return job_.replica && job_.replica->follower(); }
+  static constexpr size_t kFollowerWindow = 64;
+
+  // --- The graph and what is built on it (session.cpp) ---
+  /// The policy's plugins, created for this job's [policy].
+  struct Plugins {
+    std::unique_ptr<placement::Grouper> grouper;
+    std::unique_ptr<placement::Placer> placer;
+    std::unique_ptr<placement::Algorithm> algorithm;
+  };
+  /// Takes the job's graph and the placement it runs now (else all on its first device): builds
+  /// the policy pipeline over `plugins` (plugin code: what it throws is the caller's, and the
+  /// caller then calls drop_graph()), resumes this uid's stored policy state for it if the policy
+  /// can read it, finds the stored best placement, and builds the memory model.
+  placement::messages::GraphAccepted take_graph(placement::OpGraph graph,
+                                                std::optional<placement::Placement> start,
+                                                Plugins plugins,
+                                                const sim::SimulatorOptions& memory_options,
+                                                const Store& store);
+  /// Lets go of the graph and everything built on it (plugins, policy, memory model).
+  void drop_graph();
+  const std::optional<placement::OpGraph>& graph() const { return graph_; }
+  const std::string& fingerprint() const { return fingerprint_; }
+  /// nullptr before the graph.
+  const PolicyPipeline* pipeline() const { return pipeline_.get(); }
+  const sim::Simulator* memory_model() const { return memory_model_ ? &*memory_model_ : nullptr; }
+
+  // --- The warm start (session.cpp) ---
+  /// When a pending [policy] warm_start runs: once the graph has profiles of every device kind of
+  /// the job (at once for a job that does not profile) or, at the latest, before the policy's
+  /// first sample (after the start and the all-on-one-device candidate).
+  enum class WarmStartWhen { kProfiled, kBeforeFirstSample };
+  bool warm_start_due(WarmStartWhen when) const;
+  /// Runs the warm start (plugin code; seconds, bounded by [policy] warm_start_seconds).
+  void run_warm_start(const PluginRegistry& registry);
+  /// Takes what a warm start found (run_warm_start's; tests hand one in): its placement is the
+  /// first policy candidate.
+  void warm_started(offline::ImitationResult result);
+  /// What [policy] warm_start did (nullopt: not configured, not run yet, or the policy state was
+  /// resumed from an earlier run).
+  const std::optional<offline::ImitationResult>& warm_start() const { return warm_start_; }
+
+  // --- The state machine (exploration.cpp; exploration.h tells its story) ---
+  /// After the graph: the job's start placement (the stored best comes later, as a candidate).
+  /// Enters profiling.
+  placement::messages::Directive start();
+  /// One step report (cheap). Returns true when the policy has to run advance() now: the current
+  /// candidate's screening finished (k good steps) or failed, a trial's window is full, or the
+  /// best placement drifted. Reports of earlier placements still count for their own candidate
+  /// (outside any trial window). A follower only counts its steps.
+  bool record(const placement::messages::StepReport& report);
+  /// Policy work (seconds for big policies: run it off the I/O thread): scores the screened
+  /// candidate and trains the policy on it, or closes a trial's window and looks; persists the
+  /// incumbent and the policy state in `store`, and picks what runs next. nullopt: the job keeps
+  /// its current placement.
+  std::optional<placement::messages::Directive> advance(Store& store);
+  /// Ends exploration for good (`why`): the incumbent runs from now on (a trial in progress is
+  /// dropped), or the start placement when none measured well. Returns the directive that moves
+  /// the job there; nullopt when it runs that placement already. No plugin code runs.
+  std::optional<placement::messages::Directive> stop_exploring(const std::string& why);
+  /// Plugin code threw `what`: the same, and the policy's state is no longer saved (it may be
+  /// half-updated); `jobs show` says why.
+  std::optional<placement::messages::Directive> policy_failed(std::string what);
+  /// Offers the incumbent to the store, once it is the start or passed the final check (as on
+  /// detach, disconnect and SIGTERM); a store that cannot write is logged. Returns true if it was
+  /// written.
+  bool persist_best(Store& store) const;
+  /// Saves the policy's state, unless the policy failed. A store that cannot write is logged;
+  /// what the policy's save_state() throws is the caller's (LiveSession's guard).
+  void persist_policy(Store& store) const;
+  /// The store's key for the policy state: grouper+placer+algorithm.
+  std::string policy_key() const;
+  /// The job has gone: the state it ended in is kept for inspection (attached_s stops growing).
+  void detach();
+  /// Keeps what inspection shows of a detached session and lets go of the rest: the graph and
+  /// everything built on it, and every candidate.
+  void retire();
+
+  // --- Profiles (live_profiles.cpp) ---
+  /// Whether the job profiles its steps when asked (protocol 2, profile steps above 0).
+  bool can_profile() const;
+  /// Whether the job should profile its steps under `placement`: it can, and the placement puts
+  /// ops on a device kind the graph has no profile for — on one device of that kind, unless the
+  /// all-on-one-device candidate that follows the start will not run on it (a split's op times
+  /// include copies between devices).
+  bool wants_profile(const placement::Placement& placement) const;
+  /// Whether every device kind of the job's devices has profiles in its graph.
+  bool fully_profiled() const;
+  /// Merges `report` into the graph and rebuilds the memory model with the measured activation
+  /// sizes. Throws std::invalid_argument naming the entry at fault (an op the graph lacks, a kind
+  /// none of the job's devices has, a placement id never issued); nothing changes then.
+  void apply_profiles(const placement::messages::ProfileReport& report);
+
+  // --- The directive (directive.cpp) ---
+  /// The one place a directive is made: candidate `placement_id` for `reason`, with the
+  /// candidate's placement, the session's state, whether the job profiles under it, and, when a
+  /// step report made the session decide it, that report's step (advance_due_after()).
+  placement::messages::Directive directive(uint64_t placement_id, Reason reason) const;
+
+  // --- What it knows ---
+  SessionState state() const { return state_; }
+  const std::map<uint64_t, CandidateRecord>& candidates() const { return candidates_; }
+  /// The placement the job runs now.
+  uint64_t current_candidate() const { return current_candidate_; }
   /// The placement in force: the start until a challenger is shown faster in an A/B trial; the
   /// trials' reference, and the one the job keeps (after the final check).
-  uint64_t incumbent = 0;
-  /// The A/B trial running, if any (its windows alternate incumbent and challenger), and each arm's
-  /// failed steps when it began (a failure before the trial is not the trial's).
-  std::optional<Trial> trial;
-  std::array<uint64_t, 2> trial_failures{};
-  /// Why exploration ended, while the final check (the start against the choice) runs.
-  std::string finishing;
-  /// Steps still to discard as warm-up after the latest swap (to current_candidate).
-  int64_t warmup_left = 0;
-
-  /// Protocol 4: the job is one replica of a data-parallel group. A follower (rank > 0) runs the
-  /// placement rank 0's daemon decides: it has no graph, candidates or directives here, only its
-  /// steps, of which the latest kFollowerWindow give its current step time.
-  std::optional<placement::messages::ReplicaInfo> replica;
-  std::deque<double> follower_step_times;
-  static constexpr size_t kFollowerWindow = 64;
-  bool follower() const { return replica && replica->follower(); }
-  /// Steps run under current_candidate since it was issued for screening (warm-up included).
-  int64_t screen_steps = 0;
-
-  /// What ran when (`placementctl jobs show --plot`): at most TimelinePoint::kMaxPoints points of
-  /// at most timeline_stride steps each; the stride doubles as neighbours merge.
-  std::vector<placement::messages::TimelinePoint> timeline;
-  uint64_t timeline_stride = 1;
-  /// Every trial's end (a candidate's trial and its final check are two), as many as trials ran:
-  /// at most two a candidate.
-  std::vector<placement::messages::TrialMark> trial_marks;
-  /// Adds the step just counted (steps) that ran `placement` in `step_time_s`.
-  void add_to_timeline(uint64_t placement, double step_time_s);
-
+  uint64_t incumbent() const { return incumbent_; }
+  /// The A/B trial running, if any.
+  const std::optional<Trial>& trial() const { return trial_; }
+  const SessionCounters& counters() const { return counters_; }
+  /// Exploiting only until the job's time brings exploration back under its pace.
+  bool paused() const { return paused_; }
+  /// The step of the report that made an advance due, until advance() or stop_exploring() runs
+  /// it: no second advance is due meanwhile, and the directive it ends with names that step.
+  std::optional<uint64_t> advance_due_after() const { return advance_due_after_; }
+  /// Candidates in a row that no trial showed faster than the incumbent (converge_candidates).
+  int64_t since_improvement() const { return since_improvement_; }
+  /// The median step time of the placement in force that a drift is measured from (taken from the
+  /// first steps of an exploitation); nullopt until then.
+  std::optional<double> drift_reference() const { return drift_reference_; }
+  /// Whether "all on one device" was offered as a candidate (once, after the start and the
+  /// stored best).
+  bool single_device_tried() const { return single_device_tried_; }
+  /// What plugin code threw, and where; empty while none did.
+  const std::string& policy_error() const { return policy_error_; }
+  const Timeline& timeline() const { return timeline_; }
   /// The placement in force (`incumbent`) once it has a measurement; nullptr before. It is never
   /// a candidate measured a hair faster over a few noisy steps: only a trial unseats it.
   const CandidateRecord* best() const;
-  /// The placement the job ran first (the stored best, else its own).
-  const CandidateRecord* start() const;
+  /// The placement the job ran first (its own).
+  const CandidateRecord* start_candidate() const;
   /// What profiling cost beyond the placements' own step times, on candidates that are not
   /// exploration (the start; an exploration candidate's steps all count as exploration already).
   double profiling_overhead_seconds() const;
@@ -260,6 +339,91 @@ struct Session {
   placement::messages::JobSummary summary() const;
   /// summary() plus per-candidate detail, for `placementctl jobs show`.
   placement::messages::JobInfo detail() const;
+
+  /// Each re-exploration adds candidates, and a job's own reported times start one: past this
+  /// many, a drift only takes a new reference, so a session's candidates stay bounded.
+  static constexpr uint64_t kMaxReexplorations = 64;
+
+ private:
+  /// The state machine's steps (exploration.cpp).
+  struct Machine;
+  /// The next candidate (candidates.cpp, which says where candidates come from).
+  std::optional<Proposal> propose();
+
+  const uint64_t id_;
+  const JobIdentity job_;
+  const EffectivePolicy policy_;
+  const std::chrono::system_clock::time_point attached_at_;
+  const std::chrono::steady_clock::time_point attached_steady_;
+  /// Set when the session ends (attached_s then stops growing).
+  std::optional<std::chrono::steady_clock::time_point> detached_steady_;
+  SessionState state_ = SessionState::kAttached;
+  /// The state the job was in when it detached (what it ended on: exploring, or done).
+  SessionState state_at_detach_ = SessionState::kAttached;
+
+  std::optional<placement::OpGraph> graph_;
+  std::string fingerprint_;
+  std::unique_ptr<placement::Grouper> grouper_;
+  std::unique_ptr<placement::Placer> placer_;
+  std::unique_ptr<placement::Algorithm> algorithm_;
+  /// Grouper → placer over `graph_` and the job's devices (which it refers to): draws the
+  /// candidates and holds the policy the algorithm trains.
+  std::unique_ptr<PolicyPipeline> pipeline_;
+  std::mt19937_64 rng_;
+  /// The best placement this uid's earlier runs stored for this (graph, devices): the first
+  /// candidate after the job's own start, kept only if a trial shows it faster.
+  std::optional<placement::Placement> cached_;
+  /// The placement the job runs when it attaches (all on its first device unless it says).
+  std::optional<placement::Placement> job_start_;
+  /// Memory model for pre-screening candidates (built from the graph and devices).
+  std::optional<sim::Simulator> memory_model_;
+  std::optional<offline::ImitationResult> warm_start_;
+  /// The warm start is configured, the policy was not resumed, and it has not run yet: it waits
+  /// for the job's profiles of every device kind (the simulator needs them), at most until the
+  /// policy's first sample.
+  bool warm_start_pending_ = false;
+
+  SessionCounters counters_;
+  std::map<uint64_t, CandidateRecord> candidates_;
+  uint64_t current_candidate_ = 0;
+  uint64_t incumbent_ = 0;
+  /// The mean step time of the placement in force over its latest measured steps, refreshed after
+  /// each policy advance; nullopt until it has been measured.
+  std::optional<double> cost_reference_;
+  bool paused_ = false;
+  /// Whether the stored placement, all on one device and the warm start's placement (its
+  /// policy's mode) were offered as candidates (each once).
+  bool cached_tried_ = false;
+  bool single_device_tried_ = false;
+  bool warm_start_tried_ = false;
+  /// Candidates in a row that no trial showed faster than the incumbent.
+  int64_t since_improvement_ = 0;
+  /// Consecutive steps on the best placement slower than best × (1 + drift_threshold), and that
+  /// best's median when exploitation began (a median per report would cost a job of a million
+  /// steps a sort of its history at every step).
+  int64_t drift_count_ = 0;
+  std::optional<double> drift_reference_;
+  /// The first steps of an exploitation, whose median becomes drift_reference_: fresh steps, not a
+  /// median that mixes in thousands measured before a drift or ten from a screening.
+  std::vector<double> drift_baseline_;
+  int64_t reexplore_left_ = 0;
+  std::optional<uint64_t> advance_due_after_;
+  /// Set when plugin code threw (what and where): exploration ended for good, the job runs its
+  /// best (or start) placement, and the policy's state is no longer saved.
+  std::string policy_error_;
+  /// The A/B trial running (its windows alternate incumbent and challenger), and each arm's failed
+  /// steps when it began (a failure before the trial is not the trial's).
+  std::optional<Trial> trial_;
+  std::array<uint64_t, 2> trial_failures_{};
+  /// Why exploration ended, while the final check (the start against the choice) runs.
+  std::string finishing_;
+  /// Steps still to discard as warm-up after the latest swap (to current_candidate_).
+  int64_t warmup_left_ = 0;
+  /// Steps run under current_candidate_ since it was issued for screening (warm-up included).
+  int64_t screen_steps_ = 0;
+  /// A follower's latest steps.
+  std::deque<double> follower_step_times_;
+  Timeline timeline_;
 };
 
 }  // namespace placementd

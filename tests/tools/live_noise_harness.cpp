@@ -36,6 +36,7 @@
 #include "live/store.h"
 #include "plugin_doubles.h"
 #include "test_graphs.h"
+#include "test_session.h"
 
 namespace {
 
@@ -77,24 +78,20 @@ double draw_truth(std::mt19937_64& rng, bool gain_world) {
   return 1.05 + 0.55 * u(rng);
 }
 
+// Each run is a first run: its session finds nothing in `empty` (its own store, never written),
+// and persists into `store` as a job's does.
 Run run_one(uint64_t seed, double noise, bool gain_world, const Options& o,
-            placementd::Store& store) {
+            placementd::Store& store, const placementd::Store& empty) {
   using namespace placement::testing;
-  Session s;
-  s.id = seed;
-  s.job = "harness";
-  s.graph = chain(8, 1024);
-  s.devices = devices(2, placement::DeviceKind::kCpu);
-  s.rng.seed(seed);
-  s.grouper = std::make_unique<OneGroupPerOp>();
-  s.placer = std::make_unique<TabularPlacer>();
-  s.pipeline = std::make_unique<placementd::PolicyPipeline>(*s.grouper, *s.placer, *s.graph,
-                                                            s.devices, s.rng);
-  s.algorithm = std::make_unique<RecordingAlgorithm>();
-  s.algorithm->reset({s.pipeline->policy(), s.policy.exploration.failing_reward});
-  s.memory_model.emplace(*s.graph, s.devices);
-  s.policy.exploration = o.exploration;
-  s.expected_steps = o.steps;
+  placementd::testing::SessionSetup setup;
+  setup.id = seed;
+  setup.name = "harness";
+  setup.graph = chain(8, 1024);
+  setup.exploration = o.exploration;
+  setup.expected_steps = o.steps;
+  const std::unique_ptr<Session> session =
+      placementd::testing::make_test_session(std::move(setup), empty);
+  Session& s = *session;
 
   std::mt19937_64 world(seed * 7919 + (gain_world ? 1 : 0));
   std::mt19937_64 machine_rng(seed * 104729 + 17);
@@ -110,7 +107,7 @@ Run run_one(uint64_t seed, double noise, bool gain_world, const Options& o,
   };
 
   constexpr double kBase = 0.1;
-  Directive d = placementd::start_session(s);
+  Directive d = s.start();
   double current_truth = truth_of(d.placement);
   uint64_t since_swap = 0;
   double truth_sum = 0.0;
@@ -124,8 +121,8 @@ Run run_one(uint64_t seed, double noise, bool gain_world, const Options& o,
         kBase * current_truth * machine * step_noise(machine_rng) * burst * swap;
     truth_sum += current_truth;
     ++since_swap;
-    if (placementd::record_report(s, {d.placement_id, step, step_time, true, ""}))
-      if (auto next = placementd::advance_session(s, store)) {
+    if (s.record({d.placement_id, step, step_time, true, ""}))
+      if (auto next = s.advance(store)) {
         if (next->placement.fingerprint() != d.placement.fingerprint()) since_swap = 0;
         d = *next;
         current_truth = truth_of(d.placement);
@@ -135,9 +132,9 @@ Run run_one(uint64_t seed, double noise, bool gain_world, const Options& o,
   r.seed = seed;
   r.kept = s.best() ? truth_of(s.best()->placement) : 1.0;
   r.mean = truth_sum / static_cast<double>(o.steps);
-  r.exploration_steps = s.exploration_steps;
-  r.candidates = s.candidates.size();
-  for (const auto& [id, c] : s.candidates) {
+  r.exploration_steps = s.counters().exploration_steps;
+  r.candidates = s.candidates().size();
+  for (const auto& [id, c] : s.candidates()) {
     r.trials += c.trial ? 1 : 0;
     if (truth_of(c.placement) > 0.95 + 1e-12) continue;
     r.gain_proposed = true;
@@ -146,7 +143,7 @@ Run run_one(uint64_t seed, double noise, bool gain_world, const Options& o,
     if (c.trial && (c.trial->final_check || c.trial->verdict == placementd::TrialVerdict::kFaster))
       r.gain_won = true;
   }
-  r.exploiting = s.state == SessionState::kExploiting;
+  r.exploiting = s.state() == SessionState::kExploiting;
   return r;
 }
 
@@ -181,8 +178,8 @@ struct Tally {
   }
 };
 
-std::vector<Run> run_all(double noise, bool gain_world, const Options& o,
-                         placementd::Store& store) {
+std::vector<Run> run_all(double noise, bool gain_world, const Options& o, placementd::Store& store,
+                         const placementd::Store& empty) {
   std::vector<Run> runs(static_cast<size_t>(o.seeds));
   std::atomic<int> next{0};
   std::vector<std::thread> workers;
@@ -190,7 +187,7 @@ std::vector<Run> run_all(double noise, bool gain_world, const Options& o,
     workers.emplace_back([&] {
       for (int i = next++; i < o.seeds; i = next++)
         runs[static_cast<size_t>(i)] =
-            run_one(static_cast<uint64_t>(i) + o.first_seed, noise, gain_world, o, store);
+            run_one(static_cast<uint64_t>(i) + o.first_seed, noise, gain_world, o, store, empty);
     });
   for (auto& w : workers) w.join();
   return runs;
@@ -243,7 +240,8 @@ int main(int argc, char** argv) {
                      ("live_noise_harness_" + std::to_string(::getpid()));
     int failures = 0;
     {
-      placementd::Store store(dir.string());
+      placementd::Store store((dir / "store").string());
+      const placementd::Store empty((dir / "empty").string());
       std::printf(
           "%d seeds per row, %llu steps per job (expected_steps); [exploration] "
           "max_overhead_fraction %.3g, "
@@ -257,7 +255,7 @@ int main(int argc, char** argv) {
       for (double noise : o.noise) {
         for (bool gain : {false, true}) {
           Tally t;
-          for (const Run& r : run_all(noise, gain, o, store)) t.add(r);
+          for (const Run& r : run_all(noise, gain, o, store, empty)) t.add(r);
           const double n = t.runs;
           std::printf("%-6.2f %-8s %7d %+6.2f%% %6.1f%% %+8.2f%% %11.0f %8.1f %10.1f %10.1f%%\n",
                       noise, gain ? "gain" : "no gain", t.slower, 100.0 * (t.worst - 1.0),

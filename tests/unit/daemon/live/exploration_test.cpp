@@ -11,6 +11,7 @@
 #include "plugin_doubles.h"
 #include "plugins/plugin_registry.h"
 #include "test_graphs.h"
+#include "test_session.h"
 #include "test_store.h"
 
 namespace placementd {
@@ -20,31 +21,40 @@ using placement::Placement;
 using placement::testing::OneGroupPerOp;
 using placement::testing::RecordingAlgorithm;
 using placement::testing::TabularPlacer;
+using testing::SessionSetup;
 
 class Exploration : public ::testing::Test {
  protected:
-  // Four ops in a chain, one group each, two devices; `memory` bytes per device.
-  void make_session(std::unique_ptr<placement::Algorithm> algorithm = nullptr,
-                    uint64_t memory = 1ull << 30) {
-    s.graph = placement::testing::chain(4, 1024);
-    s.devices = placement::testing::devices(2, placement::DeviceKind::kCpu, memory);
-    s.grouper = std::make_unique<OneGroupPerOp>();
-    s.placer = std::make_unique<TabularPlacer>();
-    s.pipeline =
-        std::make_unique<PolicyPipeline>(*s.grouper, *s.placer, *s.graph, s.devices, s.rng);
-    if (!algorithm) algorithm = std::make_unique<RecordingAlgorithm>();
-    s.algorithm = std::move(algorithm);
-    s.algorithm->reset({s.pipeline->policy(), s.policy.exploration.failing_reward});
-    s.memory_model.emplace(*s.graph, s.devices);
-    s.policy.exploration.steps_per_candidate = 4;
-    s.policy.exploration.warmup_steps = 1;
-    s.policy.exploration.max_candidates = 10;
-    s.policy.exploration.converge_candidates = 0;
-    s.policy.exploration.drift_steps = 3;
-    s.policy.exploration.max_overhead_fraction = 1.0;  // no pacing, unless a test sets one
-    s.policy.exploration.trial_window_steps = 2;       // a noiseless job decides at 8 pairs
+  // The session of `setup` as a test left it (by default four ops in a chain, one group each, two
+  // devices of 1 GiB), over a RecordingAlgorithm unless `algorithm` is given; what the store holds
+  // for it is found as a job's would be.
+  void make_session(std::unique_ptr<placement::Algorithm> algorithm = nullptr) {
+    if (algorithm) setup.algorithm = std::move(algorithm);
+    if (!setup.algorithm) {
+      auto recording = std::make_unique<RecordingAlgorithm>();
+      recording_ = recording.get();
+      setup.algorithm = std::move(recording);
+    } else {
+      recording_ = dynamic_cast<RecordingAlgorithm*>(setup.algorithm.get());
+    }
+    session_ = testing::make_test_session(std::move(setup), *store);
+    s = session_.get();
+    setup = defaults();
   }
-  RecordingAlgorithm& recorder() { return static_cast<RecordingAlgorithm&>(*s.algorithm); }
+  static SessionSetup defaults() {
+    SessionSetup d;
+    // The id seeds the session's random numbers: these tests' samples are the default seed's.
+    d.id = std::mt19937_64::default_seed;
+    d.exploration.steps_per_candidate = 4;
+    d.exploration.warmup_steps = 1;
+    d.exploration.max_candidates = 10;
+    d.exploration.converge_candidates = 0;
+    d.exploration.drift_steps = 3;
+    d.exploration.max_overhead_fraction = 1.0;  // no pacing, unless a test sets one
+    d.exploration.trial_window_steps = 2;       // a noiseless job decides at 8 pairs
+    return d;
+  }
+  RecordingAlgorithm& recorder() { return *recording_; }
 
   // The "job": an op on device 1 runs in 1 time unit, on device 0 in 2 (so all-on-1 is best),
   // scaled by `slowdown`; the first step after a swap is three times slower. Runs steps under `d`
@@ -54,15 +64,15 @@ class Exploration : public ::testing::Test {
     for (uint64_t i = 0; i < max_steps; ++i) {
       double t = 0;
       for (int dev : d.placement.device_of_op) t += dev == 1 ? 1.0 : 2.0;
-      if (record_report(s, {d.placement_id, step++, t * slowdown * (i == 0 ? 3.0 : 1.0), true, ""}))
-        if (auto next = advance_session(s, *store)) return next;
+      if (s->record({d.placement_id, step++, t * slowdown * (i == 0 ? 3.0 : 1.0), true, ""}))
+        if (auto next = s->advance(*store)) return next;
     }
     ADD_FAILURE() << "the session never moved the job";
     return std::nullopt;
   }
   // Runs the job until the session issues a placement it has not run before (past any trial).
   std::optional<Directive> run_to_next_candidate(const Directive& d) {
-    const uint64_t last = s.candidates.rbegin()->first;
+    const uint64_t last = s->candidates().rbegin()->first;
     std::optional<Directive> next = run_candidate(d);
     while (next && next->placement_id <= last) next = run_candidate(*next);
     return next;
@@ -70,10 +80,10 @@ class Exploration : public ::testing::Test {
   // Runs the job under the session's directives, with step times from `time_of`, until it exploits;
   // returns the directive that said so.
   Directive run_world(Directive d, const std::function<double(const Directive&)>& time_of) {
-    for (int i = 0; i < 100000 && s.state != SessionState::kExploiting; ++i)
-      if (record_report(s, {d.placement_id, step++, time_of(d), true, ""}))
-        if (auto next = advance_session(s, *store)) d = *next;
-    EXPECT_EQ(s.state, SessionState::kExploiting);
+    for (int i = 0; i < 100000 && s->state() != SessionState::kExploiting; ++i)
+      if (s->record({d.placement_id, step++, time_of(d), true, ""}))
+        if (auto next = s->advance(*store)) d = *next;
+    EXPECT_EQ(s->state(), SessionState::kExploiting);
     return d;
   }
   static double units(const Placement& p) {
@@ -83,106 +93,108 @@ class Exploration : public ::testing::Test {
   }
   // Runs the job until the session exploits; returns the directive that said so.
   std::optional<Directive> run_until_exploiting(std::optional<Directive> d, double slowdown = 1.0) {
-    while (d && s.state != SessionState::kExploiting) d = run_candidate(*d, slowdown);
+    while (d && s->state() != SessionState::kExploiting) d = run_candidate(*d, slowdown);
     return d;
   }
 
   testing::TestStore store{"exploration_test"};
-  Session s;
+  // What the next make_session() builds: a test changes it first.
+  SessionSetup setup = defaults();
+  std::unique_ptr<Session> session_;
+  Session* s = nullptr;
+  RecordingAlgorithm* recording_ = nullptr;
   uint64_t step = 0;
 };
 
 TEST_F(Exploration, ProfilesTheJobsOwnPlacementFirstThenSamplesThePolicy) {
   make_session();
-  const Directive first = start_session(s);
+  const Directive first = s->start();
   EXPECT_EQ(first.reason, Reason::kStart);
   EXPECT_EQ(first.placement.device_of_op, (std::vector<int>{0, 0, 0, 0}));
-  EXPECT_EQ(s.state, SessionState::kProfiling);
+  EXPECT_EQ(s->state(), SessionState::kProfiling);
   // k - 1 good steps: nothing to decide yet.
-  for (int i = 0; i < 3; ++i)
-    EXPECT_FALSE(record_report(s, {first.placement_id, step++, 8.0, true, ""}));
-  ASSERT_TRUE(record_report(s, {first.placement_id, step++, 8.0, true, ""}));
-  EXPECT_FALSE(record_report(s, {first.placement_id, step++, 8.0, true, ""}))
-      << "one advance at a time";
-  const auto next = advance_session(s, *store);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(s->record({first.placement_id, step++, 8.0, true, ""}));
+  ASSERT_TRUE(s->record({first.placement_id, step++, 8.0, true, ""}));
+  EXPECT_FALSE(s->record({first.placement_id, step++, 8.0, true, ""})) << "one advance at a time";
+  const auto next = s->advance(*store);
   ASSERT_TRUE(next);
   EXPECT_EQ(next->reason, Reason::kPolicy);
-  EXPECT_EQ(s.state, SessionState::kExploring);
+  EXPECT_EQ(s->state(), SessionState::kExploring);
   EXPECT_TRUE(recorder().observations.empty()) << "the start placement is no sample of the policy";
   // The start is now the stored best for this graph and device set.
-  const auto stored = store->best(0, *s.graph, s.devices);
+  const auto stored = store->best(0, *s->graph(), s->devices());
   ASSERT_TRUE(stored);
   EXPECT_DOUBLE_EQ(stored->step_time_s, 8.0);
 }
 
 TEST_F(Exploration, EveryDirectiveCarriesTheSessionsStateAndTheStepThatDecidedIt) {
   make_session();
-  const Directive first = start_session(s);
+  const Directive first = s->start();
   EXPECT_EQ(first.state, SessionState::kProfiling);
   EXPECT_FALSE(first.after_step) << "no report decided the first placement";
   EXPECT_FALSE(first.profile) << "a job that does not profile is never asked to";
-  EXPECT_EQ(first.placement, s.candidates.at(first.placement_id).placement);
+  EXPECT_EQ(first.placement, s->candidates().at(first.placement_id).placement);
   uint64_t due_at = 0;
   for (int i = 0; i < 10; ++i) {
     due_at = step;
-    if (record_report(s, {first.placement_id, step++, 8.0, true, ""})) break;
+    if (s->record({first.placement_id, step++, 8.0, true, ""})) break;
   }
-  ASSERT_EQ(s.advance_due_after, due_at);
-  const auto next = advance_session(s, *store);
+  ASSERT_EQ(s->advance_due_after(), due_at);
+  const auto next = s->advance(*store);
   ASSERT_TRUE(next);
   EXPECT_EQ(next->after_step, due_at);
   EXPECT_EQ(next->state, SessionState::kExploring) << "the state it decided, not the one before";
-  EXPECT_EQ(next->placement, s.candidates.at(next->placement_id).placement);
-  EXPECT_FALSE(s.advance_due_after) << "the advance ran";
+  EXPECT_EQ(next->placement, s->candidates().at(next->placement_id).placement);
+  EXPECT_FALSE(s->advance_due_after()) << "the advance ran";
 
   // A plugin failure moves the job with the same fields, naming the step that was due.
   const std::optional<Directive> screened = run_to_next_candidate(*next);
   ASSERT_TRUE(screened);
-  for (int i = 0; i < 10 && !s.advance_due_after; ++i)
-    record_report(s, {screened->placement_id, step++, 100.0, true, ""});
-  ASSERT_TRUE(s.advance_due_after);
-  const uint64_t due = *s.advance_due_after;
-  const auto back = stop_exploring(s, "placer: threw");
+  for (int i = 0; i < 10 && !s->advance_due_after(); ++i)
+    s->record({screened->placement_id, step++, 100.0, true, ""});
+  ASSERT_TRUE(s->advance_due_after());
+  const uint64_t due = *s->advance_due_after();
+  const auto back = s->stop_exploring("placer: threw");
   ASSERT_TRUE(back) << "the job leaves the candidate for the placement in force";
   EXPECT_EQ(back->after_step, due);
   EXPECT_EQ(back->state, SessionState::kExploiting);
   EXPECT_EQ(back->reason, Reason::kBest);
   EXPECT_NE(back->placement_id, screened->placement_id);
-  EXPECT_EQ(s.state, SessionState::kExploiting);
-  EXPECT_FALSE(s.advance_due_after);
+  EXPECT_EQ(s->state(), SessionState::kExploiting);
+  EXPECT_FALSE(s->advance_due_after());
 }
 
 TEST_F(Exploration, TheSummaryTellsWhatTheJobGotNotJustTheBestAgainstTheStart) {
   // Issue #43: a job that ended while exploring was told "1.10x at 0% overhead". The summary now
   // says what the job's own time was against the start's, and what the steps off the best cost;
   // the test keeps its own books of the steps it ran.
+  setup.exploration.max_candidates = 4;
   make_session();
-  s.policy.exploration.max_candidates = 4;
-  Directive d = start_session(s);
+  Directive d = s->start();
   std::map<uint64_t, std::pair<double, uint64_t>> ran;  // time and steps per placement
   double total = 0;
   uint64_t last = 0;
   auto run = [&](int steps) {
-    for (int i = 0; i < steps && s.state != SessionState::kExploiting; ++i) {
+    for (int i = 0; i < steps && s->state() != SessionState::kExploiting; ++i) {
       const double t = units(d.placement) * (d.placement_id != last ? 3.0 : 1.0);  // warm-up
       last = d.placement_id;
       total += t;
       ran[d.placement_id].first += t;
       ++ran[d.placement_id].second;
-      if (record_report(s, {d.placement_id, step++, t, true, ""}))
-        if (auto next = advance_session(s, *store)) d = *next;
+      if (s->record({d.placement_id, step++, t, true, ""}))
+        if (auto next = s->advance(*store)) d = *next;
     }
   };
   auto beyond_best = [&] {
     double beyond = 0;
-    const double best = *s.best()->mean();
+    const double best = *s->best()->mean();
     for (const auto& [id, r] : ran)
-      if (id != s.incumbent) beyond += r.first - static_cast<double>(r.second) * best;
+      if (id != s->incumbent()) beyond += r.first - static_cast<double>(r.second) * best;
     return beyond;
   };
   run(30);
-  ASSERT_EQ(s.state, SessionState::kExploring) << "still exploring after 30 steps";
-  auto j = s.summary();
+  ASSERT_EQ(s->state(), SessionState::kExploring) << "still exploring after 30 steps";
+  auto j = s->summary();
   EXPECT_DOUBLE_EQ(j.job_s, total);
   ASSERT_TRUE(j.realized_speedup && j.realized_speedup_interval);
   EXPECT_DOUBLE_EQ(*j.start_mean_step_time_s, 8.0);  // all on device 0: 8 units a step
@@ -195,33 +207,35 @@ TEST_F(Exploration, TheSummaryTellsWhatTheJobGotNotJustTheBestAgainstTheStart) {
   EXPECT_EQ(j.current_placement, d.placement_id);
 
   run(100000);
-  ASSERT_EQ(s.state, SessionState::kExploiting);
-  j = s.summary();
+  ASSERT_EQ(s->state(), SessionState::kExploiting);
+  j = s->summary();
   EXPECT_TRUE(j.exploration_finished);
   EXPECT_TRUE(j.on_best);
   EXPECT_EQ(j.current_placement, j.best_placement);
   EXPECT_LT(*j.best_step_time_s, 8.0) << "a faster placement than the start won its trials";
   EXPECT_DOUBLE_EQ(*j.beyond_best_s, beyond_best());
   EXPECT_GT(*j.beyond_best_s, 0.0) << "the start and the slower candidates took longer than it";
-  EXPECT_DOUBLE_EQ(*j.realized_speedup, 8.0 * static_cast<double>(s.steps) / total);
+  EXPECT_DOUBLE_EQ(*j.realized_speedup, 8.0 * static_cast<double>(s->counters().steps) / total);
   EXPECT_LT(*j.realized_speedup, *j.speedup) << "what the job got lags what the best gains a step";
   // The timeline holds every step, and its placement in force changes only where a trial ended.
   std::set<uint64_t> decided;
-  for (const auto& mark : s.trial_marks) decided.insert(mark.step);
+  for (const auto& mark : s->timeline().marks()) decided.insert(mark.step);
   ASSERT_FALSE(decided.empty());
-  ASSERT_EQ(s.timeline.back().first_step + s.timeline.back().steps, s.steps);
-  for (size_t i = 1; i < s.timeline.size(); ++i) {
-    EXPECT_EQ(s.timeline[i].first_step, s.timeline[i - 1].first_step + s.timeline[i - 1].steps);
-    if (s.timeline[i].best != s.timeline[i - 1].best) {
-      EXPECT_TRUE(decided.count(s.timeline[i].first_step))
-          << "step " << s.timeline[i].first_step << ": " << s.timeline[i - 1].best << " -> "
-          << s.timeline[i].best << ", decided at " << ::testing::PrintToString(decided);
+  ASSERT_EQ(s->timeline().points().back().first_step + s->timeline().points().back().steps,
+            s->counters().steps);
+  for (size_t i = 1; i < s->timeline().points().size(); ++i) {
+    EXPECT_EQ(s->timeline().points()[i].first_step,
+              s->timeline().points()[i - 1].first_step + s->timeline().points()[i - 1].steps);
+    if (s->timeline().points()[i].best != s->timeline().points()[i - 1].best) {
+      EXPECT_TRUE(decided.count(s->timeline().points()[i].first_step))
+          << "step " << s->timeline().points()[i].first_step << ": "
+          << s->timeline().points()[i - 1].best << " -> " << s->timeline().points()[i].best
+          << ", decided at " << ::testing::PrintToString(decided);
     }
   }
   // What the summary says of a job that detached keeps how it ended.
-  s.state_at_detach = s.state;
-  s.state = SessionState::kDetached;
-  EXPECT_TRUE(s.summary().exploration_finished);
+  s->detach();
+  EXPECT_TRUE(s->summary().exploration_finished);
 }
 
 TEST_F(Exploration, AJobTooShortForItsExplorationIsToldAtAttach) {
@@ -239,29 +253,28 @@ TEST_F(Exploration, AJobTooShortForItsExplorationIsToldAtAttach) {
 
 TEST_F(Exploration, ProfiledStepsCountAsStepsButAreNoMeasurement) {
   make_session();
-  const Directive first = start_session(s);
+  const Directive first = s->start();
   // Three steps under the job's profiler, slowed by it: not part of the median.
   for (int i = 0; i < 3; ++i) {
     placement::messages::StepReport m{first.placement_id, step++, 80.0, true, ""};
     m.profiled = true;
-    EXPECT_FALSE(record_report(s, m));
+    EXPECT_FALSE(s->record(m));
   }
-  EXPECT_EQ(s.steps, 3u);
-  EXPECT_EQ(s.profiled_steps, 3u);
-  EXPECT_TRUE(s.candidates.at(first.placement_id).step_times.empty());
-  for (int i = 0; i < 3; ++i)
-    EXPECT_FALSE(record_report(s, {first.placement_id, step++, 8.0, true, ""}));
-  ASSERT_TRUE(record_report(s, {first.placement_id, step++, 8.0, true, ""}));
-  EXPECT_EQ(*s.candidates.at(first.placement_id).median(), 8.0);
+  EXPECT_EQ(s->counters().steps, 3u);
+  EXPECT_EQ(s->counters().profiled_steps, 3u);
+  EXPECT_TRUE(s->candidates().at(first.placement_id).step_times.empty());
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(s->record({first.placement_id, step++, 8.0, true, ""}));
+  ASSERT_TRUE(s->record({first.placement_id, step++, 8.0, true, ""}));
+  EXPECT_EQ(*s->candidates().at(first.placement_id).median(), 8.0);
   // What the profiler cost beyond the start's own 8 per step is overhead: 3 × (80 − 8) of 272.
-  EXPECT_DOUBLE_EQ(s.profiling_overhead_seconds(), 216.0);
-  EXPECT_DOUBLE_EQ(s.summary().exploration_overhead, 216.0 / 272.0);
+  EXPECT_DOUBLE_EQ(s->profiling_overhead_seconds(), 216.0);
+  EXPECT_DOUBLE_EQ(s->summary().exploration_overhead, 216.0 / 272.0);
 }
 
 TEST_F(Exploration, AllOnOneDeviceIsTriedRightAfterAStartThatSplits) {
+  setup.start = Placement{{0, 1, 0, 1}};
   make_session();
-  s.job_start = Placement{{0, 1, 0, 1}};
-  const auto second = run_candidate(start_session(s));
+  const auto second = run_candidate(s->start());
   ASSERT_TRUE(second);
   EXPECT_EQ(second->reason, Reason::kSingleDevice);
   EXPECT_EQ(second->placement.device_of_op, (std::vector<int>{0, 0, 0, 0}));
@@ -277,8 +290,8 @@ TEST_F(Exploration, AWarmStartsPlacementIsItsFirstCandidateAndScoredAsItsAction)
   warm.baseline = "simulator";
   warm.action = {1, 1, 0, 1};
   warm.placement = Placement{{1, 1, 0, 1}};
-  s.warm_start = warm;
-  const auto second = run_candidate(start_session(s));  // start all on 0: single device is that
+  s->warm_started(warm);
+  const auto second = run_candidate(s->start());  // start all on 0: single device is that
   ASSERT_TRUE(second);
   EXPECT_EQ(second->reason, Reason::kWarmStart);
   EXPECT_EQ(second->placement.device_of_op, (std::vector<int>{1, 1, 0, 1}));
@@ -296,34 +309,34 @@ TEST_F(Exploration, ASkippedWarmStartOffersNothing) {
   offline::ImitationResult warm;
   warm.baseline = "simulator";
   warm.skipped = "simulator search: the graph has no profile";
-  s.warm_start = warm;
-  const auto next = run_candidate(start_session(s));
+  s->warm_started(warm);
+  const auto next = run_candidate(s->start());
   ASSERT_TRUE(next);
   EXPECT_EQ(next->reason, Reason::kPolicy);
 }
 
 TEST_F(Exploration, AllOnOneDeviceIsNotOfferedWhenItDoesNotFit) {
-  make_session(nullptr, 1 << 20);
-  for (auto& op : s.graph->ops) op.parameter_bytes = 100 << 10;
-  s.memory_model.emplace(*s.graph, s.devices);
-  ASSERT_FALSE(s.memory_model->check_memory(Placement::single(*s.graph, 0)).valid)
+  setup.start = Placement{{0, 1, 0, 1}};
+  setup.devices = placement::testing::devices(2, placement::DeviceKind::kCpu, 1 << 20);
+  for (auto& op : setup.graph.ops) op.parameter_bytes = 100 << 10;
+  make_session();
+  ASSERT_FALSE(s->memory_model()->check_memory(Placement::single(*s->graph(), 0)).valid)
       << "premise: one device is too small";
-  ASSERT_TRUE(s.memory_model->check_memory(Placement{{0, 1, 0, 1}}).valid)
+  ASSERT_TRUE(s->memory_model()->check_memory(Placement{{0, 1, 0, 1}}).valid)
       << "premise: the split fits";
-  s.job_start = Placement{{0, 1, 0, 1}};
-  const auto next = run_candidate(start_session(s));
+  const auto next = run_candidate(s->start());
   ASSERT_TRUE(next);
   EXPECT_NE(next->reason, Reason::kSingleDevice);
-  for (const auto& [id, c] : s.candidates) EXPECT_NE(c.reason, Reason::kSingleDevice);
+  for (const auto& [id, c] : s->candidates()) EXPECT_NE(c.reason, Reason::kSingleDevice);
 }
 
 TEST_F(Exploration, RewardIsMinusRootOfTheMedianAfterWarmup) {
   make_session();
-  const auto second = run_candidate(start_session(s));
+  const auto second = run_candidate(s->start());
   ASSERT_TRUE(second);
   const std::vector<double> times = {50.0, 4.0, 9.0, 1.0};  // the first is warm-up
-  for (double t : times) record_report(s, {second->placement_id, step++, t, true, ""});
-  advance_session(s, *store);  // a median of 4 against the start's 8: on trial next
+  for (double t : times) s->record({second->placement_id, step++, t, true, ""});
+  s->advance(*store);  // a median of 4 against the start's 8: on trial next
   // The first observation is the finished candidate's (later ones score repeated samples).
   ASSERT_GE(recorder().observations.size(), 1u);
   EXPECT_EQ(recorder().observations[0].action, second->placement.device_of_op);
@@ -333,48 +346,47 @@ TEST_F(Exploration, RewardIsMinusRootOfTheMedianAfterWarmup) {
 
 TEST_F(Exploration, AFailedStepEndsTheCandidateWithTheFailingReward) {
   make_session();
-  const auto second = run_candidate(start_session(s));
+  const auto second = run_candidate(s->start());
   ASSERT_TRUE(second);
-  ASSERT_TRUE(record_report(s, {second->placement_id, step++, 0.5, false, "out of memory"}));
-  const auto third = advance_session(s, *store);
+  ASSERT_TRUE(s->record({second->placement_id, step++, 0.5, false, "out of memory"}));
+  const auto third = s->advance(*store);
   ASSERT_TRUE(third);
   EXPECT_NE(third->placement_id, second->placement_id);
   ASSERT_GE(recorder().observations.size(), 1u);
-  EXPECT_EQ(recorder().observations[0].reward, s.policy.exploration.failing_reward);
+  EXPECT_EQ(recorder().observations[0].reward, s->policy().exploration.failing_reward);
   EXPECT_FALSE(recorder().observations[0].valid);
-  EXPECT_EQ(s.failed_steps, 1u);
-  EXPECT_EQ(s.best()->id, 1u) << "a failed candidate is never the best";
+  EXPECT_EQ(s->counters().failed_steps, 1u);
+  EXPECT_EQ(s->best()->id, 1u) << "a failed candidate is never the best";
 }
 
 TEST_F(Exploration, CandidatesTheMemoryModelRejectsNeverRun) {
   // 4 ops of 1 KiB output each and a device 1 too small for any of them: every sample that uses
   // device 1 is rejected before it runs.
-  make_session(nullptr, 1ull << 30);
-  s.devices.devices[1].memory_bytes = 512;
-  s.memory_model.emplace(*s.graph, s.devices);
-  std::optional<Directive> d = start_session(s);
-  for (int i = 0; i < 20 && d && s.state != SessionState::kExploiting; ++i) {
+  setup.devices.devices[1].memory_bytes = 512;
+  make_session();
+  std::optional<Directive> d = s->start();
+  for (int i = 0; i < 20 && d && s->state() != SessionState::kExploiting; ++i) {
     for (int dev : d->placement.device_of_op) ASSERT_EQ(dev, 0) << "a rejected candidate was sent";
     d = run_candidate(*d);
   }
-  EXPECT_EQ(s.state, SessionState::kExploiting);
-  EXPECT_GT(s.rejected, 0u);
-  EXPECT_EQ(s.rejected_by_device["cpu:1"], s.rejected);
+  EXPECT_EQ(s->state(), SessionState::kExploiting);
+  EXPECT_GT(s->counters().rejected, 0u);
+  EXPECT_EQ(s->counters().rejected_by_device.at("cpu:1"), s->counters().rejected);
   size_t invalid = 0;
   for (const auto& o : recorder().observations) invalid += o.valid ? 0 : 1;
-  EXPECT_EQ(invalid, s.rejected) << "each rejection is a failing-reward sample";
+  EXPECT_EQ(invalid, s->counters().rejected) << "each rejection is a failing-reward sample";
 }
 
 TEST_F(Exploration, ExploitsTheBestAfterTheBudgetAndReexploresOnDrift) {
   make_session();
-  std::optional<Directive> d = run_until_exploiting(start_session(s));
+  std::optional<Directive> d = run_until_exploiting(s->start());
   ASSERT_TRUE(d);
   EXPECT_EQ(d->reason, Reason::kBest);
-  EXPECT_LE(static_cast<int64_t>(s.candidates.size()), s.policy.exploration.max_candidates);
-  const CandidateRecord* best = s.best();
+  EXPECT_LE(static_cast<int64_t>(s->candidates().size()), s->policy().exploration.max_candidates);
+  const CandidateRecord* best = s->best();
   ASSERT_NE(best, nullptr);
   EXPECT_EQ(d->placement_id, best->id);
-  for (const auto& [id, c] : s.candidates)
+  for (const auto& [id, c] : s->candidates())
     if (auto m = c.median()) {
       EXPECT_GE(*m, *best->median());
     }
@@ -385,131 +397,136 @@ TEST_F(Exploration, ExploitsTheBestAfterTheBudgetAndReexploresOnDrift) {
   const double best_time = *best->median();
   const uint64_t best_id = best->id;
   for (int i = 0; i < 40; ++i)
-    EXPECT_FALSE(record_report(s, {d->placement_id, step++, best_time, true, ""}));
-  EXPECT_EQ(s.drift_reference, best_time);
+    EXPECT_FALSE(s->record({d->placement_id, step++, best_time, true, ""}));
+  EXPECT_EQ(s->drift_reference(), best_time);
   // 30% slower for drift_steps steps: re-measure the best, then a few new samples.
   for (int i = 0; i < 2; ++i)
-    EXPECT_FALSE(record_report(s, {d->placement_id, step++, best_time * 1.3, true, ""}));
-  ASSERT_TRUE(record_report(s, {d->placement_id, step++, best_time * 1.3, true, ""}));
-  d = advance_session(s, *store);
+    EXPECT_FALSE(s->record({d->placement_id, step++, best_time * 1.3, true, ""}));
+  ASSERT_TRUE(s->record({d->placement_id, step++, best_time * 1.3, true, ""}));
+  d = s->advance(*store);
   ASSERT_TRUE(d);
   EXPECT_EQ(d->reason, Reason::kRemeasure);
-  EXPECT_EQ(s.state, SessionState::kReexploring);
-  EXPECT_EQ(s.reexplorations, 1u);
-  ASSERT_NE(s.best(), nullptr);
-  EXPECT_EQ(s.best()->id, best_id)
+  EXPECT_EQ(s->state(), SessionState::kReexploring);
+  EXPECT_EQ(s->counters().reexplorations, 1u);
+  ASSERT_NE(s->best(), nullptr);
+  EXPECT_EQ(s->best()->id, best_id)
       << "the placement in force stays the best until its re-measurement";
-  EXPECT_TRUE(s.best()->stale) << "what was measured before the drift is stale";
+  EXPECT_TRUE(s->best()->stale) << "what was measured before the drift is stale";
   int reexplored = 0;
-  while (d && s.state == SessionState::kReexploring) {
+  while (d && s->state() == SessionState::kReexploring) {
     reexplored += d->reason == Reason::kReexplore ? 1 : 0;
     d = run_candidate(*d, 1.3);
   }
-  EXPECT_EQ(s.state, SessionState::kExploiting);
+  EXPECT_EQ(s->state(), SessionState::kExploiting);
   EXPECT_GT(reexplored, 0);
   EXPECT_LE(reexplored, 3);
 }
 
 TEST_F(Exploration, ExpectedStepsBoundWhatExplorationCosts) {
+  setup.exploration.max_candidates = 1000;
+  setup.exploration.max_overhead_fraction = 0.05;
+  setup.expected_steps = 1000;  // 5%: the time of 50 steps of the placement in force, 200 units
+  setup.start = Placement{{1, 1, 1, 1}};
   make_session();
-  s.policy.exploration.max_candidates = 1000;
-  s.policy.exploration.max_overhead_fraction = 0.05;
-  s.expected_steps = 1000;  // 5%: the time of 50 steps of the placement in force, 200 units
   // All on device 1 (4 units a step) is the fastest: a candidate costs what its steps take beyond
   // 4 units, its first (warm-up) step three times slower included.
-  s.job_start = Placement{{1, 1, 1, 1}};
-  std::optional<Directive> d = start_session(s);
+  std::optional<Directive> d = s->start();
   double cost = 0.0;
   uint64_t previous = 0;
-  for (int i = 0; i < 100000 && s.state != SessionState::kExploiting; ++i) {
+  for (int i = 0; i < 100000 && s->state() != SessionState::kExploiting; ++i) {
     const double t = units(d->placement) * (d->placement_id != previous ? 3.0 : 1.0);
     previous = d->placement_id;
-    if (s.state == SessionState::kExploring && d->placement_id != s.incumbent) cost += t - 4.0;
-    if (record_report(s, {d->placement_id, step++, t, true, ""}))
-      if (auto next = advance_session(s, *store)) d = next;
+    if (s->state() == SessionState::kExploring && d->placement_id != s->incumbent())
+      cost += t - 4.0;
+    if (s->record({d->placement_id, step++, t, true, ""}))
+      if (auto next = s->advance(*store)) d = next;
   }
-  ASSERT_EQ(s.state, SessionState::kExploiting);
-  EXPECT_DOUBLE_EQ(s.exploration_cost_s, cost);
-  EXPECT_GE(s.exploration_cost_s, 200.0);
-  EXPECT_LT(s.exploration_cost_s, 200.0 + (3 * 8 - 4) + 3 * (8 - 4))
+  ASSERT_EQ(s->state(), SessionState::kExploiting);
+  EXPECT_DOUBLE_EQ(s->counters().exploration_cost_s, cost);
+  EXPECT_GE(s->counters().exploration_cost_s, 200.0);
+  EXPECT_LT(s->counters().exploration_cost_s, 200.0 + (3 * 8 - 4) + 3 * (8 - 4))
       << "past the budget by one candidate at most";
-  EXPECT_EQ(s.summary().budget_used, 1.0);
+  EXPECT_EQ(s->summary().budget_used, 1.0);
 }
 
 TEST_F(Exploration, CandidatesAsFastAsThePlacementInForceCostNothing) {
+  setup.exploration.max_candidates = 6;
+  setup.exploration.max_overhead_fraction = 0.01;
+  setup.expected_steps = 1000;  // 10 steps' time: two screenings, were steps what the budget counts
   make_session();
-  s.policy.exploration.max_candidates = 6;
-  s.policy.exploration.max_overhead_fraction = 0.01;
-  s.expected_steps = 1000;  // 10 steps' time: two screenings, were steps what the budget counts
-  run_world(start_session(s), [](const Directive&) { return 5.0; });  // every placement alike
-  EXPECT_EQ(s.candidates.size(), 6u) << "max_candidates ended exploration, not the budget";
-  EXPECT_EQ(s.exploration_cost_s, 0.0);
-  EXPECT_GT(s.exploration_steps, 10u);
-  EXPECT_EQ(s.summary().exploration_overhead, 0.0);
+  run_world(s->start(), [](const Directive&) { return 5.0; });  // every placement alike
+  EXPECT_EQ(s->candidates().size(), 6u) << "max_candidates ended exploration, not the budget";
+  EXPECT_EQ(s->counters().exploration_cost_s, 0.0);
+  EXPECT_GT(s->counters().exploration_steps, 10u);
+  EXPECT_EQ(s->summary().exploration_overhead, 0.0);
 }
 
 TEST_F(Exploration, WithoutExpectedStepsExplorationIsPacedByTheJobsTime) {
-  make_session();
-  s.policy.exploration.max_candidates = 1000;
   const double pace = 0.1;
-  s.policy.exploration.max_overhead_fraction = pace;
+  setup.exploration.max_candidates = 1000;
+  setup.exploration.max_overhead_fraction = pace;
+  setup.start = Placement{{1, 1, 1, 1}};
+  make_session();
   // Starting on the fastest placement, no candidate screens well enough for a trial: this is
   // about the pace of screenings (a trial runs to its verdict, bounded by max_trial_steps).
-  s.job_start = Placement{{1, 1, 1, 1}};
-  std::optional<Directive> d = run_until_exploiting(start_session(s));
+  std::optional<Directive> d = run_until_exploiting(s->start());
   ASSERT_TRUE(d);
   EXPECT_EQ(d->reason, Reason::kBest);
-  EXPECT_TRUE(s.paused);
-  EXPECT_TRUE(s.summary().paused);
-  EXPECT_GE(s.candidates.size(), 3u) << "the first candidates always run";
-  EXPECT_GT(s.exploration_cost_s, pace * s.measured_seconds);
+  EXPECT_TRUE(s->paused());
+  EXPECT_TRUE(s->summary().paused);
+  EXPECT_GE(s->candidates().size(), 3u) << "the first candidates always run";
+  EXPECT_GT(s->counters().exploration_cost_s, pace * s->counters().measured_seconds);
 
   for (int cycle = 0; cycle < 2; ++cycle) {
     // The job trains on the best; exploration resumes once its share is down to half the budget.
-    const double best_time = *s.best()->median();
-    for (int guard = 0; !record_report(s, {d->placement_id, step++, best_time, true, ""}); ++guard)
+    const double best_time = *s->best()->median();
+    for (int guard = 0; !s->record({d->placement_id, step++, best_time, true, ""}); ++guard)
       ASSERT_LT(guard, 100000) << "never resumed";
-    EXPECT_LE(s.exploration_cost_s, pace / 2 * s.measured_seconds);
-    EXPECT_GT(s.exploration_cost_s, pace / 2 * (s.measured_seconds - best_time))
+    EXPECT_LE(s->counters().exploration_cost_s, pace / 2 * s->counters().measured_seconds);
+    EXPECT_GT(s->counters().exploration_cost_s,
+              pace / 2 * (s->counters().measured_seconds - best_time))
         << "resumes at the first chance";
-    d = advance_session(s, *store);
+    d = s->advance(*store);
     ASSERT_TRUE(d);
-    EXPECT_EQ(s.state, SessionState::kExploring);
-    EXPECT_FALSE(s.paused);
+    EXPECT_EQ(s->state(), SessionState::kExploring);
+    EXPECT_FALSE(s->paused());
     EXPECT_EQ(d->reason, Reason::kPolicy);
     // New candidates until the pace is exceeded again, by at most the last candidate's time.
-    const size_t before = s.candidates.size();
+    const size_t before = s->candidates().size();
     double last_candidate = 0;
-    while (d && s.state != SessionState::kExploiting) {
-      const double explored = s.exploration_cost_s;
+    while (d && s->state() != SessionState::kExploiting) {
+      const double explored = s->counters().exploration_cost_s;
       d = run_candidate(*d);
-      last_candidate = s.exploration_cost_s - explored;
+      last_candidate = s->counters().exploration_cost_s - explored;
     }
     ASSERT_TRUE(d);
-    EXPECT_TRUE(s.paused) << "cycle " << cycle;
-    EXPECT_GT(s.candidates.size(), before);
-    EXPECT_GT(s.exploration_cost_s, pace * s.measured_seconds);
-    EXPECT_LE(s.exploration_cost_s - last_candidate, pace * (s.measured_seconds - last_candidate));
+    EXPECT_TRUE(s->paused()) << "cycle " << cycle;
+    EXPECT_GT(s->candidates().size(), before);
+    EXPECT_GT(s->counters().exploration_cost_s, pace * s->counters().measured_seconds);
+    EXPECT_LE(s->counters().exploration_cost_s - last_candidate,
+              pace * (s->counters().measured_seconds - last_candidate));
   }
 }
 
 TEST_F(Exploration, StopsEarlyWhenCandidatesStopImproving) {
+  setup.exploration.max_candidates = 1000;
+  setup.exploration.converge_candidates = 3;
   make_session();
-  s.policy.exploration.max_candidates = 1000;
-  s.policy.exploration.converge_candidates = 3;
-  std::optional<Directive> d = run_until_exploiting(start_session(s));
-  EXPECT_EQ(s.state, SessionState::kExploiting);
-  EXPECT_LT(s.candidates.size(), 1000u);
-  EXPECT_GE(s.since_improvement, 3);
+  std::optional<Directive> d = run_until_exploiting(s->start());
+  EXPECT_EQ(s->state(), SessionState::kExploiting);
+  EXPECT_LT(s->candidates().size(), 1000u);
+  EXPECT_GE(s->since_improvement(), 3);
 }
 
 TEST_F(Exploration, RepeatedSamplesAreScoredFromTheirMeasurementNotRunAgain) {
+  setup.exploration.max_candidates = 1000;
+  auto placer = std::make_unique<TabularPlacer>();
+  TabularPlacer* tabular = placer.get();
+  setup.placer = std::move(placer);
   make_session();
-  s.policy.exploration.max_candidates = 1000;
   // A policy certain of one placement: after it ran once, every further sample is a repeat.
-  auto& table = *static_cast<TabularPlacer&>(*s.placer).table;
-  for (auto& row : table.logits) row = {-50.0, 50.0};
-  std::optional<Directive> d = start_session(s);
+  for (auto& row : tabular->table->logits) row = {-50.0, 50.0};
+  std::optional<Directive> d = s->start();
   d = run_candidate(*d);
   ASSERT_TRUE(d);
   EXPECT_EQ(d->placement.device_of_op, (std::vector<int>{1, 1, 1, 1}));
@@ -517,45 +534,45 @@ TEST_F(Exploration, RepeatedSamplesAreScoredFromTheirMeasurementNotRunAgain) {
   ASSERT_TRUE(d);
   EXPECT_EQ(d->reason, Reason::kBest);
   EXPECT_EQ(d->placement.device_of_op, (std::vector<int>{1, 1, 1, 1}));
-  EXPECT_EQ(s.candidates.size(), 2u);
-  EXPECT_GT(s.repeats_scored, 0u);
+  EXPECT_EQ(s->candidates().size(), 2u);
+  EXPECT_GT(s->counters().repeats_scored, 0u);
   EXPECT_DOUBLE_EQ(recorder().observations.back().reward, -std::sqrt(4.0));
 }
 
 TEST_F(Exploration, ARealAlgorithmFindsTheFastestPlacement) {
   PluginRegistry registry;
   registry.scan({PLUGIN_DIR});
+  setup.exploration.max_candidates = 200;
   make_session(registry.create_algorithm("reinforce", {}));
-  s.policy.exploration.max_candidates = 200;
-  std::optional<Directive> d = run_until_exploiting(start_session(s));
-  ASSERT_NE(s.best(), nullptr);
-  EXPECT_EQ(s.best()->placement.device_of_op, (std::vector<int>{1, 1, 1, 1}));
-  EXPECT_DOUBLE_EQ(*s.best()->median(), 4.0);
-  EXPECT_DOUBLE_EQ(s.summary().speedup.value(), 2.0);
+  std::optional<Directive> d = run_until_exploiting(s->start());
+  ASSERT_NE(s->best(), nullptr);
+  EXPECT_EQ(s->best()->placement.device_of_op, (std::vector<int>{1, 1, 1, 1}));
+  EXPECT_DOUBLE_EQ(*s->best()->median(), 4.0);
+  EXPECT_DOUBLE_EQ(s->summary().speedup.value(), 2.0);
   // The search got within 2% when the first all-on-cpu:1 candidate finished measuring.
   uint64_t first_optimal_step = 0;
-  for (const auto& [id, c] : s.candidates)
+  for (const auto& [id, c] : s->candidates())
     if (c.placement.device_of_op == std::vector<int>{1, 1, 1, 1}) {
       first_optimal_step = *c.measured_at_step;
       break;
     }
-  EXPECT_EQ(s.summary().steps_to_within_2pct.value(), first_optimal_step);
+  EXPECT_EQ(s->summary().steps_to_within_2pct.value(), first_optimal_step);
 }
 
 TEST_F(Exploration, TheNextSessionTriesThePersistedBestFirstAndKeepsItOnlyOnceATrialShowsItFaster) {
   make_session();
-  run_until_exploiting(start_session(s));
-  persist_best(s, *store);
-  persist_policy(s, *store);
-  const Placement best = s.best()->placement;
-  EXPECT_TRUE(store->policy_state(0, *s.graph, s.devices, policy_key(s)));
-  EXPECT_FALSE(store->best(1000, *s.graph, s.devices)) << "uid 1000's jobs do not see uid 0's";
+  run_until_exploiting(s->start());
+  s->persist_best(*store);
+  s->persist_policy(*store);
+  const Placement best = s->best()->placement;
+  EXPECT_TRUE(store->policy_state(0, *s->graph(), s->devices(), s->policy_key()));
+  EXPECT_FALSE(store->best(1000, *s->graph(), s->devices()))
+      << "uid 1000's jobs do not see uid 0's";
 
-  s = Session();
+  // The next run of the job (its session finds what the store holds, as a job's does).
   step = 0;
   make_session();
-  s.cached = store->best(0, *s.graph, s.devices)->placement;
-  const Directive first = start_session(s);
+  const Directive first = s->start();
   EXPECT_EQ(first.reason, Reason::kStart);
   EXPECT_EQ(first.placement.device_of_op, (std::vector<int>{0, 0, 0, 0})) << "the job's own";
   const std::optional<Directive> second = run_candidate(first);
@@ -564,7 +581,7 @@ TEST_F(Exploration, TheNextSessionTriesThePersistedBestFirstAndKeepsItOnlyOnceAT
   EXPECT_EQ(second->placement.device_of_op, best.device_of_op);
   // It screens faster and goes on trial against the start; only the trial's verdict keeps it.
   run_until_exploiting(second);
-  const CandidateRecord& cached = s.candidates.at(second->placement_id);
+  const CandidateRecord& cached = s->candidates().at(second->placement_id);
   ASSERT_TRUE(cached.trial);
   EXPECT_EQ(cached.trial->against, first.placement_id);
   EXPECT_EQ(cached.trial->verdict, TrialVerdict::kFaster);
@@ -573,16 +590,17 @@ TEST_F(Exploration, TheNextSessionTriesThePersistedBestFirstAndKeepsItOnlyOnceAT
 TEST_F(Exploration, AStoredPlacementSlowerThanTheStartIsNotKept) {
   // What a stored file says (another machine's, or a planted one) is no evidence: measured
   // slower here, the job stays on its start.
+  ASSERT_TRUE(
+      store->offer(0, setup.graph, setup.devices, {Placement{{0, 1, 0, 1}}, 1.0, "earlier"}));
   make_session();
-  s.cached = Placement{{0, 1, 0, 1}};
-  const Directive first = start_session(s);
+  const Directive first = s->start();
   const Directive end = run_world(
       first, [&](const Directive& d) { return d.reason == Reason::kCached ? 40.0 : 8.0; });
   const CandidateRecord* cached = nullptr;
-  for (const auto& [id, c] : s.candidates)
+  for (const auto& [id, c] : s->candidates())
     if (c.reason == Reason::kCached) cached = &c;
   ASSERT_NE(cached, nullptr);
-  EXPECT_NE(s.best()->reason, Reason::kCached);
+  EXPECT_NE(s->best()->reason, Reason::kCached);
   EXPECT_NE(end.placement.device_of_op, cached->placement.device_of_op);
 }
 
@@ -590,90 +608,109 @@ TEST_F(Exploration, PastItsReexplorationsADriftOnlyTakesANewReference) {
   // A job's own reported times start a re-exploration, which adds candidates: a session that has
   // re-explored kMaxReexplorations times keeps its placement and measures drift afresh.
   make_session();
-  std::optional<Directive> d = run_until_exploiting(start_session(s));
+  std::optional<Directive> d = run_until_exploiting(s->start());
   ASSERT_TRUE(d);
-  const double best_time = *s.best()->median();
-  for (int i = 0; i < 40; ++i) record_report(s, {d->placement_id, step++, best_time, true, ""});
-  ASSERT_EQ(s.drift_reference, best_time);
-  s.reexplorations = Session::kMaxReexplorations;
-  const size_t candidates = s.candidates.size();
+  // The placement in force takes its reference from 40 steps, 3 steps 30% slower are a drift, and
+  // the job re-explores until it exploits again: kMaxReexplorations times.
+  double best_time = 0;
+  for (uint64_t cycle = 0;; ++cycle) {
+    best_time = *s->best()->median();
+    for (int i = 0; i < 40; ++i)
+      ASSERT_FALSE(s->record({d->placement_id, step++, best_time, true, ""}));
+    ASSERT_EQ(s->drift_reference(), best_time);
+    if (cycle == Session::kMaxReexplorations) break;
+    bool drifted = false;
+    for (int i = 0; i < 3; ++i)
+      drifted = s->record({d->placement_id, step++, best_time * 1.3, true, ""});
+    ASSERT_TRUE(drifted);
+    d = s->advance(*store);
+    ASSERT_TRUE(d);
+    ASSERT_EQ(s->state(), SessionState::kReexploring);
+    d = run_until_exploiting(d);
+    ASSERT_TRUE(d);
+  }
+  ASSERT_EQ(s->counters().reexplorations, Session::kMaxReexplorations);
+  const size_t candidates = s->candidates().size();
   bool due = false;
-  for (int i = 0; i < 3; ++i)
-    due = record_report(s, {d->placement_id, step++, best_time * 1.3, true, ""});
+  for (int i = 0; i < 3; ++i) due = s->record({d->placement_id, step++, best_time * 1.3, true, ""});
   ASSERT_TRUE(due);
-  EXPECT_FALSE(advance_session(s, *store));
-  EXPECT_EQ(s.state, SessionState::kExploiting);
-  EXPECT_EQ(s.candidates.size(), candidates);
-  EXPECT_FALSE(s.drift_reference) << "measured afresh from here";
+  EXPECT_FALSE(s->advance(*store));
+  EXPECT_EQ(s->state(), SessionState::kExploiting);
+  EXPECT_EQ(s->candidates().size(), candidates);
+  EXPECT_FALSE(s->drift_reference()) << "measured afresh from here";
   for (int i = 0; i < 40; ++i)
-    EXPECT_FALSE(record_report(s, {d->placement_id, step++, best_time * 1.3, true, ""}));
-  EXPECT_EQ(s.drift_reference, best_time * 1.3);
+    EXPECT_FALSE(s->record({d->placement_id, step++, best_time * 1.3, true, ""}));
+  EXPECT_EQ(s->drift_reference(), best_time * 1.3);
 }
 
 TEST_F(Exploration, ALuckyScreeningIsNoEvidence) {
   // Every placement takes 8 in truth; the first candidate's screening happened to run at 4.
+  setup.exploration.max_candidates = 2;
   make_session();
-  s.policy.exploration.max_candidates = 2;
-  const Directive first = start_session(s);
+  const Directive first = s->start();
   const Directive d = run_world(first, [&](const Directive& d) {
-    const CandidateRecord& c = s.candidates.at(d.placement_id);
+    const CandidateRecord& c = s->candidates().at(d.placement_id);
     return d.placement_id == 2 && c.step_times.size() + c.warmup_steps < 4 ? 4.0 : 8.0;
   });
-  const CandidateRecord& lucky = s.candidates.at(2);
+  const CandidateRecord& lucky = s->candidates().at(2);
   EXPECT_DOUBLE_EQ(*lucky.median(), 8.0) << "its trial windows measured the truth";
   ASSERT_TRUE(lucky.trial);
   EXPECT_EQ(lucky.trial->verdict, TrialVerdict::kNotFaster);
   EXPECT_EQ(lucky.trial->against, first.placement_id);
   EXPECT_EQ(d.placement_id, first.placement_id) << "the job stays on its start";
-  EXPECT_EQ(s.best()->id, first.placement_id);
-  EXPECT_DOUBLE_EQ(s.summary().speedup.value(), 1.0);
+  EXPECT_EQ(s->best()->id, first.placement_id);
+  EXPECT_DOUBLE_EQ(s->summary().speedup.value(), 1.0);
 }
 
 // Start {0,1,0,1} (6), then all on 0 (8, no trial), the warm start {1,1,0,1} (5: beats the start),
 // then a policy certain of {1,1,1,1} (4: beats the warm start, never compared with the start).
 class FinalCheck : public Exploration {
  protected:
-  void SetUp() override {
+  void make_final_check_session() {
+    setup.start = Placement{{0, 1, 0, 1}};
+    auto placer = std::make_unique<TabularPlacer>();
+    TabularPlacer* tabular = placer.get();
+    setup.placer = std::move(placer);
     make_session();
-    s.job_start = Placement{{0, 1, 0, 1}};
     offline::ImitationResult warm;
     warm.baseline = "simulator";
     warm.action = {1, 1, 0, 1};
     warm.placement = Placement{{1, 1, 0, 1}};
-    s.warm_start = warm;
-    for (auto& row : static_cast<TabularPlacer&>(*s.placer).table->logits) row = {-50.0, 50.0};
+    s->warm_started(warm);
+    for (auto& row : tabular->table->logits) row = {-50.0, 50.0};
   }
 };
 
 TEST_F(FinalCheck, AChoiceNeverComparedWithTheStartIsCheckedAgainstItBeforeTheJobKeepsIt) {
-  const Directive d =
-      run_world(start_session(s), [&](const Directive& d) { return units(d.placement); });
+  make_final_check_session();
+  const Directive d = run_world(s->start(), [&](const Directive& d) { return units(d.placement); });
   EXPECT_EQ(d.placement.device_of_op, (std::vector<int>{1, 1, 1, 1}));
-  const CandidateRecord& chosen = *s.best();
+  const CandidateRecord& chosen = *s->best();
   ASSERT_TRUE(chosen.trial);
   EXPECT_TRUE(chosen.trial->final_check);
   EXPECT_EQ(chosen.trial->against, 1u);
   EXPECT_EQ(chosen.trial->verdict, TrialVerdict::kFaster);
-  EXPECT_EQ(s.candidates.at(3).trial->verdict, TrialVerdict::kFaster)
+  EXPECT_EQ(s->candidates().at(3).trial->verdict, TrialVerdict::kFaster)
       << "the warm start beat the start";
-  EXPECT_FALSE(s.candidates.at(2).trial) << "all on 0 screened too slow for a trial";
+  EXPECT_FALSE(s->candidates().at(2).trial) << "all on 0 screened too slow for a trial";
 }
 
 TEST_F(FinalCheck, WithoutEvidenceAgainstTheStartTheJobGoesBackToIt) {
+  make_final_check_session();
   // The machine changes once the final check begins: every placement now takes 6.
-  const Directive d = run_world(start_session(s), [&](const Directive& d) {
-    return s.trial && s.trial->final_check() ? 6.0 : units(d.placement);
+  const Directive d = run_world(s->start(), [&](const Directive& d) {
+    return s->trial() && s->trial()->final_check() ? 6.0 : units(d.placement);
   });
   EXPECT_EQ(d.placement_id, 1u);
   EXPECT_EQ(d.placement.device_of_op, (std::vector<int>{0, 1, 0, 1}));
-  EXPECT_EQ(s.best()->id, 1u);
-  const CandidateRecord& choice = s.candidates.at(4);
+  EXPECT_EQ(s->best()->id, 1u);
+  const CandidateRecord& choice = s->candidates().at(4);
   ASSERT_TRUE(choice.trial);
   EXPECT_TRUE(choice.trial->final_check);
   EXPECT_NE(choice.trial->verdict, TrialVerdict::kFaster);
   // What placementctl calls the best is what runs, with its interval.
-  const auto j = s.summary();
-  EXPECT_EQ(j.best_step_time_s, s.candidates.at(1).median());
+  const auto j = s->summary();
+  EXPECT_EQ(j.best_step_time_s, s->candidates().at(1).median());
   EXPECT_TRUE(j.best_step_time_interval_s);
 }
 
@@ -681,15 +718,16 @@ TEST_F(FinalCheck, MayTakeTwiceATrialsStepsBeforeItCallsTheAnswerUnclear) {
   // In the final check the choice is 2% faster, give or take 20% from one pair of windows to the
   // next (spread evenly): no look can show it faster or rule out a 2% gain. Ending unclear sends
   // the job back to its start for good, so the final check goes on to twice max_trial_steps first.
-  s.policy.exploration.max_trial_steps = 200;  // 50 pairs of 2-step windows; the final check 100
-  const Directive d = run_world(start_session(s), [&](const Directive& d) {
-    if (!s.trial || !s.trial->final_check()) return units(d.placement);
-    if (d.placement_id == s.trial->incumbent()) return 6.0;
-    const double spread = std::fmod(0.618034 * static_cast<double>(s.trial->pairs()), 1.0) - 0.5;
+  setup.exploration.max_trial_steps = 200;  // 50 pairs of 2-step windows; the final check 100
+  make_final_check_session();
+  const Directive d = run_world(s->start(), [&](const Directive& d) {
+    if (!s->trial() || !s->trial()->final_check()) return units(d.placement);
+    if (d.placement_id == s->trial()->incumbent()) return 6.0;
+    const double spread = std::fmod(0.618034 * static_cast<double>(s->trial()->pairs()), 1.0) - 0.5;
     return 6.0 * std::exp(-0.02 + 0.4 * spread);
   });
   EXPECT_EQ(d.placement_id, 1u);
-  const CandidateRecord& choice = s.candidates.at(4);
+  const CandidateRecord& choice = s->candidates().at(4);
   ASSERT_TRUE(choice.trial);
   EXPECT_TRUE(choice.trial->final_check);
   EXPECT_EQ(choice.trial->verdict, TrialVerdict::kUnclear);
@@ -697,76 +735,78 @@ TEST_F(FinalCheck, MayTakeTwiceATrialsStepsBeforeItCallsTheAnswerUnclear) {
 }
 
 TEST_F(FinalCheck, AStartThatFailsInTheFinalCheckLeavesTheJobOnItsChoice) {
-  std::optional<Directive> d = start_session(s);
-  for (int i = 0; i < 100000 && s.state != SessionState::kExploiting; ++i) {
+  make_final_check_session();
+  std::optional<Directive> d = s->start();
+  for (int i = 0; i < 100000 && s->state() != SessionState::kExploiting; ++i) {
     // The start no longer fits once the final check begins (another job took the memory).
-    const bool fails = s.trial && s.trial->final_check() && d->placement_id == 1;
-    if (record_report(s, {d->placement_id, step++, units(d->placement), !fails,
-                          fails ? "out of memory" : ""}))
-      if (auto next = advance_session(s, *store)) d = next;
+    const bool fails = s->trial() && s->trial()->final_check() && d->placement_id == 1;
+    if (s->record(
+            {d->placement_id, step++, units(d->placement), !fails, fails ? "out of memory" : ""}))
+      if (auto next = s->advance(*store)) d = next;
   }
-  ASSERT_EQ(s.state, SessionState::kExploiting);
+  ASSERT_EQ(s->state(), SessionState::kExploiting);
   EXPECT_EQ(d->placement.device_of_op, (std::vector<int>{1, 1, 1, 1}));
-  const CandidateRecord& chosen = *s.best();
+  const CandidateRecord& chosen = *s->best();
   ASSERT_TRUE(chosen.trial);
   EXPECT_TRUE(chosen.trial->final_check);
   EXPECT_EQ(chosen.trial->note, "the start failed a step");
 }
 
 TEST_F(FinalCheck, APluginFailureDuringTheFinalCheckGoesBackToTheStartAndNothingUncheckedIsStored) {
-  std::optional<Directive> d = start_session(s);
-  for (int i = 0; i < 100000 && !(s.trial && s.trial->final_check()); ++i)
-    if (record_report(s, {d->placement_id, step++, units(d->placement), true, ""}))
-      if (auto next = advance_session(s, *store)) d = next;
-  ASSERT_TRUE(s.trial && s.trial->final_check());
-  EXPECT_NE(s.incumbent, 1u) << "premise: the winner is in force while it is checked";
-  EXPECT_FALSE(persist_best(s, *store)) << "an unchecked winner is not offered to the next run";
-  d = stop_exploring(s, "policy step: it exploded");
-  EXPECT_EQ(s.state, SessionState::kExploiting);
-  EXPECT_EQ(s.best()->id, 1u);
+  make_final_check_session();
+  std::optional<Directive> d = s->start();
+  for (int i = 0; i < 100000 && !(s->trial() && s->trial()->final_check()); ++i)
+    if (s->record({d->placement_id, step++, units(d->placement), true, ""}))
+      if (auto next = s->advance(*store)) d = next;
+  ASSERT_TRUE(s->trial() && s->trial()->final_check());
+  EXPECT_NE(s->incumbent(), 1u) << "premise: the winner is in force while it is checked";
+  EXPECT_FALSE(s->persist_best(*store)) << "an unchecked winner is not offered to the next run";
+  d = s->stop_exploring("policy step: it exploded");
+  EXPECT_EQ(s->state(), SessionState::kExploiting);
+  EXPECT_EQ(s->best()->id, 1u);
   ASSERT_TRUE(d);
   EXPECT_EQ(d->placement_id, 1u);
-  persist_best(s, *store);
+  s->persist_best(*store);
   store->flush();
-  EXPECT_EQ(store->best(0, *s.graph, s.devices)->placement.device_of_op,
+  EXPECT_EQ(store->best(0, *s->graph(), s->devices())->placement.device_of_op,
             (std::vector<int>{0, 1, 0, 1}))
       << "the start, stored when it was measured, is all the store has";
 }
 
 TEST_F(Exploration, WhenTheStartFailsTheFirstCandidateThatRunsIsInForce) {
+  setup.start = Placement{{0, 1, 0, 1}};
   make_session();
-  s.job_start = Placement{{0, 1, 0, 1}};
-  std::optional<Directive> d = start_session(s);
-  for (int i = 0; i < 100000 && s.state != SessionState::kExploiting; ++i) {
+  std::optional<Directive> d = s->start();
+  for (int i = 0; i < 100000 && s->state() != SessionState::kExploiting; ++i) {
     const bool fails = d->placement_id == 1;
-    if (record_report(s, {d->placement_id, step++, units(d->placement), !fails,
-                          fails ? "out of memory" : ""}))
-      if (auto next = advance_session(s, *store)) d = next;
+    if (s->record(
+            {d->placement_id, step++, units(d->placement), !fails, fails ? "out of memory" : ""}))
+      if (auto next = s->advance(*store)) d = next;
   }
-  ASSERT_EQ(s.state, SessionState::kExploiting);
-  ASSERT_NE(s.best(), nullptr);
-  EXPECT_NE(s.best()->id, 1u);
+  ASSERT_EQ(s->state(), SessionState::kExploiting);
+  ASSERT_NE(s->best(), nullptr);
+  EXPECT_NE(s->best()->id, 1u);
   EXPECT_NE(d->placement_id, 1u) << "the job is not sent back to the failing start";
 }
 
 TEST_F(Exploration, TrialWindowsAreExplorationOnlyOnTheChallenger) {
+  setup.exploration.max_candidates = 2;
+  setup.exploration.warmup_steps = 0;
   make_session();
-  s.policy.exploration.max_candidates = 2;
-  s.policy.exploration.warmup_steps = 0;
-  run_world(start_session(s), [&](const Directive& d) { return units(d.placement); });
+  run_world(s->start(), [&](const Directive& d) { return units(d.placement); });
   uint64_t on_challengers = 0;
-  for (const auto& [id, c] : s.candidates)
+  for (const auto& [id, c] : s->candidates())
     if (id != 1) on_challengers += c.step_times.size() + c.warmup_steps;
-  EXPECT_EQ(s.exploration_steps, on_challengers);
-  EXPECT_LT(s.exploration_steps, s.steps);
+  EXPECT_EQ(s->counters().exploration_steps, on_challengers);
+  EXPECT_LT(s->counters().exploration_steps, s->counters().steps);
 }
 
 TEST_F(Exploration, ReportsOfUnknownPlacementsAreStray) {
   make_session();
-  start_session(s);
-  EXPECT_FALSE(record_report(s, {99, 0, 1.0, true, ""}));
-  EXPECT_EQ(s.stray_reports, 1u);
-  EXPECT_EQ(s.steps, 0u);
+  s->start();
+  EXPECT_FALSE(s->record({99, 0, 1.0, true, ""}));
+  EXPECT_EQ(s->counters().stray_reports, 1u);
+  EXPECT_EQ(s->counters().steps, 0u);
 }
 
 }  // namespace

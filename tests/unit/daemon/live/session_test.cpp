@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "live/session.h"
+#include "test_session.h"
+#include "test_store.h"
 
 namespace placementd {
 namespace {
@@ -65,76 +67,77 @@ TEST(CandidateRecord, MeanAndItsIntervalAreWhatTheJobsTimeAddsUpFrom) {
   EXPECT_NEAR((*interval)[1], 3.96, 1e-12);
 }
 
-TEST(Session, TheTimelineKeepsEveryStepInOrderWithinItsBound) {
+TEST(Timeline, KeepsEveryStepInOrderWithinItsBound) {
   // A long job alternating placements in windows of 10, as trials do: the timeline stays within
   // kMaxPoints, every step is in exactly one point, in order, and the time adds up.
   using placement::messages::TimelinePoint;
-  Session s;
-  s.incumbent = 1;
+  Timeline timeline;
   double total = 0;
   const uint64_t steps = 50000;
+  uint64_t best = 1;
   for (uint64_t i = 0; i < steps; ++i) {
     const uint64_t placement = (i / 10) % 2 == 0 ? 1 : 2;
     const double t = placement == 1 ? 1.0 + (i % 7) * 0.01 : 2.0;
-    if (i == 30000) s.incumbent = 2;  // a trial moved the placement in force
-    ++s.steps;
-    s.add_to_timeline(placement, t);
+    if (i == 30000) best = 2;  // a trial moved the placement in force
+    timeline.add(i, placement, best, t);
     total += t;
   }
-  ASSERT_LE(s.timeline.size(), TimelinePoint::kMaxPoints);
-  EXPECT_GE(s.timeline.size(), TimelinePoint::kMaxPoints / 2);
+  const std::vector<TimelinePoint>& points = timeline.points();
+  ASSERT_LE(points.size(), TimelinePoint::kMaxPoints);
+  EXPECT_GE(points.size(), TimelinePoint::kMaxPoints / 2);
   uint64_t next = 0;
   double sum = 0;
-  for (const TimelinePoint& p : s.timeline) {
+  for (const TimelinePoint& p : points) {
     EXPECT_EQ(p.first_step, next);
-    EXPECT_LE(p.steps, s.timeline_stride);
+    EXPECT_LE(p.steps, timeline.stride());
     next += p.steps;
     sum += p.mean_step_time_s * static_cast<double>(p.steps);
   }
   EXPECT_EQ(next, steps);
   EXPECT_NEAR(sum, total, 1e-6 * total);
-  EXPECT_EQ(s.timeline.front().placement, 0u) << "windows of both placements merged";
-  EXPECT_EQ(s.timeline.front().best, 1u);
-  EXPECT_EQ(s.timeline.back().best, 2u);
+  EXPECT_EQ(points.front().placement, 0u) << "windows of both placements merged";
+  EXPECT_EQ(points.front().best, 1u);
+  EXPECT_EQ(points.back().best, 2u);
 
   // Early on, before any merge, a point is a step and says what ran.
-  Session fresh;
-  fresh.incumbent = 1;
-  for (uint64_t placement : {1, 1, 2}) {
-    ++fresh.steps;
-    fresh.add_to_timeline(placement, 3.0);
-  }
-  ASSERT_EQ(fresh.timeline.size(), 3u);
-  EXPECT_EQ(fresh.timeline[2].first_step, 2u);
-  EXPECT_EQ(fresh.timeline[2].placement, 2u);
-  EXPECT_EQ(fresh.timeline[2].best, 1u);
+  Timeline fresh;
+  uint64_t step = 0;
+  for (uint64_t placement : {1, 1, 2}) fresh.add(step++, placement, 1, 3.0);
+  ASSERT_EQ(fresh.points().size(), 3u);
+  EXPECT_EQ(fresh.points()[2].first_step, 2u);
+  EXPECT_EQ(fresh.points()[2].placement, 2u);
+  EXPECT_EQ(fresh.points()[2].best, 1u);
 }
 
 TEST(Session, TheBestIsTheIncumbentNotTheLowestMedian) {
-  Session s;
-  s.candidates[1] = {1, {}, Reason::kStart, {4, 4, 5}, 0};
-  s.candidates[2] = {2, {}, Reason::kPolicy, {2, 2}, 0};  // faster over two steps, never on trial
-  s.candidates[3] = {3, {}, Reason::kPolicy, {}, 0};      // warm-up only: no median yet
-  s.measured_seconds = 5 + 4 + 4 + 5 + 2 + 2 + 1;
-  s.exploration_cost_s = 3.0;  // what candidates 2 and 3 took beyond the start's time
-  EXPECT_EQ(s.best(), nullptr) << "no incumbent before the start's screening";
-  s.incumbent = 1;
-  ASSERT_NE(s.best(), nullptr);
-  EXPECT_EQ(s.best()->id, 1u);
-  auto j = s.summary();
+  testing::TestStore store("session_test");
+  testing::SessionSetup setup;
+  setup.exploration.warmup_steps = 0;
+  setup.exploration.steps_per_candidate = 3;
+  setup.exploration.max_overhead_fraction = 1.0;
+  const auto s = testing::make_test_session(std::move(setup), *store);
+  EXPECT_EQ(s->best(), nullptr) << "nothing measured yet";
+  const placement::messages::Directive start = s->start();
+  EXPECT_EQ(s->best(), nullptr) << "no incumbent before the start's screening";
+  for (double t : {4.0, 4.0}) EXPECT_FALSE(s->record({start.placement_id, 0, t, true, ""}));
+  ASSERT_NE(s->best(), nullptr) << "the start is in force from its first step";
+  ASSERT_TRUE(s->record({start.placement_id, 0, 5.0, true, ""}));
+  const auto next = s->advance(*store);
+  ASSERT_TRUE(next);
+  ASSERT_NE(s->best(), nullptr);
+  EXPECT_EQ(s->best()->id, start.placement_id);
+  // The next candidate runs faster over two steps, and never goes on trial.
+  for (double t : {2.0, 2.0}) EXPECT_FALSE(s->record({next->placement_id, 0, t, true, ""}));
+  EXPECT_EQ(*s->candidates().at(next->placement_id).median(), 2.0);
+  EXPECT_EQ(s->best()->id, start.placement_id) << "only a trial unseats the incumbent";
+  const auto j = s->summary();
   EXPECT_DOUBLE_EQ(j.start_step_time_s.value(), 4.0);
   EXPECT_DOUBLE_EQ(j.best_step_time_s.value(), 4.0);
   EXPECT_DOUBLE_EQ(j.speedup.value(), 1.0);
-  EXPECT_NEAR(j.exploration_overhead, 3.0 / 23.0, 1e-12);
-  EXPECT_EQ(j.candidates_tried, 3u);
-  s.exploration_cost_s = -1.0;  // faster candidates earned time back
-  EXPECT_EQ(s.summary().exploration_overhead, 0.0);
-  s.incumbent = 2;  // as after a trial it won
-  j = s.summary();
-  EXPECT_DOUBLE_EQ(j.best_step_time_s.value(), 2.0);
-  EXPECT_DOUBLE_EQ(j.speedup.value(), 2.0);
-  s.incumbent = 3;
-  EXPECT_EQ(s.best(), nullptr) << "an incumbent without a measurement is no best";
+  EXPECT_DOUBLE_EQ(j.job_s, 4 + 4 + 5 + 2 + 2);
+  EXPECT_EQ(j.candidates_tried, 2u);
+  EXPECT_EQ(j.exploration_overhead, 0.0) << "a faster candidate earned time back";
+  EXPECT_DOUBLE_EQ(s->counters().exploration_cost_s, 2 * (2.0 - 13.0 / 3.0));
 }
 
 TEST(Session, TheTrialOutcomeIsDescribedWithItsInterval) {

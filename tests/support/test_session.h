@@ -1,0 +1,66 @@
+#pragma once
+// A Session over test doubles (one group per op, a tabular placer, a recording algorithm unless a
+// test brings its own), built through the calls LiveSession makes: what the state machine's unit
+// tests and the noise harness drive with made-up step times.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "live/session.h"
+#include "live/store.h"
+#include "plugin_doubles.h"
+#include "test_graphs.h"
+
+namespace placementd::testing {
+
+/// What the job attaches with and uploads; every field has the value most tests want.
+struct SessionSetup {
+  uint64_t id = 1;
+  std::string name = "test";
+  uid_t uid = 0;
+  /// Four ops in a chain, two CPUs of 1 GiB.
+  placement::OpGraph graph = placement::testing::chain(4, 1024);
+  placement::DeviceSet devices = placement::testing::devices(2, placement::DeviceKind::kCpu);
+  /// The placement the job runs when it attaches (nullopt: all on its first device).
+  std::optional<placement::Placement> start;
+  uint64_t expected_steps = 0;
+  uint16_t protocol_version = 1;
+  int64_t profile_steps = 0;
+  ExplorationConfig exploration;
+  /// nullptr: OneGroupPerOp, TabularPlacer, RecordingAlgorithm.
+  std::unique_ptr<placement::Grouper> grouper;
+  std::unique_ptr<placement::Placer> placer;
+  std::unique_ptr<placement::Algorithm> algorithm;
+};
+
+/// Attaches, then takes the setup's graph (finding what `store` holds for uid and graph).
+inline std::unique_ptr<Session> make_test_session(SessionSetup setup, const Store& store) {
+  JobIdentity job;
+  job.name = setup.name;
+  job.uid = setup.uid;
+  job.expected_steps = setup.expected_steps;
+  job.protocol_version = setup.protocol_version;
+  job.profile_steps = setup.profile_steps;
+  job.devices = std::move(setup.devices);
+  EffectivePolicy policy;
+  policy.grouper = "one_group_per_op";
+  policy.placer = "tabular";
+  policy.algorithm = "recording";
+  policy.exploration = setup.exploration;
+  auto session = std::make_unique<Session>(setup.id, std::move(job), std::move(policy));
+  Session::Plugins plugins;
+  plugins.grouper = setup.grouper ? std::move(setup.grouper)
+                                  : std::make_unique<placement::testing::OneGroupPerOp>();
+  plugins.placer =
+      setup.placer ? std::move(setup.placer) : std::make_unique<placement::testing::TabularPlacer>();
+  plugins.algorithm = setup.algorithm
+                          ? std::move(setup.algorithm)
+                          : std::make_unique<placement::testing::RecordingAlgorithm>();
+  session->take_graph(std::move(setup.graph), std::move(setup.start), std::move(plugins), {},
+                      store);
+  return session;
+}
+
+}  // namespace placementd::testing
