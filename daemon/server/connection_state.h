@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -27,11 +28,31 @@ struct Peer {
   bool admin = false;
 };
 
-/// Per-connection protocol state, owned by the connection and touched on the I/O thread only.
+/// Requests of one connection handed to its job's strand or the policy pool and not done yet. At
+/// kMaxInFlight the server reads nothing more from the connection (the client's socket and its own
+/// bounded queue fill, not the daemon's memory: a step report in flight holds about 1 KiB, and a
+/// client sending them faster than its session takes them once held gigabytes), and it reads again
+/// once they are down to kResumeAt. A job's reports during a policy step of seconds fit: they wait
+/// in the socket and the SDK's queue.
+struct InFlight {
+  static constexpr uint32_t kMaxInFlight = 256;
+  static constexpr uint32_t kResumeAt = kMaxInFlight / 2;
+  std::atomic<uint32_t> count{0};
+  /// Set by the server: reads again if it stopped (any thread; it posts to the I/O thread).
+  std::function<void()> resume;
+  /// One request done: calls resume when the count falls to kResumeAt.
+  void done() {
+    if (count.fetch_sub(1) == kResumeAt + 1 && resume) resume();
+  }
+};
+
+/// Per-connection protocol state, owned by the connection and touched on the I/O thread only
+/// (but for `in_flight`, which the handlers' threads count down).
 struct ConnectionState {
   Peer peer;
   uint16_t version = 0;  // 0 until Hello
   std::shared_ptr<AttachedJob> job;
+  std::shared_ptr<InFlight> in_flight = std::make_shared<InFlight>();
 };
 
 /// How a handler answers: type, request id, body, and whether the stream must close afterwards.

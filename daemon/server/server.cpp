@@ -135,6 +135,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void start() {
     responder_ = make_responder();
+    std::weak_ptr<Connection> weak = shared_from_this();
+    state_.in_flight->resume = [weak, executor = socket_.get_executor()] {
+      asio::dispatch(executor, [weak] {
+        if (auto self = weak.lock()) self->resume_reading();
+      });
+    };
     // A connection that never says hello would hold its place (and its uid's) for ever.
     hello_timer_.expires_after(std::chrono::milliseconds(server_.limits().frame_timeout_ms));
     auto self = shared_from_this();
@@ -187,6 +193,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (closed_) return;
     }
     if (!writing_) write_next();
+  }
+
+  // The connection's requests in flight fell back to InFlight::kResumeAt: what it sent meanwhile
+  // waits in the input buffer and the socket, and is read now.
+  void resume_reading() {
+    if (closed_ || stop_reading_ || !paused_) return;
+    if (state_.in_flight->count.load() >= InFlight::kMaxInFlight) return;
+    paused_ = false;
+    parse();
+    if (stop_reading_ || paused_) return;
+    arm_timer();
+    read();
   }
 
   void close() {
@@ -251,7 +269,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
           // told so and closed (the newcomer on a tie), not whoever happens to cross it, so a
           // client holding partial frames just under the cap cannot make every real upload fail.
           if (server_.buffered_ > server_.limits().max_buffered_bytes) server_.shed_buffers(*this);
-          if (stop_reading_) return;
+          if (stop_reading_ || paused_) return;
           arm_timer();
           read();
         });
@@ -305,6 +323,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
       const uint8_t* payload = input_.data() + offset + header_size;
       offset += header_size + header.length;
       frame(header, payload);
+      // Backpressure: its requests in flight are at their cap (InFlight); resume_reading() goes on.
+      if (state_.in_flight->count.load() >= InFlight::kMaxInFlight) {
+        paused_ = true;
+        break;
+      }
     }
     if (stop_reading_) return;
     input_.erase(input_.begin(), input_.begin() + offset);
@@ -394,6 +417,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     timer_.async_wait([this, self](const boost::system::error_code& ec) {
       if (ec || closed_ || stop_reading_ || !timer_armed_) return;
       timer_armed_ = false;
+      // While paused the daemon is the one not reading: resume_reading() arms the timer again.
+      if (paused_) return;
       if (!input_.empty() || skip_ > 0)
         fail(error::kTimeout,
              "incomplete frame for " + std::to_string(server_.limits().frame_timeout_ms) + " ms");
@@ -467,6 +492,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool closing_ = false;
   bool closed_ = false;
   bool stop_reading_ = false;
+  /// Reading waits for the connection's requests in flight (InFlight).
+  bool paused_ = false;
   bool timer_armed_ = false;
 };
 

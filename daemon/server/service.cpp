@@ -156,7 +156,13 @@ void Service::handle(ConnectionState& conn, MessageType type, uint32_t rid, json
       case Runs::kPolicyThread: {
         // The job (if any) is taken before `req` moves into the handler.
         const std::shared_ptr<AttachedJob> job = req.job;
-        auto work = [this, route, req = std::move(req)]() mutable { run_guarded(*route, req); };
+        std::shared_ptr<InFlight> in_flight = conn.in_flight;
+        in_flight->count.fetch_add(1);
+        auto work = [this, route, req = std::move(req),
+                     in_flight = std::move(in_flight)]() mutable {
+          run_guarded(*route, req);
+          in_flight->done();
+        };
         if (job)
           boost::asio::post(job->strand, std::move(work));
         else

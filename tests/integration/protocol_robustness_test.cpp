@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon_process.h"
+#include "placement/messages.h"
 #include "placement/serialization.h"
 #include "raw_connection.h"
 
@@ -217,6 +219,66 @@ std::unique_ptr<RawConnection> attached_connection(const std::string& socket,
   if (!reply || reply->first.type != static_cast<uint16_t>(MessageType::kAttached))
     throw std::runtime_error("attach not answered with attached");
   return c;
+}
+
+// `count` step reports of an attached job, as one buffer of frames.
+std::vector<uint8_t> step_reports(uint16_t version, uint64_t first, size_t count) {
+  std::vector<uint8_t> out;
+  for (uint64_t step = first; step < first + count; ++step) {
+    const auto frame = protocol::encode_frame(
+        MessageType::kStepReport, 0,
+        placement::messages::StepReport{1, step, 0.01, true, ""}.to_json(), version);
+    out.insert(out.end(), frame.begin(), frame.end());
+  }
+  return out;
+}
+
+TEST(ProtocolLimits, ABurstOfRequestsIsReadInTurnWithItsSessionAndAllOfItAnswered) {
+  // A job's reports wait for its session; past InFlight::kMaxInFlight of them the daemon stops
+  // reading the connection and reads on once they are done: everything sent is read in the end.
+  DaemonProcess daemon;
+  daemon.start();
+  auto job = attached_connection(daemon.socket, "burst");
+  job->send(step_reports(job->version(), 0, 20000));
+  job->send_frame(MessageType::kStatus, nlohmann::json::object(), 7);
+  const auto reply = job->read_frame(20000);
+  ASSERT_TRUE(reply) << daemon.log();
+  EXPECT_EQ(reply->first.type, static_cast<uint16_t>(MessageType::kStatusReply));
+  EXPECT_EQ(reply->second.at("reports_received").get<uint64_t>(), 20000u);
+}
+
+TEST(ProtocolLimits, AJobFloodingReportsFillsItsSocketNotTheDaemonsMemory) {
+  // Step reports sent without pause once queued for the job's session as fast as the daemon read
+  // them: 3 GiB in 10 s (hostile_bench), for as long as the flood went on.
+  if (under_address_sanitizer() || under_thread_sanitizer())
+    GTEST_SKIP() << "the sanitizer's allocator keeps freed memory resident";
+  DaemonProcess daemon;
+  daemon.start();
+  Client bystander(ClientOptions{daemon.socket, "bystander", 5000});
+  auto flood = attached_connection(daemon.socket, "flood");
+  const std::vector<uint8_t> burst = step_reports(flood->version(), 0, 10000);
+  const uint64_t before = rss_bytes(daemon.pid);
+  std::atomic<bool> stop{false};
+  std::thread sender([&] {
+    while (!stop) flood->send(burst);
+  });
+  uint64_t peak = before;
+  for (int i = 0; i < 30; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    peak = std::max(peak, rss_bytes(daemon.pid));
+    EXPECT_NO_THROW(bystander.request(MessageType::kStatus, nlohmann::json::object(),
+                                      MessageType::kStatusReply));
+  }
+  stop = true;
+  flood->shutdown();
+  sender.join();
+  const uint64_t reports =
+      bystander.request(MessageType::kStatus, nlohmann::json::object(), MessageType::kStatusReply)
+          .at("reports_received")
+          .get<uint64_t>();
+  EXPECT_GT(reports, 10000u) << "the flood was read";
+  EXPECT_LT(peak, before + (24u << 20)) << "resident before " << (before >> 20) << " MiB, peak "
+                                        << (peak >> 20) << " MiB during 3 s of flood";
 }
 
 TEST(ProtocolLimits, AFrameThatGrowsWithTheModelIsSmallUntilTheConnectionAttaches) {

@@ -65,6 +65,9 @@ class RawConnection {
     return std::make_pair(h, protocol::decode_payload(payload.data(), payload.size()));
   }
 
+  /// Shuts the socket down both ways: a send() blocked on a full socket in another thread returns.
+  void shutdown() { ::shutdown(fd_, SHUT_RDWR); }
+
   /// True if the daemon closed the connection (EOF) within the timeout.
   bool closed_by_peer(int timeout_ms = 3000) {
     pollfd p{fd_, POLLIN, 0};

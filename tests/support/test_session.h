@@ -53,11 +53,10 @@ inline std::unique_ptr<Session> make_test_session(SessionSetup setup, const Stor
   Session::Plugins plugins;
   plugins.grouper = setup.grouper ? std::move(setup.grouper)
                                   : std::make_unique<placement::testing::OneGroupPerOp>();
-  plugins.placer =
-      setup.placer ? std::move(setup.placer) : std::make_unique<placement::testing::TabularPlacer>();
-  plugins.algorithm = setup.algorithm
-                          ? std::move(setup.algorithm)
-                          : std::make_unique<placement::testing::RecordingAlgorithm>();
+  plugins.placer = setup.placer ? std::move(setup.placer)
+                                : std::make_unique<placement::testing::TabularPlacer>();
+  plugins.algorithm = setup.algorithm ? std::move(setup.algorithm)
+                                      : std::make_unique<placement::testing::RecordingAlgorithm>();
   session->take_graph(std::move(setup.graph), std::move(setup.start), std::move(plugins), {},
                       store);
   return session;
