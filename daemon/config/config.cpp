@@ -179,7 +179,7 @@ void read_document(const toml::table& root, const std::string& file, Config& con
     c.only(*t, "[daemon]",
            {"socket", "socket_mode", "admin_group", "state_dir", "max_frame_bytes",
             "max_connections", "max_connections_per_uid", "max_buffered_bytes", "frame_timeout_ms",
-            "stop_timeout_ms", "policy_threads", "policy_nice"});
+            "stop_timeout_ms", "max_state_bytes_per_uid", "policy_threads", "policy_nice"});
     c.get_string(*t, "socket", "daemon", config.socket);
     if (config.socket.size() >= 108)
       c.error(*t->get("socket"),
@@ -203,6 +203,8 @@ void read_document(const toml::table& root, const std::string& file, Config& con
                   std::to_string(config.max_frame_bytes) + "): one largest frame must fit");
     c.get_int(*t, "frame_timeout_ms", "daemon", config.frame_timeout_ms, 10, 3600000);
     c.get_int(*t, "stop_timeout_ms", "daemon", config.stop_timeout_ms, 100, 3600000);
+    c.get_int(*t, "max_state_bytes_per_uid", "daemon", config.max_state_bytes_per_uid,
+              int64_t{1} << 20, int64_t{1} << 50);
     c.get_int(*t, "policy_threads", "daemon", config.policy_threads, 1, 256);
     c.get_int(*t, "policy_nice", "daemon", config.policy_nice, 0, 19);
   }

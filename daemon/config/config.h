@@ -27,6 +27,7 @@ inline constexpr int64_t kDefaultMaxConnections = 1024;
 inline constexpr int64_t kDefaultMaxConnectionsPerUid = 64;
 inline constexpr int64_t kDefaultMaxBufferedBytes = int64_t{512} << 20;
 inline constexpr int64_t kDefaultFrameTimeoutMs = 10000;
+inline constexpr int64_t kDefaultMaxStateBytesPerUid = int64_t{1} << 30;
 /// Replies queued for a client that does not read them; past this its connection is closed. Not a
 /// config key: a reply is at most as large as the largest frame a client may send, and a client
 /// that leaves one of those unread is not reading.
@@ -148,6 +149,10 @@ struct Config {
   /// A stop (SIGTERM) persists every job's state for at most this long, then exits: under the
   /// unit's TimeoutStopSec (30 s), after which systemd would SIGKILL it mid-write.
   int64_t stop_timeout_ms = 20000;
+  /// What one uid's stored placements and policy states may take in the state directory: past it,
+  /// that uid's least recently written files are removed to make room (a file larger than this is
+  /// not written). One user uploading graph after graph cannot fill the disk the daemon shares.
+  int64_t max_state_bytes_per_uid = kDefaultMaxStateBytesPerUid;
   /// Threads computing groupings and placements, off the I/O thread.
   int64_t policy_threads = 2;
   /// Their nice value (server/policy_priority.h): 19, the lowest priority, so a CPU-bound job on

@@ -262,6 +262,104 @@ void Store::queue_locked(const std::string& path, std::string contents) {
   if (!waiting) boost::asio::post(writer_, [this, path] { write(path); });
 }
 
+namespace {
+
+// The uid a state file belongs to: the name of its directory (placements/UID/...,
+// policies/UID/...).
+std::string uid_of(const std::string& path) {
+  return fs::path(path).parent_path().filename().string();
+}
+
+}  // namespace
+
+void Store::set_max_bytes_per_uid(uint64_t bytes) { max_bytes_per_uid_ = bytes; }
+
+uint64_t Store::bytes_of(uid_t owner) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = uid_files_.find(std::to_string(owner));
+  return it == uid_files_.end() ? 0 : it->second.bytes;
+}
+
+uint64_t Store::removed_files() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return removed_;
+}
+
+std::string Store::make_room(const std::string& path, uint64_t bytes) {
+  const std::string uid = uid_of(path);
+  const uint64_t limit = max_bytes_per_uid_.load();
+  bool counted = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    counted = uid_files_.count(uid) > 0;
+  }
+  if (!counted) {
+    // The uid's first write since the start: what its directories hold is counted from the disk
+    // (without the lock: sessions never wait for a disk).
+    UidFiles found;
+    for (const char* sub : {"placements", "policies"}) {
+      std::error_code ec;
+      for (const auto& entry : fs::directory_iterator(fs::path(dir_) / sub / uid, ec)) {
+        std::error_code stat;
+        if (!entry.is_regular_file(stat) ||
+            entry.path().filename().string().find(".tmp.") != std::string::npos)
+          continue;
+        const uint64_t size = entry.file_size(stat);
+        const fs::file_time_type written = entry.last_write_time(stat);
+        if (stat) continue;
+        found.files[entry.path().string()] = {size, written};
+        found.bytes += size;
+      }
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    uid_files_.emplace(uid, std::move(found));
+  }
+  std::vector<std::string> removing;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    UidFiles& files = uid_files_.at(uid);
+    if (bytes > limit)
+      return path + " takes " + std::to_string(bytes) + " bytes, more than uid " + uid +
+             " may keep (daemon.max_state_bytes_per_uid = " + std::to_string(limit) + ")";
+    const auto it = files.files.find(path);
+    const uint64_t replaced = it == files.files.end() ? 0 : it->second.bytes;
+    // Oldest first; a file waiting for its write is about to be new again.
+    std::vector<std::pair<fs::file_time_type, std::string>> by_age;
+    for (const auto& [other, file] : files.files)
+      if (other != path && !pending_.count(other)) by_age.emplace_back(file.written, other);
+    std::sort(by_age.begin(), by_age.end());
+    for (const auto& [written, other] : by_age) {
+      if (files.bytes - replaced + bytes <= limit) break;
+      files.bytes -= files.files.at(other).bytes;
+      files.files.erase(other);
+      // A stored placement held in memory is read from the disk again: it is gone there.
+      if (const auto known = best_.find(other); known != best_.end()) {
+        cached_ops_ -= known->second.ops();
+        best_.erase(known);
+      }
+      errors_.erase(other);
+      removing.push_back(other);
+      ++removed_;
+    }
+    if (files.bytes - replaced + bytes > limit)
+      return "no room for " + path + " within uid " + uid + "'s " + std::to_string(limit) +
+             " bytes (daemon.max_state_bytes_per_uid): the rest of its files wait for writes";
+  }
+  for (const std::string& other : removing) {
+    std::error_code ec;
+    fs::remove(other, ec);
+    if (ec)
+      spdlog::error("cannot remove {} to keep uid {} within daemon.max_state_bytes_per_uid: {}",
+                    other, uid, ec.message());
+    else
+      spdlog::warn(
+          "removed {}, uid {}'s least recently written state file, to keep its files within "
+          "daemon.max_state_bytes_per_uid ({} bytes)",
+          other, uid, limit);
+  }
+  return "";
+}
+
 void Store::write(const std::string& path) {
   std::string contents;
   {
@@ -272,23 +370,29 @@ void Store::write(const std::string& path) {
     pending_.erase(queued);
     writing_ = path;
   }
-  std::string error;
-  try {
-    // A user's directory, made at their first write: readable by the daemon alone.
-    const fs::path directory = fs::path(path).parent_path();
-    if (!fs::exists(directory)) {
-      fs::create_directories(directory);
-      fs::permissions(directory, fs::perms::owner_all);
+  std::string error = make_room(path, contents.size());
+  if (error.empty()) {
+    try {
+      // A user's directory, made at their first write: readable by the daemon alone.
+      const fs::path directory = fs::path(path).parent_path();
+      if (!fs::exists(directory)) {
+        fs::create_directories(directory);
+        fs::permissions(directory, fs::perms::owner_all);
+      }
+      placement::write_file_atomically(path, contents);
+    } catch (const std::exception& e) {
+      error = e.what();
     }
-    placement::write_file_atomically(path, contents);
-  } catch (const std::exception& e) {
-    error = e.what();
-    spdlog::error("state not persisted: {}", error);
   }
+  if (!error.empty()) spdlog::error("state not persisted: {}", error);
   std::lock_guard<std::mutex> lock(mutex_);
   writing_.clear();
   if (error.empty()) {
     errors_.erase(path);
+    UidFiles& files = uid_files_.at(uid_of(path));
+    UidFiles::File& file = files.files[path];
+    files.bytes = files.bytes - file.bytes + contents.size();
+    file = {contents.size(), fs::file_time_type::clock::now()};
   } else {
     ++failed_;
     errors_[path] = error;

@@ -8,9 +8,12 @@
 #include <sys/types.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -97,6 +100,16 @@ class Store {
   void after_writes(std::function<void()> done);
   /// Writes that failed since the store was opened.
   uint64_t failed_writes() const;
+
+  /// What one uid's files (placements and policy states) may take on disk: before a write would
+  /// pass it, that uid's least recently written files are removed (never one waiting to be
+  /// written); a file larger than the whole of it is not written (a failed write, logged). Counted
+  /// from the disk at the uid's first write after start, then by the writer. Any thread.
+  void set_max_bytes_per_uid(uint64_t bytes);
+  /// Bytes of `owner`'s files as the writer counts them (0 before its first write), and the files
+  /// removed to keep uids within their bound since the store was opened.
+  uint64_t bytes_of(uid_t owner) const;
+  uint64_t removed_files() const;
   /// What the stored placements held in memory count, in ops (see kMaxCachedOps).
   size_t cached_ops() const;
 
@@ -119,6 +132,9 @@ class Store {
   /// Hands `contents` to the writer (caller holds mutex_).
   void queue_locked(const std::string& path, std::string contents);
   void write(const std::string& path);
+  /// Makes room for `bytes` at `path` within its uid's bound, removing that uid's least recently
+  /// written files; returns why it cannot ("" when it can). On the writer's thread.
+  std::string make_room(const std::string& path, uint64_t bytes);
 
   std::string dir_;
   mutable std::mutex mutex_;
@@ -147,6 +163,19 @@ class Store {
   uint64_t failed_ = 0;
   /// Files whose last write failed, with the error.
   std::map<std::string, std::string> errors_;
+  /// Each uid's files on disk by the name of its directory (its uid), as the writer counts them:
+  /// every file's size and when it was last written. Guarded by mutex_.
+  struct UidFiles {
+    struct File {
+      uint64_t bytes = 0;
+      std::filesystem::file_time_type written;
+    };
+    std::map<std::string, File> files;
+    uint64_t bytes = 0;
+  };
+  std::map<std::string, UidFiles> uid_files_;
+  std::atomic<uint64_t> max_bytes_per_uid_{std::numeric_limits<uint64_t>::max()};
+  uint64_t removed_ = 0;
   /// Declared last: destroyed (joined, after its queued writes) first.
   boost::asio::thread_pool writer_{1};
 };

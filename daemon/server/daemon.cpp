@@ -88,6 +88,7 @@ Daemon::Daemon(const DaemonOptions& options) : options_(options), signals_(io_) 
                                 : !config_->state_dir.empty() ? config_->state_dir
                                                               : default_state_dir();
   store_ = std::make_unique<Store>(state_dir);
+  store_->set_max_bytes_per_uid(static_cast<uint64_t>(config_->max_state_bytes_per_uid));
   service_ = std::make_unique<Service>(config_, registry_, *store_, socket_path_);
   service_->set_reload_hook([this] { return reload(); });
   server_ = std::make_unique<Server>(io_, *service_);
@@ -224,6 +225,7 @@ std::vector<std::string> Daemon::reload() {
       config_ = next;
       service_->set_config(next);
       server_->set_limits(limits_from(*next));
+      store_->set_max_bytes_per_uid(static_cast<uint64_t>(next->max_state_bytes_per_uid));
       spdlog::info("reloaded {} ({} plugins)", next->path, registry_.plugins().size());
     }
   } catch (const std::exception& e) {

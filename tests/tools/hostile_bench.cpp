@@ -59,7 +59,8 @@ namespace {
 constexpr uint32_t kMiB = 1u << 20;
 
 // ---------------------------------------------------------------------------------------------
-// The hostile clients (issue #41, items 6 to 10 and a job's own reports), each a loop until SIGTERM.
+// The hostile clients (issue #41, items 6 to 10 and a job's own reports), each a loop until
+// SIGTERM.
 
 std::atomic<bool> stopping{false};
 
@@ -134,7 +135,8 @@ std::vector<Hostile> hostile_clients() {
            held.push_back(std::make_unique<RawConnection>(socket));
            RawConnection& c = *held.back();
            c.hello();
-           c.send_frame(MessageType::kAttach, attach_of("holder-" + std::to_string(i), 2).to_json());
+           c.send_frame(MessageType::kAttach,
+                        attach_of("holder-" + std::to_string(i), 2).to_json());
            c.read_frame(5000);
            send_frame_of(c, c.version(), static_cast<uint16_t>(MessageType::kGraphUpload),
                          63 * kMiB, 62 * kMiB);
@@ -322,8 +324,9 @@ int run(int victims, double step_ms, double seconds, int rounds, const std::stri
       "%d victim jobs (unrolled 200-op graphs, two CPUs, %.0f ms steps) on one placementd with "
       "its default limits; each hostile client runs as %s in windows of %.1f s, between quiet "
       "ones, %d rounds; %u cores\n\n",
-      victims, step_ms, as_root ? "uid 65534" : "this uid (no setpriv as root: no other uid to run it as)",
-      seconds, rounds, std::thread::hardware_concurrency());
+      victims, step_ms,
+      as_root ? "uid 65534" : "this uid (no setpriv as root: no other uid to run it as)", seconds,
+      rounds, std::thread::hardware_concurrency());
 
   std::atomic<bool> done{false};
   std::atomic<int> attached{0};
@@ -449,11 +452,11 @@ int run(int victims, double step_ms, double seconds, int rounds, const std::stri
     }
     if (hostile.empty() || quiet.empty()) continue;
     const auto [low, high] = ratio_interval(hostile, quiet, 0.99);
-    std::printf("%-22s %5.0f / %-10.0f %5.1f / %5.1f / %6.1f (%zu)    %.2f (%.2f to %.2f; quiet %.1f ms)\n",
-                h.name.c_str(), peak, end, percentile(hostile, 0.5), percentile(hostile, 0.99),
-                percentile(hostile, 1.0), hostile.size(),
-                percentile(hostile, 0.99) / percentile(quiet, 0.99), low, high,
-                percentile(quiet, 0.99));
+    std::printf(
+        "%-22s %5.0f / %-10.0f %5.1f / %5.1f / %6.1f (%zu)    %.2f (%.2f to %.2f; quiet %.1f ms)\n",
+        h.name.c_str(), peak, end, percentile(hostile, 0.5), percentile(hostile, 0.99),
+        percentile(hostile, 1.0), hostile.size(),
+        percentile(hostile, 0.99) / percentile(quiet, 0.99), low, high, percentile(quiet, 0.99));
   }
   std::vector<double> all_quiet;
   for (const Window& w : windows)

@@ -44,6 +44,7 @@ TEST(Config, ShippedFileHoldsEveryKeyWithItsDefault) {
   EXPECT_EQ(shipped.frame_timeout_ms, defaults.frame_timeout_ms);
   EXPECT_EQ(shipped.max_connections_per_uid, defaults.max_connections_per_uid);
   EXPECT_EQ(shipped.stop_timeout_ms, defaults.stop_timeout_ms);
+  EXPECT_EQ(shipped.max_state_bytes_per_uid, defaults.max_state_bytes_per_uid);
   EXPECT_EQ(shipped.policy_threads, defaults.policy_threads);
   EXPECT_EQ(shipped.log_level, defaults.log_level);
   EXPECT_EQ(shipped.metrics_listen, defaults.metrics_listen);
@@ -98,6 +99,7 @@ TEST(Config, ShippedFileHoldsEveryKeyWithItsDefault) {
                           "daemon.max_connections_per_uid",
                           "daemon.frame_timeout_ms",
                           "daemon.stop_timeout_ms",
+                          "daemon.max_state_bytes_per_uid",
                           "daemon.policy_threads",
                           "daemon.max_buffered_bytes",
                           "logging.level",

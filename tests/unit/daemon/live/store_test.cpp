@@ -257,5 +257,70 @@ TEST_F(StoreTest, AWriteThatFailsIsCountedAndNotOnDisk) {
   EXPECT_EQ(Store(dir).best(0, g, d)->job, "b");
 }
 
+TEST_F(StoreTest, EachUidsFilesAreHeldToItsBoundByRemovingItsLeastRecentlyWritten) {
+  // One user uploading model after model would otherwise fill the disk the daemon shares.
+  const auto d = placement::testing::devices(2);
+  const std::string state(1000, 's');  // a policy state of 1000 bytes
+  Store store(dir);
+  store.set_max_bytes_per_uid(3500);
+  for (int n = 2; n < 7; ++n) {
+    store.save_policy_state(1000, placement::testing::chain(n), d, "a+b+c", state);
+    store.flush();
+  }
+  EXPECT_EQ(store.bytes_of(1000), 3000u) << "three of the five fit";
+  EXPECT_EQ(store.removed_files(), 2u);
+  EXPECT_FALSE(store.policy_state(1000, placement::testing::chain(2), d, "a+b+c"))
+      << "the least recently written went first";
+  EXPECT_FALSE(store.policy_state(1000, placement::testing::chain(3), d, "a+b+c"));
+  for (int n = 4; n < 7; ++n)
+    EXPECT_EQ(store.policy_state(1000, placement::testing::chain(n), d, "a+b+c"), state) << n;
+  // A placement of another uid is not counted against this one, nor touched.
+  const auto g = placement::testing::chain(2);
+  ASSERT_TRUE(store.offer(2000, g, d, {{{0, 1}}, 1.0, "other"}));
+  store.flush();
+  store.save_policy_state(1000, placement::testing::chain(7), d, "a+b+c", state);
+  store.flush();
+  EXPECT_TRUE(store.best(2000, g, d));
+  EXPECT_GT(store.bytes_of(2000), 0u);
+  EXPECT_EQ(store.bytes_of(1000), 3000u);
+  // Rewriting a file replaces its bytes; it is then the most recent.
+  store.save_policy_state(1000, placement::testing::chain(5), d, "a+b+c", state);
+  store.flush();
+  store.save_policy_state(1000, placement::testing::chain(8), d, "a+b+c", state);
+  store.flush();
+  EXPECT_FALSE(store.policy_state(1000, placement::testing::chain(6), d, "a+b+c"));
+  EXPECT_TRUE(store.policy_state(1000, placement::testing::chain(5), d, "a+b+c"));
+  EXPECT_EQ(store.failed_writes(), 0u);
+}
+
+TEST_F(StoreTest, TheBoundCountsWhatTheDiskHeldAtStartAndRefusesAFileLargerThanItAll) {
+  const auto d = placement::testing::devices(2);
+  const std::string state(1000, 's');
+  {
+    Store store(dir);
+    for (int n = 2; n < 5; ++n) {
+      const auto g = placement::testing::chain(n);
+      ASSERT_TRUE(store.offer(1000, g, d, {placement::Placement::single(g, 0), 1.0, "j"}));
+      store.save_policy_state(1000, g, d, "a+b+c", state);
+      store.flush();
+    }
+  }
+  Store store(dir);
+  store.set_max_bytes_per_uid(2500);
+  store.save_policy_state(1000, placement::testing::chain(9), d, "a+b+c", state);
+  store.flush();
+  EXPECT_LE(store.bytes_of(1000), 2500u) << "the files of the last run were counted";
+  EXPECT_TRUE(store.policy_state(1000, placement::testing::chain(9), d, "a+b+c"));
+  EXPECT_FALSE(store.policy_state(1000, placement::testing::chain(2), d, "a+b+c"));
+  EXPECT_FALSE(store.best(1000, placement::testing::chain(2), d))
+      << "a removed placement is gone from memory too";
+  const uint64_t before = store.bytes_of(1000);
+  store.save_policy_state(1000, placement::testing::chain(10), d, "a+b+c", std::string(3000, 'x'));
+  store.flush();
+  EXPECT_EQ(store.failed_writes(), 1u) << "larger than the whole bound: not written";
+  EXPECT_FALSE(store.policy_state(1000, placement::testing::chain(10), d, "a+b+c"));
+  EXPECT_EQ(store.bytes_of(1000), before) << "and nothing removed for it";
+}
+
 }  // namespace
 }  // namespace placementd
