@@ -14,27 +14,27 @@ constexpr int kSamplesPerProposal = 64;
 
 }  // namespace
 
-const CandidateRecord* measured(const Session& s, const std::string& fingerprint) {
-  for (const auto& [id, c] : s.candidates())
+const CandidateRecord* measured(const Session& session, const std::string& fingerprint) {
+  for (const auto& [id, c] : session.candidates())
     if (!c.stale && c.median() && c.placement.fingerprint() == fingerprint) return &c;
   return nullptr;
 }
 
 double reward_of(double step_time_s) { return -std::sqrt(step_time_s); }
 
-std::optional<Placement> single_device_candidate(const Session& s) {
+std::optional<Placement> single_device_candidate(const Session& session) {
   int device = 0;
-  for (size_t d = 0; d < s.devices().size(); ++d)
-    if (s.devices().devices[d].kind == placement::DeviceKind::kCuda) {
+  for (size_t d = 0; d < session.devices().size(); ++d)
+    if (session.devices().devices[d].kind == placement::DeviceKind::kCuda) {
       device = static_cast<int>(d);
       break;
     }
-  Placement p = Placement::single(*s.graph(), device);
-  p.enforce_pins(*s.graph(), s.devices());
+  Placement p = Placement::single(*session.graph(), device);
+  p.enforce_pins(*session.graph(), session.devices());
   const std::string fingerprint = p.fingerprint();
-  for (const auto& [id, c] : s.candidates())
+  for (const auto& [id, c] : session.candidates())
     if (c.placement.fingerprint() == fingerprint) return std::nullopt;
-  if (!s.memory_model()->check_memory(p).valid) return std::nullopt;
+  if (!session.memory_model()->check_memory(p).valid) return std::nullopt;
   return p;
 }
 

@@ -31,8 +31,8 @@ constexpr int64_t kFinalCheckStepsFactor = 2;
 // Steps (at least; drift_steps if more) whose median is the reference a drift is measured from.
 constexpr int64_t kDriftBaselineSteps = 30;
 
-bool exploring(SessionState s) {
-  return s == SessionState::kExploring || s == SessionState::kReexploring;
+bool exploring(SessionState state) {
+  return state == SessionState::kExploring || state == SessionState::kReexploring;
 }
 
 // What the state machine decided the job runs next: a candidate and why. The public entry points
@@ -46,29 +46,29 @@ struct Next {
 
 // The state machine's steps: Session's members below call them, and only they change its state.
 struct Session::Machine {
-  static Next issue(Session& s, Placement placement, Reason reason,
+  static Next issue(Session& session, Placement placement, Reason reason,
                     std::optional<std::vector<int>> action) {
     CandidateRecord record;
-    record.id = s.candidates_.empty() ? 1 : s.candidates_.rbegin()->first + 1;
+    record.id = session.candidates_.empty() ? 1 : session.candidates_.rbegin()->first + 1;
     record.placement = std::move(placement);
     record.reason = reason;
     record.action = std::move(action);
-    s.current_candidate_ = record.id;
-    s.warmup_left_ = s.policy_.exploration.warmup_steps;
-    s.screen_steps_ = 0;
+    session.current_candidate_ = record.id;
+    session.warmup_left_ = session.policy_.exploration.warmup_steps;
+    session.screen_steps_ = 0;
     const Next next{record.id, record.reason};
-    s.candidates_[record.id] = std::move(record);
+    session.candidates_[record.id] = std::move(record);
     return next;
   }
 
   // Whether the job may be left on `c` (and the store may offer it to the next run): it is the
   // start, or it passed the final check against it.
-  static bool checked(const Session& s, const CandidateRecord& c) {
-    const CandidateRecord* start = s.start_candidate();
+  static bool checked(const Session& session, const CandidateRecord& c) {
+    const CandidateRecord* start = session.start_candidate();
     const std::string fingerprint = c.placement.fingerprint();
     if (!start || fingerprint == start->placement.fingerprint()) return true;
     // A re-measurement after a drift is a new record of a placement that may have passed already.
-    for (const auto& [id, other] : s.candidates_)
+    for (const auto& [id, other] : session.candidates_)
       if (other.trial && other.trial->final_check &&
           other.trial->verdict == TrialVerdict::kFaster &&
           other.placement.fingerprint() == fingerprint)
@@ -84,55 +84,58 @@ struct Session::Machine {
   static constexpr size_t kCandidatesBeforePacing = 3;
   static constexpr double kResumeAtFractionOfBudget = 0.5;
 
-  static bool over_pace(const Session& s) {
-    const ExplorationConfig& e = s.policy_.exploration;
-    return s.job_.expected_steps == 0 && s.candidates_.size() >= kCandidatesBeforePacing &&
-           s.counters_.exploration_cost_s > e.max_overhead_fraction * s.counters_.measured_seconds;
+  static bool over_pace(const Session& session) {
+    const ExplorationConfig& e = session.policy_.exploration;
+    return session.job_.expected_steps == 0 &&
+           session.candidates_.size() >= kCandidatesBeforePacing &&
+           session.counters_.exploration_cost_s >
+               e.max_overhead_fraction * session.counters_.measured_seconds;
   }
 
-  static bool may_resume(const Session& s) {
-    return s.counters_.exploration_cost_s <= kResumeAtFractionOfBudget *
-                                                 s.policy_.exploration.max_overhead_fraction *
-                                                 s.counters_.measured_seconds;
+  static bool may_resume(const Session& session) {
+    return session.counters_.exploration_cost_s <=
+           kResumeAtFractionOfBudget * session.policy_.exploration.max_overhead_fraction *
+               session.counters_.measured_seconds;
   }
 
   // A job that said how long it runs: exploration may cost max_overhead_fraction of that many steps
   // at the placement in force's step time.
-  static bool budget_spent(const Session& s) {
-    const ExplorationConfig& e = s.policy_.exploration;
-    return s.job_.expected_steps > 0 && s.cost_reference_ &&
-           s.counters_.exploration_cost_s >= e.max_overhead_fraction *
-                                                 static_cast<double>(s.job_.expected_steps) *
-                                                 *s.cost_reference_;
+  static bool budget_spent(const Session& session) {
+    const ExplorationConfig& e = session.policy_.exploration;
+    return session.job_.expected_steps > 0 && session.cost_reference_ &&
+           session.counters_.exploration_cost_s >=
+               e.max_overhead_fraction * static_cast<double>(session.job_.expected_steps) *
+                   *session.cost_reference_;
   }
 
   // Steps of the placement in force whose mean is exploration's reference: recent enough to follow
   // the machine, enough that another tenant's spike moves it little.
   static constexpr size_t kCostReferenceSteps = 512;
 
-  static void refresh_cost_reference(Session& s) {
-    const CandidateRecord* b = s.best();
+  static void refresh_cost_reference(Session& session) {
+    const CandidateRecord* b = session.best();
     if (!b || b->step_times.empty()) return;
     const size_t n = std::min(b->step_times.size(), kCostReferenceSteps);
     double sum = 0.0;
     for (auto it = b->step_times.end() - static_cast<std::ptrdiff_t>(n); it != b->step_times.end();
          ++it)
       sum += *it;
-    s.cost_reference_ = sum / static_cast<double>(n);
+    session.cost_reference_ = sum / static_cast<double>(n);
   }
 
   // Why exploration should end now, or empty.
-  static std::string exhausted(const Session& s) {
-    const ExplorationConfig& e = s.policy_.exploration;
-    if (s.state_ == SessionState::kReexploring)
-      return s.reexplore_left_ <= 0 ? "re-exploration budget spent" : "";
-    if (static_cast<int64_t>(s.candidates_.size()) >= e.max_candidates)
+  static std::string exhausted(const Session& session) {
+    const ExplorationConfig& e = session.policy_.exploration;
+    if (session.state_ == SessionState::kReexploring)
+      return session.reexplore_left_ <= 0 ? "re-exploration budget spent" : "";
+    if (static_cast<int64_t>(session.candidates_.size()) >= e.max_candidates)
       return "max_candidates reached";
-    if (budget_spent(s)) return "max_overhead_fraction of the expected steps' time spent";
-    if (e.converge_candidates > 0 && s.since_improvement_ >= e.converge_candidates)
-      return "converged (" + std::to_string(s.since_improvement_) +
+    if (budget_spent(session)) return "max_overhead_fraction of the expected steps' time spent";
+    if (e.converge_candidates > 0 && session.since_improvement_ >= e.converge_candidates)
+      return "converged (" + std::to_string(session.since_improvement_) +
              " candidates in a row, none shown faster)";
-    if (!s.pipeline_->policy() && s.candidates_.size() >= 2) return "the placer is deterministic";
+    if (!session.pipeline_->policy() && session.candidates_.size() >= 2)
+      return "the placer is deterministic";
     return "";
   }
 
@@ -147,44 +150,46 @@ struct Session::Machine {
 
   // Runs candidate `id` (measured already) again; nullopt when it runs now. A swap's first steps
   // are warm-up again: caches, allocators and the parameters' new homes settle.
-  static std::optional<Next> move_to(Session& s, uint64_t id, Reason reason) {
-    if (s.current_candidate_ == id) return std::nullopt;
-    s.current_candidate_ = id;
-    s.warmup_left_ = s.policy_.exploration.warmup_steps;
+  static std::optional<Next> move_to(Session& session, uint64_t id, Reason reason) {
+    if (session.current_candidate_ == id) return std::nullopt;
+    session.current_candidate_ = id;
+    session.warmup_left_ = session.policy_.exploration.warmup_steps;
     return Next{id, reason};
   }
 
-  static Next exploit(Session& s, const std::string& why) {
-    const CandidateRecord* best = s.best();
-    s.state_ = SessionState::kExploiting;
-    s.drift_count_ = 0;
-    s.drift_reference_.reset();
-    s.drift_baseline_.clear();
-    s.trial_.reset();
-    s.finishing_.clear();
-    spdlog::info("job {} '{}': exploiting placement {} ({:.6f} s/step, {} candidates): {}", s.id_,
-                 s.job_.name, best->id, *best->median(), s.candidates_.size(), why);
-    if (s.current_candidate_ != best->id) s.warmup_left_ = s.policy_.exploration.warmup_steps;
-    s.current_candidate_ = best->id;
+  static Next exploit(Session& session, const std::string& why) {
+    const CandidateRecord* best = session.best();
+    session.state_ = SessionState::kExploiting;
+    session.drift_count_ = 0;
+    session.drift_reference_.reset();
+    session.drift_baseline_.clear();
+    session.trial_.reset();
+    session.finishing_.clear();
+    spdlog::info("job {} '{}': exploiting placement {} ({:.6f} s/step, {} candidates): {}",
+                 session.id_, session.job_.name, best->id, *best->median(),
+                 session.candidates_.size(), why);
+    if (session.current_candidate_ != best->id)
+      session.warmup_left_ = session.policy_.exploration.warmup_steps;
+    session.current_candidate_ = best->id;
     return {best->id, Reason::kBest};
   }
 
   // Scores the candidate whose screening just finished (or failed) and trains the policy on it.
-  static void score(Session& s, CandidateRecord& c) {
-    const ExplorationConfig& e = s.policy_.exploration;
+  static void score(Session& session, CandidateRecord& c) {
+    const ExplorationConfig& e = session.policy_.exploration;
     const std::optional<double> median = c.failures == 0 ? c.median() : std::nullopt;
-    c.measured_at_step = s.counters_.steps;
+    c.measured_at_step = session.counters_.steps;
     c.measured_at_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - s.attached_steady_)
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - session.attached_steady_)
             .count();
     if (c.action) {
       if (median)
-        s.algorithm_->observe(*c.action, reward_of(*median), true);
+        session.algorithm_->observe(*c.action, reward_of(*median), true);
       else
-        s.algorithm_->observe(*c.action, e.failing_reward, false);
+        session.algorithm_->observe(*c.action, e.failing_reward, false);
     }
     // Progress is a trial won (advance_trial resets this), never a screening that looked good.
-    ++s.since_improvement_;
+    ++session.since_improvement_;
   }
 
   // The standard error of log(median) of a candidate's steps.
@@ -202,8 +207,8 @@ struct Session::Machine {
   }
 
   // Whether a screened candidate goes on trial against the incumbent (see kScreenZ).
-  static bool worth_a_trial(const Session& s, const CandidateRecord& c) {
-    const CandidateRecord* incumbent = s.best();
+  static bool worth_a_trial(const Session& session, const CandidateRecord& c) {
+    const CandidateRecord* incumbent = session.best();
     if (!incumbent || incumbent->id == c.id || c.failures > 0 || !c.median()) return false;
     if (c.placement.fingerprint() == incumbent->placement.fingerprint()) return false;
     const double gap = std::log(*c.median()) - std::log(*incumbent->median());
@@ -212,80 +217,84 @@ struct Session::Machine {
   }
 
   // Nothing ran well and nothing is left to try: back to the placement the job started on.
-  static Next fall_back(Session& s, const std::string& why) {
-    spdlog::warn("job {} '{}': no candidate measured well ({}); keeping the start placement", s.id_,
-                 s.job_.name, why);
-    s.state_ = SessionState::kExploiting;
-    s.trial_.reset();
-    s.finishing_.clear();
-    s.drift_reference_.reset();
-    s.drift_baseline_.clear();
+  static Next fall_back(Session& session, const std::string& why) {
+    spdlog::warn("job {} '{}': no candidate measured well ({}); keeping the start placement",
+                 session.id_, session.job_.name, why);
+    session.state_ = SessionState::kExploiting;
+    session.trial_.reset();
+    session.finishing_.clear();
+    session.drift_reference_.reset();
+    session.drift_baseline_.clear();
     const Next next =
-        issue(s, s.candidates_.begin()->second.placement, Reason::kStart, std::nullopt);
-    s.incumbent_ = next.placement_id;
+        issue(session, session.candidates_.begin()->second.placement, Reason::kStart, std::nullopt);
+    session.incumbent_ = next.placement_id;
     return next;
   }
 
-  static void start_trial(Session& s, uint64_t incumbent, uint64_t challenger, bool final_check) {
-    TrialPlan plan = trial_plan(s.policy_.exploration);
+  static void start_trial(Session& session, uint64_t incumbent, uint64_t challenger,
+                          bool final_check) {
+    TrialPlan plan = trial_plan(session.policy_.exploration);
     if (final_check) plan.max_steps *= kFinalCheckStepsFactor;
-    s.trial_.emplace(incumbent, challenger, plan, final_check);
-    s.trial_failures_ = {s.candidates_.at(incumbent).failures,
-                         s.candidates_.at(challenger).failures};
+    session.trial_.emplace(incumbent, challenger, plan, final_check);
+    session.trial_failures_ = {session.candidates_.at(incumbent).failures,
+                               session.candidates_.at(challenger).failures};
   }
 
   // Exploration is over (`why`). The incumbent won the last of many trials: the winner of many
   // comparisons is the likeliest to have won by luck (the winner's curse), so before the job is
   // left on it, it goes through one more trial against the start, on fresh steps (the final check).
-  static std::optional<Next> finish(Session& s, const std::string& why) {
-    const CandidateRecord* best = s.best();
-    const CandidateRecord* start = s.start_candidate();
-    if (best->placement.fingerprint() == start->placement.fingerprint()) return exploit(s, why);
+  static std::optional<Next> finish(Session& session, const std::string& why) {
+    const CandidateRecord* best = session.best();
+    const CandidateRecord* start = session.start_candidate();
+    if (best->placement.fingerprint() == start->placement.fingerprint())
+      return exploit(session, why);
     spdlog::info("job {} '{}': {}; checking placement {} against the start ({}) before keeping it",
-                 s.id_, s.job_.name, why, best->id, start->id);
-    s.finishing_ = why;
-    start_trial(s, start->id, best->id, true);
-    return move_to(s, s.trial_->running(), Reason::kBest);
+                 session.id_, session.job_.name, why, best->id, start->id);
+    session.finishing_ = why;
+    start_trial(session, start->id, best->id, true);
+    return move_to(session, session.trial_->running(), Reason::kBest);
   }
 
   // Re-exploration has its own budget (a few candidates), not what first exploration spent.
-  static bool trial_budget_spent(const Session& s) {
-    return s.state_ == SessionState::kExploring && budget_spent(s);
+  static bool trial_budget_spent(const Session& session) {
+    return session.state_ == SessionState::kExploring && budget_spent(session);
   }
 
   // After a candidate's screening or trial: persist, then stop, pause or go on.
-  static std::optional<Next> after_candidate(Session& s, Store& store) {
+  static std::optional<Next> after_candidate(Session& session, Store& store) {
     // The policy's state is written on progress and every 10 candidates (it can be megabytes).
-    s.persist_best(store);
-    if (s.since_improvement_ == 0 || s.candidates_.size() % 10 == 0) s.persist_policy(store);
-    const bool any_best = s.best() != nullptr;
-    if (const std::string why = exhausted(s); !why.empty()) {
-      if (any_best) return finish(s, why);
-      return fall_back(s, why);
+    session.persist_best(store);
+    if (session.since_improvement_ == 0 || session.candidates_.size() % 10 == 0)
+      session.persist_policy(store);
+    const bool any_best = session.best() != nullptr;
+    if (const std::string why = exhausted(session); !why.empty()) {
+      if (any_best) return finish(session, why);
+      return fall_back(session, why);
     }
-    if (any_best && s.state_ == SessionState::kExploring && over_pace(s)) {
-      s.paused_ = true;
+    if (any_best && session.state_ == SessionState::kExploring && over_pace(session)) {
+      session.paused_ = true;
       return exploit(
-          s, "paused: exploration took " +
-                 std::to_string(static_cast<int>(100.0 * s.counters_.exploration_cost_s /
-                                                 s.counters_.measured_seconds)) +
-                 "% of the job's time (max_overhead_fraction; the job gave no expected_steps)");
+          session,
+          "paused: exploration took " +
+              std::to_string(static_cast<int>(100.0 * session.counters_.exploration_cost_s /
+                                              session.counters_.measured_seconds)) +
+              "% of the job's time (max_overhead_fraction; the job gave no expected_steps)");
     }
-    return next_candidate(s);
+    return next_candidate(session);
   }
 
   // A trial's window ended (or its challenger failed a step): look, then swap arms or decide.
-  static std::optional<Next> advance_trial(Session& s, Store& store) {
-    Trial& t = *s.trial_;
-    CandidateRecord& challenger = s.candidates_.at(t.challenger());
+  static std::optional<Next> advance_trial(Session& session, Store& store) {
+    Trial& t = *session.trial_;
+    CandidateRecord& challenger = session.candidates_.at(t.challenger());
     // A step that fails in a trial ends it: a failing challenger is not faster; a failing incumbent
     // (the start in a final check, say, that no longer fits) cannot stay in force.
     std::string note;
     TrialVerdict verdict = TrialVerdict::kUndecided;
-    if (challenger.failures > s.trial_failures_[1]) {
+    if (challenger.failures > session.trial_failures_[1]) {
       verdict = TrialVerdict::kNotFaster;
       note = "it failed a step";
-    } else if (s.candidates_.at(t.incumbent()).failures > s.trial_failures_[0]) {
+    } else if (session.candidates_.at(t.incumbent()).failures > session.trial_failures_[0]) {
       verdict = TrialVerdict::kFaster;
       note = std::string(t.final_check() ? "the start"
                                          : "placement " + std::to_string(t.incumbent())) +
@@ -293,248 +302,260 @@ struct Session::Machine {
     } else {
       verdict = t.close_window();
     }
-    if (verdict == TrialVerdict::kUndecided && !t.final_check() && trial_budget_spent(s))
+    if (verdict == TrialVerdict::kUndecided && !t.final_check() && trial_budget_spent(session))
       verdict = TrialVerdict::kUnclear;
     if (verdict == TrialVerdict::kUndecided) {
       const uint64_t next = t.running();
-      return move_to(s, next, next == s.incumbent_ ? Reason::kBest : s.candidates_.at(next).reason);
+      return move_to(
+          session, next,
+          next == session.incumbent_ ? Reason::kBest : session.candidates_.at(next).reason);
     }
     challenger.trial =
         TrialOutcome{t.incumbent(), verdict, t.last_look(), t.pairs(), t.final_check(), note};
-    s.timeline_.mark(
-        {challenger.id, t.incumbent(), s.counters_.steps, to_string(verdict), t.final_check()});
+    session.timeline_.mark({challenger.id, t.incumbent(), session.counters_.steps,
+                            to_string(verdict), t.final_check()});
     const auto& ratio = t.last_look();
     spdlog::info(
-        "job {} '{}': placement {} {} than {} after {} pairs of windows ({})", s.id_, s.job_.name,
-        challenger.id, to_string(verdict), t.incumbent(), t.pairs(),
+        "job {} '{}': placement {} {} than {} after {} pairs of windows ({})", session.id_,
+        session.job_.name, challenger.id, to_string(verdict), t.incumbent(), t.pairs(),
         ratio ? fmt::format("{:+.1f}%, {:+.1f}% to {:+.1f}%", 100.0 * std::expm1(ratio->estimate),
                             100.0 * std::expm1(ratio->low), 100.0 * std::expm1(ratio->high))
               : std::string("no look yet"));
     const bool final_check = t.final_check();
-    s.trial_.reset();
+    session.trial_.reset();
     if (final_check) {
-      const std::string why = s.finishing_;
+      const std::string why = session.finishing_;
       if (verdict != TrialVerdict::kFaster) {
-        s.incumbent_ = t.incumbent();
-        return exploit(s, why + "; placement " + std::to_string(challenger.id) +
-                              " was not shown faster than the start, which the job keeps");
+        session.incumbent_ = t.incumbent();
+        return exploit(session, why + "; placement " + std::to_string(challenger.id) +
+                                    " was not shown faster than the start, which the job keeps");
       }
-      return exploit(s, why);
+      return exploit(session, why);
     }
     if (verdict == TrialVerdict::kFaster) {
-      s.incumbent_ = challenger.id;
-      s.since_improvement_ = 0;
+      session.incumbent_ = challenger.id;
+      session.since_improvement_ = 0;
     }
-    return after_candidate(s, store);
+    return after_candidate(session, store);
   }
 
-  static std::optional<Next> next_candidate(Session& s) {
-    if (std::optional<Proposal> p = s.propose())
-      return issue(s, std::move(p->placement), p->reason, std::move(p->action));
+  static std::optional<Next> next_candidate(Session& session) {
+    if (std::optional<Proposal> p = session.propose())
+      return issue(session, std::move(p->placement), p->reason, std::move(p->action));
     const std::string why = "the policy only proposes placements already measured or rejected";
-    if (s.best()) return finish(s, why);
-    return fall_back(s, why);
+    if (session.best()) return finish(session, why);
+    return fall_back(session, why);
   }
 
-  static Directive start(Session& s) {
-    s.state_ = SessionState::kProfiling;
-    Placement start = s.job_start_ ? *s.job_start_ : Placement::single(*s.graph_, 0);
-    start.enforce_pins(*s.graph_, s.job_.devices);
-    const Next first = issue(s, std::move(start), Reason::kStart, std::nullopt);
-    s.incumbent_ = first.placement_id;  // in force from the first step
-    return s.directive(first.placement_id, first.reason);
+  static Directive start(Session& session) {
+    session.state_ = SessionState::kProfiling;
+    Placement start =
+        session.job_start_ ? *session.job_start_ : Placement::single(*session.graph_, 0);
+    start.enforce_pins(*session.graph_, session.job_.devices);
+    const Next first = issue(session, std::move(start), Reason::kStart, std::nullopt);
+    session.incumbent_ = first.placement_id;  // in force from the first step
+    return session.directive(first.placement_id, first.reason);
   }
 
-  static bool record(Session& s, const placement::messages::StepReport& m) {
-    if (s.state_ == SessionState::kDetached) return false;
-    if (s.follower()) {
-      ++s.counters_.steps;
-      s.counters_.measured_seconds += m.step_time_s;
+  static bool record(Session& session, const placement::messages::StepReport& m) {
+    if (session.state_ == SessionState::kDetached) return false;
+    if (session.follower()) {
+      ++session.counters_.steps;
+      session.counters_.measured_seconds += m.step_time_s;
       if (!m.ok) {
-        ++s.counters_.failed_steps;
+        ++session.counters_.failed_steps;
       } else if (!m.profiled) {
-        s.follower_step_times_.push_back(m.step_time_s);
-        if (s.follower_step_times_.size() > kFollowerWindow) s.follower_step_times_.pop_front();
+        session.follower_step_times_.push_back(m.step_time_s);
+        if (session.follower_step_times_.size() > kFollowerWindow)
+          session.follower_step_times_.pop_front();
       }
       return false;
     }
-    auto it = s.candidates_.find(m.placement_id);
-    if (it == s.candidates_.end()) {
-      ++s.counters_.stray_reports;
+    auto it = session.candidates_.find(m.placement_id);
+    if (it == session.candidates_.end()) {
+      ++session.counters_.stray_reports;
       return false;
     }
     CandidateRecord& c = it->second;
-    const bool current = c.id == s.current_candidate_;
-    ++s.counters_.steps;
-    s.counters_.measured_seconds += m.step_time_s;
+    const bool current = c.id == session.current_candidate_;
+    ++session.counters_.steps;
+    session.counters_.measured_seconds += m.step_time_s;
     ++c.steps_run;
     c.seconds_run += m.step_time_s;
-    s.timeline_.add(s.counters_.steps - 1, c.id, s.incumbent_, m.step_time_s);
+    session.timeline_.add(session.counters_.steps - 1, c.id, session.incumbent_, m.step_time_s);
     bool window_full = false;
     bool measured = false;  // a step of the placement in force, past its warm-up
     // A profiled step is slower by its instrumentation: a step of the job, no measurement.
     if (m.profiled) {
-      ++s.counters_.profiled_steps;
+      ++session.counters_.profiled_steps;
       c.record_profiled(m.step_time_s);
     } else if (m.ok) {
-      if (current) ++s.screen_steps_;
+      if (current) ++session.screen_steps_;
       // The first steps after a swap are warm-up; a report in flight from before it is no such
       // step.
-      if (current && s.warmup_left_ > 0) {
-        --s.warmup_left_;
+      if (current && session.warmup_left_ > 0) {
+        --session.warmup_left_;
         ++c.warmup_steps;
       } else {
         c.record(m.step_time_s);
         measured = current;
-        if (s.trial_ && current) window_full = s.trial_->add(c.id, m.step_time_s);
+        if (session.trial_ && current) window_full = session.trial_->add(c.id, m.step_time_s);
       }
     } else {
       if (c.failures++ == 0) {
         c.error = m.error;
-        spdlog::info("job {} '{}': a step failed under placement {} ({}): {}", s.id_, s.job_.name,
-                     c.id, to_string(c.reason), m.error.empty() ? "no reason given" : m.error);
+        spdlog::info("job {} '{}': a step failed under placement {} ({}): {}", session.id_,
+                     session.job_.name, c.id, to_string(c.reason),
+                     m.error.empty() ? "no reason given" : m.error);
       }
-      ++s.counters_.failed_steps;
+      ++session.counters_.failed_steps;
     }
     // Steps off the placement in force while exploring: a candidate's screening, its trial windows,
     // and the start's windows in the final check. What they cost is their time beyond the placement
     // in force's; so does the warm-up of each swap back to it within a trial.
-    if (exploring(s.state_) && current && !m.profiled) {
-      const bool off = c.id != s.incumbent_ && c.reason != Reason::kRemeasure;
-      if (off) ++s.counters_.exploration_steps;
+    if (exploring(session.state_) && current && !m.profiled) {
+      const bool off = c.id != session.incumbent_ && c.reason != Reason::kRemeasure;
+      if (off) ++session.counters_.exploration_steps;
       if (off && !m.ok)
-        s.counters_.exploration_cost_s += m.step_time_s;  // the job runs that batch again
-      else if ((off || (s.trial_ && !measured)) && m.ok && s.cost_reference_)
-        s.counters_.exploration_cost_s += m.step_time_s - *s.cost_reference_;
+        session.counters_.exploration_cost_s += m.step_time_s;  // the job runs that batch again
+      else if ((off || (session.trial_ && !measured)) && m.ok && session.cost_reference_)
+        session.counters_.exploration_cost_s += m.step_time_s - *session.cost_reference_;
     }
     // After a plugin failed, the placement in force stays: nothing is left to decide.
-    if (s.advance_due_after_ || !current || !s.policy_error_.empty()) return false;
-    const ExplorationConfig& e = s.policy_.exploration;
+    if (session.advance_due_after_ || !current || !session.policy_error_.empty()) return false;
+    const ExplorationConfig& e = session.policy_.exploration;
     bool due = false;
-    if (s.state_ == SessionState::kExploiting) {
-      if (!s.drift_reference_ && measured) {
-        s.drift_baseline_.push_back(m.step_time_s);
-        if (static_cast<int64_t>(s.drift_baseline_.size()) >=
+    if (session.state_ == SessionState::kExploiting) {
+      if (!session.drift_reference_ && measured) {
+        session.drift_baseline_.push_back(m.step_time_s);
+        if (static_cast<int64_t>(session.drift_baseline_.size()) >=
             std::max<int64_t>(e.drift_steps, kDriftBaselineSteps)) {
-          s.drift_reference_ = median_of(std::move(s.drift_baseline_));
-          s.drift_baseline_.clear();
+          session.drift_reference_ = median_of(std::move(session.drift_baseline_));
+          session.drift_baseline_.clear();
         }
       }
-      const std::optional<double> best_time = s.drift_reference_;
+      const std::optional<double> best_time = session.drift_reference_;
       if (m.ok && !m.profiled && best_time &&
           m.step_time_s > *best_time * (1.0 + e.drift_threshold))
-        ++s.drift_count_;
+        ++session.drift_count_;
       else
-        s.drift_count_ = 0;
-      due = s.drift_count_ >= e.drift_steps;
-      due = due || (s.paused_ && may_resume(s));
-    } else if (s.trial_) {
-      due = window_full ||
-            (!m.ok && (c.id == s.trial_->challenger() || c.id == s.trial_->incumbent()));
-    } else if (s.state_ == SessionState::kProfiling || exploring(s.state_)) {
-      due = !m.ok || s.screen_steps_ >= e.steps_per_candidate;
+        session.drift_count_ = 0;
+      due = session.drift_count_ >= e.drift_steps;
+      due = due || (session.paused_ && may_resume(session));
+    } else if (session.trial_) {
+      due =
+          window_full ||
+          (!m.ok && (c.id == session.trial_->challenger() || c.id == session.trial_->incumbent()));
+    } else if (session.state_ == SessionState::kProfiling || exploring(session.state_)) {
+      due = !m.ok || session.screen_steps_ >= e.steps_per_candidate;
     }
-    if (due) s.advance_due_after_ = m.step;
+    if (due) session.advance_due_after_ = m.step;
     return due;
   }
 
-  static std::optional<Next> advance(Session& s, Store& store) {
-    const ExplorationConfig& e = s.policy_.exploration;
-    auto current = s.candidates_.find(s.current_candidate_);
-    if (current == s.candidates_.end()) return std::nullopt;
-    if (s.trial_) return advance_trial(s, store);
+  static std::optional<Next> advance(Session& session, Store& store) {
+    const ExplorationConfig& e = session.policy_.exploration;
+    auto current = session.candidates_.find(session.current_candidate_);
+    if (current == session.candidates_.end()) return std::nullopt;
+    if (session.trial_) return advance_trial(session, store);
 
-    if (s.state_ == SessionState::kExploiting && s.paused_ && s.drift_count_ < e.drift_steps) {
-      s.paused_ = false;
-      s.state_ = SessionState::kExploring;
+    if (session.state_ == SessionState::kExploiting && session.paused_ &&
+        session.drift_count_ < e.drift_steps) {
+      session.paused_ = false;
+      session.state_ = SessionState::kExploring;
       spdlog::info(
           "job {} '{}': exploration overhead down to {:.1f}% of the job's time; exploring again",
-          s.id_, s.job_.name,
-          100.0 * s.counters_.exploration_cost_s / s.counters_.measured_seconds);
-      return next_candidate(s);
+          session.id_, session.job_.name,
+          100.0 * session.counters_.exploration_cost_s / session.counters_.measured_seconds);
+      return next_candidate(session);
     }
-    if (s.state_ == SessionState::kExploiting &&
-        s.counters_.reexplorations >= Session::kMaxReexplorations) {
+    if (session.state_ == SessionState::kExploiting &&
+        session.counters_.reexplorations >= Session::kMaxReexplorations) {
       // A drift after this many: the placement in force stays, measured afresh from here on.
-      s.drift_reference_.reset();
-      s.drift_baseline_.clear();
-      s.drift_count_ = 0;
+      session.drift_reference_.reset();
+      session.drift_baseline_.clear();
+      session.drift_count_ = 0;
       spdlog::info(
           "job {} '{}': step time drifted again; after {} re-explorations the job keeps its "
           "placement and "
           "measures its drift from here",
-          s.id_, s.job_.name, s.counters_.reexplorations);
+          session.id_, session.job_.name, session.counters_.reexplorations);
       return std::nullopt;
     }
-    if (s.state_ == SessionState::kExploiting) {
+    if (session.state_ == SessionState::kExploiting) {
       // Drift: what was measured before no longer describes this machine. Re-measure the best,
       // then let the (already trained) policy try a few placements around it.
-      s.paused_ = false;
-      for (auto& [id, c] : s.candidates_) c.stale = true;
-      s.state_ = SessionState::kReexploring;
-      s.reexplore_left_ = std::max<int64_t>(3, e.max_candidates / 10);
-      ++s.counters_.reexplorations;
-      s.since_improvement_ = 0;
+      session.paused_ = false;
+      for (auto& [id, c] : session.candidates_) c.stale = true;
+      session.state_ = SessionState::kReexploring;
+      session.reexplore_left_ = std::max<int64_t>(3, e.max_candidates / 10);
+      ++session.counters_.reexplorations;
+      session.since_improvement_ = 0;
       spdlog::info("job {} '{}': step time drifted {}% above the best for {} steps; re-exploring",
-                   s.id_, s.job_.name, static_cast<int>(e.drift_threshold * 100), e.drift_steps);
-      return issue(s, current->second.placement, Reason::kRemeasure, std::nullopt);
+                   session.id_, session.job_.name, static_cast<int>(e.drift_threshold * 100),
+                   e.drift_steps);
+      return issue(session, current->second.placement, Reason::kRemeasure, std::nullopt);
     }
 
     // A screening finished (or failed).
     CandidateRecord& c = current->second;
-    score(s, c);
-    if (s.state_ == SessionState::kReexploring && c.reason != Reason::kRemeasure)
-      --s.reexplore_left_;
-    if (s.state_ == SessionState::kProfiling) {
-      s.state_ = SessionState::kExploring;
-      s.incumbent_ = c.id;
-      s.since_improvement_ = 0;  // the first measurement is progress: the policy state is saved
-    } else if (c.reason == Reason::kRemeasure || (!s.best() && c.failures == 0 && c.median())) {
+    score(session, c);
+    if (session.state_ == SessionState::kReexploring && c.reason != Reason::kRemeasure)
+      --session.reexplore_left_;
+    if (session.state_ == SessionState::kProfiling) {
+      session.state_ = SessionState::kExploring;
+      session.incumbent_ = c.id;
+      session.since_improvement_ =
+          0;  // the first measurement is progress: the policy state is saved
+    } else if (c.reason == Reason::kRemeasure ||
+               (!session.best() && c.failures == 0 && c.median())) {
       // A re-measurement is the incumbent afresh; so is the first candidate that ran at all when
       // the start failed (nothing runs to compare it with; the final check still tries the start).
-      s.incumbent_ = c.id;
-    } else if (worth_a_trial(s, c)) {
+      session.incumbent_ = c.id;
+    } else if (worth_a_trial(session, c)) {
       // The challenger runs now: its first window starts without a swap.
-      start_trial(s, s.incumbent_, c.id, false);
+      start_trial(session, session.incumbent_, c.id, false);
       return std::nullopt;
     }
-    return after_candidate(s, store);
+    return after_candidate(session, store);
   }
 
   // What an advance or a stop ends with: the directive for `next` (naming the step that made the
   // advance due), if the job moves; the advance is done either way.
-  static std::optional<Directive> conclude(Session& s, const std::optional<Next>& next) {
+  static std::optional<Directive> conclude(Session& session, const std::optional<Next>& next) {
     std::optional<Directive> d;
-    if (next) d = s.directive(next->placement_id, next->reason);
-    s.advance_due_after_.reset();
+    if (next) d = session.directive(next->placement_id, next->reason);
+    session.advance_due_after_.reset();
     return d;
   }
 
-  static std::optional<Next> stop(Session& s, const std::string& why) {
-    s.paused_ = false;
-    s.trial_.reset();
-    s.finishing_.clear();
-    if (s.candidates_.empty()) return std::nullopt;  // not started: its start placement comes next
-    const uint64_t before = s.current_candidate_;
+  static std::optional<Next> stop(Session& session, const std::string& why) {
+    session.paused_ = false;
+    session.trial_.reset();
+    session.finishing_.clear();
+    if (session.candidates_.empty())
+      return std::nullopt;  // not started: its start placement comes next
+    const uint64_t before = session.current_candidate_;
     // Without its final check, the winner of the trials is not kept: back to the start, if it ran.
-    if (const CandidateRecord* b = s.best();
-        b && !checked(s, *b) && s.start_candidate()->median() && s.start_candidate()->failures == 0)
-      s.incumbent_ = s.start_candidate()->id;
-    if (s.best()) {
-      const Next next = exploit(s, why);
+    if (const CandidateRecord* b = session.best(); b && !checked(session, *b) &&
+                                                   session.start_candidate()->median() &&
+                                                   session.start_candidate()->failures == 0)
+      session.incumbent_ = session.start_candidate()->id;
+    if (session.best()) {
+      const Next next = exploit(session, why);
       if (next.placement_id == before) return std::nullopt;
       return next;
     }
-    const auto current = s.candidates_.find(before);
-    if (current != s.candidates_.end() &&
+    const auto current = session.candidates_.find(before);
+    if (current != session.candidates_.end() &&
         current->second.placement.fingerprint() ==
-            s.candidates_.begin()->second.placement.fingerprint()) {
-      s.state_ = SessionState::kExploiting;
-      s.incumbent_ = before;  // what it measures from now on is the best there is
-      s.drift_reference_ = current->second.median();
+            session.candidates_.begin()->second.placement.fingerprint()) {
+      session.state_ = SessionState::kExploiting;
+      session.incumbent_ = before;  // what it measures from now on is the best there is
+      session.drift_reference_ = current->second.median();
       return std::nullopt;
     }
-    return fall_back(s, why);
+    return fall_back(session, why);
   }
 };
 

@@ -85,38 +85,38 @@ void attach(ServiceContext& ctx, ConnectionState& conn, Request& req) {
   EffectivePolicy policy = effective_policy(*cfg, identity.name, identity.uid);
   conn.job = ctx.jobs.add(std::move(identity), std::move(policy), ctx.registry, ctx.store,
                           ctx.policy_pool.get_executor());
-  const LiveSession& s = conn.job->live;
-  const JobLogScope scope(s.id(), s.name());
-  if (s.follower()) {
+  const LiveSession& job = conn.job->live;
+  const JobLogScope scope(job.id(), job.name());
+  if (job.follower()) {
     spdlog::info(
         "job {} '{}' attached as rank {} of {} in replica group {} (uid {}, pid {}): it follows "
         "rank 0's "
         "placement",
-        s.id(), s.name(), s.replica()->rank, s.replica()->world_size, s.replica()->group, s.uid(),
-        conn.peer.pid);
+        job.id(), job.name(), job.replica()->rank, job.replica()->world_size, job.replica()->group,
+        job.uid(), conn.peer.pid);
     messages::Attached attached;
-    attached.session = s.id();
+    attached.session = job.id();
     req.respond(attached.kType, req.id, attached.to_json(), false);
     return;
   }
   const std::string leads =
-      s.replica() ? fmt::format(", rank 0 of {} in replica group {}: it places the group",
-                                s.replica()->world_size, s.replica()->group)
-                  : std::string();
-  spdlog::info("job {} '{}' attached (uid {}, pid {}, {} devices; {} / {} / {}){}", s.id(),
-               s.name(), s.uid(), conn.peer.pid, s.devices().size(), s.policy().grouper,
-               s.policy().placer, s.policy().algorithm, leads);
-  const auto& e = s.policy().exploration;
+      job.replica() ? fmt::format(", rank 0 of {} in replica group {}: it places the group",
+                                  job.replica()->world_size, job.replica()->group)
+                    : std::string();
+  spdlog::info("job {} '{}' attached (uid {}, pid {}, {} devices; {} / {} / {}){}", job.id(),
+               job.name(), job.uid(), conn.peer.pid, job.devices().size(), job.policy().grouper,
+               job.policy().placer, job.policy().algorithm, leads);
+  const auto& e = job.policy().exploration;
   messages::Attached attached;
-  attached.session = s.id();
-  attached.grouper = s.policy().grouper;
-  attached.placer = s.policy().placer;
-  attached.algorithm = s.policy().algorithm;
+  attached.session = job.id();
+  attached.grouper = job.policy().grouper;
+  attached.placer = job.policy().placer;
+  attached.algorithm = job.policy().algorithm;
   attached.steps_per_candidate = e.steps_per_candidate;
   attached.warmup_steps = e.warmup_steps;
   attached.max_candidates = e.max_candidates;
-  if (auto notice = short_job_notice(e, s.expected_steps())) {
-    spdlog::info("job {} '{}': {}", s.id(), s.name(), *notice);
+  if (auto notice = short_job_notice(e, job.expected_steps())) {
+    spdlog::info("job {} '{}': {}", job.id(), job.name(), *notice);
     attached.notices.push_back(std::move(*notice));
   }
   req.respond(attached.kType, req.id, attached.to_json(), false);

@@ -100,59 +100,60 @@ Job::Job(std::string name, const torch::jit::Module& module,
 Job::Job(std::string name, const Model& model, const std::vector<at::Tensor>& example_inputs,
          JobOptions options)
     : core_(std::make_unique<detail::JobCore>()) {
-  detail::JobCore& s = *core_;
-  s.graph = capture(model, example_inputs, name);
-  if (!options.profile_graph_file.empty()) adopt_profiles(s.graph, options.profile_graph_file);
-  s.devices = job_devices(options.devices, options.memory_bytes);
-  for (const Device& d : s.devices.devices) s.any_cuda |= d.kind == DeviceKind::kCuda;
-  s.placed = std::make_unique<PlacedModule>(model, s.graph, s.devices);
+  detail::JobCore& core = *core_;
+  core.graph = capture(model, example_inputs, name);
+  if (!options.profile_graph_file.empty()) adopt_profiles(core.graph, options.profile_graph_file);
+  core.devices = job_devices(options.devices, options.memory_bytes);
+  for (const Device& d : core.devices.devices) core.any_cuda |= d.kind == DeviceKind::kCuda;
+  core.placed = std::make_unique<PlacedModule>(model, core.graph, core.devices);
   if (options.profile_steps < 0) throw std::invalid_argument("profile_steps must be >= 0");
-  s.profile_steps = options.profile_steps;
+  core.profile_steps = options.profile_steps;
   if (std::any_of(options.memory_limit_bytes.begin(), options.memory_limit_bytes.end(),
                   [](uint64_t b) { return b > 0; })) {
-    if (options.memory_limit_bytes.size() > s.devices.size())
-      throw std::invalid_argument("memory_limit_bytes has " +
-                                  std::to_string(options.memory_limit_bytes.size()) +
-                                  " entries for " + std::to_string(s.devices.size()) + " devices");
-    s.memory_limit =
-        std::make_unique<detail::DeviceMemoryLimit>(*s.placed, options.memory_limit_bytes);
-    s.placed->set_observer(s.memory_limit.get());
+    if (options.memory_limit_bytes.size() > core.devices.size())
+      throw std::invalid_argument(
+          "memory_limit_bytes has " + std::to_string(options.memory_limit_bytes.size()) +
+          " entries for " + std::to_string(core.devices.size()) + " devices");
+    core.memory_limit =
+        std::make_unique<detail::DeviceMemoryLimit>(*core.placed, options.memory_limit_bytes);
+    core.placed->set_observer(core.memory_limit.get());
   }
-  Placement start = Placement::single(s.graph, 0);
+  Placement start = Placement::single(core.graph, 0);
   if (!options.start_device_of_op.empty()) start.device_of_op = options.start_device_of_op;
-  start.enforce_pins(s.graph, s.devices);
-  s.placed->set_placement(start);
-  s.current.directive.placement = start;
-  s.last_good = s.current;
-  s.own = s.current;
+  start.enforce_pins(core.graph, core.devices);
+  core.placed->set_placement(start);
+  core.current.directive.placement = start;
+  core.last_good = core.current;
+  core.own = core.current;
   if (const std::optional<detail::ReplicaConfig> replicas =
           detail::replica_config(options.replicas))
-    detail::join_replica_group(s, *replicas, start, model);
+    detail::join_replica_group(core, *replicas, start, model);
   else
-    s.peers = detail::alone_peers();
+    core.peers = detail::alone_peers();
   if (!options.use_daemon) return;
   JobChannelOptions channel;
   channel.socket_path = options.socket_path;
   channel.job = std::move(name);
-  channel.devices = s.devices;
-  if (s.group)
-    channel.replica = messages::ReplicaInfo{s.group->rank(), s.group->size(), s.group->name()};
+  channel.devices = core.devices;
+  if (core.group)
+    channel.replica =
+        messages::ReplicaInfo{core.group->rank(), core.group->size(), core.group->name()};
   channel.reconnect_interval_ms = options.reconnect_interval_ms;
   channel.torch_version = TORCH_VERSION;
   channel.expected_steps = options.expected_steps;
   // In a replica group rank 0's daemon decides: its directives hold for every rank. The other ranks
   // attach to their own daemons as followers, which show them and send them nothing.
-  if (!s.leader()) {
-    s.channel = std::make_unique<JobChannel>(std::move(channel));
+  if (!core.leader()) {
+    core.channel = std::make_unique<JobChannel>(std::move(channel));
     return;
   }
-  channel.graph = s.graph;
+  channel.graph = core.graph;
   channel.start = start;
   channel.profile_steps = options.profile_steps;
-  s.channel = std::make_unique<JobChannel>(std::move(channel));
+  core.channel = std::make_unique<JobChannel>(std::move(channel));
   // placementd's first directive names the start placement its measurements are filed under: when
   // it answers at once, the first step already counts; when it is not there, do not wait for it.
-  s.channel->wait_for_directive(10000);
+  core.channel->wait_for_directive(10000);
 }
 
 Job::~Job() = default;
@@ -177,16 +178,17 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
 
 at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction& loss,
                      StepOptimizer& optimizer) {
-  detail::JobCore& s = *core_;
-  detail::StepPeers& peers = *s.peers;
-  peers.boundary(s, optimizer);
-  bool profiled = s.begin_profiled_step();
+  detail::JobCore& core = *core_;
+  detail::StepPeers& peers = *core.peers;
+  peers.boundary(core, optimizer);
+  bool profiled = core.begin_profiled_step();
   // Under one of placementd's placements the batch may have to run again: what a failed attempt
   // changed besides the gradients (buffers, the random generators) is put back before it does.
   std::optional<detail::ModelState> before;
-  if (s.current.directive.placement_id != 0) before.emplace(s.placed->model().named_buffers());
+  if (core.current.directive.placement_id != 0)
+    before.emplace(core.placed->model().named_buffers());
   const auto discard_gradients = [&] {
-    for (at::Tensor& p : s.placed->parameters()) p.mutable_grad() = at::Tensor();
+    for (at::Tensor& p : core.placed->parameters()) p.mutable_grad() = at::Tensor();
   };
   auto started = Clock::now();
   at::Tensor value;
@@ -197,7 +199,7 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
     std::string message;
     detail::StepFailure failure = detail::StepFailure::kNone;
     try {
-      value = s.forward_backward(inputs, loss);
+      value = core.forward_backward(inputs, loss);
     } catch (const detail::LossFunctionError& e) {
       error = e.error;
       failure = detail::StepFailure::kLossFunction;
@@ -211,10 +213,10 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
       failure = detail::StepFailure::kPlacement;
     }
     if (failure != detail::StepFailure::kNone) {
-      s.profiling.reset();  // nothing to profile, nor to retry under the profiler
+      core.profiling.reset();  // nothing to profile, nor to retry under the profiler
       profiled = false;
     }
-    const detail::StepAgreement agreed = peers.agree(s, failure);
+    const detail::StepAgreement agreed = peers.agree(core, failure);
     if (agreed.loss_error_rank) {
       // The user stops training: the step ends as a plain loop's would, no retry, no update,
       // nothing blamed on the placement.
@@ -230,35 +232,35 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
       if (error) std::rethrow_exception(error);
       throw std::runtime_error(message);
     };
-    // Only a placement placementd proposed is blamed; under the job's own it is the model's.
-    if (s.current.directive.placement_id == 0) fail();
-    s.report(false, seconds_since(started), message);
+    // Only a placement placementd proposed is blamed; under the job's own it is the model'core.
+    if (core.current.directive.placement_id == 0) fail();
+    core.report(false, seconds_since(started), message);
     discard_gradients();
     before->restore();
     // Back to the last placement a step succeeded under; when that is the one failing now, to
     // the job's own.
-    if (s.current.directive.placement_id == s.last_good.directive.placement_id &&
-        s.current.generation == s.last_good.generation)
-      s.last_good = s.own;
-    s.current_ran = false;
-    if (!s.switch_to(s.last_good, optimizer)) fail();
+    if (core.current.directive.placement_id == core.last_good.directive.placement_id &&
+        core.current.generation == core.last_good.generation)
+      core.last_good = core.own;
+    core.current_ran = false;
+    if (!core.switch_to(core.last_good, optimizer)) fail();
     profiled = false;  // another rank's failure left this one's profiling on; switch_to ended it
-    ++s.stats.retried_steps;
+    ++core.stats.retried_steps;
     started = Clock::now();
   }
-  if (profiled) s.profiling->profiler->end_forward_backward();
-  peers.reduce_gradients(s);
+  if (profiled) core.profiling->profiler->end_forward_backward();
+  peers.reduce_gradients(core);
   const auto update_started = Clock::now();
   optimizer.step();
   optimizer.zero_grad();
-  if (s.any_cuda) detail::synchronize_cuda_devices(s.devices);
-  if (profiled) s.profiling->profiler->add_update(seconds_since(update_started));
+  if (core.any_cuda) detail::synchronize_cuda_devices(core.devices);
+  if (profiled) core.profiling->profiler->add_update(seconds_since(update_started));
   const double seconds = seconds_since(started);
-  s.current_ran = true;
-  peers.step_done(s, seconds, profiled);
-  ++s.stats.steps;
-  s.stats.last_step_s = seconds;
-  if (profiled) s.end_profiled_step();
+  core.current_ran = true;
+  peers.step_done(core, seconds, profiled);
+  ++core.stats.steps;
+  core.stats.last_step_s = seconds;
+  if (profiled) core.end_profiled_step();
   return value.detach();
 }
 
