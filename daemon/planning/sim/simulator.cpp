@@ -231,10 +231,13 @@ SimulationResult Simulator::simulate(const Placement& placement) const {
     result.predicted_ops += costs[u].predicted;
   }
 
-  // Execution resources: each GPU is its own; CPU devices may share the host.
+  // Execution resources: each GPU is its own unless the options group it with others; CPU
+  // devices may share the host.
   std::vector<size_t> resource(D);
   for (size_t d = 0, host = D; d < D; ++d) {
-    resource[d] = d;
+    resource[d] = d < options_.shared_with.size() && options_.shared_with[d] < d
+                      ? resource[options_.shared_with[d]]
+                      : d;
     if (options_.cpu_devices_share_host && devices_.devices[d].kind == DeviceKind::kCpu) {
       if (host == D) host = d;
       resource[d] = host;

@@ -24,6 +24,11 @@ struct SimulatorOptions {
   /// CPU devices are one host: their ops run one at a time, never in parallel with each other
   /// (logical CPU devices "cpu:0", "cpu:1" stand in for GPUs in tests, but share the cores).
   bool cpu_devices_share_host = true;
+  /// Devices that share one execution resource, as `shared_with[d]`: the first device of d's group
+  /// (d itself, or an index below it; empty: none share, but CPU devices as above). Devices of one
+  /// group run one op at a time between them, as time-sliced slices of one GPU do. The work bound
+  /// ignores it (it stays a lower bound, a looser one).
+  std::vector<size_t> shared_with;
   /// Math modes of the job, for ops timed by the cost model.
   MathModes math;
   /// Data-parallel replicas: the same placement runs on `count` nodes, and every step's gradients

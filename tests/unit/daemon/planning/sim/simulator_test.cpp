@@ -80,6 +80,21 @@ TEST(Simulator, CpuDevicesShareTheHostByDefault) {
       << "no parallelism between logical CPU devices";
 }
 
+TEST(Simulator, DevicesThatShareAnExecutionResourceRunOneOpAtATime) {
+  // Three separate devices; 1 and 2 are slices of one card: what runs on them does not overlap.
+  OpGraph g = profiled(placement::testing::two_chains(4), 0.0);
+  SimulatorOptions options{2.0, 0.0, false};
+  options.shared_with = {0, 1, 1};
+  const Simulator shared(g, slow_links(3), options);
+  const Simulator separate(g, slow_links(3), {2.0, 0.0, false});
+  Placement on_slices = Placement::single(g, 1), apart = Placement::single(g, 0);
+  for (int i = 4; i < 8; ++i) on_slices.device_of_op[i] = apart.device_of_op[i] = 2;
+  EXPECT_NEAR(shared.simulate(on_slices).step_time_s, 9 * 3.0, 1e-3) << "one slice at a time";
+  EXPECT_NEAR(separate.simulate(on_slices).step_time_s, 5 * 3.0, 1e-3);
+  EXPECT_NEAR(shared.simulate(apart).step_time_s, 5 * 3.0, 1e-3)
+      << "device 0 has its own: the chains run at once";
+}
+
 TEST(Simulator, SpeedScalesTimes) {
   auto devices = slow_links(2);
   devices.devices[1].speed = 2.0;
