@@ -1,5 +1,7 @@
 #include "replica_group.h"
 
+#include <signal.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -120,6 +122,13 @@ std::optional<ReplicaConfig> replica_config(const ReplicaOptions& o) {
 ReplicaGroup::ReplicaGroup(const ReplicaConfig& config) : config_(config) {
   const std::string who =
       "rank " + std::to_string(config_.rank) + " of " + std::to_string(config_.world_size);
+  // A write to a peer that has died raises SIGPIPE where the socket code does not pass
+  // MSG_NOSIGNAL (c10d's Gloo and store sockets): by default that ends this rank at once, silently,
+  // where it should end with an error that names the dead rank. Python ignores SIGPIPE already; a
+  // C++ job that left it at its default gets the same. A job's own handler is left alone.
+  struct sigaction pipe {};
+  if (::sigaction(SIGPIPE, nullptr, &pipe) == 0 && pipe.sa_handler == SIG_DFL)
+    ::signal(SIGPIPE, SIG_IGN);
   try {
     c10d::TCPStoreOptions store;
     store.port = static_cast<uint16_t>(config_.master_port);

@@ -4,6 +4,7 @@
 // scripts/gpu-run.sh --stage test runs them on the GPU machine, which has one.
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <exception>
 #include <functional>
@@ -127,6 +128,25 @@ TEST(ReplicaGroupOnCpu, AveragesGradientsThroughGlooAndSaysSo) {
     EXPECT_EQ(averaged[r], std::vector<float>(15, 2.0f)) << "rank " << r;  // (1 + 2 + 3) / 3
     EXPECT_EQ(routes[r], (std::map<std::string, std::string>{{"cpu", "gloo"}})) << "rank " << r;
   }
+}
+
+void count_pipes(int) {}
+
+TEST(ReplicaGroupOnCpu, APeerThatDiesIsAnErrorNotASignalUnlessTheJobHandlesSigpipeItself) {
+  // c10d's sockets write without MSG_NOSIGNAL: with SIGPIPE at its default, a rank writing to a
+  // dead peer ended at once, by the signal, instead of with an error that names the peer.
+  struct sigaction before {};
+  ASSERT_EQ(::sigaction(SIGPIPE, nullptr, &before), 0);
+  ::signal(SIGPIPE, SIG_DFL);
+  { ReplicaGroup group(config(0, 1, testing::free_port())); }
+  struct sigaction now {};
+  ::sigaction(SIGPIPE, nullptr, &now);
+  EXPECT_EQ(now.sa_handler, SIG_IGN);
+  ::signal(SIGPIPE, count_pipes);
+  { ReplicaGroup group(config(0, 1, testing::free_port())); }
+  ::sigaction(SIGPIPE, nullptr, &now);
+  EXPECT_EQ(now.sa_handler, &count_pipes) << "the job's own handler stays";
+  ::sigaction(SIGPIPE, &before, nullptr);
 }
 
 class CudaReplicas : public ::testing::Test {
