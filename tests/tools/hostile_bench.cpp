@@ -201,31 +201,29 @@ std::vector<Hostile> hostile_clients() {
 }
 
 int play(const std::string& name, const std::string& socket) {
+  const std::vector<Hostile> clients = hostile_clients();
+  const auto h = std::find_if(clients.begin(), clients.end(),
+                              [&](const Hostile& c) { return c.name == name; });
+  if (h == clients.end()) {
+    std::cerr << "no hostile client named " << name << "\n";
+    return 2;
+  }
   sigset_t set = placement::testing::block_stop_signals();
   std::thread waiter([&] {
     int signo = 0;
     sigwait(&set, &signo);
     stopping = true;
   });
-  int code = 0;
-  for (const Hostile& h : hostile_clients())
-    if (h.name == name) {
-      std::cout << "ready" << std::endl;
-      try {
-        h.play(socket);
-      } catch (const std::exception& e) {
-        // A hostile client the daemon cut off has done what it could.
-        if (!stopping) std::cerr << name << ": " << e.what() << "\n";
-      }
-      idle_until_stopped();
-      waiter.join();
-      return code;
-    }
-  std::cerr << "no hostile client named " << name << "\n";
-  code = 2;
-  ::kill(::getpid(), SIGTERM);
+  std::cout << "ready" << std::endl;
+  try {
+    h->play(socket);
+  } catch (const std::exception& e) {
+    // A hostile client the daemon cut off has done what it could.
+    if (!stopping) std::cerr << name << ": " << e.what() << "\n";
+  }
+  idle_until_stopped();
   waiter.join();
-  return code;
+  return 0;
 }
 
 // ---------------------------------------------------------------------------------------------
