@@ -65,13 +65,16 @@ def test_the_plot_shows_what_ran_when_and_where_trials_moved_the_best(daemon, tm
     assert sum(p["steps"] for p in timeline) == info["steps"] == steps
     stretches = [e for e in lines if e.get("class", "").startswith("stretch")]
     assert len(stretches) == len(timeline)
+    # A long job's timeline halves its resolution past kMaxPoints: neighbours that ran different
+    # placements become one point of placement 0, drawn as a merged stretch (CI's slower machine ran
+    # that many steps before its first trial ended).
     kinds = set()
     for e, p in zip(stretches, timeline):
-        kind = "in-force" if p["placement"] == p["best"] else "exploring"
+        kind = "merged" if p["placement"] == 0 else "in-force" if p["placement"] == p["best"] else "exploring"
         assert e.get("class") == f"stretch {kind}", (e.attrib, p)
         assert int(e.get("data-steps")) == p["steps"] and int(e.get("data-placement")) == p["placement"]
         kinds.add(kind)
-    assert kinds == {"in-force", "exploring"}
+    assert {"in-force", "exploring"} <= kinds or {"in-force", "merged"} <= kinds, kinds
     assert [x_of(e) for e in stretches] == sorted(x_of(e) for e in stretches)
 
     # Each trial's verdict at the step it was reached, labelled with the candidate.
@@ -111,6 +114,10 @@ def test_the_plot_shows_what_ran_when_and_where_trials_moved_the_best(daemon, tm
     pixels = Image.open(png).convert("RGB")
     assert pixels.size == (1000, 520)
     seen = set(pixels.get_flattened_data())
-    for name, colour in (("in force", (0x1F, 0x77, 0xB4)), ("exploring", (0xFF, 0x7F, 0x0E)),
-                         ("best known", (0x2C, 0xA0, 0x2C))):
-        assert colour in seen, f"no {name} pixel in the rendered plot"
+    assert (0x1F, 0x77, 0xB4) in seen, "no in-force pixel in the rendered plot"
+    exploring, merged = (0xFF, 0x7F, 0x0E), (0x9A, 0x9A, 0x9A)
+    if "merged" in kinds:  # short stretches of both kinds, 1.5 px wide, may only blend
+        assert exploring in seen or merged in seen, "no exploring or merged pixel in the rendered plot"
+    else:
+        assert exploring in seen, "no exploring pixel in the rendered plot"
+    assert (0x2C, 0xA0, 0x2C) in seen, "no best-known pixel in the rendered plot"
