@@ -290,7 +290,9 @@ Run run_job(const Simulator& truth, const Planning& planning, placementd::Effect
       if (next) {
         in_force = *next;
         t = clock.time(in_force.placement);
-        if (in_force.reason == msg::Reason::kWarmStart) {
+        // The warm start's answer is the first such directive; a refit's answer comes with the
+        // same reason later.
+        if (in_force.reason == msg::Reason::kWarmStart && !run.warm_started) {
           run.warm_started = true;
           run.warm = t.value_or(run.start);
         }
@@ -447,11 +449,12 @@ int main(int argc, char** argv) {
                                  CLI::detail::join(config.plugin_dirs, ", ") +
                                  " (the LibTorch plugins need a build with LibTorch)");
     std::printf(
-        "policy %s + %s + %s, warm start %s; noise sigma %.2f; job of %lld steps, %.0f%% for "
-        "exploration\n",
+        "policy %s + %s + %s, warm start %s, %lld refits; noise sigma %.2f; job of %lld steps, "
+        "%.0f%% for exploration\n",
         policy.grouper.c_str(), policy.placer.c_str(), policy.algorithm.c_str(),
-        policy.warm_start.empty() ? "none" : policy.warm_start.c_str(), o.noise,
-        static_cast<long long>(o.job_steps), percent(policy.exploration.max_overhead_fraction));
+        policy.warm_start.empty() ? "none" : policy.warm_start.c_str(),
+        static_cast<long long>(policy.refits), o.noise, static_cast<long long>(o.job_steps),
+        percent(policy.exploration.max_overhead_fraction));
     std::printf(
         "T_best: annealing of the truth over the job's groups, %lld evaluations from each "
         "heuristic\n\n",

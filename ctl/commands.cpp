@@ -92,6 +92,29 @@ std::string describe_warm_start(const json& w) {
          imitated;
 }
 
+// "to 6 measured placements: log error 0.41 -> 0.05 (aten::_convolution on cpu x3.10, ...);
+// searched ...".
+std::string describe_refit(const json& r) {
+  char errors[96];
+  std::snprintf(errors, sizeof(errors), "log error %.3f -> %.3f", r.value("log_error_before", 0.0),
+                r.value("log_error_after", 0.0));
+  std::string factors;
+  const json moved = r.value("factors", json::array());
+  for (size_t i = 0; i < moved.size() && i < 3; ++i) {
+    char f[160];
+    std::snprintf(f, sizeof(f), "%s%s x%.2f", i ? ", " : "",
+                  moved[i].value("what", std::string()).c_str(), moved[i].value("scale", 1.0));
+    factors += f;
+  }
+  if (moved.size() > 3) factors += " and " + std::to_string(moved.size() - 3) + " more";
+  std::string search = describe_warm_start(r);
+  const std::string planning = " on the planning model";
+  if (const size_t at = search.find(planning); at != std::string::npos)
+    search.replace(at, planning.size(), " on the refitted model");
+  return "to " + std::to_string(r.value("measured", 0)) + " measured placements: " + errors + " (" +
+         (factors.empty() ? std::string("no factor moved") : factors) + "); " + search;
+}
+
 int status(const Globals& g) {
   const json reply = ask(g, MessageType::kStatus, json::object(), MessageType::kStatusReply);
   if (g.json) {
@@ -182,6 +205,8 @@ int job_show(const Globals& g, uint64_t id, const std::string& plot_path) {
                          std::to_string(j.groups) + " groups)"});
   head.add({"policy", j.grouper + " / " + j.placer + " / " + j.algorithm});
   if (info.warm_start.is_object()) head.add({"warm start", describe_warm_start(info.warm_start)});
+  for (size_t i = 0; i < info.refits.size(); ++i)
+    head.add({"refit " + std::to_string(i + 1), describe_refit(info.refits[i])});
   if (j.policy_error)
     head.add({"plugin failure",
               *j.policy_error + "; exploration ended, the job keeps its best placement"});

@@ -95,6 +95,9 @@ struct PolicyChoice {
   std::string warm_start;
   /// Wall time the "simulator" warm start's search may take on the session's policy thread.
   double warm_start_seconds = 1.0;
+  /// Times a "simulator" warm start's model is refitted to the job's measured steps and searched
+  /// again (live/refit.cpp).
+  int64_t refits = 4;
   /// The most groups a placer is given (planning/group_cap.h).
   int64_t max_groups = kDefaultMaxGroups;
   SourcePos grouper_pos, placer_pos, algorithm_pos, warm_start_pos, max_groups_pos;

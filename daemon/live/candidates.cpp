@@ -60,6 +60,13 @@ std::optional<Proposal> Session::propose() {
         memory_model_->check_memory(warm_start_->placement).valid)
       return Proposal{warm_start_->placement, Reason::kWarmStart, warm_start_->action};
   }
+  // Likewise what a refit of the planning model found, once per refit.
+  if (!refit_tried_ && refit_ && refit_->skipped.empty()) {
+    refit_tried_ = true;
+    if (!measured(*this, refit_->placement.fingerprint()) &&
+        memory_model_->check_memory(refit_->placement).valid)
+      return Proposal{refit_->placement, Reason::kWarmStart, refit_->action};
+  }
 
   for (int attempt = 0; attempt < kSamplesPerProposal; ++attempt) {
     PolicyPipeline::Sample sample = pipeline_->sample(rng_);

@@ -1,8 +1,8 @@
 #pragma once
 // Where exploration's candidates come from, in the order they are offered: the best placement
-// this uid stored for the graph and devices, all on one device, the warm start's imitation, then
-// the learned policy's samples. The state machine (exploration.h) decides when one runs; this
-// file decides which.
+// this uid stored for the graph and devices, all on one device, the warm start's imitation, each
+// refit's (refit.cpp), then the learned policy's samples. The state machine (exploration.h)
+// decides when one runs; this file decides which.
 
 #include <optional>
 #include <string>
@@ -22,11 +22,11 @@ struct Proposal {
 };
 
 // Session::propose() (private: only the state machine draws candidates) is defined in
-// candidates.cpp: the stored best, all on one device and the warm start's placement once each (when
-// they fit and were not measured), then a policy sample the memory model passes and that was not
-// measured already (a rejected sample trains the policy with the failing reward, a repeat with its
-// measured reward); nullopt when the policy only proposes placements already measured or
-// rejected: exploration has converged.
+// candidates.cpp: the stored best, all on one device, the warm start's placement and each refit's
+// once each (when they fit and were not measured), then a policy sample the memory model passes
+// and that was not measured already (a rejected sample trains the policy with the failing reward,
+// a repeat with its measured reward); nullopt when the policy only proposes placements already
+// measured or rejected: exploration has converged.
 
 /// "All on one device, if it fits" (issue #4: the answer is never worse than that baseline): every
 /// op on the first GPU, or on device 0 without one, offered once right after the start; nullopt

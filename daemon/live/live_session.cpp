@@ -114,6 +114,7 @@ std::optional<messages::Directive> LiveSession::on_report(
   if (!s_.record(report)) return std::nullopt;
   return guarded("policy step", [&]() -> std::optional<messages::Directive> {
     if (s_.warm_start_due(Session::WarmStartWhen::kBeforeFirstSample)) s_.run_warm_start(registry_);
+    if (s_.refit_due()) s_.run_refit(registry_);
     return s_.advance(store_);
   });
 }

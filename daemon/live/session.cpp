@@ -436,6 +436,7 @@ placement::messages::JobInfo Session::detail() const {
   info.profile_reports = counters_.profile_reports;
   info.rejected_by_device = counters_.rejected_by_device;
   info.warm_start = warm_start_ ? offline::to_json(*warm_start_) : nlohmann::json(nullptr);
+  info.refits = refits_;
   info.timeline = timeline_.points();
   info.trials = timeline_.marks();
   return info;

@@ -168,6 +168,8 @@ struct SessionCounters {
   /// Policy samples scored from an earlier measurement of the same placement instead of running.
   uint64_t repeats_scored = 0;
   uint64_t reexplorations = 0;
+  /// Times the planning model was refitted to the job's measured steps (refit.cpp).
+  uint64_t refits = 0;
   /// Step reports that did not match this session (unknown placement id).
   uint64_t stray_reports = 0;
   /// profile_report messages merged into the graph, and steps the job ran under its profiler.
@@ -179,7 +181,8 @@ struct SessionCounters {
 /// the state machine that picks its placements (exploration.h). Its state is changed only by its
 /// own members, which live by concern in this folder: the graph, the warm start, inspection and
 /// the timeline here (session.cpp); the state machine in exploration.cpp; where candidates come
-/// from in candidates.cpp; profiles in live_profiles.cpp; the directive in directive.cpp.
+/// from in candidates.cpp; profiles in live_profiles.cpp; the planning model's refit in refit.cpp;
+/// the directive in directive.cpp.
 /// LiveSession (live_session.h) guards it with a lock and the plugin-failure guard; tests drive
 /// it directly.
 class Session {
@@ -240,6 +243,20 @@ class Session {
   /// What [policy] warm_start did (nullopt: not configured, not run yet, or the policy state was
   /// resumed from an earlier run).
   const std::optional<offline::ImitationResult>& warm_start() const { return warm_start_; }
+
+  // --- The planning model refitted to the job's steps (refit.cpp) ---
+  /// After a "simulator" warm start, once the job has measured 3, then 6, 12 ... placements (up to
+  /// [policy] refits times): the planning model, refitted to their medians (sim::refit), is
+  /// searched again and the policy imitates the answer, which is the next candidate (issue #45).
+  static constexpr size_t kFirstRefitAt = 3;
+  bool refit_due() const;
+  /// Runs it (plugin code: the search's heuristics and the policy's imitation; seconds, bounded
+  /// by [policy] warm_start_seconds).
+  void run_refit(const PluginRegistry& registry);
+  /// What the latest refit's search found (nullopt before the first).
+  const std::optional<offline::ImitationResult>& refit() const { return refit_; }
+  /// Each refit as inspection shows it (JobInfo::refits).
+  const std::vector<nlohmann::json>& refits() const { return refits_; }
 
   // --- The state machine (exploration.cpp; exploration.h tells its story) ---
   /// After the graph: the job's start placement (the stored best comes later, as a candidate).
@@ -382,6 +399,12 @@ class Session {
   /// for the job's profiles of every device kind (the simulator needs them), at most until the
   /// policy's first sample.
   bool warm_start_pending_ = false;
+  /// The latest refit's search (run_refit), whether its answer was offered, and how many
+  /// measured placements the next refit waits for.
+  std::optional<offline::ImitationResult> refit_;
+  bool refit_tried_ = true;
+  size_t next_refit_at_ = kFirstRefitAt;
+  std::vector<nlohmann::json> refits_;
 
   SessionCounters counters_;
   std::map<uint64_t, CandidateRecord> candidates_;

@@ -162,8 +162,8 @@ struct Table<JobInfo> {
       field("stray_reports", &JobInfo::stray_reports),
       field("profile_reports", &JobInfo::profile_reports),
       field("rejected_by_device", &JobInfo::rejected_by_device),
-      field("warm_start", &JobInfo::warm_start), field("timeline", &JobInfo::timeline),
-      field("trials", &JobInfo::trials));
+      field("warm_start", &JobInfo::warm_start), field("refits", &JobInfo::refits),
+      field("timeline", &JobInfo::timeline), field("trials", &JobInfo::trials));
 };
 
 template <>

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -366,6 +367,62 @@ TEST(Daemon, TheSimulatorWarmStartSearchesAProfiledGraphAndSaysWhyNotOtherwise) 
   ASSERT_TRUE(skipped.is_object());
   EXPECT_NE(skipped["skipped"].get<std::string>().find("has no profile"), std::string::npos)
       << skipped.dump();
+}
+
+// A job whose cpu:1 is three times slower than the profiles say, followed through its directives:
+// the simulator warm start's model is refitted to its steps, and placementctl jobs show says how.
+TEST(Daemon, TheSimulatorWarmStartsModelIsRefittedToTheJobsStepsAndJobsShowSaysHow) {
+  if (!learned_plugins_built()) GTEST_SKIP() << "built without LibTorch";
+  DaemonOptions options = fast_exploration(24);
+  const std::string grouper = "[policy]\ngrouper = \"none\"\n";
+  options.extra.erase(0, grouper.size());
+  options.extra += grouper + "placer = \"feedforward\"\nwarm_start = \"simulator\"\nrefits = 2\n";
+  DaemonProcess daemon(options);
+  daemon.start();
+  OpGraph graph = two_chains(6);
+  profile_all(graph, DeviceKind::kCpu, 1e-3);
+  Client c = daemon.client();
+  attach_and_upload(c, "slow-cpu1", graph);
+  msg::Directive directive = first_directive(c, graph);
+  for (uint64_t step = 0; step < 200; ++step) {
+    double t = 0;
+    for (int d : directive.placement.device_of_op) t += (d == 1 ? 3 : 1) * 3e-3;
+    c.send_oneway(MessageType::kStepReport,
+                  msg::StepReport{directive.placement_id, step, t, true, ""}.to_json());
+    while (c.poll_readable(step % 10 == 0 ? 50 : 0)) {
+      protocol::Header header;
+      const json body = c.read_frame(&header);
+      if (header.type == static_cast<uint16_t>(MessageType::kPlacementDirective))
+        directive = msg::Directive::from_json(body, graph, two_cpus());
+    }
+  }
+  const json jobs = c.request(MessageType::kListJobs, json::object(), MessageType::kJobList);
+  ASSERT_EQ(jobs["jobs"].size(), 1u);
+  const std::string id = std::to_string(jobs["jobs"][0]["id"].get<uint64_t>());
+  const json shown =
+      c.request(MessageType::kJobShow, {{"id", jobs["jobs"][0]["id"]}}, MessageType::kJobInfo);
+  ASSERT_TRUE(shown["refits"].is_array()) << shown.dump();
+  ASSERT_GE(shown["refits"].size(), 1u) << shown.dump() << daemon.log();
+  EXPECT_LE(shown["refits"].size(), 2u) << "[policy] refits = 2";
+  const json& first = shown["refits"][0];
+  EXPECT_GE(first["measured"].get<int>(), 3);
+  EXPECT_EQ(first["baseline"], "simulator");
+  std::map<std::string, double> scale;
+  for (const json& f : first["factors"]) scale[f["what"]] = f["scale"];
+  ASSERT_TRUE(scale.count("compute on cpu:1")) << first.dump();
+  EXPECT_GT(scale["compute on cpu:1"] /
+                (scale.count("compute on cpu:0") ? scale["compute on cpu:0"] : 1.0),
+            2.0)
+      << first.dump();
+  EXPECT_NE(daemon.log().find("planning model refitted to "), std::string::npos) << daemon.log();
+  const CommandResult text =
+      run_command({placementctl_bin(), "--socket", daemon.socket, "jobs", "show", id});
+  EXPECT_NE(text.out.find("refit 1"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("measured placements: log error "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("compute on cpu:1 x"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("from the best measured placement"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("on the refitted model, imitated in"), std::string::npos) << text.out;
+  c.request(MessageType::kDetach, json::object(), MessageType::kDetached);
 }
 
 TEST(Daemon, JobThatDiesIsCleanedUp) {

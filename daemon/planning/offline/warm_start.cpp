@@ -66,7 +66,8 @@ BaselinePlacement fitting_baseline(const std::string& name, const sim::Simulator
   return b;
 }
 
-// The simulator warm start's target: annealing from the fastest heuristic placement that fits.
+// The simulator warm start's target: annealing from the fastest heuristic placement that fits, or
+// from options.search_from when the model says it is faster still.
 std::vector<int> search(const sim::Simulator& simulator, const PluginRegistry& registry,
                         const placement::Grouping& grouping, const ImitationOptions& options,
                         uint64_t seed, ImitationResult& r) {
@@ -78,6 +79,17 @@ std::vector<int> search(const sim::Simulator& simulator, const PluginRegistry& r
         "(capture it with profiles: placementctl capture MODEL --profile cpu)");
   std::vector<int> start;
   std::string why;
+  if (options.search_from) {
+    placement::Placement p =
+        placement::Placement::from_groups(grouping, options.search_from->second);
+    p.enforce_pins(simulator.graph(), simulator.devices());
+    const sim::SimulationResult s = simulator.simulate(p);
+    if (s.valid) {
+      r.search_start = options.search_from->first;
+      r.search_start_step_time_s = s.step_time_s;
+      start = options.search_from->second;
+    }
+  }
   for (const std::string& name : kSearchStarts) {
     if (!registry.has(placement::PluginKind::kPlacer, name)) continue;
     try {

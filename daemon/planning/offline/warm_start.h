@@ -32,6 +32,10 @@ struct ImitationOptions {
   std::string baseline;
   /// The simulator search (kSimulatorWarmStart only).
   sim::AnnealOptions search;
+  /// One more place the search may start from, named: a placement known to be good (a device per
+  /// group), taken when the model predicts it faster than every heuristic's. Ignored when the
+  /// model rejects it.
+  std::optional<std::pair<std::string, std::vector<int>>> search_from;
   /// The search also times each placement on this many copies of its model, each off by a
   /// log-normal `search_ensemble_sigma` (sim::with_model_error), and minimises the mean: a
   /// placement that is only fast where the model is wrong is not what it wants. 0: the model alone.

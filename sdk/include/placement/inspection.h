@@ -183,6 +183,10 @@ struct JobInfo {
   /// The warm start's report as the planning library writes it (docs/learning.md); null when
   /// none ran.
   nlohmann::json warm_start;
+  /// Each refit of the planning model to the job's measured steps, in order (docs/live.md):
+  /// {measured, log_error_before, log_error_after, factors: [{what, scale}], and the warm start's
+  /// report of its search}; older daemons send none.
+  std::vector<nlohmann::json> refits;
   /// What ran when, step by step, and where each trial ended (older daemons send neither).
   std::vector<TimelinePoint> timeline;
   std::vector<TrialMark> trials;

@@ -110,6 +110,7 @@ TEST(Config, ShippedFileHoldsEveryKeyWithItsDefault) {
                           "policy.placer",
                           "policy.algorithm",
                           "policy.warm_start_seconds",
+                          "policy.refits",
                           "policy.max_groups",
                           "limits.max_graph_ops",
                           "limits.max_graph_bytes",

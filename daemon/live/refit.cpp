@@ -1,0 +1,116 @@
+// The planning model refitted to the job's own steps (issue #45): the simulator warm start planned
+// on a model that is wrong in ways its profiles cannot show (a kind of kernel slower on a kind of
+// device than profiled, a link slower than its figure). Each measured placement says how wrong the
+// model was there; the refit scales the model to agree, its search plans again on it, and the
+// policy imitates the answer. The reward stays the live step time: the refit's answer is a
+// candidate like any other and is kept only if a trial shows it faster.
+
+#include <algorithm>
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "live/session.h"
+#include "planning/sim/refit.h"
+
+namespace placementd {
+
+namespace {
+
+// How uncertain a median of `times` is in log: their spread over √n, and at least what the
+// model cannot express (the truth is not a scaled simulator): a few percent.
+double log_sd_of_median(const std::vector<double>& times) {
+  constexpr double kModelFloor = 0.03;
+  const auto n = static_cast<double>(times.size());
+  double mean = 0, sq = 0;
+  for (double t : times) mean += std::log(t) / n;
+  for (double t : times) sq += (std::log(t) - mean) * (std::log(t) - mean);
+  const double variance = times.size() > 1 ? sq / (n - 1) : 0.0;
+  // The median of n is about 1.25x as uncertain as their mean.
+  return std::sqrt(1.57 * variance / n + kModelFloor * kModelFloor);
+}
+
+// Candidates whose screening finished, as the refit's measurements.
+std::vector<sim::MeasuredPlacement> measurements(
+    const std::map<uint64_t, CandidateRecord>& candidates) {
+  std::vector<sim::MeasuredPlacement> out;
+  for (const auto& [id, c] : candidates) {
+    if (c.stale || !c.measured_at_step) continue;
+    const std::optional<double> median = c.median();
+    if (!median || !(*median > 0) || !std::isfinite(*median)) continue;
+    out.push_back({c.placement, *median, log_sd_of_median(c.step_times)});
+  }
+  return out;
+}
+
+// The device most of each group's ops are on in `p`.
+std::vector<int> device_of_group(const placement::Grouping& grouping, const placement::Placement& p,
+                                 size_t devices) {
+  std::vector<std::vector<int>> count(static_cast<size_t>(grouping.num_groups),
+                                      std::vector<int>(devices, 0));
+  for (size_t op = 0; op < p.device_of_op.size(); ++op)
+    ++count[static_cast<size_t>(grouping.group_of_op[op])][static_cast<size_t>(p.device_of_op[op])];
+  std::vector<int> out;
+  for (const std::vector<int>& c : count)
+    out.push_back(static_cast<int>(std::max_element(c.begin(), c.end()) - c.begin()));
+  return out;
+}
+
+}  // namespace
+
+bool Session::refit_due() const {
+  if (!warm_start_ || !warm_start_->skipped.empty() ||
+      policy_.warm_start != offline::kSimulatorWarmStart || !policy_error_.empty() ||
+      counters_.refits >= static_cast<uint64_t>(policy_.refits) || !refit_tried_)
+    return false;
+  if (state_ != SessionState::kExploring && state_ != SessionState::kReexploring) return false;
+  return measurements(candidates_).size() >= next_refit_at_;
+}
+
+void Session::run_refit(const PluginRegistry& registry) {
+  const std::vector<sim::MeasuredPlacement> measured = measurements(candidates_);
+  next_refit_at_ = 2 * measured.size();
+  ++counters_.refits;
+  // The fit and the search share [policy] warm_start_seconds.
+  sim::RefitOptions fit;
+  fit.max_seconds = policy_.warm_start_seconds / 2;
+  const sim::RefitResult fitted = sim::refit(*memory_model_, measured, fit);
+  offline::ImitationOptions imitation;
+  imitation.baseline = offline::kSimulatorWarmStart;
+  imitation.search.max_seconds = policy_.warm_start_seconds / 2;
+  // Near what is known to run well, a quarter of the warm start's search: the refitted model is
+  // off mostly where nothing was measured, and the heuristics' placements are searched from too.
+  imitation.search.evaluations /= 4;
+  if (const CandidateRecord* best_so_far = best())
+    imitation.search_from.emplace(
+        "the best measured placement",
+        device_of_group(pipeline_->grouping(), best_so_far->placement, job_.devices.size()));
+  refit_ = offline::imitate_baseline(pipeline_->policy(), fitted.model, registry,
+                                     pipeline_->grouping(), imitation, rng_(),
+                                     pipeline_->action_for({}));
+  refit_tried_ = false;
+  nlohmann::json moved = nlohmann::json::array();
+  for (const sim::RefitFactor& f : fitted.factors)
+    moved.push_back({{"what", f.what}, {"scale", f.scale}});
+  nlohmann::json record = offline::to_json(*refit_);
+  record["measured"] = measured.size();
+  record["log_error_before"] = fitted.rms_log_error_before;
+  record["log_error_after"] = fitted.rms_log_error_after;
+  record["factors"] = std::move(moved);
+  record["fit_timed_out"] = fitted.timed_out;
+  refits_.push_back(std::move(record));
+  std::string factors;
+  for (size_t i = 0; i < fitted.factors.size() && i < 3; ++i)
+    factors += fmt::format("{}{} x{:.2f}", i ? ", " : "", fitted.factors[i].what,
+                           fitted.factors[i].scale);
+  spdlog::info(
+      "job {} '{}': planning model refitted to {} measured placements (log error {:.3f} -> "
+      "{:.3f}{}; {}{}){}",
+      id_, job_.name, measured.size(), fitted.rms_log_error_before, fitted.rms_log_error_after,
+      fitted.timed_out ? ", out of time" : "", factors.empty() ? "no factor moved" : factors,
+      fitted.factors.size() > 3 ? fmt::format(" and {} more", fitted.factors.size() - 3) : "",
+      refit_->skipped.empty() ? "" : "; its search found nothing: " + refit_->skipped);
+}
+
+}  // namespace placementd

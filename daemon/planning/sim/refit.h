@@ -1,0 +1,74 @@
+#pragma once
+// The planning model refitted to a job's measured steps (issue #45). A simulator built from
+// profiles and presets is wrong in structured ways: a kind of kernel is slower on a kind of device
+// than its profile or the cost model says, one device is slower than its siblings, a link is slower
+// or faster than the topology's figure. The step times the job measured under its candidates say
+// where: a placement that put convolutions on the host measured 3x what the model predicted. The
+// refit scales the model by one factor per (op kind, device kind), one per device and one per
+// link, chosen by regularised least squares in log step time (Levenberg–Marquardt with finite
+// differences) so the model predicts what was measured, with a prior that keeps each factor near 1
+// until the measurements show otherwise. Factors no measured placement exercises stay at 1. Memory
+// is never refitted: the memory model is exact. Op times the cost model predicts are refitted as
+// the profiles it fills in for each device kind (Simulator::graph()): exact where a kind's devices
+// share one spec.
+
+#include <string>
+#include <vector>
+
+#include "placement/placement.h"
+#include "planning/sim/simulator.h"
+
+namespace placementd::sim {
+
+/// A placement the job ran and the median of its measured steps. `log_sd`: how uncertain that
+/// median is in log (the measurements' spread over √n, plus what the model cannot express).
+struct MeasuredPlacement {
+  placement::Placement placement;
+  double step_time_s = 0.0;
+  double log_sd = 0.05;
+};
+
+struct RefitOptions {
+  /// The prior spread of a factor in log: a factor of 2 is one standard deviation at 0.7.
+  double prior_log_sd = 0.7;
+  /// The same for a device against its kind: devices of a kind are seldom far apart (a tenant or
+  /// a lower clock makes one 1.3x slower at one standard deviation of 0.25).
+  double device_prior_log_sd = 0.25;
+  /// Levenberg–Marquardt iterations at most (each builds one model per factor exercised).
+  int iterations = 6;
+  /// Log step of the finite differences.
+  double step = 0.05;
+  /// Wall time the fit may take (0: no limit); past it, the factors fitted so far are kept. A
+  /// graph of tens of thousands of ops takes milliseconds a model to build.
+  double max_seconds = 0.0;
+};
+
+/// One factor the refit moved: "aten::_convolution on cuda", "compute on cuda:1", "link cpu:0 <->
+/// cuda:0", and its scale (> 1: slower than the model said).
+struct RefitFactor {
+  std::string what;
+  double scale = 1.0;
+};
+
+struct RefitResult {
+  /// The refitted planning model (the given one's graph, devices and options, scaled).
+  Simulator model;
+  /// Factors moved by more than 1%, largest change first.
+  std::vector<RefitFactor> factors;
+  /// Root-mean-square of log(predicted / measured) over the measurements, before and after.
+  double rms_log_error_before = 0.0;
+  double rms_log_error_after = 0.0;
+  /// Factors the measurements exercised (the ones fitted), and models built to fit them.
+  size_t fitted_factors = 0;
+  size_t models_built = 0;
+  /// Whether RefitOptions::max_seconds ended the fit early.
+  bool timed_out = false;
+};
+
+/// Refits `model` to `measured`. Measurements the model rejects (out of memory on it) are left
+/// out. Throws std::invalid_argument for a time that is not positive and finite, a log_sd that is
+/// not positive, or a placement that does not fit the model's graph and devices.
+RefitResult refit(const Simulator& model, const std::vector<MeasuredPlacement>& measured,
+                  const RefitOptions& options = {});
+
+}  // namespace placementd::sim

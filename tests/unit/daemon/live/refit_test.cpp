@@ -1,0 +1,125 @@
+// The planning model refitted to a job's measured steps (daemon/live/refit.cpp), as the server
+// drives a session: real plugins (none + feedforward + reinforce, the "simulator" warm start), a
+// job whose steps a *true* simulator times, and a planning model that does not know one GPU is
+// three times slower than its siblings (another tenant shares it).
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "built_plugins.h"
+#include "live/live_session.h"
+#include "planning/sim/simulator.h"
+#include "test_graphs.h"
+#include "test_store.h"
+
+namespace placementd {
+namespace {
+
+namespace msg = placement::messages;
+using placement::DeviceKind;
+
+struct Job {
+  placement::OpGraph graph = placement::testing::two_chains(6);
+  placement::DeviceSet devices = placement::testing::devices(2, DeviceKind::kCuda);
+  Job() { placement::testing::profile_all(graph, DeviceKind::kCuda, 1e-3); }
+  // What the job's steps take: cuda:1 runs at a third of the speed its profiles say.
+  sim::Simulator truth() const {
+    placement::DeviceSet slow = devices;
+    slow.devices[1].speed = 1.0 / 3;
+    return sim::Simulator(graph, slow);
+  }
+};
+
+std::unique_ptr<LiveSession> attach(const Job& job, int64_t refits, Store& store) {
+  JobIdentity identity;
+  identity.name = "refit";
+  identity.uid = ::getuid();
+  identity.pid = ::getpid();
+  identity.devices = job.devices;
+  EffectivePolicy policy;
+  policy.grouper = "none";
+  policy.placer = "feedforward";
+  policy.algorithm = "reinforce";
+  policy.warm_start = "simulator";
+  policy.warm_start_seconds = 0;  // the search's evaluation count bounds it: deterministic
+  policy.refits = refits;
+  policy.exploration.steps_per_candidate = 4;
+  policy.exploration.warmup_steps = 0;
+  policy.exploration.max_candidates = 12;
+  policy.exploration.max_overhead_fraction = 1.0;
+  policy.exploration.trial_window_steps = 2;
+  return std::make_unique<LiveSession>(1, std::move(identity), std::move(policy),
+                                       offline::built_plugins(), store);
+}
+
+// Trains `steps` steps, each timed by `truth` exactly; returns the directives it got.
+std::vector<msg::Directive> train(LiveSession& live, const sim::Simulator& truth, int steps) {
+  std::vector<msg::Directive> got{live.next_directive()};
+  for (uint64_t step = 0; step < static_cast<uint64_t>(steps); ++step) {
+    const msg::Directive& in_force = got.back();
+    const double t = truth.simulate(in_force.placement).step_time_s;
+    std::optional<msg::Directive> next = live.on_report({in_force.placement_id, step, t, true, ""});
+    if (live.has_deferred_work())
+      if (auto pushed = live.run_deferred_work()) next = pushed;
+    if (next) got.push_back(*next);
+  }
+  return got;
+}
+
+TEST(Refit, TheModelLearnsTheSlowGpuFromTheStepsAndItsAnswerRunsNext) {
+  const Job job;
+  const sim::Simulator truth = job.truth();
+  testing::TestStore store{"refit_test"};
+  auto live = attach(job, 2, *store);
+  live->on_graph(job.graph, std::nullopt, 0.0);
+  const std::vector<msg::Directive> got = train(*live, truth, 300);
+
+  const msg::JobInfo info = live->detail();
+  ASSERT_FALSE(info.warm_start.is_null());
+  ASSERT_GE(info.refits.size(), 1u) << info.to_json().dump();
+  ASSERT_LE(info.refits.size(), 2u) << "[policy] refits bounds them";
+  const nlohmann::json& first = info.refits.front();
+  EXPECT_GE(first["measured"].get<int>(), 3);
+  EXPECT_LT(first["log_error_after"].get<double>(), first["log_error_before"].get<double>() / 2)
+      << first.dump();
+  // What it learned: cuda:1 three times as slow as cuda:0 (whatever share of it went to the op
+  // kind's factor, which both have).
+  std::map<std::string, double> scale;
+  for (const nlohmann::json& f : first["factors"]) scale[f["what"]] = f["scale"];
+  ASSERT_TRUE(scale.count("compute on cuda:1")) << first.dump();
+  const double cuda0 = scale.count("compute on cuda:0") ? scale["compute on cuda:0"] : 1.0;
+  EXPECT_NEAR(scale["compute on cuda:1"] / cuda0, 3.0, 0.5) << first.dump();
+
+  // The warm start's answer splits the chains across the GPUs, as the model says is fastest; the
+  // refit's answer, offered with the same reason after it, is another placement.
+  std::vector<const msg::Directive*> warm;
+  for (const msg::Directive& d : got)
+    if (d.reason == msg::Reason::kWarmStart) warm.push_back(&d);
+  ASSERT_GE(warm.size(), 2u);
+  EXPECT_NE(warm[0]->placement.fingerprint(), warm[1]->placement.fingerprint());
+  // It is faster in truth than the warm start's answer, which the model got wrong.
+  EXPECT_LT(truth.simulate(warm[1]->placement).step_time_s,
+            truth.simulate(warm[0]->placement).step_time_s);
+}
+
+TEST(Refit, NoneRunsWhenTheConfigSaysNone) {
+  const Job job;
+  const sim::Simulator truth = job.truth();
+  testing::TestStore store{"refit_test_none"};
+  auto live = attach(job, 0, *store);
+  live->on_graph(job.graph, std::nullopt, 0.0);
+  const std::vector<msg::Directive> got = train(*live, truth, 300);
+  EXPECT_TRUE(live->detail().refits.empty());
+  int warm = 0;
+  for (const msg::Directive& d : got) warm += d.reason == msg::Reason::kWarmStart;
+  EXPECT_EQ(warm, 1);
+}
+
+}  // namespace
+}  // namespace placementd

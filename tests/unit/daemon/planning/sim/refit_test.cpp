@@ -1,0 +1,165 @@
+// The planning model refitted to measured step times: it learns what it got wrong where the
+// measurements exercise it, and nothing where they do not.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "placement/serialization.h"
+#include "planning/sim/refit.h"
+#include "planning/sim/topology.h"
+
+namespace placementd::sim {
+namespace {
+
+using placement::Placement;
+
+// Inception-V3 on 2×K40 + CPU, as the truth: the cost model's figures, taken as measured.
+Simulator truth() {
+  const Simulator predicted(placement::load_graph_file(GRAPH_DIR "/papers/inception_v3.json.gz"),
+                            load_topology(TOPOLOGY_DIR "/2xk40_cpu.toml"));
+  placement::OpGraph g = predicted.graph();
+  for (auto& op : g.ops)
+    for (auto& [kind, p] : op.profile) p.predicted = false;
+  return Simulator(g, predicted.devices(), predicted.options());
+}
+
+// The truth with one kind of op `factor` times faster on the host than it is: what a planner
+// believes. Only that kind's host profile is wrong.
+Simulator believed(const Simulator& t, const std::string& kind, double factor) {
+  placement::OpGraph g = t.graph();
+  for (auto& op : g.ops)
+    if (op.kind == kind)
+      for (auto& [device_kind, p] : op.profile)
+        if (device_kind == "cpu") {
+          p.forward_s /= factor;
+          p.backward_s /= factor;
+          p.update_s /= factor;
+        }
+  return Simulator(g, t.devices(), t.options());
+}
+
+// Random placements over every device that the model lets run.
+std::vector<Placement> random_placements(const Simulator& model, size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> device(0, static_cast<int>(model.devices().size()) - 1);
+  std::vector<Placement> out;
+  while (out.size() < n) {
+    // Runs of ops on one device, as placers make them, so links are not crossed at every edge.
+    Placement p;
+    int d = device(rng);
+    for (size_t op = 0; op < model.graph().ops.size(); ++op) {
+      if (op % 40 == 0) d = device(rng);
+      p.device_of_op.push_back(d);
+    }
+    p.enforce_pins(model.graph(), model.devices());
+    if (model.simulate(p).valid) out.push_back(std::move(p));
+  }
+  return out;
+}
+
+double log_error(const Simulator& model, const Simulator& t, const std::vector<Placement>& ps) {
+  double sum = 0;
+  for (const Placement& p : ps) {
+    const double e = std::log(model.simulate(p).step_time_s / t.simulate(p).step_time_s);
+    sum += e * e;
+  }
+  return std::sqrt(sum / static_cast<double>(ps.size()));
+}
+
+TEST(Refit, LearnsTheKindItGotWrongAndPredictsPlacementsItNeverSaw) {
+  const Simulator t = truth();
+  const std::string kind = "aten::_convolution";
+  const Simulator model = believed(t, kind, 4.0);
+  std::vector<MeasuredPlacement> measured;
+  for (Placement& p : random_placements(t, 10, 1)) {
+    const double time = t.simulate(p).step_time_s;
+    measured.push_back({std::move(p), time, 0.05});
+  }
+  const RefitResult r = refit(model, measured);
+  EXPECT_GT(r.rms_log_error_before, 0.2);
+  EXPECT_LT(r.rms_log_error_after, r.rms_log_error_before / 3);
+  ASSERT_FALSE(r.factors.empty());
+  EXPECT_EQ(r.factors.front().what, kind + " on cpu");
+  EXPECT_GT(r.factors.front().scale, 2.5);
+  EXPECT_LT(r.factors.front().scale, 6.0);
+  // On placements it was never shown, the refitted model is closer to the truth than the model.
+  const std::vector<Placement> unseen = random_placements(t, 20, 2);
+  EXPECT_LT(log_error(r.model, t, unseen), log_error(model, t, unseen) / 2);
+  // Memory is exact in both: the refit never changes it.
+  for (const Placement& p : unseen)
+    EXPECT_EQ(r.model.check_memory(p).memory[0].peak(), model.check_memory(p).memory[0].peak());
+}
+
+TEST(Refit, AnExactModelStaysAsItIs) {
+  const Simulator t = truth();
+  std::vector<MeasuredPlacement> measured;
+  for (Placement& p : random_placements(t, 6, 3)) {
+    const double time = t.simulate(p).step_time_s;
+    measured.push_back({std::move(p), time, 0.05});
+  }
+  const RefitResult r = refit(t, measured);
+  EXPECT_LT(r.rms_log_error_before, 1e-9);
+  EXPECT_TRUE(r.factors.empty());
+  for (const MeasuredPlacement& m : measured)
+    EXPECT_DOUBLE_EQ(r.model.simulate(m.placement).step_time_s, m.step_time_s);
+}
+
+TEST(Refit, WhatNoMeasurementExercisesStaysAtOne) {
+  const Simulator t = truth();
+  const Simulator model = believed(t, "aten::_convolution", 4.0);
+  // Everything on the first GPU (device 1; device 0 is the host): nothing runs on the host, no
+  // link is crossed, and the GPU's times are right.
+  Placement gpu = Placement::single(t.graph(), 1);
+  gpu.enforce_pins(t.graph(), t.devices());
+  ASSERT_TRUE(t.simulate(gpu).valid);
+  const RefitResult r = refit(model, {{gpu, t.simulate(gpu).step_time_s, 0.05}});
+  EXPECT_TRUE(r.factors.empty());
+  // All on the host, the one thing the model has wrong, is predicted as wrongly as before.
+  Placement host = Placement::single(t.graph(), 0);
+  ASSERT_TRUE(t.simulate(host).valid);
+  EXPECT_DOUBLE_EQ(r.model.simulate(host).step_time_s, model.simulate(host).step_time_s);
+  EXPECT_LT(model.simulate(host).step_time_s, 0.8 * t.simulate(host).step_time_s);
+  EXPECT_EQ(refit(model, {}).factors.size(), 0u);
+}
+
+TEST(Refit, PastItsTimeItKeepsWhatItFittedSoFar) {
+  const Simulator t = truth();
+  const Simulator model = believed(t, "aten::_convolution", 4.0);
+  std::vector<MeasuredPlacement> measured;
+  for (Placement& p : random_placements(t, 6, 5)) {
+    const double time = t.simulate(p).step_time_s;
+    measured.push_back({std::move(p), time, 0.05});
+  }
+  RefitOptions hurried;
+  hurried.max_seconds = 1e-9;
+  const RefitResult r = refit(model, measured, hurried);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_TRUE(r.factors.empty()) << "no iteration finished";
+  EXPECT_DOUBLE_EQ(r.rms_log_error_after, r.rms_log_error_before);
+  const RefitResult full = refit(model, measured);
+  EXPECT_FALSE(full.timed_out);
+  EXPECT_LT(full.rms_log_error_after, full.rms_log_error_before / 3);
+}
+
+TEST(Refit, RefusesMeasurementsItCannotUseNamingWhich) {
+  const Simulator t = truth();
+  Placement gpu = Placement::single(t.graph(), 1);
+  gpu.enforce_pins(t.graph(), t.devices());
+  const auto message = [&](std::vector<MeasuredPlacement> m) {
+    try {
+      refit(t, m);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message({{gpu, 0.1, 0.05}, {gpu, 0.0, 0.05}}).find("measurement 1: step_time_s"),
+            std::string::npos);
+  EXPECT_NE(message({{gpu, INFINITY, 0.05}}).find("measurement 0: step_time_s"), std::string::npos);
+  EXPECT_NE(message({{gpu, 0.1, 0.0}}).find("measurement 0: log_sd"), std::string::npos);
+  EXPECT_NE(message({{Placement{{0, 1}}, 0.1, 0.05}}).find("measurement 0: "), std::string::npos);
+}
+
+}  // namespace
+}  // namespace placementd::sim
