@@ -16,8 +16,9 @@ const std::vector<PolicyKey>& policy_keys() {
        "\"simulator\" for the best placement a search of the simulator finds; empty: off "
        "(docs/learning.md)"},
       {"warm_start_seconds", &P::warm_start_seconds, 0.01, 600.0, false, nullptr,
-       "how long the \"simulator\" warm start's search may take"},
-      {"refits", &P::refits, 0, 16, false, nullptr,
+       "how long the \"simulator\" warm start's search may take, and each refit's fit and "
+       "search together"},
+      {"refits", &P::refits, 0, 8, false, nullptr,
        "times the \"simulator\" warm start's planning model is refitted to the job's measured "
        "steps and searched again, at 3, 6, 12 ... measured placements; 0: never (docs/live.md)"},
       // The policy's features hold max_groups² floats: 4096 is 64 MiB of them.

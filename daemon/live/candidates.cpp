@@ -60,8 +60,9 @@ std::optional<Proposal> Session::propose() {
         memory_model_->check_memory(warm_start_->placement).valid)
       return Proposal{warm_start_->placement, Reason::kWarmStart, warm_start_->action};
   }
-  // Likewise what a refit of the planning model found, once per refit.
-  if (!refit_tried_ && refit_ && refit_->skipped.empty()) {
+  // Likewise what a refit of the planning model found, once per refit, in the exploration it was
+  // fitted for.
+  if (!refit_tried_ && refit_ && refit_->skipped.empty() && state_ == SessionState::kExploring) {
     refit_tried_ = true;
     if (!measured(*this, refit_->placement.fingerprint()) &&
         memory_model_->check_memory(refit_->placement).valid)

@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <cmath>
 
-#include <nlohmann/json.hpp>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
+#include "live/candidates.h"
 #include "live/session.h"
 #include "planning/sim/refit.h"
 
@@ -64,18 +66,41 @@ bool Session::refit_due() const {
       policy_.warm_start != offline::kSimulatorWarmStart || !policy_error_.empty() ||
       counters_.refits >= static_cast<uint64_t>(policy_.refits) || !refit_tried_)
     return false;
-  if (state_ != SessionState::kExploring && state_ != SessionState::kReexploring) return false;
-  return measurements(candidates_).size() >= next_refit_at_;
+  // Not in a re-exploration: what was measured before the drift is stale, and the refits were
+  // for the job's first exploration.
+  if (state_ != SessionState::kExploring) return false;
+  // Checked on every report: a count, without copying placements or sorting step times.
+  size_t screened = 0;
+  for (const auto& [id, c] : candidates_)
+    screened += !c.stale && c.measured_at_step && !c.step_times.empty();
+  return screened >= next_refit_at_;
 }
 
 void Session::run_refit(const PluginRegistry& registry) {
-  const std::vector<sim::MeasuredPlacement> measured = measurements(candidates_);
-  next_refit_at_ = 2 * measured.size();
+  const std::vector<sim::MeasuredPlacement> observations = measurements(candidates_);
+  next_refit_at_ *= 2;
   ++counters_.refits;
   // The fit and the search share [policy] warm_start_seconds.
   sim::RefitOptions fit;
   fit.max_seconds = policy_.warm_start_seconds / 2;
-  const sim::RefitResult fitted = sim::refit(*memory_model_, measured, fit);
+  std::optional<sim::RefitResult> fitted;
+  nlohmann::json record = nlohmann::json::object();
+  try {
+    fitted.emplace(sim::refit(*memory_model_, observations, fit));
+  } catch (const std::exception& e) {
+    // The model's own failure, not a plugin's: exploration goes on without this refit.
+    record["skipped"] = std::string("the fit failed: ") + e.what();
+  }
+  if (fitted && fitted->timed_out && !fitted->moved)
+    record["skipped"] =
+        "the fit ran out of time before its first step ([policy] warm_start_seconds / 2)";
+  if (record.contains("skipped")) {
+    record["measured"] = observations.size();
+    refits_.push_back(std::move(record));
+    spdlog::warn("job {} '{}': planning model not refitted: {}", id_, job_.name,
+                 refits_.back()["skipped"].get<std::string>());
+    return;
+  }
   offline::ImitationOptions imitation;
   imitation.baseline = offline::kSimulatorWarmStart;
   imitation.search.max_seconds = policy_.warm_start_seconds / 2;
@@ -90,31 +115,36 @@ void Session::run_refit(const PluginRegistry& registry) {
     imitation.search_from.emplace(
         "the best measured placement",
         device_of_group(pipeline_->grouping(), best_so_far->placement, job_.devices.size()));
-  refit_ = offline::imitate_baseline(pipeline_->policy(), fitted.model, registry,
-                                     pipeline_->grouping(), imitation, rng_(),
-                                     pipeline_->action_for({}));
-  refit_tried_ = false;
+  // An answer that ran already teaches the policy nothing its reward did not.
+  imitation.skip_target = [this](const placement::Placement& p) {
+    return placementd::measured(*this, p.fingerprint()) != nullptr;
+  };
+  imitation.why_skipped = "its answer ran already";
+  refit_ =
+      offline::imitate_baseline(pipeline_->policy(), fitted->model, registry, pipeline_->grouping(),
+                                imitation, rng_(), pipeline_->action_for({}));
+  refit_tried_ = !refit_->skipped.empty();
   nlohmann::json moved = nlohmann::json::array();
-  for (const sim::RefitFactor& f : fitted.factors)
+  for (const sim::RefitFactor& f : fitted->factors)
     moved.push_back({{"what", f.what}, {"scale", f.scale}});
-  nlohmann::json record = offline::to_json(*refit_);
-  record["measured"] = measured.size();
-  record["log_error_before"] = fitted.rms_log_error_before;
-  record["log_error_after"] = fitted.rms_log_error_after;
+  record = offline::to_json(*refit_);
+  record["measured"] = fitted->used;
+  record["log_error_before"] = fitted->rms_log_error_before;
+  record["log_error_after"] = fitted->rms_log_error_after;
   record["factors"] = std::move(moved);
-  record["fit_timed_out"] = fitted.timed_out;
+  record["fit_timed_out"] = fitted->timed_out;
   refits_.push_back(std::move(record));
   std::string factors;
-  for (size_t i = 0; i < fitted.factors.size() && i < 3; ++i)
-    factors += fmt::format("{}{} x{:.2f}", i ? ", " : "", fitted.factors[i].what,
-                           fitted.factors[i].scale);
+  for (size_t i = 0; i < fitted->factors.size() && i < 3; ++i)
+    factors += fmt::format("{}{} x{:.2f}", i ? ", " : "", fitted->factors[i].what,
+                           fitted->factors[i].scale);
   spdlog::info(
       "job {} '{}': planning model refitted to {} measured placements (log error {:.3f} -> "
       "{:.3f}{}; {}{}){}",
-      id_, job_.name, measured.size(), fitted.rms_log_error_before, fitted.rms_log_error_after,
-      fitted.timed_out ? ", out of time" : "", factors.empty() ? "no factor moved" : factors,
-      fitted.factors.size() > 3 ? fmt::format(" and {} more", fitted.factors.size() - 3) : "",
-      refit_->skipped.empty() ? "" : "; its search found nothing: " + refit_->skipped);
+      id_, job_.name, fitted->used, fitted->rms_log_error_before, fitted->rms_log_error_after,
+      fitted->timed_out ? ", out of time" : "", factors.empty() ? "no factor moved" : factors,
+      fitted->factors.size() > 3 ? fmt::format(" and {} more", fitted->factors.size() - 3) : "",
+      refit_->skipped.empty() ? "" : "; its search's answer not offered: " + refit_->skipped);
 }
 
 }  // namespace placementd

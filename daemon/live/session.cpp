@@ -182,6 +182,10 @@ void Session::drop_graph() {
   grouper_.reset();
   warm_start_.reset();
   warm_start_pending_ = false;
+  refit_.reset();
+  refit_tried_ = true;
+  next_refit_at_ = kFirstRefitAt;
+  refits_.clear();
   memory_model_.reset();
   graph_.reset();
   fingerprint_.clear();

@@ -245,9 +245,10 @@ class Session {
   const std::optional<offline::ImitationResult>& warm_start() const { return warm_start_; }
 
   // --- The planning model refitted to the job's steps (refit.cpp) ---
-  /// After a "simulator" warm start, once the job has measured 3, then 6, 12 ... placements (up to
-  /// [policy] refits times): the planning model, refitted to their medians (sim::refit), is
-  /// searched again and the policy imitates the answer, which is the next candidate (issue #45).
+  /// After a "simulator" warm start, in the job's first exploration, once it has measured 3, then
+  /// 6, 12 ... placements (up to [policy] refits times): the planning model, refitted to their
+  /// medians (sim::refit), is searched again and the policy imitates the answer, which is the next
+  /// candidate (issue #45); an answer that ran already is neither imitated nor offered.
   static constexpr size_t kFirstRefitAt = 3;
   bool refit_due() const;
   /// Runs it (plugin code: the search's heuristics and the policy's imitation; seconds, bounded

@@ -80,14 +80,18 @@ std::vector<int> search(const sim::Simulator& simulator, const PluginRegistry& r
   std::vector<int> start;
   std::string why;
   if (options.search_from) {
-    placement::Placement p =
-        placement::Placement::from_groups(grouping, options.search_from->second);
-    p.enforce_pins(simulator.graph(), simulator.devices());
-    const sim::SimulationResult s = simulator.simulate(p);
-    if (s.valid) {
-      r.search_start = options.search_from->first;
-      r.search_start_step_time_s = s.step_time_s;
-      start = options.search_from->second;
+    try {
+      placement::Placement p =
+          placement::Placement::from_groups(grouping, options.search_from->second);
+      p.enforce_pins(simulator.graph(), simulator.devices());
+      const sim::SimulationResult s = simulator.simulate(p);
+      if (s.valid) {
+        r.search_start = options.search_from->first;
+        r.search_start_step_time_s = s.step_time_s;
+        start = options.search_from->second;
+      }
+    } catch (const std::invalid_argument&) {
+      // The model cannot time it (an op on a device kind it has no profile for): not a start.
     }
   }
   for (const std::string& name : kSearchStarts) {
@@ -170,9 +174,14 @@ ImitationResult imitate_baseline(placement::TrainablePolicy* policy,
   }
   placement::Action action = prefix;
   action.insert(action.end(), target.begin(), target.end());
-  imitate(*policy, action, options, found);
   found.placement = placement::Placement::from_groups(grouping, target);
   found.placement.enforce_pins(simulator.graph(), simulator.devices());
+  if (options.skip_target && options.skip_target(found.placement)) {
+    found.action = std::move(action);
+    found.skipped = options.why_skipped;
+    return found;
+  }
+  imitate(*policy, action, options, found);
   return found;
 }
 

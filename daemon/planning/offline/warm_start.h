@@ -6,6 +6,7 @@
 // planning model) from the best heuristic placement, whose answer the policy then imitates.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <random>
 #include <string>
@@ -36,6 +37,10 @@ struct ImitationOptions {
   /// group), taken when the model predicts it faster than every heuristic's. Ignored when the
   /// model rejects it.
   std::optional<std::pair<std::string, std::vector<int>>> search_from;
+  /// When it says the target placement is not worth imitating (a live session's refit: it ran
+  /// already), the result is skipped with `why_skipped` and the policy is left as it was.
+  std::function<bool(const placement::Placement&)> skip_target;
+  std::string why_skipped;
   /// The search also times each placement on this many copies of its model, each off by a
   /// log-normal `search_ensemble_sigma` (sim::with_model_error), and minimises the mean: a
   /// placement that is only fast where the model is wrong is not what it wants. 0: the model alone.

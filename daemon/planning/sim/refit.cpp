@@ -97,16 +97,28 @@ Simulator scaled(const Simulator& model, const Factors& f, const Eigen::VectorXd
   return Simulator(std::move(graph), std::move(devices), model.options());
 }
 
+// The model's step time for `p`, or nullopt where it cannot give a positive, finite one (it
+// rejects the placement, or cannot time an op on the device it is on).
+std::optional<double> predicted(const Simulator& sim, const placement::Placement& p) {
+  try {
+    const SimulationResult s = sim.simulate(p);
+    if (s.valid && s.step_time_s > 0 && std::isfinite(s.step_time_s)) return s.step_time_s;
+  } catch (const std::invalid_argument&) {
+  }
+  return std::nullopt;
+}
+
 // Residuals of `sim` against the measurements, each over its log_sd; nullopt when the scaled
-// model rejects one (it never does: memory is not scaled, but a model is not trusted blindly).
+// model cannot time one (it never fails where the unscaled one did not: memory is not scaled, but
+// a model is not trusted blindly).
 std::optional<Eigen::VectorXd> residuals(const Simulator& sim,
                                          const std::vector<MeasuredPlacement>& measured) {
   Eigen::VectorXd r(static_cast<Eigen::Index>(measured.size()));
   for (size_t i = 0; i < measured.size(); ++i) {
-    const SimulationResult s = sim.simulate(measured[i].placement);
-    if (!s.valid || !(s.step_time_s > 0)) return std::nullopt;
+    const std::optional<double> t = predicted(sim, measured[i].placement);
+    if (!t) return std::nullopt;
     r[static_cast<Eigen::Index>(i)] =
-        (std::log(s.step_time_s) - std::log(measured[i].step_time_s)) / measured[i].log_sd;
+        (std::log(*t) - std::log(measured[i].step_time_s)) / measured[i].log_sd;
   }
   return r;
 }
@@ -141,22 +153,28 @@ RefitResult refit(const Simulator& model, const std::vector<MeasuredPlacement>& 
     } catch (const std::exception& e) {
       throw std::invalid_argument(which + e.what());
     }
-    if (model.simulate(m.placement).valid) measured.push_back(m);
+    if (predicted(model, m.placement)) measured.push_back(m);
   }
   const Factors f = exercised_factors(model, measured, options);
   const auto K = static_cast<Eigen::Index>(f.size());
   Eigen::VectorXd prior(K);  // each factor's prior precision
   for (Eigen::Index k = 0; k < K; ++k)
-    prior[k] = 1.0 / (f.prior_log_sd[static_cast<size_t>(k)] * f.prior_log_sd[static_cast<size_t>(k)]);
+    prior[k] =
+        1.0 / (f.prior_log_sd[static_cast<size_t>(k)] * f.prior_log_sd[static_cast<size_t>(k)]);
 
   Eigen::VectorXd theta = Eigen::VectorXd::Zero(K);
   size_t built = 1;
   Simulator base = scaled(model, f, theta);
+  // The fit starts from `base`, the model with its predicted profiles taken as figures: its error
+  // is the one the fit reduces (the same as the model's where a kind's devices share a spec).
   std::optional<Eigen::VectorXd> r = residuals(base, measured);
-  const std::optional<Eigen::VectorXd> unscaled = residuals(model, measured);
-  if (!r || !unscaled)
-    throw std::invalid_argument("the model rejects a placement it accepted before scaling");
-  const double before = rms_log_error(*unscaled, measured);
+  if (!r) {
+    // Taking the cost model's predictions as profiles made a measured placement untimeable: fit
+    // nothing rather than something else.
+    RefitResult none{Simulator(model), {}, 0.0, 0.0, 0, 0, built, false, false};
+    return none;
+  }
+  const double before = rms_log_error(*r, measured);
   auto objective = [&](const Eigen::VectorXd& res, const Eigen::VectorXd& t) {
     return res.squaredNorm() + (prior.array() * t.array().square()).sum();
   };
@@ -167,9 +185,10 @@ RefitResult refit(const Simulator& model, const std::vector<MeasuredPlacement>& 
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(options.max_seconds));
   bool timed_out = false;
+  size_t steps = 0;
   auto out_of_time = [&] {
-    timed_out = timed_out ||
-                (options.max_seconds > 0 && std::chrono::steady_clock::now() > deadline);
+    timed_out =
+        timed_out || (options.max_seconds > 0 && std::chrono::steady_clock::now() > deadline);
     return timed_out;
   };
   for (int it = 0; it < options.iterations && K > 0 && N > 0 && !out_of_time(); ++it) {
@@ -183,13 +202,16 @@ RefitResult refit(const Simulator& model, const std::vector<MeasuredPlacement>& 
     }
     if (timed_out) break;
     const Eigen::MatrixXd JtJ = J.transpose() * J;
-    const Eigen::VectorXd gradient = J.transpose() * *r + Eigen::VectorXd(prior.cwiseProduct(theta));
+    const Eigen::VectorXd gradient =
+        J.transpose() * *r + Eigen::VectorXd(prior.cwiseProduct(theta));
     bool improved = false;
     // Levenberg–Marquardt: a step that does not lower the objective is retried shorter.
-    for (int tries = 0; tries < 6 && !improved; ++tries) {
+    for (int tries = 0; tries < 6 && !improved && !out_of_time(); ++tries) {
       Eigen::MatrixXd A = JtJ;
       A.diagonal().array() += prior.array() + lambda * (JtJ.diagonal().array() + prior.array());
-      const Eigen::VectorXd delta = A.ldlt().solve(-gradient);
+      const Eigen::LDLT<Eigen::MatrixXd> solver(A);  // A is positive definite: prior > 0
+      const Eigen::VectorXd delta = solver.solve(-gradient);
+      if (solver.info() != Eigen::Success || !delta.allFinite()) break;
       Eigen::VectorXd next = theta + delta;
       // A factor beyond 20x either way is not what a profile or a preset gets wrong.
       next = next.cwiseMax(-3.0).cwiseMin(3.0);
@@ -203,6 +225,7 @@ RefitResult refit(const Simulator& model, const std::vector<MeasuredPlacement>& 
         base = std::move(candidate);
         lambda = std::max(1e-4, lambda / 3);
         improved = true;
+        ++steps;
       } else {
         lambda *= 4;
       }
@@ -210,8 +233,9 @@ RefitResult refit(const Simulator& model, const std::vector<MeasuredPlacement>& 
     if (!improved) break;
   }
 
-  RefitResult out{std::move(base), {},    before,   rms_log_error(*r, measured),
-                  f.size(),        built, timed_out};
+  RefitResult out{std::move(base), {},       before, rms_log_error(*r, measured),
+                  measured.size(), f.size(), built,  timed_out,
+                  steps > 0};
   for (Eigen::Index k = 0; k < K; ++k)
     if (std::abs(theta[k]) > std::log(1.01))
       out.factors.push_back({f.names[static_cast<size_t>(k)], std::exp(theta[k])});

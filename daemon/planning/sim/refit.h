@@ -55,19 +55,27 @@ struct RefitResult {
   Simulator model;
   /// Factors moved by more than 1%, largest change first.
   std::vector<RefitFactor> factors;
-  /// Root-mean-square of log(predicted / measured) over the measurements, before and after.
+  /// Root-mean-square of log(predicted / measured) over the measurements used, before and after
+  /// (before: on the model with its cost-model predictions taken as profiles, which the fit
+  /// scales; the same as the given model's where a kind's devices share one spec).
   double rms_log_error_before = 0.0;
   double rms_log_error_after = 0.0;
+  /// Measurements used: those the model can time (it rejects none it ran, unless an op has no
+  /// profile for the device kind it ran on and the device no spec).
+  size_t used = 0;
   /// Factors the measurements exercised (the ones fitted), and models built to fit them.
   size_t fitted_factors = 0;
   size_t models_built = 0;
-  /// Whether RefitOptions::max_seconds ended the fit early.
+  /// Whether RefitOptions::max_seconds ended the fit early, and whether any step was taken (a fit
+  /// that ran out of time before its first is the model as it was).
   bool timed_out = false;
+  bool moved = false;
 };
 
-/// Refits `model` to `measured`. Measurements the model rejects (out of memory on it) are left
-/// out. Throws std::invalid_argument for a time that is not positive and finite, a log_sd that is
-/// not positive, or a placement that does not fit the model's graph and devices.
+/// Refits `model` to `measured`. Measurements the model cannot time (out of memory on it, an op
+/// on a device it has neither profile nor spec for) are left out. Throws std::invalid_argument for
+/// a time that is not positive and finite, a log_sd that is not positive, or a placement that does
+/// not fit the model's graph and devices.
 RefitResult refit(const Simulator& model, const std::vector<MeasuredPlacement>& measured,
                   const RefitOptions& options = {});
 

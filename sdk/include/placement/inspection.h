@@ -184,8 +184,9 @@ struct JobInfo {
   /// none ran.
   nlohmann::json warm_start;
   /// Each refit of the planning model to the job's measured steps, in order (docs/live.md):
-  /// {measured, log_error_before, log_error_after, factors: [{what, scale}], and the warm start's
-  /// report of its search}; older daemons send none.
+  /// {measured, log_error_before, log_error_after, fit_timed_out, factors: [{what, scale}], and
+  /// the warm start's report of its search, `skipped` saying why its answer was not offered}, or
+  /// {measured, skipped} when the fit itself failed; older daemons send none.
   std::vector<nlohmann::json> refits;
   /// What ran when, step by step, and where each trial ended (older daemons send neither).
   std::vector<TimelinePoint> timeline;

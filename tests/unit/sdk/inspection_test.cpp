@@ -128,6 +128,9 @@ TEST(Inspection, AJobInfoCarriesTheSummaryAtTheTopLevelAndItsCandidates) {
   info.profile_reports = 1;
   info.rejected_by_device = {{"cuda:1", 3}};
   info.warm_start = {{"baseline", "metis"}, {"steps", 200}};
+  info.refits = {{{"measured", 3},
+                  {"factors", json::array({{{"what", "compute on cuda:1"}, {"scale", 2.9}}})}},
+                 {{"measured", 6}, {"skipped", "its answer ran already"}}};
   const json j = info.to_json();
   EXPECT_EQ(j.at("name"), "bert")
       << "placementctl jobs --json and jobs show --json share the summary's keys";
@@ -142,17 +145,22 @@ TEST(Inspection, AJobInfoCarriesTheSummaryAtTheTopLevelAndItsCandidates) {
   EXPECT_EQ(back.trials[1].step, 900u);
   EXPECT_EQ(back.trials[1].verdict, "not faster");
   EXPECT_TRUE(back.trials[1].final_check);
+  ASSERT_EQ(back.refits.size(), 2u);
+  EXPECT_EQ(back.refits[0]["factors"][0]["what"], "compute on cuda:1");
+  EXPECT_EQ(back.refits[1]["skipped"], "its answer ran already");
   ASSERT_EQ(back.timeline.size(), 2u);
   EXPECT_EQ(back.timeline[1].first_step, 20u);
   EXPECT_EQ(back.timeline[1].placement, 3u);
   EXPECT_DOUBLE_EQ(back.timeline[1].mean_step_time_s, 0.3);
-  // An older daemon's job_info has no timeline and no verdict steps.
+  // An older daemon's job_info has no timeline, no verdict steps and no refits.
   json older = j;
   older.erase("timeline");
   older.erase("trials");
+  older.erase("refits");
   const JobInfo old_info = JobInfo::from_json(older);
   EXPECT_TRUE(old_info.timeline.empty());
   EXPECT_TRUE(old_info.trials.empty());
+  EXPECT_TRUE(old_info.refits.empty());
 }
 
 TEST(Inspection, StatusAndPluginListsSurviveTheWire) {

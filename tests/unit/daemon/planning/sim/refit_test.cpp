@@ -88,7 +88,8 @@ TEST(Refit, LearnsTheKindItGotWrongAndPredictsPlacementsItNeverSaw) {
   EXPECT_LT(log_error(r.model, t, unseen), log_error(model, t, unseen) / 2);
   // Memory is exact in both: the refit never changes it.
   for (const Placement& p : unseen)
-    EXPECT_EQ(r.model.check_memory(p).memory[0].peak(), model.check_memory(p).memory[0].peak());
+    for (size_t d = 0; d < t.devices().size(); ++d)
+      EXPECT_EQ(r.model.check_memory(p).memory[d].peak(), model.check_memory(p).memory[d].peak());
 }
 
 TEST(Refit, AnExactModelStaysAsItIs) {
@@ -108,13 +109,20 @@ TEST(Refit, AnExactModelStaysAsItIs) {
 TEST(Refit, WhatNoMeasurementExercisesStaysAtOne) {
   const Simulator t = truth();
   const Simulator model = believed(t, "aten::_convolution", 4.0);
-  // Everything on the first GPU (device 1; device 0 is the host): nothing runs on the host, no
-  // link is crossed, and the GPU's times are right.
+  // Everything on the first GPU (device 1; device 0 is the host): nothing runs on the host and no
+  // link is crossed.
   Placement gpu = Placement::single(t.graph(), 1);
   gpu.enforce_pins(t.graph(), t.devices());
   ASSERT_TRUE(t.simulate(gpu).valid);
-  const RefitResult r = refit(model, {{gpu, t.simulate(gpu).step_time_s, 0.05}});
-  EXPECT_TRUE(r.factors.empty());
+  // The GPU measured 1.5x what the truth says (the model has the GPU right): the GPU's factors
+  // move, nothing of the host's does.
+  const RefitResult r = refit(model, {{gpu, 1.5 * t.simulate(gpu).step_time_s, 0.05}});
+  ASSERT_FALSE(r.factors.empty());
+  for (const RefitFactor& f : r.factors) {
+    EXPECT_EQ(f.what.find("cpu"), std::string::npos) << f.what;
+    EXPECT_GT(f.scale, 1.0) << f.what;
+  }
+  EXPECT_GT(r.model.simulate(gpu).step_time_s, 1.3 * model.simulate(gpu).step_time_s);
   // All on the host, the one thing the model has wrong, is predicted as wrongly as before.
   Placement host = Placement::single(t.graph(), 0);
   ASSERT_TRUE(t.simulate(host).valid);
