@@ -38,6 +38,10 @@ struct Job {
   }
 };
 
+bool learned_placer_built() {
+  return offline::built_plugins().has(placement::PluginKind::kPlacer, "feedforward");
+}
+
 std::unique_ptr<LiveSession> attach(const Job& job, int64_t refits, Store& store) {
   JobIdentity identity;
   identity.name = "refit";
@@ -75,6 +79,7 @@ std::vector<msg::Directive> train(LiveSession& live, const sim::Simulator& truth
 }
 
 TEST(Refit, TheModelLearnsTheSlowGpuFromTheStepsAndItsAnswerRunsNext) {
+  if (!learned_placer_built()) GTEST_SKIP() << "built without LibTorch: no feedforward placer";
   const Job job;
   const sim::Simulator truth = job.truth();
   testing::TestStore store{"refit_test"};
@@ -115,6 +120,7 @@ TEST(Refit, TheModelLearnsTheSlowGpuFromTheStepsAndItsAnswerRunsNext) {
 }
 
 TEST(Refit, NoneRunsWhenTheConfigSaysNone) {
+  if (!learned_placer_built()) GTEST_SKIP() << "built without LibTorch: no feedforward placer";
   const Job job;
   const sim::Simulator truth = job.truth();
   testing::TestStore store{"refit_test_none"};
