@@ -254,10 +254,6 @@ class Session {
   /// Runs it (plugin code: the search's heuristics and the policy's imitation; seconds, bounded
   /// by [policy] warm_start_seconds).
   void run_refit(const PluginRegistry& registry);
-  /// What the latest refit's search found (nullopt before the first).
-  const std::optional<offline::ImitationResult>& refit() const { return refit_; }
-  /// Each refit as inspection shows it (JobInfo::refits).
-  const std::vector<nlohmann::json>& refits() const { return refits_; }
 
   // --- The state machine (exploration.cpp; exploration.h tells its story) ---
   /// After the graph: the job's start placement (the stored best comes later, as a candidate).
@@ -405,6 +401,7 @@ class Session {
   std::optional<offline::ImitationResult> refit_;
   bool refit_tried_ = true;
   size_t next_refit_at_ = kFirstRefitAt;
+  /// Each refit as inspection shows it (JobInfo::refits).
   std::vector<nlohmann::json> refits_;
 
   SessionCounters counters_;

@@ -163,7 +163,6 @@ RefitResult refit(const Simulator& model, const std::vector<MeasuredPlacement>& 
         1.0 / (f.prior_log_sd[static_cast<size_t>(k)] * f.prior_log_sd[static_cast<size_t>(k)]);
 
   Eigen::VectorXd theta = Eigen::VectorXd::Zero(K);
-  size_t built = 1;
   Simulator base = scaled(model, f, theta);
   // The fit starts from `base`, the model with its predicted profiles taken as figures: its error
   // is the one the fit reduces (the same as the model's where a kind's devices share a spec).
@@ -171,7 +170,7 @@ RefitResult refit(const Simulator& model, const std::vector<MeasuredPlacement>& 
   if (!r) {
     // Taking the cost model's predictions as profiles made a measured placement untimeable: fit
     // nothing rather than something else.
-    RefitResult none{Simulator(model), {}, 0.0, 0.0, 0, 0, built, false, false};
+    RefitResult none{Simulator(model), {}, 0.0, 0.0, 0, false, false};
     return none;
   }
   const double before = rms_log_error(*r, measured);
@@ -196,7 +195,6 @@ RefitResult refit(const Simulator& model, const std::vector<MeasuredPlacement>& 
     for (Eigen::Index k = 0; k < K && !out_of_time(); ++k) {
       Eigen::VectorXd t = theta;
       t[k] += options.step;
-      ++built;
       const std::optional<Eigen::VectorXd> rk = residuals(scaled(model, f, t), measured);
       J.col(k) = rk ? Eigen::VectorXd((*rk - *r) / options.step) : Eigen::VectorXd::Zero(N);
     }
@@ -215,7 +213,6 @@ RefitResult refit(const Simulator& model, const std::vector<MeasuredPlacement>& 
       Eigen::VectorXd next = theta + delta;
       // A factor beyond 20x either way is not what a profile or a preset gets wrong.
       next = next.cwiseMax(-3.0).cwiseMin(3.0);
-      ++built;
       Simulator candidate = scaled(model, f, next);
       const std::optional<Eigen::VectorXd> rn = residuals(candidate, measured);
       if (rn && objective(*rn, next) < current) {
@@ -233,9 +230,8 @@ RefitResult refit(const Simulator& model, const std::vector<MeasuredPlacement>& 
     if (!improved) break;
   }
 
-  RefitResult out{std::move(base), {},       before, rms_log_error(*r, measured),
-                  measured.size(), f.size(), built,  timed_out,
-                  steps > 0};
+  RefitResult out{std::move(base), {},        before,   rms_log_error(*r, measured),
+                  measured.size(), timed_out, steps > 0};
   for (Eigen::Index k = 0; k < K; ++k)
     if (std::abs(theta[k]) > std::log(1.01))
       out.factors.push_back({f.names[static_cast<size_t>(k)], std::exp(theta[k])});

@@ -63,9 +63,6 @@ struct RefitResult {
   /// Measurements used: those the model can time (it rejects none it ran, unless an op has no
   /// profile for the device kind it ran on and the device no spec).
   size_t used = 0;
-  /// Factors the measurements exercised (the ones fitted), and models built to fit them.
-  size_t fitted_factors = 0;
-  size_t models_built = 0;
   /// Whether RefitOptions::max_seconds ended the fit early, and whether any step was taken (a fit
   /// that ran out of time before its first is the model as it was).
   bool timed_out = false;
