@@ -34,7 +34,10 @@ using placement::JobOptions;
 // without the GIL. It crosses the C++ code with the Python message (a failing step's report to
 // placementd carries it) and is raised again, as it was, in Python. KeyboardInterrupt and
 // SystemExit (BaseExceptions that are no Exception) cross as StepInterrupted: the step ends at
-// once; anything else from the loss under a placementd placement is retried like a failing forward.
+// once. torch.OutOfMemoryError and torch.AcceleratorError cross as LibTorch's own types, so a
+// loss that runs out of a device's memory under a placementd placement is retried like a failing
+// forward; any other error is the user's when the outputs are where the job's own placement puts
+// them (placement::LossFunction).
 class PythonError {
  public:
   // Made with the GIL held: the message is formatted then, not where the GIL is released.
@@ -63,6 +66,25 @@ class PythonInterrupt : public placement::StepInterrupted, public PythonError {
   const char* what() const noexcept override { return message().c_str(); }
 };
 
+// A device's failure raised in Python (torch.OutOfMemoryError, torch.AcceleratorError) as
+// LibTorch's own type, c10::OutOfMemoryError or c10::AcceleratorError: the placement's, not the
+// user's. `code` is what the base type takes before the message (the accelerator's error code).
+template <typename Base, typename... Code>
+class PythonDeviceError final : public Base, public PythonError {
+ public:
+  // `e` by reference: the message is read from it before it moves into PythonError.
+  PythonDeviceError(py::error_already_set&& e, const std::string& message, Code... code)
+      : Base({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, code..., message),
+        PythonError(std::move(e)) {}
+  const char* what() const noexcept override { return message().c_str(); }
+};
+
+// torch's exception class `name`, looked up once (with the GIL held); never released, as the
+// interpreter may be gone when statics are destroyed.
+py::handle torch_exception(const char* name) {
+  return py::object(py::module_::import("torch").attr(name)).release();
+}
+
 template <typename F>
 auto with_gil(F&& f) {
   py::gil_scoped_acquire gil;
@@ -70,6 +92,13 @@ auto with_gil(F&& f) {
     return f();
   } catch (py::error_already_set& e) {
     if (!e.matches(PyExc_Exception)) throw PythonInterrupt(std::move(e));
+    static const py::handle out_of_memory = torch_exception("OutOfMemoryError");
+    static const py::handle accelerator = torch_exception("AcceleratorError");
+    const std::string message = e.what();
+    if (e.matches(out_of_memory))
+      throw PythonDeviceError<c10::OutOfMemoryError>(std::move(e), message);
+    if (e.matches(accelerator))
+      throw PythonDeviceError<c10::AcceleratorError, int32_t>(std::move(e), message, 0);
     throw PythonCallbackError(std::move(e));
   }
 }

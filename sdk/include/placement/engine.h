@@ -60,6 +60,27 @@ class PlacedModule {
   /// old placement intact. A tensor changing between logical devices of one physical device is
   /// copied too (values stay bitwise equal).
   MigrationStats set_placement(const Placement& placement);
+
+  /// set_placement in two halves, for a move that must succeed or fail together with it (the
+  /// optimizer's state, which a job moves in between): stage() validates the placement and copies
+  /// every tensor that moves, throwing with nothing changed when a copy fails; commit() switches
+  /// the module over to those copies and cannot fail. Until the commit the old tensors stay too.
+  class Staged {
+   public:
+    Staged(Staged&&) noexcept;
+    Staged& operator=(Staged&&) noexcept;
+    ~Staged();
+    /// Where a parameter or buffer will live once committed (as device_of() tells after).
+    std::optional<int> device_of(const at::Tensor& parameter) const;
+
+   private:
+    friend class PlacedModule;
+    struct Impl;
+    explicit Staged(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+  };
+  Staged stage(const Placement& placement) const;
+  MigrationStats commit(Staged staged) noexcept;
   /// The logical device (index into devices()) a parameter or buffer lives on; nullopt for a
   /// tensor that is not one of the module's, or that no op reads.
   std::optional<int> device_of(const at::Tensor& parameter) const;

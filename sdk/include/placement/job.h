@@ -107,10 +107,13 @@ struct JobOptions {
 };
 
 /// The outputs of the module's forward → the loss to minimise. The outputs are where the
-/// placement put the ops that made them: what the loss throws under one of placementd's
-/// placements (a full device, outputs on two devices) is taken for the placement's failure, and
-/// the step runs again on the last good placement; under the job's own it is rethrown.
-/// StepInterrupted is the exception: it ends the step at once.
+/// placement put the ops that made them. What the loss throws under one of placementd's
+/// placements is the user's own, rethrown at once and blamed on no placement, when the outputs
+/// sit on the devices the job's own placement gives them (so it would fail there too); it is
+/// taken for the placement's failure, and the step runs again on the last good placement, when
+/// it is a device's (out of memory, an accelerator error) or the outputs are elsewhere (a loss
+/// mixing them with labels on the job's device fails because of the placement). Under the job's
+/// own placement it is rethrown. StepInterrupted always ends the step at once.
 using LossFunction = std::function<at::Tensor(const std::vector<c10::IValue>& outputs)>;
 
 /// Thrown by a LossFunction to end the step at once, unretried and blamed on no placement: the
@@ -198,8 +201,9 @@ class Job {
   /// last placement that ran (to its own when that is the one failing), reports the failure and
   /// runs the same batch there: no batch is lost and parameters and buffers end as if the
   /// candidate was never tried. An error under the job's own placement is the model's and is
-  /// rethrown. StepInterrupted from `loss` ends the step at once, unretried (in a replica group
-  /// every rank's step ends). Returns the loss (detached).
+  /// rethrown. StepInterrupted from `loss`, and an error of `loss` that is the user's own (see
+  /// LossFunction), ends the step at once, unretried (in a replica group every rank's step ends).
+  /// Returns the loss (detached).
   at::Tensor step(const std::vector<c10::IValue>& inputs, const LossFunction& loss,
                   torch::optim::Optimizer& optimizer);
   /// The same with an optimizer that is not a torch::optim one.

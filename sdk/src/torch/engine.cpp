@@ -88,45 +88,75 @@ PlacedModule::PlacedModule(const Model& model, OpGraph graph, DeviceSet devices)
 
 PlacedModule::~PlacedModule() = default;
 
-MigrationStats PlacedModule::set_placement(const Placement& placement) {
-  Impl& s = *impl_;
-  placement.validate(s.graph, s.devices);
-  std::vector<int> home(s.program().num_values, -1);
+struct PlacedModule::Staged::Impl {
+  Placement placement;
+  std::vector<int> home;
   std::unordered_map<const c10::TensorImpl*, int> parameter_home;
-  // Copies first, commit after: if a copy fails (out of memory), nothing has changed. All copies
-  // go in one batch, so GPU-to-GPU ones share one NCCL group and CPU-to-GPU ones the staging.
-  std::vector<at::Tensor> moved;
-  std::vector<detail::CopyRequest> copies;
+  std::vector<at::Tensor> moved;  // the module's tensors that move, with their copies in `data`
+  std::vector<at::Tensor> data;
   MigrationStats stats;
+};
+
+PlacedModule::Staged::Staged(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+PlacedModule::Staged::Staged(Staged&&) noexcept = default;
+PlacedModule::Staged& PlacedModule::Staged::operator=(Staged&&) noexcept = default;
+PlacedModule::Staged::~Staged() = default;
+
+std::optional<int> PlacedModule::Staged::device_of(const at::Tensor& parameter) const {
+  const auto it = impl_->parameter_home.find(parameter.unsafeGetTensorImpl());
+  if (it == impl_->parameter_home.end()) return std::nullopt;
+  return it->second;
+}
+
+MigrationStats PlacedModule::set_placement(const Placement& placement) {
+  return commit(stage(placement));
+}
+
+PlacedModule::Staged PlacedModule::stage(const Placement& placement) const {
+  const Impl& s = *impl_;
+  placement.validate(s.graph, s.devices);
+  auto staged = std::make_unique<Staged::Impl>();
+  staged->placement = placement;
+  staged->home.assign(s.program().num_values, -1);
+  // All copies go in one batch, so GPU-to-GPU ones share one NCCL group and CPU-to-GPU ones the
+  // staging.
+  std::vector<detail::CopyRequest> copies;
   for (size_t i = 0; i < s.program().nodes.size(); ++i) {
     const int op = s.op_of_node[i];
     if (op < 0) continue;
     const int device = placement.device_of_op[op];
-    for (int out : s.program().nodes[i].outputs) home[static_cast<size_t>(out)] = device;
+    for (int out : s.program().nodes[i].outputs) staged->home[static_cast<size_t>(out)] = device;
     // A parameter or buffer lives on its first consumer's device, wherever else it is read from,
     // also when it reaches the op inside a list (an LSTM's weights).
     for (const at::Tensor& tensor : s.program().module_state_read_by(i)) {
-      const auto [it, first] = parameter_home.emplace(tensor.unsafeGetTensorImpl(), device);
+      const auto [it, first] = staged->parameter_home.emplace(tensor.unsafeGetTensorImpl(), device);
       if (!first) continue;
       const auto was = s.parameter_home.find(tensor.unsafeGetTensorImpl());
       const bool logical_move = was != s.parameter_home.end() && was->second != device;
       if (tensor.device() == s.device_of[device] && !logical_move) continue;
       // Logical devices of one physical device get their own copy (a clone), as separate GPUs
       // would.
-      stats.bytes += static_cast<uint64_t>(tensor.numel()) * tensor.element_size();
-      ++stats.tensors;
-      moved.push_back(tensor);
+      staged->stats.bytes += static_cast<uint64_t>(tensor.numel()) * tensor.element_size();
+      ++staged->stats.tensors;
+      staged->moved.push_back(tensor);
       copies.push_back({tensor.detach(), s.device_of[device]});
     }
   }
   at::NoGradGuard no_grad;
-  const std::vector<at::Tensor> data = detail::copy_all(copies);
-  for (size_t i = 0; i < moved.size(); ++i)
-    moved[i].set_data(data[i]);  // in place: optimizers keep their tensor
-  s.home = std::move(home);
-  s.parameter_home = std::move(parameter_home);
-  s.placement = placement;
-  return stats;
+  staged->data = detail::copy_all(copies);
+  return Staged(std::move(staged));
+}
+
+MigrationStats PlacedModule::commit(Staged staged) noexcept {
+  Impl& s = *impl_;
+  Staged::Impl& next = *staged.impl_;
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < next.moved.size(); ++i)
+    next.moved[i].set_data(next.data[i]);  // in place: optimizers keep their tensor
+  s.home = std::move(next.home);
+  s.parameter_home = std::move(next.parameter_home);
+  s.placement = std::move(next.placement);
+  return next.stats;
 }
 
 std::optional<int> PlacedModule::device_of(const at::Tensor& parameter) const {

@@ -218,8 +218,9 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
     }
     const detail::StepAgreement agreed = peers.agree(core, failure);
     if (agreed.loss_error_rank) {
-      // The user stops training: the step ends as a plain loop's would, no retry, no update,
-      // nothing blamed on the placement.
+      // The user stops training, or the loss function failed as it would under the job's own
+      // placement: the step ends as a plain loop's would, no retry, no update, nothing blamed on
+      // the placement.
       discard_gradients();
       if (failure == detail::StepFailure::kLossFunction) std::rethrow_exception(error);
       throw StepInterrupted("the step was interrupted on rank " +
@@ -232,7 +233,7 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
       if (error) std::rethrow_exception(error);
       throw std::runtime_error(message);
     };
-    // Only a placement placementd proposed is blamed; under the job's own it is the model'core.
+    // Only a placement placementd proposed is blamed; under the job's own it is the model's.
     if (core.current.directive.placement_id == 0) fail();
     core.report(false, seconds_since(started), message);
     discard_gradients();

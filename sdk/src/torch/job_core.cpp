@@ -5,6 +5,7 @@
 #include "optimizer_state.h"
 #include "step_peers.h"
 #include "stopwatch.h"
+#include "tensor_bytes.h"
 
 namespace placement::detail {
 
@@ -21,17 +22,9 @@ bool JobCore::profiles_on_their_way(const InForce& target) const {
 
 bool JobCore::switch_to(InForce target, StepOptimizer& optimizer) {
   const auto started = Clock::now();
-  const Placement before = placed->placement();
-  const ParameterHomes homes_before = parameter_homes(*placed);
   try {
-    const MigrationStats moved = placed->set_placement(target.directive.placement);
-    try {
-      stats.migrated_bytes += migrate_optimizer_state(optimizer, *placed, homes_before);
-    } catch (...) {
-      placed->set_placement(before);
-      throw;
-    }
-    stats.migrated_bytes += moved.bytes;
+    const PlacementMove moved = move_with_state(*placed, optimizer, target.directive.placement);
+    stats.migrated_bytes += moved.module.bytes + moved.state_bytes;
   } catch (const std::exception& e) {
     ++stats.failed_swaps;
     if (channel && leader() && target.directive.placement_id != 0) {
@@ -55,15 +48,48 @@ bool JobCore::switch_to(InForce target, StepOptimizer& optimizer) {
   return true;
 }
 
+std::vector<c10::Device> devices_of(const std::vector<c10::IValue>& outputs) {
+  std::vector<at::Tensor> tensors;
+  for (const c10::IValue& value : outputs) tensors_in(value, tensors);
+  std::vector<c10::Device> out;
+  out.reserve(tensors.size());
+  for (const at::Tensor& t : tensors)
+    if (t.defined()) out.push_back(t.device());
+  return out;
+}
+
+bool loss_error_is_the_users(const std::exception_ptr& error,
+                             const std::vector<c10::Device>& outputs,
+                             const std::optional<std::vector<c10::Device>>& own) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const StepInterrupted&) {
+    return true;
+  } catch (const c10::OutOfMemoryError&) {
+    return false;  // the placement's memory, also when the loss is what runs out of it
+  } catch (const c10::AcceleratorError&) {
+    return false;
+  } catch (...) {
+    return own && *own == outputs;
+  }
+}
+
 at::Tensor JobCore::forward_backward(const std::vector<c10::IValue>& inputs,
                                      const LossFunction& loss_fn) {
   if (memory_limit) memory_limit->begin_forward();
   const std::vector<c10::IValue> outputs = placed->forward(inputs);
+  std::vector<c10::Device> output_devices = devices_of(outputs);
+  if (!own_output_devices &&
+      placed->placement().device_of_op == own.directive.placement.device_of_op)
+    own_output_devices = output_devices;
   at::Tensor loss;
   try {
     loss = loss_fn(outputs);
-  } catch (const StepInterrupted&) {
-    throw LossFunctionError{std::current_exception()};
+  } catch (...) {
+    std::exception_ptr error = std::current_exception();
+    if (loss_error_is_the_users(error, output_devices, own_output_devices))
+      throw LossFunctionError{std::move(error)};
+    throw;
   }
   loss.backward();
   return loss;

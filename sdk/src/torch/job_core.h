@@ -24,10 +24,24 @@ namespace placement::detail {
 
 class StepPeers;
 
-/// The user's loss function interrupted the step (StepInterrupted; `error` as thrown).
+/// The user's loss function ended the step: it interrupted it (StepInterrupted) or failed as it
+/// would under the job's own placement (loss_error_is_the_users). `error` as thrown.
 struct LossFunctionError {
   std::exception_ptr error;
 };
+
+/// The physical device of every tensor in a forward's outputs, in order (through tuples, lists and
+/// dicts).
+std::vector<c10::Device> devices_of(const std::vector<c10::IValue>& outputs);
+
+/// Whether an error the loss function threw is the user's own rather than the placement's: it is
+/// no device's failure (out of memory, an accelerator error) and the outputs the loss function
+/// was given sit on the devices they have under the job's own placement (`own`; nullopt while no
+/// step has shown them), so the same call fails there too. Anything else may be the placement's
+/// (outputs on two devices mixed with the job's labels) and is retried on the last good one.
+bool loss_error_is_the_users(const std::exception_ptr& error,
+                             const std::vector<c10::Device>& outputs,
+                             const std::optional<std::vector<c10::Device>>& own);
 
 struct JobCore {
   // Placement id 0 is the job's own placement, not one of placementd's.
@@ -55,6 +69,9 @@ struct JobCore {
   InForce last_good;
   // The job's own placement (id 0): the last resort when the last good one fails too.
   InForce own;
+  // Where the model's outputs are under the job's own placement, from the first forward that ran
+  // with every op where it puts them (the loss function's errors are judged against it).
+  std::optional<std::vector<c10::Device>> own_output_devices;
   JobStats stats;
   int profile_steps = 0;
   std::optional<Profiling> profiling;
@@ -71,7 +88,8 @@ struct JobCore {
   /// then as it was (a directive of placementd's is reported failed by the process that decides).
   bool switch_to(InForce target, StepOptimizer& optimizer);
   /// Forward, the loss and backward under the placement in force; returns the loss. A
-  /// StepInterrupted from the loss function arrives as a LossFunctionError.
+  /// StepInterrupted from the loss function, or an error that is the user's own
+  /// (loss_error_is_the_users), arrives as a LossFunctionError; anything else as thrown.
   at::Tensor forward_backward(const std::vector<c10::IValue>& inputs, const LossFunction& loss_fn);
   /// Reports the step being run to placementd, under the directive in force. A follower reports
   /// every step to its own daemon, which only shows them; rank 0 and a process alone report the

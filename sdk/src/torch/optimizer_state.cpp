@@ -57,13 +57,6 @@ std::vector<StateTensor> state_tensors(torch::optim::OptimizerParamState& state)
 
 }  // namespace
 
-ParameterHomes parameter_homes(const PlacedModule& module) {
-  ParameterHomes homes;
-  for (const at::Tensor& p : module.parameters())
-    if (auto d = module.device_of(p)) homes[p.unsafeGetTensorImpl()] = *d;
-  return homes;
-}
-
 void TorchStepOptimizer::step() { optimizer_.step(); }
 
 void TorchStepOptimizer::zero_grad() { optimizer_.zero_grad(); }
@@ -93,26 +86,29 @@ uint64_t TorchStepOptimizer::move_state(const std::vector<at::Tensor>& parameter
   return bytes;
 }
 
-uint64_t migrate_optimizer_state(StepOptimizer& optimizer, const PlacedModule& module,
-                                 const ParameterHomes& before) {
-  std::vector<at::Tensor> moved;
+PlacementMove move_with_state(PlacedModule& module, StepOptimizer& optimizer,
+                              const Placement& placement) {
+  PlacedModule::Staged staged = module.stage(placement);
+  std::vector<at::Tensor> moving;
   std::vector<c10::Device> devices;
   for (const at::Tensor& p : module.parameters()) {
     const auto now = module.device_of(p);
-    const auto was = before.find(p.unsafeGetTensorImpl());
-    if (!now || was == before.end() || was->second == *now) continue;
-    moved.push_back(p);
-    devices.push_back(module.physical_device(*now));
+    const auto next = staged.device_of(p);
+    if (!now || !next || *now == *next) continue;
+    moving.push_back(p);
+    devices.push_back(module.physical_device(*next));
   }
-  const uint64_t bytes = optimizer.move_state(moved, devices);
-  for (at::Tensor& p : moved) p.mutable_grad() = at::Tensor();
-  return bytes;
+  PlacementMove out;
+  out.state_bytes = optimizer.move_state(moving, devices);
+  out.module = module.commit(std::move(staged));
+  for (at::Tensor& p : moving) p.mutable_grad() = at::Tensor();
+  return out;
 }
 
-uint64_t migrate_optimizer_state(torch::optim::Optimizer& optimizer, const PlacedModule& module,
-                                 const ParameterHomes& before) {
+PlacementMove move_with_state(PlacedModule& module, torch::optim::Optimizer& optimizer,
+                              const Placement& placement) {
   TorchStepOptimizer adapted(optimizer);
-  return migrate_optimizer_state(adapted, module, before);
+  return move_with_state(module, adapted, placement);
 }
 
 }  // namespace placement

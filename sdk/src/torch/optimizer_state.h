@@ -3,7 +3,6 @@
 // with its parameters when the placement changes.
 
 #include <cstdint>
-#include <unordered_map>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -18,10 +17,6 @@ class Optimizer;
 }
 
 namespace placement {
-
-/// Logical device of each of the module's parameters.
-using ParameterHomes = std::unordered_map<const c10::TensorImpl*, int>;
-ParameterHomes parameter_homes(const PlacedModule& module);
 
 /// A torch::optim optimizer as Job::step drives it: its state found under each parameter's
 /// TensorImpl and copied by type (Adam, AdamW, SGD, RMSprop, Adagrad).
@@ -39,12 +34,23 @@ class TorchStepOptimizer final : public StepOptimizer {
   torch::optim::Optimizer& optimizer_;
 };
 
-/// After module.set_placement(): moves the optimizer's state of every parameter whose logical
-/// device changed (relative to `before`) to the physical device it now lives on, and drops those
-/// parameters' gradients (the step boundary has none worth keeping). Returns bytes copied.
-uint64_t migrate_optimizer_state(StepOptimizer& optimizer, const PlacedModule& module,
-                                 const ParameterHomes& before);
-uint64_t migrate_optimizer_state(torch::optim::Optimizer& optimizer, const PlacedModule& module,
-                                 const ParameterHomes& before);
+/// What a placement change moved: the module's tensors, and the optimizer's state of the
+/// parameters that changed logical device (bytes).
+struct PlacementMove {
+  MigrationStats module;
+  uint64_t state_bytes = 0;
+};
+
+/// Moves `module` to `placement` together with the optimizer's state, all or nothing: the
+/// parameters' copies are made first (PlacedModule::stage), then the state of every parameter
+/// that changes logical device is copied to the physical device it will live on and installed
+/// (StepOptimizer::move_state, all or nothing), then the parameters switch over
+/// (PlacedModule::commit, which cannot fail). A failure throws with nothing changed, so nothing
+/// ever has to move back (a move back can fail too). The moved parameters' gradients are dropped:
+/// a step boundary has none worth keeping.
+PlacementMove move_with_state(PlacedModule& module, StepOptimizer& optimizer,
+                              const Placement& placement);
+PlacementMove move_with_state(PlacedModule& module, torch::optim::Optimizer& optimizer,
+                              const Placement& placement);
 
 }  // namespace placement

@@ -43,10 +43,14 @@ class ReplicaPeers final : public StepPeers {
     if (moved) {
       job.switch_to(before, optimizer);
       ++job.stats.failed_swaps;
-      if (job.channel && job.leader())
-        job.channel->report(target.generation,
-                            {target.directive.placement_id, job.stats.steps, 0.0, false,
-                             "migration failed on rank " + std::to_string(failed_rank)});
+      if (job.channel && job.leader()) {
+        messages::StepReport failed;
+        failed.placement_id = target.directive.placement_id;
+        failed.step = job.stats.steps;
+        failed.ok = false;
+        failed.error = "migration failed on rank " + std::to_string(failed_rank);
+        job.channel->report(target.generation, failed);
+      }
     }
   }
 

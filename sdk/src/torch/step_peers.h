@@ -24,14 +24,15 @@ enum class StepFailure {
   kNone,
   /// Forward, the loss or backward threw: the placement's failure, retried on the last good one.
   kPlacement,
-  /// The user's loss function interrupted the step (StepInterrupted: Ctrl-C): it ends, unretried.
+  /// The user's loss function interrupted the step (StepInterrupted: Ctrl-C) or failed as it would
+  /// under the job's own placement: it ends, unretried.
   kLossFunction,
 };
 
 struct StepAgreement {
   /// The rank whose placement failure every process retries with (nullopt: none).
   std::optional<int> failed_rank;
-  /// The rank whose loss function interrupted the step: it ends on every process (nullopt: none).
+  /// The rank whose loss function ended the step: it ends on every process (nullopt: none).
   std::optional<int> loss_error_rank;
 };
 

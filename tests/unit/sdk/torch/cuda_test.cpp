@@ -172,9 +172,7 @@ TEST_F(Cuda, ASwapMovesRecurrentWeightsAndAdamStateToTheGpuAndBackBitwise) {
 
   Placement gpu = Placement::single(m.graph, 1);
   for (const Placement& target : {gpu, Placement::single(m.graph, 0)}) {
-    const ParameterHomes homes = parameter_homes(placed);
-    placed.set_placement(target);
-    migrate_optimizer_state(adam, placed, homes);
+    move_with_state(placed, adam, target);
     const c10::Device expected = placed.physical_device(target.device_of_op[0]);
     size_t i = 0;
     for (const at::Tensor& p : placed.parameters()) {

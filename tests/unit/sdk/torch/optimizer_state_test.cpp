@@ -51,14 +51,13 @@ TEST(OptimizerState, ASwapMovesRecurrentWeightsAndTheirAdamStateBitwise) {
     }
   ASSERT_EQ(saved.size(), 8u) << "two layers, two weights and two biases each";
 
-  const ParameterHomes before = parameter_homes(placed);
   Placement lstm_on_1 = placed.placement();
   for (size_t i = 0; i < m.graph.ops.size(); ++i)
     if (m.graph.ops[i].kind == "aten::lstm") lstm_on_1.device_of_op[i] = 1;
-  const MigrationStats moved = placed.set_placement(lstm_on_1);
-  const uint64_t state_bytes = migrate_optimizer_state(adam, placed, before);
-  EXPECT_EQ(moved.bytes, recurrent_bytes);
-  EXPECT_EQ(state_bytes, 2 * recurrent_bytes) << "both Adam moments of every recurrent weight";
+  const PlacementMove moved = move_with_state(placed, adam, lstm_on_1);
+  EXPECT_EQ(moved.module.bytes, recurrent_bytes);
+  EXPECT_EQ(moved.state_bytes, 2 * recurrent_bytes)
+      << "both Adam moments of every recurrent weight";
   for (const Saved& s : saved) {
     EXPECT_EQ(placed.device_of(s.parameter), 1);
     EXPECT_TRUE(at::equal(s.parameter, s.value)) << "the weight's values survive the move";
@@ -81,11 +80,9 @@ TEST(OptimizerState, TrainingAcrossASwapEqualsTrainingWithoutOne) {
   torch::optim::Adam adam(placed.parameters(), torch::optim::AdamOptions(0.01));
   std::vector<double> losses;
   for (int i = 0; i < 3; ++i) losses.push_back(step(placed, m.inputs, adam));
-  const ParameterHomes before = parameter_homes(placed);
   Placement spread = placed.placement();
   for (size_t i = 0; i < m.graph.ops.size(); i += 2) spread.device_of_op[i] = 1;
-  placed.set_placement(spread);
-  migrate_optimizer_state(adam, placed, before);
+  move_with_state(placed, adam, spread);
   for (int i = 0; i < 3; ++i) losses.push_back(step(placed, m.inputs, adam));
   ASSERT_EQ(losses.size(), expected.size());
   for (size_t i = 0; i < losses.size(); ++i) EXPECT_EQ(losses[i], expected[i]) << "step " << i;
