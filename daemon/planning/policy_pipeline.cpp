@@ -68,8 +68,16 @@ class PolicyPipeline::JointPolicy : public placement::TrainablePolicy {
     }
     if (colon + 1 + length > state.size())
       throw std::invalid_argument("truncated joint policy state");
+    // All or nothing across the two: a grouper's state read and the placer's refused would leave
+    // a mix.
+    const std::string grouper_before = grouper_.save_state();
     grouper_.load_state(state.substr(colon + 1, length));
-    if (placer_) placer_->load_state(state.substr(colon + 1 + length));
+    try {
+      if (placer_) placer_->load_state(state.substr(colon + 1 + length));
+    } catch (...) {
+      grouper_.load_state(grouper_before);
+      throw;
+    }
   }
 
  private:

@@ -73,9 +73,12 @@ class TorchPolicy : public TrainablePolicy {
                            double entropy_weight) override;
   void apply_gradient(const OptimizerSettings& settings) override;
   std::string save_state() const override;
+  /// All or nothing: a state that fails part way (a damaged file) leaves the network and the
+  /// optimiser as they were.
   void load_state(const std::string& state) override;
 
  private:
+  void load(const std::string& state);
   /// log-softmax of the shaped, masked logits, [S × positions × choices].
   torch::Tensor log_distribution(const std::vector<Action>& actions);
   void check_action(const Action& action) const;

@@ -196,18 +196,33 @@ std::string TorchPolicy::save_state() const {
   return out.str();
 }
 
+void TorchPolicy::load(const std::string& state) {
+  std::istringstream in(state);
+  torch::serialize::InputArchive archive;
+  archive.load_from(in);
+  network_->load(archive);
+  torch::serialize::InputArchive optimizer;
+  if (archive.try_read("optimizer", optimizer)) optimizer_->load(optimizer);
+}
+
 void TorchPolicy::load_state(const std::string& state) {
+  // The network loads parameter by parameter: one that fails after others were read would leave
+  // a mix of two states.
+  const std::string before = save_state();
+  std::string error;
   try {
-    std::istringstream in(state);
-    torch::serialize::InputArchive archive;
-    archive.load_from(in);
-    network_->load(archive);
-    torch::serialize::InputArchive optimizer;
-    if (archive.try_read("optimizer", optimizer)) optimizer_->load(optimizer);
+    load(state);
+    return;
   } catch (const c10::Error& e) {
-    throw std::invalid_argument(std::string("policy state does not fit this network: ") +
-                                e.what_without_backtrace());
+    error = e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    error = e.what();  // the TorchScript importer's own errors (an unknown type name)
   }
+  load(before);
+  const size_t first = error.find_first_not_of(" \n");
+  error = first == std::string::npos ? "unreadable" : error.substr(first);
+  if (const size_t line = error.find('\n'); line != std::string::npos) error.resize(line);
+  throw std::invalid_argument("policy state does not fit this network: " + error);
 }
 
 // ---------------------------------------------------------------------------------------------

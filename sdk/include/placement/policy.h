@@ -39,7 +39,8 @@ class TrainablePolicy {
 
   /// Parameters and optimiser state, for persistence across runs.
   virtual std::string save_state() const = 0;
-  /// Restores save_state(); throws std::invalid_argument if it does not fit this policy.
+  /// Restores save_state(), all or nothing: throws std::invalid_argument if it does not fit this
+  /// policy (another version's, a damaged file), leaving the policy as it was.
   virtual void load_state(const std::string& state) = 0;
 };
 

@@ -81,6 +81,25 @@ TEST_F(LearnedGrouping, EverySampleRegroupsAndItsPlacementFollowsTheGroups) {
   EXPECT_NO_THROW(pipeline.policy()->load_state(state));
   EXPECT_THROW(pipeline.policy()->load_state("garbage"), std::invalid_argument);
   EXPECT_THROW(pipeline.policy()->load_state("joint:99999:x"), std::invalid_argument);
+
+  // A grouper's state that reads and a placer's that does not: refused whole, nothing changes.
+  const Action a = pipeline.sample(rng).action;
+  for (int i = 0; i < 3; ++i) {
+    pipeline.policy()->accumulate_gradient({a}, {1.0}, 0.0);
+    pipeline.policy()->apply_gradient({0.05, 1.0});
+  }
+  const std::string trained = pipeline.policy()->save_state();
+  const std::string grouper_part = trained.substr(0, trained.size() - 64);
+  auto gr2 = grouper(4);
+  auto pl2 = placer();
+  std::mt19937_64 rng2(2);
+  PolicyPipeline fresh(*gr2, *pl2, g, d, rng2);
+  const double before = fresh.policy()->log_prob(a);
+  EXPECT_THROW(fresh.policy()->load_state(grouper_part + "not the placer's state"),
+               std::invalid_argument);
+  EXPECT_EQ(fresh.policy()->log_prob(a), before) << "the grouper's half was not kept";
+  fresh.policy()->load_state(trained);
+  EXPECT_NE(fresh.policy()->log_prob(a), before);
 }
 
 // [policy] max_groups: a fixed grouper's groups are merged down to it; a learned grouper's

@@ -127,5 +127,50 @@ TEST(LearnedPlacers, SeedReproducesAndStateRoundTrips) {
   }
 }
 
+// A policy state file the daemon reads back may be damaged (a disk, a copy cut short, an admin's
+// edit): LibTorch's archive reader gets every truncation and many flipped bytes of a real state.
+// Each is refused with std::invalid_argument, and a refused one leaves the policy as it was: the
+// daemon says "stored policy state not used" and must mean it.
+TEST(LearnedPlacers, ADamagedStateIsRefusedWholeAndChangesNothing) {
+  const OpGraph g = testing::two_chains(3);
+  const DeviceSet d = testing::devices(2);
+  for (const Case& c : cases()) {
+    LearnedPlacer trained(c.name, c.factory, noiseless()), fresh(c.name, c.factory, noiseless());
+    std::mt19937_64 rt(9), rf(123);
+    trained.prepare(g, testing::each_op_alone(g), d, rt);
+    fresh.prepare(g, testing::each_op_alone(g), d, rf);
+    const Action x = trained.place(rt);
+    for (int i = 0; i < 3; ++i) {
+      trained.policy()->accumulate_gradient({x}, {1.0}, 0.0);
+      trained.policy()->apply_gradient({0.05, 1.0});
+    }
+    const std::string state = trained.policy()->save_state();
+    const std::string untouched = fresh.policy()->save_state();
+    const double log_prob = fresh.policy()->log_prob(x);
+    std::vector<std::string> damaged;
+    for (size_t cut = 0; cut < state.size(); cut += std::max<size_t>(1, state.size() / 97))
+      damaged.push_back(state.substr(0, cut));
+    std::mt19937_64 rng(5);
+    for (int i = 0; i < 300; ++i) {
+      std::string flipped = state;
+      const size_t at = rng() % flipped.size();
+      flipped[at] = static_cast<char>(flipped[at] ^ static_cast<char>(1 + rng() % 255));
+      damaged.push_back(std::move(flipped));
+    }
+    size_t refused = 0;
+    for (size_t i = 0; i < damaged.size(); ++i) {
+      try {
+        fresh.policy()->load_state(damaged[i]);
+        fresh.policy()->load_state(untouched);  // a flip in what no reader checks: loaded; undo
+      } catch (const std::invalid_argument&) {
+        ++refused;
+        ASSERT_EQ(fresh.policy()->log_prob(x), log_prob)
+            << c.name << ", damage " << i << ": a refused state changed the policy";
+      }
+    }
+    EXPECT_GT(refused, damaged.size() / 3) << c.name;
+  }
+}
+
 }  // namespace
 }  // namespace placement::plugins
