@@ -103,12 +103,22 @@ auto with_gil(F&& f) {
   }
 }
 
+// A Python object that C++ code without the GIL may copy around and drop: released under the GIL.
+struct HeldObject {
+  explicit HeldObject(py::object o) : object(std::move(o)) {}
+  ~HeldObject() {
+    py::gil_scoped_acquire gil;
+    object = py::object();
+  }
+  py::object object;
+};
+
 // torch.optim's optimizers through their Python API; their state moves through the package's
-// _move_optimizer_state, which knows torch.optim's layout (state filed under the parameter).
+// _stage_optimizer_state, which knows torch.optim's layout (state filed under the parameter).
 class PythonOptimizer final : public placement::StepOptimizer {
  public:
-  PythonOptimizer(py::object optimizer, py::object move_state)
-      : optimizer_(std::move(optimizer)), move_state_(std::move(move_state)) {}
+  PythonOptimizer(py::object optimizer, py::object stage_state)
+      : optimizer_(std::move(optimizer)), stage_state_(std::move(stage_state)) {}
   void step() override {
     with_gil([&] { optimizer_.attr("step")(); });
   }
@@ -117,16 +127,27 @@ class PythonOptimizer final : public placement::StepOptimizer {
   }
   uint64_t move_state(const std::vector<at::Tensor>& parameters,
                       const std::vector<c10::Device>& devices) override {
+    StagedState staged = *stage_state(parameters, devices);
+    staged.install();
+    return staged.bytes;
+  }
+  std::optional<StagedState> stage_state(const std::vector<at::Tensor>& parameters,
+                                         const std::vector<c10::Device>& devices) override {
     return with_gil([&] {
       py::list names;
       for (const c10::Device& d : devices) names.append(d.str());
-      return move_state_(optimizer_, parameters, names).cast<uint64_t>();
+      const py::tuple staged = stage_state_(optimizer_, parameters, names);
+      auto install = std::make_shared<HeldObject>(staged[0]);
+      StagedState out;
+      out.bytes = staged[1].cast<uint64_t>();
+      out.install = [install] { with_gil([&] { install->object(); }); };
+      return out;
     });
   }
 
  private:
   py::object optimizer_;
-  py::object move_state_;
+  py::object stage_state_;
 };
 
 // The model a job runs: a placement Model (the export front end's, built in Python) or a
@@ -275,10 +296,10 @@ PYBIND11_MODULE(_placement, m) {
       .def(
           "step",
           [](Job& job, const py::sequence& inputs, const py::object& loss,
-             const py::object& optimizer, const py::object& move_state) {
+             const py::object& optimizer, const py::object& stage_state) {
             std::vector<c10::IValue> values;
             for (const at::Tensor& t : tensors(inputs, "inputs")) values.emplace_back(t);
-            PythonOptimizer adapted(optimizer, move_state);
+            PythonOptimizer adapted(optimizer, stage_state);
             placement::LossFunction loss_fn = [&loss](const std::vector<c10::IValue>& outputs) {
               return with_gil([&] {
                 py::object value = loss(outputs_to_python(outputs));
@@ -298,7 +319,7 @@ PYBIND11_MODULE(_placement, m) {
               throw py::error_already_set();
             }
           },
-          py::arg("inputs"), py::arg("loss"), py::arg("optimizer"), py::arg("move_state"))
+          py::arg("inputs"), py::arg("loss"), py::arg("optimizer"), py::arg("stage_state"))
       .def("placement", [](const Job& job) { return job.placement().device_of_op; })
       .def("device_names",
            [](const Job& job) {

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -135,6 +136,24 @@ class StepOptimizer {
   /// nothing (on failure it throws and leaves the state as it was). Returns the bytes moved.
   virtual uint64_t move_state(const std::vector<at::Tensor>& parameters,
                               const std::vector<c10::Device>& devices) = 0;
+
+  /// The state's copies, made and not yet installed.
+  struct StagedState {
+    /// Installs the copies in place of the state: must not fail.
+    std::function<void()> install;
+    uint64_t bytes = 0;
+  };
+  /// move_state in two halves: copies the state of parameters[i] to devices[i] (throwing, with
+  /// nothing changed, when a copy fails) and returns what installs the copies. With it a swap is
+  /// all or nothing together with the parameters' move, and in a replica group on every rank or
+  /// none. nullopt (the default) when the optimizer cannot: move_state then runs where the copies
+  /// would be installed, so a failure there in a group leaves the others to move back.
+  virtual std::optional<StagedState> stage_state(const std::vector<at::Tensor>& parameters,
+                                                 const std::vector<c10::Device>& devices) {
+    (void)parameters;
+    (void)devices;
+    return std::nullopt;
+  }
 };
 
 struct JobStats {

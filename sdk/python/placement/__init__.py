@@ -185,11 +185,13 @@ def _on_output_device(loss_fn, targets):
     return run
 
 
-def _move_optimizer_state(optimizer, parameters, devices):
-    """Moves the torch.optim state of `parameters` (filed under each parameter) to `devices`, as
+def _stage_optimizer_state(optimizer, parameters, devices):
+    """Copies the torch.optim state of `parameters` (filed under each parameter) to `devices`, as
     torch.optim's load_state_dict places it: every tensor next to its parameter, except a
-    non-capturable, non-fused optimizer's `step` count, which stays where it is. All copies are
-    made before any is installed, so a failure leaves the state as it was. Returns bytes copied."""
+    non-capturable, non-fused optimizer's `step` count, which stays where it is. Returns
+    (install, bytes copied): install() puts the copies in place; until then, and when a copy
+    fails, the state is as it was. The job installs them once the parameters' copies are made
+    too (and in a replica group, every rank's), so a swap is all or nothing."""
     group_of = {}
     for group in optimizer.param_groups:
         for p in group["params"]:
@@ -206,11 +208,10 @@ def _move_optimizer_state(optimizer, parameters, devices):
                 continue
             # A copy even between logical devices of one physical device, as the parameter got.
             staged.append((state, key, value.to(device, copy=True)))
-    moved = 0
-    for state, key, value in staged:
-        state[key] = value
-        moved += value.numel() * value.element_size()
-    return moved
+    def install():
+        for state, key, value in staged:
+            state[key] = value
+    return install, sum(value.numel() * value.element_size() for _, _, value in staged)
 
 
 class Summary(dict):
@@ -293,12 +294,12 @@ class Job:
             if kwargs:
                 raise ValueError("kwargs needs frontend='export'")
             return self._job.step(list(_inputs(inputs)), _on_output_device(loss_fn, targets), optimizer,
-                                  _move_optimizer_state)
+                                  _stage_optimizer_state)
         exported = self._exported
         restructured = _on_output_device(loss_fn, targets)
         return self._job.step(exported.flatten(_inputs(inputs), kwargs or {}),
                               lambda outputs: restructured(exported.unflatten(outputs)), optimizer,
-                              _move_optimizer_state)
+                              _stage_optimizer_state)
 
     @property
     def placement(self) -> List[int]:

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "optimizer_state.h"
 #include "step_peers.h"
 #include "stopwatch.h"
 #include "tensor_bytes.h"
@@ -21,20 +20,29 @@ bool JobCore::profiles_on_their_way(const InForce& target) const {
 }
 
 bool JobCore::switch_to(InForce target, StepOptimizer& optimizer) {
+  std::optional<StagedMove> staged = stage_switch(target, optimizer);
+  return staged && commit_switch(std::move(target), optimizer, std::move(*staged));
+}
+
+std::optional<StagedMove> JobCore::stage_switch(const InForce& target, StepOptimizer& optimizer) {
   const auto started = Clock::now();
   try {
-    const PlacementMove moved = move_with_state(*placed, optimizer, target.directive.placement);
+    StagedMove staged = stage_with_state(*placed, optimizer, target.directive.placement);
+    stats.migration_seconds += seconds_since(started);
+    return staged;
+  } catch (const std::exception& e) {
+    swap_failed(target, std::string("migration: ") + e.what());
+    return std::nullopt;
+  }
+}
+
+bool JobCore::commit_switch(InForce target, StepOptimizer& optimizer, StagedMove staged) {
+  const auto started = Clock::now();
+  try {
+    const PlacementMove moved = commit(*placed, optimizer, std::move(staged));
     stats.migrated_bytes += moved.module.bytes + moved.state_bytes;
   } catch (const std::exception& e) {
-    ++stats.failed_swaps;
-    if (channel && leader() && target.directive.placement_id != 0) {
-      messages::StepReport failed;
-      failed.placement_id = target.directive.placement_id;
-      failed.step = stats.steps;
-      failed.ok = false;
-      failed.error = std::string("migration: ") + e.what();
-      channel->report(target.generation, failed);
-    }
+    swap_failed(target, std::string("migration: ") + e.what());
     return false;
   }
   stats.migration_seconds += seconds_since(started);
@@ -46,6 +54,18 @@ bool JobCore::switch_to(InForce target, StepOptimizer& optimizer) {
   current = std::move(target);
   current_ran = false;
   return true;
+}
+
+void JobCore::swap_failed(const InForce& target, const std::string& error) {
+  ++stats.failed_swaps;
+  if (channel && leader() && target.directive.placement_id != 0) {
+    messages::StepReport failed;
+    failed.placement_id = target.directive.placement_id;
+    failed.step = stats.steps;
+    failed.ok = false;
+    failed.error = error;
+    channel->report(target.generation, failed);
+  }
 }
 
 std::vector<c10::Device> devices_of(const std::vector<c10::IValue>& outputs) {

@@ -16,6 +16,7 @@
 #include <ATen/ATen.h>
 
 #include "memory_limit.h"
+#include "optimizer_state.h"
 #include "placement/job.h"
 #include "replica_group.h"
 #include "step_profiler.h"
@@ -87,6 +88,15 @@ struct JobCore {
   /// Moves the module and the optimizer's state to `target`; false when that fails, everything
   /// then as it was (a directive of placementd's is reported failed by the process that decides).
   bool switch_to(InForce target, StepOptimizer& optimizer);
+  /// switch_to in two halves, for a replica group's ranks, which switch together or not at all:
+  /// stage_switch copies what `target` moves (nullopt when a copy fails: nothing changed, a
+  /// failed swap as switch_to counts and reports it); commit_switch installs the copies and makes
+  /// `target` the placement in force. It fails (false, nothing changed) only where the optimizer
+  /// cannot stage its state and moving it fails then.
+  std::optional<StagedMove> stage_switch(const InForce& target, StepOptimizer& optimizer);
+  bool commit_switch(InForce target, StepOptimizer& optimizer, StagedMove staged);
+  /// A swap to `target` failed with `error`: counted, and reported by the process that decides.
+  void swap_failed(const InForce& target, const std::string& error);
   /// Forward, the loss and backward under the placement in force; returns the loss. A
   /// StepInterrupted from the loss function, or an error that is the user's own
   /// (loss_error_is_the_users), arrives as a LossFunctionError; anything else as thrown.

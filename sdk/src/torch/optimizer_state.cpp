@@ -1,6 +1,7 @@
 #include "optimizer_state.h"
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include <torch/optim/adagrad.h>
@@ -63,46 +64,67 @@ void TorchStepOptimizer::zero_grad() { optimizer_.zero_grad(); }
 
 uint64_t TorchStepOptimizer::move_state(const std::vector<at::Tensor>& parameters,
                                         const std::vector<c10::Device>& devices) {
+  StagedState staged = *stage_state(parameters, devices);
+  staged.install();
+  return staged.bytes;
+}
+
+std::optional<StepOptimizer::StagedState> TorchStepOptimizer::stage_state(
+    const std::vector<at::Tensor>& parameters, const std::vector<c10::Device>& devices) {
   auto& states = optimizer_.state();
   std::vector<std::function<void(at::Tensor)>> installs;
   std::vector<detail::CopyRequest> copies;
-  uint64_t bytes = 0;
+  StagedState out;
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < parameters.size(); ++i) {
-    auto it = states.find(
-        parameters[i]
-            .unsafeGetTensorImpl());  // torch::optim files state under the TensorImpl address
+    // torch::optim files state under the TensorImpl address.
+    auto it = states.find(parameters[i].unsafeGetTensorImpl());
     if (it == states.end() || !it->second)
       continue;  // no step yet (or not this optimizer's): no state
     for (StateTensor& s : state_tensors(*it->second)) {
-      bytes += static_cast<uint64_t>(s.value.numel()) * s.value.element_size();
+      out.bytes += static_cast<uint64_t>(s.value.numel()) * s.value.element_size();
       installs.push_back(std::move(s.install));
       copies.push_back({s.value, devices[i]});
     }
   }
   // One batch, copies before installs: a failed copy leaves the state as it was.
-  std::vector<at::Tensor> copied = detail::copy_all(copies);
-  for (size_t i = 0; i < installs.size(); ++i) installs[i](std::move(copied[i]));
-  return bytes;
+  auto copied = std::make_shared<std::vector<at::Tensor>>(detail::copy_all(copies));
+  out.install = [installs = std::move(installs), copied] {
+    for (size_t i = 0; i < installs.size(); ++i) installs[i](std::move((*copied)[i]));
+  };
+  return out;
+}
+
+StagedMove stage_with_state(PlacedModule& module, StepOptimizer& optimizer,
+                            const Placement& placement) {
+  StagedMove out{module.stage(placement), {}, {}, std::nullopt};
+  for (const at::Tensor& p : module.parameters()) {
+    const auto now = module.device_of(p);
+    const auto next = out.module.device_of(p);
+    if (!now || !next || *now == *next) continue;
+    out.moving.push_back(p);
+    out.devices.push_back(module.physical_device(*next));
+  }
+  out.state = optimizer.stage_state(out.moving, out.devices);
+  return out;
+}
+
+PlacementMove commit(PlacedModule& module, StepOptimizer& optimizer, StagedMove staged) {
+  PlacementMove out;
+  if (staged.state) {
+    staged.state->install();
+    out.state_bytes = staged.state->bytes;
+  } else {
+    out.state_bytes = optimizer.move_state(staged.moving, staged.devices);
+  }
+  out.module = module.commit(std::move(staged.module));
+  for (at::Tensor& p : staged.moving) p.mutable_grad() = at::Tensor();
+  return out;
 }
 
 PlacementMove move_with_state(PlacedModule& module, StepOptimizer& optimizer,
                               const Placement& placement) {
-  PlacedModule::Staged staged = module.stage(placement);
-  std::vector<at::Tensor> moving;
-  std::vector<c10::Device> devices;
-  for (const at::Tensor& p : module.parameters()) {
-    const auto now = module.device_of(p);
-    const auto next = staged.device_of(p);
-    if (!now || !next || *now == *next) continue;
-    moving.push_back(p);
-    devices.push_back(module.physical_device(*next));
-  }
-  PlacementMove out;
-  out.state_bytes = optimizer.move_state(moving, devices);
-  out.module = module.commit(std::move(staged));
-  for (at::Tensor& p : moving) p.mutable_grad() = at::Tensor();
-  return out;
+  return commit(module, optimizer, stage_with_state(module, optimizer, placement));
 }
 
 PlacementMove move_with_state(PlacedModule& module, torch::optim::Optimizer& optimizer,

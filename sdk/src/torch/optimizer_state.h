@@ -3,6 +3,7 @@
 // with its parameters when the placement changes.
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -29,6 +30,8 @@ class TorchStepOptimizer final : public StepOptimizer {
   /// cannot move) changes nothing and throws.
   uint64_t move_state(const std::vector<at::Tensor>& parameters,
                       const std::vector<c10::Device>& devices) override;
+  std::optional<StagedState> stage_state(const std::vector<at::Tensor>& parameters,
+                                         const std::vector<c10::Device>& devices) override;
 
  private:
   torch::optim::Optimizer& optimizer_;
@@ -41,13 +44,29 @@ struct PlacementMove {
   uint64_t state_bytes = 0;
 };
 
-/// Moves `module` to `placement` together with the optimizer's state, all or nothing: the
-/// parameters' copies are made first (PlacedModule::stage), then the state of every parameter
-/// that changes logical device is copied to the physical device it will live on and installed
-/// (StepOptimizer::move_state, all or nothing), then the parameters switch over
-/// (PlacedModule::commit, which cannot fail). A failure throws with nothing changed, so nothing
-/// ever has to move back (a move back can fail too). The moved parameters' gradients are dropped:
-/// a step boundary has none worth keeping.
+/// A placement change with the optimizer's state, every copy made and nothing installed yet.
+struct StagedMove {
+  PlacedModule::Staged module;
+  /// The parameters that change logical device, and the physical device each will live on.
+  std::vector<at::Tensor> moving;
+  std::vector<c10::Device> devices;
+  /// nullopt: the optimizer cannot stage (StepOptimizer::stage_state), and moves its state at
+  /// the commit.
+  std::optional<StepOptimizer::StagedState> state;
+};
+
+/// Copies the parameters and buffers that `placement` moves (PlacedModule::stage) and the
+/// optimizer's state of every parameter that changes logical device (StepOptimizer::stage_state),
+/// to where each will live. Throws with nothing changed when a copy fails.
+StagedMove stage_with_state(PlacedModule& module, StepOptimizer& optimizer,
+                            const Placement& placement);
+/// Installs a staged move: the state, then the module's tensors (which cannot fail), and drops
+/// the moved parameters' gradients (a step boundary has none worth keeping). Cannot fail, unless
+/// the optimizer could not stage: its move_state runs first then, and a failure there throws with
+/// nothing changed.
+PlacementMove commit(PlacedModule& module, StepOptimizer& optimizer, StagedMove staged);
+/// Both: a failure at any point leaves parameters and state where they were, so nothing ever has
+/// to move back (a move back can fail too).
 PlacementMove move_with_state(PlacedModule& module, StepOptimizer& optimizer,
                               const Placement& placement);
 PlacementMove move_with_state(PlacedModule& module, torch::optim::Optimizer& optimizer,

@@ -36,22 +36,7 @@ class ReplicaPeers final : public StepPeers {
           messages::Directive::from_json(nlohmann::json::parse(sent), job.graph, job.devices);
       target.directive.profile = false;  // rank 0 profiles for placementd
     }
-    const JobCore::InForce before = job.current;
-    const bool moved = job.switch_to(target, optimizer);
-    const int failed_rank = static_cast<int>(group.max({moved ? 0.0 : group.rank() + 1.0})[0]) - 1;
-    if (failed_rank < 0) return;
-    if (moved) {
-      job.switch_to(before, optimizer);
-      ++job.stats.failed_swaps;
-      if (job.channel && job.leader()) {
-        messages::StepReport failed;
-        failed.placement_id = target.directive.placement_id;
-        failed.step = job.stats.steps;
-        failed.ok = false;
-        failed.error = "migration failed on rank " + std::to_string(failed_rank);
-        job.channel->report(target.generation, failed);
-      }
-    }
+    switch_together(job, optimizer, std::move(target));
   }
 
   // One small exchange a step (and one more after a retry), after backward (a plain data-parallel
@@ -72,10 +57,15 @@ class ReplicaPeers final : public StepPeers {
     for (const at::Tensor& p : parameters_) v.push_back(p.grad().defined() ? 1.0 : 0.0);
     agreed_ = group.max(v);
     directive_due_ = agreed_[1] > 0.0;
-    if (pending_report_ && job.channel && job.current.directive.placement_id != 0)
-      job.channel->report(job.current.generation,
-                          {job.current.directive.placement_id, pending_report_->step, agreed_[2],
-                           true, "", pending_report_->profiled});
+    if (pending_report_ && job.channel && job.current.directive.placement_id != 0) {
+      messages::StepReport step;
+      step.placement_id = job.current.directive.placement_id;
+      step.step = pending_report_->step;
+      step.step_time_s = agreed_[2];  // the slowest rank's
+      step.ok = true;
+      step.profiled = pending_report_->profiled;
+      job.channel->report(job.current.generation, step);
+    }
     pending_report_.reset();
     const auto rank_at = [&](size_t i) {
       const int r = static_cast<int>(agreed_[i]) - 1;
@@ -122,6 +112,30 @@ class ReplicaPeers final : public StepPeers {
 };
 
 }  // namespace
+
+bool switch_together(JobCore& job, StepOptimizer& optimizer, ReceivedDirective target) {
+  ReplicaGroup& group = *job.group;
+  // Every rank makes its copies; all install them, or none does and nothing needs moving back.
+  std::optional<StagedMove> staged = job.stage_switch(target, optimizer);
+  int failed_rank = static_cast<int>(group.max({staged ? 0.0 : group.rank() + 1.0})[0]) - 1;
+  if (failed_rank >= 0) {
+    // The rank that failed counted and reported its own failure; the others count it here.
+    if (staged) job.swap_failed(target, "migration failed on rank " + std::to_string(failed_rank));
+    return false;
+  }
+  const bool stageable = staged->state.has_value() || staged->moving.empty();
+  const JobCore::InForce before = job.current;
+  const bool moved = job.commit_switch(target, optimizer, std::move(*staged));
+  if (stageable) return true;  // a commit that cannot fail: every rank moved
+  // An optimizer that cannot stage moved its state at the commit, which may fail on a rank: the
+  // others move back (which can fail too; StepOptimizer::stage_state avoids all this).
+  failed_rank = static_cast<int>(group.max({moved ? 0.0 : group.rank() + 1.0})[0]) - 1;
+  if (failed_rank < 0) return true;
+  if (!moved) return false;
+  job.switch_to(before, optimizer);
+  job.swap_failed(target, "migration failed on rank " + std::to_string(failed_rank));
+  return false;
+}
 
 void join_replica_group(JobCore& job, const ReplicaConfig& config, const Placement& start,
                         const Model& model) {

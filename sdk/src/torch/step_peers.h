@@ -12,6 +12,7 @@ namespace placement {
 class Model;
 class StepOptimizer;
 struct Placement;
+struct ReceivedDirective;
 }  // namespace placement
 
 namespace placement::detail {
@@ -54,6 +55,10 @@ class StepPeers {
 
 /// A process alone.
 std::unique_ptr<StepPeers> alone_peers();
+/// Every rank of `job`'s group (job.group) switches to `target` or none does: each stages its
+/// copies (JobCore::stage_switch), and all commit only when every rank could, so nothing moves
+/// back (with an optimizer that can stage its state). Returns whether the group switched.
+bool switch_together(JobCore& job, StepOptimizer& optimizer, ReceivedDirective target);
 /// Joins the replica group `config` describes (job.group) with the job's replica peers
 /// (job.peers), after checking that every rank has the same kinds of devices, the same
 /// collectives and the same `start` placement; every rank then starts from rank 0's parameters

@@ -15,9 +15,14 @@
 
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
+#include <torch/optim/adam.h>
 
 #include "http_get.h"
+#include "job_core.h"
+#include "optimizer_state.h"
 #include "replica_group.h"
+#include "step_peers.h"
+#include "traced_model.h"
 
 namespace placement::detail {
 namespace {
@@ -147,6 +152,71 @@ TEST(ReplicaGroupOnCpu, APeerThatDiesIsAnErrorNotASignalUnlessTheJobHandlesSigpi
   ::sigaction(SIGPIPE, nullptr, &now);
   EXPECT_EQ(now.sa_handler, &count_pipes) << "the job's own handler stays";
   ::sigaction(SIGPIPE, &before, nullptr);
+}
+
+// Adam, whose copies of its state fail when `fail`.
+class StateCopiesFailOn final : public StepOptimizer {
+ public:
+  StateCopiesFailOn(torch::optim::Adam& adam, bool fail) : adam_(adam), fail_(fail) {}
+  void step() override { adam_.step(); }
+  void zero_grad() override { adam_.zero_grad(); }
+  uint64_t move_state(const std::vector<at::Tensor>& p,
+                      const std::vector<c10::Device>& d) override {
+    return TorchStepOptimizer(adam_).move_state(p, d);
+  }
+  std::optional<StagedState> stage_state(const std::vector<at::Tensor>& p,
+                                         const std::vector<c10::Device>& d) override {
+    if (fail_) throw std::runtime_error("injected: no room for the moments");
+    return TorchStepOptimizer(adam_).stage_state(p, d);
+  }
+
+ private:
+  torch::optim::Adam& adam_;
+  bool fail_;
+};
+
+TEST(ReplicaGroupOnCpu, ASwapThatFailsOnOneRankMovesNoRankAndNothingMovesBack) {
+  const int port = testing::free_port();
+  std::vector<std::vector<int>> placements(2);
+  std::vector<uint64_t> failed(2), swaps(2);
+  std::vector<bool> switched(2), moved_back(2);
+  on_every_rank(2, [&](int rank) {
+    testing::TracedModel m = testing::load_traced_model("rnnlm_small");
+    JobCore core;
+    core.graph = m.graph;
+    core.devices = testing::logical_cpus(2);
+    core.placed = std::make_unique<PlacedModule>(m.module, m.graph, core.devices);
+    core.group = std::make_unique<ReplicaGroup>(config(rank, 2, port));
+    torch::optim::Adam adam(core.placed->parameters(), torch::optim::AdamOptions(0.01));
+    core.placed->forward(m.inputs).at(0).toTensor().pow(2).mean().backward();
+    adam.step();
+    std::vector<const void*> memory;
+    for (const at::Tensor& p : core.placed->parameters()) memory.push_back(p.data_ptr());
+    ReceivedDirective target;
+    target.directive.placement_id = 5;
+    target.directive.placement = Placement::single(m.graph, 1);
+
+    StateCopiesFailOn failing_on_rank_1(adam, rank == 1);
+    EXPECT_FALSE(switch_together(core, failing_on_rank_1, target));
+    size_t i = 0;
+    for (const at::Tensor& p : core.placed->parameters())
+      moved_back[rank] = moved_back[rank] || p.data_ptr() != memory[i++];
+    failed[rank] = core.stats.failed_swaps;
+    placements[rank] = core.placed->placement().device_of_op;
+
+    StateCopiesFailOn movable(adam, false);
+    switched[rank] = switch_together(core, movable, target);
+    swaps[rank] = core.stats.swaps;
+    for (const at::Tensor& p : core.placed->parameters())
+      EXPECT_EQ(core.placed->device_of(p), 1) << "rank " << rank;
+  });
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(placements[rank], std::vector<int>(placements[rank].size(), 0)) << "rank " << rank;
+    EXPECT_FALSE(moved_back[rank]) << "rank " << rank << ": no copy was installed, none undone";
+    EXPECT_EQ(failed[rank], 1u) << "rank " << rank;
+    EXPECT_TRUE(switched[rank]) << "rank " << rank;
+    EXPECT_EQ(swaps[rank], 1u) << "rank " << rank << ": the failed swap moved nothing";
+  }
 }
 
 class CudaReplicas : public ::testing::Test {
