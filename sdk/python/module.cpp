@@ -72,7 +72,6 @@ class PythonInterrupt : public placement::StepInterrupted, public PythonError {
 template <typename Base, typename... Code>
 class PythonDeviceError final : public Base, public PythonError {
  public:
-  // `e` by reference: the message is read from it before it moves into PythonError.
   PythonDeviceError(py::error_already_set&& e, const std::string& message, Code... code)
       : Base({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, code..., message),
         PythonError(std::move(e)) {}
@@ -137,10 +136,19 @@ class PythonOptimizer final : public placement::StepOptimizer {
       py::list names;
       for (const c10::Device& d : devices) names.append(d.str());
       const py::tuple staged = stage_state_(optimizer_, parameters, names);
-      auto install = std::make_shared<HeldObject>(staged[0]);
+      auto copies = std::make_shared<HeldObject>(staged[0]);
       StagedState out;
       out.bytes = staged[1].cast<uint64_t>();
-      out.install = [install] { with_gil([&] { install->object(); }); };
+      // Stored with PyDict_SetItem, which runs no Python code: a Ctrl-C cannot stop the install
+      // half way, as it could a Python loop (it is raised at the job's next Python call).
+      out.install = [copies] {
+        py::gil_scoped_acquire gil;
+        for (const py::handle entry : copies->object) {
+          const py::tuple t = py::reinterpret_borrow<py::tuple>(entry);
+          if (PyDict_SetItem(t[0].ptr(), t[1].ptr(), t[2].ptr()) != 0)
+            throw py::error_already_set();
+        }
+      };
       return out;
     });
   }

@@ -201,6 +201,8 @@ void TorchPolicy::load(const std::string& state) {
   torch::serialize::InputArchive archive;
   archive.load_from(in);
   network_->load(archive);
+  // The optimiser's state becomes the saved one: LibTorch's load only adds what the archive has.
+  optimizer_->state().clear();
   torch::serialize::InputArchive optimizer;
   if (archive.try_read("optimizer", optimizer)) optimizer_->load(optimizer);
 }

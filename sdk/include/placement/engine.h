@@ -64,7 +64,9 @@ class PlacedModule {
   /// set_placement in two halves, for a move that must succeed or fail together with it (the
   /// optimizer's state, which a job moves in between): stage() validates the placement and copies
   /// every tensor that moves, throwing with nothing changed when a copy fails; commit() switches
-  /// the module over to those copies and cannot fail. Until the commit the old tensors stay too.
+  /// the module over to those copies, which makes no copy and so does not fail. Until the commit
+  /// the old tensors stay too. A Staged of another module, or staged before the module's
+  /// placement last changed, is refused (std::logic_error, nothing changed).
   class Staged {
    public:
     Staged(Staged&&) noexcept;
@@ -80,7 +82,7 @@ class PlacedModule {
     std::unique_ptr<Impl> impl_;
   };
   Staged stage(const Placement& placement) const;
-  MigrationStats commit(Staged staged) noexcept;
+  MigrationStats commit(Staged staged);
   /// The logical device (index into devices()) a parameter or buffer lives on; nullopt for a
   /// tensor that is not one of the module's, or that no op reads.
   std::optional<int> device_of(const at::Tensor& parameter) const;

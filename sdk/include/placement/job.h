@@ -161,10 +161,12 @@ struct JobStats {
   /// Placement changes applied at step boundaries.
   uint64_t swaps = 0;
   uint64_t migrated_bytes = 0;
+  /// Time the swaps took, their copies included (not those of a swap that failed).
   double migration_seconds = 0.0;
   /// Steps that failed on a candidate placement and were run again on the last good one.
   uint64_t retried_steps = 0;
-  /// Placement changes that failed and were rolled back.
+  /// Placement changes that failed: a copy failed (here, or on another rank of a replica group),
+  /// so nothing moved and the placement in force stayed.
   uint64_t failed_swaps = 0;
   /// Steps run under the per-op profiler (placementd asked for profiles), and profiles sent.
   uint64_t profiled_steps = 0;

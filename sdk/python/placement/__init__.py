@@ -189,9 +189,10 @@ def _stage_optimizer_state(optimizer, parameters, devices):
     """Copies the torch.optim state of `parameters` (filed under each parameter) to `devices`, as
     torch.optim's load_state_dict places it: every tensor next to its parameter, except a
     non-capturable, non-fused optimizer's `step` count, which stays where it is. Returns
-    (install, bytes copied): install() puts the copies in place; until then, and when a copy
-    fails, the state is as it was. The job installs them once the parameters' copies are made
-    too (and in a replica group, every rank's), so a swap is all or nothing."""
+    (staged, bytes copied): `staged` lists (state, key, copy), which the job stores as
+    state[key] = copy once the parameters' copies are made too (and in a replica group, every
+    rank's), from C++, where no Ctrl-C can stop it half way; until then, and when a copy fails,
+    the state is as it was, so a swap is all or nothing."""
     group_of = {}
     for group in optimizer.param_groups:
         for p in group["params"]:
@@ -208,10 +209,7 @@ def _stage_optimizer_state(optimizer, parameters, devices):
                 continue
             # A copy even between logical devices of one physical device, as the parameter got.
             staged.append((state, key, value.to(device, copy=True)))
-    def install():
-        for state, key, value in staged:
-            state[key] = value
-    return install, sum(value.numel() * value.element_size() for _, _, value in staged)
+    return staged, sum(value.numel() * value.element_size() for _, _, value in staged)
 
 
 class Summary(dict):

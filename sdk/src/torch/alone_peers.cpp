@@ -17,7 +17,9 @@ class AlonePeers final : public StepPeers {
   StepAgreement agree(JobCore&, StepFailure failure) override {
     StepAgreement out;
     if (failure == StepFailure::kPlacement) out.failed_rank = 0;
-    if (failure == StepFailure::kLossFunction) out.loss_error_rank = 0;
+    if (failure == StepFailure::kLossFunction || failure == StepFailure::kInterrupted)
+      out.loss_error_rank = 0;
+    out.interrupted = failure == StepFailure::kInterrupted;
     return out;
   }
   void reduce_gradients(JobCore&) override {}

@@ -1,5 +1,7 @@
 #include "placement/engine.h"
 
+#include <stdexcept>
+
 #include <ATen/core/grad_mode.h>
 
 #include "op_program.h"
@@ -35,6 +37,8 @@ struct PlacedModule::Impl {
   std::vector<int> home;
   /// The logical device of each parameter and buffer under the current placement.
   std::unordered_map<const c10::TensorImpl*, int> parameter_home;
+  /// Counts placement changes: a Staged is committed only onto the placement it was staged from.
+  uint64_t generation = 0;
 
   // The logical device a tensor input comes from: a module tensor's home, else the device of the op
   // that produced slot `value` (-1 or unknown: -1).
@@ -89,6 +93,9 @@ PlacedModule::PlacedModule(const Model& model, OpGraph graph, DeviceSet devices)
 PlacedModule::~PlacedModule() = default;
 
 struct PlacedModule::Staged::Impl {
+  // What it was staged from: this module at this generation of its placement.
+  const PlacedModule* owner = nullptr;
+  uint64_t generation = 0;
   Placement placement;
   std::vector<int> home;
   std::unordered_map<const c10::TensorImpl*, int> parameter_home;
@@ -116,6 +123,8 @@ PlacedModule::Staged PlacedModule::stage(const Placement& placement) const {
   const Impl& s = *impl_;
   placement.validate(s.graph, s.devices);
   auto staged = std::make_unique<Staged::Impl>();
+  staged->owner = this;
+  staged->generation = s.generation;
   staged->placement = placement;
   staged->home.assign(s.program().num_values, -1);
   // All copies go in one batch, so GPU-to-GPU ones share one NCCL group and CPU-to-GPU ones the
@@ -147,9 +156,13 @@ PlacedModule::Staged PlacedModule::stage(const Placement& placement) const {
   return Staged(std::move(staged));
 }
 
-MigrationStats PlacedModule::commit(Staged staged) noexcept {
+MigrationStats PlacedModule::commit(Staged staged) {
   Impl& s = *impl_;
+  if (!staged.impl_ || staged.impl_->owner != this || staged.impl_->generation != s.generation)
+    throw std::logic_error(
+        "PlacedModule::commit: not staged from this module's current placement (stage again)");
   Staged::Impl& next = *staged.impl_;
+  ++s.generation;
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < next.moved.size(); ++i)
     next.moved[i].set_data(next.data[i]);  // in place: optimizers keep their tensor

@@ -202,7 +202,8 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
       value = core.forward_backward(inputs, loss);
     } catch (const detail::LossFunctionError& e) {
       error = e.error;
-      failure = detail::StepFailure::kLossFunction;
+      failure =
+          e.interrupted ? detail::StepFailure::kInterrupted : detail::StepFailure::kLossFunction;
     } catch (const c10::Error& e) {
       error = std::current_exception();
       message = e.what_without_backtrace();  // placementd's log wants the error, not a C++ stack
@@ -222,9 +223,12 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
       // placement: the step ends as a plain loop's would, no retry, no update, nothing blamed on
       // the placement.
       discard_gradients();
-      if (failure == detail::StepFailure::kLossFunction) std::rethrow_exception(error);
-      throw StepInterrupted("the step was interrupted on rank " +
-                            std::to_string(*agreed.loss_error_rank));
+      if (failure == detail::StepFailure::kLossFunction ||
+          failure == detail::StepFailure::kInterrupted)
+        std::rethrow_exception(error);
+      const std::string rank = std::to_string(*agreed.loss_error_rank);
+      if (agreed.interrupted) throw StepInterrupted("the step was interrupted on rank " + rank);
+      throw std::runtime_error("the loss function failed on rank " + rank);
     }
     if (!agreed.failed_rank) break;
     if (!error) message = "the step failed on rank " + std::to_string(*agreed.failed_rank);

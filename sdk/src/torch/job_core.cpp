@@ -28,7 +28,7 @@ std::optional<StagedMove> JobCore::stage_switch(const InForce& target, StepOptim
   const auto started = Clock::now();
   try {
     StagedMove staged = stage_with_state(*placed, optimizer, target.directive.placement);
-    stats.migration_seconds += seconds_since(started);
+    staged.seconds = seconds_since(started);  // counted once the swap happens
     return staged;
   } catch (const std::exception& e) {
     swap_failed(target, std::string("migration: ") + e.what());
@@ -38,6 +38,7 @@ std::optional<StagedMove> JobCore::stage_switch(const InForce& target, StepOptim
 
 bool JobCore::commit_switch(InForce target, StepOptimizer& optimizer, StagedMove staged) {
   const auto started = Clock::now();
+  const double staging = staged.seconds;
   try {
     const PlacementMove moved = commit(*placed, optimizer, std::move(staged));
     stats.migrated_bytes += moved.module.bytes + moved.state_bytes;
@@ -45,7 +46,7 @@ bool JobCore::commit_switch(InForce target, StepOptimizer& optimizer, StagedMove
     swap_failed(target, std::string("migration: ") + e.what());
     return false;
   }
-  stats.migration_seconds += seconds_since(started);
+  stats.migration_seconds += staging + seconds_since(started);
   ++stats.swaps;
   if (current_ran) last_good = current;
   profiling.reset();
@@ -94,6 +95,20 @@ bool loss_error_is_the_users(const std::exception_ptr& error,
   }
 }
 
+namespace {
+
+bool interrupted(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const StepInterrupted&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace
+
 at::Tensor JobCore::forward_backward(const std::vector<c10::IValue>& inputs,
                                      const LossFunction& loss_fn) {
   if (memory_limit) memory_limit->begin_forward();
@@ -108,7 +123,7 @@ at::Tensor JobCore::forward_backward(const std::vector<c10::IValue>& inputs,
   } catch (...) {
     std::exception_ptr error = std::current_exception();
     if (loss_error_is_the_users(error, output_devices, own_output_devices))
-      throw LossFunctionError{std::move(error)};
+      throw LossFunctionError{error, interrupted(error)};
     throw;
   }
   loss.backward();

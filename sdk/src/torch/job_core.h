@@ -29,6 +29,7 @@ class StepPeers;
 /// would under the job's own placement (loss_error_is_the_users). `error` as thrown.
 struct LossFunctionError {
   std::exception_ptr error;
+  bool interrupted = false;  // StepInterrupted: the user stops training
 };
 
 /// The physical device of every tensor in a forward's outputs, in order (through tuples, lists and

@@ -53,6 +53,8 @@ struct StagedMove {
   /// nullopt: the optimizer cannot stage (StepOptimizer::stage_state), and moves its state at
   /// the commit.
   std::optional<StepOptimizer::StagedState> state;
+  /// How long the copies took.
+  double seconds = 0.0;
 };
 
 /// Copies the parameters and buffers that `placement` moves (PlacedModule::stage) and the
@@ -60,10 +62,10 @@ struct StagedMove {
 /// to where each will live. Throws with nothing changed when a copy fails.
 StagedMove stage_with_state(PlacedModule& module, StepOptimizer& optimizer,
                             const Placement& placement);
-/// Installs a staged move: the state, then the module's tensors (which cannot fail), and drops
-/// the moved parameters' gradients (a step boundary has none worth keeping). Cannot fail, unless
-/// the optimizer could not stage: its move_state runs first then, and a failure there throws with
-/// nothing changed.
+/// Installs a staged move: the state, then the module's tensors (no copies: neither fails), and
+/// drops the moved parameters' gradients (a step boundary has none worth keeping). When the
+/// optimizer could not stage, its move_state runs first, and a failure there throws with nothing
+/// changed.
 PlacementMove commit(PlacedModule& module, StepOptimizer& optimizer, StagedMove staged);
 /// Both: a failure at any point leaves parameters and state where they were, so nothing ever has
 /// to move back (a move back can fail too).

@@ -53,7 +53,8 @@ class ReplicaPeers final : public StepPeers {
     const double rank = group.rank() + 1.0;
     std::vector<double> v = {failure == StepFailure::kPlacement ? rank : 0.0, held_ ? 1.0 : 0.0,
                              pending_report_ ? pending_report_->seconds : 0.0,
-                             failure == StepFailure::kLossFunction ? rank : 0.0};
+                             failure == StepFailure::kLossFunction ? rank : 0.0,
+                             failure == StepFailure::kInterrupted ? rank : 0.0};
     for (const at::Tensor& p : parameters_) v.push_back(p.grad().defined() ? 1.0 : 0.0);
     agreed_ = group.max(v);
     directive_due_ = agreed_[1] > 0.0;
@@ -71,11 +72,14 @@ class ReplicaPeers final : public StepPeers {
       const int r = static_cast<int>(agreed_[i]) - 1;
       return r >= 0 ? std::optional<int>(r) : std::nullopt;
     };
-    return {rank_at(0), rank_at(3)};
+    // The rank whose loss function ended the step: one that interrupted it (the highest, when
+    // several did), else one whose loss function failed.
+    const std::optional<int> interrupted = rank_at(4);
+    return {rank_at(0), interrupted ? interrupted : rank_at(3), interrupted.has_value()};
   }
 
   void reduce_gradients(JobCore& job) override {
-    constexpr size_t kReachedAt = 4;
+    constexpr size_t kReachedAt = 5;
     // Backward's kernels end first, so that allreduce_seconds is the exchange's own time.
     if (job.any_cuda) synchronize_cuda_devices(job.devices);
     const auto started = Clock::now();
@@ -123,17 +127,17 @@ bool switch_together(JobCore& job, StepOptimizer& optimizer, ReceivedDirective t
     if (staged) job.swap_failed(target, "migration failed on rank " + std::to_string(failed_rank));
     return false;
   }
-  const bool stageable = staged->state.has_value() || staged->moving.empty();
   const JobCore::InForce before = job.current;
   const bool moved = job.commit_switch(target, optimizer, std::move(*staged));
-  if (stageable) return true;  // a commit that cannot fail: every rank moved
-  // An optimizer that cannot stage moved its state at the commit, which may fail on a rank: the
-  // others move back (which can fail too; StepOptimizer::stage_state avoids all this).
+  // A commit fails only where the optimizer cannot stage and moves its state then; every rank
+  // still asks (one small exchange a swap), so all take the same path and the same collectives.
   failed_rank = static_cast<int>(group.max({moved ? 0.0 : group.rank() + 1.0})[0]) - 1;
   if (failed_rank < 0) return true;
-  if (!moved) return false;
-  job.switch_to(before, optimizer);
-  job.swap_failed(target, "migration failed on rank " + std::to_string(failed_rank));
+  // The others move back, which can fail too: StepOptimizer::stage_state avoids all this.
+  if (moved) {
+    job.switch_to(before, optimizer);
+    job.swap_failed(target, "migration failed on rank " + std::to_string(failed_rank));
+  }
   return false;
 }
 

@@ -25,9 +25,11 @@ enum class StepFailure {
   kNone,
   /// Forward, the loss or backward threw: the placement's failure, retried on the last good one.
   kPlacement,
-  /// The user's loss function interrupted the step (StepInterrupted: Ctrl-C) or failed as it would
-  /// under the job's own placement: it ends, unretried.
+  /// The user's loss function failed as it would under the job's own placement: the step ends,
+  /// unretried.
   kLossFunction,
+  /// The user's loss function interrupted the step (StepInterrupted: Ctrl-C): it ends, unretried.
+  kInterrupted,
 };
 
 struct StepAgreement {
@@ -35,6 +37,8 @@ struct StepAgreement {
   std::optional<int> failed_rank;
   /// The rank whose loss function ended the step: it ends on every process (nullopt: none).
   std::optional<int> loss_error_rank;
+  /// Whether a rank's loss function ended it by interrupting it (StepInterrupted).
+  bool interrupted = false;
 };
 
 class StepPeers {

@@ -90,14 +90,20 @@ TEST_F(LearnedGrouping, EverySampleRegroupsAndItsPlacementFollowsTheGroups) {
   }
   const std::string trained = pipeline.policy()->save_state();
   const std::string grouper_part = trained.substr(0, trained.size() - 64);
-  auto gr2 = grouper(4);
-  auto pl2 = placer();
-  std::mt19937_64 rng2(2);
-  PolicyPipeline fresh(*gr2, *pl2, g, d, rng2);
+  auto gr2 = grouper(4), gr3 = grouper(4);
+  auto pl2 = placer(), pl3 = placer();
+  std::mt19937_64 rng2(2), rng3(2);
+  PolicyPipeline fresh(*gr2, *pl2, g, d, rng2), control(*gr3, *pl3, g, d, rng3);
   const double before = fresh.policy()->log_prob(a);
   EXPECT_THROW(fresh.policy()->load_state(grouper_part + "not the placer's state"),
                std::invalid_argument);
   EXPECT_EQ(fresh.policy()->log_prob(a), before) << "the grouper's half was not kept";
+  // Nor its optimiser's moments: a step moves `fresh` as it moves an untouched twin.
+  for (PolicyPipeline* p : {&fresh, &control}) {
+    p->policy()->accumulate_gradient({a}, {1.0}, 0.0);
+    p->policy()->apply_gradient({0.05, 1.0});
+  }
+  EXPECT_EQ(fresh.policy()->log_prob(a), control.policy()->log_prob(a));
   fresh.policy()->load_state(trained);
   EXPECT_NE(fresh.policy()->log_prob(a), before);
 }

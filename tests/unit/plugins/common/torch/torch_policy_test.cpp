@@ -135,10 +135,12 @@ TEST(LearnedPlacers, ADamagedStateIsRefusedWholeAndChangesNothing) {
   const OpGraph g = testing::two_chains(3);
   const DeviceSet d = testing::devices(2);
   for (const Case& c : cases()) {
-    LearnedPlacer trained(c.name, c.factory, noiseless()), fresh(c.name, c.factory, noiseless());
-    std::mt19937_64 rt(9), rf(123);
+    LearnedPlacer trained(c.name, c.factory, noiseless()), fresh(c.name, c.factory, noiseless()),
+        control(c.name, c.factory, noiseless());
+    std::mt19937_64 rt(9), rf(123), rc(123);
     trained.prepare(g, testing::each_op_alone(g), d, rt);
     fresh.prepare(g, testing::each_op_alone(g), d, rf);
+    control.prepare(g, testing::each_op_alone(g), d, rc);
     const Action x = trained.place(rt);
     for (int i = 0; i < 3; ++i) {
       trained.policy()->accumulate_gradient({x}, {1.0}, 0.0);
@@ -169,6 +171,13 @@ TEST(LearnedPlacers, ADamagedStateIsRefusedWholeAndChangesNothing) {
       }
     }
     EXPECT_GT(refused, damaged.size() / 3) << c.name;
+    // The optimiser's state too: a step from here moves `fresh` as it moves an untouched twin
+    // (moments a refused or undone state left behind would change it).
+    for (LearnedPlacer* p : {&fresh, &control}) {
+      p->policy()->accumulate_gradient({x}, {1.0}, 0.0);
+      p->policy()->apply_gradient({0.05, 1.0});
+    }
+    EXPECT_EQ(fresh.policy()->log_prob(x), control.policy()->log_prob(x)) << c.name;
   }
 }
 
