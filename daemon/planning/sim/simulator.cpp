@@ -57,8 +57,14 @@ Simulator::Simulator(OpGraph graph, placement::DeviceSet devices, SimulatorOptio
   build_csr(n, graph_.edges, false, out_begin_, out_edges_);
   costs_.resize(n * D);
   activation_bytes_.assign(n, 0);
+  state_bytes_.resize(n);
+  output_bytes_.resize(n);
   for (size_t u = 0; u < n; ++u) {
     const auto& op = graph_.ops[u];
+    // Value, gradient and the optimizer's states.
+    state_bytes_[u] = static_cast<uint64_t>(static_cast<double>(op.parameter_bytes) *
+                                            (2.0 + options_.optimizer_state_factor));
+    output_bytes_[u] = op.output_bytes();
     uint64_t activation = 0;
     for (const auto& [kind_name, p] : op.profile) {
       placement::device_kind_from_string(kind_name);  // rejects a kind we do not know
@@ -66,7 +72,7 @@ Simulator::Simulator(OpGraph graph, placement::DeviceSet devices, SimulatorOptio
     }
     // A predicted profile's activation bytes are the op's outputs, as without a profile.
     // Without a profile, what the op produces is what autograd would keep.
-    activation_bytes_[u] = op.profile.empty() ? op.output_bytes() : activation;
+    activation_bytes_[u] = op.profile.empty() ? output_bytes_[u] : activation;
     for (size_t d = 0; d < D; ++d) costs_[u * D + d] = time_on(op, devices_.devices[d]);
   }
   add_predicted_profiles();
@@ -138,15 +144,10 @@ uint64_t Simulator::capacity(size_t device) const {
                                (1.0 - options_.memory_headroom_fraction));
 }
 
-uint64_t Simulator::parameter_state_bytes(size_t op) const {
-  // Value, gradient and the optimizer's states.
-  return static_cast<uint64_t>(static_cast<double>(graph_.ops[op].parameter_bytes) *
-                               (2.0 + options_.optimizer_state_factor));
-}
+uint64_t Simulator::parameter_state_bytes(size_t op) const { return state_bytes_[op]; }
 
 bool Simulator::holds_alone(size_t op, size_t device) const {
-  return parameter_state_bytes(op) + activation_bytes_[op] + graph_.ops[op].output_bytes() <=
-         capacity(device);
+  return parameter_state_bytes(op) + activation_bytes_[op] + output_bytes_[op] <= capacity(device);
 }
 
 Simulator::MemoryFloor Simulator::memory_floor() const {
@@ -186,16 +187,19 @@ void Simulator::fill_memory(const Placement& placement, SimulationResult& result
   for (size_t d = 0; d < D; ++d) result.memory[d].capacity = capacity(d);
   for (size_t u = 0; u < graph_.ops.size(); ++u) {
     MemoryUse& m = result.memory[placement.device_of_op[u]];
-    m.parameters += parameter_state_bytes(u);
+    m.parameters += state_bytes_[u];
     m.activations += activation_bytes_[u];
-    m.transient = std::max(m.transient, graph_.ops[u].output_bytes());
+    m.transient = std::max(m.transient, output_bytes_[u]);
   }
   // Autograd keeps the copy of a tensor received from another device until backward; one per
   // (producer, destination device).
-  std::vector<int> received(graph_.ops.size() * D, 0);
+  thread_local std::vector<char> received;
+  received.assign(graph_.ops.size() * D, 0);
   for (const auto& e : graph_.edges) {
     const int from = placement.device_of_op[e.src], to = placement.device_of_op[e.dst];
-    if (from == to || received[e.src * D + to]++) continue;
+    char& seen = received[e.src * D + to];
+    if (from == to || seen) continue;
+    seen = 1;
     result.memory[to].activations += e.bytes;
   }
   for (size_t d = 0; d < D && result.valid; ++d) {
@@ -225,11 +229,18 @@ SimulationResult Simulator::simulate(const Placement& placement) const {
   result.busy_s.assign(D, 0.0);
   fill_memory(placement, result);
 
-  std::vector<Cost> costs(n);
   for (size_t u = 0; u < n; ++u) {
-    costs[u] = cost(static_cast<int>(u), dev[u]);
-    result.predicted_ops += costs[u].predicted;
+    const Cost& c = costs_[u * D + static_cast<size_t>(dev[u])];
+    if (c.forward < 0) throw std::invalid_argument(why_untimeable(static_cast<int>(u), dev[u]));
+    result.predicted_ops += c.predicted;
   }
+  // Checked above: every op's cost on its device is known.
+  const auto cost_of = [&](size_t u) -> const Cost& {
+    return costs_[u * D + static_cast<size_t>(dev[u])];
+  };
+  // The per-op and per-link times of the schedule, reused by the thread's next call: a search
+  // simulates hundreds of thousands of placements, and their allocations were a tenth of it.
+  thread_local Scratch scratch;
 
   // Execution resources: each GPU is its own unless the options group it with others; CPU
   // devices may share the host.
@@ -243,9 +254,13 @@ SimulationResult Simulator::simulate(const Placement& placement) const {
       resource[d] = host;
     }
   }
-  std::vector<double> device_free(D, 0.0), link_free(D * D, 0.0);
+  std::vector<double>& device_free = scratch.device_free;
+  std::vector<double>& link_free = scratch.link_free;
+  device_free.assign(D, 0.0);
+  link_free.assign(D * D, 0.0);
   // When a tensor reaches a device over a link; it is sent once per (producer, destination).
-  std::vector<double> arrival(n * D, -1.0);
+  std::vector<double>& arrival = scratch.arrival;
+  arrival.assign(n * D, -1.0);
   auto transfer = [&](int from, int to, double ready, uint64_t bytes) {
     double& link = link_free[from * D + to];
     const double start = std::max(ready, link);
@@ -257,7 +272,8 @@ SimulationResult Simulator::simulate(const Placement& placement) const {
   };
 
   // Forward, in topological order.
-  std::vector<double> forward_end(n, 0.0);
+  std::vector<double>& forward_end = scratch.forward_end;
+  forward_end.assign(n, 0.0);
   double forward_done = 0.0;
   for (int v : order_) {
     double ready = 0.0;
@@ -273,15 +289,17 @@ SimulationResult Simulator::simulate(const Placement& placement) const {
     }
     double& free = device_free[resource[dev[v]]];
     const double start = std::max(ready, free);
-    forward_end[v] = free = start + costs[v].forward;
-    result.busy_s[dev[v]] += costs[v].forward;
+    const double forward = cost_of(static_cast<size_t>(v)).forward;
+    forward_end[v] = free = start + forward;
+    result.busy_s[dev[v]] += forward;
     forward_done = std::max(forward_done, forward_end[v]);
   }
   result.forward_s = forward_done;
 
   // Backward starts at the loss, once the forward pass is complete; an op's backward needs the
   // gradients of all its consumers (sent back over the links when they live elsewhere).
-  std::vector<double> backward_end(n, 0.0);
+  std::vector<double>& backward_end = scratch.backward_end;
+  backward_end.assign(n, 0.0);
   std::fill(device_free.begin(), device_free.end(), forward_done);
   double backward_done = forward_done;
   for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
@@ -295,8 +313,9 @@ SimulationResult Simulator::simulate(const Placement& placement) const {
     }
     double& free = device_free[resource[dev[u]]];
     const double start = std::max(ready, free);
-    backward_end[u] = free = start + costs[u].backward;
-    result.busy_s[dev[u]] += costs[u].backward;
+    const double backward = cost_of(static_cast<size_t>(u)).backward;
+    backward_end[u] = free = start + backward;
+    result.busy_s[dev[u]] += backward;
     backward_done = std::max(backward_done, backward_end[u]);
   }
   result.backward_s = backward_done;
@@ -310,7 +329,7 @@ SimulationResult Simulator::simulate(const Placement& placement) const {
   std::vector<double> update(D, 0.0);
   std::vector<char> used(D, 0);
   for (size_t u = 0; u < n; ++u) {
-    update[resource[dev[u]]] += std::max(costs[u].update, 0.0);
+    update[resource[dev[u]]] += std::max(cost_of(u).update, 0.0);
     used[dev[u]] = 1;
   }
   // One training loop drives every device: its own cost (loss, backward's start, the optimizer's

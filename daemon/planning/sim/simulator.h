@@ -184,6 +184,13 @@ class Simulator {
   /// Cost of op u on device d at costs_[u * devices + d].
   std::vector<Cost> costs_;
   std::vector<uint64_t> activation_bytes_;
+  // What simulate() schedules into, per thread (simulator.cpp).
+  struct Scratch {
+    std::vector<double> device_free, link_free, arrival, forward_end, backward_end;
+  };
+  /// Per op, fixed at construction: its parameters' value, gradient and optimizer state, and its
+  /// outputs (simulate() reads both for every op of every placement).
+  std::vector<uint64_t> state_bytes_, output_bytes_;
 };
 
 }  // namespace placementd::sim
