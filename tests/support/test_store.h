@@ -16,8 +16,7 @@ class TestStore {
  public:
   explicit TestStore(const std::string& prefix)
       : dir(std::filesystem::temp_directory_path() /
-            (prefix + "_" + std::to_string(::getpid()) + "_" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
+            (prefix + "_" + std::to_string(::getpid()) + "_" + test_name())) {
     std::filesystem::remove_all(dir);
     store_ = std::make_unique<Store>(dir.string());
   }
@@ -34,6 +33,14 @@ class TestStore {
   const std::filesystem::path dir;
 
  private:
+  // A parameterized test's name has a '/' ("Name/3"), which would leave a directory behind.
+  static std::string test_name() {
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    for (char& c : name)
+      if (c == '/') c = '_';
+    return name;
+  }
+
   std::unique_ptr<Store> store_;
 };
 
