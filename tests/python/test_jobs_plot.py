@@ -27,13 +27,15 @@ def placementctl(daemon, *args):
 
 
 def trained_job(daemon):
-    """A job that ran until at least one trial ended (and 150 steps), detached."""
+    """A job that ran until at least one trial ended (and 150 steps), detached. Bounded by 150 s:
+    under a full parallel test run the daemon's policy steps come slowly, and 60 s once ended
+    before the first trial did."""
     torch.manual_seed(0)
     model = Mlp()
     job = placement.attach("py-plot", model, (batch(0)[0],), devices=["cpu:0", "cpu:1"], socket=daemon.socket,
                            reconnect_interval_ms=100)
     optimizer = torch.optim.Adam(job.parameters(), lr=1e-2)
-    steps, deadline = 0, time.monotonic() + 60
+    steps, deadline = 0, time.monotonic() + 150
     while steps < 150 or time.monotonic() < deadline:
         x, y = batch(steps)
         job.step((x,), mse_to(y), optimizer)
