@@ -229,12 +229,9 @@ SimulationResult Simulator::simulate(const Placement& placement) const {
   result.busy_s.assign(D, 0.0);
   fill_memory(placement, result);
 
-  for (size_t u = 0; u < n; ++u) {
-    const Cost& c = costs_[u * D + static_cast<size_t>(dev[u])];
-    if (c.forward < 0) throw std::invalid_argument(why_untimeable(static_cast<int>(u), dev[u]));
-    result.predicted_ops += c.predicted;
-  }
-  // Checked above: every op's cost on its device is known.
+  for (size_t u = 0; u < n; ++u)
+    result.predicted_ops += cost(static_cast<int>(u), dev[u]).predicted;
+  // Checked above (cost() throws for an op it cannot time there): read without the check.
   const auto cost_of = [&](size_t u) -> const Cost& {
     return costs_[u * D + static_cast<size_t>(dev[u])];
   };

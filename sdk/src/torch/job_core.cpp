@@ -95,20 +95,6 @@ bool loss_error_is_the_users(const std::exception_ptr& error,
   }
 }
 
-namespace {
-
-bool interrupted(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const StepInterrupted&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
-
-}  // namespace
-
 at::Tensor JobCore::forward_backward(const std::vector<c10::IValue>& inputs,
                                      const LossFunction& loss_fn) {
   if (memory_limit) memory_limit->begin_forward();
@@ -120,10 +106,12 @@ at::Tensor JobCore::forward_backward(const std::vector<c10::IValue>& inputs,
   at::Tensor loss;
   try {
     loss = loss_fn(outputs);
+  } catch (const StepInterrupted&) {
+    throw LossFunctionError{std::current_exception(), true};
   } catch (...) {
     std::exception_ptr error = std::current_exception();
     if (loss_error_is_the_users(error, output_devices, own_output_devices))
-      throw LossFunctionError{error, interrupted(error)};
+      throw LossFunctionError{error, false};
     throw;
   }
   loss.backward();
