@@ -136,8 +136,21 @@ build)
     if cmake --build "$build" -j"$(nproc)" -- -k 0 >"$logs/build.log" 2>&1; then
       log "built in $((SECONDS - started)) s: $("$build/bin/placementd" --version)"
       # This machine's CMake and compiler are newer than CI's: that libstdc++ still comes first.
-      "$root/tests/scripts/libstdcxx_first_test.sh" "$build/bin" 2>&1 | tee -a "$report" ||
+      if ! "$root/tests/scripts/libstdcxx_first_test.sh" "$build/bin" 2>&1 | tee -a "$report"; then
         fail "a program linking LibTorch does not need libstdc++ first"
+        # What decides it: the compiler CMake used (a wrapper may add flags), where it finds
+        # libstdc++, and one program's link line.
+        cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")
+        {
+          echo "compiler: $cxx -> $(readlink -f "$cxx") ($(file -b "$(readlink -f "$cxx")" | cut -c1-60)); CXX=${CXX:-unset}"
+          echo "libstdc++.so: $("$cxx" -print-file-name=libstdc++.so); libstdc++.a: $("$cxx" -print-file-name=libstdc++.a)"
+          echo "link of placementctl-calibrate:"
+          ninja -C "$build" -t commands bin/placementctl-calibrate | tail -1 | cut -c1-600
+          echo "as the driver passes it to the linker:"
+          (cd "$build" && eval "$(ninja -t commands bin/placementctl-calibrate | tail -1 | sed 's/^: && //; s/ && :$//') -###" 2>&1 |
+            grep -E 'collect2|/ld' | tr ' ' '\n' | grep -nE 'stdc|as-needed|state|Bstatic|Bdynamic' | head -20)
+        } 2>&1 | tee -a "$report"
+      fi
     else
       fail "build; the first errors:"
       grep -m 20 -E 'error|undefined reference' "$logs/build.log" | tee -a "$report" || true

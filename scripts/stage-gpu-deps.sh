@@ -10,12 +10,13 @@
 # that.
 #
 # Boost's headers are 150 MiB, past what travels to that machine (64 MiB), so only the Boost headers
-# the build reads are staged: the ones a finished build of this checkout (build/, scripts/build.sh)
-# recorded in its dependency log. Build here first.
+# the build reads are staged: what the project's sources include, found by the preprocessor (g++ -M
+# over every source file). No build is needed first, so a fresh checkout can stage at once when a
+# GPU is lent; the test scripts.stage_gpu_deps checks the set against what a real build read.
+#   scripts/stage-gpu-deps.sh [DIR]    (default: .gpu-deps in the checkout)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-out=$root/.gpu-deps
-build=${1:-$root/build}
+out=${1:-$root/.gpu-deps}
 need=(libtomlplusplus-dev libmetis-dev libscotch-dev libsystemd-dev libeigen3-dev libgloo-dev libboost-dev
       nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev prometheus-cpp-dev libgtest-dev libgmock-dev zlib1g-dev)
 missing=()
@@ -27,10 +28,6 @@ if ((${#missing[@]})); then
   fi
   apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 fi
-if [ ! -f "$build/build.ninja" ] || ! ninja -C "$build" -t deps >/dev/null 2>&1; then
-  echo "stage-gpu-deps.sh: no Ninja build in $build to read the Boost headers it uses from; run scripts/build.sh first" >&2
-  exit 1
-fi
 arch=/usr/lib/x86_64-linux-gnu
 lib=$out/lib/x86_64-linux-gnu
 rm -rf "$out"
@@ -38,11 +35,21 @@ mkdir -p "$out/include" "$lib/cmake" "$out/share/eigen3" "$out/share/cmake"
 cp -r /usr/include/toml++ /usr/include/metis.h /usr/include/scotch /usr/include/systemd /usr/include/eigen3 \
   /usr/include/gloo /usr/include/nlohmann /usr/include/spdlog /usr/include/fmt /usr/include/CLI \
   /usr/include/prometheus /usr/include/gtest /usr/include/gmock /usr/include/zlib.h /usr/include/zconf.h "$out/include/"
-# The Boost headers the build read, with their paths under /usr/include kept.
-ninja -C "$build" -t deps | grep -oE '^ +/usr/include/boost/[^ ]+' | sed 's/^ *//' | sort -u |
-  (cd / && xargs cp --parents -t "$out") 2>/dev/null || true
+# The Boost headers the sources read, with their paths under /usr/include kept: every source file is
+# preprocessed with the include directories the build gives it, since which Boost headers a file
+# reads depends on what was included before (Asio's strand.hpp pulls io_context_strand.hpp only after
+# io_context.hpp). -MG lets headers that are not here (LibTorch's) pass. The defines are the ones
+# the build sets that Boost's headers read (sdk/CMakeLists.txt).
+# A file that does not preprocess alone (one that wants a define of its target) is passed over; its
+# Boost headers are read by the files it shares them with.
+{ (cd "$root" && git ls-files -- '*.cpp') |
+  xargs -P "$(nproc)" -I{} g++ -std=c++17 -DBOOST_DLL_USE_STD_FS -M -MG -x c++ \
+    -I"$root/sdk/include" -I"$root/daemon" -I"$root/sdk/src" -I"$root/sdk/src/torch" -I"$root/tests/support" \
+    -I"$root/tests/mocks" -I"$root/examples/common" -I"$root/examples/live" "$root/{}" 2>/dev/null || true; } |
+  tr ' \\' '\n\n' | grep -E '^/usr/include/boost/' | sort -u |
+  (cd / && xargs cp --parents -t "$out")
 [ -d "$out/usr/include/boost" ] && mv "$out/usr/include/boost" "$out/include/" && rm -rf "$out/usr"
-[ -f "$out/include/boost/version.hpp" ] || { echo "stage-gpu-deps.sh: no Boost headers found in $build's dependency log" >&2; exit 1; }
+[ -f "$out/include/boost/version.hpp" ] || { echo "stage-gpu-deps.sh: the preprocessor found no Boost headers in the sources" >&2; exit 1; }
 cp -P "$arch"/libtomlplusplus.so* "$arch"/libmetis.so* "$arch"/libscotch*.so* "$arch"/libspdlog.so* "$arch"/libfmt.so* \
   "$arch"/libprometheus-cpp-*.so* "$arch"/libgtest*.a "$arch"/libgmock*.a "$arch"/libz.so.1* "$lib/"
 ln -sf libz.so.1 "$lib/libz.so"
@@ -58,7 +65,7 @@ cp -r /usr/share/eigen3/cmake "$out/share/eigen3/"
 # not, the link dangles, CMake finds no libsystemd and builds without sd_notify (PLACEMENT_WITH_SYSTEMD=AUTO).
 ln -s "$arch/libsystemd.so.0" "$lib/libsystemd.so"
 # Keep it out of git: it is a build input of one machine, not source.
-if [ -d "$root/.git" ]; then
+if [ -z "${1:-}" ] && [ -d "$root/.git" ]; then
   mkdir -p "$root/.git/info"
   grep -qx '/.gpu-deps/' "$root/.git/info/exclude" 2>/dev/null || echo '/.gpu-deps/' >>"$root/.git/info/exclude"
 fi

@@ -112,11 +112,13 @@ std::optional<messages::Directive> LiveSession::on_report(
     const placement::messages::StepReport& report) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!s_.record(report)) return std::nullopt;
-  return guarded("policy step", [&]() -> std::optional<messages::Directive> {
+  auto directive = guarded("policy step", [&]() -> std::optional<messages::Directive> {
     if (s_.warm_start_due(Session::WarmStartWhen::kBeforeFirstSample)) s_.run_warm_start(registry_);
     if (s_.refit_due()) s_.run_refit(registry_);
     return s_.advance(store_);
   });
+  refresh_after_report_locked(directive.has_value());
+  return directive;
 }
 
 void LiveSession::on_profiles(const placement::messages::ProfileReport& report) {
@@ -235,8 +237,18 @@ std::shared_ptr<const LiveSession::View> LiveSession::full_view_locked() const {
 
 void LiveSession::refresh_summary_locked() const {
   auto summary = s_.summary();
+  refreshed_at_ = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> guard(view_mutex_);
   view_ = std::make_shared<const View>(View{std::move(summary), view_->detail});
+}
+
+// A summary sorts every candidate's measured steps for its medians; made after every report it
+// would cost a long job more than its reports do. Inspection while the lock is free makes its own.
+constexpr std::chrono::milliseconds kRefreshEvery{250};
+
+void LiveSession::refresh_after_report_locked(bool directive) {
+  if (directive || std::chrono::steady_clock::now() - refreshed_at_ >= kRefreshEvery)
+    refresh_summary_locked();
 }
 
 std::shared_ptr<const LiveSession::View> LiveSession::view(bool with_detail) const {

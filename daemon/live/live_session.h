@@ -16,6 +16,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -127,6 +128,10 @@ class LiveSession {
   std::shared_ptr<const View> full_view_locked() const;
   /// Makes the summary inspection shows anew, keeping the last detail (caller holds mutex_).
   void refresh_summary_locked() const;
+  /// After a report: the summary anew when the job is sent a placement or kRefreshEvery has
+  /// passed since the last, so that inspection while policy work holds the lock shows the job as
+  /// of its last swap and at most kRefreshEvery behind its reports (caller holds mutex_).
+  void refresh_after_report_locked(bool directive);
 
   const PluginRegistry& registry_;
   Store& store_;
@@ -136,6 +141,8 @@ class LiveSession {
   /// The last view, guarded by view_mutex_ (held only to read or replace it).
   mutable std::mutex view_mutex_;
   mutable std::shared_ptr<const View> view_;
+  /// When refresh_summary_locked last ran. Guarded by mutex_.
+  mutable std::chrono::steady_clock::time_point refreshed_at_{};
   /// retire() ran: the view is final. Guarded by mutex_.
   bool retired_ = false;
 };
