@@ -116,9 +116,9 @@ endif()
 # std::chrono::tzdb; pytorch/pytorch#133437), and a program that finds those before libstdc++'s
 # crashes in them (std::filesystem::remove_all jumps to 0). Naming libstdc++ before anything else
 # makes it the first library a program needs, which puts its definitions first in the lookup. It
-# goes to the linker inside one -Wl: a compiler driver may move a plain -lstdc++ to the end of the
-# line (the GPU machine's GCC 13 did, where LibTorch then satisfied every libstdc++ symbol and no
-# program needed libstdc++ at all; docs/gpu-runs/2026-11-27.md).
+# goes to the linker inside one -Wl, which no compiler driver reads: on the 2026-11-27 GPU machine,
+# with a plain -lstdc++ first on every link line, no program needed libstdc++ at all, the driver
+# or a wrapper around it having taken that -lstdc++ elsewhere (docs/gpu-runs/2026-11-27.md).
 add_library(placement_libtorch INTERFACE)
 target_link_libraries(placement_libtorch INTERFACE ${TORCH_LIBRARIES})
 target_link_options(placement_libtorch INTERFACE "LINKER:--push-state,--no-as-needed,-lstdc++,--pop-state")
