@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <memory>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -153,6 +156,49 @@ TEST_F(LiveSessionTest, TakesAJobFromItsGraphToItsDetachAndTheNextRunStartsFromI
 
 // A replica of rank > 0 follows rank 0's daemon: its session takes only step reports, which it
 // counts for `placementctl jobs`, and refuses what would make it place anything.
+// Inspection never waits for the session's lock, which policy work may hold for seconds, and what
+// it shows then is recent: the job as of its last swap. It showed the job as it attached (0 steps)
+// whenever nothing had inspected it while the lock was free.
+TEST_F(LiveSessionTest, InspectedWhilePolicyWorkHoldsItsLockAJobShowsItsStepsUpToItsLastSwap) {
+  Policy p;
+  p.algorithm_params = {
+      {"entry", "observe"}, {"after", 4}, {"exception", "none"}, {"stall_ms", 2000}};
+  auto live = make(p);
+  live->on_graph(graph, std::nullopt, 0.1);
+  std::atomic<uint64_t> reported{0};
+  std::atomic<bool> stop{false};
+  std::thread job([&] {
+    msg::Directive in_force = live->next_directive();
+    for (uint64_t i = 0; i < 200 && !stop; ++i) {
+      double t = 0;
+      for (int d : in_force.placement.device_of_op) t += d == 1 ? 1.0 : 2.0;
+      reported = i + 1;
+      if (auto next = live->on_report({in_force.placement_id, i, t, true, ""})) in_force = *next;
+    }
+  });
+  // The job is inside the stalled observe once its reports stop for 0.4 s.
+  uint64_t seen = 0;
+  auto quiet_since = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - quiet_since < std::chrono::milliseconds(400)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (reported != seen) {
+      seen = reported;
+      quiet_since = std::chrono::steady_clock::now();
+    }
+  }
+  const auto asked = std::chrono::steady_clock::now();
+  const msg::JobSummary summary = live->summary();
+  const auto waited = std::chrono::steady_clock::now() - asked;
+  stop = true;
+  job.join();
+  EXPECT_LT(waited, std::chrono::milliseconds(1000)) << "inspection waited for the policy work";
+  // Every report before the stalled one was handled, the last swap at most two steps before it
+  // (steps_per_candidate 2, no warm-up).
+  EXPECT_GE(summary.steps + 3, seen) << summary.to_json().dump();
+  EXPECT_LT(summary.steps, seen);
+  EXPECT_GE(summary.candidates_tried, 2u);
+}
+
 TEST_F(LiveSessionTest, AFollowerCountsItsStepsAndRefusesGraphsPlacementsAndProfiles) {
   auto live = make({}, 1, msg::ReplicaInfo{1, 2, "127.0.0.1:29500/0000beef"});
   EXPECT_TRUE(live->follower());
