@@ -7,7 +7,7 @@
 set -euo pipefail
 source=$1
 build=$2
-out=$(mktemp -d -t placementd-stage.XXXXXX)
+out=$(mktemp -d -t placementd-stage.XXXXXX)  # mktemp fills in the X's
 trap 'rm -rf "$out"' EXIT
 "$source/scripts/stage-gpu-deps.sh" "$out/deps" >/dev/null
 read_by_build=$(ninja -C "$build" -t deps | grep -oE '^ +/usr/include/boost/[^ ]+' | sed 's|^ */usr/include/||' | sort -u)
