@@ -348,8 +348,9 @@ TEST(Faults, CorruptAndTruncatedStateFilesAreReportedIgnoredAndReplaced) {
 
 // One lightweight job of the 64: attach, its first placement, then reports 5 ms apart, taking the
 // daemon's pushes, until it sent `steps` and got a push (64 sessions are built on two cores: the
-// first candidates take seconds). `*sent`: the reports sent, negative when no push came; set
-// before `finished` counts the job, which then stays attached until `release`.
+// first candidates take seconds). `*sent`: the reports sent (all of them out of the client's
+// queue), negative when no push came; set before `finished` counts the job, which then stays
+// attached until `release`.
 void report_steps(const DaemonProcess& daemon, int index, int steps,
                   const std::atomic<bool>& release, std::atomic<int>* finished, int* sent) {
   const OpGraph graph = load_graph_file(example_graph());
@@ -359,13 +360,7 @@ void report_steps(const DaemonProcess& daemon, int index, int steps,
   uint64_t id =
       attach_and_place(c, "reporter-" + std::to_string(index), graph, devices).placement_id;
   int step = 0, pushes = 0;
-  const auto give_up = Clock::now() + std::chrono::seconds(60);
-  for (; step < steps || (pushes == 0 && Clock::now() < give_up); ++step) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    c.send_oneway(
-        MessageType::kStepReport,
-        messages::StepReport{id, static_cast<uint64_t>(step), 0.005 + 0.0001 * (id % 5), true, ""}
-            .to_json());
+  auto take_pushes = [&] {
     while (c.poll_readable(0)) {
       protocol::Header header;
       const json body = c.read_frame(&header);
@@ -373,6 +368,29 @@ void report_steps(const DaemonProcess& daemon, int index, int steps,
       id = body.at("placement_id").get<uint64_t>();
       ++pushes;
     }
+  };
+  const auto give_up = Clock::now() + std::chrono::seconds(60);
+  for (; step < steps || (pushes == 0 && Clock::now() < give_up); ++step) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (!c.send_oneway(MessageType::kStepReport,
+                       messages::StepReport{id, static_cast<uint64_t>(step),
+                                            0.005 + 0.0001 * (id % 5), true, ""}
+                           .to_json()))
+      throw std::runtime_error(
+          "report " + std::to_string(step) +
+          " dropped: over 1 MiB of reports waited for the daemon to read them");
+    take_pushes();
+  }
+  // What the socket did not take waits in the client (the daemon reads a connection no faster
+  // than its session takes its reports): a job's next call sends it; this one has none, so it
+  // sends it now, or its last reports would never reach the daemon.
+  const auto flushed_by = Clock::now() + std::chrono::seconds(60);
+  while (c.pending_bytes() > 0) {
+    if (Clock::now() > flushed_by)
+      throw std::runtime_error(std::to_string(c.pending_bytes()) +
+                               " bytes of reports still unread by the daemon after 60 s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    take_pushes();
   }
   *sent = pushes > 0 ? step : -step;
   ++*finished;

@@ -70,6 +70,9 @@ class Client {
   /// `max_pending_bytes` are already waiting, so a stalled daemon cannot grow the job's memory.
   bool send_oneway(protocol::MessageType type, const nlohmann::json& body,
                    size_t max_pending_bytes = 1 << 20);
+  /// Bytes send_oneway() kept because the socket was full (the daemon reads a connection's
+  /// frames only as fast as its session takes them); the next call sends them first.
+  size_t pending_bytes() const { return pending_.size(); }
 
   /// Reads one frame; throws ConnectionError on EOF or timeout. Returns the header and body.
   nlohmann::json read_frame(protocol::Header* header);

@@ -101,5 +101,41 @@ TEST(Client, ARequestEndsAtItsTimeoutThoughTheDaemonKeepsSendingOtherFrames) {
   EXPECT_GE(waited, 450) << "ms";
 }
 
+TEST(Client, OneWayMessagesTheSocketCannotTakeWaitInTheClientUpToTheirCapAndGoOutInOrder) {
+  // The daemon reads a connection no faster than its session takes its reports: meanwhile the job
+  // must neither block nor grow without bound, and what it kept must reach the daemon whole.
+  std::atomic<bool> read_now{false};
+  std::vector<uint64_t> steps_read;  // the stand-in's until it is joined
+  uint64_t accepted = 0;
+  {
+    StandIn daemon([&](testing::RawConnection& connection) {
+      welcome(connection);
+      for (int i = 0; i < 2000 && !read_now; ++i)  // 10 s at most, should an assertion end the test
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      while (auto frame = connection.read_frame(2000))
+        steps_read.push_back(frame->second.at("step").get<uint64_t>());
+    });
+    Client client(ClientOptions{daemon.path(), "client_test", 5000});
+    constexpr size_t kCap = 64 << 10;
+    const auto started = std::chrono::steady_clock::now();
+    while (client.send_oneway(MessageType::kStepReport,
+                              messages::StepReport{1, accepted, 0.01, true, ""}.to_json(), kCap))
+      ASSERT_LT(++accepted, 1000000u) << "the client never stopped taking reports";
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5))
+        << "sending blocked";
+    // Kept: more than the cap, by less than one report.
+    EXPECT_GT(client.pending_bytes(), kCap);
+    EXPECT_LT(client.pending_bytes(), kCap + 1024);
+    read_now = true;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (client.pending_bytes() > 0 && std::chrono::steady_clock::now() < deadline)
+      client.poll_readable(5);
+    EXPECT_EQ(client.pending_bytes(), 0u);
+  }  // the client closes, the stand-in reads to the end and is joined
+  std::vector<uint64_t> expected(accepted);
+  for (uint64_t i = 0; i < accepted; ++i) expected[i] = i;
+  EXPECT_EQ(steps_read, expected);
+}
+
 }  // namespace
 }  // namespace placement
