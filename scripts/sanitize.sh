@@ -9,7 +9,10 @@
 #     fuzz_make_seeds encodes.
 #     A crash leaves its input in build-sanitize/fuzz/NAME/ (the run says which file): make it a
 #     regression test;
-#  3. builds the same under ThreadSanitizer into build-tsan/ and runs the same tests there, the
+#  3. builds the policy-state fuzzer, which needs LibTorch, alone with clang, ASan and UBSan into
+#     build-fuzz-torch/ (against the torch of scripts/install-deps.sh) and runs it as in 2, from the
+#     trained states it writes itself;
+#  4. builds the same as 1 under ThreadSanitizer into build-tsan/ and runs the same tests there, the
 #     daemons they start included: a data race stops the process that has it (halt_on_error) and
 #     fails its test.
 #
@@ -18,6 +21,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${SANITIZE_BUILD_DIR:-$root/build-sanitize}
 tsan_build=${TSAN_BUILD_DIR:-$root/build-tsan}
+torch_fuzz_build=${TORCH_FUZZ_BUILD_DIR:-$root/build-fuzz-torch}
 fuzz_seconds=30
 tests=1
 fuzz=1
@@ -28,7 +32,7 @@ while [ $# -gt 0 ]; do
     --no-tests) tests=0; shift ;;
     --no-fuzz) fuzz=0; shift ;;
     --no-thread) thread=0; shift ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "sanitize.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -66,18 +70,42 @@ if ((fuzz)); then
     [topology]="$root/tests/data/topologies"
     [graph_file]="$root/examples/graphs"
   )
-  for name in frame graph_limits stored_placement config topology graph_file; do
+  # fuzz NAME BINARY SEEDS: runs one target for --fuzz-seconds.
+  fuzz() {
+    local name=$1 binary=$2 seed_dir=$3 started=$SECONDS
     mkdir -p "$work/$name"
-    started=$SECONDS
     # Found inputs go to $work/$name (kept between runs); the seed folders are only read.
-    (cd "$work/$name" && "$build/bin/${name}_fuzzer" -max_total_time="$fuzz_seconds" -max_len=65536 \
-      -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 "$work/$name" "${corpus[$name]}" >"$work/$name.log" 2>&1) || {
+    (cd "$work/$name" && "$binary" -max_total_time="$fuzz_seconds" -max_len=65536 \
+      -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 "$work/$name" "$seed_dir" >"$work/$name.log" 2>&1) || {
       echo "sanitize.sh: ${name}_fuzzer failed; its log ($work/$name.log) ends:" >&2
       tail -n 40 "$work/$name.log" >&2
       exit 1
     }
     echo "sanitize.sh: ${name}_fuzzer: $(grep -m1 -oE 'stat::number_of_executed_units: *[0-9]+' "$work/$name.log" | grep -oE '[0-9]+') inputs in $((SECONDS - started)) s, no finding"
+  }
+  for name in frame graph_limits stored_placement config topology graph_file; do
+    fuzz "$name" "$build/bin/${name}_fuzzer" "${corpus[$name]}"
   done
+  # The policy-state reader needs LibTorch, which the build above leaves out: its own build, of
+  # that target alone.
+  # shellcheck source=scripts/python-env.sh
+  . "$root/scripts/python-env.sh"
+  torch_prefix=$("$placement_python" -c 'import torch; print(torch.utils.cmake_prefix_path)') || {
+    echo "sanitize.sh: no torch in $placement_venv for the policy-state fuzzer: run scripts/install-deps.sh" >&2
+    exit 1
+  }
+  mkdir -p "$torch_fuzz_build"
+  CC=clang CXX=clang++ cmake -S "$root" -B "$torch_fuzz_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_PREFIX_PATH="$torch_prefix" -DPLACEMENT_WITH_TORCH=ON -DPLACEMENT_WITH_CUDA=OFF -DPLACEMENT_BUILD_BENCH=OFF \
+    -DPLACEMENT_BUILD_FUZZERS=ON -DPLACEMENT_SANITIZERS=address,undefined >"$torch_fuzz_build/configure.log" 2>&1 ||
+    { tail -n 20 "$torch_fuzz_build/configure.log" >&2; exit 1; }
+  started=$SECONDS
+  cmake --build "$torch_fuzz_build" --target policy_state_fuzzer
+  echo "sanitize.sh: policy-state fuzzer built in $((SECONDS - started)) s"
+  mkdir -p "$seeds/policy_state"
+  PLACEMENT_FUZZ_WRITE_SEEDS="$seeds/policy_state" "$torch_fuzz_build/bin/policy_state_fuzzer"
+  LSAN_OPTIONS=suppressions=$root/tests/fuzz/lsan_suppressions.txt OMP_NUM_THREADS=1 \
+    fuzz policy_state "$torch_fuzz_build/bin/policy_state_fuzzer" "$seeds/policy_state"
 fi
 if ((thread && tests)); then
   mkdir -p "$tsan_build"

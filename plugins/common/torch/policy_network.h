@@ -72,13 +72,13 @@ class TorchPolicy : public TrainablePolicy {
   void accumulate_gradient(const std::vector<Action>& actions, const std::vector<double>& weights,
                            double entropy_weight) override;
   void apply_gradient(const OptimizerSettings& settings) override;
+  /// A tensor archive (tensor_archive.h): the network's parameters and buffers, Adam's state.
   std::string save_state() const override;
-  /// All or nothing: a state that fails part way (a damaged file) leaves the network and the
-  /// optimiser as they were.
+  /// All or nothing: a state that does not fit (another network, a damaged file) throws
+  /// std::invalid_argument and leaves the network and the optimiser as they were.
   void load_state(const std::string& state) override;
 
  private:
-  void load(const std::string& state);
   /// log-softmax of the shaped, masked logits, [S × positions × choices].
   torch::Tensor log_distribution(const std::vector<Action>& actions);
   void check_action(const Action& action) const;

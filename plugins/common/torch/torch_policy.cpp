@@ -1,19 +1,18 @@
 #include "torch_policy.h"
 
 #include <cmath>
-#include <sstream>
+#include <map>
 #include <stdexcept>
 
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adam.h>
-#include <torch/serialize/input-archive.h>
-#include <torch/serialize/output-archive.h>
 #include <torch/types.h>  // before clip_grad.h, which is not self-contained
 #include <torch/utils.h>
 #include <torch/version.h>
 
 #include "hp_features.h"
 #include "policy_network.h"
+#include "tensor_archive.h"
 
 namespace placement::plugins {
 
@@ -185,46 +184,94 @@ void TorchPolicy::apply_gradient(const OptimizerSettings& settings) {
   optimizer_->zero_grad();
 }
 
+// The network's parameters and buffers under their module paths, and Adam's moments of the
+// parameters it has stepped (by position; their step counts in the extra facts).
+namespace {
+
+std::vector<torch::Tensor> optimised(torch::optim::Adam& optimizer) {
+  std::vector<torch::Tensor> params;
+  for (auto& group : optimizer.param_groups())
+    for (auto& p : group.params()) params.push_back(p);
+  return params;
+}
+
+std::string adam_name(size_t i, const char* moment) {
+  return "adam." + std::to_string(i) + "." + moment;
+}
+
+}  // namespace
+
 std::string TorchPolicy::save_state() const {
-  torch::serialize::OutputArchive archive;
-  network_->save(archive);
-  torch::serialize::OutputArchive optimizer;
-  optimizer_->save(optimizer);
-  archive.write("optimizer", optimizer);
-  std::ostringstream out;
-  archive.save_to(out);
-  return out.str();
-}
-
-void TorchPolicy::load(const std::string& state) {
-  std::istringstream in(state);
-  torch::serialize::InputArchive archive;
-  archive.load_from(in);
-  network_->load(archive);
-  // The optimiser's state becomes the saved one: LibTorch's load only adds what the archive has.
-  optimizer_->state().clear();
-  torch::serialize::InputArchive optimizer;
-  if (archive.try_read("optimizer", optimizer)) optimizer_->load(optimizer);
-}
-
-void TorchPolicy::load_state(const std::string& state) {
-  // The network loads parameter by parameter: one that fails after others were read would leave
-  // a mix of two states.
-  const std::string before = save_state();
-  std::string error;
-  try {
-    load(state);
-    return;
-  } catch (const c10::Error& e) {
-    error = e.what_without_backtrace();
-  } catch (const std::exception& e) {
-    error = e.what();  // the TorchScript importer's own errors (an unknown type name)
+  NamedTensors tensors;
+  for (const auto& p : network_->named_parameters())
+    tensors.emplace_back("network." + p.key(), p.value());
+  for (const auto& b : network_->named_buffers())
+    tensors.emplace_back("network." + b.key(), b.value());
+  nlohmann::json steps = nlohmann::json::object();
+  const std::vector<torch::Tensor> params = optimised(*optimizer_);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto it = optimizer_->state().find(params[i].unsafeGetTensorImpl());
+    if (it == optimizer_->state().end()) continue;
+    const auto& adam = static_cast<const torch::optim::AdamParamState&>(*it->second);
+    steps[std::to_string(i)] = adam.step();
+    tensors.emplace_back(adam_name(i, "exp_avg"), adam.exp_avg());
+    tensors.emplace_back(adam_name(i, "exp_avg_sq"), adam.exp_avg_sq());
+    if (adam.max_exp_avg_sq().defined())
+      tensors.emplace_back(adam_name(i, "max_exp_avg_sq"), adam.max_exp_avg_sq());
   }
-  load(before);
-  const size_t first = error.find_first_not_of(" \n");
-  error = first == std::string::npos ? "unreadable" : error.substr(first);
-  if (const size_t line = error.find('\n'); line != std::string::npos) error.resize(line);
-  throw std::invalid_argument("policy state does not fit this network: " + error);
+  return write_tensor_archive(tensors, {{"adam_steps", steps}});
+}
+
+// Everything is read and checked before anything changes: a state refused part way leaves the
+// network and the optimiser as they were.
+void TorchPolicy::load_state(const std::string& state) {
+  const std::vector<torch::Tensor> params = optimised(*optimizer_);
+  const bool amsgrad =
+      static_cast<const torch::optim::AdamOptions&>(optimizer_->defaults()).amsgrad();
+  std::map<size_t, int64_t> steps;
+  const ReadArchive read = read_tensor_archive(state, [&](const nlohmann::json& extra) {
+    std::map<std::string, torch::Tensor> expected;
+    for (const auto& p : network_->named_parameters())
+      expected.emplace("network." + p.key(), p.value());
+    for (const auto& b : network_->named_buffers())
+      expected.emplace("network." + b.key(), b.value());
+    const nlohmann::json listed =
+        extra.is_object() ? extra.value("adam_steps", nlohmann::json::object()) : nlohmann::json();
+    if (!listed.is_object())
+      throw std::invalid_argument("policy state refused: adam_steps is not an object");
+    for (const auto& [key, step] : listed.items()) {
+      size_t i = params.size();
+      try {
+        size_t used = 0;
+        i = std::stoul(key, &used);
+        if (used != key.size()) i = params.size();
+      } catch (const std::exception&) {
+      }
+      if (i >= params.size() || !step.is_number_integer() || step.get<int64_t>() < 0)
+        throw std::invalid_argument("policy state refused: adam_steps entry '" + key + "'");
+      steps[i] = step.get<int64_t>();
+      expected.emplace(adam_name(i, "exp_avg"), params[i]);
+      expected.emplace(adam_name(i, "exp_avg_sq"), params[i]);
+      if (amsgrad) expected.emplace(adam_name(i, "max_exp_avg_sq"), params[i]);
+    }
+    return expected;
+  });
+  torch::NoGradGuard no_grad;
+  for (const auto& p : network_->named_parameters())
+    p.value().copy_(read.tensors.at("network." + p.key()));
+  for (const auto& b : network_->named_buffers())
+    b.value().copy_(read.tensors.at("network." + b.key()));
+  // The optimiser's state becomes the saved one, moments the state does not have included.
+  optimizer_->state().clear();
+  for (const auto& [i, step] : steps) {
+    auto adam = std::make_unique<torch::optim::AdamParamState>();
+    adam->step(step);
+    adam->exp_avg(read.tensors.at(adam_name(i, "exp_avg")).to(params[i].device()));
+    adam->exp_avg_sq(read.tensors.at(adam_name(i, "exp_avg_sq")).to(params[i].device()));
+    if (amsgrad)
+      adam->max_exp_avg_sq(read.tensors.at(adam_name(i, "max_exp_avg_sq")).to(params[i].device()));
+    optimizer_->state()[params[i].unsafeGetTensorImpl()] = std::move(adam);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -128,7 +128,8 @@ TEST(LearnedPlacers, SeedReproducesAndStateRoundTrips) {
 }
 
 // A policy state file the daemon reads back may be damaged (a disk, a copy cut short, an admin's
-// edit): LibTorch's archive reader gets every truncation and many flipped bytes of a real state.
+// edit): the archive (tensor_archive.h) gets every truncation, and every flipped byte but those in
+// the zip's padding and headers that no reader uses (checksums over the manifest and each tensor).
 // Each is refused with std::invalid_argument, and a refused one leaves the policy as it was: the
 // daemon says "stored policy state not used" and must mean it.
 TEST(LearnedPlacers, ADamagedStateIsRefusedWholeAndChangesNothing) {
@@ -170,7 +171,8 @@ TEST(LearnedPlacers, ADamagedStateIsRefusedWholeAndChangesNothing) {
             << c.name << ", damage " << i << ": a refused state changed the policy";
       }
     }
-    EXPECT_GT(refused, damaged.size() / 3) << c.name;
+    // 88-98% measured (2026-11-27): the rest fell in padding between records.
+    EXPECT_GT(refused, damaged.size() * 8 / 10) << c.name;
     // The optimiser's state too: a step from here moves `fresh` as it moves an untouched twin
     // (moments a refused or undone state left behind would change it).
     for (LearnedPlacer* p : {&fresh, &control}) {
