@@ -2,9 +2,10 @@
 // which whoever could write that directory may have written. TorchPolicy::load_state reads it as a
 // tensor archive (tensor_archive.h, on LibTorch's zip reader); the daemon logs "stored policy
 // state not used" for what it refuses and starts afresh. Its first run found LibTorch's pickled
-// archive, which policies were saved in before, reading and writing past a tensor's buffer. The first byte picks the network (feedforward, gcn, seq2seq), the rest is the
-// state. A finding is a crash, any exception but std::invalid_argument, or a refused state that
-// changed the policy (load_state is all or nothing).
+// archive, which policies were saved in before, reading and writing past a tensor's buffer. The
+// first byte picks the network (feedforward, gcn, seq2seq), the rest is the state. A finding is a
+// crash, any exception but std::invalid_argument, or a refused state that changed the policy
+// (load_state is all or nothing).
 //
 // With PLACEMENT_FUZZ_WRITE_SEEDS=DIR set it writes one trained state per network into DIR as
 // seeds and exits (scripts/sanitize.sh does so before fuzzing).
@@ -46,8 +47,8 @@ std::vector<Subject>& subjects() {
     const std::vector<std::pair<const char*, placement::plugins::NetworkFactory>> networks = {
         {"feedforward", placement::plugins::feedforward_network(8)},
         {"gcn", placement::plugins::gcn_network(8)},
-        {"seq2seq", placement::plugins::seq2seq_network(8, 4,
-                                                         placement::plugins::AttentionPosition::kAfter)}};
+        {"seq2seq",
+         placement::plugins::seq2seq_network(8, 4, placement::plugins::AttentionPosition::kAfter)}};
     std::vector<Subject> made;
     for (const auto& [name, factory] : networks) {
       Subject s{std::make_unique<LearnedPlacer>(name, factory, options), {}, {}, 0};

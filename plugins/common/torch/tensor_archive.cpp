@@ -6,10 +6,10 @@
 #include <set>
 #include <stdexcept>
 
-#include <boost/crc.hpp>
+#include <c10/util/Exception.h>
 #include <caffe2/serialize/inline_container.h>
 #include <caffe2/serialize/read_adapter_interface.h>
-#include <c10/util/Exception.h>
+#include <boost/crc.hpp>
 
 namespace placement::plugins {
 namespace {
@@ -73,9 +73,11 @@ std::string write_tensor_archive(const NamedTensors& tensors, const nlohmann::js
                       {"record", "t" + std::to_string(i)},
                       {"crc32", crc32(contiguous[i].data_ptr(), contiguous[i].nbytes())}});
   }
-  const std::string manifest =
-      nlohmann::json{{"format", kFormat}, {"version", kVersion}, {"tensors", listed}, {"extra", extra}}
-          .dump();
+  const std::string manifest = nlohmann::json{
+      {"format", kFormat},
+      {"version", kVersion},
+      {"tensors", listed},
+      {"extra", extra}}.dump();
   std::string out;
   caffe2::serialize::PyTorchStreamWriter writer([&out](const void* data, size_t n) {
     out.append(static_cast<const char*>(data), n);
@@ -99,7 +101,8 @@ ReadArchive read_tensor_archive(
   try {
     reader = std::make_unique<caffe2::serialize::PyTorchStreamReader>(
         std::make_shared<BoundedReader>(bytes));
-    if (!reader->hasRecord(kManifest)) throw refused("no manifest (not a policy state of this version)");
+    if (!reader->hasRecord(kManifest))
+      throw refused("no manifest (not a policy state of this version)");
     const size_t size = reader->getRecordSize(kManifest);
     if (size > kMaxManifestBytes || size > bytes.size())
       throw refused("a manifest of " + std::to_string(size) + " bytes");
@@ -122,7 +125,8 @@ ReadArchive read_tensor_archive(
     throw refused("format or version is not " + std::string(kFormat) + " " +
                   std::to_string(kVersion));
   const auto listed = manifest.find("tensors");
-  if (listed == manifest.end() || !listed->is_array()) throw refused("the manifest lists no tensors");
+  if (listed == manifest.end() || !listed->is_array())
+    throw refused("the manifest lists no tensors");
   ReadArchive read;
   read.extra = manifest.value("extra", nlohmann::json::object());
   const std::map<std::string, torch::Tensor> wanted = expected(read.extra);
@@ -142,7 +146,8 @@ ReadArchive read_tensor_archive(
     const torch::Tensor& model = like->second;
     std::vector<int64_t> shape;
     for (const nlohmann::json& d : entry["shape"]) {
-      if (!d.is_number_integer()) throw refused("tensor '" + name + "': a shape that is not integers");
+      if (!d.is_number_integer())
+        throw refused("tensor '" + name + "': a shape that is not integers");
       shape.push_back(d.get<int64_t>());
     }
     if (entry["dtype"] != c10::toString(model.scalar_type()) || shape != model.sizes().vec())

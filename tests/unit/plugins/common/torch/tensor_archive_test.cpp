@@ -6,9 +6,9 @@
 #include <limits>
 #include <string>
 
-#include <boost/crc.hpp>
 #include <caffe2/serialize/inline_container.h>
 #include <torch/serialize.h>
+#include <boost/crc.hpp>
 
 #include "tensor_archive.h"
 
@@ -87,11 +87,14 @@ TEST(TensorArchive, RoundTripsEveryTensorAndTheExtraFacts) {
 TEST(TensorArchive, AnotherPolicysTensorsAreRefusedByName) {
   const torch::Tensor a = torch::zeros({2, 2});
   const std::string bytes = write_tensor_archive({{"a", a}}, nlohmann::json::object());
-  EXPECT_NE(refusal(bytes, {{"a", torch::zeros({2, 3})}}).find("'a' is Float [2, 2], this policy's Float [2, 3]"),
+  EXPECT_NE(refusal(bytes, {{"a", torch::zeros({2, 3})}})
+                .find("'a' is Float [2, 2], this policy's Float [2, 3]"),
             std::string::npos);
-  EXPECT_NE(refusal(bytes, {{"a", torch::zeros({2, 2}, torch::kDouble)}}).find("this policy's Double"),
+  EXPECT_NE(
+      refusal(bytes, {{"a", torch::zeros({2, 2}, torch::kDouble)}}).find("this policy's Double"),
+      std::string::npos);
+  EXPECT_NE(refusal(bytes, {{"b", a}}).find("tensor 'a' is not one of this policy's"),
             std::string::npos);
-  EXPECT_NE(refusal(bytes, {{"b", a}}).find("tensor 'a' is not one of this policy's"), std::string::npos);
   EXPECT_NE(refusal(bytes, {{"a", a}, {"b", a}}).find("1 tensors where this policy has 2"),
             std::string::npos);
 }
