@@ -2,7 +2,7 @@
 // which whoever could write that directory may have written. TorchPolicy::load_state reads it as a
 // tensor archive (tensor_archive.h, on LibTorch's zip reader); the daemon logs "stored policy
 // state not used" for what it refuses and starts afresh. Its first run found LibTorch's pickled
-// archive, which policies were saved in before, reading and writing past a tensor's buffer. The
+// archive, which policies were saved in before, reading past a parameter's buffer. The
 // first byte picks the network (feedforward, gcn, seq2seq), the rest is the state. A finding is a
 // crash, any exception but std::invalid_argument, or a refused state that changed the policy
 // (load_state is all or nothing).

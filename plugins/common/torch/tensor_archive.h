@@ -3,10 +3,10 @@
 // each tensor's dtype, shape and record, and one record of raw bytes per tensor.
 //
 // Not LibTorch's pickled archive (torch::serialize): its reader gives a storage the byte count the
-// pickle names, whatever the record holds, so a damaged or hostile file made the policy read and
-// write past its buffers (tests/fuzz/policy_state_fuzzer found it). Here every tensor is read into
-// a buffer this code sized from the tensor it must replace, and only once the record's size equals
-// it.
+// pickle names, whatever the record holds, so a damaged or hostile file made the policy read past
+// a parameter's buffer, and training would have written past it (tests/fuzz/policy_state_fuzzer
+// found it). Here every tensor is read into a buffer this code sized from the tensor it must
+// replace, and only once the record's size equals it.
 
 #include <functional>
 #include <map>
