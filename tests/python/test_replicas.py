@@ -2,6 +2,7 @@
 job API's replica group, Gloo on 127.0.0.1): both ranks run placementd's placements at the same
 steps and end with the same parameters, those of one process trained on the whole batches."""
 
+import json
 import os
 import socket
 import subprocess
@@ -124,3 +125,57 @@ def test_ranks_with_other_cuda_collectives_refuse_to_start_and_say_why(tmp_path)
         assert p.returncode != 0
         assert f"replica group: rank {rank} has cuda_collectives {['auto', 'gloo'][rank]}" in err, err
         assert "every rank needs the same cuda_collectives" in err, err
+
+
+# Rank 1's loss function raises at step 5 (the user's bug, not the placement's): every rank ends that
+# step unretried and without an update, rank 1 with its own exception, rank 0 with one naming rank 1;
+# the loops catch them and train on, and the group stays one (the same parameters at the end).
+LOSS_BUG = r"""
+import hashlib, json, sys, torch, placement
+from conftest import Mlp, batch
+torch.manual_seed(0)
+model = Mlp()
+job = placement.attach("py-loss-bug", model, (batch(0)[0][:4],), devices=["cpu:0", "cpu:1"], socket=sys.argv[1])
+optimizer = torch.optim.Adam(job.parameters(), lr=1e-2)
+rank = job.stats()["rank"]
+def loss(out, y, step):
+    if rank == 1 and step == 5:
+        raise ValueError("a bug in rank 1's loss function")
+    return ((out - y) ** 2).mean()
+caught = []
+for step in range(20):
+    x, y = batch(step)
+    share = slice(rank * 4, (rank + 1) * 4)
+    try:
+        job.step((x[share],), lambda out, y: loss(out, y, step), optimizer, targets=y[share])
+    except Exception as e:
+        caught.append([step, type(e).__name__, str(e)])
+stats = job.stats()
+job.detach()
+digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters())).hexdigest()
+print(json.dumps({"rank": rank, "caught": caught, "steps": stats["steps"], "retried": stats["retried_steps"],
+                  "digest": digest}))
+"""
+
+
+def test_a_loss_function_that_fails_on_one_rank_ends_that_step_on_every_rank_unretried(daemon, tmp_path):
+    (tmp_path / "loss_bug.py").write_text(LOSS_BUG)
+    env = dict(os.environ, WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
+               PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), os.environ["PYTHONPATH"]]))
+    ranks = [subprocess.Popen([sys.executable, str(tmp_path / "loss_bug.py"), daemon.socket],
+                              env=dict(env, RANK=str(rank)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for rank in range(2)]
+    results = []
+    for p in ranks:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert results[1]["caught"] == [[5, "ValueError", "a bug in rank 1's loss function"]]
+    assert results[0]["caught"] == [[5, "RuntimeError", "the loss function failed on rank 1"]]
+    for r in results:
+        assert r["retried"] == 0, r  # not the placement's failure: nothing retried
+    assert results[0]["digest"] == results[1]["digest"], "the ranks parted after the failed step"
+    # placementd counted no failing step against its placements.
+    jobs = json.loads(subprocess.run([os.environ["PLACEMENTCTL_BIN"], "jobs", "--finished", "--json", "--socket",
+                                      daemon.socket], capture_output=True, text=True, check=True).stdout)
+    assert [j["failed_steps"] for j in jobs] == [0, 0], jobs
