@@ -41,20 +41,29 @@ def free_port():
         return s.getsockname()[1]
 
 
-def test_two_python_replicas_follow_rank_zeros_placements_and_end_equal(daemon, tmp_path):
-    (tmp_path / "replica.py").write_text(SCRIPT)
-    port = free_port()
-    env = dict(os.environ, WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-               PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), os.environ["PYTHONPATH"]]))
-    ranks = [subprocess.Popen([sys.executable, str(tmp_path / "replica.py"), str(rank), daemon.socket,
-                               str(tmp_path / f"rank{rank}.pt")],
-                              env=dict(env, RANK=str(rank)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for rank in range(2)]
-    results = []
+def group_env():
+    """torchrun's environment for a group of two on 127.0.0.1, with conftest importable."""
+    return dict(os.environ, WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
+                PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), os.environ["PYTHONPATH"]]))
+
+
+def run_ranks(script, args_of_rank, env):
+    """Runs both ranks of `script` (its arguments: args_of_rank(rank)); their outputs, once each exited 0."""
+    ranks = [subprocess.Popen([sys.executable, str(script), *args_of_rank(rank)], env=dict(env, RANK=str(rank)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(2)]
+    outs = []
     for p in ranks:
         out, err = p.communicate(timeout=120)
         assert p.returncode == 0, err
-        results.append(out.split())
+        outs.append(out)
+    return outs
+
+
+def test_two_python_replicas_follow_rank_zeros_placements_and_end_equal(daemon, tmp_path):
+    (tmp_path / "replica.py").write_text(SCRIPT)
+    env = group_env()
+    results = [out.split() for out in run_ranks(
+        tmp_path / "replica.py", lambda rank: [str(rank), daemon.socket, str(tmp_path / f"rank{rank}.pt")], env)]
     assert [r[:2] for r in results] == [["0", "2"], ["1", "2"]]
     assert results[0][2] == results[1][2], "the replicas' parameters differ"
     assert results[0][3] == results[1][3], "the ranks ran different placements"
@@ -160,16 +169,8 @@ print(json.dumps({"rank": rank, "caught": caught, "steps": stats["steps"], "retr
 
 def test_a_loss_function_that_fails_on_one_rank_ends_that_step_on_every_rank_unretried(daemon, tmp_path):
     (tmp_path / "loss_bug.py").write_text(LOSS_BUG)
-    env = dict(os.environ, WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
-               PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), os.environ["PYTHONPATH"]]))
-    ranks = [subprocess.Popen([sys.executable, str(tmp_path / "loss_bug.py"), daemon.socket],
-                              env=dict(env, RANK=str(rank)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for rank in range(2)]
-    results = []
-    for p in ranks:
-        out, err = p.communicate(timeout=120)
-        assert p.returncode == 0, err
-        results.append(json.loads(out.strip().splitlines()[-1]))
+    results = [json.loads(out.strip().splitlines()[-1])
+               for out in run_ranks(tmp_path / "loss_bug.py", lambda rank: [daemon.socket], group_env())]
     assert results[1]["caught"] == [[5, "ValueError", "a bug in rank 1's loss function"]]
     assert results[0]["caught"] == [[5, "RuntimeError", "the loss function failed on rank 1"]]
     for r in results:
