@@ -384,11 +384,12 @@ void report_steps(const DaemonProcess& daemon, int index, int steps,
   // What the socket did not take waits in the client (the daemon reads a connection no faster
   // than its session takes its reports): a job's next call sends it; this one has none, so it
   // sends it now, or its last reports would never reach the daemon.
-  const auto flushed_by = Clock::now() + std::chrono::seconds(60);
+  // Within the test's 120 s for every reporter: up to 60 s for a push, then this.
+  const auto flushed_by = Clock::now() + std::chrono::seconds(30);
   while (c.pending_bytes() > 0) {
     if (Clock::now() > flushed_by)
       throw std::runtime_error(std::to_string(c.pending_bytes()) +
-                               " bytes of reports still unread by the daemon after 60 s");
+                               " bytes of reports still unread by the daemon after 30 s");
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     take_pushes();
   }

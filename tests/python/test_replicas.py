@@ -51,12 +51,14 @@ def run_ranks(script, args_of_rank, env):
     """Runs both ranks of `script` (its arguments: args_of_rank(rank)); their outputs, once each exited 0."""
     ranks = [subprocess.Popen([sys.executable, str(script), *args_of_rank(rank)], env=dict(env, RANK=str(rank)),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(2)]
-    outs = []
-    for p in ranks:
-        out, err = p.communicate(timeout=120)
-        assert p.returncode == 0, err
-        outs.append(out)
-    return outs
+    try:
+        ended = [p.communicate(timeout=120) for p in ranks]
+    finally:
+        for p in ranks:  # a rank left waiting in a collective when the other failed
+            p.kill()
+    for rank, (p, (_, err)) in enumerate(zip(ranks, ended)):
+        assert p.returncode == 0, f"rank {rank}:\n{err}\nthe other:\n{ended[1 - rank][1]}"
+    return [out for out, _ in ended]
 
 
 def test_two_python_replicas_follow_rank_zeros_placements_and_end_equal(daemon, tmp_path):

@@ -32,7 +32,8 @@ struct ReadArchive {
 
 /// Reads an archive that holds exactly the tensors `names_for(extra)` returns, each of the dtype
 /// and shape of the tensor given with it, and finite where it is of floating point. Throws
-/// std::invalid_argument naming what does not fit; nothing is allocated by sizes the file names.
+/// std::invalid_argument naming what does not fit. No tensor is allocated by a size the file names
+/// (LibTorch's zip reader allocates its own version record by the size the zip names).
 ReadArchive read_tensor_archive(
     const std::string& bytes,
     const std::function<std::map<std::string, torch::Tensor>(const nlohmann::json& extra)>&

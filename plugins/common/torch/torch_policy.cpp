@@ -185,19 +185,15 @@ void TorchPolicy::apply_gradient(const OptimizerSettings& settings) {
 }
 
 // The network's parameters and buffers under their module paths, and Adam's moments of the
-// parameters it has stepped (by position; their step counts in the extra facts).
+// parameters it has stepped under the same paths (their step counts in the extra facts).
 namespace {
 
-std::vector<torch::Tensor> optimised(torch::optim::Adam& optimizer) {
-  std::vector<torch::Tensor> params;
-  for (auto& group : optimizer.param_groups())
-    for (auto& p : group.params()) params.push_back(p);
-  return params;
+std::string adam_name(const std::string& param, const char* moment) {
+  return "adam." + param + "." + moment;
 }
 
-std::string adam_name(size_t i, const char* moment) {
-  return "adam." + std::to_string(i) + "." + moment;
-}
+// Past 2^53 a step count is no longer a count (and Adam's next one would overflow).
+constexpr int64_t kMaxAdamStep = int64_t{1} << 53;
 
 }  // namespace
 
@@ -208,54 +204,63 @@ std::string TorchPolicy::save_state() const {
   for (const auto& b : network_->named_buffers())
     tensors.emplace_back("network." + b.key(), b.value());
   nlohmann::json steps = nlohmann::json::object();
-  const std::vector<torch::Tensor> params = optimised(*optimizer_);
-  for (size_t i = 0; i < params.size(); ++i) {
-    const auto it = optimizer_->state().find(params[i].unsafeGetTensorImpl());
+  for (const auto& p : network_->named_parameters()) {
+    const auto it = optimizer_->state().find(p.value().unsafeGetTensorImpl());
     if (it == optimizer_->state().end()) continue;
     const auto& adam = static_cast<const torch::optim::AdamParamState&>(*it->second);
-    steps[std::to_string(i)] = adam.step();
-    tensors.emplace_back(adam_name(i, "exp_avg"), adam.exp_avg());
-    tensors.emplace_back(adam_name(i, "exp_avg_sq"), adam.exp_avg_sq());
+    steps[p.key()] = adam.step();
+    tensors.emplace_back(adam_name(p.key(), "exp_avg"), adam.exp_avg());
+    tensors.emplace_back(adam_name(p.key(), "exp_avg_sq"), adam.exp_avg_sq());
     if (adam.max_exp_avg_sq().defined())
-      tensors.emplace_back(adam_name(i, "max_exp_avg_sq"), adam.max_exp_avg_sq());
+      tensors.emplace_back(adam_name(p.key(), "max_exp_avg_sq"), adam.max_exp_avg_sq());
   }
   return write_tensor_archive(tensors, {{"adam_steps", steps}});
 }
 
-// Everything is read and checked before anything changes: a state refused part way leaves the
-// network and the optimiser as they were.
+// Everything is read, checked and made before anything changes: a state refused part way leaves
+// the network and the optimiser as they were.
 void TorchPolicy::load_state(const std::string& state) {
-  const std::vector<torch::Tensor> params = optimised(*optimizer_);
   const bool amsgrad =
       static_cast<const torch::optim::AdamOptions&>(optimizer_->defaults()).amsgrad();
-  std::map<size_t, int64_t> steps;
+  std::map<std::string, torch::Tensor> params;
+  for (const auto& p : network_->named_parameters()) params.emplace(p.key(), p.value());
+  std::map<std::string, int64_t> steps;
   const ReadArchive read = read_tensor_archive(state, [&](const nlohmann::json& extra) {
     std::map<std::string, torch::Tensor> expected;
-    for (const auto& p : network_->named_parameters())
-      expected.emplace("network." + p.key(), p.value());
+    for (const auto& [name, p] : params) expected.emplace("network." + name, p);
     for (const auto& b : network_->named_buffers())
       expected.emplace("network." + b.key(), b.value());
-    const nlohmann::json listed =
-        extra.is_object() ? extra.value("adam_steps", nlohmann::json::object()) : nlohmann::json();
-    if (!listed.is_object())
+    if (!extra.is_object())
+      throw std::invalid_argument("policy state refused: its extra facts are not an object");
+    const auto listed = extra.find("adam_steps");
+    if (listed == extra.end()) return expected;
+    if (!listed->is_object())
       throw std::invalid_argument("policy state refused: adam_steps is not an object");
-    for (const auto& [key, step] : listed.items()) {
-      size_t i = params.size();
-      try {
-        size_t used = 0;
-        i = std::stoul(key, &used);
-        if (used != key.size()) i = params.size();
-      } catch (const std::exception&) {
-      }
-      if (i >= params.size() || !step.is_number_integer() || step.get<int64_t>() < 0)
-        throw std::invalid_argument("policy state refused: adam_steps entry '" + key + "'");
-      steps[i] = step.get<int64_t>();
-      expected.emplace(adam_name(i, "exp_avg"), params[i]);
-      expected.emplace(adam_name(i, "exp_avg_sq"), params[i]);
-      if (amsgrad) expected.emplace(adam_name(i, "max_exp_avg_sq"), params[i]);
+    for (const auto& [name, step] : listed->items()) {
+      const auto param = params.find(name);
+      if (param == params.end() || !step.is_number_integer() || step.get<int64_t>() < 0 ||
+          step.get<int64_t>() > kMaxAdamStep)
+        throw std::invalid_argument(
+            "policy state refused: an adam_steps entry that is not a "
+            "parameter's step count");
+      steps[name] = step.get<int64_t>();
+      expected.emplace(adam_name(name, "exp_avg"), param->second);
+      expected.emplace(adam_name(name, "exp_avg_sq"), param->second);
+      if (amsgrad) expected.emplace(adam_name(name, "max_exp_avg_sq"), param->second);
     }
     return expected;
   });
+  std::map<void*, std::unique_ptr<torch::optim::OptimizerParamState>> moments;
+  for (const auto& [name, step] : steps) {
+    const torch::Tensor& p = params.at(name);
+    auto adam = std::make_unique<torch::optim::AdamParamState>();
+    adam->step(step);
+    adam->exp_avg(read.tensors.at(adam_name(name, "exp_avg")).to(p.device()));
+    adam->exp_avg_sq(read.tensors.at(adam_name(name, "exp_avg_sq")).to(p.device()));
+    if (amsgrad)
+      adam->max_exp_avg_sq(read.tensors.at(adam_name(name, "max_exp_avg_sq")).to(p.device()));
+    moments.emplace(p.unsafeGetTensorImpl(), std::move(adam));
+  }
   torch::NoGradGuard no_grad;
   for (const auto& p : network_->named_parameters())
     p.value().copy_(read.tensors.at("network." + p.key()));
@@ -263,15 +268,7 @@ void TorchPolicy::load_state(const std::string& state) {
     b.value().copy_(read.tensors.at("network." + b.key()));
   // The optimiser's state becomes the saved one, moments the state does not have included.
   optimizer_->state().clear();
-  for (const auto& [i, step] : steps) {
-    auto adam = std::make_unique<torch::optim::AdamParamState>();
-    adam->step(step);
-    adam->exp_avg(read.tensors.at(adam_name(i, "exp_avg")).to(params[i].device()));
-    adam->exp_avg_sq(read.tensors.at(adam_name(i, "exp_avg_sq")).to(params[i].device()));
-    if (amsgrad)
-      adam->max_exp_avg_sq(read.tensors.at(adam_name(i, "max_exp_avg_sq")).to(params[i].device()));
-    optimizer_->state()[params[i].unsafeGetTensorImpl()] = std::move(adam);
-  }
+  for (auto& [key, adam] : moments) optimizer_->state()[key] = std::move(adam);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -22,14 +22,13 @@ uint32_t crc32(const void* data, size_t size) {
 }
 
 // An archive written by hand: `manifest` as given (with its checksum), records as given.
-std::string handmade(const nlohmann::json& manifest,
+std::string handmade(const std::string& text,
                      const std::vector<std::pair<std::string, torch::Tensor>>& records) {
   std::string out;
   caffe2::serialize::PyTorchStreamWriter writer([&out](const void* data, size_t n) {
     out.append(static_cast<const char*>(data), n);
     return n;
   });
-  const std::string text = manifest.dump();
   const std::string crc = std::to_string(crc32(text.data(), text.size()));
   writer.writeRecord("manifest.json", text.data(), text.size());
   writer.writeRecord("manifest.crc32", crc.data(), crc.size());
@@ -66,8 +65,17 @@ TEST(TensorArchive, ARecordShorterThanItsShapeIsRefusedBeforeAnythingReadsIt) {
          {"record", "t0"},
          {"crc32", crc32(short_record.data_ptr(), short_record.nbytes())}}}},
       {"extra", nlohmann::json::object()}};
-  const std::string why = refusal(handmade(manifest, {{"t0", short_record}}), {{"w", weight}});
+  const std::string why =
+      refusal(handmade(manifest.dump(), {{"t0", short_record}}), {{"w", weight}});
   EXPECT_NE(why.find("tensor 'w': 64 bytes where [64] takes 256"), std::string::npos) << why;
+}
+
+TEST(TensorArchive, AManifestNestedDeepIsRefusedBeforeAnythingCopiesIt) {
+  // Copying a JSON value recurses: 200 000 levels would overflow the daemon's stack.
+  const std::string deep = R"({"format":"placement-tensors","version":1,"tensors":[],"extra":)" +
+                           std::string(200000, '[') + std::string(200000, ']') + "}";
+  const std::string why = refusal(handmade(deep, {}), {});
+  EXPECT_NE(why.find("nests deeper than 8"), std::string::npos) << why.substr(0, 200);
 }
 
 TEST(TensorArchive, RoundTripsEveryTensorAndTheExtraFacts) {
