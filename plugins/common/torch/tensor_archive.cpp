@@ -68,15 +68,15 @@ std::string shown(const std::string& name) {
   return name.size() > 64 ? out + "..." : out;
 }
 
+}  // namespace
+
 // The zip reader LibTorch builds skips the zip's own checksums: a flipped bit in a tensor would
 // load as another value. The manifest carries each record's CRC-32, and a record its own.
-uint32_t crc32(const void* data, size_t size) {
+uint32_t archive_crc32(const void* data, size_t size) {
   boost::crc_32_type crc;
   crc.process_bytes(data, size);
   return crc.checksum();
 }
-
-}  // namespace
 
 std::string write_tensor_archive(const NamedTensors& tensors, const nlohmann::json& extra) {
   std::vector<torch::Tensor> contiguous;
@@ -89,7 +89,7 @@ std::string write_tensor_archive(const NamedTensors& tensors, const nlohmann::js
                       {"dtype", c10::toString(t.scalar_type())},
                       {"shape", t.sizes().vec()},
                       {"record", "t" + std::to_string(i)},
-                      {"crc32", crc32(contiguous[i].data_ptr(), contiguous[i].nbytes())}});
+                      {"crc32", archive_crc32(contiguous[i].data_ptr(), contiguous[i].nbytes())}});
   }
   const std::string manifest = nlohmann::json{
       {"format", kFormat},
@@ -102,7 +102,7 @@ std::string write_tensor_archive(const NamedTensors& tensors, const nlohmann::js
     return n;
   });
   writer.writeRecord(kManifest, manifest.data(), manifest.size());
-  const std::string manifest_crc = std::to_string(crc32(manifest.data(), manifest.size()));
+  const std::string manifest_crc = std::to_string(archive_crc32(manifest.data(), manifest.size()));
   writer.writeRecord(kManifestCrc, manifest_crc.data(), manifest_crc.size());
   for (size_t i = 0; i < tensors.size(); ++i)
     writer.writeRecord("t" + std::to_string(i), contiguous[i].data_ptr(), contiguous[i].nbytes());
@@ -131,7 +131,7 @@ ReadArchive read_tensor_archive(
       throw refused("the manifest's checksum is missing");
     std::string crc(reader->getRecordSize(kManifestCrc), '\0');
     reader->getRecord(kManifestCrc, crc.data(), crc.size());
-    if (kCheckCrc && crc != std::to_string(crc32(text.data(), text.size())))
+    if (kCheckCrc && crc != std::to_string(archive_crc32(text.data(), text.size())))
       throw refused("the manifest does not match its checksum (a damaged file)");
     manifest = nlohmann::json::parse(
         text,
@@ -201,7 +201,7 @@ ReadArchive read_tensor_archive(
     } catch (const std::exception& e) {
       throw refused("tensor '" + name + "': " + e.what());
     }
-    if (kCheckCrc && crc32(t.data_ptr(), t.nbytes()) != entry["crc32"])
+    if (kCheckCrc && archive_crc32(t.data_ptr(), t.nbytes()) != entry["crc32"])
       throw refused("tensor '" + name + "' does not match its checksum (a damaged file)");
     if (t.is_floating_point() && !torch::isfinite(t).all().item<bool>())
       throw refused("tensor '" + name + "' holds a value that is not finite");

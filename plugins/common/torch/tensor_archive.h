@@ -8,6 +8,7 @@
 // found it). Here every tensor is read into a buffer this code sized from the tensor it must
 // replace, and only once the record's size equals it.
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -20,6 +21,9 @@
 namespace placement::plugins {
 
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+
+/// The CRC-32 the archive keeps of its manifest and of each tensor's bytes.
+uint32_t archive_crc32(const void* data, size_t size);
 
 /// The archive of `tensors` (CPU, contiguous or not) and `extra` (small facts beside them).
 std::string write_tensor_archive(const NamedTensors& tensors, const nlohmann::json& extra);

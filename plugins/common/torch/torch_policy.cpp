@@ -195,14 +195,19 @@ std::string adam_name(const std::string& param, const char* moment) {
 // Past 2^53 a step count is no longer a count (and Adam's next one would overflow).
 constexpr int64_t kMaxAdamStep = int64_t{1} << 53;
 
+// Parameters, then buffers, as "network.<module path>": views of the module's own tensors.
+NamedTensors network_tensors(const torch::nn::Module& network) {
+  NamedTensors out;
+  for (const auto& p : network.named_parameters())
+    out.emplace_back("network." + p.key(), p.value());
+  for (const auto& b : network.named_buffers()) out.emplace_back("network." + b.key(), b.value());
+  return out;
+}
+
 }  // namespace
 
 std::string TorchPolicy::save_state() const {
-  NamedTensors tensors;
-  for (const auto& p : network_->named_parameters())
-    tensors.emplace_back("network." + p.key(), p.value());
-  for (const auto& b : network_->named_buffers())
-    tensors.emplace_back("network." + b.key(), b.value());
+  NamedTensors tensors = network_tensors(*network_);
   nlohmann::json steps = nlohmann::json::object();
   for (const auto& p : network_->named_parameters()) {
     const auto it = optimizer_->state().find(p.value().unsafeGetTensorImpl());
@@ -226,10 +231,8 @@ void TorchPolicy::load_state(const std::string& state) {
   for (const auto& p : network_->named_parameters()) params.emplace(p.key(), p.value());
   std::map<std::string, int64_t> steps;
   const ReadArchive read = read_tensor_archive(state, [&](const nlohmann::json& extra) {
-    std::map<std::string, torch::Tensor> expected;
-    for (const auto& [name, p] : params) expected.emplace("network." + name, p);
-    for (const auto& b : network_->named_buffers())
-      expected.emplace("network." + b.key(), b.value());
+    const NamedTensors own = network_tensors(*network_);
+    std::map<std::string, torch::Tensor> expected(own.begin(), own.end());
     if (!extra.is_object())
       throw std::invalid_argument("policy state refused: its extra facts are not an object");
     const auto listed = extra.find("adam_steps");
@@ -262,10 +265,7 @@ void TorchPolicy::load_state(const std::string& state) {
     moments.emplace(p.unsafeGetTensorImpl(), std::move(adam));
   }
   torch::NoGradGuard no_grad;
-  for (const auto& p : network_->named_parameters())
-    p.value().copy_(read.tensors.at("network." + p.key()));
-  for (const auto& b : network_->named_buffers())
-    b.value().copy_(read.tensors.at("network." + b.key()));
+  for (auto& [name, tensor] : network_tensors(*network_)) tensor.copy_(read.tensors.at(name));
   // The optimiser's state becomes the saved one, moments the state does not have included.
   optimizer_->state().clear();
   for (auto& [key, adam] : moments) optimizer_->state()[key] = std::move(adam);

@@ -8,18 +8,11 @@
 
 #include <caffe2/serialize/inline_container.h>
 #include <torch/serialize.h>
-#include <boost/crc.hpp>
 
 #include "tensor_archive.h"
 
 namespace placement::plugins {
 namespace {
-
-uint32_t crc32(const void* data, size_t size) {
-  boost::crc_32_type crc;
-  crc.process_bytes(data, size);
-  return crc.checksum();
-}
 
 // An archive written by hand: `manifest` as given (with its checksum), records as given.
 std::string handmade(const std::string& text,
@@ -29,7 +22,7 @@ std::string handmade(const std::string& text,
     out.append(static_cast<const char*>(data), n);
     return n;
   });
-  const std::string crc = std::to_string(crc32(text.data(), text.size()));
+  const std::string crc = std::to_string(archive_crc32(text.data(), text.size()));
   writer.writeRecord("manifest.json", text.data(), text.size());
   writer.writeRecord("manifest.crc32", crc.data(), crc.size());
   for (const auto& [name, t] : records) writer.writeRecord(name, t.data_ptr(), t.nbytes());
@@ -63,7 +56,7 @@ TEST(TensorArchive, ARecordShorterThanItsShapeIsRefusedBeforeAnythingReadsIt) {
          {"dtype", "Float"},
          {"shape", {64}},
          {"record", "t0"},
-         {"crc32", crc32(short_record.data_ptr(), short_record.nbytes())}}}},
+         {"crc32", archive_crc32(short_record.data_ptr(), short_record.nbytes())}}}},
       {"extra", nlohmann::json::object()}};
   const std::string why =
       refusal(handmade(manifest.dump(), {{"t0", short_record}}), {{"w", weight}});
