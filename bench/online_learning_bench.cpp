@@ -14,7 +14,7 @@
 // apart. Also: whether the job ends slower than its start (in truth), and the candidates it ran.
 //
 //   online_learning_bench [--models NAME ...] [--topologies NAME ...] [--scenarios NAME ...]
-//                         [--seeds N] [--noise SIGMA] [--check]
+//                         [--seeds N] [--noise SIGMA] [--config FILE] [--log] [--check]
 //   (every option and its default: online_learning_bench --help; docs/benchmarks.md)
 
 #include <unistd.h>
@@ -205,6 +205,7 @@ struct Options {
   std::vector<int64_t> budgets = {30, 100};
   std::string config;
   bool check = false;
+  bool log = false;
   // The median gap recovered --check asks of every budget (nullopt: the targets).
   std::optional<double> floor;
 };
@@ -424,6 +425,7 @@ int main(int argc, char** argv) {
                  "built-in defaults with "
                  "warm_start = \"simulator\")")
       ->check(CLI::ExistingFile);
+  app.add_flag("--log", o.log, "print the sessions' decisions (the daemon's info log)");
   app.add_flag("--check", o.check,
                "exit 1 when a target is not met (CI runs a short seeded version)");
   app.add_option("--floor", o.floor,
@@ -443,7 +445,8 @@ int main(int argc, char** argv) {
     policy.warm_start_seconds = 0.0;
     placementd::PluginRegistry registry;
     registry.scan(config.plugin_dirs);
-    spdlog::set_level(spdlog::level::err);  // each run's session logs its every trial
+    // Each run's session logs its every trial: --log shows them (with --threads 1, in order).
+    spdlog::set_level(o.log ? spdlog::level::info : spdlog::level::err);
     for (const auto& [kind, name] :
          {std::make_pair(placement::PluginKind::kGrouper, policy.grouper),
           std::make_pair(placement::PluginKind::kPlacer, policy.placer),
@@ -454,11 +457,14 @@ int main(int argc, char** argv) {
                                  " (the LibTorch plugins need a build with LibTorch)");
     std::printf(
         "policy %s + %s + %s, warm start %s, %lld refits; noise sigma %.2f; job of %lld steps, "
-        "%.0f%% for exploration\n",
+        "%.0f%% for exploration; refinement: %lld contenders within %.0f%% of the steps, for "
+        "gains of %.1f%%\n",
         policy.grouper.c_str(), policy.placer.c_str(), policy.algorithm.c_str(),
         policy.warm_start.empty() ? "none" : policy.warm_start.c_str(),
         static_cast<long long>(policy.refits), o.noise, static_cast<long long>(o.job_steps),
-        percent(policy.exploration.max_overhead_fraction));
+        percent(policy.exploration.max_overhead_fraction),
+        static_cast<long long>(policy.exploration.refine_contenders),
+        percent(policy.exploration.refine_fraction), percent(policy.exploration.refine_min_gain));
     std::printf(
         "T_best: annealing of the truth over the job's groups, %lld evaluations from each "
         "heuristic\n\n",
@@ -471,6 +477,10 @@ int main(int argc, char** argv) {
     struct Tally {
       std::vector<double> recovered;
       int no_gap = 0, off = 0, beat = 0, slower = 0, runs = 0;
+      // Sums of log(T_start / T) over the runs, for geometric means of the speed-ups: the warm
+      // start's answer, where the job ends, the whole job (exploration included), T_best.
+      double log_warm = 0, log_final = 0, log_job = 0, log_best = 0;
+      uint64_t candidates = 0, most_candidates = 0;
     };
     std::map<std::pair<std::string, int64_t>, Tally> tally;
     for (const std::string& topology_name : o.topologies) {
@@ -539,6 +549,12 @@ int main(int argc, char** argv) {
             r.best = std::min({best, r.final_time, r.warm, r.start});
             Tally& t = tally[{scenario.name, budget}];
             ++t.runs;
+            t.log_warm += std::log(r.start / r.warm);
+            t.log_final += std::log(r.start / r.final_time);
+            t.log_job += std::log(r.start / r.mean_step);
+            t.log_best += std::log(r.start / r.best);
+            t.candidates += r.candidates;
+            t.most_candidates = std::max(t.most_candidates, r.candidates);
             const std::optional<double> recovered = r.recovered();
             if (recovered)
               t.recovered.push_back(*recovered);
@@ -564,22 +580,44 @@ int main(int argc, char** argv) {
         }
       }
     }
-    std::printf("\n%-10s %6s %6s %16s %14s %22s %16s\n", "scenario", "budget", "runs",
-                "median recovered", "warm no gap", "beats warm (warm >=5%)", "ends slower");
+    std::printf("\n%-10s %6s %6s %16s %14s %14s %22s %16s\n", "scenario", "budget", "runs",
+                "median recovered", "(<0 / 0 / >0)", "warm no gap", "beats warm (warm >=5%)",
+                "ends slower");
     bool met = true;
     for (const auto& [key, t] : tally) {
       const double med = t.recovered.empty() ? NAN : median(t.recovered);
       char recovered[32] = "-";
       if (!t.recovered.empty()) std::snprintf(recovered, sizeof(recovered), "%.0f%%", percent(med));
-      std::printf("%-10s %6lld %6d %16s %14d %15d of %-4d %16d\n", key.first.c_str(),
-                  static_cast<long long>(key.second), t.runs, recovered, t.no_gap, t.beat, t.off,
-                  t.slower);
+      // As the runs' lines print them: "0%" is no change.
+      const auto count = [&](auto keep) {
+        return std::count_if(t.recovered.begin(), t.recovered.end(), keep);
+      };
+      const std::string signs =
+          std::to_string(count([](double x) { return std::lround(percent(x)) < 0; })) + " / " +
+          std::to_string(count([](double x) { return std::lround(percent(x)) == 0; })) + " / " +
+          std::to_string(count([](double x) { return std::lround(percent(x)) > 0; }));
+      std::printf("%-10s %6lld %6d %16s %14s %14d %15d of %-4d %16d\n", key.first.c_str(),
+                  static_cast<long long>(key.second), t.runs, recovered, signs.c_str(), t.no_gap,
+                  t.beat, t.off, t.slower);
       const double target = o.floor             ? *o.floor / 100.0
                             : key.second >= 100 ? 0.8
                             : key.second >= 30  ? 0.5
                                                 : 0.0;
       if (!t.recovered.empty() && med < target) met = false;
       if (t.slower > 0) met = false;
+    }
+    std::printf(
+        "\nspeed-up over the start, geometric mean over the runs:\n%-10s %6s %12s %12s %12s %8s "
+        "%18s\n",
+        "scenario", "budget", "warm start", "job ends", "whole job", "T_best",
+        "candidates (mean, most)");
+    for (const auto& [key, t] : tally) {
+      const double n = t.runs;
+      std::printf("%-10s %6lld %11.3fx %11.3fx %11.3fx %7.3fx %12.1f, %llu\n", key.first.c_str(),
+                  static_cast<long long>(key.second), std::exp(t.log_warm / n),
+                  std::exp(t.log_final / n), std::exp(t.log_job / n), std::exp(t.log_best / n),
+                  static_cast<double>(t.candidates) / n,
+                  static_cast<unsigned long long>(t.most_candidates));
     }
     if (o.floor)
       std::printf(

@@ -71,6 +71,14 @@ struct ExplorationConfig {
   int64_t max_trial_steps = 4000;
   double confidence = 0.99;
   double min_gain = 0.02;
+  /// Refinement (live/exploration.cpp): when exploration ends, the closest contenders (trials that
+  /// ended without a verdict while their challenger looked faster) get one long trial each, for a
+  /// gain as small as refine_min_gain, within refine_fraction of the steps the job said it will
+  /// run. A trial sized for a 2% gain cannot tell 1% from noise; a long job can afford to, and a
+  /// near-equal contender costs it next to nothing while it runs. 0 contenders: no refinement.
+  int64_t refine_contenders = 2;
+  double refine_fraction = 0.2;
+  double refine_min_gain = 0.005;
 };
 
 /// The most window pairs a trial may take (max_trial_steps / (2 trial_window_steps)).

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <set>
 
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
@@ -164,6 +165,7 @@ struct Session::Machine {
     session.drift_reference_.reset();
     session.drift_baseline_.clear();
     session.trial_.reset();
+    session.refining_ = false;
     session.finishing_.clear();
     spdlog::info("job {} '{}': exploiting placement {} ({:.6f} s/step, {} candidates): {}",
                  session.id_, session.job_.name, best->id, *best->median(),
@@ -222,6 +224,7 @@ struct Session::Machine {
                  session.id_, session.job_.name, why);
     session.state_ = SessionState::kExploiting;
     session.trial_.reset();
+    session.refining_ = false;
     session.finishing_.clear();
     session.drift_reference_.reset();
     session.drift_baseline_.clear();
@@ -233,17 +236,118 @@ struct Session::Machine {
 
   static void start_trial(Session& session, uint64_t incumbent, uint64_t challenger,
                           bool final_check) {
-    TrialPlan plan = trial_plan(session.policy_.exploration);
+    const ExplorationConfig& e = session.policy_.exploration;
+    TrialPlan plan = trial_plan(e);
     if (final_check) plan.max_steps *= kFinalCheckStepsFactor;
+    // The final check decides for good: where the job can afford refinement's long trials, a gain
+    // smaller than min_gain (one refinement found, or one an ordinary trial showed with a little
+    // luck) gets as long a check instead of being given up as "not faster by min_gain".
+    if (final_check && e.refine_contenders > 0 && session.job_.expected_steps > 0) {
+      const auto expected = static_cast<double>(session.job_.expected_steps);
+      const double steps =
+          std::min(e.refine_fraction * expected,
+                   0.5 * (expected - static_cast<double>(session.counters_.steps)));
+      if (steps > static_cast<double>(plan.max_steps))
+        plan = refine_plan(e, static_cast<int64_t>(steps));
+    }
     session.trial_.emplace(incumbent, challenger, plan, final_check);
     session.trial_failures_ = {session.candidates_.at(incumbent).failures,
                                session.candidates_.at(challenger).failures};
+  }
+
+  // Refinement: the trials that ended without a verdict while their challenger looked faster,
+  // closest first, one per placement. A trial sized for min_gain leaves a 1% gain "unclear" at
+  // 20% step noise; these are where such gains are, and a near-equal challenger costs the job
+  // next to nothing while its long trial runs.
+  static std::vector<uint64_t> contenders(const Session& session) {
+    const CandidateRecord* best = session.best();
+    std::vector<std::pair<double, uint64_t>> found;
+    for (const auto& [id, c] : session.candidates_) {
+      if (c.stale || c.failures > 0 || !c.trial || c.trial->final_check || !c.trial->log_ratio)
+        continue;
+      if (c.trial->verdict != TrialVerdict::kUnclear &&
+          c.trial->verdict != TrialVerdict::kNotFaster)
+        continue;
+      if (c.trial->log_ratio->estimate >= 0.0) continue;
+      if (best && c.placement.fingerprint() == best->placement.fingerprint()) continue;
+      found.emplace_back(c.trial->log_ratio->estimate, id);
+    }
+    std::sort(found.begin(), found.end());
+    std::vector<uint64_t> out;
+    std::set<std::string> seen;
+    for (const auto& [estimate, id] : found) {
+      if (static_cast<int64_t>(out.size()) >= session.policy_.exploration.refine_contenders) break;
+      if (seen.insert(session.candidates_.at(id).placement.fingerprint()).second) out.push_back(id);
+    }
+    return out;
+  }
+
+  // The steps a long trial may take now: what is left of refine_fraction of the job's expected
+  // steps, and at most half of the steps the job has left (a gain found later pays for little).
+  // 0 when that is no longer than an ordinary final check, which would decide nothing a trial did
+  // not.
+  static int64_t refine_steps(const Session& session) {
+    const ExplorationConfig& e = session.policy_.exploration;
+    const auto expected = static_cast<double>(session.job_.expected_steps);
+    const auto steps = static_cast<double>(session.counters_.steps);
+    const double used = steps - static_cast<double>(session.refine_from_step_);
+    const double cap = std::min(e.refine_fraction * expected - used, 0.5 * (expected - steps));
+    return cap > static_cast<double>(kFinalCheckStepsFactor * e.max_trial_steps)
+               ? static_cast<int64_t>(cap)
+               : 0;
+  }
+
+  // A long trial's plan: windows widened so its pairs stay within kMaxTrialPairs, giving up on
+  // the smaller of the two gains (a min_gain set below refine_min_gain is kept).
+  static TrialPlan refine_plan(const ExplorationConfig& e, int64_t max_steps) {
+    TrialPlan plan = trial_plan(e);
+    plan.max_steps = max_steps;
+    plan.window_steps = std::max<int64_t>(
+        e.trial_window_steps, (max_steps + 2 * kMaxTrialPairs - 1) / (2 * kMaxTrialPairs));
+    plan.min_gain = std::min(e.min_gain, e.refine_min_gain);
+    return plan;
+  }
+
+  // Starts the next contender's long trial against the incumbent, if refinement has one and the
+  // steps for it, and sets `next` to the swap it needs (none when the contender runs now); false
+  // when refinement is over (or never applied).
+  static bool refine(Session& session, std::optional<Next>& next) {
+    const ExplorationConfig& e = session.policy_.exploration;
+    if (!session.refine_began_) {
+      session.refine_began_ = true;
+      if (session.state_ != SessionState::kExploring || session.job_.expected_steps == 0 ||
+          e.refine_contenders <= 0 || budget_spent(session))
+        return false;
+      session.contenders_ = contenders(session);
+      session.refine_from_step_ = session.counters_.steps;
+    }
+    while (!session.contenders_.empty()) {
+      const uint64_t id = session.contenders_.front();
+      session.contenders_.erase(session.contenders_.begin());
+      const int64_t steps = refine_steps(session);
+      if (steps == 0 || budget_spent(session)) break;
+      const CandidateRecord& c = session.candidates_.at(id);
+      if (c.stale || c.placement.fingerprint() == session.best()->placement.fingerprint()) continue;
+      spdlog::info(
+          "job {} '{}': refining: placement {} ({:+.1f}% in its trial) against {} for up to {} "
+          "steps",
+          session.id_, session.job_.name, id, 100.0 * std::expm1(c.trial->log_ratio->estimate),
+          session.incumbent_, steps);
+      session.trial_.emplace(session.incumbent_, id, refine_plan(e, steps), false);
+      session.trial_failures_ = {session.candidates_.at(session.incumbent_).failures, c.failures};
+      session.refining_ = true;
+      next = move_to(session, session.trial_->running(), c.reason);
+      return true;
+    }
+    session.contenders_.clear();
+    return false;
   }
 
   // Exploration is over (`why`). The incumbent won the last of many trials: the winner of many
   // comparisons is the likeliest to have won by luck (the winner's curse), so before the job is
   // left on it, it goes through one more trial against the start, on fresh steps (the final check).
   static std::optional<Next> finish(Session& session, const std::string& why) {
+    if (std::optional<Next> next; refine(session, next)) return next;
     const CandidateRecord* best = session.best();
     const CandidateRecord* start = session.start_candidate();
     if (best->placement.fingerprint() == start->placement.fingerprint())
@@ -310,19 +414,21 @@ struct Session::Machine {
           session, next,
           next == session.incumbent_ ? Reason::kBest : session.candidates_.at(next).reason);
     }
-    challenger.trial =
-        TrialOutcome{t.incumbent(), verdict, t.last_look(), t.pairs(), t.final_check(), note};
+    challenger.trial = TrialOutcome{t.incumbent(),   verdict,           t.last_look(), t.pairs(),
+                                    t.final_check(), session.refining_, note};
     session.timeline_.mark({challenger.id, t.incumbent(), session.counters_.steps,
                             to_string(verdict), t.final_check()});
     const auto& ratio = t.last_look();
     spdlog::info(
-        "job {} '{}': placement {} {} than {} after {} pairs of windows ({})", session.id_,
+        "job {} '{}': placement {} {} than {} after {} pairs of {}-step windows ({})", session.id_,
         session.job_.name, challenger.id, to_string(verdict), t.incumbent(), t.pairs(),
+        t.plan().window_steps,
         ratio ? fmt::format("{:+.1f}%, {:+.1f}% to {:+.1f}%", 100.0 * std::expm1(ratio->estimate),
                             100.0 * std::expm1(ratio->low), 100.0 * std::expm1(ratio->high))
               : std::string("no look yet"));
     const bool final_check = t.final_check();
     session.trial_.reset();
+    session.refining_ = false;
     if (final_check) {
       const std::string why = session.finishing_;
       if (verdict != TrialVerdict::kFaster) {
@@ -532,6 +638,7 @@ struct Session::Machine {
   static std::optional<Next> stop(Session& session, const std::string& why) {
     session.paused_ = false;
     session.trial_.reset();
+    session.refining_ = false;
     session.finishing_.clear();
     if (session.candidates_.empty())
       return std::nullopt;  // not started: its start placement comes next

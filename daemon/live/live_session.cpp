@@ -117,7 +117,9 @@ std::optional<messages::Directive> LiveSession::on_report(
     if (s_.refit_due()) s_.run_refit(registry_);
     return s_.advance(store_);
   });
-  refresh_after_report_locked(directive.has_value());
+  // A trial's window swaps are directives too, every few dozen steps for as long as it runs (a
+  // long trial: a thousand of them): those wait for kRefreshEvery like reports do.
+  refresh_after_report_locked(directive.has_value() && !s_.trial());
   return directive;
 }
 
@@ -246,8 +248,8 @@ void LiveSession::refresh_summary_locked() const {
 // would cost a long job more than its reports do. Inspection while the lock is free makes its own.
 constexpr std::chrono::milliseconds kRefreshEvery{250};
 
-void LiveSession::refresh_after_report_locked(bool directive) {
-  if (directive || std::chrono::steady_clock::now() - refreshed_at_ >= kRefreshEvery)
+void LiveSession::refresh_after_report_locked(bool changed) {
+  if (changed || std::chrono::steady_clock::now() - refreshed_at_ >= kRefreshEvery)
     refresh_summary_locked();
 }
 

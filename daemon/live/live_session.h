@@ -128,10 +128,11 @@ class LiveSession {
   std::shared_ptr<const View> full_view_locked() const;
   /// Makes the summary inspection shows anew, keeping the last detail (caller holds mutex_).
   void refresh_summary_locked() const;
-  /// After a report: the summary anew when the job is sent a placement or kRefreshEvery has
-  /// passed since the last, so that inspection while policy work holds the lock shows the job as
-  /// of its last swap and at most kRefreshEvery behind its reports (caller holds mutex_).
-  void refresh_after_report_locked(bool directive);
+  /// After a report: the summary anew when the job is sent a placement outside a trial (`changed`)
+  /// or kRefreshEvery has passed since the last, so that inspection while policy work holds the
+  /// lock shows the job as of its last decision and at most kRefreshEvery behind its reports
+  /// (caller holds mutex_).
+  void refresh_after_report_locked(bool changed);
 
   const PluginRegistry& registry_;
   Store& store_;

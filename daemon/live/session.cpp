@@ -29,8 +29,8 @@ std::string describe(const TrialOutcome& t) {
                         : t.verdict == TrialVerdict::kNotFaster ? "not faster than "
                         : t.verdict == TrialVerdict::kUnclear   ? "not shown faster than "
                                                                 : "on trial against ";
-  std::string out =
-      verdict + std::string(t.final_check ? "the start " : "") + std::to_string(t.against);
+  std::string out = verdict + std::string(t.final_check ? "the start " : "") +
+                    std::to_string(t.against) + (t.refinement ? " in a long trial" : "");
   if (!t.note.empty())
     out += " (" + t.note + ")";
   else if (t.verdict == TrialVerdict::kUnclear)
@@ -245,7 +245,9 @@ void Session::retire() {
 
 const CandidateRecord* Session::best() const {
   const auto it = candidates_.find(incumbent_);
-  if (it == candidates_.end() || !it->second.median()) return nullptr;
+  // No median is taken to know there is one: this runs after every window of a trial, and the
+  // placement in force keeps thousands of steps.
+  if (it == candidates_.end() || it->second.step_times.empty()) return nullptr;
   return &it->second;
 }
 

@@ -52,6 +52,8 @@ struct TrialOutcome {
   std::optional<ShiftInterval> log_ratio;
   int64_t pairs = 0;
   bool final_check = false;
+  /// One of refinement's long trials (ExplorationConfig::refine_contenders).
+  bool refinement = false;
   /// Why it ended without a test ("the start failed a step"); empty when the test decided.
   std::string note;
 };
@@ -438,6 +440,13 @@ class Session {
   std::array<uint64_t, 2> trial_failures_{};
   /// Why exploration ended, while the final check (the start against the choice) runs.
   std::string finishing_;
+  /// Refinement (ExplorationConfig::refine_contenders): whether it began, the contenders still to
+  /// try, the step it began at (its budget counts from there), and whether the trial running is
+  /// one of its long trials.
+  bool refine_began_ = false;
+  std::vector<uint64_t> contenders_;
+  uint64_t refine_from_step_ = 0;
+  bool refining_ = false;
   /// Steps still to discard as warm-up after the latest swap (to current_candidate_).
   int64_t warmup_left_ = 0;
   /// Steps run under current_candidate_ since it was issued for screening (warm-up included).

@@ -809,5 +809,100 @@ TEST_F(Exploration, ReportsOfUnknownPlacementsAreStray) {
   EXPECT_EQ(s->counters().steps, 0u);
 }
 
+// Start {0,1,0,1} (6 units a step), then all on 0 (8), then a policy certain of {1,1,1,1}: 1%
+// faster than the start, give or take 3% from one pair of windows to the next (spread evenly), a
+// gain smaller than min_gain (2%). Its trial is capped at 8 pairs: too few to tell.
+class Refinement : public Exploration {
+ protected:
+  // `expected_steps`: what the job says it will run (refinement may take a fifth of them).
+  void make_refinement_session(uint64_t expected_steps = 100000) {
+    setup.start = Placement{{0, 1, 0, 1}};
+    setup.expected_steps = expected_steps;
+    setup.exploration.max_trial_steps = 32;
+    setup.exploration.max_candidates = 4;
+    auto placer = std::make_unique<TabularPlacer>();
+    TabularPlacer* tabular = placer.get();
+    setup.placer = std::move(placer);
+    make_session();
+    for (auto& row : tabular->table->logits) row = {-50.0, 50.0};
+  }
+  static bool chosen(const Directive& d) {
+    return d.placement.device_of_op == std::vector<int>{1, 1, 1, 1};
+  }
+  // The world above; `long_trial_gain` is the chosen placement's gain in long trials
+  // (refinement's and the final check), where it may differ from what its short trial saw.
+  double time_of(const Directive& d, double long_trial_gain = 0.01) const {
+    if (d.placement.device_of_op == std::vector<int>{0, 0, 0, 0}) return 8.0;
+    if (!chosen(d)) return 6.0;
+    const bool long_trial = s->trial() && s->trial()->plan().max_steps > 64;
+    const double gain = long_trial ? long_trial_gain : 0.01;
+    const double pairs = s->trial() ? static_cast<double>(s->trial()->pairs()) : 0.0;
+    const double spread = std::fmod(0.618034 * pairs, 1.0) - 0.5;
+    return 6.0 * std::exp(-gain + 0.06 * spread);
+  }
+  // The verdicts of the chosen placement's trials, in order.
+  std::vector<std::string> verdicts_of_chosen() const {
+    std::vector<std::string> out;
+    for (const auto& m : s->timeline().marks())
+      if (chosen_id_ && m.candidate == chosen_id_)
+        out.push_back(std::string(m.final_check ? "final: " : "") + m.verdict);
+    return out;
+  }
+  Directive run() {
+    const Directive d = run_world(s->start(), [&](const Directive& d) {
+      if (chosen(d)) chosen_id_ = d.placement_id;
+      return time_of(d, long_trial_gain_);
+    });
+    return d;
+  }
+  uint64_t chosen_id_ = 0;
+  double long_trial_gain_ = 0.01;
+};
+
+TEST_F(Refinement, AGainBelowMinGainThatAShortTrialLeavesUnclearIsKeptAfterALongOne) {
+  make_refinement_session();
+  const Directive d = run();
+  EXPECT_TRUE(chosen(d)) << "the job keeps the 1% faster placement";
+  EXPECT_EQ(verdicts_of_chosen(), (std::vector<std::string>{"unclear", "faster", "final: faster"}))
+      << "its own trial could not tell; refinement's long trial and the final check (as long) did";
+  const CandidateRecord& c = s->candidates().at(chosen_id_);
+  ASSERT_TRUE(c.trial);
+  EXPECT_TRUE(c.trial->final_check);
+  EXPECT_GT(c.trial->pairs, 8) << "the final check ran longer than an ordinary trial may";
+  EXPECT_LE(s->counters().steps, 100000u);
+  // Each long trial within refine_fraction of the job (20 000 steps, both arms): the chosen ran
+  // half of two of them at most, and its screening and short trial.
+  EXPECT_LE(c.steps_run, 20000u + 100u);
+}
+
+TEST_F(Refinement, AContenderThatWasOnlyLuckyInItsShortTrialLosesItsLongOne) {
+  long_trial_gain_ = 0.0;  // in truth as fast as the start: its short trial's 1% was luck
+  make_refinement_session();
+  const Directive d = run();
+  EXPECT_EQ(d.placement_id, 1u) << "the job stays on its start";
+  const CandidateRecord& c = s->candidates().at(chosen_id_);
+  ASSERT_TRUE(c.trial);
+  EXPECT_TRUE(c.trial->refinement);
+  EXPECT_NE(c.trial->verdict, TrialVerdict::kFaster);
+  EXPECT_NE(describe(*c.trial).find("in a long trial"), std::string::npos) << describe(*c.trial);
+}
+
+TEST_F(Refinement, NeedsAJobThatSaysHowLongItRuns) {
+  // Without expected_steps there is no budget to size a long trial from: the short trial's
+  // "unclear" stands and the job keeps its start.
+  make_refinement_session(0);
+  const Directive d = run();
+  EXPECT_EQ(d.placement_id, 1u);
+  EXPECT_EQ(verdicts_of_chosen(), (std::vector<std::string>{"unclear"}));
+}
+
+TEST_F(Refinement, NoContendersNoRefinement) {
+  setup.exploration.refine_contenders = 0;
+  make_refinement_session();
+  const Directive d = run();
+  EXPECT_EQ(d.placement_id, 1u);
+  EXPECT_EQ(verdicts_of_chosen(), (std::vector<std::string>{"unclear"}));
+}
+
 }  // namespace
 }  // namespace placementd
