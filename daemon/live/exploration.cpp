@@ -29,6 +29,9 @@ constexpr double kMadToSigma = 1.4826;
 // keeps what the trials found, and an unclear end sends the job back to its start (at 30% noise
 // and one cap, that cost 3% of the runs a real 5% gain; see docs/live.md).
 constexpr int64_t kFinalCheckStepsFactor = 2;
+// A long trial's steps at most, whatever a job says it will run (expected_steps is the job's word,
+// up to 2^64): far beyond any trial's use, and safe to convert and add to.
+constexpr double kMostRefineSteps = 1e15;
 // Steps (at least; drift_steps if more) whose median is the reference a drift is measured from.
 constexpr int64_t kDriftBaselineSteps = 30;
 
@@ -248,14 +251,14 @@ struct Session::Machine {
           std::min(e.refine_fraction * expected,
                    0.5 * (expected - static_cast<double>(session.counters_.steps)));
       if (steps > static_cast<double>(plan.max_steps))
-        plan = refine_plan(e, static_cast<int64_t>(steps));
+        plan = refine_plan(e, static_cast<int64_t>(std::min(steps, kMostRefineSteps)));
     }
     session.trial_.emplace(incumbent, challenger, plan, final_check);
     session.trial_failures_ = {session.candidates_.at(incumbent).failures,
                                session.candidates_.at(challenger).failures};
   }
 
-  // Refinement: the trials that ended without a verdict while their challenger looked faster,
+  // Refinement: the trials that ended unclear or not faster while their challenger looked faster,
   // closest first, one per placement. A trial sized for min_gain leaves a 1% gain "unclear" at
   // 20% step noise; these are where such gains are, and a near-equal challenger costs the job
   // next to nothing while its long trial runs.
@@ -293,7 +296,7 @@ struct Session::Machine {
     const double used = steps - static_cast<double>(session.refine_from_step_);
     const double cap = std::min(e.refine_fraction * expected - used, 0.5 * (expected - steps));
     return cap > static_cast<double>(kFinalCheckStepsFactor * e.max_trial_steps)
-               ? static_cast<int64_t>(cap)
+               ? static_cast<int64_t>(std::min(cap, kMostRefineSteps))
                : 0;
   }
 

@@ -10,7 +10,7 @@
 //                not clearly slower than the incumbent puts the candidate on an A/B trial against
 //                it (live/trial.h): only a "faster" verdict makes it the incumbent. When
 //                exploration ends, a job that said how long it runs gives its closest contenders
-//                (trials left without a verdict while they looked faster) one long trial each
+//                (trials left unclear or not faster while they looked faster) one long trial each
 //                (refinement); then an incumbent other than the start goes through one more trial
 //                against the start (the final check); without that evidence the start stays.
 //   exploiting   the incumbent runs for good; a drift of its step time starts...

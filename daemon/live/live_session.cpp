@@ -118,8 +118,10 @@ std::optional<messages::Directive> LiveSession::on_report(
     return s_.advance(store_);
   });
   // A trial's window swaps are directives too, every few dozen steps for as long as it runs (a
-  // long trial: a thousand of them): those wait for kRefreshEvery like reports do.
-  refresh_after_report_locked(directive.has_value() && !s_.trial());
+  // long trial: a thousand of them): those wait for kRefreshEvery like reports do. The directive
+  // that starts a trial is a decision, and refreshes it.
+  refresh_after_report_locked(directive.has_value() &&
+                              (!s_.trial() || s_.trial()->measured_steps() == 0));
   return directive;
 }
 
