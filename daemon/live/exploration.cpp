@@ -246,12 +246,9 @@ struct Session::Machine {
     // smaller than min_gain (one refinement found, or one an ordinary trial showed with a little
     // luck) gets as long a check instead of being given up as "not faster by min_gain".
     if (final_check && e.refine_contenders > 0 && session.job_.expected_steps > 0) {
-      const auto expected = static_cast<double>(session.job_.expected_steps);
-      const double steps =
-          std::min(e.refine_fraction * expected,
-                   0.5 * (expected - static_cast<double>(session.counters_.steps)));
+      const double steps = long_trial_cap(session, 0.0);
       if (steps > static_cast<double>(plan.max_steps))
-        plan = refine_plan(e, static_cast<int64_t>(std::min(steps, kMostRefineSteps)));
+        plan = refine_plan(e, static_cast<int64_t>(steps));
     }
     session.trial_.emplace(incumbent, challenger, plan, final_check);
     session.trial_failures_ = {session.candidates_.at(incumbent).failures,
@@ -291,13 +288,20 @@ struct Session::Machine {
   // not.
   static int64_t refine_steps(const Session& session) {
     const ExplorationConfig& e = session.policy_.exploration;
+    const double used = static_cast<double>(session.counters_.steps - session.refine_from_step_);
+    const double cap = long_trial_cap(session, used);
+    return cap > static_cast<double>(kFinalCheckStepsFactor * e.max_trial_steps)
+               ? static_cast<int64_t>(cap)
+               : 0;
+  }
+
+  // refine_fraction of the job's expected steps less `used`, at most half the steps it has left
+  // and kMostRefineSteps: what a long trial (refinement's, or a final check as long) may take.
+  static double long_trial_cap(const Session& session, double used) {
     const auto expected = static_cast<double>(session.job_.expected_steps);
     const auto steps = static_cast<double>(session.counters_.steps);
-    const double used = steps - static_cast<double>(session.refine_from_step_);
-    const double cap = std::min(e.refine_fraction * expected - used, 0.5 * (expected - steps));
-    return cap > static_cast<double>(kFinalCheckStepsFactor * e.max_trial_steps)
-               ? static_cast<int64_t>(std::min(cap, kMostRefineSteps))
-               : 0;
+    return std::min({session.policy_.exploration.refine_fraction * expected - used,
+                     0.5 * (expected - steps), kMostRefineSteps});
   }
 
   // A long trial's plan: windows widened so its pairs stay within kMaxTrialPairs, giving up on

@@ -849,11 +849,10 @@ class Refinement : public Exploration {
     return out;
   }
   Directive run() {
-    const Directive d = run_world(s->start(), [&](const Directive& d) {
+    return run_world(s->start(), [&](const Directive& d) {
       if (chosen(d)) chosen_id_ = d.placement_id;
       return time_of(d, long_trial_gain_);
     });
-    return d;
   }
   uint64_t chosen_id_ = 0;
   double long_trial_gain_ = 0.01;
