@@ -71,8 +71,8 @@ struct ExplorationConfig {
   int64_t max_trial_steps = 4000;
   double confidence = 0.99;
   double min_gain = 0.02;
-  /// Refinement (live/exploration.cpp): when exploration ends, the closest contenders (trials that
-  /// ended unclear or not faster while their challenger looked faster) get one long trial each, for
+  /// Refinement (live/exploration.cpp): when exploration ends, the contenders (the candidates
+  /// likeliest to be faster by refine_min_gain, by what was measured) get one long trial each, for
   /// a gain as small as refine_min_gain, within refine_fraction of the steps the job said it will
   /// run. A trial sized for a 2% gain cannot tell 1% from noise; a long job can afford to, and a
   /// near-equal contender costs it next to nothing while it runs. 0 contenders: no refinement.

@@ -6,9 +6,11 @@
 #include <chrono>
 #include <cmath>
 #include <set>
+#include <tuple>
 
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
+#include <boost/math/distributions/normal.hpp>
 
 namespace placementd {
 
@@ -32,6 +34,9 @@ constexpr int64_t kFinalCheckStepsFactor = 2;
 // A long trial's steps at most, whatever a job says it will run (expected_steps is the job's word,
 // up to 2^64): far beyond any trial's use, and safe to convert and add to.
 constexpr double kMostRefineSteps = 1e15;
+// Refinement gives a long trial to a candidate only if what was measured of it leaves at least
+// this chance that it is faster than the best by refine_min_gain.
+constexpr double kContenderChance = 0.1;
 // Steps (at least; drift_steps if more) whose median is the reference a drift is measured from.
 constexpr int64_t kDriftBaselineSteps = 30;
 
@@ -245,7 +250,7 @@ struct Session::Machine {
     // The final check decides for good: where the job can afford refinement's long trials, a gain
     // smaller than min_gain (one refinement found, or one an ordinary trial showed with a little
     // luck) gets as long a check instead of being given up as "not faster by min_gain".
-    if (final_check && e.refine_contenders > 0 && session.job_.expected_steps > 0) {
+    if (final_check && session.refine_applied_) {
       const double steps = long_trial_cap(session, 0.0);
       if (steps > static_cast<double>(plan.max_steps))
         plan = refine_plan(e, static_cast<int64_t>(steps));
@@ -255,29 +260,63 @@ struct Session::Machine {
                                session.candidates_.at(challenger).failures};
   }
 
-  // Refinement: the trials that ended unclear or not faster while their challenger looked faster,
-  // closest first, one per placement. A trial sized for min_gain leaves a 1% gain "unclear" at
-  // 20% step noise; these are where such gains are, and a near-equal challenger costs the job
-  // next to nothing while its long trial runs.
-  static std::vector<uint64_t> contenders(const Session& session) {
+  // What the measurements say of log(c / best): its trial's estimate, moved to the best by the
+  // two medians when it was tried against an earlier incumbent, or its screening's gap; and the
+  // standard error of that (the trial's interval is ±z(1 - α) of it at its α per look). nullopt
+  // when c has neither.
+  static std::optional<std::pair<double, double>> measured_log_ratio(const Session& session,
+                                                                     const CandidateRecord& c,
+                                                                     const CandidateRecord& best) {
+    const std::optional<double> best_median = best.median();
+    if (!best_median) return std::nullopt;
+    if (c.trial && c.trial->log_ratio) {
+      const ShiftInterval& r = *c.trial->log_ratio;
+      const double z = boost::math::quantile(boost::math::complement(
+          boost::math::normal(), trial_plan(session.policy_.exploration).alpha_per_look()));
+      double estimate = r.estimate;
+      if (c.trial->against != best.id)
+        if (const auto at = session.candidates_.find(c.trial->against);
+            at != session.candidates_.end() && at->second.median())
+          estimate += std::log(*at->second.median()) - std::log(*best_median);
+      return std::make_pair(estimate, std::max((r.high - r.low) / (2 * z), 1e-6));
+    }
+    if (!c.median()) return std::nullopt;
+    const double a = log_median_error(c), b = log_median_error(best);
+    return std::make_pair(std::log(*c.median()) - std::log(*best_median),
+                          std::max(std::sqrt(a * a + b * b), 1e-6));
+  }
+
+  // Refinement's contenders: the candidates likeliest to be faster than the best by
+  // refine_min_gain, by what was measured of them (a trial sized for min_gain leaves a 1% gain
+  // "unclear", or "not faster by min_gain", at 20% step noise, with an estimate whose sign is a
+  // coin's), each placement once, those with at least kContenderChance of it. Not the refitted
+  // planning model's ranking: it was fitted to these very measurements and repeats their noise.
+  static std::vector<std::pair<uint64_t, double>> contenders(const Session& session) {
     const CandidateRecord* best = session.best();
-    std::vector<std::pair<double, uint64_t>> found;
+    if (!best) return {};
+    const double needed = -std::log1p(session.policy_.exploration.refine_min_gain);
+    const double most_z =
+        boost::math::quantile(boost::math::complement(boost::math::normal(), kContenderChance));
+    // (z of the gain not being there, estimate, id): the smallest z is the likeliest gain.
+    std::vector<std::tuple<double, double, uint64_t>> found;
     for (const auto& [id, c] : session.candidates_) {
-      if (c.stale || c.failures > 0 || !c.trial || c.trial->final_check || !c.trial->log_ratio)
-        continue;
-      if (c.trial->verdict != TrialVerdict::kUnclear &&
-          c.trial->verdict != TrialVerdict::kNotFaster)
-        continue;
-      if (c.trial->log_ratio->estimate >= 0.0) continue;
-      if (best && c.placement.fingerprint() == best->placement.fingerprint()) continue;
-      found.emplace_back(c.trial->log_ratio->estimate, id);
+      if (c.stale || c.failures > 0 || !c.measured_at_step) continue;
+      // A final check or a long trial already said what a long trial would.
+      if (c.trial && (c.trial->final_check || c.trial->refinement)) continue;
+      if (c.trial && c.trial->verdict == TrialVerdict::kFaster) continue;
+      if (c.placement.fingerprint() == best->placement.fingerprint()) continue;
+      const auto measured = measured_log_ratio(session, c, *best);
+      if (!measured) continue;
+      const double z = (measured->first - needed) / measured->second;
+      if (z < most_z) found.emplace_back(z, measured->first, id);
     }
     std::sort(found.begin(), found.end());
-    std::vector<uint64_t> out;
+    std::vector<std::pair<uint64_t, double>> out;
     std::set<std::string> seen;
-    for (const auto& [estimate, id] : found) {
+    for (const auto& [z, estimate, id] : found) {
       if (static_cast<int64_t>(out.size()) >= session.policy_.exploration.refine_contenders) break;
-      if (seen.insert(session.candidates_.at(id).placement.fingerprint()).second) out.push_back(id);
+      if (seen.insert(session.candidates_.at(id).placement.fingerprint()).second)
+        out.emplace_back(id, estimate);
     }
     return out;
   }
@@ -304,13 +343,17 @@ struct Session::Machine {
                      0.5 * (expected - steps), kMostRefineSteps});
   }
 
-  // A long trial's plan: windows widened so its pairs stay within kMaxTrialPairs, giving up on
-  // the smaller of the two gains (a min_gain set below refine_min_gain is kept).
-  static TrialPlan refine_plan(const ExplorationConfig& e, int64_t max_steps) {
+  // A long trial's plan within `steps` of the job: windows widened so its pairs stay within
+  // kMaxTrialPairs, each window's warm-up (not measured) counted among the steps, giving up on the
+  // smaller of the two gains (a min_gain set below refine_min_gain is kept).
+  static TrialPlan refine_plan(const ExplorationConfig& e, int64_t steps) {
     TrialPlan plan = trial_plan(e);
-    plan.max_steps = max_steps;
-    plan.window_steps = std::max<int64_t>(
-        e.trial_window_steps, (max_steps + 2 * kMaxTrialPairs - 1) / (2 * kMaxTrialPairs));
+    plan.window_steps = std::max<int64_t>(e.trial_window_steps,
+                                          (steps + 2 * kMaxTrialPairs - 1) / (2 * kMaxTrialPairs));
+    const int64_t warmup = std::max<int64_t>(e.warmup_steps, 0);
+    plan.max_steps =
+        static_cast<int64_t>(static_cast<double>(steps) * static_cast<double>(plan.window_steps) /
+                             static_cast<double>(plan.window_steps + warmup));
     plan.min_gain = std::min(e.min_gain, e.refine_min_gain);
     return plan;
   }
@@ -325,21 +368,22 @@ struct Session::Machine {
       if (session.state_ != SessionState::kExploring || session.job_.expected_steps == 0 ||
           e.refine_contenders <= 0 || budget_spent(session))
         return false;
+      session.refine_applied_ = true;
       session.contenders_ = contenders(session);
       session.refine_from_step_ = session.counters_.steps;
     }
     while (!session.contenders_.empty()) {
-      const uint64_t id = session.contenders_.front();
+      const auto [id, estimate] = session.contenders_.front();
       session.contenders_.erase(session.contenders_.begin());
       const int64_t steps = refine_steps(session);
       if (steps == 0 || budget_spent(session)) break;
       const CandidateRecord& c = session.candidates_.at(id);
       if (c.stale || c.placement.fingerprint() == session.best()->placement.fingerprint()) continue;
       spdlog::info(
-          "job {} '{}': refining: placement {} ({:+.1f}% in its trial) against {} for up to {} "
+          "job {} '{}': refining: placement {} ({:+.1f}% as measured) against {} for up to {} "
           "steps",
-          session.id_, session.job_.name, id, 100.0 * std::expm1(c.trial->log_ratio->estimate),
-          session.incumbent_, steps);
+          session.id_, session.job_.name, id, 100.0 * std::expm1(estimate), session.incumbent_,
+          steps);
       session.trial_.emplace(session.incumbent_, id, refine_plan(e, steps), false);
       session.trial_failures_ = {session.candidates_.at(session.incumbent_).failures, c.failures};
       session.refining_ = true;
@@ -354,6 +398,7 @@ struct Session::Machine {
   // comparisons is the likeliest to have won by luck (the winner's curse), so before the job is
   // left on it, it goes through one more trial against the start, on fresh steps (the final check).
   static std::optional<Next> finish(Session& session, const std::string& why) {
+    session.finishing_ = why;  // each of refinement's long trials comes back here with it
     if (std::optional<Next> next; refine(session, next)) return next;
     const CandidateRecord* best = session.best();
     const CandidateRecord* start = session.start_candidate();
@@ -434,6 +479,7 @@ struct Session::Machine {
                             100.0 * std::expm1(ratio->low), 100.0 * std::expm1(ratio->high))
               : std::string("no look yet"));
     const bool final_check = t.final_check();
+    const bool refinement = session.refining_;
     session.trial_.reset();
     session.refining_ = false;
     if (final_check) {
@@ -447,7 +493,12 @@ struct Session::Machine {
     }
     if (verdict == TrialVerdict::kFaster) {
       session.incumbent_ = challenger.id;
-      session.since_improvement_ = 0;
+      // Exploration ended before refinement began: a long trial's win does not start it again.
+      if (!refinement) session.since_improvement_ = 0;
+    }
+    if (refinement) {
+      session.persist_best(store);
+      return finish(session, session.finishing_);
     }
     return after_candidate(session, store);
   }

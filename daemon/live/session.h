@@ -438,13 +438,17 @@ class Session {
   /// steps when it began (a failure before the trial is not the trial's).
   std::optional<Trial> trial_;
   std::array<uint64_t, 2> trial_failures_{};
-  /// Why exploration ended, while the final check (the start against the choice) runs.
+  /// Why exploration ended, while refinement and the final check (the start against the choice)
+  /// run.
   std::string finishing_;
-  /// Refinement (ExplorationConfig::refine_contenders): whether it began, the contenders still to
-  /// try, the step it began at (its budget counts from there), and whether the trial running is
-  /// one of its long trials.
+  /// Refinement (ExplorationConfig::refine_contenders): whether it began and whether it applied
+  /// then (first exploration, the job's expected_steps known, the budget not spent: the final
+  /// check is then as long as its trials), the contenders still to try (with their measured log
+  /// ratio to the best), the step it began at (its budget counts from there), and whether the
+  /// trial running is one of its long trials.
   bool refine_began_ = false;
-  std::vector<uint64_t> contenders_;
+  bool refine_applied_ = false;
+  std::vector<std::pair<uint64_t, double>> contenders_;
   uint64_t refine_from_step_ = 0;
   bool refining_ = false;
   /// Steps still to discard as warm-up after the latest swap (to current_candidate_).

@@ -815,16 +815,19 @@ TEST_F(Exploration, ReportsOfUnknownPlacementsAreStray) {
 class Refinement : public Exploration {
  protected:
   // `expected_steps`: what the job says it will run (refinement may take a fifth of them).
-  void make_refinement_session(uint64_t expected_steps = 100000) {
+  // `max_candidates` and `logits` (each group's, for devices 0 and 1): how long and how surely
+  // the policy proposes the chosen placement.
+  void make_refinement_session(uint64_t expected_steps = 100000, int64_t max_candidates = 4,
+                               std::vector<double> logits = {-50.0, 50.0}) {
     setup.start = Placement{{0, 1, 0, 1}};
     setup.expected_steps = expected_steps;
     setup.exploration.max_trial_steps = 32;
-    setup.exploration.max_candidates = 4;
+    setup.exploration.max_candidates = max_candidates;
     auto placer = std::make_unique<TabularPlacer>();
     TabularPlacer* tabular = placer.get();
     setup.placer = std::move(placer);
     make_session();
-    for (auto& row : tabular->table->logits) row = {-50.0, 50.0};
+    for (auto& row : tabular->table->logits) row = logits;
   }
   static bool chosen(const Directive& d) {
     return d.placement.device_of_op == std::vector<int>{1, 1, 1, 1};
@@ -835,7 +838,7 @@ class Refinement : public Exploration {
     if (d.placement.device_of_op == std::vector<int>{0, 0, 0, 0}) return 8.0;
     if (!chosen(d)) return 6.0;
     const bool long_trial = s->trial() && s->trial()->plan().max_steps > 64;
-    const double gain = long_trial ? long_trial_gain : 0.01;
+    const double gain = long_trial ? long_trial_gain : short_trial_gain_;
     const double pairs = s->trial() ? static_cast<double>(s->trial()->pairs()) : 0.0;
     const double spread = std::fmod(0.618034 * pairs, 1.0) - 0.5;
     return 6.0 * std::exp(-gain + 0.06 * spread);
@@ -856,6 +859,8 @@ class Refinement : public Exploration {
   }
   uint64_t chosen_id_ = 0;
   double long_trial_gain_ = 0.01;
+  // What its screening and short trial see (else the same 1%).
+  double short_trial_gain_ = 0.01;
 };
 
 TEST_F(Refinement, AGainBelowMinGainThatAShortTrialLeavesUnclearIsKeptAfterALongOne) {
@@ -874,6 +879,29 @@ TEST_F(Refinement, AGainBelowMinGainThatAShortTrialLeavesUnclearIsKeptAfterALong
   EXPECT_LE(c.steps_run, 20000u + 100u);
 }
 
+TEST_F(Refinement, AContenderItsShortTrialSawSlowerByLessThanItsNoiseStillGetsItsLongTrial) {
+  // The short trial's estimate has the wrong sign (0.8% slower, give or take 3% a pair): what it
+  // measured leaves a fair chance of a 0.5% gain, and the long trial finds the 1% there is.
+  short_trial_gain_ = -0.008;
+  make_refinement_session();
+  const Directive d = run();
+  EXPECT_TRUE(chosen(d));
+  const std::vector<std::string> verdicts = verdicts_of_chosen();
+  ASSERT_EQ(verdicts.size(), 3u);
+  EXPECT_NE(verdicts[0], "faster");
+  EXPECT_EQ(verdicts[1], "faster");
+  EXPECT_EQ(verdicts[2], "final: faster");
+}
+
+TEST_F(Refinement, ACandidateItsScreeningShowedClearlySlowerIsNoContender) {
+  short_trial_gain_ = -0.08;  // 8% slower where it was measured: no chance of a 0.5% gain
+  make_refinement_session();
+  const Directive d = run();
+  EXPECT_EQ(d.placement_id, 1u) << "the job stays on its start";
+  EXPECT_TRUE(verdicts_of_chosen().empty()) << "its screening kept it from a trial, long or short";
+  EXPECT_FALSE(s->candidates().at(chosen_id_).trial);
+}
+
 TEST_F(Refinement, AContenderThatWasOnlyLuckyInItsShortTrialLosesItsLongOne) {
   long_trial_gain_ = 0.0;  // in truth as fast as the start: its short trial's 1% was luck
   make_refinement_session();
@@ -884,6 +912,23 @@ TEST_F(Refinement, AContenderThatWasOnlyLuckyInItsShortTrialLosesItsLongOne) {
   EXPECT_TRUE(c.trial->refinement);
   EXPECT_NE(c.trial->verdict, TrialVerdict::kFaster);
   EXPECT_NE(describe(*c.trial).find("in a long trial"), std::string::npos) << describe(*c.trial);
+}
+
+TEST_F(Refinement, ALongTrialWonAfterExplorationConvergedDoesNotStartItAgain) {
+  // A policy that may still propose placements not run yet, and exploration that ends by
+  // converging: refinement's win must lead to the final check, not to more candidates.
+  setup.exploration.converge_candidates = 2;
+  make_refinement_session(100000, 30, {0.0, 2.0});
+  const Directive d = run();
+  EXPECT_TRUE(chosen(d));
+  std::optional<uint64_t> won_at;
+  for (const auto& m : s->timeline().marks())
+    if (m.candidate == chosen_id_ && m.verdict == "faster" && !m.final_check) won_at = m.step;
+  ASSERT_TRUE(won_at) << "the chosen placement won a long trial";
+  for (const auto& [id, c] : s->candidates())
+    EXPECT_LT(c.measured_at_step.value_or(0), *won_at)
+        << "placement " << id << " was screened after refinement's win";
+  EXPECT_EQ(verdicts_of_chosen().back(), "final: faster");
 }
 
 TEST_F(Refinement, NeedsAJobThatSaysHowLongItRuns) {
