@@ -23,17 +23,34 @@ std::string gib(uint64_t bytes) {
   return buf;
 }
 
-// CSR adjacency over edge indices.
+// CSR adjacency: the edges themselves, grouped by the op they enter (or leave), in the graph's
+// order within each op (simulate() reads them in its inner loops: no indirection).
 void build_csr(size_t n, const std::vector<placement::Edge>& edges, bool incoming,
-               std::vector<int>& begin, std::vector<int>& list) {
+               std::vector<int>& begin, std::vector<placement::Edge>& list) {
   begin.assign(n + 1, 0);
   for (const auto& e : edges) ++begin[(incoming ? e.dst : e.src) + 1];
   for (size_t i = 0; i < n; ++i) begin[i + 1] += begin[i];
-  list.assign(edges.size(), 0);
+  list.assign(edges.size(), {});
   std::vector<int> fill(begin.begin(), begin.end() - 1);
-  for (size_t i = 0; i < edges.size(); ++i)
-    list[fill[incoming ? edges[i].dst : edges[i].src]++] = static_cast<int>(i);
+  for (const auto& e : edges) list[fill[incoming ? e.dst : e.src]++] = e;
 }
+
+// A stamp per slot instead of clearing a table on every simulate(): a slot is set in this call
+// when its stamp is the call's. Per thread, shared by every Simulator on it (sized to the largest).
+struct Stamps {
+  std::vector<uint32_t> stamp;
+  uint32_t now = 0;
+  // Starts a call over `size` slots, none set.
+  void begin(size_t size) {
+    if (stamp.size() < size) stamp.resize(size, 0);
+    if (++now == 0) {  // wrapped: old stamps could match again
+      std::fill(stamp.begin(), stamp.end(), 0);
+      now = 1;
+    }
+  }
+  bool set(size_t slot) const { return stamp[slot] == now; }
+  void mark(size_t slot) { stamp[slot] = now; }
+};
 
 }  // namespace
 
@@ -55,6 +72,22 @@ Simulator::Simulator(OpGraph graph, placement::DeviceSet devices, SimulatorOptio
   const size_t n = graph_.ops.size(), D = devices_.size();
   build_csr(n, graph_.edges, true, in_begin_, in_edges_);
   build_csr(n, graph_.edges, false, out_begin_, out_edges_);
+  // Execution resources: each GPU is its own unless the options group it with others; CPU devices
+  // may share the host.
+  resource_.resize(D);
+  for (size_t d = 0, host = D; d < D; ++d) {
+    resource_[d] = d < options_.shared_with.size() && options_.shared_with[d] < d
+                       ? resource_[options_.shared_with[d]]
+                       : d;
+    if (options_.cpu_devices_share_host && devices_.devices[d].kind == DeviceKind::kCpu) {
+      if (host == D) host = d;
+      resource_[d] = host;
+    }
+  }
+  for (const auto& d : devices_.devices) device_kind_.push_back(static_cast<int>(d.kind));
+  pinned_kind_.assign(n, -1);
+  for (size_t u = 0; u < n; ++u)
+    if (graph_.ops[u].pinned) pinned_kind_[u] = static_cast<int>(*graph_.ops[u].pinned);
   costs_.resize(n * D);
   activation_bytes_.assign(n, 0);
   state_bytes_.resize(n);
@@ -193,13 +226,13 @@ void Simulator::fill_memory(const Placement& placement, SimulationResult& result
   }
   // Autograd keeps the copy of a tensor received from another device until backward; one per
   // (producer, destination device).
-  thread_local std::vector<char> received;
-  received.assign(graph_.ops.size() * D, 0);
+  thread_local Stamps received;
+  received.begin(graph_.ops.size() * D);
   for (const auto& e : graph_.edges) {
     const int from = placement.device_of_op[e.src], to = placement.device_of_op[e.dst];
-    char& seen = received[e.src * D + to];
-    if (from == to || seen) continue;
-    seen = 1;
+    const size_t slot = static_cast<size_t>(e.src) * D + static_cast<size_t>(to);
+    if (from == to || received.set(slot)) continue;
+    received.mark(slot);
     result.memory[to].activations += e.bytes;
   }
   for (size_t d = 0; d < D && result.valid; ++d) {
@@ -222,42 +255,46 @@ SimulationResult Simulator::check_memory(const Placement& placement) const {
 }
 
 SimulationResult Simulator::simulate(const Placement& placement) const {
-  placement.validate(graph_, devices_);
   const size_t n = graph_.ops.size(), D = devices_.size();
   const std::vector<int>& dev = placement.device_of_op;
+  if (dev.size() != n) placement.validate(graph_, devices_);  // throws, naming the sizes
   SimulationResult result;
+  // What Placement::validate checks, and whether each op can be timed where it is, in one pass
+  // over compact arrays; on a failure, validate() names the first op outside the devices or off
+  // its pinned kind before an untimeable op is blamed, as if it had run first.
+  for (size_t u = 0; u < n; ++u) {
+    const int d = dev[u];
+    if (d < 0 || static_cast<size_t>(d) >= D ||
+        (pinned_kind_[u] >= 0 && pinned_kind_[u] != device_kind_[static_cast<size_t>(d)]))
+      placement.validate(graph_, devices_);
+    const Cost& c = costs_[u * D + static_cast<size_t>(d)];
+    if (c.forward < 0) {
+      placement.validate(graph_, devices_);
+      throw std::invalid_argument(why_untimeable(static_cast<int>(u), d));
+    }
+    result.predicted_ops += c.predicted;
+  }
   result.busy_s.assign(D, 0.0);
   fill_memory(placement, result);
 
-  for (size_t u = 0; u < n; ++u)
-    result.predicted_ops += cost(static_cast<int>(u), dev[u]).predicted;
-  // Checked above (cost() throws for an op it cannot time there): read without the check.
+  // Checked above: read without the check.
   const auto cost_of = [&](size_t u) -> const Cost& {
     return costs_[u * D + static_cast<size_t>(dev[u])];
   };
   // The per-op and per-link times of the schedule, reused by the thread's next call: a search
   // simulates hundreds of thousands of placements, and their allocations were a tenth of it.
   thread_local Scratch scratch;
+  thread_local Stamps arrived;
 
-  // Execution resources: each GPU is its own unless the options group it with others; CPU
-  // devices may share the host.
-  std::vector<size_t> resource(D);
-  for (size_t d = 0, host = D; d < D; ++d) {
-    resource[d] = d < options_.shared_with.size() && options_.shared_with[d] < d
-                      ? resource[options_.shared_with[d]]
-                      : d;
-    if (options_.cpu_devices_share_host && devices_.devices[d].kind == DeviceKind::kCpu) {
-      if (host == D) host = d;
-      resource[d] = host;
-    }
-  }
+  const std::vector<size_t>& resource = resource_;
   std::vector<double>& device_free = scratch.device_free;
   std::vector<double>& link_free = scratch.link_free;
   device_free.assign(D, 0.0);
   link_free.assign(D * D, 0.0);
   // When a tensor reaches a device over a link; it is sent once per (producer, destination).
   std::vector<double>& arrival = scratch.arrival;
-  arrival.assign(n * D, -1.0);
+  if (arrival.size() < n * D) arrival.resize(n * D);
+  arrived.begin(n * D);
   auto transfer = [&](int from, int to, double ready, uint64_t bytes) {
     double& link = link_free[from * D + to];
     const double start = std::max(ready, link);
@@ -275,13 +312,17 @@ SimulationResult Simulator::simulate(const Placement& placement) const {
   for (int v : order_) {
     double ready = 0.0;
     for (int i = in_begin_[v]; i < in_begin_[v + 1]; ++i) {
-      const auto& e = graph_.edges[in_edges_[i]];
+      const auto& e = in_edges_[i];
       if (dev[e.src] == dev[v]) {
         ready = std::max(ready, forward_end[e.src]);
         continue;
       }
-      double& when = arrival[e.src * D + dev[v]];
-      if (when < 0) when = transfer(dev[e.src], dev[v], forward_end[e.src], e.bytes);
+      const size_t slot = static_cast<size_t>(e.src) * D + static_cast<size_t>(dev[v]);
+      double& when = arrival[slot];
+      if (!arrived.set(slot)) {
+        arrived.mark(slot);
+        when = transfer(dev[e.src], dev[v], forward_end[e.src], e.bytes);
+      }
       ready = std::max(ready, when);
     }
     double& free = device_free[resource[dev[v]]];
@@ -303,7 +344,7 @@ SimulationResult Simulator::simulate(const Placement& placement) const {
     const int u = *it;
     double ready = forward_done;
     for (int i = out_begin_[u]; i < out_begin_[u + 1]; ++i) {
-      const auto& e = graph_.edges[out_edges_[i]];
+      const auto& e = out_edges_[i];
       ready = std::max(ready, dev[e.dst] == dev[u]
                                   ? backward_end[e.dst]
                                   : transfer(dev[e.dst], dev[u], backward_end[e.dst], e.bytes));
@@ -323,8 +364,10 @@ SimulationResult Simulator::simulate(const Placement& placement) const {
                               : backward_done;
 
   // optimizer.step() runs after loss.backward() returns; devices update their own parameters.
-  std::vector<double> update(D, 0.0);
-  std::vector<char> used(D, 0);
+  std::vector<double>& update = scratch.update;
+  update.assign(D, 0.0);
+  std::vector<char>& used = scratch.used;
+  used.assign(D, 0);
   for (size_t u = 0; u < n; ++u) {
     update[resource[dev[u]]] += std::max(cost_of(u).update, 0.0);
     used[dev[u]] = 1;
@@ -421,7 +464,7 @@ double Simulator::lower_bound_s() const {
   for (int v : order_) {
     double longest = 0.0;
     for (int i = in_begin_[v]; i < in_begin_[v + 1]; ++i)
-      longest = std::max(longest, path[graph_.edges[in_edges_[i]].src]);
+      longest = std::max(longest, path[in_edges_[i].src]);
     path[v] = longest + best[v];
     critical = std::max(critical, path[v]);
   }

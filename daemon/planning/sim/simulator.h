@@ -179,14 +179,22 @@ class Simulator {
   placement::DeviceSet devices_;
   SimulatorOptions options_;
   std::vector<int> order_;
-  /// CSR adjacency: for op u, in_edges_[in_begin_[u] .. in_begin_[u+1]) are edge indices into it.
-  std::vector<int> in_begin_, in_edges_, out_begin_, out_edges_;
+  /// CSR adjacency: for op u, in_edges_[in_begin_[u] .. in_begin_[u+1]) are the edges into it
+  /// (copies of graph_'s, in its order), out_edges_ likewise those out of it.
+  std::vector<int> in_begin_, out_begin_;
+  std::vector<placement::Edge> in_edges_, out_edges_;
+  /// The execution resource each device's work runs on (itself, the host its CPU devices share,
+  /// or the device it is grouped with: SimulatorOptions), each device's kind, and each op's pinned
+  /// kind (-1: none): what simulate() reads per op instead of the ops and devices themselves.
+  std::vector<size_t> resource_;
+  std::vector<int> device_kind_, pinned_kind_;
   /// Cost of op u on device d at costs_[u * devices + d].
   std::vector<Cost> costs_;
   std::vector<uint64_t> activation_bytes_;
   // What simulate() schedules into, per thread (simulator.cpp).
   struct Scratch {
-    std::vector<double> device_free, link_free, arrival, forward_end, backward_end;
+    std::vector<double> device_free, link_free, arrival, forward_end, backward_end, update;
+    std::vector<char> used;
   };
   /// Per op, fixed at construction: its parameters' value, gradient and optimizer state, and its
   /// outputs (simulate() reads both for every op of every placement).
