@@ -57,6 +57,38 @@ def make(args):
     return model.train(), (x,), torch.randint(1000, (args.batch,)), torch.nn.functional.cross_entropy
 
 
+def op_times(steps, step):
+    """{aten op: (self CPU seconds a step, calls a step)} over `steps` steps of `step`, profiled."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            step()
+    return {e.key: (e.self_cpu_time_total / 1e6 / steps, e.count / steps) for e in prof.key_averages()}
+
+
+def print_op_differences(steps, plain_step, job_step, top=15):
+    """The ops whose self time a step differs most between the two copies (profiled one after the other,
+    twice, ABBA; the profiler's own cost is in both)."""
+    plain_a, job_a = op_times(steps, plain_step), op_times(steps, job_step)
+    job_b, plain_b = op_times(steps, job_step), op_times(steps, plain_step)
+
+    def mean(a, b, key):
+        return tuple((x + y) / 2 for x, y in zip(a.get(key, (0.0, 0.0)), b.get(key, (0.0, 0.0))))
+
+    keys = set(plain_a) | set(job_a) | set(plain_b) | set(job_b)
+    rows = [(key, mean(plain_a, plain_b, key), mean(job_a, job_b, key)) for key in keys]
+    rows.sort(key=lambda r: -abs(r[2][0] - r[1][0]))
+    total_plain = sum(r[1][0] for r in rows)
+    total_job = sum(r[2][0] for r in rows)
+    print(f"\nself CPU time a step under torch.profiler, {steps} steps of each copy twice (ABBA): plain "
+          f"{1e3 * total_plain:.1f} ms, job.step {1e3 * total_job:.1f} ms; the {top} ops that differ most:")
+    print(f"{'op':44} {'plain ms':>10} {'job ms':>10} {'diff ms':>10} {'calls (plain/job)':>18}")
+    for key, (plain_s, plain_n), (job_s, job_n) in rows[:top]:
+        print(f"{key[:44]:44} {1e3 * plain_s:10.2f} {1e3 * job_s:10.2f} {1e3 * (job_s - plain_s):+10.2f} "
+              f"{plain_n:8.0f}/{job_n:<8.0f}")
+
+
 def run():
     p = argparse.ArgumentParser(description="Per-step overhead of placement.Job.step against the plain PyTorch "
                                             "loop, no swap, windows interleaved in one run.")
@@ -75,6 +107,9 @@ def run():
     p.add_argument("--frontend", choices=["export", "torchscript"], default="export",
                    help="how the job's copy is captured (default export: torch.export, the SDK's default)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--profile", type=positive, metavar="N",
+                   help="then run N more steps of each copy under torch.profiler and print the ops whose "
+                        "time differs most between them (where an overhead comes from)")
     args = p.parse_args()
     args.batch = args.batch or (32 if args.model == "resnet18" else 8)
     args.window = args.window or (200 if args.model == "mlp" else 5)
@@ -125,6 +160,8 @@ def run():
         else:
             job_s.append(window(job_step))
             plain_s.append(window(plain_step))
+    if args.profile:
+        print_op_differences(args.profile, plain_step, job_step)
     job.detach()
 
     ratios = [j / q for j, q in zip(job_s, plain_s)]

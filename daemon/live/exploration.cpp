@@ -166,7 +166,8 @@ struct Session::Machine {
     return Next{id, reason};
   }
 
-  static Next exploit(Session& session, const std::string& why) {
+  // `why` by value: callers pass session.finishing_, which this clears.
+  static Next exploit(Session& session, std::string why) {
     const CandidateRecord* best = session.best();
     session.state_ = SessionState::kExploiting;
     session.drift_count_ = 0;
@@ -498,7 +499,8 @@ struct Session::Machine {
     }
     if (refinement) {
       session.persist_best(store);
-      return finish(session, session.finishing_);
+      const std::string why = session.finishing_;  // finish() and exploit() reset it
+      return finish(session, why);
     }
     return after_candidate(session, store);
   }
