@@ -25,15 +25,20 @@ std::optional<double> step_time(const Simulator& simulator, const placement::Pla
   return std::nullopt;
 }
 
-// The mean over `simulator` and `ensemble`; nullopt when any of them rejects the placement.
+// The mean over `simulator` and `ensemble`; nullopt when `simulator` rejects the placement or one
+// of them cannot time it. Memory is `simulator`'s to check (AnnealOptions::ensemble).
 std::optional<double> mean_step_time(const Simulator& simulator,
                                      const std::vector<const Simulator*>& ensemble,
                                      const placement::Placement& p, std::string* why = nullptr) {
   std::optional<double> total = step_time(simulator, p, why);
   for (const Simulator* model : ensemble) {
     if (!total) return std::nullopt;
-    const std::optional<double> t = step_time(*model, p, why);
-    total = t ? std::optional<double>(*total + *t) : std::nullopt;
+    try {
+      *total += model->step_time_s(p);
+    } catch (const std::invalid_argument& e) {
+      if (why) *why = e.what();
+      return std::nullopt;
+    }
   }
   if (total) *total /= static_cast<double>(1 + ensemble.size());
   return total;

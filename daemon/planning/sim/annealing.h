@@ -26,6 +26,8 @@ struct AnnealOptions {
   double max_seconds = 0.0;
   /// More models to time every placement on: the search minimises the mean step time over
   /// `simulator` and these (robust to what the models disagree on). Empty: `simulator` alone.
+  /// Their memory is not checked: `simulator`'s decides (sim::with_model_error's copies, which the
+  /// warm start passes, differ from it in times only).
   std::vector<const Simulator*> ensemble;
 };
 

@@ -255,6 +255,14 @@ SimulationResult Simulator::check_memory(const Placement& placement) const {
 }
 
 SimulationResult Simulator::simulate(const Placement& placement) const {
+  return schedule(placement, true);
+}
+
+double Simulator::step_time_s(const Placement& placement) const {
+  return schedule(placement, false).step_time_s;
+}
+
+SimulationResult Simulator::schedule(const Placement& placement, bool check_memory) const {
   const size_t n = graph_.ops.size(), D = devices_.size();
   const std::vector<int>& dev = placement.device_of_op;
   if (dev.size() != n) placement.validate(graph_, devices_);  // throws, naming the sizes
@@ -275,7 +283,7 @@ SimulationResult Simulator::simulate(const Placement& placement) const {
     result.predicted_ops += c.predicted;
   }
   result.busy_s.assign(D, 0.0);
-  fill_memory(placement, result);
+  if (check_memory) fill_memory(placement, result);
 
   // Checked above: read without the check.
   const auto cost_of = [&](size_t u) -> const Cost& {

@@ -106,6 +106,11 @@ class Simulator {
   /// device, or no work recorded in the graph (a file from before placementd counted it).
   SimulationResult simulate(const placement::Placement& placement) const;
 
+  /// simulate()'s step time alone, without the memory check: for a model whose memory another one
+  /// checked (sim::with_model_error's copies differ from their original in times only). Throws as
+  /// simulate() does.
+  double step_time_s(const placement::Placement& placement) const;
+
   /// Memory only (the cheap pre-screen of live candidates): `valid`, `invalid_reason` and `memory`
   /// are filled, times are not. Needs no profile beyond activation bytes.
   SimulationResult check_memory(const placement::Placement& placement) const;
@@ -174,6 +179,8 @@ class Simulator {
   /// and groupers reading graph() see every kind. The simulator's own costs stay per device.
   void add_predicted_profiles();
   void fill_memory(const placement::Placement& placement, SimulationResult& result) const;
+  /// simulate(), with or without its memory check (step_time_s()).
+  SimulationResult schedule(const placement::Placement& placement, bool check_memory) const;
 
   placement::OpGraph graph_;
   placement::DeviceSet devices_;

@@ -120,6 +120,23 @@ TEST(Simulator, OutOfMemoryNamesTheDeviceAndTheBytes) {
   EXPECT_FALSE(tight.check_memory(Placement{{0, 1}}).valid);
 }
 
+TEST(Simulator, StepTimeAloneIsSimulatesWithoutTheMemoryCheck) {
+  OpGraph g = profiled(placement::testing::chain(3, 1024));
+  const Simulator roomy(g, slow_links(2));
+  for (const Placement& p : {Placement{{0, 0, 0}}, Placement{{0, 1, 0}}, Placement{{1, 0, 1}}})
+    EXPECT_EQ(roomy.step_time_s(p), roomy.simulate(p).step_time_s);
+  // A placement that does not fit still has its time; simulate() says it does not fit.
+  g.ops[0].parameter_bytes = 1ull << 30;
+  const Simulator tight(g, slow_links(2, 3ull << 30));
+  ASSERT_FALSE(tight.simulate(Placement{{0, 1, 1}}).valid);
+  EXPECT_EQ(tight.step_time_s(Placement{{0, 1, 1}}),
+            tight.simulate(Placement{{0, 1, 1}}).step_time_s);
+  EXPECT_GT(tight.step_time_s(Placement{{0, 1, 1}}), 0.0);
+  // It checks the placement as simulate() does.
+  EXPECT_THROW(tight.step_time_s(Placement{{0, 1}}), std::invalid_argument);
+  EXPECT_THROW(tight.step_time_s(Placement{{0, 1, 2}}), std::invalid_argument);
+}
+
 TEST(Simulator, ReceivedCopiesAreKeptForBackward) {
   const Simulator sim(profiled(placement::testing::chain(2, 5000)), slow_links(2));
   const auto r = sim.check_memory(Placement{{0, 1}});
