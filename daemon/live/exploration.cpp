@@ -222,9 +222,15 @@ struct Session::Machine {
     const CandidateRecord* incumbent = session.best();
     if (!incumbent || incumbent->id == c.id || c.failures > 0 || !c.median()) return false;
     if (c.placement.fingerprint() == incumbent->placement.fingerprint()) return false;
-    const double gap = std::log(*c.median()) - std::log(*incumbent->median());
-    const double a = log_median_error(c), b = log_median_error(*incumbent);
-    return gap < kScreenZ * std::sqrt(a * a + b * b);
+    const auto [gap, error] = screening_log_ratio(c, *incumbent);
+    return gap < kScreenZ * error;
+  }
+
+  // log(median of c / median of `against`) and its standard error; both have medians.
+  static std::pair<double, double> screening_log_ratio(const CandidateRecord& c,
+                                                       const CandidateRecord& against) {
+    const double a = log_median_error(c), b = log_median_error(against);
+    return {std::log(*c.median()) - std::log(*against.median()), std::sqrt(a * a + b * b)};
   }
 
   // Nothing ran well and nothing is left to try: back to the placement the job started on.
@@ -282,9 +288,8 @@ struct Session::Machine {
       return std::make_pair(estimate, std::max((r.high - r.low) / (2 * z), 1e-6));
     }
     if (!c.median()) return std::nullopt;
-    const double a = log_median_error(c), b = log_median_error(best);
-    return std::make_pair(std::log(*c.median()) - std::log(*best_median),
-                          std::max(std::sqrt(a * a + b * b), 1e-6));
+    const auto [gap, error] = screening_log_ratio(c, best);
+    return std::make_pair(gap, std::max(error, 1e-6));
   }
 
   // Refinement's contenders: the candidates likeliest to be faster than the best by
