@@ -119,9 +119,28 @@ endif()
 # goes to the linker inside one -Wl, which no compiler driver reads: on the 2026-11-27 GPU machine,
 # with a plain -lstdc++ first on every link line, no program needed libstdc++ at all, the driver
 # or a wrapper around it having taken that -lstdc++ elsewhere (docs/gpu-runs/2026-11-27.md).
+# A toolchain may offer only the static libstdc++.a (the GPU machine's wraps GCC with one;
+# docs/gpu-runs/2026-11-27-2.md): -lstdc++ then links a second copy of libstdc++ into each program
+# beside the one LibTorch loads. There the shared libstdc++.so.6 is named by its path instead.
+execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libstdc++.so
+                OUTPUT_VARIABLE toolchain_libstdcxx OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+set(libstdcxx_first "-lstdc++")
+if(NOT IS_ABSOLUTE "${toolchain_libstdcxx}")
+  find_library(PLACEMENT_SHARED_LIBSTDCXX NAMES libstdc++.so.6
+               DOC "the shared libstdc++ programs linking LibTorch need first")
+  if(NOT PLACEMENT_SHARED_LIBSTDCXX)
+    message(FATAL_ERROR "${CMAKE_CXX_COMPILER} finds no shared libstdc++ (libstdc++.so), and no "
+            "libstdc++.so.6 is on the library path: set PLACEMENT_SHARED_LIBSTDCXX to the "
+            "libstdc++.so.6 LibTorch loads; a libstdc++ linked statically beside LibTorch's crashes")
+  endif()
+  set(libstdcxx_first "${PLACEMENT_SHARED_LIBSTDCXX}")
+  message(STATUS "libstdc++ for programs linking LibTorch: ${libstdcxx_first} "
+          "(${CMAKE_CXX_COMPILER} links only a static one)")
+endif()
 add_library(placement_libtorch INTERFACE)
 target_link_libraries(placement_libtorch INTERFACE ${TORCH_LIBRARIES})
-target_link_options(placement_libtorch INTERFACE "LINKER:--push-state,--no-as-needed,-lstdc++,--pop-state")
+target_link_options(placement_libtorch INTERFACE
+                    "LINKER:--push-state,--no-as-needed,${libstdcxx_first},--pop-state")
 
 # The Python whose torch this LibTorch is traces the test models, so that the TorchScript they are
 # saved as is what this LibTorch's own tracer emits.

@@ -5,15 +5,21 @@
 # reuse the build directory, which stays on a warm machine between calls. docs/gpu-runs/README.md
 # says how to run them with the device tool and what each records.
 #
-#   scripts/gpu-run.sh --stage build|test|engine|live|profiles [--cpu] [--out DIR] [--build-dir DIR]
+#   scripts/gpu-run.sh --stage build|test|engine|live|learning|profiles [--cpu] [--out DIR] [--build-dir DIR]
 #                      [--devices LIST] [--memory-gib G] [--steps N] [--tests REGEX]
+#                      [--targets "TARGET..."]
 #
-#   build     configure (LibTorch and CUDA forced on) and build; prints the build's feature line
+#   build     configure (LibTorch and CUDA forced on) and build (everything, or --targets; say,
+#             "placementd placementctl plugins/all train_inception train_gnmt" for the learning
+#             stage alone); prints the build's feature line
 #   test      ctest (all tests, or --tests REGEX), and the CUDA tests' results by name
 #   engine    traces the models on the device, engine overhead vs the plain module per model; the
 #             export front end's job.step vs plain eager PyTorch (ResNet-18, BERT-base, GPT-2 small)
 #   live      placementd with the example jobs on DEVICES (C++ and Python), two data-parallel
 #             replicas of the GNMT example, live_bench, the Python SDK's step overhead
+#   learning  the C++ example jobs with the simulator warm start, long enough for exploration to end
+#             (--steps; 2000 on a GPU), and each job's warm start (the planning model's answer and
+#             its predicted time) against what its trials measured
 #   profiles  per-op profiles of the test models on the device (placementctl capture --profile), and
 #             the cost model against them per op kind (placementctl simulate --by-kind)
 #
@@ -37,6 +43,7 @@ devices=
 memory_gib=60
 steps=
 tests=
+targets=
 while [ $# -gt 0 ]; do
   case "$1" in
     --stage) stage=${2:-}; shift 2 ;;
@@ -47,11 +54,12 @@ while [ $# -gt 0 ]; do
     --memory-gib) memory_gib=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --tests) tests=$2; shift 2 ;;
+    --targets) targets=$2; shift 2 ;;
     -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu-run.sh: unknown argument $1" >&2; usage ;;
   esac
 done
-case "$stage" in build|test|engine|live|profiles) ;; *) echo "gpu-run.sh: --stage is one of build, test, engine, live, profiles" >&2; usage ;; esac
+case "$stage" in build|test|engine|live|learning|profiles) ;; *) echo "gpu-run.sh: --stage is one of build, test, engine, live, learning, profiles" >&2; usage ;; esac
 if ((cpu)); then
   build=${build:-$root/build}
   devices=${devices:-cpu:0,cpu:1}
@@ -119,6 +127,44 @@ need_build() {
   fi
 }
 
+# Appends an example job's summary (its "== summary" on) to the report under the title $1.
+report_summary() {
+  log "## $1"
+  log
+  log '```'
+  sed -n '/== summary/,$p' "$2" | tee -a "$report"
+  log '```'
+  log
+}
+
+# Starts placementd with the config $1 (the shipped one by default) on a socket of its own (stopped,
+# with its state, when the stage exits) and waits for its socket: loading the LibTorch plugins
+# takes seconds on a cold machine.
+start_daemon() {
+  work=$(mktemp -d -t placementd-gpu.XXXXXX)  # mktemp fills in the X's: the daemon's socket and state
+  socket=$work/placementd.sock
+  "$build/bin/placementd" --config "${1:-$root/etc/placementd.toml}" --socket "$socket" --state-dir "$work/state" \
+    2>"$logs/placementd.log" &
+  daemon=$!
+  stop_daemon() {
+    # Its status, when a signal to the stage's process group stopped it first, is not the stage's.
+    kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null || true
+    rm -rf "$work"
+    finish
+  }
+  trap stop_daemon EXIT
+  for _ in $(seq 600); do
+    [ -S "$socket" ] && break
+    kill -0 "$daemon" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ ! -S "$socket" ]; then
+    fail "placementd did not open its socket in 60 s; its log:"
+    tail -n 20 "$logs/placementd.log" | tee -a "$report"
+    exit 1
+  fi
+}
+
 case "$stage" in
 build)
   args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DPLACEMENT_WITH_TORCH=ON -DPLACEMENT_MODEL_PYTHON="$python")
@@ -133,7 +179,8 @@ build)
   started=$SECONDS
   if cmake -S "$root" -B "$build" "${args[@]}" >"$logs/cmake.log" 2>&1; then
     log "features: $(grep -o 'placementd features: .*' "$logs/cmake.log" | tail -1)"
-    if cmake --build "$build" -j"$(nproc)" -- -k 0 >"$logs/build.log" 2>&1; then
+    # shellcheck disable=SC2086  # --targets is a list of targets
+    if cmake --build "$build" -j"$(nproc)" ${targets:+--target $targets} -- -k 0 >"$logs/build.log" 2>&1; then
       log "built in $((SECONDS - started)) s: $("$build/bin/placementd" --version)"
       # This machine's CMake and compiler are newer than CI's: that libstdc++ still comes first.
       if ! "$root/tests/scripts/libstdcxx_first_test.sh" "$build/bin" 2>&1 | tee -a "$report"; then
@@ -226,38 +273,7 @@ live)
   # The examples' models and live_bench's.
   "$python" "$root/tests/models/make_models.py" "$logs/models" inception_example gnmt_example mlp two_tower gnmt_small \
     resnet18 bert_small >/dev/null
-  work=$(mktemp -d -t placementd-gpu.XXXXXX)  # mktemp fills in the X's: the daemon's socket and state
-  socket=$work/placementd.sock
-  "$build/bin/placementd" --config "$root/etc/placementd.toml" --socket "$socket" --state-dir "$work/state" \
-    2>"$logs/placementd.log" &
-  daemon=$!
-  stop_daemon() {
-    # Its status, when a signal to the stage's process group stopped it first, is not the stage's.
-    kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null || true
-    rm -rf "$work"
-    finish
-  }
-  trap stop_daemon EXIT
-  # Appends an example job's summary (its "== summary" on) to the report under the title $1.
-  report_summary() {
-    log "## $1"
-    log
-    log '```'
-    sed -n '/== summary/,$p' "$2" | tee -a "$report"
-    log '```'
-    log
-  }
-  # Loading the LibTorch plugins takes seconds on a cold machine: wait for the socket, not a guess.
-  for _ in $(seq 600); do
-    [ -S "$socket" ] && break
-    kill -0 "$daemon" 2>/dev/null || break
-    sleep 0.1
-  done
-  if [ ! -S "$socket" ]; then
-    fail "placementd did not open its socket in 60 s; its log:"
-    tail -n 20 "$logs/placementd.log" | tee -a "$report"
-    exit 1
-  fi
+  start_daemon
   # Each job starts with its ops interleaved over the devices (what the README's example shows)
   # and lets placementd find better.
   for example in inception gnmt; do
@@ -335,6 +351,41 @@ live)
     fail "live_bench"
   tee -a "$report" <"$logs/live_bench.log" >/dev/null
   log '```'
+  ;;
+learning)
+  need_build
+  # What the live phase finds beyond its warm start (issue #45) on a real job: the C++ examples long
+  # enough for exploration to end, then each job's warm start (its planning model's answer and
+  # predicted time) against what its trials measured, as `placementctl jobs show` prints them.
+  "$python" "$root/tests/models/make_models.py" "$logs/models" inception_example gnmt_example >/dev/null
+  # The shipped config with the simulator warm start, which the shipped one leaves off.
+  sed 's/^# warm_start = "metis"$/warm_start = "simulator"/' "$root/etc/placementd.toml" >"$logs/placementd.toml"
+  grep -q '^warm_start = "simulator"$' "$logs/placementd.toml" || { fail "no warm_start line to set in etc/placementd.toml"; exit 1; }
+  start_daemon "$logs/placementd.toml"
+  for example in inception gnmt; do
+    echo "== $example example on $devices"
+    if "$build/bin/train_$example" --model "$logs/models/${example}_example.pt" --socket "$socket" --devices "$devices" \
+        --memory-gib "$memory_gib" --steps "$steps" --log-every $((steps / 5)) --start interleaved \
+        --job "learning-$example" >"$logs/$example.log" 2>&1; then
+      report_summary "$example example ($steps steps on $devices)" "$logs/$example.log"
+    else
+      fail "train_$example; its last lines:"
+      tail -n 10 "$logs/$example.log" | tee -a "$report"
+    fi
+  done
+  "$build/bin/placementctl" --socket "$socket" --json jobs --finished >"$logs/jobs.json" || fail "placementctl jobs"
+  for example in inception gnmt; do
+    id=$("$python" -c 'import json, sys; print(next((str(j["id"]) for j in json.load(open(sys.argv[1])) if j["name"] == sys.argv[2]), ""))' \
+      "$logs/jobs.json" "learning-$example" 2>/dev/null || true)
+    [ -n "$id" ] || { fail "no finished job learning-$example in placementctl jobs"; continue; }
+    log "## placementctl jobs show (learning-$example)"
+    log
+    log '```'
+    "$build/bin/placementctl" --socket "$socket" jobs show "$id" >"$logs/$example-show.log" 2>&1 || fail "placementctl jobs show $id"
+    tee -a "$report" <"$logs/$example-show.log" >/dev/null
+    log '```'
+    log
+  done
   ;;
 profiles)
   need_build

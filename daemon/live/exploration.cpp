@@ -78,7 +78,7 @@ struct Session::Machine {
     if (!start || fingerprint == start->placement.fingerprint()) return true;
     // A re-measurement after a drift is a new record of a placement that may have passed already.
     for (const auto& [id, other] : session.candidates_)
-      if (other.trial && other.trial->final_check &&
+      if (other.trial && (other.trial->final_check || other.trial->stands_for_final_check) &&
           other.trial->verdict == TrialVerdict::kFaster &&
           other.placement.fingerprint() == fingerprint)
         return true;
@@ -410,11 +410,41 @@ struct Session::Machine {
     const CandidateRecord* start = session.start_candidate();
     if (best->placement.fingerprint() == start->placement.fingerprint())
       return exploit(session, why);
+    if (beat_the_start_for_good(session, *best)) {
+      CandidateRecord& kept = session.candidates_.at(best->id);
+      kept.trial->stands_for_final_check = true;
+      return exploit(session, why + "; placement " + std::to_string(kept.id) +
+                                  " beat the start itself in its trial, by evidence that holds "
+                                  "across all " +
+                                  std::to_string(trials_held(session)) +
+                                  " trials: no final check repeats it");
+    }
     spdlog::info("job {} '{}': {}; checking placement {} against the start ({}) before keeping it",
                  session.id_, session.job_.name, why, best->id, start->id);
     session.finishing_ = why;
     start_trial(session, start->id, best->id, true);
     return move_to(session, session.trial_->running(), Reason::kBest);
+  }
+
+  // Every trial that ended, a candidate's short and long one both (the timeline marks each).
+  static size_t trials_held(const Session& session) {
+    size_t held = 0;
+    for (const auto& m : session.timeline_.marks())
+      if (!m.final_check) ++held;
+    return held;
+  }
+
+  // The final check guards against a winner of many trials that won one by luck; when `best` won
+  // its own trial against the start, and that trial's evidence clears the trials' confidence with
+  // a Bonferroni share for every trial held (any of them could have been the lucky one), the
+  // final check would only repeat that comparison on fresh steps, which are the start's slowest.
+  static bool beat_the_start_for_good(const Session& session, const CandidateRecord& best) {
+    const CandidateRecord* start = session.start_candidate();
+    if (!start || !best.trial || best.trial->final_check || best.trial->against != start->id ||
+        best.trial->verdict != TrialVerdict::kFaster || !best.trial->note.empty())
+      return false;
+    return best.trial->p_faster * static_cast<double>(trials_held(session)) <=
+           1.0 - session.policy_.exploration.confidence;
   }
 
   // Re-exploration has its own budget (a few candidates), not what first exploration spent.
@@ -472,8 +502,9 @@ struct Session::Machine {
           session, next,
           next == session.incumbent_ ? Reason::kBest : session.candidates_.at(next).reason);
     }
-    challenger.trial = TrialOutcome{t.incumbent(),   verdict,           t.last_look(), t.pairs(),
-                                    t.final_check(), session.refining_, note};
+    challenger.trial = TrialOutcome{
+        t.incumbent(),   verdict,           t.last_look(), t.pairs(),
+        t.final_check(), session.refining_, note,          note.empty() ? t.p_faster() : 1.0};
     session.timeline_.mark({challenger.id, t.incumbent(), session.counters_.steps,
                             to_string(verdict), t.final_check()});
     const auto& ratio = t.last_look();

@@ -38,7 +38,8 @@ std::string describe(const TrialOutcome& t) {
   if (t.log_ratio)
     out += ": " + percent(t.log_ratio->estimate) + " (" + percent(t.log_ratio->low) + " to " +
            percent(t.log_ratio->high) + ")";
-  return out + ", " + std::to_string(t.pairs) + " pairs";
+  return out + ", " + std::to_string(t.pairs) + " pairs" +
+         (t.stands_for_final_check ? "; it stood for the final check" : "");
 }
 
 namespace {

@@ -56,6 +56,11 @@ struct TrialOutcome {
   bool refinement = false;
   /// Why it ended without a test ("the start failed a step"); empty when the test decided.
   std::string note;
+  /// Trial::p_faster() at its end; 1 when a failed step decided.
+  double p_faster = 1.0;
+  /// A trial against the start whose evidence held across every trial the session held: it
+  /// stood for the final check, which would have repeated the same comparison.
+  bool stands_for_final_check = false;
 };
 
 /// The median of `values`; nullopt when there are none.

@@ -169,4 +169,20 @@ TrialVerdict Trial::close_window() {
   return next_look_ >= looks_.size() ? TrialVerdict::kUnclear : TrialVerdict::kUndecided;
 }
 
+double Trial::p_faster() const {
+  const int n = static_cast<int>(differences_.size());
+  if (n == 0) return 1.0;
+  // W+: the ranks (by |d|) of the pairs where the challenger ran slower, or no faster (a tie
+  // counts against it); small when it is faster.
+  std::vector<size_t> order(differences_.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return std::fabs(differences_[a]) < std::fabs(differences_[b]);
+  });
+  int64_t w_plus = 0;
+  for (size_t rank = 0; rank < order.size(); ++rank)
+    if (differences_[order[rank]] >= 0.0) w_plus += static_cast<int64_t>(rank) + 1;
+  return std::min(1.0, signed_rank_cdf(n, w_plus) * static_cast<double>(looks_.size()));
+}
+
 }  // namespace placementd

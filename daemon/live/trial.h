@@ -83,6 +83,10 @@ class Trial {
   int64_t measured_steps() const { return measured_; }
   /// The last look's interval of log(challenger / incumbent); nullopt before the first look.
   const std::optional<ShiftInterval>& last_look() const { return last_; }
+  /// The exact one-sided p-value of "the challenger is faster" from the pairs so far (the
+  /// signed-rank test), times the trial's looks: its evidence with its own Bonferroni share, which
+  /// another test of the same question may reuse. 1 before a pair.
+  double p_faster() const;
 
  private:
   uint64_t ids_[2];

@@ -29,6 +29,9 @@ check live '^## Python lm example'
 check live '^overhead +[-+][0-9.]+ %'
 check live '^both ranks: parameters digest: [0-9a-f]{16}$'
 check live '^gradients on cpu +gloo$'
+run --stage learning --steps 40 >/dev/null
+check learning '^## placementctl jobs show \(learning-gnmt\)'
+check learning '^warm start +searched [0-9]+ simulated placements'
 # Failures are not swallowed: no test matched, an unknown stage.
 if run --stage test --tests '^NoSuchTest$' >/dev/null 2>&1; then echo "a test stage that ran no test exited 0"; exit 1; fi
 grep -q "^stage test: 1 failure" "$out/test.md" || { echo "the failed test stage says:"; cat "$out/test.md"; exit 1; }

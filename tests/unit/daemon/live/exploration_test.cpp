@@ -695,6 +695,64 @@ TEST_F(FinalCheck, AChoiceNeverComparedWithTheStartIsCheckedAgainstItBeforeTheJo
   EXPECT_FALSE(s->candidates().at(2).trial) << "all on 0 screened too slow for a trial";
 }
 
+// Start {0,1,0,1} (6), all on 0 (8), the warm start {1,1,0,1} (4 while screened, 6 in its trial:
+// it loses), then {1,1,1,1} (5: a trial against the start itself, one look at 8 pairs). With
+// `one_pair_against`, its smallest difference in that trial goes the other way.
+class FinalCheckAfterATrialAgainstTheStart : public FinalCheck {
+ protected:
+  Directive run(bool one_pair_against) {
+    setup.exploration.max_trial_steps = 32;  // 8 pairs of 2-step windows: one look, at α = 0.01
+    make_final_check_session();
+    return run_world(s->start(), [&](const Directive& d) {
+      const auto& t = s->trial();
+      if (d.placement.device_of_op == std::vector<int>{1, 1, 0, 1}) return t ? 6.0 : 4.0;
+      if (d.placement.device_of_op != std::vector<int>{1, 1, 1, 1}) return units(d.placement);
+      return one_pair_against && t && !t->final_check() && t->pairs() == 0 ? 6.03 : 5.0;
+    });
+  }
+  const CandidateRecord& warm() const { return s->candidates().at(3); }
+  bool final_check_ran() const {
+    for (const auto& m : s->timeline().marks())
+      if (m.final_check) return true;
+    return false;
+  }
+};
+
+TEST_F(FinalCheckAfterATrialAgainstTheStart, EvidenceThatHoldsAcrossEveryTrialIsNotTestedAgain) {
+  // Its 8 pairs all faster: p = 2^-8, and 2 trials held: 2 × 2^-8 <= 1%.
+  const Directive d = run(false);
+  EXPECT_EQ(d.placement.device_of_op, (std::vector<int>{1, 1, 1, 1}));
+  ASSERT_TRUE(warm().trial);
+  EXPECT_EQ(warm().trial->verdict, TrialVerdict::kNotFaster) << "premise: two trials held";
+  const CandidateRecord& chosen = *s->best();
+  ASSERT_TRUE(chosen.trial);
+  EXPECT_EQ(chosen.trial->against, 1u);
+  EXPECT_DOUBLE_EQ(chosen.trial->p_faster, 1.0 / 256);
+  EXPECT_TRUE(chosen.trial->stands_for_final_check);
+  EXPECT_FALSE(final_check_ran()) << "it would have repeated that trial, on the start's steps";
+  EXPECT_NE(describe(*chosen.trial).find("stood for the final check"), std::string::npos);
+  s->persist_best(*store);
+  store->flush();
+  EXPECT_EQ(store->best(0, *s->graph(), s->devices())->placement.device_of_op,
+            (std::vector<int>{1, 1, 1, 1}))
+      << "it is offered to the next run as a checked choice";
+}
+
+TEST_F(FinalCheckAfterATrialAgainstTheStart, EvidenceThatManyTrialsMakeDoubtfulIsChecked) {
+  // One pair against it: p = 2 × 2^-8, enough for its own trial but not across the 2 held.
+  const Directive d = run(true);
+  EXPECT_EQ(d.placement.device_of_op, (std::vector<int>{1, 1, 1, 1}));
+  const CandidateRecord& chosen = *s->best();
+  ASSERT_TRUE(chosen.trial);
+  EXPECT_TRUE(chosen.trial->final_check);
+  EXPECT_EQ(chosen.trial->verdict, TrialVerdict::kFaster);
+  EXPECT_TRUE(final_check_ran());
+  bool won_its_trial = false;
+  for (const auto& m : s->timeline().marks())
+    won_its_trial |= m.candidate == chosen.id && !m.final_check && m.verdict == "faster";
+  EXPECT_TRUE(won_its_trial) << "premise: its trial against the start said faster";
+}
+
 TEST_F(FinalCheck, WithoutEvidenceAgainstTheStartTheJobGoesBackToIt) {
   make_final_check_session();
   // The machine changes once the final check begins: every placement now takes 6.
@@ -867,12 +925,14 @@ TEST_F(Refinement, AGainBelowMinGainThatAShortTrialLeavesUnclearIsKeptAfterALong
   make_refinement_session();
   const Directive d = run();
   EXPECT_TRUE(chosen(d)) << "the job keeps the 1% faster placement";
-  EXPECT_EQ(verdicts_of_chosen(), (std::vector<std::string>{"unclear", "faster", "final: faster"}))
-      << "its own trial could not tell; refinement's long trial and the final check (as long) did";
+  EXPECT_EQ(verdicts_of_chosen(), (std::vector<std::string>{"unclear", "faster"}))
+      << "its own trial could not tell; refinement's long trial, against the start itself, did";
   const CandidateRecord& c = s->candidates().at(chosen_id_);
   ASSERT_TRUE(c.trial);
-  EXPECT_TRUE(c.trial->final_check);
-  EXPECT_GT(c.trial->pairs, 8) << "the final check ran longer than an ordinary trial may";
+  EXPECT_TRUE(c.trial->refinement);
+  EXPECT_EQ(c.trial->against, 1u);
+  EXPECT_TRUE(c.trial->stands_for_final_check) << "a final check would repeat that long trial";
+  EXPECT_GT(c.trial->pairs, 8) << "it ran longer than an ordinary trial may";
   EXPECT_LE(s->counters().steps, 100000u);
   // Each long trial within refine_fraction of the job (20 000 steps, both arms): the chosen ran
   // half of two of them at most, and its screening and short trial.
@@ -887,10 +947,9 @@ TEST_F(Refinement, AContenderItsShortTrialSawSlowerByLessThanItsNoiseStillGetsIt
   const Directive d = run();
   EXPECT_TRUE(chosen(d));
   const std::vector<std::string> verdicts = verdicts_of_chosen();
-  ASSERT_EQ(verdicts.size(), 3u);
+  ASSERT_EQ(verdicts.size(), 2u);
   EXPECT_NE(verdicts[0], "faster");
   EXPECT_EQ(verdicts[1], "faster");
-  EXPECT_EQ(verdicts[2], "final: faster");
 }
 
 TEST_F(Refinement, ACandidateItsScreeningShowedClearlySlowerIsNoContender) {
@@ -928,7 +987,8 @@ TEST_F(Refinement, ALongTrialWonAfterExplorationConvergedDoesNotStartItAgain) {
   for (const auto& [id, c] : s->candidates())
     EXPECT_LT(c.measured_at_step.value_or(0), *won_at)
         << "placement " << id << " was screened after refinement's win";
-  EXPECT_EQ(verdicts_of_chosen().back(), "final: faster");
+  EXPECT_EQ(verdicts_of_chosen().back(), "faster");
+  EXPECT_EQ(s->state(), SessionState::kExploiting);
 }
 
 TEST_F(Refinement, NeedsAJobThatSaysHowLongItRuns) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <random>
+#include <vector>
 
 #include "live/trial.h"
 
@@ -120,6 +121,39 @@ TEST(Trial, DriftThatHitsBothArmsDoesNotMakeASlowerChallengerFaster) {
     return (arm == 2 ? 1.01 : 1.0) * machine * burst * noise(rng);
   });
   EXPECT_NE(v, TrialVerdict::kFaster);
+}
+
+TEST(Trial, ItsPValueIsTheSignedRankTestsTimesItsLooks) {
+  TrialPlan plan;
+  plan.window_steps = 1;
+  plan.max_steps = 16;  // 8 pairs: one look
+  ASSERT_EQ(plan.looks().size(), 1u);
+  // The challenger's times by pair; the incumbent always takes 1.
+  const auto p_of = [&](const std::vector<double>& challenger) {
+    Trial t(1, 2, plan, false);
+    for (size_t pair = 0; pair < challenger.size(); ++pair)
+      for (int w = 0; w < 2; ++w) {
+        const uint64_t arm = t.running();
+        t.add(arm, arm == 2 ? challenger[pair] : 1.0);
+        t.close_window();
+      }
+    return t.p_faster();
+  };
+  EXPECT_EQ(p_of({}), 1.0);
+  const std::vector<double> faster(8, 0.8);
+  EXPECT_DOUBLE_EQ(p_of(faster), 1.0 / 256) << "every pair faster: 2^-8";
+  std::vector<double> one_slower = faster;
+  one_slower[3] = 1.01;  // the smallest difference, rank 1
+  EXPECT_DOUBLE_EQ(p_of(one_slower), 2.0 / 256);
+  std::vector<double> one_tie = faster;
+  one_tie[5] = 1.0;  // a tie is no evidence of a gain
+  EXPECT_DOUBLE_EQ(p_of(one_tie), 2.0 / 256);
+  EXPECT_DOUBLE_EQ(p_of(std::vector<double>(8, 1.2)), 1.0);
+  // Two looks: the p-value carries the trial's Bonferroni share.
+  plan.max_steps = 64;  // 32 pairs: three looks
+  const double looks = static_cast<double>(plan.looks().size());
+  ASSERT_EQ(looks, 3.0);
+  EXPECT_DOUBLE_EQ(p_of(faster), looks / 256);
 }
 
 TEST(Trial, UnderTheNullFasterIsRareAtThirtyPercentNoise) {
