@@ -7,8 +7,13 @@
 #include <map>
 #include <set>
 #include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <spdlog/spdlog.h>
 
 #include "live/candidates.h"
+#include "live/profile_gaps.h"
 #include "placement/protocol.h"
 
 namespace placementd {
@@ -18,14 +23,31 @@ bool Session::can_profile() const {
          job_.profile_steps > 0;
 }
 
+namespace {
+
+// Whether `op` still needs a measured profile on `kind`: it may run there, has none measured there,
+// and the job's profiler times it at all (an op no report ever named would be asked for forever).
+bool lacks_profile(const placement::Op& op, const std::string& kind) {
+  if (op.pinned && placement::to_string(*op.pinned) != kind) return false;
+  const auto it = op.profile.find(kind);
+  if (it != op.profile.end() && !it->second.predicted) return false;
+  return std::any_of(op.profile.begin(), op.profile.end(),
+                     [](const auto& p) { return !p.second.predicted; });
+}
+
+}  // namespace
+
 bool Session::wants_profile(const placement::Placement& p) const {
   if (!can_profile() || !graph_) return false;
-  const std::set<std::string> have = profiled_kinds();
+  // Per op: a start spread over a CPU and a GPU times each op on one kind only.
+  const bool none_yet = profiled_kinds().empty();
   std::map<std::string, std::set<int>> unprofiled;  // kind → the devices of that kind `p` uses
-  for (int d : p.device_of_op)
-    if (d >= 0 && static_cast<size_t>(d) < job_.devices.size())
-      if (const std::string kind = to_string(job_.devices.devices[d].kind); !have.count(kind))
-        unprofiled[kind].insert(d);
+  for (size_t u = 0; u < p.device_of_op.size() && u < graph_->ops.size(); ++u) {
+    const int d = p.device_of_op[u];
+    if (d < 0 || static_cast<size_t>(d) >= job_.devices.size()) continue;
+    const std::string kind = to_string(job_.devices.devices[d].kind);
+    if (none_yet || lacks_profile(graph_->ops[u], kind)) unprofiled[kind].insert(d);
+  }
   if (unprofiled.empty()) return false;
   // Ops timed where a split sends their inputs between devices include those copies, which the
   // simulator adds itself: when the placement splits a kind, wait for the all-on-one-device
@@ -43,9 +65,12 @@ bool Session::wants_profile(const placement::Placement& p) const {
 }
 
 bool Session::fully_profiled() const {
-  const std::set<std::string> have = profiled_kinds();
-  return std::all_of(job_.devices.devices.begin(), job_.devices.devices.end(),
-                     [&](const placement::Device& d) { return have.count(to_string(d.kind)) > 0; });
+  if (!graph_ || profiled_kinds().empty()) return false;
+  return std::none_of(graph_->ops.begin(), graph_->ops.end(), [&](const placement::Op& op) {
+    return std::any_of(
+        job_.devices.devices.begin(), job_.devices.devices.end(),
+        [&](const placement::Device& d) { return lacks_profile(op, to_string(d.kind)); });
+  });
 }
 
 void Session::apply_profiles(const placement::messages::ProfileReport& report) {
@@ -60,6 +85,15 @@ void Session::apply_profiles(const placement::messages::ProfileReport& report) {
       throw std::invalid_argument("ops[" + std::to_string(i) + "].kind: the job has no " +
                                   report.ops[i].kind + " device");
   report.apply(*graph_);
+  std::vector<std::string> kinds;
+  for (const placement::Device& d : job_.devices.devices)
+    if (std::find(kinds.begin(), kinds.end(), to_string(d.kind)) == kinds.end())
+      kinds.push_back(to_string(d.kind));
+  if (const size_t filled = fill_profile_gaps(*graph_, kinds))
+    spdlog::info(
+        "job {} '{}': {} op profiles on kinds the ops have not run on yet, scaled from their "
+        "measured ones by ops measured on both (until a candidate measures them)",
+        id_, job_.name, filled);
   memory_model_.emplace(*graph_, job_.devices, memory_model_->options());
   ++counters_.profile_reports;
 }

@@ -274,7 +274,8 @@ std::set<std::string> Session::profiled_kinds() const {
   std::set<std::string> kinds;
   if (graph_)
     for (const placement::Op& op : graph_->ops)
-      for (const auto& [kind, profile] : op.profile) kinds.insert(kind);
+      for (const auto& [kind, profile] : op.profile)
+        if (!profile.predicted) kinds.insert(kind);
   return kinds;
 }
 

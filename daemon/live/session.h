@@ -302,15 +302,19 @@ class Session {
   /// Whether the job profiles its steps when asked (protocol 2, profile steps above 0).
   bool can_profile() const;
   /// Whether the job should profile its steps under `placement`: it can, and the placement puts
-  /// ops on a device kind the graph has no profile for — on one device of that kind, unless the
+  /// an op on a device kind it has no measured profile for (any op, before the first report; after
+  /// it, ops no report named are not waited for) — on one device of that kind, unless the
   /// all-on-one-device candidate that follows the start will not run on it (a split's op times
   /// include copies between devices).
   bool wants_profile(const placement::Placement& placement) const;
-  /// Whether every device kind of the job's devices has profiles in its graph.
+  /// Whether every op the job's profiler times has a measured profile on every kind of the job's
+  /// devices it may run on.
   bool fully_profiled() const;
-  /// Merges `report` into the graph and rebuilds the memory model with the measured activation
-  /// sizes. Throws std::invalid_argument naming the entry at fault (an op the graph lacks, a kind
-  /// none of the job's devices has, a placement id never issued); nothing changes then.
+  /// Merges `report` into the graph, fills the profiles still missing from the measured ones
+  /// (fill_profile_gaps: predicted, until measured) and rebuilds the memory model with the
+  /// measured activation sizes. Throws std::invalid_argument naming the entry at fault (an op the
+  /// graph lacks, a kind none of the job's devices has, a placement id never issued); nothing
+  /// changes then.
   void apply_profiles(const placement::messages::ProfileReport& report);
 
   // --- The directive (directive.cpp) ---
@@ -354,7 +358,7 @@ class Session {
   /// What profiling cost beyond the placements' own step times, on candidates that are not
   /// exploration (the start; an exploration candidate's steps all count as exploration already).
   double profiling_overhead_seconds() const;
-  /// The device kinds ("cpu", "cuda") some op of the graph has a profile for.
+  /// The device kinds ("cpu", "cuda") some op of the graph has a measured profile for.
   std::set<std::string> profiled_kinds() const;
   /// Summary for `placementctl jobs`.
   placement::messages::JobSummary summary() const;

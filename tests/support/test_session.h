@@ -62,4 +62,23 @@ inline std::unique_ptr<Session> make_test_session(SessionSetup setup, const Stor
   return session;
 }
 
+/// The policy of the live tests that run the real plugins: none + feedforward + reinforce with
+/// the "simulator" warm start (bounded by its evaluation count, so deterministic) refitted
+/// `refits` times; candidates of 4 steps without warm-up, trials of 2-step windows, no pacing.
+inline EffectivePolicy simulator_warm_start_policy(int64_t refits, int64_t max_candidates) {
+  EffectivePolicy policy;
+  policy.grouper = "none";
+  policy.placer = "feedforward";
+  policy.algorithm = "reinforce";
+  policy.warm_start = "simulator";
+  policy.warm_start_seconds = 0;
+  policy.refits = refits;
+  policy.exploration.steps_per_candidate = 4;
+  policy.exploration.warmup_steps = 0;
+  policy.exploration.max_candidates = max_candidates;
+  policy.exploration.max_overhead_fraction = 1.0;
+  policy.exploration.trial_window_steps = 2;
+  return policy;
+}
+
 }  // namespace placementd::testing

@@ -18,6 +18,7 @@
 #include "live/live_session.h"
 #include "planning/sim/simulator.h"
 #include "test_graphs.h"
+#include "test_session.h"
 #include "test_store.h"
 
 namespace placementd {
@@ -48,19 +49,8 @@ std::unique_ptr<LiveSession> attach(const Job& job, int64_t refits, Store& store
   identity.uid = ::getuid();
   identity.pid = ::getpid();
   identity.devices = job.devices;
-  EffectivePolicy policy;
-  policy.grouper = "none";
-  policy.placer = "feedforward";
-  policy.algorithm = "reinforce";
-  policy.warm_start = "simulator";
-  policy.warm_start_seconds = 0;  // the search's evaluation count bounds it: deterministic
-  policy.refits = refits;
-  policy.exploration.steps_per_candidate = 4;
-  policy.exploration.warmup_steps = 0;
-  policy.exploration.max_candidates = 12;
-  policy.exploration.max_overhead_fraction = 1.0;
-  policy.exploration.trial_window_steps = 2;
-  return std::make_unique<LiveSession>(1, std::move(identity), std::move(policy),
+  return std::make_unique<LiveSession>(1, std::move(identity),
+                                       testing::simulator_warm_start_policy(refits, 12),
                                        offline::built_plugins(), store);
 }
 
