@@ -248,7 +248,9 @@ engine)
   # The torch.export front end (issue #40), which the Python SDK uses by default: job.step against
   # the plain eager PyTorch loop, windows interleaved, a 95% interval each. On the GPU at the
   # sizes issue #40 names; in --cpu mode at sizes a CPU runs in seconds.
-  rows=("--model resnet18 --batch 32 --image-size 224" "--model bert --batch 8 --seq 128"
+  # BERT with the per-op profile (which ops the engine calls more often a step than eager does):
+  # on the GPU it was the one model job.step made slower (docs/gpu-runs/2026-11-27-2.md).
+  rows=("--model resnet18 --batch 32 --image-size 224" "--model bert --batch 8 --seq 128 --profile 3"
         "--model gpt2 --batch 8 --seq 128" "--model mlp")
   ((cpu)) && rows=("--model mlp --pairs 4" "--model resnet18 --batch 2 --image-size 32 --pairs 2 --window 2")
   log

@@ -87,6 +87,13 @@ def print_op_differences(steps, plain_step, job_step, top=15):
     for key, (plain_s, plain_n), (job_s, job_n) in rows[:top]:
         print(f"{key[:44]:44} {1e3 * plain_s:10.2f} {1e3 * job_s:10.2f} {1e3 * (job_s - plain_s):+10.2f} "
               f"{plain_n:8.0f}/{job_n:<8.0f}")
+    # Where a step is bound by launching kernels (a GPU at small batches), calls count more than time.
+    calls = sorted((r for r in rows if round(r[1][1]) != round(r[2][1])), key=lambda r: -abs(r[2][1] - r[1][1]))
+    if calls:
+        print(f"\nthe ops called a different number of times a step ({len(calls)}; at most {top}):")
+        for key, (plain_s, plain_n), (job_s, job_n) in calls[:top]:
+            print(f"{key[:44]:44} {1e3 * plain_s:10.2f} {1e3 * job_s:10.2f} {1e3 * (job_s - plain_s):+10.2f} "
+                  f"{plain_n:8.0f}/{job_n:<8.0f}")
 
 
 def run():

@@ -502,9 +502,10 @@ struct Session::Machine {
           session, next,
           next == session.incumbent_ ? Reason::kBest : session.candidates_.at(next).reason);
     }
-    challenger.trial = TrialOutcome{
-        t.incumbent(),   verdict,           t.last_look(), t.pairs(),
-        t.final_check(), session.refining_, note,          note.empty() ? t.p_faster() : 1.0};
+    // The p-value only a win can use (beat_the_start_for_good), and costs O(pairs³) to compute.
+    const double p_faster = verdict == TrialVerdict::kFaster && note.empty() ? t.p_faster() : 1.0;
+    challenger.trial = TrialOutcome{t.incumbent(),   verdict,           t.last_look(), t.pairs(),
+                                    t.final_check(), session.refining_, note,          p_faster};
     session.timeline_.mark({challenger.id, t.incumbent(), session.counters_.steps,
                             to_string(verdict), t.final_check()});
     const auto& ratio = t.last_look();

@@ -57,8 +57,8 @@ size_t fill_profile_gaps(placement::OpGraph& graph, const std::vector<std::strin
         if (!b) continue;
         const auto own = ratio.find(op.kind);
         const double r = own != ratio.end() ? own->second : *overall;
-        op.profile[to] = {b->forward_s * r, b->backward_s * r, b->update_s * r,
-                          b->activation_bytes, true};
+        op.profile[to] = {b->forward_s * r, b->backward_s * r, b->update_s * r, b->activation_bytes,
+                          true};
         ++filled;
       }
     }

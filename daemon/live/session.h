@@ -56,7 +56,7 @@ struct TrialOutcome {
   bool refinement = false;
   /// Why it ended without a test ("the start failed a step"); empty when the test decided.
   std::string note;
-  /// Trial::p_faster() at its end; 1 when a failed step decided.
+  /// Trial::p_faster() at its end when it said "faster" by its test; 1 otherwise.
   double p_faster = 1.0;
   /// A trial against the start whose evidence held across every trial the session held: it
   /// stood for the final check, which would have repeated the same comparison.
