@@ -145,6 +145,31 @@ def test_outputs_keep_the_models_structure_and_kwargs_are_taken():
         job.step((x,), loss, optimizer, kwargs={"scale": torch.tensor(2.0), "double": False})
 
 
+def test_an_attention_mask_that_masks_nothing_is_left_out():
+    # transformers builds BERT's mask from aranges when export traces it (its eager forward, given
+    # no attention_mask, passes none): all True, and on a GPU it keeps attention off FlashAttention.
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.BertConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64,
+                                     vocab_size=100)
+    model = transformers.BertForMaskedLM(config).train()
+    kinds = [op["kind"] for op in placement.capture(model, (torch.randint(0, 100, (2, 16)),))["ops"]]
+    assert kinds.count("aten::scaled_dot_product_attention") == 2
+    assert "aten::arange" not in kinds and "aten::ge" not in kinds  # what built the mask is gone too
+
+    class Masked(torch.nn.Module):
+        def forward(self, q, scores):
+            causal = torch.ones(4, 4, dtype=torch.bool).tril()  # a constant that masks something
+            a = torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=scores > 0)
+            return a + torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=causal)
+
+    program = torch.export.export(Masked(), (torch.randn(1, 2, 4, 8), torch.randn(1, 2, 4, 4)), strict=False)
+    placement._drop_masks_that_mask_nothing(program.graph_module)
+    masks = [n.args[3] for n in program.graph.nodes if n.target is torch.ops.aten.scaled_dot_product_attention.default]
+    assert len(masks) == 2 and all(isinstance(m, torch.fx.Node) for m in masks)  # an input's mask and a real one stay
+
+
 def test_a_model_export_cannot_take_is_a_capture_error_that_says_what_to_do():
     class DataDependent(torch.nn.Module):
         def __init__(self):

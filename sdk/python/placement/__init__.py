@@ -90,6 +90,7 @@ class _Exported:
                 program = torch.export.export(model, tuple(args), kwargs, strict=False, dynamic_shapes=dynamic_shapes)
         except Exception as e:
             raise CaptureError(_export_failure(model, e)) from e
+        _drop_masks_that_mask_nothing(program.graph_module)
         self.constants = None
         self.in_spec = program.call_spec.in_spec
         self.out_spec = program.call_spec.out_spec
@@ -125,6 +126,80 @@ class _Exported:
     def unflatten(self, outputs):
         flat = list(outputs) if isinstance(outputs, tuple) else [outputs]
         return pytree.tree_unflatten(flat, self.out_spec)
+
+
+def _pure(node):
+    """An op of the graph that reads and writes nothing but its arguments and its result, and draws
+    no random numbers."""
+    return (node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+            and not node.target._schema.is_mutable and torch.Tag.nondeterministic_seeded not in node.target.tags)
+
+
+def _constant_value(node, limit=64):
+    """What an FX node computes when nothing it depends on is an input, a parameter or a random draw:
+    its value, or None. At most `limit` nodes are evaluated."""
+    values = {}
+
+    def value(n):
+        if n in values:
+            return values[n]
+        if len(values) >= limit or not _pure(n):
+            return None
+        for a in pytree.tree_leaves((n.args, n.kwargs)):
+            if isinstance(a, torch.fx.Node) and value(a) is None:
+                return None
+        args, kwargs = pytree.tree_map(lambda a: values[a] if isinstance(a, torch.fx.Node) else a, (n.args, n.kwargs))
+        values[n] = n.target(*args, **kwargs)
+        return values[n]
+
+    return value(node)
+
+
+def _all_true(node):
+    """Whether a boolean mask is True everywhere whatever the step's inputs: a constant that is, or
+    that broadcast to a shape the inputs decide (the batch's size)."""
+    if isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target is torch.ops.aten.expand.default:
+        return _all_true(node.args[0])
+    value = _constant_value(node)
+    return torch.is_tensor(value) and value.dtype == torch.bool and bool(value.all())
+
+
+def _drop_masks_that_mask_nothing(graph_module):
+    """Removes an attention mask every position of which is True from scaled_dot_product_attention.
+
+    transformers builds the mask its eager forward leaves out (no padding, no attention_mask given)
+    when torch.export traces it, from aranges alone: all True. The result is the same without it,
+    but with it the GPU's attention cannot use its fastest kernels (FlashAttention takes no mask),
+    and the step runs some 100 more ops building it and masking the backward. Only masks computed
+    from nothing the step is given, but its shapes, are evaluated; a mask that depends on an input
+    stays."""
+    sdpa = torch.ops.aten.scaled_dot_product_attention.default
+    graph = graph_module.graph
+    dropped = False
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target is not sdpa:
+            continue
+        mask = node.args[3] if len(node.args) > 3 else node.kwargs.get("attn_mask")
+        if not isinstance(mask, torch.fx.Node) or not _all_true(mask):
+            continue
+        if len(node.args) > 3:
+            node.args = node.args[:3] + (None,) + node.args[4:]
+        else:
+            node.kwargs = {**node.kwargs, "attn_mask": None}
+        dropped = True
+    if not dropped:
+        return
+    # What built the masks, now read by nothing (with what transformers built beside them and never
+    # read). Only pure ops: one that draws random numbers stays, or the job's would not be eager's.
+    removed = True
+    while removed:
+        removed = False
+        for node in reversed(list(graph.nodes)):
+            # (An op that returns nothing, such as export's runtime asserts, is there for its check.)
+            if not node.users and _pure(node) and node.target._schema.returns:
+                graph.erase_node(node)
+                removed = True
+    graph_module.recompile()
 
 
 def _name_namedtuples(spec):
