@@ -32,7 +32,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=scripts/python-env.sh
 . "$root/scripts/python-env.sh"
 usage() {
-  sed -n '8,9p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '8,10p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 stage=
@@ -55,7 +55,7 @@ while [ $# -gt 0 ]; do
     --steps) steps=$2; shift 2 ;;
     --tests) tests=$2; shift 2 ;;
     --targets) targets=$2; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu-run.sh: unknown argument $1" >&2; usage ;;
   esac
 done
