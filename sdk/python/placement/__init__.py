@@ -149,7 +149,10 @@ def _constant_value(node, limit=64):
             if isinstance(a, torch.fx.Node) and value(a) is None:
                 return None
         args, kwargs = pytree.tree_map(lambda a: values[a] if isinstance(a, torch.fx.Node) else a, (n.args, n.kwargs))
-        values[n] = n.target(*args, **kwargs)
+        try:
+            values[n] = n.target(*args, **kwargs)
+        except Exception:  # noqa: BLE001 (what cannot run here is no constant, whatever the reason)
+            return None
         return values[n]
 
     return value(node)
@@ -161,7 +164,8 @@ def _all_true(node):
     if isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target is torch.ops.aten.expand.default:
         return _all_true(node.args[0])
     value = _constant_value(node)
-    return torch.is_tensor(value) and value.dtype == torch.bool and bool(value.all())
+    return (torch.is_tensor(value) and value.dtype == torch.bool and value.device.type != "meta"
+            and bool(value.all()))
 
 
 def _drop_masks_that_mask_nothing(graph_module):
