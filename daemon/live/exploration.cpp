@@ -410,18 +410,16 @@ struct Session::Machine {
     const CandidateRecord* start = session.start_candidate();
     if (best->placement.fingerprint() == start->placement.fingerprint())
       return exploit(session, why);
-    if (beat_the_start_for_good(session, *best)) {
+    if (const size_t held = trials_held(session); beat_the_start_for_good(session, *best, held)) {
       CandidateRecord& kept = session.candidates_.at(best->id);
       kept.trial->stands_for_final_check = true;
       return exploit(session, why + "; placement " + std::to_string(kept.id) +
                                   " beat the start itself in its trial, by evidence that holds "
                                   "across all " +
-                                  std::to_string(trials_held(session)) +
-                                  " trials: no final check repeats it");
+                                  std::to_string(held) + " trials: no final check repeats it");
     }
     spdlog::info("job {} '{}': {}; checking placement {} against the start ({}) before keeping it",
                  session.id_, session.job_.name, why, best->id, start->id);
-    session.finishing_ = why;
     start_trial(session, start->id, best->id, true);
     return move_to(session, session.trial_->running(), Reason::kBest);
   }
@@ -438,12 +436,13 @@ struct Session::Machine {
   // its own trial against the start, and that trial's evidence clears the trials' confidence with
   // a Bonferroni share for every trial held (any of them could have been the lucky one), the
   // final check would only repeat that comparison on fresh steps, which are the start's slowest.
-  static bool beat_the_start_for_good(const Session& session, const CandidateRecord& best) {
+  static bool beat_the_start_for_good(const Session& session, const CandidateRecord& best,
+                                      size_t trials_held) {
     const CandidateRecord* start = session.start_candidate();
     if (!start || !best.trial || best.trial->final_check || best.trial->against != start->id ||
         best.trial->verdict != TrialVerdict::kFaster || !best.trial->note.empty())
       return false;
-    return best.trial->p_faster * static_cast<double>(trials_held(session)) <=
+    return best.trial->p_faster * static_cast<double>(trials_held) <=
            1.0 - session.policy_.exploration.confidence;
   }
 

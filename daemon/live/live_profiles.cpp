@@ -28,9 +28,7 @@ namespace {
 // Whether `op` still needs a measured profile on `kind`: it may run there, has none measured there,
 // and the job's profiler times it at all (an op no report ever named would be asked for forever).
 bool lacks_profile(const placement::Op& op, const std::string& kind) {
-  if (op.pinned && placement::to_string(*op.pinned) != kind) return false;
-  const auto it = op.profile.find(kind);
-  if (it != op.profile.end() && !it->second.predicted) return false;
+  if (!may_run_on(op, kind) || measured_profile(op, kind)) return false;
   return std::any_of(op.profile.begin(), op.profile.end(),
                      [](const auto& p) { return !p.second.predicted; });
 }

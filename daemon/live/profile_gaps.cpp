@@ -7,12 +7,16 @@
 
 namespace placementd {
 
-namespace {
-
-const placement::OpProfile* measured(const placement::Op& op, const std::string& kind) {
+const placement::OpProfile* measured_profile(const placement::Op& op, const std::string& kind) {
   const auto it = op.profile.find(kind);
   return it != op.profile.end() && !it->second.predicted ? &it->second : nullptr;
 }
+
+bool may_run_on(const placement::Op& op, const std::string& kind) {
+  return !op.pinned || placement::to_string(*op.pinned) == kind;
+}
+
+namespace {
 
 double step_s(const placement::OpProfile& p) { return p.forward_s + p.backward_s; }
 
@@ -21,10 +25,6 @@ std::optional<double> median(std::vector<double> v) {
   const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
   std::nth_element(v.begin(), mid, v.end());
   return *mid;
-}
-
-bool may_run_on(const placement::Op& op, const std::string& kind) {
-  return !op.pinned || placement::to_string(*op.pinned) == kind;
 }
 
 }  // namespace
@@ -41,8 +41,8 @@ size_t fill_profile_gaps(placement::OpGraph& graph, const std::vector<std::strin
       std::map<std::string, std::vector<double>> by_kind;
       std::vector<double> all;
       for (const placement::Op& op : graph.ops) {
-        const placement::OpProfile* a = measured(op, to);
-        const placement::OpProfile* b = measured(op, from);
+        const placement::OpProfile* a = measured_profile(op, to);
+        const placement::OpProfile* b = measured_profile(op, from);
         if (!a || !b || step_s(*a) <= 0 || step_s(*b) <= 0) continue;
         by_kind[op.kind].push_back(step_s(*a) / step_s(*b));
         all.push_back(step_s(*a) / step_s(*b));
@@ -53,7 +53,7 @@ size_t fill_profile_gaps(placement::OpGraph& graph, const std::vector<std::strin
       for (auto& [kind, ratios] : by_kind) ratio[kind] = *median(std::move(ratios));
       for (placement::Op& op : graph.ops) {
         if (op.profile.count(to) || !may_run_on(op, to)) continue;  // measured, or filled already
-        const placement::OpProfile* b = measured(op, from);
+        const placement::OpProfile* b = measured_profile(op, from);
         if (!b) continue;
         const auto own = ratio.find(op.kind);
         const double r = own != ratio.end() ? own->second : *overall;

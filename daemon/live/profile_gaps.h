@@ -15,6 +15,11 @@
 
 namespace placementd {
 
+/// `op`'s profile on `kind` when a job measured it (not one this file filled); nullptr otherwise.
+const placement::OpProfile* measured_profile(const placement::Op& op, const std::string& kind);
+/// Whether `op` may be placed on `kind`: it is not pinned to another.
+bool may_run_on(const placement::Op& op, const std::string& kind);
+
 /// Fills each op's missing profile on each of `kinds` from its measured profile on another of
 /// them, scaled by how much slower ops of its kind ("aten::addmm") ran on the one than on the
 /// other where both were measured: the median ratio of their step times (forward and backward
