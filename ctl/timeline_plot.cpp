@@ -141,12 +141,17 @@ void write_timeline_svg(const std::string& path, const msg::JobInfo& job) {
   // Each trial's verdict where it was reached, labelled on three rows above the plot.
   size_t labelled = 0;
   for (const msg::TrialMark& t : job.trials) {
-    const bool faster = t.verdict == "faster";
+    // A long trial that kept its challenger for its estimate's side changed the incumbent too.
+    const bool by_estimate = t.verdict == "faster by its estimate";
+    const bool faster = t.verdict == "faster" || by_estimate;
     const std::string kind = faster                      ? "faster"
                              : t.verdict == "not faster" ? "not-faster"
                                                          : "unclear";
     const char* colour = faster ? kFaster : kind == "not-faster" ? kNotFaster : kUnclear;
-    const char* said = faster ? " faster" : kind == "not-faster" ? " not" : " unclear";
+    const char* said = by_estimate            ? " faster (estimate)"
+                       : faster               ? " faster"
+                       : kind == "not-faster" ? " not"
+                                              : " unclear";
     const double x = a.x(static_cast<double>(t.step));
     svg << line(("verdict " + kind).c_str(), x, kTop, x, H - kBottom, colour,
                 " stroke-dasharray=\"2,3\" data-candidate=\"" + std::to_string(t.candidate) +
@@ -172,7 +177,7 @@ void write_timeline_svg(const std::string& path, const msg::JobInfo& job) {
   entry(kMerged, "several (merged stretch)", "");
   entry(kBest, "best known", "");
   entry(kStart, "start placement", " stroke-dasharray=\"6,4\"");
-  entry(kFaster, "trial: faster (id)", " stroke-dasharray=\"2,3\"");
+  entry(kFaster, "trial: faster, or by its estimate (id)", " stroke-dasharray=\"2,3\"");
   entry(kNotFaster, "trial: not faster (id not)", " stroke-dasharray=\"2,3\"");
   entry(kUnclear, "trial: unclear at its cap", " stroke-dasharray=\"2,3\"");
   svg << "</svg>\n";

@@ -73,10 +73,11 @@ struct ExplorationConfig {
   double min_gain = 0.02;
   /// Refinement (live/exploration.cpp): when exploration ends, the contenders (the candidates
   /// likeliest to be faster by refine_min_gain, by what was measured) get one long trial each, for
-  /// a gain as small as refine_min_gain, within refine_fraction of the steps the job said it will
-  /// run. A trial sized for a 2% gain cannot tell 1% from noise; a long job can afford to, and a
-  /// near-equal contender costs it next to nothing while it runs. 0 contenders: no refinement.
-  int64_t refine_contenders = 2;
+  /// a gain as small as refine_min_gain, sharing refine_fraction of the steps the job said it will
+  /// run; one still unclear at its end goes by its estimate's side. A trial sized for a 2% gain
+  /// cannot tell 1% from noise; a long job can afford to, and a near-equal contender costs it next
+  /// to nothing while it runs. 0 contenders: no refinement.
+  int64_t refine_contenders = 4;
   double refine_fraction = 0.2;
   double refine_min_gain = 0.005;
 };

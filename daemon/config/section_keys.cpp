@@ -57,7 +57,8 @@ const std::vector<ExplorationKey>& exploration_keys() {
       {"min_gain", &E::min_gain, 0.0, 1.0, true, nullptr,
        "the smallest gain worth a trial's steps"},
       {"refine_contenders", &E::refine_contenders, 0, 100, true, nullptr,
-       "when exploration ends, contenders that get one long trial each (0: none)"},
+       "when exploration ends, contenders that get one long trial each, in equal shares of "
+       "refine_fraction (0: none)"},
       {"refine_fraction", &E::refine_fraction, 0.0, 1.0, true, nullptr,
        "the share of the job's expected steps those long trials may take"},
       {"refine_min_gain", &E::refine_min_gain, 0.0, 1.0, true, nullptr,

@@ -340,6 +340,16 @@ struct Session::Machine {
                : 0;
   }
 
+  // The next contender's long trial: an equal share of what is left among it and the contenders
+  // after it, as many of them as the steps afford no shorter than a final check. A first
+  // contender that took all that is left, ending "unclear" on a gain smaller than the trial could
+  // resolve, left the likelier gains after it untried (docs/benchmarks.md, issue #45).
+  static int64_t refine_share(const Session& session) {
+    return long_trial_share(refine_steps(session),
+                            kFinalCheckStepsFactor * session.policy_.exploration.max_trial_steps,
+                            1 + static_cast<int64_t>(session.contenders_.size()));
+  }
+
   // refine_fraction of the job's expected steps less `used`, at most half the steps it has left
   // and kMostRefineSteps: what a long trial (refinement's, or a final check as long) may take.
   static double long_trial_cap(const Session& session, double used) {
@@ -381,7 +391,7 @@ struct Session::Machine {
     while (!session.contenders_.empty()) {
       const auto [id, estimate] = session.contenders_.front();
       session.contenders_.erase(session.contenders_.begin());
-      const int64_t steps = refine_steps(session);
+      const int64_t steps = refine_share(session);
       if (steps == 0 || budget_spent(session)) break;
       const CandidateRecord& c = session.candidates_.at(id);
       if (c.stale || c.placement.fingerprint() == session.best()->placement.fingerprint()) continue;
@@ -495,6 +505,12 @@ struct Session::Machine {
     }
     if (verdict == TrialVerdict::kUndecided && !t.final_check() && trial_budget_spent(session))
       verdict = TrialVerdict::kUnclear;
+    // Refinement's contenders are near-equals of the incumbent that a trial sized for min_gain
+    // could not tell apart: one its long trial still cannot tell is kept or taken by the
+    // estimate's side, which costs the job at most what the trial could not resolve (and the
+    // final check still holds the job's choice to the start at the trials' confidence).
+    if (verdict == TrialVerdict::kUnclear && session.refining_ && note.empty())
+      verdict = t.by_estimate();
     if (verdict == TrialVerdict::kUndecided) {
       const uint64_t next = t.running();
       return move_to(
@@ -528,7 +544,7 @@ struct Session::Machine {
       }
       return exploit(session, why);
     }
-    if (verdict == TrialVerdict::kFaster) {
+    if (verdict == TrialVerdict::kFaster || verdict == TrialVerdict::kFasterByEstimate) {
       session.incumbent_ = challenger.id;
       // Exploration ended before refinement began: a long trial's win does not start it again.
       if (!refinement) session.since_improvement_ = 0;
@@ -761,6 +777,11 @@ struct Session::Machine {
     return fall_back(session, why);
   }
 };
+
+int64_t long_trial_share(int64_t left, int64_t shortest, int64_t waiting) {
+  const int64_t shares = std::min(waiting, left / std::max<int64_t>(shortest, 1));
+  return shares > 0 ? left / shares : 0;
+}
 
 std::optional<std::string> short_job_notice(const ExplorationConfig& e, uint64_t expected_steps) {
   if (expected_steps == 0) return std::nullopt;

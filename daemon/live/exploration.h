@@ -10,9 +10,11 @@
 //                not clearly slower than the incumbent puts the candidate on an A/B trial against
 //                it (live/trial.h): only a "faster" verdict makes it the incumbent. When
 //                exploration ends, a job that said how long it runs gives its closest contenders
-//                (trials left unclear or not faster while they looked faster) one long trial each
-//                (refinement); then an incumbent other than the start goes through one more trial
-//                against the start (the final check); without that evidence the start stays.
+//                (trials left unclear or not faster while they looked faster) one long trial each,
+//                in equal shares of its steps (refinement; one still unclear at its end goes by
+//                its estimate's side); then an incumbent other than the start goes through one
+//                more trial against the start (the final check); without that evidence the start
+//                stays.
 //   exploiting   the incumbent runs for good; a drift of its step time starts...
 //   re-exploring a few more samples after re-measuring the incumbent, then back to exploiting
 
@@ -29,6 +31,11 @@ namespace placementd {
 using placement::messages::Directive;
 
 // Session::start(), record(), advance() and stop_exploring() (session.h) run it.
+
+/// The steps of refinement's next long trial: an equal share of the `left` steps among the
+/// `waiting` contenders (it and those after it), as many as afford `shortest` steps each (a final
+/// check's); 0 when not even one does.
+int64_t long_trial_share(int64_t left, int64_t shortest, int64_t waiting);
 
 /// What a job of `expected_steps` steps should hear when it attaches: exploration under `e` takes
 /// longer than that to run its course, so the job will end while exploring unless its budget ends

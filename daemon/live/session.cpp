@@ -28,13 +28,17 @@ std::string describe(const TrialOutcome& t) {
   const char* verdict = t.verdict == TrialVerdict::kFaster      ? "faster than "
                         : t.verdict == TrialVerdict::kNotFaster ? "not faster than "
                         : t.verdict == TrialVerdict::kUnclear   ? "not shown faster than "
-                                                                : "on trial against ";
+                        : t.verdict == TrialVerdict::kFasterByEstimate
+                            ? "faster by its estimate than "
+                            : "on trial against ";
   std::string out = verdict + std::string(t.final_check ? "the start " : "") +
                     std::to_string(t.against) + (t.refinement ? " in a long trial" : "");
   if (!t.note.empty())
     out += " (" + t.note + ")";
   else if (t.verdict == TrialVerdict::kUnclear)
     out += " (unclear at the cap or the budget's end)";
+  else if (t.verdict == TrialVerdict::kFasterByEstimate)
+    out += " (unclear at the cap or the budget's end; taken for its estimate's side)";
   if (t.log_ratio)
     out += ": " + percent(t.log_ratio->estimate) + " (" + percent(t.log_ratio->low) + " to " +
            percent(t.log_ratio->high) + ")";

@@ -66,6 +66,8 @@ const char* to_string(TrialVerdict v) {
       return "not faster";
     case TrialVerdict::kUnclear:
       return "unclear";
+    case TrialVerdict::kFasterByEstimate:
+      return "faster by its estimate";
     case TrialVerdict::kUndecided:
       break;
   }
@@ -167,6 +169,13 @@ TrialVerdict Trial::close_window() {
       signed_rank_interval(differences_, final_check_ ? kFinalCheckFutilityAlpha : kFutilityAlpha);
   if (futility && futility->low > -std::log1p(plan_.min_gain)) return TrialVerdict::kNotFaster;
   return next_look_ >= looks_.size() ? TrialVerdict::kUnclear : TrialVerdict::kUndecided;
+}
+
+TrialVerdict Trial::by_estimate() {
+  // Before the first look there are too few pairs for any interval: no estimate to go by.
+  if (!last_) return TrialVerdict::kUnclear;
+  if (std::optional<ShiftInterval> now = signed_rank_interval(differences_, alpha_)) last_ = now;
+  return last_->estimate < 0.0 ? TrialVerdict::kFasterByEstimate : TrialVerdict::kUnclear;
 }
 
 double Trial::p_faster() const {

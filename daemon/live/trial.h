@@ -54,9 +54,11 @@ struct TrialPlan {
 };
 
 /// kNotFaster: the interval rules out a gain of min_gain. kUnclear: the cap came first. Either way
-/// the incumbent stays.
-enum class TrialVerdict { kUndecided, kFaster, kNotFaster, kUnclear };
-/// "faster", "not faster", "unclear", "undecided".
+/// the incumbent stays. kFasterByEstimate: the cap came first, and the challenger is the arm the
+/// estimate favours (Trial::by_estimate; refinement's long trials only): it becomes the incumbent,
+/// without the trial's confidence.
+enum class TrialVerdict { kUndecided, kFaster, kNotFaster, kUnclear, kFasterByEstimate };
+/// "faster", "not faster", "unclear", "faster by its estimate", "undecided".
 const char* to_string(TrialVerdict v);
 
 /// One trial's windows and differences. Arm 0 is the incumbent, arm 1 the challenger.
@@ -83,6 +85,12 @@ class Trial {
   int64_t measured_steps() const { return measured_; }
   /// The last look's interval of log(challenger / incumbent); nullopt before the first look.
   const std::optional<ShiftInterval>& last_look() const { return last_; }
+  /// At the cap (or the budget's end) of a trial between near-equals: one last look at all the
+  /// pairs so far (last_look() is then that), and kFasterByEstimate when its Hodges–Lehmann
+  /// estimate has the challenger faster, else kUnclear. Which of two placements a long trial could
+  /// not tell apart the job runs on costs it at most the difference the trial could not resolve;
+  /// the estimate's side is the likelier to be the faster.
+  TrialVerdict by_estimate();
   /// The exact one-sided p-value of "the challenger is faster" from the pairs so far (the
   /// signed-rank test), times the trial's looks: its evidence with its own Bonferroni share, which
   /// another test of the same question may reuse. 1 before a pair.

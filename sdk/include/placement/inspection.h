@@ -160,7 +160,8 @@ struct TimelinePoint {
 };
 
 /// Where an A/B trial ended, for the plot: the candidate, what it was compared with (the start in
-/// a final check), the verdict ("faster", "not faster", "unclear") and the job's step count then.
+/// a final check), the verdict ("faster", "not faster", "unclear", "faster by its estimate") and
+/// the job's step count then.
 struct TrialMark {
   uint64_t candidate = 0, against = 0, step = 0;
   std::string verdict;

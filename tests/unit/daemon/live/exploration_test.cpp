@@ -899,7 +899,7 @@ class Refinement : public Exploration {
     const double gain = long_trial ? long_trial_gain : short_trial_gain_;
     const double pairs = s->trial() ? static_cast<double>(s->trial()->pairs()) : 0.0;
     const double spread = std::fmod(0.618034 * pairs, 1.0) - 0.5;
-    return 6.0 * std::exp(-gain + 0.06 * spread);
+    return 6.0 * std::exp(-gain + (long_trial ? long_trial_spread_ : 0.06) * spread);
   }
   // The verdicts of the chosen placement's trials, in order.
   std::vector<std::string> verdicts_of_chosen() const {
@@ -919,6 +919,8 @@ class Refinement : public Exploration {
   double long_trial_gain_ = 0.01;
   // What its screening and short trial see (else the same 1%).
   double short_trial_gain_ = 0.01;
+  // The spread of its long trials' pairs (6%, as in short trials: ±3%).
+  double long_trial_spread_ = 0.06;
 };
 
 TEST_F(Refinement, AGainBelowMinGainThatAShortTrialLeavesUnclearIsKeptAfterALongOne) {
@@ -971,6 +973,41 @@ TEST_F(Refinement, AContenderThatWasOnlyLuckyInItsShortTrialLosesItsLongOne) {
   EXPECT_TRUE(c.trial->refinement);
   EXPECT_NE(c.trial->verdict, TrialVerdict::kFaster);
   EXPECT_NE(describe(*c.trial).find("in a long trial"), std::string::npos) << describe(*c.trial);
+}
+
+TEST_F(Refinement, AContenderItsLongTrialCannotTellApartIsTakenByItsEstimateButNotKeptUnchecked) {
+  // 0.3% faster, give or take 10% from pair to pair in long trials: no long trial can tell that
+  // at the trials' confidence, nor rule out a 0.5% gain; its estimate's side is the faster one.
+  long_trial_gain_ = 0.003;
+  long_trial_spread_ = 0.2;
+  make_refinement_session();
+  const Directive d = run();
+  EXPECT_EQ(verdicts_of_chosen(),
+            (std::vector<std::string>{"unclear", "faster by its estimate", "final: unclear"}))
+      << "taken by its estimate, then held to the start at the trials' confidence";
+  EXPECT_EQ(d.placement_id, 1u) << "a gain the final check cannot show is not kept";
+}
+
+TEST_F(Refinement, AContenderItsLongTrialCannotTellApartThatEstimatesSlowerIsNotTaken) {
+  long_trial_gain_ = -0.002;
+  long_trial_spread_ = 0.4;
+  make_refinement_session();
+  const Directive d = run();
+  EXPECT_EQ(d.placement_id, 1u);
+  EXPECT_EQ(verdicts_of_chosen(), (std::vector<std::string>{"unclear", "unclear"}))
+      << "no final check: the incumbent stayed the start";
+  const CandidateRecord& c = s->candidates().at(chosen_id_);
+  ASSERT_TRUE(c.trial && c.trial->log_ratio);
+  EXPECT_GT(c.trial->log_ratio->estimate, 0.0);
+}
+
+TEST(RefinementShares, EqualSharesOfWhatIsLeftNoneShorterThanAFinalCheck) {
+  EXPECT_EQ(long_trial_share(40000, 8000, 4), 10000);
+  EXPECT_EQ(long_trial_share(30000, 8000, 3), 10000) << "what the earlier ones left, shared anew";
+  EXPECT_EQ(long_trial_share(20000, 8000, 4), 10000) << "two shares of 8000 or more, not four";
+  EXPECT_EQ(long_trial_share(9000, 8000, 4), 9000);
+  EXPECT_EQ(long_trial_share(7000, 8000, 4), 0) << "shorter than a final check: none";
+  EXPECT_EQ(long_trial_share(40000, 0, 2), 20000);
 }
 
 TEST_F(Refinement, ALongTrialWonAfterExplorationConvergedDoesNotStartItAgain) {

@@ -155,6 +155,16 @@ TEST(Session, TheTrialOutcomeIsDescribedWithItsInterval) {
   t.verdict = TrialVerdict::kFaster;
   t.note = "the start failed a step";
   EXPECT_EQ(describe(t), "faster than the start 1 (the start failed a step), 64 pairs");
+  t = TrialOutcome{};
+  t.against = 2;
+  t.verdict = TrialVerdict::kFasterByEstimate;
+  t.refinement = true;
+  t.log_ratio = ShiftInterval{std::log(0.997), std::log(0.99), std::log(1.004)};
+  t.pairs = 500;
+  EXPECT_EQ(
+      describe(t),
+      "faster by its estimate than 2 in a long trial (unclear at the cap or the budget's end; "
+      "taken for its estimate's side): -0.3% (-1.0% to +0.4%), 500 pairs");
 }
 
 }  // namespace

@@ -108,6 +108,46 @@ TEST(Trial, AClearLossIsNotFasterAtTheFirstLook) {
   EXPECT_EQ(t.pairs(), t.plan().looks().front());
 }
 
+// A 0.3% difference under pair-to-pair noise of 5% to 35% either way, each size once each way in
+// turn (so the pairs are symmetric about the difference, which is their estimate): the interval
+// straddles zero at every look and none rules out a 0.5% gain, so the trial ends unclear at its
+// cap; by_estimate() then goes by the estimate's side.
+TrialVerdict by_estimate_at_the_cap(double challenger, Trial& t) {
+  const int64_t pair_steps = 2 * t.plan().window_steps;
+  const TrialVerdict v = run_trial(t, [&](uint64_t arm, int64_t step) {
+    const int64_t pair = step / pair_steps;
+    const double size = 0.05 * static_cast<double>(1 + (pair / 2) % 7);
+    const double noise = std::exp(pair % 2 == 0 ? size : -size);
+    return arm == 2 ? challenger * noise : 1.0;
+  });
+  EXPECT_EQ(v, TrialVerdict::kUnclear);
+  return t.by_estimate();
+}
+
+TEST(Trial, ByItsEstimateAnUnclearTrialKeepsTheSideItsPairsFavour) {
+  TrialPlan plan;
+  plan.min_gain = 0.005;
+  Trial faster(1, 2, plan, false);
+  EXPECT_EQ(by_estimate_at_the_cap(0.997, faster), TrialVerdict::kFasterByEstimate);
+  ASSERT_TRUE(faster.last_look());
+  EXPECT_NEAR(faster.last_look()->estimate, std::log(0.997), 1e-9);
+  EXPECT_GT(faster.last_look()->high, 0.0) << "not at the trial's confidence";
+  EXPECT_EQ(faster.pairs(), plan.looks().back()) << "it ran to its cap";
+  Trial slower(1, 2, plan, false);
+  EXPECT_EQ(by_estimate_at_the_cap(1.003, slower), TrialVerdict::kUnclear);
+}
+
+TEST(Trial, ByItsEstimateATrialWithoutALookIsUnclear) {
+  Trial t(1, 2, TrialPlan{}, false);
+  for (int w = 0; w < 4; ++w) {
+    while (!t.add(t.running(), t.running() == 2 ? 0.5 : 1.0)) {
+    }
+    EXPECT_EQ(t.close_window(), TrialVerdict::kUndecided);
+  }
+  EXPECT_EQ(t.pairs(), 2);
+  EXPECT_EQ(t.by_estimate(), TrialVerdict::kUnclear) << "two pairs are no estimate to go by";
+}
+
 TEST(Trial, DriftThatHitsBothArmsDoesNotMakeASlowerChallengerFaster) {
   // The machine slows by half over the trial and has bursts from another tenant; the challenger is
   // 1% slower. Windows in sequence would blame the drift on whichever arm ran later.
