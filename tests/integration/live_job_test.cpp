@@ -620,8 +620,11 @@ TEST(LiveJob, TheDaemonClosesTheSessionOfAJobThatDies) {
   ASSERT_EQ(jobs().size(), 1u);
   job.signal(SIGKILL);
   job.wait();
+  // The session closes once the policy step it may be in is over: seconds on a loaded 2-core
+  // machine (5 s was not always enough beside other tests), never a wait on the dead job.
   bool gone = false;
-  for (int tries = 0; tries < 100 && !gone; ++tries) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!gone && std::chrono::steady_clock::now() < deadline) {
     gone = jobs().empty();
     if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
