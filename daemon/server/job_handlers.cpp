@@ -196,9 +196,10 @@ void add_job_handlers(HandlerTable& table, ServiceContext& ctx) {
 void end_disconnected_job(ServiceContext& ctx, const std::shared_ptr<AttachedJob>& job) {
   on_strand(job, "disconnect", [&ctx, job] {
     job->live.on_disconnect();
-    ctx.jobs.finish(job);
+    // Logged before the job leaves the list: whoever sees it gone finds the line in the log.
     spdlog::info("job {} '{}' disconnected without detach; session closed", job->live.id(),
                  job->live.name());
+    ctx.jobs.finish(job);
   });
 }
 
