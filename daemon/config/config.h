@@ -107,6 +107,9 @@ struct PolicyChoice {
   /// Times a "simulator" warm start's model is refitted to the job's measured steps and searched
   /// again (live/refit.cpp).
   int64_t refits = 4;
+  /// Policy samples per candidate that a "simulator" warm start's planning model (refitted, once
+  /// it is) ranks; the one it predicts fastest runs (live/candidates.cpp). 1: each runs as drawn.
+  int64_t screened_samples = 8;
   /// The most groups a placer is given (planning/group_cap.h).
   int64_t max_groups = kDefaultMaxGroups;
   SourcePos grouper_pos, placer_pos, algorithm_pos, warm_start_pos, max_groups_pos;

@@ -21,6 +21,10 @@ const std::vector<PolicyKey>& policy_keys() {
       {"refits", &P::refits, 0, 8, false, nullptr,
        "times the \"simulator\" warm start's planning model is refitted to the job's measured "
        "steps and searched again, at 3, 6, 12 ... measured placements; 0: never (docs/live.md)"},
+      {"screened_samples", &P::screened_samples, 1, 64, false, nullptr,
+       "policy samples per candidate that the \"simulator\" warm start's planning model "
+       "(refitted, once it is) ranks; the one it predicts fastest runs; 1: each runs as drawn "
+       "(docs/live.md)"},
       // The policy's features hold max_groups² floats: 4096 is 64 MiB of them.
       {"max_groups", &P::max_groups, 1, 4096, false, &P::max_groups_pos,
        "the most groups a placer is given; a grouper that leaves more has them merged "

@@ -69,7 +69,19 @@ std::optional<Proposal> Session::propose() {
       return Proposal{refit_->placement, Reason::kWarmStart, refit_->action};
   }
 
-  for (int attempt = 0; attempt < kSamplesPerProposal; ++attempt) {
+  // With the "simulator" warm start, the planning model (refitted, once it is) ranks
+  // [policy] screened_samples of the policy's samples, and the one it predicts fastest runs: a live
+  // step is spent where the model, fitted to what the job measured, expects the most. The policy
+  // still proposes every candidate and learns from its live step time alone.
+  const int64_t screened = policy_.warm_start == offline::kSimulatorWarmStart
+                               ? std::max<int64_t>(policy_.screened_samples, 1)
+                               : 1;
+  const sim::Simulator& planning = refitted_model_ ? *refitted_model_ : *memory_model_;
+  std::optional<Proposal> pick;
+  double pick_time = INFINITY;
+  int64_t ranked = 0;
+  const Reason reason = state_ == SessionState::kReexploring ? Reason::kReexplore : Reason::kPolicy;
+  for (int attempt = 0; attempt < kSamplesPerProposal && ranked < screened; ++attempt) {
     PolicyPipeline::Sample sample = pipeline_->sample(rng_);
     placement::Action action = std::move(sample.action);
     Placement p = std::move(sample.placement);
@@ -87,11 +99,15 @@ std::optional<Proposal> Session::propose() {
       if (!pipeline_->policy()) break;  // a deterministic placer answers the same again
       continue;
     }
-    return Proposal{std::move(p),
-                    state_ == SessionState::kReexploring ? Reason::kReexplore : Reason::kPolicy,
-                    std::move(action)};
+    if (screened == 1) return Proposal{std::move(p), reason, std::move(action)};
+    ++ranked;
+    // A placement the memory model accepts, it can time.
+    if (const double t = planning.step_time_s(p); !pick || t < pick_time) {
+      pick_time = t;
+      pick = Proposal{std::move(p), reason, std::move(action)};
+    }
   }
-  return std::nullopt;
+  return pick;
 }
 
 }  // namespace placementd

@@ -78,6 +78,10 @@ bool Session::refit_due() const {
 
 void Session::run_refit(const PluginRegistry& registry) {
   const std::vector<sim::MeasuredPlacement> observations = measurements(candidates_);
+  // The last refit's model goes before this one is built: a session holds one refitted model at a
+  // time, as its refits always did at their peak (server/graph_limits.h weighs that). Until this
+  // fit is done, the planning model ranks the policy's samples.
+  refitted_model_.reset();
   next_refit_at_ *= 2;
   ++counters_.refits;
   // The fit and the search share [policy] warm_start_seconds.
@@ -123,6 +127,7 @@ void Session::run_refit(const PluginRegistry& registry) {
   refit_ =
       offline::imitate_baseline(pipeline_->policy(), fitted->model, registry, pipeline_->grouping(),
                                 imitation, rng_(), pipeline_->action_for({}));
+  refitted_model_.emplace(std::move(fitted->model));
   refit_tried_ = !refit_->skipped.empty();
   nlohmann::json moved = nlohmann::json::array();
   for (const sim::RefitFactor& f : fitted->factors)

@@ -188,6 +188,7 @@ void Session::drop_graph() {
   warm_start_.reset();
   warm_start_pending_ = false;
   refit_.reset();
+  refitted_model_.reset();
   refit_tried_ = true;
   next_refit_at_ = kFirstRefitAt;
   refits_.clear();

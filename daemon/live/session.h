@@ -410,6 +410,8 @@ class Session {
   /// The latest refit's search (run_refit), whether its answer was offered, and how many
   /// measured placements the next refit waits for.
   std::optional<offline::ImitationResult> refit_;
+  /// The latest refit's model: it ranks the policy's samples ([policy] screened_samples).
+  std::optional<sim::Simulator> refitted_model_;
   bool refit_tried_ = true;
   size_t next_refit_at_ = kFirstRefitAt;
   /// Each refit as inspection shows it (JobInfo::refits).

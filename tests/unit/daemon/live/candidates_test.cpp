@@ -23,7 +23,10 @@ namespace msg = placement::messages;
 using placement::DeviceKind;
 
 // The planning model's mean step time of the policy's candidates (each placement once) in a job of
-// 300 steps timed by that model itself, with `screened` samples ranked per candidate.
+// 2000 steps timed by that model itself, with `screened` samples ranked per candidate, until the
+// policy proposes only placements it measured (9 candidates as drawn, 4 ranked: drawing more
+// samples per candidate scores the policy on more repeats of what it measured, so it settles
+// sooner).
 double mean_time_of_policy_candidates(int64_t screened, const char* store_name) {
   placement::OpGraph graph = placement::testing::two_chains(6);
   const placement::DeviceSet devices = placement::testing::devices(2, DeviceKind::kCuda);
@@ -35,14 +38,15 @@ double mean_time_of_policy_candidates(int64_t screened, const char* store_name) 
   identity.uid = ::getuid();
   identity.pid = ::getpid();
   identity.devices = devices;
-  EffectivePolicy policy = testing::simulator_warm_start_policy(0, 12);
+  EffectivePolicy policy = testing::simulator_warm_start_policy(0, 30);
+  policy.exploration.converge_candidates = 0;
   policy.screened_samples = screened;
   LiveSession live(1, std::move(identity), policy, offline::built_plugins(), *store);
   live.on_graph(graph, std::nullopt, 0.0);
   msg::Directive in_force = live.next_directive();
   std::set<uint64_t> seen;
   double sum = 0;
-  for (uint64_t step = 0; step < 300; ++step) {
+  for (uint64_t step = 0; step < 2000; ++step) {
     const double t = model.simulate(in_force.placement).step_time_s;
     std::optional<msg::Directive> next = live.on_report({in_force.placement_id, step, t, true, ""});
     if (live.has_deferred_work())
@@ -52,7 +56,7 @@ double mean_time_of_policy_candidates(int64_t screened, const char* store_name) 
     if (in_force.reason == msg::Reason::kPolicy && seen.insert(in_force.placement_id).second)
       sum += model.simulate(in_force.placement).step_time_s;
   }
-  EXPECT_GE(seen.size(), 5u) << "the policy proposed candidates";
+  EXPECT_GE(seen.size(), 2u) << "the policy proposed candidates";
   return seen.empty() ? 0.0 : sum / static_cast<double>(seen.size());
 }
 
