@@ -99,10 +99,9 @@ std::optional<Proposal> Session::propose() {
       if (!pipeline_->policy()) break;  // a deterministic placer answers the same again
       continue;
     }
-    if (screened == 1) return Proposal{std::move(p), reason, std::move(action)};
     ++ranked;
-    // A placement the memory model accepts, it can time.
-    if (const double t = planning.step_time_s(p); !pick || t < pick_time) {
+    // A placement the memory model accepts, it can time; one sample alone needs no time.
+    if (const double t = screened > 1 ? planning.step_time_s(p) : 0.0; !pick || t < pick_time) {
       pick_time = t;
       pick = Proposal{std::move(p), reason, std::move(action)};
     }
