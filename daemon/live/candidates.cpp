@@ -1,6 +1,9 @@
 #include "live/candidates.h"
 
 #include <cmath>
+#include <exception>
+
+#include <spdlog/spdlog.h>
 
 namespace placementd {
 
@@ -38,6 +41,17 @@ std::optional<Placement> single_device_candidate(const Session& session) {
   return p;
 }
 
+const sim::Simulator* Session::ranking_model() const {
+  if (policy_.warm_start != offline::kSimulatorWarmStart || policy_.screened_samples <= 1 ||
+      !unranked_.empty())
+    return nullptr;
+  if (refitted_model_) return &*refitted_model_;
+  // The model the warm start searched, with the profiles measured since; a skipped warm start
+  // (say, a device kind without profiles) leaves nothing that can time every sample.
+  if (warm_start_ && warm_start_->skipped.empty()) return &*memory_model_;
+  return nullptr;
+}
+
 std::optional<Proposal> Session::propose() {
   const ExplorationConfig& e = policy_.exploration;
   // What this user's earlier runs found comes first, but as a candidate like any other: it is kept
@@ -73,10 +87,8 @@ std::optional<Proposal> Session::propose() {
   // [policy] screened_samples of the policy's samples, and the one it predicts fastest runs: a live
   // step is spent where the model, fitted to what the job measured, expects the most. The policy
   // still proposes every candidate and learns from its live step time alone.
-  const int64_t screened = policy_.warm_start == offline::kSimulatorWarmStart
-                               ? std::max<int64_t>(policy_.screened_samples, 1)
-                               : 1;
-  const sim::Simulator& planning = refitted_model_ ? *refitted_model_ : *memory_model_;
+  const sim::Simulator* planning = ranking_model();
+  const int64_t screened = planning ? std::max<int64_t>(policy_.screened_samples, 1) : 1;
   std::optional<Proposal> pick;
   double pick_time = INFINITY;
   int64_t ranked = 0;
@@ -100,8 +112,24 @@ std::optional<Proposal> Session::propose() {
       continue;
     }
     ++ranked;
-    // A placement the memory model accepts, it can time; one sample alone needs no time.
-    if (const double t = screened > 1 ? planning.step_time_s(p) : 0.0; !pick || t < pick_time) {
+    // One sample alone needs no time.
+    double t = 0.0;
+    if (screened > 1) {
+      try {
+        t = planning->step_time_s(p);
+      } catch (const std::exception& error) {
+        // A ranking is a choice among valid samples, never a reason to stop exploring: without
+        // it, the samples run as drawn from here on.
+        unranked_ = error.what();
+        spdlog::warn(
+            "job {} '{}': the planning model cannot rank the policy's samples, which run as drawn "
+            "from here on: {}",
+            id_, job_.name, unranked_);
+        if (!pick) pick = Proposal{std::move(p), reason, std::move(action)};
+        break;
+      }
+    }
+    if (!pick || t < pick_time) {
       pick_time = t;
       pick = Proposal{std::move(p), reason, std::move(action)};
     }

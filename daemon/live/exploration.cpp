@@ -755,11 +755,14 @@ struct Session::Machine {
     if (session.candidates_.empty())
       return std::nullopt;  // not started: its start placement comes next
     const uint64_t before = session.current_candidate_;
-    // Without its final check, the winner of the trials is not kept: back to the start, if it ran.
-    if (const CandidateRecord* b = session.best(); b && !checked(session, *b) &&
-                                                   session.start_candidate()->median() &&
-                                                   session.start_candidate()->failures == 0)
-      session.incumbent_ = session.start_candidate()->id;
+    // Without its final check, the winner of the trials is not kept, back to the start if it ran,
+    // unless its own trial beat the start by evidence the final check would only repeat.
+    if (const CandidateRecord* b = session.best(); b && !checked(session, *b)) {
+      if (beat_the_start_for_good(session, *b, trials_held(session)))
+        session.candidates_.at(b->id).trial->stands_for_final_check = true;
+      else if (session.start_candidate()->median() && session.start_candidate()->failures == 0)
+        session.incumbent_ = session.start_candidate()->id;
+    }
     if (session.best()) {
       const Next next = exploit(session, why);
       if (next.placement_id == before) return std::nullopt;

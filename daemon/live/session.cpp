@@ -189,6 +189,7 @@ void Session::drop_graph() {
   warm_start_pending_ = false;
   refit_.reset();
   refitted_model_.reset();
+  unranked_.clear();
   refit_tried_ = true;
   next_refit_at_ = kFirstRefitAt;
   refits_.clear();

@@ -374,6 +374,8 @@ class Session {
   struct Machine;
   /// The next candidate (candidates.cpp, which says where candidates come from).
   std::optional<Proposal> propose();
+  /// What ranks the policy's samples ([policy] screened_samples), if anything does.
+  const sim::Simulator* ranking_model() const;
 
   const uint64_t id_;
   const JobIdentity job_;
@@ -412,6 +414,9 @@ class Session {
   std::optional<offline::ImitationResult> refit_;
   /// The latest refit's model: it ranks the policy's samples ([policy] screened_samples).
   std::optional<sim::Simulator> refitted_model_;
+  /// Why the planning model could not rank a sample (the samples run as drawn since), if it could
+  /// not.
+  std::string unranked_;
   bool refit_tried_ = true;
   size_t next_refit_at_ = kFirstRefitAt;
   /// Each refit as inspection shows it (JobInfo::refits).

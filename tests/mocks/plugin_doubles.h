@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "placement/algorithm.h"
@@ -14,16 +15,21 @@
 
 namespace placement::testing {
 
-// A stochastic placer over the test double's independent per-group softmax.
+// A stochastic placer over the test double's independent per-group softmax; once `fail` is set,
+// every sample throws, as a plugin's bug would.
 class TabularPlacer : public Placer {
  public:
   void prepare(const OpGraph&, const Grouping& grouping, const DeviceSet& devices,
                std::mt19937_64&) override {
     table = std::make_unique<TabularPolicy>(grouping.num_groups, static_cast<int>(devices.size()));
   }
-  std::vector<int> place(std::mt19937_64& rng) override { return table->sample(rng); }
+  std::vector<int> place(std::mt19937_64& rng) override {
+    if (fail) throw std::runtime_error("injected: the placer failed");
+    return table->sample(rng);
+  }
   TrainablePolicy* policy() override { return table.get(); }
   std::unique_ptr<TabularPolicy> table;
+  bool fail = false;
 };
 
 // Every op its own group.

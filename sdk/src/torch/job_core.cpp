@@ -13,10 +13,21 @@ JobCore::~JobCore() = default;
 
 bool JobCore::profiles_on_their_way(const InForce& target) const {
   if (target.generation != sent_generation) return false;
-  return std::all_of(target.directive.placement.device_of_op.begin(),
-                     target.directive.placement.device_of_op.end(), [&](int d) {
-                       return sent_kinds.count(devices.devices[static_cast<size_t>(d)].kind) > 0;
-                     });
+  const std::vector<int>& device_of_op = target.directive.placement.device_of_op;
+  if (device_of_op.size() != sent_kinds_of_op.size()) return false;
+  for (size_t op = 0; op < device_of_op.size(); ++op)
+    if (!sent_kinds_of_op[op].count(devices.devices[static_cast<size_t>(device_of_op[op])].kind))
+      return false;
+  return true;
+}
+
+void JobCore::note_profiles_sent(const InForce& measured) {
+  const std::vector<int>& device_of_op = measured.directive.placement.device_of_op;
+  if (measured.generation != sent_generation || sent_kinds_of_op.size() != device_of_op.size())
+    sent_kinds_of_op.assign(device_of_op.size(), {});
+  sent_generation = measured.generation;
+  for (size_t op = 0; op < device_of_op.size(); ++op)
+    sent_kinds_of_op[op].insert(devices.devices[static_cast<size_t>(device_of_op[op])].kind);
 }
 
 bool JobCore::switch_to(InForce target, StepOptimizer& optimizer) {
@@ -154,10 +165,7 @@ void JobCore::end_profiled_step() {
                        profiles[i]});
   profiling.reset();
   out.apply(graph);
-  if (current.generation != sent_generation) sent_kinds.clear();
-  sent_generation = current.generation;
-  for (int d : current.directive.placement.device_of_op)
-    sent_kinds.insert(devices.devices[static_cast<size_t>(d)].kind);
+  note_profiles_sent(current);
   if (channel) channel->send_profiles(current.generation, std::move(out));
   ++stats.profiles_sent;
 }

@@ -77,11 +77,14 @@ struct JobCore {
   JobStats stats;
   int profile_steps = 0;
   std::optional<Profiling> profiling;
-  // The device kinds whose profiles this job sent in attachment `sent_generation`. placementd
-  // decides on a directive when a step report arrives, which may be before the profiles measured
-  // ahead of it: a request for kinds already on their way to the same session is not run again.
+  // The ops whose profiles this job sent in attachment `sent_generation`, each with the device
+  // kinds it was timed on. placementd decides on a directive when a step report arrives, which may
+  // be before the profiles measured ahead of it: a request whose every op is already on its way to
+  // the same session, timed on the kind the request puts it on, is not run again. Per op: a start
+  // spread over a CPU and a GPU times each op on one kind only, and the all-on-GPU placement after
+  // it must time the rest on the GPU.
   uint64_t sent_generation = 0;
-  std::set<DeviceKind> sent_kinds;
+  std::vector<std::set<DeviceKind>> sent_kinds_of_op;
   // Data-parallel replicas: the group (none for a process alone), and what a step agrees with it.
   std::unique_ptr<ReplicaGroup> group;
   std::unique_ptr<StepPeers> peers;
@@ -116,8 +119,11 @@ struct JobCore {
   /// The job's device each tensor lives on (-1: none), which pairs it with the other ranks' copy.
   std::vector<int> slots_of(const std::vector<at::Tensor>& tensors) const;
 
- private:
+  /// Whether every op of `target` has its profile on the kind `target` puts it on already sent
+  /// to `target`'s attachment (note_profiles_sent()): a request for profiles then is not run.
   bool profiles_on_their_way(const InForce& target) const;
+  /// Notes the profiles just sent, measured under `measured`.
+  void note_profiles_sent(const InForce& measured);
 };
 
 }  // namespace placement::detail

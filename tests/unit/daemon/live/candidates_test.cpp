@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <functional>
 #include <memory>
 #include <set>
 #include <vector>
@@ -22,6 +23,41 @@ namespace {
 namespace msg = placement::messages;
 using placement::DeviceKind;
 
+// A job of this process's uid named `name` on `devices`.
+JobIdentity job_on(const char* name, const placement::DeviceSet& devices) {
+  JobIdentity identity;
+  identity.name = name;
+  identity.uid = ::getuid();
+  identity.pid = ::getpid();
+  identity.devices = devices;
+  return identity;
+}
+
+// The simulator warm start without convergence, `screened` of the policy's samples ranked.
+EffectivePolicy ranking_policy(int64_t screened) {
+  EffectivePolicy policy = testing::simulator_warm_start_policy(0, 30);
+  policy.exploration.converge_candidates = 0;
+  policy.screened_samples = screened;
+  return policy;
+}
+
+// Runs `steps` steps of the job under the session's directives, each taking `time_of` its
+// placement; `moved` sees each directive that moves the job.
+void run_job(LiveSession& live, uint64_t steps,
+             const std::function<double(const placement::Placement&)>& time_of,
+             const std::function<void(const msg::Directive&)>& moved) {
+  msg::Directive in_force = live.next_directive();
+  for (uint64_t step = 0; step < steps; ++step) {
+    std::optional<msg::Directive> next =
+        live.on_report({in_force.placement_id, step, time_of(in_force.placement), true, ""});
+    if (live.has_deferred_work())
+      if (auto pushed = live.run_deferred_work()) next = pushed;
+    if (!next) continue;
+    in_force = *next;
+    moved(in_force);
+  }
+}
+
 // The planning model's mean step time of the policy's candidates (each placement once) in a job of
 // 2000 steps timed by that model itself, with `screened` samples ranked per candidate, until the
 // policy proposes only placements it measured (9 candidates as drawn, 4 ranked: drawing more
@@ -33,29 +69,16 @@ double mean_time_of_policy_candidates(int64_t screened, const char* store_name) 
   placement::testing::profile_all(graph, DeviceKind::kCuda, 1e-3);
   const sim::Simulator model(graph, devices);
   testing::TestStore store{store_name};
-  JobIdentity identity;
-  identity.name = "screened";
-  identity.uid = ::getuid();
-  identity.pid = ::getpid();
-  identity.devices = devices;
-  EffectivePolicy policy = testing::simulator_warm_start_policy(0, 30);
-  policy.exploration.converge_candidates = 0;
-  policy.screened_samples = screened;
-  LiveSession live(1, std::move(identity), policy, offline::built_plugins(), *store);
+  LiveSession live(1, job_on("screened", devices), ranking_policy(screened),
+                   offline::built_plugins(), *store);
   live.on_graph(graph, std::nullopt, 0.0);
-  msg::Directive in_force = live.next_directive();
   std::set<uint64_t> seen;
   double sum = 0;
-  for (uint64_t step = 0; step < 2000; ++step) {
-    const double t = model.simulate(in_force.placement).step_time_s;
-    std::optional<msg::Directive> next = live.on_report({in_force.placement_id, step, t, true, ""});
-    if (live.has_deferred_work())
-      if (auto pushed = live.run_deferred_work()) next = pushed;
-    if (!next) continue;
-    in_force = *next;
-    if (in_force.reason == msg::Reason::kPolicy && seen.insert(in_force.placement_id).second)
-      sum += model.simulate(in_force.placement).step_time_s;
-  }
+  const auto time_of = [&](const placement::Placement& p) { return model.simulate(p).step_time_s; };
+  run_job(live, 2000, time_of, [&](const msg::Directive& d) {
+    if (d.reason == msg::Reason::kPolicy && seen.insert(d.placement_id).second)
+      sum += time_of(d.placement);
+  });
   EXPECT_GE(seen.size(), 2u) << "the policy proposed candidates";
   return seen.empty() ? 0.0 : sum / static_cast<double>(seen.size());
 }
@@ -67,6 +90,47 @@ TEST(Candidates, ThePlanningModelPicksWhichOfThePolicysSamplesRuns) {
   const double ranked = mean_time_of_policy_candidates(32, "candidates_test_ranked");
   EXPECT_LT(ranked, 0.98 * as_drawn)
       << "the candidates the model ranked are faster by it than the samples as drawn";
+}
+
+// A job spread over a CPU and a GPU with profiles of the GPU alone (nor a CPU spec): the warm
+// start is skipped, so no model can time the samples. They run as drawn, and exploration goes on
+// (on the GPU machine a ranking by the memory model failed the policy step, and exploration ended
+// after two candidates: docs/gpu-runs/2026-11-27-3.md).
+TEST(Candidates, WithoutAModelThatCanTimeThemThePolicysSamplesRunAsDrawn) {
+  if (!offline::built_plugins().has(placement::PluginKind::kPlacer, "feedforward"))
+    GTEST_SKIP() << "built without LibTorch: no feedforward placer";
+  placement::OpGraph graph = placement::testing::two_chains(6);
+  placement::DeviceSet devices = placement::testing::devices(2, DeviceKind::kCuda);
+  devices.devices[0].kind = DeviceKind::kCpu;
+  // Each op profiled where the job's start runs it, as a start interleaved over the two measures.
+  placement::Placement start;
+  for (placement::Op& op : graph.ops) {
+    start.device_of_op.push_back(op.id % 2);
+    op.profile[op.id % 2 ? "cuda" : "cpu"] = {1e-3, 2e-3, 0.0, op.output_bytes()};
+  }
+  testing::TestStore store{"candidates_test_unranked"};
+  EffectivePolicy policy = ranking_policy(8);
+  // Two groups, each with ops profiled on the CPU alone and ops profiled on the GPU alone: no
+  // heuristic placement of them can be timed.
+  policy.grouper = "metis";
+  policy.grouper_params = {{"groups", int64_t{2}}};
+  LiveSession live(1, job_on("unranked", devices), policy, offline::built_plugins(), *store);
+  live.on_graph(graph, start, 0.0);
+  std::set<uint64_t> policy_candidates;
+  // The CPU's ops are the slow ones.
+  const auto time_of = [](const placement::Placement& p) {
+    double t = 1e-3;
+    for (int d : p.device_of_op) t += d == 0 ? 1e-3 : 0.0;
+    return t;
+  };
+  run_job(live, 600, time_of, [&](const msg::Directive& d) {
+    if (d.reason == msg::Reason::kPolicy) policy_candidates.insert(d.placement_id);
+  });
+  const msg::JobInfo info = live.detail();
+  EXPECT_TRUE(info.warm_start.is_object() && info.warm_start["skipped"].is_string())
+      << "no CPU profile: the warm start is skipped: " << info.warm_start.dump();
+  EXPECT_FALSE(info.job.policy_error.has_value()) << *info.job.policy_error;
+  EXPECT_FALSE(policy_candidates.empty()) << "the policy proposed a candidate";
 }
 
 }  // namespace

@@ -669,7 +669,7 @@ class FinalCheck : public Exploration {
   void make_final_check_session() {
     setup.start = Placement{{0, 1, 0, 1}};
     auto placer = std::make_unique<TabularPlacer>();
-    TabularPlacer* tabular = placer.get();
+    tabular = placer.get();
     setup.placer = std::move(placer);
     make_session();
     offline::ImitationResult warm;
@@ -679,6 +679,7 @@ class FinalCheck : public Exploration {
     s->warm_started(warm);
     for (auto& row : tabular->table->logits) row = {-50.0, 50.0};
   }
+  TabularPlacer* tabular = nullptr;
 };
 
 TEST_F(FinalCheck, AChoiceNeverComparedWithTheStartIsCheckedAgainstItBeforeTheJobKeepsIt) {
@@ -703,12 +704,33 @@ class FinalCheckAfterATrialAgainstTheStart : public FinalCheck {
   Directive run(bool one_pair_against) {
     setup.exploration.max_trial_steps = 32;  // 8 pairs of 2-step windows: one look, at α = 0.01
     make_final_check_session();
-    return run_world(s->start(), [&](const Directive& d) {
-      const auto& t = s->trial();
-      if (d.placement.device_of_op == std::vector<int>{1, 1, 0, 1}) return t ? 6.0 : 4.0;
-      if (d.placement.device_of_op != std::vector<int>{1, 1, 1, 1}) return units(d.placement);
-      return one_pair_against && t && !t->final_check() && t->pairs() == 0 ? 6.03 : 5.0;
-    });
+    return run_world(s->start(), [&](const Directive& d) { return time_of(d, one_pair_against); });
+  }
+  double time_of(const Directive& d, bool one_pair_against) const {
+    const auto& t = s->trial();
+    if (d.placement.device_of_op == std::vector<int>{1, 1, 0, 1}) return t ? 6.0 : 4.0;
+    if (d.placement.device_of_op != std::vector<int>{1, 1, 1, 1}) return units(d.placement);
+    return one_pair_against && t && !t->final_check() && t->pairs() == 0 ? 6.03 : 5.0;
+  }
+  // The same, but the placer fails once {1,1,1,1} runs: the policy step after its trial throws,
+  // and the session goes on as LiveSession::guarded() makes it.
+  Directive run_then_fail(bool one_pair_against) {
+    setup.exploration.max_trial_steps = 32;
+    make_final_check_session();
+    Directive d = s->start();
+    for (int i = 0; i < 100000 && s->state() != SessionState::kExploiting; ++i) {
+      if (d.placement.device_of_op == std::vector<int>{1, 1, 1, 1}) tabular->fail = true;
+      if (!s->record({d.placement_id, step++, time_of(d, one_pair_against), true, ""})) continue;
+      std::optional<Directive> next;
+      try {
+        next = s->advance(*store);
+      } catch (const std::exception& e) {
+        next = s->policy_failed(e.what());
+      }
+      if (next) d = *next;
+    }
+    EXPECT_FALSE(s->policy_error().empty()) << "premise: the placer failed";
+    return d;
   }
   const CandidateRecord& warm() const { return s->candidates().at(3); }
   bool final_check_ran() const {
@@ -751,6 +773,28 @@ TEST_F(FinalCheckAfterATrialAgainstTheStart, EvidenceThatManyTrialsMakeDoubtfulI
   for (const auto& m : s->timeline().marks())
     won_its_trial |= m.candidate == chosen.id && !m.final_check && m.verdict == "faster";
   EXPECT_TRUE(won_its_trial) << "premise: its trial against the start said faster";
+}
+
+// A plugin failure ends exploration with no final check: a choice whose own trial beat the start
+// by evidence that holds across every trial stays (on the GPU, the all-on-GPU placement, 4x the
+// start's speed, was dropped for the start so: docs/gpu-runs/2026-11-27-3.md); one whose evidence
+// the trials make doubtful does not.
+TEST_F(FinalCheckAfterATrialAgainstTheStart,
+       APluginFailureAfterItsTrialKeepsAChoiceItsEvidenceHolds) {
+  const Directive d = run_then_fail(false);
+  EXPECT_EQ(d.placement.device_of_op, (std::vector<int>{1, 1, 1, 1}));
+  const CandidateRecord& chosen = *s->best();
+  EXPECT_EQ(chosen.placement.device_of_op, (std::vector<int>{1, 1, 1, 1}));
+  ASSERT_TRUE(chosen.trial);
+  EXPECT_TRUE(chosen.trial->stands_for_final_check);
+  EXPECT_FALSE(final_check_ran());
+}
+
+TEST_F(FinalCheckAfterATrialAgainstTheStart,
+       APluginFailureAfterItsTrialDropsAChoiceItsEvidenceDoesNotHold) {
+  const Directive d = run_then_fail(true);
+  EXPECT_EQ(d.placement.device_of_op, (std::vector<int>{0, 1, 0, 1})) << "back to the start";
+  EXPECT_EQ(s->best()->id, 1u);
 }
 
 TEST_F(FinalCheck, WithoutEvidenceAgainstTheStartTheJobGoesBackToIt) {

@@ -158,5 +158,39 @@ TEST(JobCore, TheLossFunctionsOwnErrorUnderACandidateReachesTheCallerAsTheUsers)
   EXPECT_THROW(core.forward_backward(m.inputs, out_of_memory), c10::OutOfMemoryError);
 }
 
+// A start spread over a CPU and a GPU times each op on the one kind it runs on; the all-on-GPU
+// placement after it must be profiled for the ops that ran on the CPU (the simulator warm start
+// waits for them: docs/gpu-runs/2026-11-27-3.md), and a request crossing profiles already sent for
+// every op where it puts it is not run again.
+TEST(JobCore, ProfilesSentCountOpByOpAndKindByKind) {
+  JobCore core;
+  core.devices = DeviceSet::uniform(
+      {{DeviceKind::kCpu, 0, 1ull << 34, 1.0}, {DeviceKind::kCuda, 0, 1ull << 34, 1.0}}, 10e9,
+      1e-5);
+  const auto in_force = [](uint64_t generation, std::vector<int> device_of_op) {
+    JobCore::InForce d;
+    d.generation = generation;
+    d.directive.placement.device_of_op = std::move(device_of_op);
+    return d;
+  };
+  const JobCore::InForce interleaved = in_force(1, {0, 1, 0, 1});
+  EXPECT_FALSE(core.profiles_on_their_way(interleaved)) << "nothing sent yet";
+  core.note_profiles_sent(interleaved);
+  EXPECT_TRUE(core.profiles_on_their_way(interleaved));
+  EXPECT_TRUE(core.profiles_on_their_way(in_force(1, {0, 1, 0, 1})));
+  EXPECT_FALSE(core.profiles_on_their_way(in_force(1, {1, 1, 1, 1})))
+      << "ops 0 and 2 were timed on the CPU only, though both kinds were";
+  EXPECT_FALSE(core.profiles_on_their_way(in_force(1, {0, 0, 0, 0})));
+  core.note_profiles_sent(in_force(1, {1, 1, 1, 1}));
+  EXPECT_TRUE(core.profiles_on_their_way(in_force(1, {1, 1, 1, 1})));
+  EXPECT_TRUE(core.profiles_on_their_way(in_force(1, {0, 1, 1, 1})))
+      << "op 0 has its CPU profile on the way, and every op its GPU one";
+  EXPECT_FALSE(core.profiles_on_their_way(in_force(2, {1, 1, 1, 1})))
+      << "another attachment's session was sent nothing";
+  core.note_profiles_sent(in_force(2, {0, 0, 0, 0}));
+  EXPECT_FALSE(core.profiles_on_their_way(in_force(2, {1, 1, 1, 1})))
+      << "a new attachment forgets what the last one was sent";
+}
+
 }  // namespace
 }  // namespace placement::detail
