@@ -46,10 +46,11 @@ const sim::Simulator* Session::ranking_model() const {
       !unranked_.empty())
     return nullptr;
   if (refitted_model_) return &*refitted_model_;
-  // The model the warm start searched, with the profiles measured since; a skipped warm start
-  // (say, a device kind without profiles) leaves nothing that can time every sample.
-  if (warm_start_ && warm_start_->skipped.empty()) return &*memory_model_;
-  return nullptr;
+  // A skipped warm start (say, a device kind without profiles) says the model cannot time the
+  // samples; otherwise it is the model the warm start searched (or, for a resumed policy, would
+  // have), with the profiles measured since.
+  if (warm_start_ && !warm_start_->skipped.empty()) return nullptr;
+  return &*memory_model_;
 }
 
 std::optional<Proposal> Session::propose() {
