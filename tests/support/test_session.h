@@ -29,6 +29,10 @@ struct SessionSetup {
   uint16_t protocol_version = 1;
   int64_t profile_steps = 0;
   ExplorationConfig exploration;
+  /// [policy] warm_start and screened_samples: no warm start runs by itself in a Session (a test
+  /// gives one with Session::warm_started), but "simulator" has the planning model rank samples.
+  std::string warm_start;
+  int64_t screened_samples = 8;
   /// nullptr: OneGroupPerOp, TabularPlacer, RecordingAlgorithm.
   std::unique_ptr<placement::Grouper> grouper;
   std::unique_ptr<placement::Placer> placer;
@@ -49,6 +53,8 @@ inline std::unique_ptr<Session> make_test_session(SessionSetup setup, const Stor
   policy.placer = "tabular";
   policy.algorithm = "recording";
   policy.exploration = setup.exploration;
+  policy.warm_start = setup.warm_start;
+  policy.screened_samples = setup.screened_samples;
   auto session = std::make_unique<Session>(setup.id, std::move(job), std::move(policy));
   Session::Plugins plugins;
   plugins.grouper = setup.grouper ? std::move(setup.grouper)

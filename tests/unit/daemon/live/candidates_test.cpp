@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <set>
@@ -12,6 +13,7 @@
 
 #include "built_plugins.h"
 #include "live/live_session.h"
+#include "planning/offline/warm_start.h"
 #include "planning/sim/simulator.h"
 #include "test_graphs.h"
 #include "test_session.h"
@@ -136,6 +138,50 @@ TEST(Candidates, AfterASkippedWarmStartThePolicysSamplesRunAsDrawn) {
       << info.warm_start.dump();
   EXPECT_FALSE(info.job.policy_error.has_value()) << *info.job.policy_error;
   EXPECT_GT(proposed, 0u) << "the policy proposed a candidate";
+}
+
+// A warm start that ran, on a job profiled on the GPU alone (no CPU spec either): the planning
+// model cannot time a sample with an op on the CPU. The first such sample ends the ranking, and
+// it and the samples after it run as drawn.
+TEST(Candidates, FromTheFirstSampleTheModelCannotTimeTheSamplesRunAsDrawn) {
+  testing::TestStore store{"candidates_test_untimeable"};
+  testing::SessionSetup setup;
+  setup.devices = placement::testing::devices(2, DeviceKind::kCuda);
+  setup.devices.devices[0].kind = DeviceKind::kCpu;
+  placement::testing::profile_all(setup.graph, DeviceKind::kCuda, 1e-3);
+  setup.start = placement::Placement{{1, 1, 1, 1}};
+  setup.warm_start = offline::kSimulatorWarmStart;
+  setup.exploration.steps_per_candidate = 2;
+  setup.exploration.warmup_steps = 0;
+  setup.exploration.converge_candidates = 0;
+  setup.exploration.max_overhead_fraction = 1.0;
+  std::unique_ptr<Session> s = testing::make_test_session(std::move(setup), *store);
+  offline::ImitationResult warm;  // its answer is the start, which ran
+  warm.baseline = offline::kSimulatorWarmStart;
+  warm.action = {1, 1, 1, 1};
+  warm.placement = placement::Placement{{1, 1, 1, 1}};
+  s->warm_started(warm);
+  ASSERT_THROW(s->memory_model()->step_time_s(placement::Placement{{0, 1, 1, 1}}),
+               std::invalid_argument)
+      << "premise: the model cannot time an op on the CPU";
+
+  // The job's steps: uniform logits put ops on the CPU, where they are slow.
+  msg::Directive d = s->start();
+  size_t on_the_cpu = 0;
+  for (uint64_t step = 0; step < 400 && on_the_cpu < 3; ++step) {
+    const int ops_on_cpu = static_cast<int>(
+        std::count(d.placement.device_of_op.begin(), d.placement.device_of_op.end(), 0));
+    if (!s->record({d.placement_id, step, 1.0 + ops_on_cpu, true, ""})) continue;
+    std::optional<msg::Directive> next;
+    ASSERT_NO_THROW(next = s->advance(*store));
+    if (!next) continue;
+    d = *next;
+    if (d.reason == msg::Reason::kPolicy &&
+        std::count(d.placement.device_of_op.begin(), d.placement.device_of_op.end(), 0) > 0)
+      ++on_the_cpu;
+  }
+  EXPECT_TRUE(s->policy_error().empty()) << s->policy_error();
+  EXPECT_EQ(on_the_cpu, 3u) << "policy candidates with ops the model cannot time ran";
 }
 
 }  // namespace
