@@ -43,7 +43,7 @@ std::optional<Placement> single_device_candidate(const Session& session) {
 
 const sim::Simulator* Session::ranking_model() const {
   if (policy_.warm_start != offline::kSimulatorWarmStart || policy_.screened_samples <= 1 ||
-      !unranked_.empty())
+      ranking_failed_)
     return nullptr;
   if (refitted_model_) return &*refitted_model_;
   // A skipped warm start (say, a device kind without profiles) says the model cannot time the
@@ -89,7 +89,7 @@ std::optional<Proposal> Session::propose() {
   // step is spent where the model, fitted to what the job measured, expects the most. The policy
   // still proposes every candidate and learns from its live step time alone.
   const sim::Simulator* planning = ranking_model();
-  const int64_t screened = planning ? std::max<int64_t>(policy_.screened_samples, 1) : 1;
+  const int64_t screened = planning ? policy_.screened_samples : 1;
   std::optional<Proposal> pick;
   double pick_time = INFINITY;
   int64_t ranked = 0;
@@ -115,17 +115,17 @@ std::optional<Proposal> Session::propose() {
     ++ranked;
     // One sample alone needs no time.
     double t = 0.0;
-    if (screened > 1) {
+    if (planning) {
       try {
         t = planning->step_time_s(p);
       } catch (const std::exception& error) {
         // A ranking is a choice among valid samples, never a reason to stop exploring: without
         // it, the samples run as drawn from here on.
-        unranked_ = error.what();
+        ranking_failed_ = true;
         spdlog::warn(
             "job {} '{}': the planning model cannot rank the policy's samples, which run as drawn "
             "from here on: {}",
-            id_, job_.name, unranked_);
+            id_, job_.name, error.what());
         if (!pick) pick = Proposal{std::move(p), reason, std::move(action)};
         break;
       }

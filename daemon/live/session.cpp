@@ -189,7 +189,7 @@ void Session::drop_graph() {
   warm_start_pending_ = false;
   refit_.reset();
   refitted_model_.reset();
-  unranked_.clear();
+  ranking_failed_ = false;
   refit_tried_ = true;
   next_refit_at_ = kFirstRefitAt;
   refits_.clear();

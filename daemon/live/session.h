@@ -414,9 +414,8 @@ class Session {
   std::optional<offline::ImitationResult> refit_;
   /// The latest refit's model: it ranks the policy's samples ([policy] screened_samples).
   std::optional<sim::Simulator> refitted_model_;
-  /// Why the planning model could not rank a sample (the samples run as drawn since), if it could
-  /// not.
-  std::string unranked_;
+  /// Whether the planning model failed to time a sample (the samples run as drawn since).
+  bool ranking_failed_ = false;
   bool refit_tried_ = true;
   size_t next_refit_at_ = kFirstRefitAt;
   /// Each refit as inspection shows it (JobInfo::refits).
