@@ -108,7 +108,8 @@ std::string describe_warm_start(const json& w) {
 
 namespace {
 
-// "to 6 measured placements: log error 0.410 -> 0.050 (aten::_convolution on cpu x3.10, ...);
+// "to 6 measured placements: log error 0.410 -> 0.050 (aten::_convolution on cpu x3.10, ...,
+// cuda:0 and cuda:1 take turns);
 // searched ... on the refitted model, imitated ..." (or "; not offered: its answer ran already").
 std::string describe_refit(const json& r) {
   const std::string placements =
@@ -129,6 +130,9 @@ std::string describe_refit(const json& r) {
     factors += f;
   }
   if (moved.size() > 3) factors += " and " + std::to_string(moved.size() - 3) + " more";
+  for (const json& pair : r.value("shared", json::array()))
+    if (pair.is_string())
+      factors += (factors.empty() ? "" : ", ") + pair.get<std::string>() + " take turns";
   const std::string fit = placements + errors +
                           (r.value("fit_timed_out", false) ? ", out of time" : "") + " (" +
                           (factors.empty() ? std::string("no factor moved") : factors) + "); ";

@@ -137,18 +137,23 @@ void Session::run_refit(const PluginRegistry& registry) {
   record["log_error_before"] = fitted->rms_log_error_before;
   record["log_error_after"] = fitted->rms_log_error_after;
   record["factors"] = std::move(moved);
+  record["shared"] = fitted->shared;
   record["fit_timed_out"] = fitted->timed_out;
   refits_.push_back(std::move(record));
   std::string factors;
   for (size_t i = 0; i < fitted->factors.size() && i < 3; ++i)
     factors += fmt::format("{}{} x{:.2f}", i ? ", " : "", fitted->factors[i].what,
                            fitted->factors[i].scale);
+  const std::string more =
+      fitted->factors.size() > 3 ? fmt::format(" and {} more", fitted->factors.size() - 3) : "";
+  factors += more;
+  for (const std::string& pair : fitted->shared)
+    factors += (factors.empty() ? "" : ", ") + pair + " take turns";
   spdlog::info(
       "job {} '{}': planning model refitted to {} measured placements (log error {:.3f} -> "
-      "{:.3f}{}; {}{}){}",
+      "{:.3f}{}; {}){}",
       id_, job_.name, fitted->used, fitted->rms_log_error_before, fitted->rms_log_error_after,
       fitted->timed_out ? ", out of time" : "", factors.empty() ? "no factor moved" : factors,
-      fitted->factors.size() > 3 ? fmt::format(" and {} more", fitted->factors.size() - 3) : "",
       refit_->skipped.empty() ? "" : "; its search's answer not offered: " + refit_->skipped);
 }
 

@@ -7,10 +7,13 @@
 // refit scales the model by one factor per (op kind, device kind), one per device and one per
 // link, chosen by regularised least squares in log step time (Levenberg–Marquardt with finite
 // differences) so the model predicts what was measured, with a prior that keeps each factor near 1
-// until the measurements show otherwise. Factors no measured placement exercises stay at 1. Memory
-// is never refitted: the memory model is exact. Op times the cost model predicts are refitted as
-// the profiles it fills in for each device kind (Simulator::graph()): exact where a kind's devices
-// share one spec.
+// until the measurements show otherwise. Devices the model has compute at once may in truth take
+// turns (slices of one GPU, time-sliced); no factor expresses that, so once the factors are fitted
+// the refit has two devices share one execution resource where that, with the factors fitted
+// again, explains the measurements 20 times as likely, one pair at a time. Factors no measured
+// placement exercises stay at 1. Memory is never refitted: the memory model is exact. Op times the
+// cost model predicts are refitted as the profiles it fills in for each device kind
+// (Simulator::graph()): exact where a kind's devices share one spec.
 
 #include <string>
 #include <vector>
@@ -55,6 +58,10 @@ struct RefitResult {
   Simulator model;
   /// Factors moved by more than 1%, largest change first.
   std::vector<RefitFactor> factors;
+  /// Devices the model had compute at once that the measurements say take turns, as "cuda:0 and
+  /// cuda:1", in the order found: the refitted model has each pair share one execution resource
+  /// (SimulatorOptions::shared_with).
+  std::vector<std::string> shared;
   /// Root-mean-square of log(predicted / measured) over the measurements used, before and after
   /// (before: on the model with its cost-model predictions taken as profiles, which the fit
   /// scales; the same as the given model's where a kind's devices share one spec).

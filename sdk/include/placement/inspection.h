@@ -185,7 +185,8 @@ struct JobInfo {
   /// none ran.
   nlohmann::json warm_start;
   /// Each refit of the planning model to the job's measured steps, in order (docs/live.md):
-  /// {measured, log_error_before, log_error_after, fit_timed_out, factors: [{what, scale}], and
+  /// {measured, log_error_before, log_error_after, fit_timed_out, factors: [{what, scale}], shared:
+  /// ["cuda:0 and cuda:1", devices found to take turns], and
   /// the warm start's report of its search, `skipped` saying why its answer was not offered}, or
   /// {measured, skipped} when the fit itself failed; older daemons send none.
   std::vector<nlohmann::json> refits;

@@ -109,6 +109,36 @@ TEST(Refit, TheModelLearnsTheSlowGpuFromTheStepsAndItsAnswerRunsNext) {
             truth.simulate(warm[0]->placement).step_time_s);
 }
 
+TEST(Refit, TwoGpusThatTakeTurnsAreFoundAndTheJobKeepsNoSplitThatGainsNothing) {
+  if (!learned_placer_built()) GTEST_SKIP() << "built without LibTorch: no feedforward placer";
+  // The job's two GPUs are slices of one card, time-sliced: they take turns, at the speed their
+  // profiles say. The planning model has them compute at once, so it expects the two chains split
+  // across them to take half the time.
+  const Job job;
+  sim::SimulatorOptions one_card;
+  one_card.shared_with = {0, 0};
+  const sim::Simulator truth(job.graph, job.devices, one_card);
+  testing::TestStore store{"refit_test_turns"};
+  auto live = attach(job, 2, *store);
+  live->on_graph(job.graph, std::nullopt, 0.0);
+  const std::vector<msg::Directive> got = train(*live, truth, 300);
+
+  const msg::JobInfo info = live->detail();
+  ASSERT_GE(info.refits.size(), 1u) << info.to_json().dump();
+  std::set<std::string> found;
+  for (const nlohmann::json& refit : info.refits)
+    for (const nlohmann::json& pair : refit.value("shared", nlohmann::json::array()))
+      found.insert(pair.get<std::string>());
+  EXPECT_EQ(found, std::set<std::string>{"cuda:0 and cuda:1"}) << info.to_json().dump();
+  // The model that knows explains what was measured; the one that did not, by far less.
+  const nlohmann::json& last = info.refits.back();
+  EXPECT_LT(last["log_error_after"].get<double>(), 0.05) << last.dump();
+  EXPECT_GT(last["log_error_before"].get<double>(), 0.2) << last.dump();
+  // Where the job is left is no slower in truth than where it started.
+  EXPECT_LE(truth.simulate(got.back().placement).step_time_s,
+            truth.simulate(got.front().placement).step_time_s * 1.0001);
+}
+
 TEST(Refit, NoneRunsWhenTheConfigSaysNone) {
   if (!learned_placer_built()) GTEST_SKIP() << "built without LibTorch: no feedforward placer";
   const Job job;

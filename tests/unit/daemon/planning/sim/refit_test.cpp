@@ -15,13 +15,20 @@ namespace {
 using placement::Placement;
 
 // Inception-V3 on 2×K40 + CPU, as the truth: the cost model's figures, taken as measured.
-Simulator truth() {
+Simulator truth(const SimulatorOptions& options = {}) {
   const Simulator predicted(placement::load_graph_file(GRAPH_DIR "/papers/inception_v3.json.gz"),
-                            load_topology(TOPOLOGY_DIR "/2xk40_cpu.toml"));
+                            load_topology(TOPOLOGY_DIR "/2xk40_cpu.toml"), options);
   placement::OpGraph g = predicted.graph();
   for (auto& op : g.ops)
     for (auto& [kind, p] : op.profile) p.predicted = false;
   return Simulator(g, predicted.devices(), predicted.options());
+}
+
+// The truth with its two GPUs (devices 1 and 2) time-slicing one card: they take turns.
+Simulator gpus_taking_turns() {
+  SimulatorOptions options;
+  options.shared_with = {0, 1, 1};
+  return truth(options);
 }
 
 // The truth with one kind of op `factor` times faster on the host than it is: what a planner
@@ -148,6 +155,70 @@ TEST(Refit, PastItsTimeItKeepsWhatItFittedSoFar) {
   const RefitResult full = refit(model, measured);
   EXPECT_FALSE(full.timed_out);
   EXPECT_LT(full.rms_log_error_after, full.rms_log_error_before / 3);
+}
+
+// All on one GPU, then on the other, then random placements over the two in short runs: the
+// branches of a block land on both, which then have work at once. (A job starts on one GPU.)
+std::vector<Placement> spread_over_gpus(const Simulator& model, size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> gpu(1, 2), run(1, 6);
+  std::vector<Placement> out;
+  for (int d : {1, 2}) {
+    out.push_back(Placement::single(model.graph(), d));
+    out.back().enforce_pins(model.graph(), model.devices());
+  }
+  while (out.size() < n) {
+    Placement p;
+    while (p.device_of_op.size() < model.graph().ops.size())
+      p.device_of_op.insert(p.device_of_op.end(), static_cast<size_t>(run(rng)), gpu(rng));
+    p.device_of_op.resize(model.graph().ops.size());
+    p.enforce_pins(model.graph(), model.devices());
+    if (model.simulate(p).valid) out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::vector<MeasuredPlacement> measured_on(const Simulator& t, const std::vector<Placement>& ps) {
+  std::vector<MeasuredPlacement> out;
+  for (const Placement& p : ps) out.push_back({p, t.simulate(p).step_time_s, 0.05});
+  return out;
+}
+
+TEST(Refit, FindsDevicesThatTakeTurnsAndPredictsPlacementsItNeverSaw) {
+  const Simulator t = gpus_taking_turns();
+  const Simulator model = truth();  // has the GPUs compute at once
+  const std::vector<Placement> seen = spread_over_gpus(t, 16, 7);
+  // The truth differs where both GPUs have work at once: on these placements, by more than the
+  // measurements' spread.
+  ASSERT_GT(log_error(model, t, seen), 0.1);
+  const RefitResult r = refit(model, measured_on(t, seen));
+  ASSERT_EQ(r.shared.size(), 1u);
+  EXPECT_EQ(r.shared.front(), "cuda:0 and cuda:1");
+  EXPECT_EQ(r.model.options().shared_with, t.options().shared_with);
+  EXPECT_LT(r.rms_log_error_after, r.rms_log_error_before / 3);
+  const std::vector<Placement> unseen = spread_over_gpus(t, 20, 8);
+  EXPECT_LT(log_error(r.model, t, unseen), log_error(model, t, unseen) / 3);
+}
+
+TEST(Refit, DevicesThatComputeAtOnceAreNotTakenForTurns) {
+  // A kind the model has 4x too fast on the host, measured with log-normal noise at the spread
+  // the measurements claim: the factors explain it, and no pair is made to take turns.
+  const Simulator t = truth();
+  const Simulator model = believed(t, "aten::_convolution", 4.0);
+  std::mt19937_64 rng(9);
+  std::normal_distribution<double> noise(0.0, 0.05);
+  for (uint64_t seed = 10; seed < 15; ++seed) {
+    std::vector<Placement> ps = random_placements(t, 6, seed);
+    for (Placement& p : spread_over_gpus(t, 6, seed)) ps.push_back(std::move(p));
+    std::vector<MeasuredPlacement> measured = measured_on(t, ps);
+    for (MeasuredPlacement& m : measured) m.step_time_s *= std::exp(noise(rng));
+    const RefitResult r = refit(model, measured);
+    EXPECT_TRUE(r.shared.empty()) << "seed " << seed << ": " << r.shared.front();
+    EXPECT_TRUE(r.model.options().shared_with.empty());
+  }
+  // Where the model already has them take turns, there is nothing more to find.
+  const Simulator turns = gpus_taking_turns();
+  EXPECT_TRUE(refit(turns, measured_on(turns, spread_over_gpus(turns, 8, 16))).shared.empty());
 }
 
 TEST(Refit, RefusesMeasurementsItCannotUseNamingWhich) {
