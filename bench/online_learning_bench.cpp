@@ -221,8 +221,9 @@ struct Run {
   double tried = INFINITY;
   bool warm_started = false;
   uint64_t candidates = 0, steps = 0;
-  // Devices the refits found taking turns (sim::RefitResult::shared): pairs that do in truth, and
-  // pairs that do not.
+  // Pairs of devices the job's refits found taking turns (sim::RefitResult::shared; each refit
+  // starts from the planning model, so one that finds a pair again counts again): pairs that do
+  // in truth, and pairs that do not.
   uint64_t turns_right = 0, turns_wrong = 0;
   // The job's mean true step time over all its steps (those after the run's end on the placement it
   // ended on): what it gained, exploration's cost included.
@@ -254,11 +255,8 @@ class TrueClock {
 // "cuda:0 and cuda:1" for each pair of the truth's devices that share an execution resource, as
 // the refit names them.
 std::set<std::string> pairs_taking_turns(const Simulator& truth) {
-  const std::vector<size_t>& shared = truth.options().shared_with;
   const placement::DeviceSet& devices = truth.devices();
-  // Each device's first device of its group (SimulatorOptions::shared_with).
-  std::vector<size_t> group(shared.size());
-  for (size_t d = 0; d < shared.size(); ++d) group[d] = shared[d] < d ? group[shared[d]] : d;
+  const std::vector<size_t> group = placementd::sim::execution_resources(truth.options(), devices);
   std::set<std::string> out;
   for (size_t b = 0; b < group.size(); ++b)
     for (size_t a = 0; a < b; ++a)
@@ -679,8 +677,9 @@ int main(int argc, char** argv) {
                   cells[2].c_str());
     }
     std::printf(
-        "\nspeed-up over the start, geometric mean over the runs; refits that found devices taking "
-        "turns, right (wrong) pairs:\n%-10s %6s %12s %12s %12s %8s %18s %12s\n",
+        "\nspeed-up over the start, geometric mean over the runs; pairs of devices the refits "
+        "found "
+        "taking turns, right (wrong):\n%-10s %6s %12s %12s %12s %8s %18s %12s\n",
         "scenario", "budget", "warm start", "job ends", "whole job", "T_best",
         "candidates (mean, most)", "turns found");
     for (const auto& [key, t] : tally) {

@@ -153,7 +153,7 @@ class Fit {
 
   // Where a fit stands: the factors, the model they make and its residuals.
   struct State {
-    SimulatorOptions sharing;
+    SimulatorOptions options;
     Eigen::VectorXd theta;
     Simulator model;
     Eigen::VectorXd residuals;
@@ -167,13 +167,13 @@ class Fit {
     return evaluate(model_.options(), theta);
   }
 
-  std::optional<State> evaluate(const SimulatorOptions& sharing,
+  std::optional<State> evaluate(const SimulatorOptions& options,
                                 const Eigen::VectorXd& theta) const {
-    Simulator sim = scaled(model_, sharing, f_, theta);
+    Simulator sim = scaled(model_, options, f_, theta);
     std::optional<Eigen::VectorXd> r = residuals(sim, measured_);
     if (!r) return std::nullopt;
     const double objective = r->squaredNorm() + (prior_.array() * theta.array().square()).sum();
-    return State{sharing, theta, std::move(sim), std::move(*r), objective};
+    return State{options, theta, std::move(sim), std::move(*r), objective};
   }
 
   // Moves `s` downhill for RefitOptions::iterations at most; counts the steps taken.
@@ -187,7 +187,7 @@ class Fit {
         Eigen::VectorXd t = s.theta;
         t[k] += options_.step;
         const std::optional<Eigen::VectorXd> rk =
-            residuals(scaled(model_, s.sharing, f_, t), measured_);
+            residuals(scaled(model_, s.options, f_, t), measured_);
         J.col(k) =
             rk ? Eigen::VectorXd((*rk - s.residuals) / options_.step) : Eigen::VectorXd::Zero(N);
       }
@@ -205,7 +205,7 @@ class Fit {
         if (solver.info() != Eigen::Success || !delta.allFinite()) break;
         // A factor beyond 20x either way is not what a profile or a preset gets wrong.
         const Eigen::VectorXd next = (s.theta + delta).cwiseMax(-3.0).cwiseMin(3.0);
-        std::optional<State> candidate = evaluate(s.sharing, next);
+        std::optional<State> candidate = evaluate(s.options, next);
         if (candidate && candidate->objective < s.objective) {
           s = std::move(*candidate);
           lambda = std::max(1e-4, lambda / 3);
@@ -220,37 +220,37 @@ class Fit {
   }
 
   // Two devices the model has compute at once that the measurements say take turns (slices of
-  // one GPU time-sliced, two jobs' worth under MPS, logical devices on one host): the pair that
-  // explains the measurements best once it shares one execution resource and the factors are
-  // fitted again, if it explains them by more than kSharingEvidence. Factors fitted without it may
-  // have taken up the turns (two devices slower, wherever they run), so pairs are screened with
-  // the fitted factors, with the pair's own device factors at 1 and with every factor at 1, and
-  // only the pair that screens best is fitted.
+  // one GPU time-sliced, two jobs' worth under MPS): the pair that screens best as one execution
+  // resource, kept if, its factors fitted again, it explains the measurements by kSharingEvidence
+  // more than the model without it fitted as long. Factors fitted without it may have taken up
+  // the turns (two devices slower, or the link between them, wherever they run), so pairs are
+  // screened with the fitted factors, with the pair's own device factors at 1 and with every
+  // factor at 1.
   std::optional<std::pair<State, std::string>> more_sharing(const State& s) {
-    // A likelihood ratio of e^3 (20 to 1) for the pair that screens best: in the refit tests
-    // where no devices take turns, that pair fitted 14 to 32 worse than none; taking turns for
-    // devices that compute at once would make every later search avoid running them together.
+    // The fit's objective is -2 log of the measurements' likelihood and the prior's: a drop of 6
+    // makes them 20 times as likely. A pair found wrongly would make every later search avoid
+    // running two devices together that compute at once.
     constexpr double kSharingEvidence = 6.0;
     const placement::DeviceSet& devices = model_.devices();
     const size_t D = devices.size();
-    const std::vector<size_t> group = groups(s.sharing, devices);
+    const std::vector<size_t> group = execution_resources(s.options, devices);
     std::optional<State> best;
     std::string which;
-    const Eigen::VectorXd ones = Eigen::VectorXd::Zero(s.theta.size());
+    const Eigen::VectorXd all_at_one = Eigen::VectorXd::Zero(s.theta.size());
     for (size_t a = 0; a < D; ++a)
       for (size_t b = a + 1; b < D && !out_of_time(); ++b) {
         if (devices.devices[a].kind != devices.devices[b].kind || group[a] == group[b] ||
             !both_used(a, b))
           continue;
-        SimulatorOptions sharing = s.sharing;
-        sharing.shared_with = joined(group, a, b);
+        SimulatorOptions options = s.options;
+        options.shared_with = joined(group, a, b);
         Eigen::VectorXd own_at_one = s.theta;
         for (size_t d : {a, b})
           if (auto at = f_.device.find(d); at != f_.device.end())
             own_at_one[static_cast<Eigen::Index>(at->second)] = 0.0;
-        const std::array<const Eigen::VectorXd*, 3> thetas = {&s.theta, &own_at_one, &ones};
+        const std::array<const Eigen::VectorXd*, 3> thetas = {&s.theta, &own_at_one, &all_at_one};
         for (const Eigen::VectorXd* theta : thetas) {
-          std::optional<State> c = evaluate(sharing, *theta);
+          std::optional<State> c = evaluate(options, *theta);
           if (c && (!best || c->objective < best->objective)) {
             best = std::move(c);
             which = devices.devices[a].name() + " and " + devices.devices[b].name();
@@ -260,10 +260,17 @@ class Fit {
     if (!best) return std::nullopt;
     const size_t steps = steps_;
     descend(*best);
-    if (best->objective > s.objective - kSharingEvidence) {
-      steps_ = steps;  // a fit not kept moved nothing
-      return std::nullopt;
+    bool kept = best->objective <= s.objective - kSharingEvidence;
+    if (kept) {
+      // `s` stopped after RefitOptions::iterations: the pair must beat it fitted as long again,
+      // not the extra iterations.
+      State longer = s;
+      descend(longer);
+      kept = best->objective <= longer.objective - kSharingEvidence;
     }
+    steps_ = steps;  // what the pair's fit and its comparison took is counted only if it is kept
+    if (!kept) return std::nullopt;
+    ++steps_;
     return std::make_pair(std::move(*best), which);
   }
 
@@ -276,25 +283,6 @@ class Fit {
   size_t steps() const { return steps_; }
 
  private:
-  // Each device's group of devices that share an execution resource: its first device. CPU
-  // devices are one group where the options have them share the host (as the simulator does).
-  static std::vector<size_t> groups(const SimulatorOptions& sharing,
-                                    const placement::DeviceSet& devices) {
-    const size_t D = devices.size();
-    std::vector<size_t> group(D);
-    for (size_t d = 0, host = D; d < D; ++d) {
-      group[d] = d < sharing.shared_with.size() && sharing.shared_with[d] < d
-                     ? group[sharing.shared_with[d]]
-                     : d;
-      if (sharing.cpu_devices_share_host &&
-          devices.devices[d].kind == placement::DeviceKind::kCpu) {
-        if (host == D) host = d;
-        group[d] = host;
-      }
-    }
-    return group;
-  }
-
   static std::vector<size_t> joined(std::vector<size_t> group, size_t a, size_t b) {
     const size_t from = std::max(group[a], group[b]), to = std::min(group[a], group[b]);
     for (size_t& g : group)
@@ -357,6 +345,9 @@ RefitResult refit(const Simulator& model, const std::vector<MeasuredPlacement>& 
   }
   const double before = rms_log_error(s->residuals, measured);
   fit.descend(*s);
+  // Whether the factors' fit was cut short: the search for turns after it is optional, and its
+  // running out of time changes nothing the result says, unless it kept a pair it could not fit.
+  bool cut_short = fit.timed_out();
   // Turns taken where the model has devices compute at once: what no factor expresses. Sought
   // once the factors explain what they can, so that a kind's slowness is not taken for turns.
   std::vector<std::string> shared;
@@ -365,6 +356,7 @@ RefitResult refit(const Simulator& model, const std::vector<MeasuredPlacement>& 
     if (!more) break;
     s = std::move(more->first);
     shared.push_back(std::move(more->second));
+    cut_short = cut_short || fit.timed_out();
   }
 
   const bool moved = fit.steps() > 0 || !shared.empty();
@@ -374,7 +366,7 @@ RefitResult refit(const Simulator& model, const std::vector<MeasuredPlacement>& 
                   before,
                   rms_log_error(s->residuals, measured),
                   measured.size(),
-                  fit.timed_out(),
+                  cut_short,
                   moved};
   for (size_t k = 0; k < f.size(); ++k) {
     const double theta = s->theta[static_cast<Eigen::Index>(k)];

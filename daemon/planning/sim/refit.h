@@ -9,8 +9,9 @@
 // differences) so the model predicts what was measured, with a prior that keeps each factor near 1
 // until the measurements show otherwise. Devices the model has compute at once may in truth take
 // turns (slices of one GPU, time-sliced); no factor expresses that, so once the factors are fitted
-// the refit has two devices share one execution resource where that, with the factors fitted
-// again, explains the measurements 20 times as likely, one pair at a time. Factors no measured
+// the refit screens each pair of one kind's devices as one execution resource and keeps the pair
+// that screens best where, its factors fitted again, it makes the measurements 20 times as likely
+// as the model without it fitted as long; one pair at a time. Factors no measured
 // placement exercises stay at 1. Memory is never refitted: the memory model is exact. Op times the
 // cost model predicts are refitted as the profiles it fills in for each device kind
 // (Simulator::graph()): exact where a kind's devices share one spec.

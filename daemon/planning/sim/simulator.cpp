@@ -54,6 +54,23 @@ struct Stamps {
 
 }  // namespace
 
+std::vector<size_t> execution_resources(const SimulatorOptions& options,
+                                        const placement::DeviceSet& devices) {
+  // Each GPU is its own unless the options group it with others; CPU devices may share the host.
+  const size_t D = devices.size();
+  std::vector<size_t> resource(D);
+  for (size_t d = 0, host = D; d < D; ++d) {
+    resource[d] = d < options.shared_with.size() && options.shared_with[d] < d
+                      ? resource[options.shared_with[d]]
+                      : d;
+    if (options.cpu_devices_share_host && devices.devices[d].kind == DeviceKind::kCpu) {
+      if (host == D) host = d;
+      resource[d] = host;
+    }
+  }
+  return resource;
+}
+
 Simulator::Simulator(OpGraph graph, placement::DeviceSet devices, SimulatorOptions options)
     : graph_(std::move(graph)), devices_(std::move(devices)), options_(options) {
   graph_.validate();
@@ -72,18 +89,7 @@ Simulator::Simulator(OpGraph graph, placement::DeviceSet devices, SimulatorOptio
   const size_t n = graph_.ops.size(), D = devices_.size();
   build_csr(n, graph_.edges, true, in_begin_, in_edges_);
   build_csr(n, graph_.edges, false, out_begin_, out_edges_);
-  // Execution resources: each GPU is its own unless the options group it with others; CPU devices
-  // may share the host.
-  resource_.resize(D);
-  for (size_t d = 0, host = D; d < D; ++d) {
-    resource_[d] = d < options_.shared_with.size() && options_.shared_with[d] < d
-                       ? resource_[options_.shared_with[d]]
-                       : d;
-    if (options_.cpu_devices_share_host && devices_.devices[d].kind == DeviceKind::kCpu) {
-      if (host == D) host = d;
-      resource_[d] = host;
-    }
-  }
+  resource_ = execution_resources(options_, devices_);
   for (const auto& d : devices_.devices) device_kind_.push_back(static_cast<int>(d.kind));
   pinned_kind_.assign(n, -1);
   for (size_t u = 0; u < n; ++u)

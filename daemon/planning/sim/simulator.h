@@ -43,6 +43,12 @@ struct SimulatorOptions {
   } replicas;
 };
 
+/// Each device's execution resource under `options`: the first device of the devices that run one
+/// op at a time between them (SimulatorOptions::shared_with, and CPU devices where they share the
+/// host), itself where it shares with none.
+std::vector<size_t> execution_resources(const SimulatorOptions& options,
+                                        const placement::DeviceSet& devices);
+
 /// Memory a placement needs on one device, by what it is for.
 struct MemoryUse {
   uint64_t parameters = 0;  // parameters + gradients + optimizer state

@@ -109,7 +109,7 @@ TEST(Refit, TheModelLearnsTheSlowGpuFromTheStepsAndItsAnswerRunsNext) {
             truth.simulate(warm[0]->placement).step_time_s);
 }
 
-TEST(Refit, TwoGpusThatTakeTurnsAreFoundAndTheJobKeepsNoSplitThatGainsNothing) {
+TEST(Refit, TwoGpusThatTakeTurnsAreFoundAndTheJobEndsNoSlowerThanItStarted) {
   if (!learned_placer_built()) GTEST_SKIP() << "built without LibTorch: no feedforward placer";
   // The job's two GPUs are slices of one card, time-sliced: they take turns, at the speed their
   // profiles say. The planning model has them compute at once, so it expects the two chains split

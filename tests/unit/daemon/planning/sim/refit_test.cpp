@@ -216,9 +216,6 @@ TEST(Refit, DevicesThatComputeAtOnceAreNotTakenForTurns) {
     EXPECT_TRUE(r.shared.empty()) << "seed " << seed << ": " << r.shared.front();
     EXPECT_TRUE(r.model.options().shared_with.empty());
   }
-  // Where the model already has them take turns, there is nothing more to find.
-  const Simulator turns = gpus_taking_turns();
-  EXPECT_TRUE(refit(turns, measured_on(turns, spread_over_gpus(turns, 8, 16))).shared.empty());
 }
 
 TEST(Refit, RefusesMeasurementsItCannotUseNamingWhich) {
