@@ -144,9 +144,8 @@ void Session::run_refit(const PluginRegistry& registry) {
   for (size_t i = 0; i < fitted->factors.size() && i < 3; ++i)
     factors += fmt::format("{}{} x{:.2f}", i ? ", " : "", fitted->factors[i].what,
                            fitted->factors[i].scale);
-  const std::string more =
-      fitted->factors.size() > 3 ? fmt::format(" and {} more", fitted->factors.size() - 3) : "";
-  factors += more;
+  if (fitted->factors.size() > 3)
+    factors += fmt::format(" and {} more", fitted->factors.size() - 3);
   for (const std::string& pair : fitted->shared)
     factors += (factors.empty() ? "" : ", ") + pair + " take turns";
   spdlog::info(

@@ -268,9 +268,10 @@ class Fit {
       descend(longer);
       kept = best->objective <= longer.objective - kSharingEvidence;
     }
-    steps_ = steps;  // what the pair's fit and its comparison took is counted only if it is kept
+    // The pair's fit and its comparison are not the factors' steps: a kept pair says the model
+    // moved by itself (RefitResult::shared).
+    steps_ = steps;
     if (!kept) return std::nullopt;
-    ++steps_;
     return std::make_pair(std::move(*best), which);
   }
 
