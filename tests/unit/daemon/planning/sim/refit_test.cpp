@@ -169,8 +169,12 @@ std::vector<Placement> spread_over_gpus(const Simulator& model, size_t n, uint64
   }
   while (out.size() < n) {
     Placement p;
-    while (p.device_of_op.size() < model.graph().ops.size())
-      p.device_of_op.insert(p.device_of_op.end(), static_cast<size_t>(run(rng)), gpu(rng));
+    while (p.device_of_op.size() < model.graph().ops.size()) {
+      // Drawn one after the other: the order a call's arguments are evaluated in is the
+      // compiler's (GCC and Clang differ), and with it the placements.
+      const auto length = static_cast<size_t>(run(rng));
+      p.device_of_op.insert(p.device_of_op.end(), length, gpu(rng));
+    }
     p.device_of_op.resize(model.graph().ops.size());
     p.enforce_pins(model.graph(), model.devices());
     if (model.simulate(p).valid) out.push_back(std::move(p));
@@ -187,17 +191,23 @@ std::vector<MeasuredPlacement> measured_on(const Simulator& t, const std::vector
 TEST(Refit, FindsDevicesThatTakeTurnsAndPredictsPlacementsItNeverSaw) {
   const Simulator t = gpus_taking_turns();
   const Simulator model = truth();  // has the GPUs compute at once
-  const std::vector<Placement> seen = spread_over_gpus(t, 16, 7);
-  // The truth differs where both GPUs have work at once: on these placements, by more than the
-  // measurements' spread.
-  ASSERT_GT(log_error(model, t, seen), 0.1);
-  const RefitResult r = refit(model, measured_on(t, seen));
-  ASSERT_EQ(r.shared.size(), 1u);
-  EXPECT_EQ(r.shared.front(), "cuda:0 and cuda:1");
-  EXPECT_EQ(r.model.options().shared_with, t.options().shared_with);
-  EXPECT_LT(r.rms_log_error_after, r.rms_log_error_before / 3);
-  const std::vector<Placement> unseen = spread_over_gpus(t, 20, 8);
-  EXPECT_LT(log_error(r.model, t, unseen), log_error(model, t, unseen) / 3);
+  const std::vector<Placement> unseen = spread_over_gpus(t, 20, 100);
+  // Of 16 such placements, about one set in ten is explained within the measurements' spread by
+  // two slower GPUs, and no pair is kept (the evidence it needs is not there); 24 were enough in
+  // each of 30 sets tried.
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const std::vector<Placement> seen = spread_over_gpus(t, 24, seed);
+    // The truth differs where both GPUs have work at once: on these placements, by more than the
+    // measurements' spread.
+    ASSERT_GT(log_error(model, t, seen), 0.1);
+    const RefitResult r = refit(model, measured_on(t, seen));
+    ASSERT_EQ(r.shared.size(), 1u);
+    EXPECT_EQ(r.shared.front(), "cuda:0 and cuda:1");
+    EXPECT_EQ(r.model.options().shared_with, t.options().shared_with);
+    EXPECT_LT(r.rms_log_error_after, r.rms_log_error_before / 3);
+    EXPECT_LT(log_error(r.model, t, unseen), log_error(model, t, unseen) / 3);
+  }
 }
 
 TEST(Refit, DevicesThatComputeAtOnceAreNotTakenForTurns) {
