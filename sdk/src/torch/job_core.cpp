@@ -109,7 +109,7 @@ bool loss_error_is_the_users(const std::exception_ptr& error,
 at::Tensor JobCore::forward_backward(const std::vector<c10::IValue>& inputs,
                                      const LossFunction& loss_fn) {
   if (memory_limit) memory_limit->begin_forward();
-  const std::vector<c10::IValue> outputs = placed->forward(inputs);
+  std::vector<c10::IValue> outputs = placed->forward(inputs);
   std::vector<c10::Device> output_devices = devices_of(outputs);
   if (!own_output_devices &&
       placed->placement().device_of_op == own.directive.placement.device_of_op)
@@ -125,6 +125,11 @@ at::Tensor JobCore::forward_backward(const std::vector<c10::IValue>& inputs,
       throw LossFunctionError{error, false};
     throw;
   }
+  // The outputs go before the backward, as an eager loop's do once its loss is computed: the
+  // model's last output is often the step's largest tensor (a language model's logits, 206 MB for
+  // GPT-2 at batch 8 x 128), and the backward's gradients then take its memory instead of fresh
+  // pages (docs/benchmarks.md, issue #40). What the loss needs of them autograd holds.
+  outputs.clear();
   loss.backward();
   return loss;
 }

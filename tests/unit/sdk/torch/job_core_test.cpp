@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <stdexcept>
 
 #include <ATen/ATen.h>
@@ -156,6 +157,28 @@ TEST(JobCore, TheLossFunctionsOwnErrorUnderACandidateReachesTheCallerAsTheUsers)
     TORCH_CHECK_WITH(OutOfMemoryError, false, "injected: cpu:1 is full");
   };
   EXPECT_THROW(core.forward_backward(m.inputs, out_of_memory), c10::OutOfMemoryError);
+}
+
+// An eager loop lets go of the model's outputs once its loss is computed, and its backward may
+// take their memory: so does a step (the outputs of a language model, its logits, are often the
+// step's largest tensor; docs/benchmarks.md, issue #40).
+TEST(JobCore, TheModelsOutputsAreLetGoBeforeTheBackward) {
+  testing::TracedModel m = load_traced_model("rnnlm_small");
+  JobCore core;
+  set_up(core, m);
+  std::optional<c10::weak_intrusive_ptr<c10::TensorImpl>> output;
+  std::optional<bool> alive_in_backward;
+  const LossFunction loss = [&](const std::vector<c10::IValue>& outputs) {
+    const at::Tensor out = outputs.at(0).toTensor();
+    output.emplace(out.getIntrusivePtr());
+    // Scaling by a number saves nothing of `out` for the backward.
+    at::Tensor scaled = out * 2.0;
+    scaled.register_hook([&](const at::Tensor&) { alive_in_backward = !output->expired(); });
+    return scaled.sum();
+  };
+  core.forward_backward(m.inputs, loss);
+  ASSERT_TRUE(alive_in_backward.has_value()) << "the backward reached the loss's input";
+  EXPECT_FALSE(*alive_in_backward) << "the output was still held during the backward";
 }
 
 // A start spread over a CPU and a GPU times each op on the one kind it runs on; the all-on-GPU
