@@ -5,7 +5,9 @@ Two copies of one model train side by side on the same batches: one in the plain
 (forward, loss, backward, optimizer.step(), zero_grad()), one through placement.Job.step with every
 op on one device and no daemon. Windows of --window steps alternate between them (ABBA, so neither
 always runs first); each pair of windows gives a ratio, and the figures are the median step times
-and the mean overhead over the pairs with a 95% bootstrap interval. Issue #19's target: at most 3%
+and the mean overhead over the pairs with a 95% bootstrap interval, and the minor page faults a step of
+each (the process's, median window: a step whose tensors land on fresh pages pays for them, issue
+#40 in docs/benchmarks.md). Issue #19's target: at most 3%
 on ResNet-18, or at most 50 us a step on a tiny model. Models train in train mode (dropout on, batch
 norm updating), as jobs do: bert and gpt2 are transformers' BertForMaskedLM and GPT2LMHeadModel at
 BERT-base's and GPT-2 small's sizes (12 layers, hidden 768), random weights, masked-LM and
@@ -18,6 +20,7 @@ next-token cross entropy over --seq tokens.
 
 import argparse
 import random
+import resource
 import statistics
 import sys
 import time
@@ -146,15 +149,20 @@ def run():
     def job_step():
         job.step(job_inputs, loss_fn, job_opt, targets=plain_target)
 
+    faults = {plain_step: [], job_step: []}
+
     def window(step):
         if cuda:
             torch.cuda.synchronize(device)
+        faults_before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         started = time.perf_counter()
         for _ in range(args.window):
             step()
         if cuda:
             torch.cuda.synchronize(device)
-        return (time.perf_counter() - started) / args.window
+        seconds = (time.perf_counter() - started) / args.window
+        faults[step].append((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults_before) / args.window)
+        return seconds
 
     for _ in range(args.warmup):
         plain_step()
@@ -185,6 +193,8 @@ def run():
           f"{args.window}-step windows, alternating, after {args.warmup} warm-up steps each")
     print(f"{'plain PyTorch loop':22} {1e3 * statistics.median(plain_s):10.3f} ms/step (median window)")
     print(f"{'job.step':22} {1e3 * statistics.median(job_s):10.3f} ms/step")
+    print(f"{'minor page faults':22} {statistics.median(faults[plain_step]):10.0f} a plain step, "
+          f"{statistics.median(faults[job_step]):.0f} a job.step (median window)")
     print(f"{'overhead':22} {100 * overhead:+10.2f} %  (95% interval {100 * (ratio_low - 1):+.2f} to "
           f"{100 * (ratio_high - 1):+.2f})")
     print(f"{'':22} {1e6 * delta:+10.1f} us/step (95% interval {1e6 * delta_low:+.1f} to {1e6 * delta_high:+.1f})")
