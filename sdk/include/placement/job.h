@@ -224,7 +224,9 @@ class Job {
   /// candidate was never tried. An error under the job's own placement is the model's and is
   /// rethrown. StepInterrupted from `loss`, and an error of `loss` that is the user's own (see
   /// LossFunction), ends the step at once, unretried (in a replica group every rank's step ends).
-  /// Returns the loss (detached).
+  /// The step holds the outputs only until `loss` returns, as an eager loop does, so that the
+  /// backward may take their memory (a copy `loss` keeps of one stays alive). Returns the loss
+  /// (detached).
   at::Tensor step(const std::vector<c10::IValue>& inputs, const LossFunction& loss,
                   torch::optim::Optimizer& optimizer);
   /// The same with an optimizer that is not a torch::optim one.
