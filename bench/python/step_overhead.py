@@ -5,13 +5,13 @@ Two copies of one model train side by side on the same batches: one in the plain
 (forward, loss, backward, optimizer.step(), zero_grad()), one through placement.Job.step with every
 op on one device and no daemon. Windows of --window steps alternate between them (ABBA, so neither
 always runs first); each pair of windows gives a ratio, and the figures are the median step times
-and the mean overhead over the pairs with a 95% bootstrap interval, and the minor page faults a step of
-each (the process's, median window: a step whose tensors land on fresh pages pays for them, issue
-#40 in docs/benchmarks.md). Issue #19's target: at most 3%
-on ResNet-18, or at most 50 us a step on a tiny model. Models train in train mode (dropout on, batch
-norm updating), as jobs do: bert and gpt2 are transformers' BertForMaskedLM and GPT2LMHeadModel at
-BERT-base's and GPT-2 small's sizes (12 layers, hidden 768), random weights, masked-LM and
-next-token cross entropy over --seq tokens.
+and the mean overhead over the pairs with a 95% bootstrap interval, and each copy's minor page
+faults a step (the process's, median window: a step whose tensors land on fresh pages pays for
+them; issue #40 in docs/benchmarks.md). Issue #19's target: at most 3% on ResNet-18, or at most
+50 us a step on a tiny model. Models train in train mode (dropout on, batch norm updating), as jobs
+do: bert and gpt2 are transformers' BertForMaskedLM and GPT2LMHeadModel at BERT-base's and GPT-2
+small's sizes (12 layers, hidden 768), random weights, masked-LM and next-token cross entropy over
+--seq tokens.
 
     python3 bench/python/step_overhead.py --model mlp
     python3 bench/python/step_overhead.py --model resnet18 --batch 32 --image-size 224 --device cuda:0

@@ -1,6 +1,7 @@
 // What a job does between and within its steps (JobCore, sdk/src/torch/job_core.h): a swap moves
-// parameters and optimizer state together or neither, and an error of the loss function is the
-// user's only where the job's own placement would meet it too.
+// parameters and optimizer state together or neither, an error of the loss function is the user's
+// only where the job's own placement would meet it too, and the model's outputs go before the
+// backward.
 
 #include <gtest/gtest.h>
 
@@ -177,7 +178,7 @@ TEST(JobCore, TheModelsOutputsAreLetGoBeforeTheBackward) {
     return scaled.sum();
   };
   core.forward_backward(m.inputs, loss);
-  ASSERT_TRUE(alive_in_backward.has_value()) << "the backward reached the loss's input";
+  ASSERT_TRUE(alive_in_backward.has_value()) << "the hook on the loss's input never ran";
   EXPECT_FALSE(*alive_in_backward) << "the output was still held during the backward";
 }
 
