@@ -2,7 +2,7 @@
 // executable so that placementctl itself never loads LibTorch (that costs ~0.8 s per start);
 // `placementctl capture` runs this.
 //
-//   placementctl-capture MODEL.pt2|MODEL.pt --input 1x3x224x224 [--input 1x40 ...] [--dtype int64]
+//   placementctl-capture MODEL.pt2|MODEL.pt [--input 1x3x224x224 --input 1x40 ...] [--dtype int64]
 //   [-o G.json]
 
 #include <cstdio>
@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include <ATen/core/ivalue.h>
-#include <torch/csrc/jit/serialization/import.h>
 #include <torch/cuda.h>
 #include <torch/optim/sgd.h>
 
@@ -59,7 +58,7 @@ std::string human_bytes(uint64_t bytes) {
 
 int main(int argc, char** argv) {
   CLI::App app{"capture a model (.pt2 from torch.export.save, or TorchScript) as an OpGraph"};
-  std::string model, output, dtype = "float32";
+  std::string model, output, dtype;
   std::vector<std::string> inputs;
   bool list = false;
   std::string profile_on;
@@ -69,9 +68,13 @@ int main(int argc, char** argv) {
                  "(torch.jit.save)")
       ->required()
       ->check(CLI::ExistingFile);
-  app.add_option("--input", inputs, "shape of each forward() input, e.g. 1x3x224x224")->required();
-  app.add_option("--dtype", dtype, "input dtype: float32, float64, int64 (token ids), int32")
-      ->capture_default_str();
+  app.add_option("--input", inputs,
+                 "shape of each forward() input, e.g. 1x3x224x224 (a .pt2: default, the shapes it "
+                 "was exported with)");
+  app.add_option(
+      "--dtype", dtype,
+      "dtype of every input: float32, float64, int64 (token ids), int32 (a .pt2: default, "
+      "each input's dtype as exported; TorchScript: float32)");
   app.add_option("-o,--output", output, "write the graph here (JSON); default: a summary only");
   app.add_flag("--list", list, "print every op: id, name, kind, output shape, parameter bytes");
   app.add_option("--profile", profile_on,
@@ -112,17 +115,18 @@ int main(int argc, char** argv) {
                                     " CUDA device(s)");
       const uint64_t memory = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
                               static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-      torch::jit::Module module = torch::jit::load(model);
-      if (placement::on_meta_device(module))
+      const placement::Model loaded = placement::Model::load(model);
+      if (loaded.on_meta_device())
         throw std::invalid_argument(
             model +
             ": saved on the meta device, so it has shapes but no weights: it can be "
-            "captured (op work, for the cost model) but not profiled; trace and save "
+            "captured (op work, for the cost model) but not profiled; export or trace and save "
             "it on the CPU to --profile it");
       std::vector<c10::IValue> args;
-      for (const at::Tensor& t : placement::example_inputs(shapes, dtype)) args.emplace_back(t);
+      for (const at::Tensor& t : placement::example_inputs(loaded, shapes, dtype))
+        args.emplace_back(t);
       placement::PlacedModule placed(
-          module, graph,
+          loaded, graph,
           placement::DeviceSet::uniform({{device.kind, device.index, memory, 1.0, std::nullopt}},
                                         1e9, 0));
       torch::optim::SGD sgd(placed.parameters(), torch::optim::SGDOptions(1e-4));

@@ -24,7 +24,8 @@ sum over the outputs' floating tensors, in pytree order, of t.float().pow(2).mea
 
 --no-reference writes the .pt2 and .json alone (scripts/run.sh's example models). Without names,
 the models the unit tests use are exported, the damaged files the error tests read
-(broken_*.pt2), and hf_gpt2 exported on the meta device (hf_gpt2_meta.pt2: shapes, no weights).
+(broken_*.pt2; hf_gpt2_float64_embedding.pt2, its embedding's output recorded as float64), and
+hf_gpt2 exported on the meta device (hf_gpt2_meta.pt2: shapes, no weights).
 """
 import copy
 import io
@@ -194,6 +195,18 @@ def broken(out_dir):
         meta["strides"][0] = {"as_int": 2 ** 62}  # the last element far beyond the stored bytes
         return config
 
+    # The token embedding has no meta kernel in a C++ process: at the recorded example, capture
+    # takes its output as recorded instead of running it, float64 in this copy.
+    def embedding_recorded_float64(program):
+        graph = program["graph_module"]["graph"]
+        for node in graph["nodes"]:
+            if node["target"] == "torch.ops.aten.embedding.default":
+                graph["tensor_values"][node["outputs"][0]["as_tensor"]["name"]]["dtype"] = 8  # DOUBLE
+                return program
+        raise SystemExit("hf_gpt2 has no embedding")
+
+    rewrite(os.path.join(out_dir, "hf_gpt2.pt2"), os.path.join(out_dir, "hf_gpt2_float64_embedding.pt2"),
+            embedding_recorded_float64)
     rewrite(good, os.path.join(out_dir, "broken_weight.pt2"), weight_past_its_payload,
             record="data/weights/model_weights_config.json")
     rewrite(good, os.path.join(out_dir, "broken_schema.pt2"), newer_schema)

@@ -42,16 +42,24 @@ OpGraph capture(const torch::jit::Module& module, const std::vector<at::Tensor>&
 std::vector<at::Tensor> example_inputs(const std::vector<std::vector<int64_t>>& shapes,
                                        const std::string& dtype, bool meta = false);
 
+/// The example inputs capture_file captures `model` on (on the meta device when the model is): of
+/// the given shapes, or of those a .pt2 records of the example it was exported with when none are
+/// given; each input of the recorded dtype unless `dtype` is given for all (a TorchScript model
+/// records neither: shapes are needed, dtype defaults to float32).
+std::vector<at::Tensor> example_inputs(const Model& model,
+                                       std::vector<std::vector<int64_t>> shapes = {},
+                                       const std::string& dtype = "");
+
 /// Whether the module's parameters or buffers live on the meta device (a model built under
 /// `with torch.device("meta")` and traced there): it has shapes but no weights.
 bool on_meta_device(const torch::jit::Module& module);
 
 /// Loads a .pt2 archive (torch.export.save; its weights are not read) or a TorchScript file
-/// (torch.jit.save / torch::jit::save) and captures it with
-/// example_inputs(shapes, dtype). A model saved on the meta device is captured on meta inputs:
+/// (torch.jit.save / torch::jit::save) and captures it on example_inputs(model, shapes, dtype).
+/// A .pt2, or a TorchScript model saved on the meta device, is captured on meta tensors:
 /// every op's shapes and work are recorded without computing anything or holding any activation,
 /// which is how models larger than this machine's memory are captured. Errors name the file.
-OpGraph capture_file(const std::string& path, const std::vector<std::vector<int64_t>>& shapes,
-                     const std::string& dtype = "float32");
+OpGraph capture_file(const std::string& path, const std::vector<std::vector<int64_t>>& shapes = {},
+                     const std::string& dtype = "");
 
 }  // namespace placement

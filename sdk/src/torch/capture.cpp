@@ -20,6 +20,7 @@ namespace placement {
 using detail::OpInput;
 using detail::OpNode;
 using detail::OpProgram;
+using detail::RecordedTensor;
 
 namespace {
 
@@ -87,6 +88,29 @@ OpArgument describe_argument(const c10::IValue& value) {
   for (const at::Tensor& t : tensors)
     if (t.defined()) infos.push_back(describe_tensor(t));
   return OpArgument::tensor_list(std::move(infos));
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string text;
+  for (int64_t d : shape) text += (text.empty() ? "" : "x") + (d < 0 ? "?" : std::to_string(d));
+  return text.empty() ? "scalar" : text;
+}
+
+c10::ScalarType input_dtype(const std::string& dtype) {
+  if (dtype == "float32") return at::kFloat;
+  if (dtype == "float64") return at::kDouble;
+  if (dtype == "int64") return at::kLong;
+  if (dtype == "int32") return at::kInt;
+  throw CaptureError("unknown input dtype '" + dtype + "' (float32, float64, int64 or int32)");
+}
+
+at::Tensor example_input(const std::vector<int64_t>& shape, c10::ScalarType dtype, bool meta) {
+  for (int64_t d : shape)
+    if (d <= 0) throw CaptureError("input shape dimensions must be positive");
+  const at::TensorOptions on = at::TensorOptions().device(meta ? at::kMeta : at::kCPU).dtype(dtype);
+  if (c10::isFloatingType(dtype)) return at::randn(shape, on);
+  if (dtype == at::kBool) return at::randint(0, 2, shape, on);
+  return at::randint(0, 100, shape, on);
 }
 
 }  // namespace
@@ -209,22 +233,49 @@ OpGraph capture(const torch::jit::Module& module, const std::vector<at::Tensor>&
 
 std::vector<at::Tensor> example_inputs(const std::vector<std::vector<int64_t>>& shapes,
                                        const std::string& dtype, bool meta) {
+  const c10::ScalarType type = input_dtype(dtype);
   std::vector<at::Tensor> inputs;
-  const at::TensorOptions on = at::TensorOptions().device(meta ? at::kMeta : at::kCPU);
-  for (const auto& shape : shapes) {
-    for (int64_t d : shape)
-      if (d <= 0) throw CaptureError("input shape dimensions must be positive");
-    if (dtype == "float32")
-      inputs.push_back(at::randn(shape, on.dtype(at::kFloat)));
-    else if (dtype == "float64")
-      inputs.push_back(at::randn(shape, on.dtype(at::kDouble)));
-    else if (dtype == "int64")
-      inputs.push_back(at::randint(0, 100, shape, on.dtype(at::kLong)));
-    else if (dtype == "int32")
-      inputs.push_back(at::randint(0, 100, shape, on.dtype(at::kInt)));
-    else
-      throw CaptureError("unknown input dtype '" + dtype + "' (float32, float64, int64 or int32)");
+  for (const auto& shape : shapes) inputs.push_back(example_input(shape, type, meta));
+  return inputs;
+}
+
+std::vector<at::Tensor> example_inputs(const Model& model, std::vector<std::vector<int64_t>> shapes,
+                                       const std::string& dtype) {
+  const OpProgram& program = model.program();
+  const bool meta = model.on_meta_device();
+  if (program.recorded.empty()) {
+    if (shapes.empty())
+      throw CaptureError(
+          "a TorchScript model records no input shapes: give the shape of each forward() input "
+          "(--input)");
+    return example_inputs(shapes, dtype.empty() ? "float32" : dtype, meta);
   }
+  std::vector<const RecordedTensor*> recorded;
+  std::string takes;
+  for (size_t i = 0; i < program.inputs.size(); ++i) {
+    const auto it = program.recorded.find(program.inputs[i]);
+    if (it == program.recorded.end())
+      throw CaptureError("input " + std::to_string(i) +
+                         " of the program is not a tensor; capture takes tensor inputs only");
+    recorded.push_back(&it->second);
+    takes += (takes.empty() ? "" : ", ") + shape_text(it->second.shape) + " " +
+             dtype_name(it->second.dtype);
+  }
+  if (shapes.empty())
+    for (const RecordedTensor* r : recorded) {
+      if (std::any_of(r->shape.begin(), r->shape.end(), [](int64_t d) { return d < 0; }))
+        throw CaptureError("the program records no example size for an input (" + takes +
+                           "): give the shape of each input (--input)");
+      shapes.push_back(r->shape);
+    }
+  if (shapes.size() != recorded.size())
+    throw CaptureError("the program takes " + std::to_string(recorded.size()) + " input(s) (" +
+                       takes + ", as exported), " + std::to_string(shapes.size()) +
+                       " shape(s) given");
+  std::vector<at::Tensor> inputs;
+  for (size_t i = 0; i < shapes.size(); ++i)
+    inputs.push_back(
+        example_input(shapes[i], dtype.empty() ? recorded[i]->dtype : input_dtype(dtype), meta));
   return inputs;
 }
 
@@ -245,7 +296,7 @@ OpGraph capture_file(const std::string& path, const std::vector<std::vector<int6
   try {
     std::string name = path.substr(path.find_last_of('/') + 1);
     if (const auto dot = name.rfind('.'); dot != std::string::npos) name.resize(dot);
-    return capture(model, example_inputs(shapes, dtype, model.on_meta_device()), name);
+    return capture(model, example_inputs(model, shapes, dtype), name);
   } catch (const CaptureError& e) {
     throw CaptureError(path + ": " + e.what());
   }

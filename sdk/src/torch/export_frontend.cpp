@@ -105,10 +105,17 @@ c10::MemoryFormat memory_format(ex::MemoryFormat f) {
   throw CaptureError("unknown memory format " + std::to_string(static_cast<int>(f)));
 }
 
-int64_t concrete(const ex::SymInt& s) {
+// A size as the example had it (a dynamic one's example value), or -1 without one (a size that
+// depends on the data, such as nonzero's).
+int64_t known(const ex::SymInt& s) {
   if (s.tag() == ex::SymInt::Tag::AS_INT) return s.get_as_int();
   const auto& hint = s.get_as_expr().get_hint();
   if (hint && hint->tag() == ex::SymExprHint::Tag::AS_INT) return hint->get_as_int();
+  return -1;
+}
+
+int64_t concrete(const ex::SymInt& s) {
+  if (const int64_t size = known(s); size >= 0) return size;
   throw CaptureError("a symbolic size (" + s.get_as_expr().get_expr_str() +
                      ") without an example value");
 }
@@ -263,8 +270,12 @@ class Builder {
   int define(const std::string& name) {
     const int slot = fresh();
     slots_[name] = slot;
+    if (values_ != nullptr)
+      if (auto it = values_->find(name); it != values_->end()) record(slot, name, it->second);
     return slot;
   }
+  // The graph whose tensor_values describe the names defined from now on.
+  void describe_with(const ex::Graph& graph) { values_ = &graph.get_tensor_values(); }
   int fresh() { return static_cast<int>(program_.num_values++); }
   void constant(const std::string& name, c10::IValue value) { constants_[name] = std::move(value); }
 
@@ -613,6 +624,8 @@ class Builder {
     // The subgraph's names are its own: the outer ones are put back after it.
     const auto outer_slots = slots_;
     const auto outer_constants = constants_;
+    const auto* outer_values = values_;
+    describe_with(sub);
     for (size_t i = 0; i < args.size(); ++i) {
       const auto name = output_name(sub.get_inputs()[i]);
       if (!name) continue;
@@ -642,6 +655,7 @@ class Builder {
     program_.nodes.push_back(std::move(leave));
     slots_ = outer_slots;
     constants_ = outer_constants;
+    values_ = outer_values;
     const auto& outs = n.get_outputs();
     if (outs.size() != results.size())
       throw CaptureError(where + ": " + std::to_string(outs.size()) +
@@ -657,7 +671,20 @@ class Builder {
     }
   }
 
+  void record(int slot, const std::string& name, const ex::TensorMeta& meta) {
+    RecordedTensor& r = program_.recorded[slot];
+    try {
+      r.dtype = scalar_type(meta.get_dtype());
+    } catch (const CaptureError& e) {
+      throw CaptureError(program_.origin + ": value '" + name + "' has an " + e.what() +
+                         " (exported by a newer torch?)");
+    }
+    for (const ex::SymInt& s : meta.get_sizes()) r.shape.push_back(known(s));
+    for (const ex::SymInt& s : meta.get_strides()) r.strides.push_back(known(s));
+  }
+
   OpProgram& program_;
+  const std::unordered_map<std::string, ex::TensorMeta>* values_ = nullptr;
   std::unordered_map<std::string, int> slots_;
   std::unordered_map<std::string, c10::IValue> constants_;
 };
@@ -734,6 +761,7 @@ OpProgram from_export(const std::string& json, const std::map<std::string, at::T
   program.frontend = "export";
   program.origin = origin;
   Builder b(program);
+  b.describe_with(graph);
   if (graph.get_inputs().size() != input_specs.size())
     throw CaptureError(origin + ": the graph has " + std::to_string(graph.get_inputs().size()) +
                        " inputs, its signature " + std::to_string(input_specs.size()));

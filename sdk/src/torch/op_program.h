@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -61,6 +62,21 @@ struct OpNode {
   std::string source;
 };
 
+/// A tensor as a torch.export program records it from its example run: shape and strides (a
+/// dynamic size at the example's value, -1 where the program has none) and dtype.
+struct RecordedTensor {
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+
+  bool known() const;
+};
+
+/// Whether what torch.export records of `op`'s outputs is what the op computes. False for the
+/// fused recurrent ops: torch 2.11 records an LSTM's final states as [1, layers, batch, hidden]
+/// where the op returns [layers, batch, hidden].
+bool records_outputs_faithfully(const std::string& op);
+
 class OpProgram {
  public:
   using Hook = std::function<void(const OpNode&, std::vector<c10::IValue>&)>;
@@ -73,6 +89,9 @@ class OpProgram {
   size_t num_values = 0;
   /// Slots of the inputs forward() takes, in order.
   std::vector<int> inputs;
+  /// What the program records of the tensor in each slot (torch.export's tensor_values), by slot;
+  /// empty for TorchScript, which records no shapes.
+  std::unordered_map<int, RecordedTensor> recorded;
   /// The outputs, in order (a slot or a constant).
   std::vector<OpInput> outputs;
   /// Slots that hold the module's own objects (parameters, buffers, lists of them): bound before
@@ -97,13 +116,18 @@ class OpProgram {
   /// The module tensors node `index` reads; empty for other nodes.
   const std::vector<at::Tensor>& module_state_read_by(size_t index) const;
 
+  /// Whether `inputs` are the example the program records (each a tensor of the recorded shape and
+  /// dtype): then every value a run computes is as recorded.
+  bool records(const std::vector<c10::IValue>& inputs) const;
+
   /// "aten::linear in layer1" (and the source line, when known).
   std::string describe(const OpNode& node) const;
 
   /// Runs the nodes in order on `inputs`. `before` may rewrite a node's input stack (the engine
   /// moves tensors to the op's device there); `after` sees its outputs. Throws CaptureError
-  /// naming the node when an op fails. On meta inputs, an op without a meta kernel runs on CPU
-  /// zeros of its inputs' shapes and yields meta tensors of its outputs' shapes.
+  /// naming the node when an op fails. On meta inputs, an op without a meta kernel yields meta
+  /// tensors of the shapes the program records for its outputs when the inputs are its recorded
+  /// example (and the record is faithful); otherwise it runs on CPU zeros of its inputs' shapes.
   std::vector<c10::IValue> run(const std::vector<c10::IValue>& inputs, const Hook& before = {},
                                const Hook& after = {}) const;
 
