@@ -104,8 +104,10 @@ int measure(int trips, int reports) {
               std::thread::hardware_concurrency(), graph.name.c_str(), graph.ops.size());
   std::printf("%-44s %12s %12s\n", "measure", "1 job", "64 jobs");
 
-  Client probe = daemon.client();
-  Client first = daemon.client();
+  // As long a timeout as the 64 jobs': under a parallel test run the daemon can leave a report
+  // storm's socket full for over the default 5 s (docs.command_lines once failed so).
+  Client probe = daemon.client(30000);
+  Client first = daemon.client(30000);
   const uint64_t first_id = attach(first, graph, "bench-0");
   const auto rt1 = round_trips(probe, trips);
   uint64_t dropped = 0;
