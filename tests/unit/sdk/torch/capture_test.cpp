@@ -309,5 +309,22 @@ TEST(CaptureCommand, AModelOnTheMetaDeviceIsCapturedButNotProfiled) {
       << message;
 }
 
+TEST(CaptureCommand, AnExportedModelIsCapturedAtItsRecordedExampleAndProfiled) {
+  // No --input, no --dtype: the .pt2's own example (two int64 token tensors for GNMT), and its
+  // weights read for the profiled steps.
+  const std::string out = ::testing::TempDir() + "gnmt_small.pt2.graph.json";
+  const std::string command = std::string(PLACEMENTCTL_BIN) + " capture " + EXPORT_DIR +
+                              "/gnmt_small.pt2 --profile cpu --profile-steps 1 -o " + out +
+                              " > /dev/null";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  const OpGraph graph = load_graph_file(out);
+  EXPECT_EQ(graph.fingerprint(),
+            capture_file(std::string(EXPORT_DIR) + "/gnmt_small.pt2", {{2, 6}, {2, 5}}, "int64")
+                .fingerprint());
+  const bool profiled = std::all_of(graph.ops.begin(), graph.ops.end(),
+                                    [](const Op& op) { return op.profile.count("cpu") == 1; });
+  EXPECT_TRUE(profiled);
+}
+
 }  // namespace
 }  // namespace placement
