@@ -78,7 +78,7 @@ struct ExplorationConfig {
   /// cannot tell 1% from noise; a long job can afford to, and a near-equal contender costs it next
   /// to nothing while it runs. 0 contenders: no refinement.
   int64_t refine_contenders = 4;
-  double refine_fraction = 0.2;
+  double refine_fraction = 0.4;
   double refine_min_gain = 0.005;
 };
 

@@ -916,7 +916,7 @@ TEST_F(Exploration, ReportsOfUnknownPlacementsAreStray) {
 // gain smaller than min_gain (2%). Its trial is capped at 8 pairs: too few to tell.
 class Refinement : public Exploration {
  protected:
-  // `expected_steps`: what the job says it will run (refinement may take a fifth of them).
+  // `expected_steps`: what the job says it will run (refinement may take refine_fraction of them).
   // `max_candidates` and `logits` (each group's, for devices 0 and 1): how long and how surely
   // the policy proposes the chosen placement.
   void make_refinement_session(uint64_t expected_steps = 100000, int64_t max_candidates = 4,
@@ -980,9 +980,9 @@ TEST_F(Refinement, AGainBelowMinGainThatAShortTrialLeavesUnclearIsKeptAfterALong
   EXPECT_TRUE(c.trial->stands_for_final_check) << "a final check would repeat that long trial";
   EXPECT_GT(c.trial->pairs, 8) << "it ran longer than an ordinary trial may";
   EXPECT_LE(s->counters().steps, 100000u);
-  // Each long trial within refine_fraction of the job (20 000 steps, both arms): the chosen ran
-  // half of two of them at most, and its screening and short trial.
-  EXPECT_LE(c.steps_run, 20000u + 100u);
+  // The long trials within refine_fraction of the job (both arms): the chosen ran half of two of
+  // them at most, and its screening and short trial.
+  EXPECT_LE(c.steps_run, static_cast<uint64_t>(setup.exploration.refine_fraction * 100000) + 100u);
 }
 
 TEST_F(Refinement, AContenderItsShortTrialSawSlowerByLessThanItsNoiseStillGetsItsLongTrial) {
