@@ -94,6 +94,11 @@ double send_reports(Client& c, uint64_t placement_id, int n, uint64_t* dropped) 
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// Every client's send and receive timeout: under a parallel test run the daemon can leave a report
+// storm's socket full for over the SDK's default 5 s (docs.command_lines once failed so). A stall
+// shorter than this is measured as latency rather than failing the run.
+constexpr int kClientTimeoutMs = 30000;
+
 // Prints the table: `trips` status round trips per measure, `reports` one-way reports per storm.
 int measure(int trips, int reports) {
   // The daemon's default frame timeout: 64 senders on two cores stall mid-frame.
@@ -104,10 +109,8 @@ int measure(int trips, int reports) {
               std::thread::hardware_concurrency(), graph.name.c_str(), graph.ops.size());
   std::printf("%-44s %12s %12s\n", "measure", "1 job", "64 jobs");
 
-  // As long a timeout as the 64 jobs': under a parallel test run the daemon can leave a report
-  // storm's socket full for over the default 5 s (docs.command_lines once failed so).
-  Client probe = daemon.client(30000);
-  Client first = daemon.client(30000);
+  Client probe = daemon.client(kClientTimeoutMs);
+  Client first = daemon.client(kClientTimeoutMs);
   const uint64_t first_id = attach(first, graph, "bench-0");
   const auto rt1 = round_trips(probe, trips);
   uint64_t dropped = 0;
@@ -116,8 +119,8 @@ int measure(int trips, int reports) {
   std::vector<std::unique_ptr<Client>> jobs;
   std::vector<uint64_t> ids;
   for (int j = 1; j < 64; ++j) {
-    jobs.push_back(
-        std::make_unique<Client>(placement::ClientOptions{daemon.socket, "bench", 30000}));
+    jobs.push_back(std::make_unique<Client>(
+        placement::ClientOptions{daemon.socket, "bench", kClientTimeoutMs}));
     ids.push_back(attach(*jobs.back(), graph, "bench-" + std::to_string(j)));
   }
   const long rss64_idle = rss_kib(daemon.pid);

@@ -4,7 +4,8 @@
 Each model is built and exported on PyTorch's meta device (shapes, no weights), saved as a .pt2
 (torch.export.save), and captured by `placementctl capture` from the program and the example
 shapes alone: no weight is read or allocated, and ops without a meta kernel in LibTorch take the
-outputs the program records for its example (these are captured at it). Prints, per
+outputs the program records for its example (the bench passes the exported shapes as --input).
+Prints, per
 model, the export's and the capture's wall time and peak resident memory. Issue #40's target:
 capture within 30 s and 2 GiB.
 

@@ -243,7 +243,7 @@ std::vector<at::Tensor> example_inputs(const Model& model, std::vector<std::vect
                                        const std::string& dtype) {
   const OpProgram& program = model.program();
   const bool meta = model.on_meta_device();
-  if (program.recorded.empty()) {
+  if (model.frontend() == "torchscript") {
     if (shapes.empty())
       throw CaptureError(
           "a TorchScript model records no input shapes: give the shape of each forward() input "
@@ -273,9 +273,14 @@ std::vector<at::Tensor> example_inputs(const Model& model, std::vector<std::vect
                        takes + ", as exported), " + std::to_string(shapes.size()) +
                        " shape(s) given");
   std::vector<at::Tensor> inputs;
-  for (size_t i = 0; i < shapes.size(); ++i)
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    if (shapes[i].size() != recorded[i]->shape.size())
+      throw CaptureError("input " + std::to_string(i) + ": " + shape_text(shapes[i]) + " has " +
+                         std::to_string(shapes[i].size()) + " dimension(s), the program takes " +
+                         shape_text(recorded[i]->shape) + " (" + takes + ", as exported)");
     inputs.push_back(
         example_input(shapes[i], dtype.empty() ? recorded[i]->dtype : input_dtype(dtype), meta));
+  }
   return inputs;
 }
 

@@ -271,10 +271,11 @@ class Builder {
     const int slot = fresh();
     slots_[name] = slot;
     if (values_ != nullptr)
-      if (auto it = values_->find(name); it != values_->end()) record(slot, name, it->second);
+      if (auto it = values_->find(name); it != values_->end()) record(slot, it->second);
     return slot;
   }
-  // The graph whose tensor_values describe the names defined from now on.
+  // The graph whose tensor_values describe the names defined from now on: an inlined subgraph
+  // (a grad-mode region) records its own values, under names of its own.
   void describe_with(const ex::Graph& graph) { values_ = &graph.get_tensor_values(); }
   int fresh() { return static_cast<int>(program_.num_values++); }
   void constant(const std::string& name, c10::IValue value) { constants_[name] = std::move(value); }
@@ -671,16 +672,16 @@ class Builder {
     }
   }
 
-  void record(int slot, const std::string& name, const ex::TensorMeta& meta) {
-    RecordedTensor& r = program_.recorded[slot];
+  void record(int slot, const ex::TensorMeta& meta) {
+    RecordedTensor r;
     try {
       r.dtype = scalar_type(meta.get_dtype());
-    } catch (const CaptureError& e) {
-      throw CaptureError(program_.origin + ": value '" + name + "' has an " + e.what() +
-                         " (exported by a newer torch?)");
+    } catch (const CaptureError&) {
+      return;  // a dtype this LibTorch does not know: the op that makes it says so when it runs
     }
     for (const ex::SymInt& s : meta.get_sizes()) r.shape.push_back(known(s));
     for (const ex::SymInt& s : meta.get_strides()) r.strides.push_back(known(s));
+    program_.recorded[slot] = std::move(r);
   }
 
   OpProgram& program_;
