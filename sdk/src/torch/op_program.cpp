@@ -296,18 +296,24 @@ std::vector<c10::IValue> OpProgram::run(const std::vector<c10::IValue>& given, c
       stack.push_back(in.value >= 0 ? env[static_cast<size_t>(in.value)] : in.constant);
     if (before) before(node, stack);
     if (meta) saved = stack;
+    // On meta tensors, an op that failed runs another way. Only a missing meta kernel may take the
+    // record: an op that refuses its arguments must fail here as it would in training, which its
+    // run on CPU zeros shows.
+    auto run_otherwise = [&](bool missing_kernel) {
+      if (!meta || !holds_meta(saved)) return false;
+      stack = saved;
+      if (!(missing_kernel && as_recorded && run_as_recorded(*this, node, stack)) &&
+          !run_attention_on_meta(node, stack))
+        run_on_cpu_zeros(node, stack);
+      return true;
+    };
     try {
       try {
         call(node, stack);
-      } catch (const c10::Error& e) {
-        if (!meta || !holds_meta(saved)) throw;
-        stack = saved;
-        // Only a missing meta kernel takes the record: an op that refuses its arguments must fail
-        // here as it would in training, which its run on CPU zeros shows.
-        const bool no_kernel = dynamic_cast<const c10::NotImplementedError*>(&e) != nullptr;
-        if (!(no_kernel && as_recorded && run_as_recorded(*this, node, stack)) &&
-            !run_attention_on_meta(node, stack))
-          run_on_cpu_zeros(node, stack);
+      } catch (const c10::NotImplementedError&) {
+        if (!run_otherwise(true)) throw;
+      } catch (const c10::Error&) {
+        if (!run_otherwise(false)) throw;
       }
     } catch (const CaptureError&) {
       throw;
