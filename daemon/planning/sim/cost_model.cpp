@@ -44,6 +44,14 @@ double rnn_library_time(const placement::OpWork& work, const DeviceSpec& spec) {
   return work.rnn_layers * spec.rnn_layer_s + work.rnn_steps * per_step;
 }
 
+LaunchShare launch_share(const placement::OpWork& work, uint64_t parameter_bytes,
+                         const DeviceSpec& spec) {
+  const double rnn_steps = spec.rnn_step_s > 0 ? 0.0 : work.rnn_steps * 2.0 * spec.launch_s;
+  return {work.forward_kernels * spec.launch_s + rnn_steps,
+          work.backward_kernels * spec.launch_s + 2.0 * rnn_steps,
+          parameter_bytes > 0 ? spec.launch_s : 0.0};
+}
+
 double optimizer_passes(double optimizer_state_factor) {
   const double f = std::max(0.0, optimizer_state_factor);
   return f <= 1.0 ? 3.0 + 5.0 * f : 8.0 + 10.0 * (f - 1.0);

@@ -39,6 +39,18 @@ PredictedTime predict_op_time(const placement::OpWork& work, const placement::De
 /// the spec gives no step cost (cuDNN's GEMM and fused gates). 0 for other ops.
 double rnn_library_time(const placement::OpWork& work, const placement::DeviceSpec& spec);
 
+/// The part of predict_op_time() and predict_update_time() (the `update_s` member) that is the
+/// host's launch cost: what changes, in proportion, when a device's launch_s is off (the refit's
+/// "launch on <kind>" factor). A fused RNN's per-step cost counts where the spec gives none and
+/// two launches a step stand for it.
+struct LaunchShare {
+  double forward_s = 0.0;
+  double backward_s = 0.0;
+  double update_s = 0.0;
+};
+LaunchShare launch_share(const placement::OpWork& work, uint64_t parameter_bytes,
+                         const placement::DeviceSpec& spec);
+
 /// Passes over the parameters' bytes that PyTorch's default (foreach) optimizer step makes, for
 /// `optimizer_state_factor` states per parameter: SGD (0) reads parameter and gradient and writes
 /// the parameter, 3; SGD with momentum (1) 8; Adam (2) 18, as torch/optim/adam.py's

@@ -12,6 +12,8 @@
 #include <Eigen/Cholesky>
 #include <Eigen/Dense>
 
+#include "planning/sim/cost_model.h"
+
 namespace placementd::sim {
 
 namespace {
@@ -22,12 +24,24 @@ struct Factors {
   std::map<std::pair<std::string, std::string>, size_t> compute;
   std::map<size_t, size_t> device;
   std::map<std::pair<size_t, size_t>, size_t> links;
+  // device kind → index: the host's launch cost per op on that kind, as the cost model counts it.
+  std::map<std::string, size_t> launch;
   std::vector<std::string> names;
   /// Each factor's prior spread in log.
   std::vector<double> prior_log_sd;
 
   size_t size() const { return names.size(); }
 };
+
+// The device whose spec and speed a kind's profiles are in (Simulator::add_predicted_profiles
+// fills a kind's in from its first device with a spec), or nullptr when no device of the kind has
+// a spec with a launch cost.
+const placement::Device* launch_device(const placement::DeviceSet& devices,
+                                       const std::string& kind) {
+  for (const placement::Device& d : devices.devices)
+    if (to_string(d.kind) == kind && d.spec) return d.spec->launch_s > 0 ? &d : nullptr;
+  return nullptr;
+}
 
 Factors exercised_factors(const Simulator& model, const std::vector<MeasuredPlacement>& measured,
                           const RefitOptions& options) {
@@ -45,6 +59,14 @@ Factors exercised_factors(const Simulator& model, const std::vector<MeasuredPlac
       if (fresh) {
         f.names.push_back(graph.ops[op].kind + " on " + device_kind);
         f.prior_log_sd.push_back(options.prior_log_sd);
+      }
+      // The host's cost per launch is a preset's guess (the GPU runs measured 2-4x it): one factor
+      // per kind moves every op's launches there, most of a small op's time and little of a large
+      // one's, which no op kind's factor says for all kinds at once.
+      if (graph.ops[op].work && launch_device(devices, device_kind) &&
+          f.launch.emplace(device_kind, f.names.size()).second) {
+        f.names.push_back("launch on " + device_kind);
+        f.prior_log_sd.push_back(options.launch_prior_log_sd);
       }
       // A device of a kind may be slower than its siblings (another tenant, a lower clock), but
       // seldom is: a kind's factor explains what all its devices show first.
@@ -68,18 +90,34 @@ Factors exercised_factors(const Simulator& model, const std::vector<MeasuredPlac
   return f;
 }
 
-// `model` with factor k scaled by exp(log_scale[k]): an op kind's times on a device kind, a
-// device's times (its speed divided), or a link's transfer time (bandwidth divided, latency
-// multiplied).
+// `model` with factor k scaled by exp(log_scale[k]): an op kind's times on a device kind, the
+// launches' share of every op's times on a device kind, a device's times (its speed divided), or a
+// link's transfer time (bandwidth divided, latency multiplied).
 Simulator scaled(const Simulator& model, const SimulatorOptions& options, const Factors& f,
                  const Eigen::VectorXd& log_scale) {
   placement::OpGraph graph = model.graph();
+  // Per device kind with a launch factor: the device its profiles are in, and the factor.
+  std::map<std::string, std::pair<const placement::Device*, double>> launch;
+  for (const auto& [kind, k] : f.launch)
+    launch.emplace(kind, std::make_pair(launch_device(model.devices(), kind),
+                                        std::exp(log_scale[static_cast<Eigen::Index>(k)])));
   for (placement::Op& op : graph.ops)
     for (auto& [device_kind, p] : op.profile) {
       // The simulator times a predicted profile by the cost model, per device, and would ignore
       // its scale: the refitted model takes the prediction as its figure (exact for devices of
       // one spec per kind; devices of a kind that differ in spec get the first one's, by speed).
       p.predicted = false;
+      if (const auto at = launch.find(device_kind); at != launch.end() && op.work) {
+        const auto [device, factor] = at->second;
+        const LaunchShare share = launch_share(*op.work, op.parameter_bytes, *device->spec);
+        // A measured profile may have taken less than the cost model's launches: never below 0.
+        auto relaunch = [&, factor = factor, speed = device->speed](double& t, double launches) {
+          t += (factor - 1.0) * std::min(launches * speed, t);
+        };
+        relaunch(p.forward_s, share.forward_s);
+        relaunch(p.backward_s, share.backward_s);
+        relaunch(p.update_s, share.update_s);
+      }
       const auto at = f.compute.find({op.kind, device_kind});
       if (at == f.compute.end()) continue;
       const double s = std::exp(log_scale[static_cast<Eigen::Index>(at->second)]);

@@ -4,10 +4,12 @@
 // than its profile or the cost model says, one device is slower than its siblings, a link is slower
 // or faster than the topology's figure. The step times the job measured under its candidates say
 // where: a placement that put convolutions on the host measured 3x what the model predicted. The
-// refit scales the model by one factor per (op kind, device kind), one per device and one per
-// link, chosen by regularised least squares in log step time (Levenberg–Marquardt with finite
-// differences) so the model predicts what was measured, with a prior that keeps each factor near 1
-// until the measurements show otherwise. Devices the model has compute at once may in truth take
+// refit scales the model by one factor per (op kind, device kind), one per device kind for the
+// host's launches (every op's launches there, as the cost model counts them: most of a small op's
+// time, little of a large one's), one per device and one per link, chosen by regularised least
+// squares in log step time (Levenberg–Marquardt with finite differences) so the model predicts
+// what was measured, with a prior that keeps each factor near 1 until the measurements show
+// otherwise. Devices the model has compute at once may in truth take
 // turns (slices of one GPU, time-sliced); no factor expresses that, so once the factors are fitted
 // the refit screens each pair of one kind's devices as one execution resource and keeps the pair
 // that screens best where, its factors fitted again, it makes the measurements 20 times as likely
@@ -38,6 +40,10 @@ struct RefitOptions {
   /// The same for a device against its kind: devices of a kind are seldom far apart (a tenant or
   /// a lower clock makes one 1.3x slower at one standard deviation of 0.25).
   double device_prior_log_sd = 0.25;
+  /// The same for the host's cost per launch on a device kind: a preset's figure, which the GPU
+  /// runs measured at 2-4x its 5 us (docs/gpu-runs/2026-11-26-2.md), is known to a few times. A
+  /// tighter prior has the fit spread a launch error over the op kinds with the most launches.
+  double launch_prior_log_sd = 1.5;
   /// Levenberg–Marquardt iterations at most (each builds one model per factor exercised).
   int iterations = 6;
   /// Log step of the finite differences.

@@ -130,6 +130,45 @@ TEST(CostModel, UpdateStreamsTheParametersAsOftenAsPyTorchsForeachOptimizerDoes)
   EXPECT_DOUBLE_EQ(predict_update_time(0, 2.0, spec), 0.0);
 }
 
+// The refit's launch factor moves exactly this share: what changes in an op's predicted times
+// when the spec's launch cost does, for a roofline op, a fused RNN with and without a per-step
+// figure, and the optimizer's update with and without parameters.
+TEST(CostModel, TheLaunchShareIsWhatALaunchCostOffByAFactorChanges) {
+  OpWork conv;
+  conv.math = MathClass::kConv;
+  conv.forward_flops = 1e9;
+  conv.forward_bytes = 1e7;
+  conv.backward_flops = 2e9;
+  conv.backward_bytes = 2e7;
+  conv.forward_kernels = 3;
+  conv.backward_kernels = 5;
+  OpWork lstm;
+  lstm.math = MathClass::kMatmul;
+  lstm.forward_kernels = 2;
+  lstm.backward_kernels = 4;
+  lstm.rnn_layers = 2;
+  lstm.rnn_steps = 100;
+  placement::DeviceSpec stepless = preset("h100-sxm");
+  stepless.rnn_step_s = 0.0;
+  placement::DeviceSpec stepped = stepless;
+  stepped.rnn_step_s = 3e-6;
+  for (const placement::DeviceSpec& spec : {stepless, stepped, preset("xeon-8480-2s")})
+    for (const OpWork& work : {conv, lstm})
+      for (uint64_t parameters : {uint64_t{0}, uint64_t{4000000}}) {
+        placement::DeviceSpec slow = spec;
+        slow.launch_s *= 3.0;
+        const PredictedTime a = predict_op_time(work, spec, {});
+        const PredictedTime b = predict_op_time(work, slow, {});
+        const LaunchShare share = launch_share(work, parameters, spec);
+        EXPECT_NEAR(b.forward_s - a.forward_s, 2.0 * share.forward_s, 1e-15);
+        EXPECT_NEAR(b.backward_s - a.backward_s, 2.0 * share.backward_s, 1e-15);
+        EXPECT_NEAR(
+            predict_update_time(parameters, 2.0, slow) - predict_update_time(parameters, 2.0, spec),
+            2.0 * share.update_s, 1e-15);
+        EXPECT_GT(share.forward_s, 0.0);
+      }
+}
+
 TEST(CostModel, EveryPresetIsAValidSpecWithASource) {
   for (const DevicePreset& p : device_presets()) {
     placement::DeviceSet set =
