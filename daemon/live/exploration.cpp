@@ -560,7 +560,12 @@ struct Session::Machine {
   static std::optional<Next> next_candidate(Session& session) {
     if (std::optional<Proposal> p = session.propose())
       return issue(session, std::move(p->placement), p->reason, std::move(p->action));
-    const std::string why = "the policy only proposes placements already measured or rejected";
+    // How many of its samples the memory model refused says whether the policy converged or is
+    // stuck where nothing it draws fits.
+    const std::string why = fmt::format(
+        "the policy only proposes placements already measured or rejected ({} samples so far "
+        "repeated a measured placement, {} did not fit)",
+        session.counters_.repeats_scored, session.counters_.rejected);
     if (session.best()) return finish(session, why);
     return fall_back(session, why);
   }
