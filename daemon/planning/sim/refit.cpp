@@ -62,9 +62,11 @@ Factors exercised_factors(const Simulator& model, const std::vector<MeasuredPlac
       }
       // The host's cost per launch is a preset's guess (the GPU runs measured 2-4x it): one factor
       // per kind moves every op's launches there, most of a small op's time and little of a large
-      // one's, which no op kind's factor says for all kinds at once.
-      if (graph.ops[op].work && launch_device(devices, device_kind) &&
-          f.launch.emplace(device_kind, f.names.size()).second) {
+      // one's, which no op kind's factor says for all kinds at once. Measured profiles take it
+      // too: a profiler's own cost per op is such an error in them.
+      if (graph.ops[op].work && !f.launch.count(device_kind) &&
+          launch_device(devices, device_kind)) {
+        f.launch.emplace(device_kind, f.names.size());
         f.names.push_back("launch on " + device_kind);
         f.prior_log_sd.push_back(options.launch_prior_log_sd);
       }
@@ -111,7 +113,7 @@ Simulator scaled(const Simulator& model, const SimulatorOptions& options, const 
         const auto [device, factor] = at->second;
         const LaunchShare share = launch_share(*op.work, op.parameter_bytes, *device->spec);
         // A measured profile may have taken less than the cost model's launches: never below 0.
-        auto relaunch = [&, factor = factor, speed = device->speed](double& t, double launches) {
+        auto relaunch = [factor = factor, speed = device->speed](double& t, double launches) {
           t += (factor - 1.0) * std::min(launches * speed, t);
         };
         relaunch(p.forward_s, share.forward_s);

@@ -9,8 +9,8 @@
 // time, little of a large one's), one per device and one per link, chosen by regularised least
 // squares in log step time (Levenberg–Marquardt with finite differences) so the model predicts
 // what was measured, with a prior that keeps each factor near 1 until the measurements show
-// otherwise. Devices the model has compute at once may in truth take
-// turns (slices of one GPU, time-sliced); no factor expresses that, so once the factors are fitted
+// otherwise. Devices the model has compute at once may in truth take turns (slices of one GPU,
+// time-sliced); no factor expresses that, so once the factors are fitted
 // the refit screens each pair of one kind's devices as one execution resource and keeps the pair
 // that screens best where, its factors fitted again, it makes the measurements 20 times as likely
 // as the model without it fitted as long; one pair at a time. Factors no measured
@@ -40,9 +40,10 @@ struct RefitOptions {
   /// The same for a device against its kind: devices of a kind are seldom far apart (a tenant or
   /// a lower clock makes one 1.3x slower at one standard deviation of 0.25).
   double device_prior_log_sd = 0.25;
-  /// The same for the host's cost per launch on a device kind: a preset's figure, which the GPU
-  /// runs measured at 2-4x its 5 us (docs/gpu-runs/2026-11-26-2.md), is known to a few times. A
-  /// tighter prior has the fit spread a launch error over the op kinds with the most launches.
+  /// The same for the host's cost per launch on a device kind: a preset's figure is known to a
+  /// few times at best (the GPU runs measured 10-19 us a launch, with the profiler's cost in it,
+  /// where the H100 preset says 5; docs/gpu-runs/2026-11-26-2.md). A tighter prior has the fit
+  /// spread a launch error over the op kinds with the most launches (docs/benchmarks.md).
   double launch_prior_log_sd = 1.5;
   /// Levenberg–Marquardt iterations at most (each builds one model per factor exercised).
   int iterations = 6;
@@ -53,8 +54,8 @@ struct RefitOptions {
   double max_seconds = 0.0;
 };
 
-/// One factor the refit moved: "aten::_convolution on cuda", "compute on cuda:1", "link cpu:0 <->
-/// cuda:0", and its scale (> 1: slower than the model said).
+/// One factor the refit moved: "aten::_convolution on cuda", "launch on cuda", "compute on
+/// cuda:1", "link cpu:0 <-> cuda:0", and its scale (> 1: slower than the model said).
 struct RefitFactor {
   std::string what;
   double scale = 1.0;
