@@ -24,8 +24,13 @@ struct Factors {
   std::map<std::pair<std::string, std::string>, size_t> compute;
   std::map<size_t, size_t> device;
   std::map<std::pair<size_t, size_t>, size_t> links;
-  // device kind → index: the host's launch cost per op on that kind, as the cost model counts it.
-  std::map<std::string, size_t> launch;
+  // device kind → the host's launch cost per op on that kind, as the cost model counts it: its
+  // index, and the device whose spec and speed the kind's profiles are in.
+  struct Launch {
+    size_t index;
+    const placement::Device* device;
+  };
+  std::map<std::string, Launch> launch;
   std::vector<std::string> names;
   /// Each factor's prior spread in log.
   std::vector<double> prior_log_sd;
@@ -64,12 +69,12 @@ Factors exercised_factors(const Simulator& model, const std::vector<MeasuredPlac
       // per kind moves every op's launches there, most of a small op's time and little of a large
       // one's, which no op kind's factor says for all kinds at once. Measured profiles take it
       // too: a profiler's own cost per op is such an error in them.
-      if (graph.ops[op].work && !f.launch.count(device_kind) &&
-          launch_device(devices, device_kind)) {
-        f.launch.emplace(device_kind, f.names.size());
-        f.names.push_back("launch on " + device_kind);
-        f.prior_log_sd.push_back(options.launch_prior_log_sd);
-      }
+      if (graph.ops[op].work && !f.launch.count(device_kind))
+        if (const placement::Device* at = launch_device(devices, device_kind)) {
+          f.launch.emplace(device_kind, Factors::Launch{f.names.size(), at});
+          f.names.push_back("launch on " + device_kind);
+          f.prior_log_sd.push_back(options.launch_prior_log_sd);
+        }
       // A device of a kind may be slower than its siblings (another tenant, a lower clock), but
       // seldom is: a kind's factor explains what all its devices show first.
       if (f.device.emplace(d, f.names.size()).second) {
@@ -98,22 +103,18 @@ Factors exercised_factors(const Simulator& model, const std::vector<MeasuredPlac
 Simulator scaled(const Simulator& model, const SimulatorOptions& options, const Factors& f,
                  const Eigen::VectorXd& log_scale) {
   placement::OpGraph graph = model.graph();
-  // Per device kind with a launch factor: the device its profiles are in, and the factor.
-  std::map<std::string, std::pair<const placement::Device*, double>> launch;
-  for (const auto& [kind, k] : f.launch)
-    launch.emplace(kind, std::make_pair(launch_device(model.devices(), kind),
-                                        std::exp(log_scale[static_cast<Eigen::Index>(k)])));
   for (placement::Op& op : graph.ops)
     for (auto& [device_kind, p] : op.profile) {
       // The simulator times a predicted profile by the cost model, per device, and would ignore
       // its scale: the refitted model takes the prediction as its figure (exact for devices of
       // one spec per kind; devices of a kind that differ in spec get the first one's, by speed).
       p.predicted = false;
-      if (const auto at = launch.find(device_kind); at != launch.end() && op.work) {
-        const auto [device, factor] = at->second;
-        const LaunchShare share = launch_share(*op.work, op.parameter_bytes, *device->spec);
+      if (const auto at = f.launch.find(device_kind); at != f.launch.end() && op.work) {
+        const placement::Device& device = *at->second.device;
+        const double factor = std::exp(log_scale[static_cast<Eigen::Index>(at->second.index)]);
+        const LaunchShare share = launch_share(*op.work, op.parameter_bytes, *device.spec);
         // A measured profile may have taken less than the cost model's launches: never below 0.
-        auto relaunch = [factor = factor, speed = device->speed](double& t, double launches) {
+        auto relaunch = [factor, speed = device.speed](double& t, double launches) {
           t += (factor - 1.0) * std::min(launches * speed, t);
         };
         relaunch(p.forward_s, share.forward_s);
