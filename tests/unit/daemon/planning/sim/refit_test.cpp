@@ -125,9 +125,11 @@ TEST(Refit, LearnsTheHostsLaunchCostForEveryOpAtOnce) {
   EXPECT_GT(r.factors.front().scale, 2.6);
   EXPECT_LT(r.factors.front().scale, 3.4);
   // What else moved is the measurements' fit of a kind's kernels, not the host's launches.
-  for (const RefitFactor& f : r.factors)
-    if (f.what != "launch on cuda")
+  for (const RefitFactor& f : r.factors) {
+    if (f.what != "launch on cuda") {
       EXPECT_LT(std::abs(std::log(f.scale)), std::log(1.25)) << f.what;
+    }
+  }
   const std::vector<Placement> unseen = random_placements(t, 20, 5);
   EXPECT_LT(log_error(r.model, t, unseen), log_error(model, t, unseen) / 4);
 }
