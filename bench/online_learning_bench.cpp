@@ -219,7 +219,6 @@ struct Run {
   // The fastest placement the job ran, in truth: far above T_best, the live phase never proposed
   // the gain; near it, it ran it and did not keep it.
   double tried = INFINITY;
-  bool warm_started = false;
   uint64_t candidates = 0, steps = 0;
   // Pairs of devices the job's refits found taking turns (sim::RefitResult::shared; each refit
   // starts from the planning model, so one that finds a pair again counts again): pairs that do
@@ -245,6 +244,12 @@ class TrueClock {
     if (auto at = seen_.find(key); at != seen_.end()) return at->second;
     const placementd::sim::SimulationResult r = truth_.simulate(p);
     return seen_[key] = r.valid ? std::optional<double>(r.step_time_s) : std::nullopt;
+  }
+  // The true time of a placement the job ran, by its fingerprint; nullopt when it never ran (or
+  // did not fit).
+  std::optional<double> ran(const std::string& fingerprint) const {
+    const auto at = seen_.find(fingerprint);
+    return at == seen_.end() ? std::nullopt : at->second;
   }
 
  private:
@@ -317,12 +322,6 @@ Run run_job(const Simulator& truth, const Planning& planning, placementd::Effect
         in_force = *next;
         t = clock.time(in_force.placement);
         if (t) run.tried = std::min(run.tried, *t);
-        // The warm start's answer is the first such directive; a refit's answer comes with the
-        // same reason later.
-        if (in_force.reason == msg::Reason::kWarmStart && !run.warm_started) {
-          run.warm_started = true;
-          run.warm = t.value_or(run.start);
-        }
       }
       run.steps = step + 1;
       // Exploitation is for good once the placement in force is the kept best for a while.
@@ -334,11 +333,19 @@ Run run_job(const Simulator& truth, const Planning& planning, placementd::Effect
       }
     }
     run.final_time = t.value_or(run.start);
-    if (!run.warm_started) run.warm = run.start;
+    // The warm start's answer, whatever reason it ran under (the start or all on one device, when
+    // the search found what ran already); one that never ran leaves the job where it started.
+    const msg::JobInfo detail = live.detail();
+    const nlohmann::json answer =
+        detail.warm_start.is_object()
+            ? detail.warm_start.value("placement_fingerprint", nlohmann::json())
+            : nlohmann::json();
+    run.warm =
+        answer.is_string() ? clock.ran(answer.get<std::string>()).value_or(run.start) : run.start;
     const msg::JobSummary summary = live.summary();
     run.candidates = summary.candidates_tried;
     const std::set<std::string> true_turns = pairs_taking_turns(truth);
-    for (const nlohmann::json& refit : live.detail().refits)
+    for (const nlohmann::json& refit : detail.refits)
       for (const nlohmann::json& pair : refit.value("shared", nlohmann::json::array()))
         ++(true_turns.count(pair.get<std::string>()) ? run.turns_right : run.turns_wrong);
     run.mean_step = (true_time + static_cast<double>(o.job_steps - run.steps) * run.final_time) /

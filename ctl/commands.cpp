@@ -108,6 +108,26 @@ std::string describe_warm_start(const json& w) {
 
 namespace {
 
+// "expert: candidate 4, predicted 8.5 ms; list_scheduling: not offered, the planning model
+// predicts 1.84x the warm start's answer": the heuristics' placements a live warm start offered.
+std::string describe_heuristics(const json& heuristics) {
+  std::string out;
+  for (const json& h : heuristics) {
+    if (!h.is_object()) continue;
+    out += (out.empty() ? "" : "; ") + h.value("placer", std::string()) + ": ";
+    if (h.contains("not_offered") && h["not_offered"].is_string()) {
+      out += "not offered, " + h["not_offered"].get<std::string>();
+      continue;
+    }
+    out += h.contains("candidate") && h["candidate"].is_number_unsigned()
+               ? "candidate " + std::to_string(h["candidate"].get<uint64_t>())
+               : std::string("not run yet");
+    if (h.contains("predicted_step_time_s") && h["predicted_step_time_s"].is_number())
+      out += ", predicted " + json_seconds(h["predicted_step_time_s"]);
+  }
+  return out;
+}
+
 // "to 6 measured placements: log error 0.410 -> 0.050 (aten::_convolution on cpu x3.10, ...,
 // cuda:0 and cuda:1 take turns);
 // searched ... on the refitted model, imitated ..." (or "; not offered: its answer ran already").
@@ -232,7 +252,13 @@ int job_show(const Globals& g, uint64_t id, const std::string& plot_path) {
   head.add({"graph", j.fingerprint + " (" + std::to_string(j.ops) + " ops, " +
                          std::to_string(j.groups) + " groups)"});
   head.add({"policy", j.grouper + " / " + j.placer + " / " + j.algorithm});
-  if (info.warm_start.is_object()) head.add({"warm start", describe_warm_start(info.warm_start)});
+  if (info.warm_start.is_object()) {
+    head.add({"warm start", describe_warm_start(info.warm_start)});
+    if (const std::string h =
+            describe_heuristics(info.warm_start.value("heuristics", json::array()));
+        !h.empty())
+      head.add({"heuristics", h});
+  }
   for (size_t i = 0; i < info.refits.size(); ++i)
     head.add({"refit " + std::to_string(i + 1), describe_refit(info.refits[i])});
   if (j.policy_error)

@@ -3,7 +3,12 @@
 #include <cmath>
 #include <exception>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include "planning/offline/baseline.h"
+#include "planning/offline/warm_start.h"
 
 namespace placementd {
 
@@ -25,6 +30,12 @@ const CandidateRecord* measured(const Session& session, const std::string& finge
 
 double reward_of(double step_time_s) { return -std::sqrt(step_time_s); }
 
+bool issued(const Session& session, const std::string& fingerprint) {
+  for (const auto& [id, c] : session.candidates())
+    if (c.placement.fingerprint() == fingerprint) return true;
+  return false;
+}
+
 std::optional<Placement> single_device_candidate(const Session& session) {
   int device = 0;
   for (size_t d = 0; d < session.devices().size(); ++d)
@@ -34,11 +45,79 @@ std::optional<Placement> single_device_candidate(const Session& session) {
     }
   Placement p = Placement::single(*session.graph(), device);
   p.enforce_pins(*session.graph(), session.devices());
-  const std::string fingerprint = p.fingerprint();
-  for (const auto& [id, c] : session.candidates())
-    if (c.placement.fingerprint() == fingerprint) return std::nullopt;
+  if (issued(session, p.fingerprint())) return std::nullopt;
   if (!session.memory_model()->check_memory(p).valid) return std::nullopt;
   return p;
+}
+
+void Session::plan_heuristic_candidates(const PluginRegistry& registry, uint64_t seed) {
+  heuristics_.clear();
+  heuristics_report_ = nlohmann::json::array();
+  if (!warm_start_ || !warm_start_->skipped.empty() ||
+      policy_.warm_start != offline::kSimulatorWarmStart || !warm_start_->baseline_step_time_s)
+    return;
+  const double answer_s = *warm_start_->baseline_step_time_s;
+  std::vector<std::pair<double, placement::Placement>> offered;
+  for (const std::string& placer : offline::kSearchStarts) {
+    if (placer == "single_device") continue;
+    nlohmann::json report = {{"placer", placer}};
+    const auto not_offered = [&](const std::string& why) {
+      report["not_offered"] = why;
+      heuristics_report_.push_back(std::move(report));
+    };
+    if (!registry.has(placement::PluginKind::kPlacer, placer)) {
+      not_offered("not loaded");
+      continue;
+    }
+    offline::BaselinePlacement b;
+    try {
+      b = offline::place_baseline(placer, *memory_model_, registry, pipeline_->grouping(), seed);
+    } catch (const std::exception& e) {
+      not_offered(std::string("the placer failed: ") + e.what());
+      continue;
+    }
+    if (!b.fits) {
+      not_offered("does not fit: " + b.why);
+      continue;
+    }
+    if (!b.step_time_s) {
+      not_offered("the planning model cannot time it: " + b.why);
+      continue;
+    }
+    const std::string fingerprint = b.placement.fingerprint();
+    if (fingerprint == warm_start_->placement.fingerprint()) {
+      not_offered("the same as the warm start's answer");
+      continue;
+    }
+    if (issued(*this, fingerprint)) {
+      not_offered("the same as a candidate that ran already");
+      continue;
+    }
+    if (*b.step_time_s > kHeuristicWithin * answer_s) {
+      not_offered(fmt::format("the planning model predicts {:.2f}x the warm start's answer",
+                              *b.step_time_s / answer_s));
+      continue;
+    }
+    report["predicted_step_time_s"] = *b.step_time_s;
+    report["placement_fingerprint"] = fingerprint;
+    heuristics_report_.push_back(std::move(report));
+    offered.push_back({*b.step_time_s, std::move(b.placement)});
+  }
+  std::stable_sort(offered.begin(), offered.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [time, p] : offered) heuristics_.push_back(std::move(p));
+  std::string said;
+  for (const nlohmann::json& h : heuristics_report_) {
+    said += said.empty() ? "" : "; ";
+    said += h["placer"].get<std::string>() + ": ";
+    said += h.contains("not_offered")
+                ? "not offered, " + h["not_offered"].get<std::string>()
+                : fmt::format("predicted {:.3f}x the warm start's answer",
+                              h["predicted_step_time_s"].get<double>() / answer_s);
+  }
+  if (!said.empty())
+    spdlog::info("job {} '{}': heuristics' placements after the warm start's answer: {}", id_,
+                 job_.name, said);
 }
 
 const sim::Simulator* Session::ranking_model() const {
@@ -74,6 +153,13 @@ std::optional<Proposal> Session::propose() {
     if (!measured(*this, warm_start_->placement.fingerprint()) &&
         memory_model_->check_memory(warm_start_->placement).valid)
       return Proposal{warm_start_->placement, Reason::kWarmStart, warm_start_->action};
+  }
+  // Then each heuristic's placement the planning model did not rule out, once.
+  while (!heuristics_.empty() && state_ == SessionState::kExploring) {
+    Placement p = std::move(heuristics_.front());
+    heuristics_.erase(heuristics_.begin());
+    if (!issued(*this, p.fingerprint()) && memory_model_->check_memory(p).valid)
+      return Proposal{std::move(p), Reason::kWarmStart, std::nullopt};
   }
   // Likewise what a refit of the planning model found, once per refit, in the exploration it was
   // fitted for.

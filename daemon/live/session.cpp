@@ -187,6 +187,8 @@ void Session::drop_graph() {
   grouper_.reset();
   warm_start_.reset();
   warm_start_pending_ = false;
+  heuristics_.clear();
+  heuristics_report_ = nlohmann::json::array();
   refit_.reset();
   refitted_model_.reset();
   ranking_failed_ = false;
@@ -219,9 +221,12 @@ void Session::run_warm_start(const PluginRegistry& registry) {
   // The search runs on the session's strand while the job trains on its start placement and
   // holds up only this job's next candidate; [policy] warm_start_seconds bounds it.
   imitation.search.max_seconds = policy_.warm_start_seconds;
+  // The heuristics' candidates are the placements the search could start from: the same seed.
+  const uint64_t seed = rng_();
   warm_started(offline::imitate_baseline(pipeline_->policy(), *memory_model_, registry,
-                                         pipeline_->grouping(), imitation, rng_(),
+                                         pipeline_->grouping(), imitation, seed,
                                          pipeline_->action_for({})));
+  plan_heuristic_candidates(registry, seed);
 }
 
 void Session::warm_started(offline::ImitationResult result) {
@@ -450,6 +455,21 @@ placement::messages::JobInfo Session::detail() const {
   info.profile_reports = counters_.profile_reports;
   info.rejected_by_device = counters_.rejected_by_device;
   info.warm_start = warm_start_ ? offline::to_json(*warm_start_) : nlohmann::json(nullptr);
+  if (warm_start_ && warm_start_->skipped.empty()) {
+    info.warm_start["placement_fingerprint"] = warm_start_->placement.fingerprint();
+    // The candidate each offered heuristic's placement ran as (none while it waits its turn).
+    nlohmann::json heuristics = heuristics_report_;
+    for (nlohmann::json& h : heuristics) {
+      if (!h.contains("placement_fingerprint")) continue;
+      const std::string fingerprint = h["placement_fingerprint"].get<std::string>();
+      for (const auto& [id, c] : candidates_)
+        if (c.placement.fingerprint() == fingerprint) {
+          h["candidate"] = id;
+          break;
+        }
+    }
+    info.warm_start["heuristics"] = std::move(heuristics);
+  }
   info.refits = refits_;
   info.timeline = timeline_.points();
   info.trials = timeline_.marks();

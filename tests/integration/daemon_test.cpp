@@ -11,6 +11,7 @@
 #include <atomic>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -360,6 +361,18 @@ TEST(Daemon, TheSimulatorWarmStartSearchesAProfiledGraphAndSaysWhyNotOtherwise) 
   EXPECT_EQ(searched["baseline"], "simulator");
   EXPECT_GT(searched["search_evaluations"].get<int64_t>(), 0);
   EXPECT_TRUE(searched["baseline_step_time_s"].is_number());
+  // The heuristics' placements after its answer: each offered with what the model predicts of it,
+  // or said why not.
+  ASSERT_TRUE(searched["heuristics"].is_array()) << searched.dump();
+  std::set<std::string> placers;
+  for (const json& h : searched["heuristics"]) {
+    placers.insert(h.value("placer", std::string()));
+    EXPECT_TRUE(h.contains("not_offered") ||
+                (h["predicted_step_time_s"].is_number() && h["placement_fingerprint"].is_string()))
+        << h.dump();
+  }
+  EXPECT_EQ(placers, (std::set<std::string>{"list_scheduling", "metis", "expert"}))
+      << searched.dump();
   EXPECT_NE(daemon.log().find("policy warm-started from simulator"), std::string::npos)
       << daemon.log();
   // The example graph carries no profile: nothing to search, and the job is told why.
@@ -426,6 +439,9 @@ TEST(Daemon, TheSimulatorWarmStartsModelIsRefittedToTheJobsStepsAndJobsShowSaysH
   const CommandResult text =
       run_command({placementctl_bin(), "--socket", daemon.socket, "jobs", "show", id});
   EXPECT_NE(text.out.find("refit 1"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("list_scheduling: "), std::string::npos)
+      << "the heuristics' row names each\n"
+      << text.out;
   EXPECT_NE(text.out.find("measured placements: log error "), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("compute on cpu:1 x"), std::string::npos) << text.out;
   // Its search, on the refitted model; the answer is imitated and run, or said to have run already.
