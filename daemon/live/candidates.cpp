@@ -1,7 +1,9 @@
 #include "live/candidates.h"
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -57,7 +59,8 @@ void Session::plan_heuristic_candidates(const PluginRegistry& registry, uint64_t
       policy_.warm_start != offline::kSimulatorWarmStart || !warm_start_->baseline_step_time_s)
     return;
   const double answer_s = *warm_start_->baseline_step_time_s;
-  std::vector<std::pair<double, placement::Placement>> offered;
+  // (predicted time, placement, its entry in the report), offered fastest first.
+  std::vector<std::tuple<double, Placement, size_t>> offered;
   for (const std::string& placer : offline::kSearchStarts) {
     if (placer == "single_device") continue;
     nlohmann::json report = {{"placer", placer}};
@@ -93,6 +96,15 @@ void Session::plan_heuristic_candidates(const PluginRegistry& registry, uint64_t
       not_offered("the same as a candidate that ran already");
       continue;
     }
+    const auto same = std::find_if(offered.begin(), offered.end(), [&](const auto& o) {
+      return std::get<1>(o).fingerprint() == fingerprint;
+    });
+    if (same != offered.end()) {
+      not_offered("the same as " +
+                  heuristics_report_[std::get<2>(*same)]["placer"].get<std::string>() +
+                  "'s placement");
+      continue;
+    }
     if (*b.step_time_s > kHeuristicWithin * answer_s) {
       not_offered(fmt::format("the planning model predicts {:.2f}x the warm start's answer",
                               *b.step_time_s / answer_s));
@@ -101,11 +113,11 @@ void Session::plan_heuristic_candidates(const PluginRegistry& registry, uint64_t
     report["predicted_step_time_s"] = *b.step_time_s;
     report["placement_fingerprint"] = fingerprint;
     heuristics_report_.push_back(std::move(report));
-    offered.push_back({*b.step_time_s, std::move(b.placement)});
+    offered.emplace_back(*b.step_time_s, std::move(b.placement), heuristics_report_.size() - 1);
   }
   std::stable_sort(offered.begin(), offered.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (auto& [time, p] : offered) heuristics_.push_back(std::move(p));
+                   [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
+  for (auto& [time, p, entry] : offered) heuristics_.emplace_back(std::move(p), entry);
   std::string said;
   for (const nlohmann::json& h : heuristics_report_) {
     said += said.empty() ? "" : "; ";
@@ -156,10 +168,18 @@ std::optional<Proposal> Session::propose() {
   }
   // Then each heuristic's placement the planning model did not rule out, once.
   while (!heuristics_.empty() && state_ == SessionState::kExploring) {
-    Placement p = std::move(heuristics_.front());
+    auto [p, entry] = std::move(heuristics_.front());
     heuristics_.erase(heuristics_.begin());
-    if (!issued(*this, p.fingerprint()) && memory_model_->check_memory(p).valid)
+    nlohmann::json& report = heuristics_report_[entry];
+    if (issued(*this, p.fingerprint())) {
+      report["not_offered"] = "the same as a candidate that ran already";
+    } else if (!memory_model_->check_memory(p).valid) {
+      report["not_offered"] =
+          "the memory model, with the job's profiles since, says it does not fit";
+    } else {
+      report["offered"] = true;
       return Proposal{std::move(p), Reason::kWarmStart, std::nullopt};
+    }
   }
   // Likewise what a refit of the planning model found, once per refit, in the exploration it was
   // fitted for.

@@ -24,10 +24,10 @@ struct Proposal {
 
 // Session::propose() (private: only the state machine draws candidates) is defined in
 // candidates.cpp: the stored best, all on one device, the warm start's placement, the heuristics'
-// and each refit's once each (when they fit and were not measured), then a policy sample the memory
-// model passes and that was not measured already (a rejected sample trains the policy with the
-// failing reward, a repeat with its measured reward); nullopt when the policy only proposes
-// placements already measured or rejected: exploration has converged.
+// (in the first exploration) and each refit's once each (when they fit and did not run), then a
+// policy sample the memory model passes and that was not measured already (a rejected sample trains
+// the policy with the failing reward, a repeat with its measured reward); nullopt when the policy
+// only proposes placements already measured or rejected: exploration has converged.
 
 /// "All on one device, if it fits" (issue #4: the answer is never worse than that baseline): every
 /// op on the first GPU, or on device 0 without one, offered once right after the start; nullopt

@@ -457,16 +457,23 @@ placement::messages::JobInfo Session::detail() const {
   info.warm_start = warm_start_ ? offline::to_json(*warm_start_) : nlohmann::json(nullptr);
   if (warm_start_ && warm_start_->skipped.empty()) {
     info.warm_start["placement_fingerprint"] = warm_start_->placement.fingerprint();
-    // The candidate each offered heuristic's placement ran as (none while it waits its turn).
+  }
+  if (!heuristics_report_.empty()) {
+    // An offered heuristic's placement had not run before, so the first candidate with it is its
+    // own; one still waiting when the first exploration ended never ran.
     nlohmann::json heuristics = heuristics_report_;
     for (nlohmann::json& h : heuristics) {
-      if (!h.contains("placement_fingerprint")) continue;
-      const std::string fingerprint = h["placement_fingerprint"].get<std::string>();
-      for (const auto& [id, c] : candidates_)
-        if (c.placement.fingerprint() == fingerprint) {
-          h["candidate"] = id;
-          break;
-        }
+      if (h.value("offered", false)) {
+        for (const placement::messages::CandidateInfo& c : info.candidates)
+          if (c.placement_fingerprint == h["placement_fingerprint"].get<std::string>()) {
+            h["candidate"] = c.id;
+            break;
+          }
+      } else if (!h.contains("not_offered") && state_ != SessionState::kProfiling &&
+                 state_ != SessionState::kExploring) {
+        h["not_offered"] = "exploration ended before its turn";
+      }
+      h.erase("offered");
     }
     info.warm_start["heuristics"] = std::move(heuristics);
   }

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 #include "config/config.h"
 #include "live/trial.h"
@@ -253,13 +253,14 @@ class Session {
 
   // --- The heuristics' placements, after the warm start's answer (candidates.cpp) ---
   /// After a "simulator" warm start: the placements of the heuristics its search may start from
-  /// (offline::kSearchStarts; all on one device is offered anyway) become candidates, fastest on
-  /// the planning model first, each that fits and that the model predicts within kHeuristicWithin
-  /// of the warm start's answer. The model's search leaves a heuristic's placement where the model
-  /// is wrong about what it does well: on the papers' BERT over NVLink with every link's figure off
-  /// by 2-4x, the expert's layer split ran 2% faster than the search's answer, which no policy
-  /// sample came near (issue #45). Plugin code (the placers, seeded with `seed`, the warm start's
-  /// seed); milliseconds.
+  /// (offline::kSearchStarts but the single_device placer's: all on one device is a candidate of
+  /// its own) become candidates of the first exploration, fastest on the planning model first,
+  /// each that fits, did not run, and that the model (the warm start's, not a refit's: the screen
+  /// is for cost, not a ranking) predicts within kHeuristicWithin of the warm start's answer. The
+  /// model's search leaves a heuristic's placement where the model is wrong about what it does
+  /// well: on the papers' BERT over NVLink with every link's figure off by 2-4x, the expert's layer
+  /// split ran 2% faster than the search's answer, which no policy sample came near (issue #45).
+  /// Plugin code (the placers, seeded with `seed`, the warm start's seed); milliseconds.
   void plan_heuristic_candidates(const PluginRegistry& registry, uint64_t seed);
   /// A heuristic's placement the model predicts slower than this times the warm start's answer is
   /// not offered: wherever the model is right, its screening would cost that much more a step (a
@@ -424,15 +425,15 @@ class Session {
   /// for the job's profiles of every device kind (the simulator needs them), at most until the
   /// policy's first sample.
   bool warm_start_pending_ = false;
-  /// The heuristics' placements still to offer, fastest on the planning model first. None is the
-  /// policy's sample, so none trains it directly (as all on one device does not): REINFORCE's
-  /// gradient for an action the policy did not draw is large and points anywhere, and with it the
-  /// online-learning bench's medians fell in four of five scenarios (op-noise 87% to 67%, launch
-  /// 91% to 80% at 100 candidates); a policy sample that repeats one is scored by its measurement.
-  std::vector<placement::Placement> heuristics_;
-  /// What plan_heuristic_candidates found of each heuristic, as inspection shows it (JobInfo's
-  /// warm_start.heuristics): {placer, predicted_step_time_s, placement_fingerprint} or {placer,
-  /// not_offered}.
+  /// The heuristics' placements still to offer, fastest on the planning model first, each with its
+  /// entry in heuristics_report_. None is the policy's sample, so none trains it directly (as all
+  /// on one device does not): REINFORCE's gradient for an action the policy did not draw is large
+  /// and points anywhere, and with it the online-learning bench's medians fell in four of five
+  /// scenarios (docs/benchmarks.md); a policy sample that repeats one is scored by its measurement.
+  std::vector<std::pair<placement::Placement, size_t>> heuristics_;
+  /// What became of each heuristic, as inspection shows it (JobInfo's warm_start.heuristics):
+  /// {placer, predicted_step_time_s, placement_fingerprint}, `offered` once propose() issued it,
+  /// or {placer, not_offered} with why.
   nlohmann::json heuristics_report_ = nlohmann::json::array();
   /// The latest refit's search (run_refit), whether its answer was offered, and how many
   /// measured placements the next refit waits for.

@@ -135,17 +135,25 @@ TEST(Candidates, TheHeuristicsPlacementsRunAfterTheWarmStartsAnswer) {
   run_job(live, 3000, time_of, [&](const msg::Directive& d) { moves.push_back(d); });
 
   const msg::JobInfo info = live.detail();
+  const double answer_s = info.warm_start["baseline_step_time_s"].get<double>();
+  ASSERT_GT(model.simulate(metis).step_time_s, answer_s) << "premise: the model ranks it lower";
+  ASSERT_LT(model.simulate(metis).step_time_s, Session::kHeuristicWithin * answer_s);
   std::optional<uint64_t> metis_id;
   for (const msg::CandidateInfo& c : info.candidates)
     if (c.placement_fingerprint == metis.fingerprint()) metis_id = c.id;
   ASSERT_TRUE(metis_id) << "METIS's placement ran";
+  // The warm start's answer first, then METIS's, and no policy sample before it.
+  const std::string answer = info.warm_start["placement_fingerprint"].get<std::string>();
+  bool answer_ran = false;
   for (const msg::Directive& d : moves) {
     if (d.placement_id == *metis_id) {
       EXPECT_EQ(d.reason, msg::Reason::kWarmStart) << "it ran as the warm start's candidates do";
       break;
     }
+    answer_ran = answer_ran || d.placement.fingerprint() == answer;
     EXPECT_NE(d.reason, msg::Reason::kPolicy) << "no policy sample ran before it";
   }
+  EXPECT_TRUE(answer_ran) << "the warm start's answer ran before it";
   EXPECT_EQ(info.job.state, msg::JobState::kExploiting);
   EXPECT_EQ(info.job.best_placement, *metis_id) << "the job keeps METIS's placement";
   std::map<std::string, nlohmann::json> report;
@@ -188,6 +196,7 @@ TEST(Candidates, AHeuristicsPlacementTheModelPredictsFarSlowerDoesNotRun) {
   nlohmann::json report;
   for (const nlohmann::json& h : info.warm_start.value("heuristics", nlohmann::json::array()))
     if (h.value("placer", std::string()) == "metis") report = h;
+  ASSERT_TRUE(report.is_object()) << info.warm_start.dump();
   const std::string why = report.value("not_offered", std::string());
   EXPECT_EQ(why.rfind("the planning model predicts ", 0), 0u) << info.warm_start.dump();
   EXPECT_NE(why.find("x the warm start's answer"), std::string::npos) << why;
@@ -196,6 +205,36 @@ TEST(Candidates, AHeuristicsPlacementTheModelPredictsFarSlowerDoesNotRun) {
       << "premise: the model predicts METIS's placement far slower";
   for (const msg::CandidateInfo& c : info.candidates)
     EXPECT_NE(c.placement_fingerprint, metis.fingerprint()) << "candidate " << c.id;
+}
+
+// A job whose exploration ends at three candidates (the start, all on one GPU, the warm start's
+// answer) never reaches METIS's placement, and inspection says so instead of "not run yet".
+TEST(Candidates, AHeuristicsPlacementExplorationNeverReachedSaysSo) {
+  const auto& plugins = offline::built_plugins();
+  if (!plugins.has(placement::PluginKind::kPlacer, "feedforward"))
+    GTEST_SKIP() << "built without LibTorch: no feedforward placer";
+  ASSERT_TRUE(plugins.has(placement::PluginKind::kPlacer, "metis"));
+  placement::OpGraph graph = placement::testing::two_chains(6);
+  const placement::DeviceSet devices = placement::testing::devices(3, DeviceKind::kCuda);
+  placement::testing::profile_all(graph, DeviceKind::kCuda, 1e-3);
+  const sim::Simulator model(graph, devices);
+  testing::TestStore store{"candidates_test_heuristic_never_reached"};
+  LiveSession live(1, job_on("heuristics", devices), testing::simulator_warm_start_policy(0, 3),
+                   plugins, *store);
+  live.on_graph(graph, std::nullopt, 0.0);
+  run_job(
+      live, 1000, [&](const placement::Placement& p) { return model.simulate(p).step_time_s; },
+      [](const msg::Directive&) {});
+
+  const msg::JobInfo info = live.detail();
+  ASSERT_EQ(info.job.state, msg::JobState::kExploiting);
+  nlohmann::json report;
+  for (const nlohmann::json& h : info.warm_start.value("heuristics", nlohmann::json::array()))
+    if (h.value("placer", std::string()) == "metis") report = h;
+  ASSERT_TRUE(report.is_object()) << info.warm_start.dump();
+  EXPECT_EQ(report.value("not_offered", std::string()), "exploration ended before its turn")
+      << report.dump();
+  EXPECT_FALSE(report.contains("candidate")) << report.dump();
 }
 
 // A job spread over a CPU and a GPU whose start profiled each op on the one kind it runs on (and
