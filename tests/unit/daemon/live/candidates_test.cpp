@@ -108,19 +108,27 @@ placement::Placement heuristic_placement(const char* placer, const placement::Op
       .placement;
 }
 
+// Two chains of six ops, each 1 ms on a GPU, on three GPUs; METIS's cut of them is not the
+// warm start's answer (a chain a GPU).
+struct TwoChainsOnThreeGpus {
+  placement::OpGraph graph = placement::testing::two_chains(6);
+  placement::DeviceSet devices = placement::testing::devices(3, DeviceKind::kCuda);
+  TwoChainsOnThreeGpus() { placement::testing::profile_all(graph, DeviceKind::kCuda, 1e-3); }
+};
+
 // The planning model is right about every placement but METIS's, which runs in 60% of the time it
 // predicts (28% over the warm start's answer): the model's search has no reason to go there, and no
 // policy sample is likely to land on it. METIS's placement runs as the candidate after the warm
-// start's answer, wins its trial, and is what the job keeps. The expert's, predicted 1.86x the
-// answer, is not offered, and inspection says why.
+// start's answer, wins its trial, and is what the job keeps. The expert's is the start's
+// placement, which ran already, and inspection says so.
 TEST(Candidates, TheHeuristicsPlacementsRunAfterTheWarmStartsAnswer) {
   const auto& plugins = offline::built_plugins();
   if (!plugins.has(placement::PluginKind::kPlacer, "feedforward"))
     GTEST_SKIP() << "built without LibTorch: no feedforward placer";
   ASSERT_TRUE(plugins.has(placement::PluginKind::kPlacer, "metis"));
-  placement::OpGraph graph = placement::testing::two_chains(6);
-  const placement::DeviceSet devices = placement::testing::devices(3, DeviceKind::kCuda);
-  placement::testing::profile_all(graph, DeviceKind::kCuda, 1e-3);
+  const TwoChainsOnThreeGpus job;
+  const placement::OpGraph& graph = job.graph;
+  const placement::DeviceSet& devices = job.devices;
   const sim::Simulator model(graph, devices);
   const placement::Placement metis = heuristic_placement("metis", graph, devices);
   const auto time_of = [&](const placement::Placement& p) {
@@ -177,11 +185,11 @@ TEST(Candidates, AHeuristicsPlacementTheModelPredictsFarSlowerDoesNotRun) {
   if (!plugins.has(placement::PluginKind::kPlacer, "feedforward"))
     GTEST_SKIP() << "built without LibTorch: no feedforward placer";
   ASSERT_TRUE(plugins.has(placement::PluginKind::kPlacer, "metis"));
-  placement::OpGraph graph = placement::testing::two_chains(6);
-  placement::DeviceSet devices = placement::testing::devices(3, DeviceKind::kCuda);
-  for (auto& row : devices.latency)
+  TwoChainsOnThreeGpus job;
+  for (auto& row : job.devices.latency)
     for (double& l : row) l = 1.0;
-  placement::testing::profile_all(graph, DeviceKind::kCuda, 1e-3);
+  const placement::OpGraph& graph = job.graph;
+  const placement::DeviceSet& devices = job.devices;
   const sim::Simulator model(graph, devices);
   const placement::Placement metis = heuristic_placement("metis", graph, devices);
   testing::TestStore store{"candidates_test_heuristic_too_slow"};
@@ -207,16 +215,16 @@ TEST(Candidates, AHeuristicsPlacementTheModelPredictsFarSlowerDoesNotRun) {
     EXPECT_NE(c.placement_fingerprint, metis.fingerprint()) << "candidate " << c.id;
 }
 
-// A job whose exploration ends at three candidates (the start, all on one GPU, the warm start's
-// answer) never reaches METIS's placement, and inspection says so instead of "not run yet".
+// A job whose exploration ends at three candidates (the start, the warm start's answer, list
+// scheduling's placement) never reaches METIS's, and inspection says so instead of "not run yet".
 TEST(Candidates, AHeuristicsPlacementExplorationNeverReachedSaysSo) {
   const auto& plugins = offline::built_plugins();
   if (!plugins.has(placement::PluginKind::kPlacer, "feedforward"))
     GTEST_SKIP() << "built without LibTorch: no feedforward placer";
   ASSERT_TRUE(plugins.has(placement::PluginKind::kPlacer, "metis"));
-  placement::OpGraph graph = placement::testing::two_chains(6);
-  const placement::DeviceSet devices = placement::testing::devices(3, DeviceKind::kCuda);
-  placement::testing::profile_all(graph, DeviceKind::kCuda, 1e-3);
+  const TwoChainsOnThreeGpus job;
+  const placement::OpGraph& graph = job.graph;
+  const placement::DeviceSet& devices = job.devices;
   const sim::Simulator model(graph, devices);
   testing::TestStore store{"candidates_test_heuristic_never_reached"};
   LiveSession live(1, job_on("heuristics", devices), testing::simulator_warm_start_policy(0, 3),
