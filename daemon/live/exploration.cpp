@@ -77,12 +77,19 @@ struct Session::Machine {
     const std::string fingerprint = c.placement.fingerprint();
     if (!start || fingerprint == start->placement.fingerprint()) return true;
     // A re-measurement after a drift is a new record of a placement that may have passed already.
+    return passed_against_the_start(session, fingerprint) != nullptr;
+  }
+
+  // The record of the placement `fingerprint` that passed the final check, or whose own trial
+  // against the start stood for it; null if none did.
+  static const CandidateRecord* passed_against_the_start(const Session& session,
+                                                         const std::string& fingerprint) {
     for (const auto& [id, other] : session.candidates_)
       if (other.trial && (other.trial->final_check || other.trial->stands_for_final_check) &&
           other.trial->verdict == TrialVerdict::kFaster &&
           other.placement.fingerprint() == fingerprint)
-        return true;
-    return false;
+        return &other;
+    return nullptr;
   }
 
   // A job that did not say how many steps it will run gets its overhead budget as a pace: once the
@@ -428,6 +435,19 @@ struct Session::Machine {
                                   "across all " +
                                   std::to_string(held) + " trials: no final check repeats it");
     }
+    // A drift's re-measurement of a placement that passed against the start before: its win was
+    // no winner's curse, and repeating the check costs the start's slow steps. Only where the
+    // placement now runs slower than when it won may the drift have made the start the faster.
+    if (const CandidateRecord* passed =
+            passed_against_the_start(session, best->placement.fingerprint());
+        passed && passed->id != best->id && best->median() && passed->median() &&
+        *best->median() <= *passed->median())
+      return exploit(
+          session,
+          fmt::format("{}; placement {} is placement {} measured afresh, no slower than "
+                      "when it beat the start ({:.3g} against {:.3g} ms a step): no "
+                      "final check repeats it",
+                      why, best->id, passed->id, 1e3 * *best->median(), 1e3 * *passed->median()));
     spdlog::info("job {} '{}': {}; checking placement {} against the start ({}) before keeping it",
                  session.id_, session.job_.name, why, best->id, start->id);
     start_trial(session, start->id, best->id, true);

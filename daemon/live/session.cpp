@@ -368,11 +368,20 @@ placement::messages::JobSummary Session::summary() const {
   out.on_best = b && current_candidate_ == incumbent_;
   const SessionState ended = state_ == SessionState::kDetached ? state_at_detach_ : state_;
   out.exploration_finished = ended == SessionState::kExploiting && !paused_ && finishing_.empty();
-  // When the search first got within 2% of the best it has now (issue #5's convergence figure).
+  // When the search first got within 2% of the best it has now (issue #5's convergence figure). A
+  // record a drift made stale counts by its placement's fresh median: the search had found that
+  // placement then, whatever the machine did after.
+  const auto fresh_median = [this](const CandidateRecord& c) -> std::optional<double> {
+    if (!c.stale) return c.median();
+    const std::string fingerprint = c.placement.fingerprint();
+    for (const auto& [id, other] : candidates_)
+      if (!other.stale && other.placement.fingerprint() == fingerprint) return other.median();
+    return std::nullopt;
+  };
   if (b)
     for (const auto& [cid, c] : candidates_) {
-      const auto m = c.median();
-      if (c.stale || !m || !c.measured_at_step || *m > 1.02 * *out.best_step_time_s) continue;
+      const auto m = fresh_median(c);
+      if (!m || !c.measured_at_step || *m > 1.02 * *out.best_step_time_s) continue;
       out.steps_to_within_2pct = *c.measured_at_step;
       out.seconds_to_within_2pct = *c.measured_at_s;
       break;

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -95,6 +96,36 @@ class Exploration : public ::testing::Test {
   std::optional<Directive> run_until_exploiting(std::optional<Directive> d, double slowdown = 1.0) {
     while (d && s->state() != SessionState::kExploiting) d = run_candidate(*d, slowdown);
     return d;
+  }
+
+  // From `d`, the directive that exploits: drifts (drift_steps steps 30% slower after the drift
+  // reference's steady ones), then runs re-exploration to its end with every step `slowdown` times
+  // its time; returns what re-exploration issued.
+  std::vector<Directive> drift_and_reexplore(std::optional<Directive> d, double slowdown) {
+    EXPECT_TRUE(d);
+    if (!d) return {};
+    const double best_time = *s->best()->median();
+    for (int i = 0; i < 40; ++i) s->record({d->placement_id, step++, best_time, true, ""});
+    bool drifted = false;
+    for (int i = 0; i < 3; ++i)
+      drifted = s->record({d->placement_id, step++, best_time * 1.3, true, ""});
+    EXPECT_TRUE(drifted);
+    std::vector<Directive> issued;
+    for (d = s->advance(*store); d; d = run_candidate(*d, slowdown)) {
+      issued.push_back(*d);
+      if (s->state() == SessionState::kExploiting) break;
+    }
+    EXPECT_EQ(s->state(), SessionState::kExploiting);
+    return issued;
+  }
+  // Whether the job ran `p` in a trial against the start that passed (its final check, or its own
+  // trial standing for one).
+  bool passed_against_the_start(const Placement& p) const {
+    for (const auto& [id, c] : s->candidates())
+      if (c.trial && (c.trial->final_check || c.trial->stands_for_final_check) &&
+          c.trial->verdict == TrialVerdict::kFaster && c.placement.device_of_op == p.device_of_op)
+        return true;
+    return false;
   }
 
   testing::TestStore store{"exploration_test"};
@@ -420,6 +451,43 @@ TEST_F(Exploration, ExploitsTheBestAfterTheBudgetAndReexploresOnDrift) {
   EXPECT_EQ(s->state(), SessionState::kExploiting);
   EXPECT_GT(reexplored, 0);
   EXPECT_LE(reexplored, 3);
+}
+
+TEST_F(Exploration, ADriftsRemeasurementNoSlowerThanWhenItBeatTheStartSkipsTheFinalCheck) {
+  // A transient drift: the best measured afresh runs as fast as before. It beat the start once,
+  // so re-exploration ends on it without the start's slow steps again.
+  make_session();
+  const Directive first = s->start();
+  const std::optional<Directive> exploiting = run_until_exploiting(first);
+  const Placement best = s->best()->placement;
+  ASSERT_TRUE(passed_against_the_start(best)) << "the premise: it beat the start";
+  const std::optional<uint64_t> converged = s->summary().steps_to_within_2pct;
+  ASSERT_TRUE(converged);
+  const uint64_t start_id = first.placement_id;
+  const std::vector<Directive> issued = drift_and_reexplore(exploiting, 1.0);
+  ASSERT_FALSE(issued.empty());
+  EXPECT_EQ(issued.front().reason, Reason::kRemeasure);
+  for (const Directive& d : issued) EXPECT_NE(d.placement_id, start_id) << "no final check";
+  EXPECT_EQ(s->best()->reason, Reason::kRemeasure);
+  EXPECT_EQ(s->best()->placement.device_of_op, best.device_of_op);
+  EXPECT_EQ(s->summary().steps_to_within_2pct, converged)
+      << "the search found the best placement before the drift, whatever its record says now";
+}
+
+TEST_F(Exploration, ADriftsRemeasurementSlowerThanWhenItBeatTheStartGoesThroughTheFinalCheck) {
+  // The drift stays: the best runs 30% slower than when it won, and the start may have gained on
+  // it, so the final check runs again.
+  make_session();
+  const Directive first = s->start();
+  const uint64_t start_id = first.placement_id;
+  const std::vector<Directive> issued = drift_and_reexplore(run_until_exploiting(first), 1.3);
+  ASSERT_FALSE(issued.empty());
+  EXPECT_EQ(issued.front().reason, Reason::kRemeasure);
+  EXPECT_TRUE(std::any_of(issued.begin(), issued.end(), [&](const Directive& d) {
+    return d.placement_id == start_id;
+  })) << "the final check runs the start";
+  EXPECT_EQ(s->best()->reason, Reason::kRemeasure);
+  EXPECT_TRUE(passed_against_the_start(s->best()->placement));
 }
 
 TEST_F(Exploration, ExpectedStepsBoundWhatExplorationCosts) {
