@@ -118,6 +118,7 @@ void Session::plan_heuristic_candidates(const PluginRegistry& registry, uint64_t
   std::stable_sort(offered.begin(), offered.end(),
                    [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
   for (auto& [time, p, entry] : offered) heuristics_.emplace_back(std::move(p), entry);
+  plan_relabelings();
   std::string said;
   for (const nlohmann::json& h : heuristics_report_) {
     said += said.empty() ? "" : "; ";
@@ -130,6 +131,57 @@ void Session::plan_heuristic_candidates(const PluginRegistry& registry, uint64_t
   if (!said.empty())
     spdlog::info("job {} '{}': heuristics' placements after the warm start's answer: {}", id_,
                  job_.name, said);
+}
+
+void Session::plan_relabelings() {
+  // Which devices share a card, a PCIe switch or a host's memory is what a planning model guesses
+  // (it has two GPUs compute at once where they take turns): the warm start's answer with two
+  // devices of one kind swapped is a placement it cannot tell from the answer, and only live steps
+  // break that tie. The first few swaps (by device index) that move ops and that the model
+  // predicts within kRelabelingTie of the answer are offered after the heuristics' placements.
+  const Placement& answer = warm_start_->placement;
+  double answer_s = 0.0;
+  try {
+    answer_s = memory_model_->simulate(answer).step_time_s;
+  } catch (const std::exception& e) {
+    spdlog::warn("job {} '{}': no swapped copies of the warm start's answer: {}", id_, job_.name,
+                 e.what());
+    return;
+  }
+  const std::vector<placement::Device>& devices = this->devices().devices;
+  const auto queued = [&](const std::string& fingerprint) {
+    return std::any_of(heuristics_.begin(), heuristics_.end(),
+                       [&](const auto& h) { return h.first.fingerprint() == fingerprint; });
+  };
+  size_t planned = 0;
+  for (size_t i = 0; i < devices.size() && planned < kMaxRelabelings; ++i)
+    for (size_t j = i + 1; j < devices.size() && planned < kMaxRelabelings; ++j) {
+      if (devices[i].kind != devices[j].kind) continue;
+      Placement p = answer;
+      for (int& d : p.device_of_op)
+        d = d == static_cast<int>(i)   ? static_cast<int>(j)
+            : d == static_cast<int>(j) ? static_cast<int>(i)
+                                       : d;
+      p.enforce_pins(*graph(), this->devices());
+      const std::string fingerprint = p.fingerprint();
+      if (fingerprint == answer.fingerprint() || issued(*this, fingerprint) ||
+          queued(fingerprint) || !memory_model_->check_memory(p).valid)
+        continue;
+      double t = 0.0;
+      try {
+        t = memory_model_->simulate(p).step_time_s;
+      } catch (const std::exception&) {
+        continue;  // an op the model cannot time on the other device: no tie to break
+      }
+      if (t > (1.0 + kRelabelingTie) * answer_s) continue;
+      heuristics_report_.push_back(
+          {{"placer", fmt::format("the warm start's answer with {} and {} swapped",
+                                  devices[i].name(), devices[j].name())},
+           {"predicted_step_time_s", t},
+           {"placement_fingerprint", fingerprint}});
+      heuristics_.emplace_back(std::move(p), heuristics_report_.size() - 1);
+      ++planned;
+    }
 }
 
 const sim::Simulator* Session::ranking_model() const {

@@ -266,7 +266,17 @@ class Session {
   /// not offered: wherever the model is right, its screening would cost that much more a step (a
   /// cut over a slow link, most ops on a CPU); docs/learning.md.
   static constexpr double kHeuristicWithin = 1.5;
+  /// The swapped copies of the warm start's answer offered after the heuristics' placements
+  /// (plan_relabelings), at most, and how close to the answer the planning model must predict
+  /// them: a tie it cannot break.
+  static constexpr size_t kMaxRelabelings = 3;
+  static constexpr double kRelabelingTie = 0.01;
 
+ private:
+  /// Queues the swapped copies of the warm start's answer (candidates.cpp).
+  void plan_relabelings();
+
+ public:
   // --- The planning model refitted to the job's steps (refit.cpp) ---
   /// After a "simulator" warm start, in the job's first exploration, once it has measured 3, then
   /// 6, 12 ... placements (up to [policy] refits times): the planning model, refitted to their
@@ -425,13 +435,15 @@ class Session {
   /// for the job's profiles of every device kind (the simulator needs them), at most until the
   /// policy's first sample.
   bool warm_start_pending_ = false;
-  /// The heuristics' placements still to offer, fastest on the planning model first, each with its
-  /// entry in heuristics_report_. None is the policy's sample, so none trains it directly (as all
-  /// on one device does not): REINFORCE's gradient for an action the policy did not draw is large
-  /// and points anywhere, and with it the online-learning bench's medians fell in four of five
-  /// scenarios (docs/benchmarks.md); a policy sample that repeats one is scored by its measurement.
+  /// The heuristics' placements still to offer, fastest on the planning model first, then the
+  /// answer's swapped copies (plan_relabelings), each with its entry in heuristics_report_. None is
+  /// the policy's sample, so none trains it directly (as all on one device does not): REINFORCE's
+  /// gradient for an action the policy did not draw is large and points anywhere, and with it the
+  /// online-learning bench's medians fell in four of five scenarios (docs/benchmarks.md); a policy
+  /// sample that repeats one is scored by its measurement.
   std::vector<std::pair<placement::Placement, size_t>> heuristics_;
-  /// What became of each heuristic, as inspection shows it (JobInfo's warm_start.heuristics):
+  /// What became of each heuristic and swapped copy, as inspection shows it (JobInfo's
+  /// warm_start.heuristics; a copy's `placer` says which devices it swaps):
   /// {placer, predicted_step_time_s, placement_fingerprint}, `offered` once propose() issued it,
   /// or {placer, not_offered} with why.
   nlohmann::json heuristics_report_ = nlohmann::json::array();

@@ -49,8 +49,8 @@ enum class Reason {
   kStart,   // the job's own start placement, measured first
   kCached,  // the best placement this uid stored for the graph and devices: the first candidate
   kSingleDevice,  // every op on one device (the first GPU), offered once after the start
-  kWarmStart,     // the warm start's answer, a heuristic's placement after it, or a refit's
-                  // (docs/live.md)
+  kWarmStart,     // the warm start's answer, a heuristic's placement or the answer with two
+                  // devices swapped after it, or a refit's (docs/live.md)
   kPolicy,        // a sample of the learned policy
   kReexplore,     // a policy sample after a drift
   kRemeasure,     // the best again, after its step time drifted

@@ -247,6 +247,83 @@ TEST(Candidates, AHeuristicsPlacementExplorationNeverReachedSaysSo) {
   EXPECT_FALSE(report.contains("candidate")) << report.dump();
 }
 
+// The planning model has three GPUs compute at once; in truth the two the warm start's answer puts
+// the chains on take turns (slices of one card), so the answer runs its chains one after the
+// other. The model predicts the answer with a GPU swapped for the third exactly as fast (a tie it
+// cannot break), so such a copy runs after the heuristics' placements, and the job keeps one that
+// runs the chains at once.
+TEST(Candidates, TheWarmStartsAnswerWithTwoDevicesSwappedBreaksTheModelsTie) {
+  const auto& plugins = offline::built_plugins();
+  if (!plugins.has(placement::PluginKind::kPlacer, "feedforward"))
+    GTEST_SKIP() << "built without LibTorch: no feedforward placer";
+  const TwoChainsOnThreeGpus job;
+  const placement::OpGraph& graph = job.graph;
+  const placement::DeviceSet& devices = job.devices;
+  const sim::Simulator model(graph, devices);
+  // Where the answer puts the chains: the same session (id, seed, store) answers the same.
+  const auto run = [&](const char* store_name,
+                       const std::function<double(const placement::Placement&)>& time_of,
+                       std::vector<msg::Directive>& moves) {
+    testing::TestStore store{store_name};
+    LiveSession live(1, job_on("swaps", devices), testing::simulator_warm_start_policy(0, 30),
+                     plugins, *store);
+    live.on_graph(graph, std::nullopt, 0.0);
+    run_job(live, 3000, time_of, [&](const msg::Directive& d) { moves.push_back(d); });
+    return live.detail();
+  };
+  std::vector<msg::Directive> first_moves;
+  const msg::JobInfo first = run(
+      "candidates_test_swaps_model",
+      [&](const placement::Placement& p) { return model.simulate(p).step_time_s; }, first_moves);
+  const std::string answer_fingerprint = first.warm_start["placement_fingerprint"];
+  const auto answer = std::find_if(first_moves.begin(), first_moves.end(), [&](const auto& d) {
+    return d.placement.fingerprint() == answer_fingerprint;
+  });
+  ASSERT_NE(answer, first_moves.end()) << "the warm start's answer ran";
+  const std::set<int> used(answer->placement.device_of_op.begin(),
+                           answer->placement.device_of_op.end());
+  ASSERT_EQ(used.size(), 2u) << "premise: the answer runs the two chains on two GPUs";
+
+  sim::SimulatorOptions turns;
+  turns.shared_with = {0, 1, 2};
+  turns.shared_with[static_cast<size_t>(*used.rbegin())] = static_cast<size_t>(*used.begin());
+  const sim::Simulator truth(graph, devices, turns);
+  const double answer_true_s = truth.simulate(answer->placement).step_time_s;
+  std::vector<msg::Directive> moves;
+  const msg::JobInfo info = run(
+      "candidates_test_swaps_truth",
+      [&](const placement::Placement& p) { return truth.simulate(p).step_time_s; }, moves);
+
+  const double answer_s = info.warm_start["baseline_step_time_s"].get<double>();
+  std::set<uint64_t> swapped;
+  for (const nlohmann::json& h : info.warm_start["heuristics"]) {
+    const std::string placer = h.value("placer", std::string());
+    if (placer.rfind("the warm start's answer with ", 0) != 0) continue;
+    EXPECT_NE(placer.find(" swapped"), std::string::npos) << placer;
+    EXPECT_LE(h.value("predicted_step_time_s", 0.0), (1 + Session::kRelabelingTie) * answer_s)
+        << "only a tie is offered: " << h.dump();
+    if (h.contains("candidate")) swapped.insert(h["candidate"].get<uint64_t>());
+  }
+  ASSERT_FALSE(swapped.empty()) << info.warm_start.dump();
+  EXPECT_LE(swapped.size(), Session::kMaxRelabelings);
+  std::set<uint64_t> seen;  // each swapped copy's first directive (its trial's windows say kBest)
+  for (const msg::Directive& d : moves)
+    if (swapped.count(d.placement_id) && seen.insert(d.placement_id).second) {
+      EXPECT_EQ(d.reason, msg::Reason::kWarmStart);
+      EXPECT_NEAR(model.simulate(d.placement).step_time_s, answer_s,
+                  Session::kRelabelingTie * answer_s)
+          << "the planning model cannot tell it from the answer";
+    }
+  EXPECT_EQ(info.job.state, msg::JobState::kExploiting);
+  const auto kept = std::find_if(moves.rbegin(), moves.rend(), [&](const auto& d) {
+    return d.placement_id == info.job.best_placement;
+  });
+  ASSERT_NE(kept, moves.rend());
+  EXPECT_LT(truth.simulate(kept->placement).step_time_s, 0.9 * answer_true_s)
+      << "the job keeps a placement that runs the chains at once";
+  EXPECT_TRUE(swapped.count(info.job.best_placement)) << "the job keeps a swapped copy";
+}
+
 // A job spread over a CPU and a GPU whose start profiled each op on the one kind it runs on (and
 // no device spec predicts the rest) under `policy`, for 600 steps: what inspection shows of it
 // after, and how many candidates the policy proposed. The CPU's ops are the slow ones.
