@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <set>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -149,10 +150,9 @@ void Session::plan_relabelings() {
     return;
   }
   const std::vector<placement::Device>& devices = this->devices().devices;
-  const auto queued = [&](const std::string& fingerprint) {
-    return std::any_of(heuristics_.begin(), heuristics_.end(),
-                       [&](const auto& h) { return h.first.fingerprint() == fingerprint; });
-  };
+  // The answer and every placement queued: a swap that lands on one of them adds nothing.
+  std::set<std::string> known{answer.fingerprint()};
+  for (const auto& h : heuristics_) known.insert(h.first.fingerprint());
   size_t planned = 0;
   for (size_t i = 0; i < devices.size() && planned < kMaxRelabelings; ++i)
     for (size_t j = i + 1; j < devices.size() && planned < kMaxRelabelings; ++j) {
@@ -164,8 +164,8 @@ void Session::plan_relabelings() {
                                        : d;
       p.enforce_pins(*graph(), this->devices());
       const std::string fingerprint = p.fingerprint();
-      if (fingerprint == answer.fingerprint() || issued(*this, fingerprint) ||
-          queued(fingerprint) || !memory_model_->check_memory(p).valid)
+      if (known.count(fingerprint) || issued(*this, fingerprint) ||
+          !memory_model_->check_memory(p).valid)
         continue;
       double t = 0.0;
       try {
@@ -179,6 +179,7 @@ void Session::plan_relabelings() {
                                   devices[i].name(), devices[j].name())},
            {"predicted_step_time_s", t},
            {"placement_fingerprint", fingerprint}});
+      known.insert(fingerprint);
       heuristics_.emplace_back(std::move(p), heuristics_report_.size() - 1);
       ++planned;
     }

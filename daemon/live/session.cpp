@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
@@ -371,16 +372,20 @@ placement::messages::JobSummary Session::summary() const {
   // When the search first got within 2% of the best it has now (issue #5's convergence figure). A
   // record a drift made stale counts by its placement's fresh median: the search had found that
   // placement then, whatever the machine did after.
-  const auto fresh_median = [this](const CandidateRecord& c) -> std::optional<double> {
-    if (!c.stale) return c.median();
-    const std::string fingerprint = c.placement.fingerprint();
-    for (const auto& [id, other] : candidates_)
-      if (!other.stale && other.placement.fingerprint() == fingerprint) return other.median();
-    return std::nullopt;
-  };
+  std::map<std::string, std::optional<double>>
+      fresh;  // by fingerprint, once a drift made any stale
+  if (b && std::any_of(candidates_.begin(), candidates_.end(),
+                       [](const auto& kv) { return kv.second.stale; }))
+    for (const auto& [cid, c] : candidates_)
+      if (!c.stale) fresh.emplace(c.placement.fingerprint(), c.median());
   if (b)
     for (const auto& [cid, c] : candidates_) {
-      const auto m = fresh_median(c);
+      std::optional<double> m;
+      if (!c.stale) {
+        m = c.median();
+      } else if (const auto f = fresh.find(c.placement.fingerprint()); f != fresh.end()) {
+        m = f->second;
+      }
       if (!m || !c.measured_at_step || *m > 1.02 * *out.best_step_time_s) continue;
       out.steps_to_within_2pct = *c.measured_at_step;
       out.seconds_to_within_2pct = *c.measured_at_s;
