@@ -32,10 +32,26 @@ def ranks(text):
     return values
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(count, rng):
+    """Distinct free ports below the kernel's ephemeral range: a port bind(0) hands out is back in the
+    pool once its socket closes, where any connect() on the machine (a Gloo pair, another test) can
+    take it before the rank that was meant to listen on it does."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        ephemeral_low = int(f.read().split()[0])
+    held = []
+    try:
+        while len(held) < count:
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", rng.randrange(10000, ephemeral_low)))
+            except OSError:
+                s.close()
+                continue
+            held.append(s)
+        return [s.getsockname()[1] for s in held]
+    finally:
+        for s in held:
+            s.close()
 
 
 def model(width):
@@ -112,7 +128,10 @@ def child(args):
                  ("plain", plain_step, lambda: plain_allreduce[0])]
         for name, step, allreduce in order if pair % 2 == 0 else reversed(order):
             rows[name].append(window(step, allreduce))
+    # Rank 0 serves both groups' stores: no rank leaves before every rank is done with them.
+    dist.barrier()
     job.detach()
+    dist.barrier()
     dist.destroy_process_group()
     if rank == 0:
         print(json.dumps(rows))
@@ -126,9 +145,11 @@ def parent(args):
     print(f"{'ranks':>5} {'job step':>10} {'plain step':>11} {'step ratio (95%)':>24} {'job all-reduce':>15} "
           f"{'plain all-reduce':>17} {'all-reduce ratio (95%)':>26}")
     rng = random.Random(0)
+    ports = random.Random()
     for n in args.ranks:
-        env = dict(os.environ, WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
-                   PLAIN_PORT=str(free_port()), OMP_NUM_THREADS=str(args.threads))
+        master_port, plain_port = free_ports(2, ports)
+        env = dict(os.environ, WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(master_port),
+                   PLAIN_PORT=str(plain_port), OMP_NUM_THREADS=str(args.threads))
         command = [sys.executable, os.path.abspath(__file__), "--child", "--width", str(args.width), "--batch",
                    str(args.batch), "--pairs", str(args.pairs), "--window", str(args.window), "--warmup", str(args.warmup)]
         procs = [subprocess.Popen(command, env=dict(env, RANK=str(r), LOCAL_RANK=str(r)), stdout=subprocess.PIPE,
@@ -137,7 +158,8 @@ def parent(args):
         failed = [(r, p.returncode, err) for r, (p, (_, err)) in enumerate(zip(procs, outputs)) if p.returncode != 0]
         if failed:
             r, code, err = failed[0]
-            raise RuntimeError(f"{n} ranks: rank {r} exited with {code}: {err.strip().splitlines()[-1] if err.strip() else ''}")
+            tail = "\n".join(err.strip().splitlines()[-8:]) or "(nothing on stderr)"
+            raise RuntimeError(f"{n} ranks: rank {r} exited with {code}; the end of its stderr:\n{tail}")
         rows = json.loads(outputs[0][0].strip().splitlines()[-1])
         job_step = [s for s, _ in rows["job"]]
         plain_step = [s for s, _ in rows["plain"]]

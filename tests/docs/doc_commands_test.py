@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -244,6 +245,8 @@ def main():
                     if error:
                         failures.append(f"{doc}:{number}: `{variant}` failed (ran as `{concrete}`):\n{error}")
                     print(f"     {'FAILED' if error else 'ok'} in {time.monotonic() - started:.1f} s", flush=True)
+                    if error:  # here as well as in the summary: a log cut short keeps the line next to it
+                        print(textwrap.indent(error, "     | "), flush=True)
         finally:
             box.close()
         for doc, number, text in toml_blocks(source):
