@@ -37,6 +37,11 @@ constexpr double kMostRefineSteps = 1e15;
 // Refinement gives a long trial to a candidate only if what was measured of it leaves at least
 // this chance that it is faster than the best by refine_min_gain.
 constexpr double kContenderChance = 0.1;
+// A long trial gives up on its contender once an interval at this α rules out refine_min_gain:
+// a screening trial's 0.1 ended long trials at their first look on a lucky run of the incumbent's,
+// and with them the best placement the job had run (online_learning_bench, links: 72% of the gap
+// recovered at 100 candidates with 0.1, 86% with 0.01; docs/benchmarks.md).
+constexpr double kLongTrialFutilityAlpha = 0.01;
 // Steps (at least; drift_steps if more) whose median is the reference a drift is measured from.
 constexpr int64_t kDriftBaselineSteps = 30;
 
@@ -378,6 +383,7 @@ struct Session::Machine {
         static_cast<int64_t>(static_cast<double>(steps) * static_cast<double>(plan.window_steps) /
                              static_cast<double>(plan.window_steps + warmup));
     plan.min_gain = std::min(e.min_gain, e.refine_min_gain);
+    plan.futility_alpha = kLongTrialFutilityAlpha;
     return plan;
   }
 

@@ -42,9 +42,13 @@ struct TrialPlan {
   int64_t max_steps = 4000;
   /// One-sided confidence of a "faster" verdict, over all the trial's looks together.
   double confidence = 0.99;
-  /// The smallest gain worth the trial: it ends "not faster" as soon as a one-sided 90% interval
-  /// (99% in a final check) rules out a gain this large.
+  /// The smallest gain worth the trial: it ends "not faster" as soon as the futility interval
+  /// rules out a gain this large.
   double min_gain = 0.02;
+  /// α of the interval whose lower end rules out min_gain: loose for a screening trial, which
+  /// should spend little on an equal challenger; refinement's long trials, there to find gains
+  /// too small for one, set 0.01. A final check takes 0.01 whatever this says.
+  double futility_alpha = 0.1;
 
   /// The window pairs at which the trial looks: doubling from the first count that can reach its
   /// α (at least 8) up to the cap (max_steps / 2 windows, or that first count if it is more).
