@@ -11,12 +11,6 @@ namespace placementd {
 
 namespace {
 
-// One-sided α of the final check's futility bound at each look (see close_window; other trials
-// take their plan's). Its challenger has won a trial already: giving it up throws away a gain
-// found, so that takes stronger evidence than a screening trial's (at 30% noise, 0.1 there cost 3%
-// of the runs a real 5% gain; see docs/live.md).
-constexpr double kFinalCheckFutilityAlpha = 0.01;
-
 // Windows go C I | I C | C I | …: pairs alternate which arm runs first, so a linear drift within
 // a pair cancels over two pairs, and arms swap once per window pair after the first.
 int arm_of_window(int64_t window) {
@@ -164,8 +158,8 @@ TrialVerdict Trial::close_window() {
   if (last_ && last_->high < 0.0) return TrialVerdict::kFaster;
   // Giving up early only costs a chance at a gain, never a wrong placement: the futility bound
   // needs no Bonferroni share, and a loose one spares the job most of an equal challenger's trial.
-  const std::optional<ShiftInterval> futility = signed_rank_interval(
-      differences_, final_check_ ? kFinalCheckFutilityAlpha : plan_.futility_alpha);
+  const std::optional<ShiftInterval> futility =
+      signed_rank_interval(differences_, plan_.futility_alpha);
   if (futility && futility->low > -std::log1p(plan_.min_gain)) return TrialVerdict::kNotFaster;
   return next_look_ >= looks_.size() ? TrialVerdict::kUnclear : TrialVerdict::kUndecided;
 }

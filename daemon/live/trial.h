@@ -47,7 +47,7 @@ struct TrialPlan {
   double min_gain = 0.02;
   /// α of the interval whose lower end rules out min_gain: loose for a screening trial, which
   /// should spend little on an equal challenger; refinement's long trials, there to find gains
-  /// too small for one, set 0.01. A final check takes 0.01 whatever this says.
+  /// too small for one, and the final check, whose challenger won a trial already, set 0.01.
   double futility_alpha = 0.1;
 
   /// The window pairs at which the trial looks: doubling from the first count that can reach its

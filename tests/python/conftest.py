@@ -1,6 +1,6 @@
 """Fixtures for the Python SDK's tests: a real placementd process (PLACEMENTD_BIN, with the
 project's plugins from PLACEMENT_PLUGIN_DIR) that explores fast, and the training loop they share.
-CTest sets those variables and PYTHONPATH (tests/CMakeLists.txt, python.sdk)."""
+CTest sets those variables and PYTHONPATH (tests/CMakeLists.txt, python.sdk.*)."""
 
 import os
 import signal

@@ -312,6 +312,32 @@ int Child::wait(int timeout_ms) {
   return code;
 }
 
+int Child::wait_while_writing(int stall_ms) {
+  if (pid <= 0) return -1;
+  const auto written = [&] {
+    std::error_code ec;
+    return std::filesystem::file_size(dir_ + "/out", ec) +
+           std::filesystem::file_size(dir_ + "/err", ec);
+  };
+  uintmax_t size = written();
+  auto grew = std::chrono::steady_clock::now();
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    const auto now = std::chrono::steady_clock::now();
+    if (const uintmax_t now_size = written(); now_size != size) {
+      size = now_size;
+      grew = now;
+    } else if (now - grew > std::chrono::milliseconds(stall_ms)) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  pid = -1;
+  return exit_code(status);
+}
+
 std::string Child::out() const { return read_file(dir_ + "/out"); }
 std::string Child::err() const { return read_file(dir_ + "/err"); }
 

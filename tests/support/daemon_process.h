@@ -122,6 +122,10 @@ class Child {
   void signal(int signo);
   /// Waits for the exit; returns the exit code (128+n for signal n).
   int wait(int timeout_ms = 10000);
+  /// Waits for the exit as long as the process writes on: it is killed (and 137 returned) only
+  /// once its stdout and stderr have not grown for `stall_ms`. For jobs that log as they train,
+  /// whose length in seconds depends on the machine, where a fixed deadline fails a slow one.
+  int wait_while_writing(int stall_ms);
   std::string out() const;
   std::string err() const;
   pid_t pid = -1;

@@ -884,6 +884,22 @@ TEST_F(FinalCheck, WithoutEvidenceAgainstTheStartTheJobGoesBackToIt) {
   EXPECT_TRUE(j.best_step_time_interval_s);
 }
 
+TEST_F(FinalCheck, GivesTheChoiceUpOnlyOnNinetyNinePercentEvidence) {
+  // Screening trials give a challenger up on 90% evidence against min_gain; the final check's has
+  // won a trial already (Trial.AStricterFutilityBoundGivesUpARealGainOnlyOnStrongerEvidence).
+  make_final_check_session();
+  std::optional<Directive> d = s->start();
+  double screening_alpha = 0;
+  for (int i = 0; i < 100000 && !(s->trial() && s->trial()->final_check()); ++i) {
+    if (s->trial()) screening_alpha = s->trial()->plan().futility_alpha;
+    if (s->record({d->placement_id, step++, units(d->placement), true, ""}))
+      if (auto next = s->advance(*store)) d = next;
+  }
+  ASSERT_TRUE(s->trial() && s->trial()->final_check());
+  EXPECT_EQ(screening_alpha, 0.1) << "premise: a screening trial ran first";
+  EXPECT_EQ(s->trial()->plan().futility_alpha, 0.01);
+}
+
 TEST_F(FinalCheck, MayTakeTwiceATrialsStepsBeforeItCallsTheAnswerUnclear) {
   // In the final check the choice is 2% faster, give or take 20% from one pair of windows to the
   // next (spread evenly): no look can show it faster or rule out a 2% gain. Ending unclear sends

@@ -215,20 +215,23 @@ TEST(Trial, UnderTheNullFasterIsRareAtThirtyPercentNoise) {
   EXPECT_LE(faster, 20);
 }
 
-TEST(Trial, AFinalCheckGivesUpARealGainOnlyOnStrongerEvidence) {
-  // A real 5% gain at 30% noise. A trial's loose futility bound lets some go; the final check,
-  // whose challenger already won a trial, needs 99% to give it up.
+TEST(Trial, AStricterFutilityBoundGivesUpARealGainOnlyOnStrongerEvidence) {
+  // A real 5% gain at 30% noise. A screening trial's futility α of 0.1 lets some go; the final
+  // check's 0.01 (its challenger already won a trial) needs 99% to give it up.
   int given_up[2] = {0, 0};
   constexpr int kTrials = 300;
-  for (bool final_check : {false, true}) {
+  const double alphas[2] = {0.1, 0.01};
+  for (int strict = 0; strict < 2; ++strict) {
+    TrialPlan plan;
+    plan.futility_alpha = alphas[strict];
     std::mt19937_64 rng(5);
     std::lognormal_distribution<double> noise(0.0, 0.3);
     for (int i = 0; i < kTrials; ++i) {
-      Trial t(1, 2, TrialPlan{}, final_check);
+      Trial t(1, 2, plan, false);
       if (run_trial(t, [&](uint64_t arm, int64_t) {
             return (arm == 2 ? 0.95 : 1.0) * noise(rng);
           }) == TrialVerdict::kNotFaster)
-        ++given_up[final_check];
+        ++given_up[strict];
     }
   }
   EXPECT_GT(given_up[0], given_up[1]);  // 10 and 1 with this seed
