@@ -173,7 +173,9 @@ class Sandbox:
             words[i] = word
         return " ".join(words)
 
-    def run(self, command, timeout=600):
+    # scripts/cost-model-calibration.sh, the longest, took 262 s on a slow VM (2026-12-02); a CI
+    # machine may be 2.5 times slower still. The limit is for a hang.
+    def run(self, command, timeout=1200):
         if command.endswith("&"):
             return self.start_daemon(command[:-1].strip())
         result = subprocess.run(command, shell=True, cwd=self.tmp, env=self.env, capture_output=True, text=True,
