@@ -885,8 +885,9 @@ TEST_F(FinalCheck, WithoutEvidenceAgainstTheStartTheJobGoesBackToIt) {
 }
 
 TEST_F(FinalCheck, GivesTheChoiceUpOnlyOnNinetyNinePercentEvidence) {
-  // Screening trials give a challenger up on 90% evidence against min_gain; the final check's has
-  // won a trial already (Trial.AStricterFutilityBoundGivesUpARealGainOnlyOnStrongerEvidence).
+  // Screening trials give a challenger up on 90% evidence against min_gain; the final check's
+  // challenger has won a trial already, so it takes 99%
+  // (Trial.AStricterFutilityBoundGivesUpARealGainOnlyOnStrongerEvidence).
   make_final_check_session();
   std::optional<Directive> d = s->start();
   double screening_alpha = 0;
