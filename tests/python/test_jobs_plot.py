@@ -87,7 +87,7 @@ def test_the_plot_shows_what_ran_when_and_where_trials_moved_the_best(daemon, tm
 
     # Each trial's verdict at the step it was reached, labelled with the candidate.
     trials = info["trials"]
-    assert trials, info["candidates"]
+    assert trials, (f"exploration_finished={info['exploration_finished']}", info["candidates"])
     verdicts = [e for e in lines if e.get("class", "").startswith("verdict")]
     assert len(verdicts) == len(trials)
     for e, t in zip(verdicts, trials):
