@@ -30,8 +30,8 @@ def trained_job(daemon):
     """A job that ran until at least one trial ended (and 150 steps), detached. Each job is bounded
     by 150 s: under a full parallel test run the daemon's policy steps come slowly, and 60 s once
     ended before the first trial did. The MLP's placements on two CPU devices are near-equal, so
-    screening may rule out every candidate and end exploration with no trial (it did once in a full
-    parallel run, 2026-12-02): then a job of another graph (a Tanh more), explored afresh, tries
+    screening may rule out every candidate and end exploration with no trial (a full parallel run on
+    2026-12-02 had none in 150 s): then a job of another graph (a Tanh more), explored afresh, tries
     again, up to three."""
     for attempt in range(3):
         torch.manual_seed(0)
