@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -65,19 +66,26 @@ int exit_code(int status) {
   return -1;
 }
 
-// Waits up to `timeout_ms` for `pid` to exit, then kills it; returns its exit code.
-int wait_exit(pid_t pid, int timeout_ms) {
+// Waits for `pid` to exit, killing it once `give_up()` says so (asked every `poll_ms`); returns
+// its exit code.
+int wait_exit_unless(pid_t pid, const std::function<bool()>& give_up, int poll_ms) {
   int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (::waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
+    if (give_up()) {
       ::kill(pid, SIGKILL);
       ::waitpid(pid, &status, 0);
       break;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
   }
   return exit_code(status);
+}
+
+// Waits up to `timeout_ms` for `pid` to exit, then kills it; returns its exit code.
+int wait_exit(pid_t pid, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  return wait_exit_unless(
+      pid, [&] { return std::chrono::steady_clock::now() > deadline; }, 5);
 }
 
 }  // namespace
@@ -321,21 +329,19 @@ int Child::wait_while_writing(int stall_ms) {
   };
   uintmax_t size = written();
   auto grew = std::chrono::steady_clock::now();
-  int status = 0;
-  while (::waitpid(pid, &status, WNOHANG) == 0) {
-    const auto now = std::chrono::steady_clock::now();
-    if (const uintmax_t now_size = written(); now_size != size) {
-      size = now_size;
-      grew = now;
-    } else if (now - grew > std::chrono::milliseconds(stall_ms)) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  const int code = wait_exit_unless(
+      pid,
+      [&] {
+        const auto now = std::chrono::steady_clock::now();
+        if (const uintmax_t now_size = written(); now_size != size) {
+          size = now_size;
+          grew = now;
+        }
+        return now - grew > std::chrono::milliseconds(stall_ms);
+      },
+      50);
   pid = -1;
-  return exit_code(status);
+  return code;
 }
 
 std::string Child::out() const { return read_file(dir_ + "/out"); }
