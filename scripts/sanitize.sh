@@ -42,8 +42,8 @@ done
 command -v clang++ >/dev/null || { echo "sanitize.sh: needs clang++ (scripts/install-deps.sh installs it)" >&2; exit 1; }
 
 # A report's stack needs file and line, nothing more of the debug information.
-flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG"
-       "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG")
+optimize="-O1 -gline-tables-only -DNDEBUG"
+flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$optimize" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=$optimize")
 mkdir -p "$build"
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja "${flags[@]}" \
   -DPLACEMENT_WITH_TORCH=OFF -DPLACEMENT_WITH_CUDA=OFF -DPLACEMENT_BUILD_BENCH=OFF -DPLACEMENT_BUILD_FUZZERS=ON \
