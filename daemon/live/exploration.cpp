@@ -68,6 +68,11 @@ struct Session::Machine {
                     std::optional<std::vector<int>> action) {
     CandidateRecord record;
     record.id = session.candidates_.empty() ? 1 : session.candidates_.rbegin()->first + 1;
+    // Until the policy plans where tensors live, a candidate keeps the residence the job started
+    // on (a model that does not fit its GPU keeps its parameters on the host whatever op
+    // placement is tried).
+    if (placement.residence.is_default() && session.job_start_)
+      placement.residence = session.job_start_->residence.carried_to(placement.device_of_op);
     record.placement = std::move(placement);
     record.reason = reason;
     record.action = std::move(action);

@@ -1,5 +1,6 @@
 #include "live_training.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -119,6 +120,24 @@ int run_live(const LiveOptions& o, const ExampleModel& m) {
     const int devices = static_cast<int>(o.devices.empty() ? 2 : o.devices.size());
     for (size_t i = 0; i < ops; ++i)
       options.start_device_of_op.push_back(static_cast<int>(i % devices));
+  }
+  if (!o.home_parameters.empty()) {
+    const size_t colon = o.home_parameters.rfind(':');
+    const bool stream = colon != std::string::npos && o.home_parameters.substr(colon) == ":stream";
+    const std::string device = stream ? o.home_parameters.substr(0, colon) : o.home_parameters;
+    const std::vector<std::string> names =
+        o.devices.empty() ? std::vector<std::string>{"cpu:0", "cpu:1"} : o.devices;
+    const auto canonical = [](const std::string& name) {
+      return placement::parse_device_name(name).name();
+    };
+    const auto at = std::find_if(names.begin(), names.end(), [&](const std::string& name) {
+      return canonical(name) == canonical(device);
+    });
+    if (at == names.end())
+      throw std::invalid_argument("--home-parameters: " + device + " is not one of the devices");
+    options.start_residence_rules.parameters[""] = {
+        static_cast<int>(at - names.begin()),
+        stream ? placement::Fetch::kStream : placement::Fetch::kPersist};
   }
   const auto started = std::chrono::steady_clock::now();
   auto job = placement::attach(o.job, model, m.example_inputs, options);
@@ -249,6 +268,10 @@ int live_main(int argc, char** argv, const ExampleProgram& program) {
       "--placements", o.placements_file,
       "write the placement each step ran under (placementd's id) to this file; default: none");
   app.add_option("--lr", o.learning_rate, "Adam learning rate")->capture_default_str();
+  app.add_option("--home-parameters", o.home_parameters,
+                 "DEVICE or DEVICE:stream: every parameter, its gradient and Adam's state live "
+                 "there and its update runs there; ops elsewhere read a copy kept between steps, "
+                 "or with :stream fetched for each use (default: where its first op runs)");
   bool no_daemon = false;
   app.add_flag("--no-daemon", no_daemon, "train without placementd (the control run)");
   return command_line::run(app, argc, argv, [&] {

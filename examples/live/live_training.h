@@ -34,6 +34,10 @@ struct LiveOptions {
   std::string losses_file;
   /// Write the placement id each step ran under here, one a line (replicas compare them).
   std::string placements_file;
+  /// Where every parameter lives (its home, where its gradient and Adam's state live and its
+  /// step runs), "DEVICE" or "DEVICE:stream"; empty: where its first op runs. Ops on another device
+  /// read it through a copy kept there between steps, or with ":stream" fetched for each use.
+  std::string home_parameters;
   /// Data-parallel replicas (torchrun's environment): how long a collective may wait for the
   /// others.
   int replica_timeout_ms = 60000;

@@ -152,11 +152,80 @@ class PythonOptimizer final : public placement::StepOptimizer {
       return out;
     });
   }
+  // torch.optim files each parameter's state under the parameter: its tensors.
+  std::vector<std::vector<at::Tensor>> state_tensors(
+      const std::vector<at::Tensor>& parameters) override {
+    return with_gil([&] {
+      std::vector<std::vector<at::Tensor>> out(parameters.size());
+      const py::object state = optimizer_.attr("state");
+      for (size_t i = 0; i < parameters.size(); ++i) {
+        const py::object entry = state.attr("get")(py::cast(parameters[i]));
+        if (!py::isinstance<py::dict>(entry)) continue;
+        for (const auto& item : py::reinterpret_borrow<py::dict>(entry))
+          if (THPVariable_Check(item.second.ptr()))
+            out[i].push_back(THPVariable_Unpack(item.second.ptr()));
+      }
+      return out;
+    });
+  }
 
  private:
   py::object optimizer_;
   py::object stage_state_;
 };
+
+// The index of device `name` among the job's devices (as JobOptions takes them: empty, two
+// logical CPU devices).
+int device_index(const std::vector<std::string>& devices, const std::string& name,
+                 const std::string& what) {
+  const std::vector<std::string> chosen =
+      devices.empty() ? std::vector<std::string>{"cpu:0", "cpu:1"} : devices;
+  std::string wanted;
+  try {
+    wanted = placement::parse_device_name(name).name();
+  } catch (const std::invalid_argument& e) {
+    throw py::value_error(what + ": " + e.what());
+  }
+  for (size_t i = 0; i < chosen.size(); ++i)
+    if (placement::parse_device_name(chosen[i]).name() == wanted) return static_cast<int>(i);
+  throw py::value_error(what + ": '" + name + "' is not one of the job's devices");
+}
+
+// Residence rules from Python: {module prefix: (device, "persist" | "stream")} for parameters and
+// {module prefix: ("keep" | "recompute" | "offload", device or "")} for activations.
+placement::ResidenceRules residence_rules(
+    const std::vector<std::string>& devices,
+    const std::map<std::string, std::pair<std::string, std::string>>& parameters,
+    const std::map<std::string, std::pair<std::string, std::string>>& activations) {
+  placement::ResidenceRules rules;
+  for (const auto& [prefix, rule] : parameters) {
+    const std::string what = "residence parameters['" + prefix + "']";
+    placement::ParameterResidence r;
+    r.home = device_index(devices, rule.first, what);
+    if (rule.second == "stream")
+      r.fetch = placement::Fetch::kStream;
+    else if (rule.second != "persist")
+      throw py::value_error(what + ": fetch is 'persist' or 'stream', not '" + rule.second + "'");
+    rules.parameters[prefix] = r;
+  }
+  for (const auto& [prefix, rule] : activations) {
+    const std::string what = "residence activations['" + prefix + "']";
+    placement::ActivationResidence r;
+    if (rule.first == "offload") {
+      r.policy = placement::ActivationPolicy::kOffload;
+      r.device = device_index(devices, rule.second, what);
+    } else if (rule.first == "recompute") {
+      r.policy = placement::ActivationPolicy::kRecompute;
+    } else if (rule.first != "keep") {
+      throw py::value_error(what + ": 'keep', 'recompute' or ('offload', device), not '" +
+                            rule.first + "'");
+    }
+    if (r.policy != placement::ActivationPolicy::kOffload && !rule.second.empty())
+      throw py::value_error(what + ": only an offload names a device");
+    rules.activations[prefix] = r;
+  }
+  return rules;
+}
 
 // The model a job runs: a placement Model (the export front end's, built in Python) or a
 // ScriptModule (the TorchScript front end's).
@@ -212,6 +281,7 @@ py::dict stats_dict(const placement::JobStats& s) {
   d["world_size"] = s.world_size;
   d["replica_group"] = s.replica_group;
   d["allreduce_seconds"] = s.allreduce_seconds;
+  d["peak_bytes"] = s.peak_bytes;
   py::dict collectives;
   for (const auto& [device, route] : s.collectives) collectives[py::str(device)] = route;
   d["collectives"] = collectives;
@@ -274,7 +344,11 @@ PYBIND11_MODULE(_placement, m) {
                        const std::vector<uint64_t>& memory_limit_bytes,
                        const std::string& profile_graph_file, int profile_steps,
                        int reconnect_interval_ms, int replica_timeout_ms,
-                       const std::string& cuda_collectives) {
+                       const std::string& cuda_collectives,
+                       const std::map<std::string, std::pair<std::string, std::string>>&
+                           residence_parameters,
+                       const std::map<std::string, std::pair<std::string, std::string>>&
+                           residence_activations) {
              JobOptions o;
              o.devices = devices;
              o.socket_path = socket;
@@ -288,6 +362,8 @@ PYBIND11_MODULE(_placement, m) {
              o.reconnect_interval_ms = reconnect_interval_ms;
              o.replicas.timeout_ms = replica_timeout_ms;
              o.replicas.cuda_collectives = parse_cuda_collectives(cuda_collectives);
+             o.start_residence_rules =
+                 residence_rules(devices, residence_parameters, residence_activations);
              const placement::Model model = model_of(module);
              const std::vector<at::Tensor> inputs = tensors(example_inputs, "example_inputs");
              py::gil_scoped_release
@@ -299,7 +375,8 @@ PYBIND11_MODULE(_placement, m) {
            py::arg("use_daemon"), py::arg("start_device_of_op"), py::arg("memory_limit_bytes"),
            py::arg("profile_graph_file"), py::arg("profile_steps"),
            py::arg("reconnect_interval_ms"), py::arg("replica_timeout_ms"),
-           py::arg("cuda_collectives"))
+           py::arg("cuda_collectives"), py::arg("residence_parameters"),
+           py::arg("residence_activations"))
       .def("parameters", &Job::parameters)
       .def(
           "step",
@@ -336,6 +413,20 @@ PYBIND11_MODULE(_placement, m) {
              return out;
            })
       .def("graph_json", [](const Job& job) { return placement::to_json(job.graph()).dump(); })
+      .def("placement_json",
+           [](const Job& job) { return placement::to_json(job.placement(), job.devices()).dump(); })
+      .def("residence_activity",
+           [](Job& job) {
+             const placement::ResidenceActivity a = job.module().residence_activity();
+             py::dict d;
+             d["proxies"] = a.proxies;
+             d["streamed"] = a.streamed;
+             d["parameter_fetches"] = a.parameter_fetches;
+             d["activations_evicted"] = a.activations_evicted;
+             d["activation_bytes_evicted"] = a.activation_bytes_evicted;
+             d["recompute_kept"] = a.recompute_kept;
+             return d;
+           })
       .def("stats", [](const Job& job) { return stats_dict(job.stats()); })
       .def("daemon", [](const Job& job) { return status_dict(job.daemon()); })
       .def("placementd_view",

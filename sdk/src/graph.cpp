@@ -57,6 +57,10 @@ bool Op::operator==(const Op& o) const {
          work == o.work;
 }
 
+bool Parameter::operator==(const Parameter& o) const {
+  return name == o.name && bytes == o.bytes && readers == o.readers;
+}
+
 bool Edge::operator==(const Edge& o) const {
   return src == o.src && dst == o.dst && bytes == o.bytes;
 }
@@ -84,6 +88,15 @@ void OpGraph::validate() const {
       throw std::invalid_argument(where +
                                   ": destination is not an op of this graph (dangling edge)");
     if (edge.src == edge.dst) throw std::invalid_argument(where + ": self loop");
+  }
+  for (size_t k = 0; k < parameters.size(); ++k) {
+    const Parameter& p = parameters[k];
+    for (size_t i = 0; i < p.readers.size(); ++i)
+      if (p.readers[i] < 0 || p.readers[i] >= n || (i > 0 && p.readers[i] <= p.readers[i - 1]))
+        throw std::invalid_argument(
+            "parameter " + std::to_string(k) + " '" + p.name +
+            "': its readers must be ops of this graph in ascending order (" +
+            std::to_string(p.readers[i]) + " is not)");
   }
   const auto order = topological_order();
   if (order.size() != ops.size()) {
@@ -146,7 +159,7 @@ std::string OpGraph::fingerprint() const {
 }
 
 bool OpGraph::operator==(const OpGraph& o) const {
-  return name == o.name && ops == o.ops && edges == o.edges;
+  return name == o.name && ops == o.ops && edges == o.edges && parameters == o.parameters;
 }
 
 }  // namespace placement

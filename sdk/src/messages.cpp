@@ -291,6 +291,12 @@ json GraphUpload::to_json(const DeviceSet& devices, uint16_t version) const {
   if (version < protocol::kOpWorkVersion)
     for (json& op : j["graph"]["ops"]) op.erase("work");
   if (start) j["placement"] = placement::to_json(*start, devices);
+  // Those daemons refuse both keys; a job on a residence plan runs it all the same, and such a
+  // daemon proposes placements without one.
+  if (version < protocol::kResidenceVersion) {
+    j["graph"].erase("parameters");
+    if (start) j["placement"].erase("residence");
+  }
   return j;
 }
 

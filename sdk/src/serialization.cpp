@@ -147,12 +147,19 @@ json to_json(const OpGraph& graph) {
   }
   json edges = json::array();
   for (const Edge& e : graph.edges) edges.push_back(json::array({e.src, e.dst, e.bytes}));
-  return {{"name", graph.name}, {"ops", ops}, {"edges", edges}};
+  json out = {{"name", graph.name}, {"ops", ops}, {"edges", edges}};
+  if (!graph.parameters.empty()) {
+    json parameters = json::array();
+    for (const Parameter& p : graph.parameters)
+      parameters.push_back({{"name", p.name}, {"bytes", p.bytes}, {"readers", p.readers}});
+    out["parameters"] = std::move(parameters);
+  }
+  return out;
 }
 
 OpGraph graph_from_json(const json& doc) {
   const JsonReader r(doc, "");
-  r.object({"name", "ops", "edges", "fingerprint"});
+  r.object({"name", "ops", "edges", "parameters", "fingerprint"});
   OpGraph graph;
   if (r.has("name")) graph.name = r.field("name").string();
   const JsonReader ops = r.field("ops");
@@ -165,6 +172,22 @@ OpGraph graph_from_json(const json& doc) {
     if (e.array_size() != 3) e.fail("expected [source, destination, bytes]");
     graph.edges.push_back(
         {e.element(0).small_int(), e.element(1).small_int(), e.element(2).uint()});
+  }
+  if (r.has("parameters")) {
+    const JsonReader parameters = r.field("parameters");
+    graph.parameters.reserve(parameters.array_size());
+    for (size_t i = 0; i < parameters.array_size(); ++i) {
+      const JsonReader p = parameters.element(i);
+      p.object({"name", "bytes", "readers"});
+      Parameter parameter;
+      parameter.name = p.field("name").string();
+      parameter.bytes = p.field("bytes").uint();
+      const JsonReader readers = p.field("readers");
+      parameter.readers.reserve(readers.array_size());
+      for (size_t k = 0; k < readers.array_size(); ++k)
+        parameter.readers.push_back(readers.element(k).small_int());
+      graph.parameters.push_back(std::move(parameter));
+    }
   }
   check([&] { graph.validate(); });
   return graph;
@@ -270,15 +293,109 @@ Grouping grouping_from_json(const json& doc, const OpGraph& graph) {
   return g;
 }
 
+namespace {
+
+const char* fetch_name(Fetch f) { return f == Fetch::kStream ? "stream" : "persist"; }
+
+const char* activation_name(ActivationPolicy p) {
+  switch (p) {
+    case ActivationPolicy::kOffload:
+      return "offload";
+    case ActivationPolicy::kRecompute:
+      return "recompute";
+    case ActivationPolicy::kKeep:
+      break;
+  }
+  return "keep";
+}
+
+json residence_json(const Residence& r) {
+  json out = json::object();
+  if (!r.parameters.empty()) {
+    json home = json::array(), fetch = json::array();
+    for (const ParameterResidence& p : r.parameters) {
+      home.push_back(p.home);
+      fetch.push_back(fetch_name(p.fetch));
+    }
+    out["parameter_home"] = std::move(home);
+    out["parameter_fetch"] = std::move(fetch);
+  }
+  if (!r.activations.empty()) {
+    json policy = json::array(), device = json::array();
+    for (const ActivationResidence& a : r.activations) {
+      policy.push_back(activation_name(a.policy));
+      device.push_back(a.device);
+    }
+    out["activations"] = std::move(policy);
+    out["activation_device"] = std::move(device);
+  }
+  return out;
+}
+
+// `remap` turns the document's device indices into the device set's.
+Residence residence_from_json(const JsonReader& r, const std::vector<int>& remap) {
+  r.object({"parameter_home", "parameter_fetch", "activations", "activation_device"});
+  const auto device = [&remap](const JsonReader& d) {
+    const int local = d.small_int();
+    if (local == -1) return -1;
+    if (local < 0 || static_cast<size_t>(local) >= remap.size())
+      d.fail("device index " + std::to_string(local) + " is not in 'devices' (or -1)");
+    return remap[static_cast<size_t>(local)];
+  };
+  // Two parallel arrays, both there or neither, of one length.
+  const auto pair = [&r](const char* first, const char* second) -> size_t {
+    if (r.has(first) != r.has(second))
+      r.fail(std::string("'") + first + "' and '" + second + "' come together");
+    if (!r.has(first)) return 0;
+    const size_t n = r.field(first).array_size();
+    if (r.field(second).array_size() != n)
+      r.field(second).fail("has " + std::to_string(r.field(second).array_size()) + " entries, '" +
+                           first + "' " + std::to_string(n));
+    return n;
+  };
+  Residence out;
+  const size_t parameters = pair("parameter_home", "parameter_fetch");
+  for (size_t k = 0; k < parameters; ++k) {
+    ParameterResidence p;
+    p.home = device(r.field("parameter_home").element(k));
+    const JsonReader fetch = r.field("parameter_fetch").element(k);
+    const std::string name = fetch.string();
+    if (name == "stream")
+      p.fetch = Fetch::kStream;
+    else if (name != "persist")
+      fetch.fail("expected \"persist\" or \"stream\", not \"" + name + "\"");
+    out.parameters.push_back(p);
+  }
+  const size_t ops = pair("activations", "activation_device");
+  for (size_t i = 0; i < ops; ++i) {
+    ActivationResidence a;
+    const JsonReader policy = r.field("activations").element(i);
+    const std::string name = policy.string();
+    if (name == "offload")
+      a.policy = ActivationPolicy::kOffload;
+    else if (name == "recompute")
+      a.policy = ActivationPolicy::kRecompute;
+    else if (name != "keep")
+      policy.fail("expected \"keep\", \"offload\" or \"recompute\", not \"" + name + "\"");
+    a.device = device(r.field("activation_device").element(i));
+    out.activations.push_back(a);
+  }
+  return out;
+}
+
+}  // namespace
+
 json to_json(const Placement& placement, const DeviceSet& devices) {
   json names = json::array();
   for (const Device& d : devices.devices) names.push_back(d.name());
-  return {{"devices", names}, {"device_of_op", placement.device_of_op}};
+  json out = {{"devices", names}, {"device_of_op", placement.device_of_op}};
+  if (!placement.residence.is_default()) out["residence"] = residence_json(placement.residence);
+  return out;
 }
 
 Placement placement_from_json(const json& doc, const OpGraph& graph, const DeviceSet& devices) {
   const JsonReader r(doc, "");
-  r.object({"devices", "device_of_op", "fingerprint"});
+  r.object({"devices", "device_of_op", "residence", "fingerprint"});
   const JsonReader names = r.field("devices");
   std::vector<int> remap;
   for (size_t i = 0; i < names.array_size(); ++i) {
@@ -296,6 +413,7 @@ Placement placement_from_json(const json& doc, const OpGraph& graph, const Devic
       op.fail("device index " + std::to_string(local) + " is not in 'devices'");
     p.device_of_op.push_back(remap[local]);
   }
+  if (r.has("residence")) p.residence = residence_from_json(r.field("residence"), remap);
   check([&] { p.validate(graph, devices); });
   return p;
 }

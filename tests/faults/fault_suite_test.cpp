@@ -2,9 +2,9 @@
 // CPU devices, exploring with short candidates), and the faults a node sees: the daemon killed with
 // SIGKILL at ten points of exploration, stopped for 30 s, its state directory full, its state files
 // corrupt or truncated, a client that sends half a frame while 64 jobs report, a job killed while
-// it swaps. Each test asserts that the jobs trained exactly as without placementd (every step's
-// loss equals the reference run's: faults.reference), that the daemon recovers or refuses cleanly,
-// and that what it persisted is whole.
+// it swaps (with its parameters homed away from its ops). Each test asserts that the jobs trained
+// exactly as without placementd (every step's loss equals the reference run's: faults.reference),
+// that the daemon recovers or refuses cleanly, and that what it persisted is whole.
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -474,12 +474,21 @@ TEST(Faults, AHalfFrameThatStallsHoldsBackNoneOfSixtyFourReportingJobs) {
   expect_trained_and_state_whole(job, losses, daemon);
 }
 
+// Both jobs keep their parameters on cpu:1 (residence): the victim dies swapping between
+// residence plans (its proxies follow the ops placementd moves), the other swaps between them all
+// along, with its parameters streamed to cpu:0 for each use, and trains bit for bit as the
+// reference run, which had neither placementd nor residence.
 TEST(Faults, AJobKilledMidSwapLeavesTheOtherJobsAndTheStoreWhole) {
   DaemonProcess daemon(exploring());
   daemon.start();
   const std::string losses = daemon.dir + "/other.losses";
-  Child other(gnmt(daemon, "gnmt-other", losses));
-  Child victim(gnmt(daemon, "gnmt-victim", daemon.dir + "/victim.losses"));
+  std::vector<std::string> other_command = gnmt(daemon, "gnmt-other", losses);
+  other_command.insert(other_command.end(), {"--home-parameters", "cpu:1:stream"});
+  std::vector<std::string> victim_command =
+      gnmt(daemon, "gnmt-victim", daemon.dir + "/victim.losses");
+  victim_command.insert(victim_command.end(), {"--home-parameters", "cpu:1"});
+  Child other(other_command);
+  Child victim(victim_command);
   ASSERT_TRUE(wait_until(
       [&] { return attached(daemon, "gnmt-victim") && attached(daemon, "gnmt-other"); }, 30000))
       << victim.out() << other.out() << daemon.log();

@@ -233,14 +233,14 @@ TEST(LiveJob, WhenTheLastGoodPlacementFailsTooTheStepRunsOnTheJobsOwn) {
   expect_bitwise_equal(with_failures, train("two_tower", alone, steps, mean_square));
 }
 
-TEST(LiveJob, AnEngineeredOutOfMemoryOnASmallDeviceLosesNoBatch) {
-  // cpu:1 may hold 64 KiB — less than two_tower's activations — while placementd plans with the
-  // host's memory, so its memory model lets candidates through that then run out of memory.
+// cpu:1 may hold `limit` bytes — less than two_tower's activations — while placementd plans with
+// the host's memory, so its memory model lets candidates through that then run out of memory.
+// `live`: the job's options besides (its residence).
+void expect_an_engineered_out_of_memory_loses_no_batch(JobOptions live, uint64_t limit) {
   DaemonProcess daemon(fast_exploration());
   daemon.start();
-  JobOptions live;
   live.socket_path = daemon.socket;
-  live.memory_limit_bytes = {0, 64 << 10};
+  live.memory_limit_bytes = {0, limit};
   JobStats stats;
   // A few milliseconds per step, as real models take, so placementd's candidates arrive in time.
   auto slow_loss = [](const std::vector<c10::IValue>& out) {
@@ -257,7 +257,7 @@ TEST(LiveJob, AnEngineeredOutOfMemoryOnASmallDeviceLosesNoBatch) {
 
   JobOptions alone;
   alone.use_daemon = false;
-  alone.memory_limit_bytes = {0, 64 << 10};
+  alone.memory_limit_bytes = {0, limit};
   expect_bitwise_equal(with_oom,
                        train("two_tower", alone, static_cast<int>(stats.steps), mean_square));
   // The limit is real: the job's own placement on cpu:1 fails outright.
@@ -265,7 +265,28 @@ TEST(LiveJob, AnEngineeredOutOfMemoryOnASmallDeviceLosesNoBatch) {
   Model m = load("two_tower");
   on_small.start_device_of_op.assign(
       Job("probe", m.module, m.inputs, alone).placement().device_of_op.size(), 1);
-  EXPECT_THROW(train("two_tower", on_small, 1, mean_square), std::runtime_error);
+  try {
+    train("two_tower", on_small, 1, mean_square);
+    ADD_FAILURE() << "two_tower trained on cpu:1 within " << limit << " bytes";
+  } catch (const std::exception& e) {
+    // Refused at attach (its parameters and gradients alone are more) or out of memory at once.
+    EXPECT_NE(std::string(e.what()).find("cpu:1"), std::string::npos) << e.what();
+  }
+}
+
+TEST(LiveJob, AnEngineeredOutOfMemoryOnASmallDeviceLosesNoBatch) {
+  expect_an_engineered_out_of_memory_loses_no_batch({}, 64 << 10);
+}
+
+TEST(LiveJob, AnOutOfMemoryUnderAResidencePlanIsRetriedAndLosesNoBatch) {
+  // Every parameter lives on cpu:0 and is streamed to cpu:1 for each use there: placementd's
+  // candidates keep that residence, the ones that run out of memory on cpu:1 are retried on the
+  // last good placement, and the job trains bit for bit as one without placementd or residence.
+  // cpu:1 then holds no parameter, gradient or Adam state between uses: 64 KiB is room enough,
+  // 16 KiB is not.
+  JobOptions streamed;
+  streamed.start_residence_rules.parameters[""] = {0, Fetch::kStream};
+  expect_an_engineered_out_of_memory_loses_no_batch(streamed, 16 << 10);
 }
 
 TEST(LiveJob, ProfilesFromACaptureFileLetTheDaemonSearchItsSimulator) {

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "placement/devices.h"
@@ -16,10 +17,31 @@
 
 namespace placement {
 
+namespace detail {
+class MemoryTally;
+}
+
 /// What a placement change moved.
 struct MigrationStats {
   uint64_t bytes = 0;
   uint64_t tensors = 0;
+};
+
+/// What the engine did to keep tensors where the placement's residence says, since the placement
+/// was set.
+struct ResidenceActivity {
+  /// Parameters read through a copy on their readers' device (a proxy), and of those the ones
+  /// filled for each use (Fetch::kStream).
+  uint64_t proxies = 0;
+  uint64_t streamed = 0;
+  /// Fills of a streamed proxy, in the forward and the backward.
+  uint64_t parameter_fetches = 0;
+  /// Saved activations emptied (offloaded or dropped for a recompute), and their bytes.
+  uint64_t activations_evicted = 0;
+  uint64_t activation_bytes_evicted = 0;
+  /// Outputs to recompute that the forward changed in place after their op made them (running
+  /// the op again would not give them back): kept instead.
+  uint64_t recompute_kept = 0;
 };
 
 /// Sees every op of PlacedModule::forward (the profiler uses it). Called on the forward thread.
@@ -54,11 +76,22 @@ class PlacedModule {
   PlacedModule(const PlacedModule&) = delete;
   PlacedModule& operator=(const PlacedModule&) = delete;
 
-  /// Validates `placement` (sizes, pins), moves each parameter and buffer to its first consumer's
-  /// device and routes ops accordingly. Call between steps. All or nothing: every tensor is copied
-  /// to its new device before any is switched over, so a failed copy (out of memory) leaves the
-  /// old placement intact. A tensor changing between logical devices of one physical device is
-  /// copied too (values stay bitwise equal).
+  /// Validates `placement` (sizes, pins, its residence), moves each parameter and buffer to its
+  /// home (a buffer's is its first consumer's device, a parameter's what the residence says, by
+  /// default the same) and routes ops accordingly. Call between steps. All or nothing: every
+  /// tensor is copied to its new device before any is switched over, so a failed copy (out of
+  /// memory) leaves the old placement intact. A tensor changing between logical devices of one
+  /// physical device is copied too (values stay bitwise equal).
+  ///
+  /// Residence (placement.h): a parameter whose readers all run on one device other than its home
+  /// is read there through a proxy (a leaf of its own, kept between steps or filled for each use),
+  /// whose gradient goes to the parameter at home once autograd has summed it; the optimizer steps
+  /// the parameter at home, and the next forward reads its new value. An op's outputs may be
+  /// offloaded or recomputed between their last forward use and the backward. Gradients and
+  /// results are bitwise those of the placement without residence (recomputed ops draw the same
+  /// random numbers). Throws std::invalid_argument for a recompute of an op that updates the
+  /// model's buffers in place or reads buffers the forward updates (batch norm's statistics), and
+  /// for a residence on a graph without its parameter table.
   MigrationStats set_placement(const Placement& placement);
 
   /// set_placement in two halves, for a move that must succeed or fail together with it (the
@@ -97,6 +130,15 @@ class PlacedModule {
 
   /// The module's parameters (requires_grad), for the optimizer.
   std::vector<at::Tensor> parameters() const;
+  /// Drops the gradients of a failed step: the parameters' and their proxies'.
+  void discard_gradients();
+  /// Every tensor the module keeps between steps, with the logical device it lives on: its
+  /// parameters and buffers at home, and the proxies of parameters read away from home.
+  std::vector<std::pair<at::Tensor, int>> held_tensors() const;
+  /// libplacement_torch's own (a job's measured memory): forward passes and their backward count
+  /// what they allocate against each op's device in `tally` (nullptr: none). Not owned.
+  void set_memory_tally(detail::MemoryTally* tally);
+  ResidenceActivity residence_activity() const;
   /// The model it runs.
   const Model& model() const;
 

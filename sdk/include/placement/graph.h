@@ -103,6 +103,20 @@ struct Op {
   bool operator==(const Op& other) const;
 };
 
+/// A trained parameter of the model (one that requires grad), each once: a tied weight is one
+/// parameter. What a placement's residence (placement.h) names, by position in
+/// OpGraph::parameters.
+struct Parameter {
+  /// Its name in the module ("transformer.h.0.attn.c_attn.weight"); a tied weight's first name.
+  std::string name;
+  uint64_t bytes = 0;
+  /// The ops that read it, ascending, directly or through a list (an LSTM's weights). The first
+  /// counts its bytes in Op::parameter_bytes. Empty for a parameter no op reads.
+  std::vector<int> readers;
+
+  bool operator==(const Parameter& other) const;
+};
+
 /// A data dependency: op `src` produces `bytes` that op `dst` consumes.
 struct Edge {
   int src = 0;
@@ -119,9 +133,14 @@ class OpGraph {
   std::string name;
   std::vector<Op> ops;
   std::vector<Edge> edges;
+  /// The trained parameters, in the module's order. Empty in a graph written by hand or captured
+  /// before placementd recorded them: its placements then keep every parameter where its first
+  /// reader runs.
+  std::vector<Parameter> parameters;
 
-  /// Throws std::invalid_argument naming the op or edge at fault: ids not dense, an edge with an
-  /// unknown end or a self loop, or a cycle (with one op on it).
+  /// Throws std::invalid_argument naming the op, edge or parameter at fault: ids not dense, an
+  /// edge with an unknown end or a self loop, a cycle (with one op on it), or a parameter whose
+  /// readers are not ops of the graph in ascending order.
   void validate() const;
 
   /// Op ids in an order where every producer comes before its consumers. Requires an acyclic graph.
@@ -134,7 +153,9 @@ class OpGraph {
 
   /// Stable identity of the model: the same structure (names, kinds, shapes, dtypes, parameter
   /// bytes, edges) gives the same 16-hex-digit string on every run and machine. Profiles and the
-  /// graph's display name are left out: they change between runs without changing the model.
+  /// graph's display name are left out: they change between runs without changing the model. So
+  /// is the parameter table: a capture derives it from the same ops, and leaving it out keeps the
+  /// fingerprints (and the placements stored under them) of graphs captured before it.
   std::string fingerprint() const;
 
   bool operator==(const OpGraph& other) const;

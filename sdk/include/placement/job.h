@@ -84,12 +84,27 @@ struct JobOptions {
   int reconnect_interval_ms = 1000;
   /// The job's own starting placement; empty: every op on the first device.
   std::vector<int> start_device_of_op;
-  /// Per device (in `devices` order), a limit on the bytes a step may hold on a logical CPU device
-  /// — its parameters, their gradients and the outputs of its ops; past it the step fails like an
-  /// out-of-memory on a GPU, and a placement placementd proposed is rolled back as for any failure.
-  /// 0 or absent: no limit (CUDA devices always have their allocator's). For exercising the
-  /// failure path without a GPU and for emulating GPU capacities on one host; placementd is not
-  /// told (it plans with `memory_bytes`).
+  /// Where the job's tensors live when it starts (placement.h, Residence): per parameter of the
+  /// captured graph (Job::graph().parameters) its home and how its readers fetch it, per op
+  /// whether its outputs are kept, offloaded or recomputed. Empty: every parameter where its
+  /// first reader runs, every activation kept. A residence that cannot run (a recompute of an op
+  /// that updates buffers or reads buffers the forward updates, sizes of another graph) is
+  /// refused with std::invalid_argument; one that cannot fit (logical devices with
+  /// memory_limit_bytes) is refused before it runs (see memory_limit_bytes).
+  Residence start_residence;
+  /// The same by module name, resolved against the captured graph when start_residence is empty.
+  ResidenceRules start_residence_rules;
+  /// Per device (in `devices` order), a limit on the bytes a logical CPU device may hold while a
+  /// step's forward and backward run, counted where memory is allocated: what lives there
+  /// between steps (parameters and buffers at home, their gradients and optimizer state, proxies)
+  /// and everything the step allocates while running ops placed there (activations, autograd's
+  /// saved tensors, temporaries) until it is freed. An allocation past it fails like an
+  /// out-of-memory on a GPU (c10::OutOfMemoryError), and a placement placementd proposed is rolled
+  /// back as for any failure; a start placement whose parameters, gradients and optimizer state
+  /// alone cannot fit is refused at attach. 0 or absent: no limit (CUDA devices always have their
+  /// allocator's). For exercising the failure path without a GPU and for emulating GPU
+  /// capacities on one host; placementd is not told (it plans with `memory_bytes`). With a limit
+  /// the job also measures each device's peak (JobStats::peak_bytes).
   std::vector<uint64_t> memory_limit_bytes;
   /// An OpGraph JSON of this same model and inputs with per-op profiles (`placementctl capture
   /// MODEL --input ... --profile cpu -o FILE`): its profiles go up with the graph, so placementd's
@@ -154,6 +169,10 @@ class StepOptimizer {
     (void)devices;
     return std::nullopt;
   }
+  /// The state tensors of each of `parameters` (moments, momentum buffers), so that what a
+  /// device holds can be counted; the default, for an optimizer that cannot tell: none.
+  virtual std::vector<std::vector<at::Tensor>> state_tensors(
+      const std::vector<at::Tensor>& parameters);
 };
 
 struct JobStats {
@@ -188,6 +207,10 @@ struct JobStats {
   /// Per device a collective has used so far ("cpu", "cuda:0"), what carried it: "gloo", "nccl",
   /// or "gloo through host memory: <why not NCCL>".
   std::map<std::string, std::string> collectives;
+  /// Per device (in Job::devices() order), the most it held during the last step's forward and
+  /// backward: for a CUDA device its caching allocator's peak, for a logical CPU device the job's
+  /// own count (JobOptions::memory_limit_bytes turns it on; 0 without it).
+  std::vector<uint64_t> peak_bytes;
 };
 
 /// 16 hex digits over every tensor's bytes in order (FNV-1a): equal digests, equal parameters.

@@ -181,7 +181,8 @@ struct GraphUpload {
   /// The placement the job starts on (default: all on its first device).
   std::optional<Placement> start;
   /// `devices`: the attached job's, which the start placement names. Below `version`
-  /// kOpWorkVersion the ops' work is left out (those daemons refuse keys they do not know).
+  /// kOpWorkVersion the ops' work is left out, below kResidenceVersion the graph's parameters
+  /// and the start's residence (those daemons refuse keys they do not know).
   nlohmann::json to_json(const DeviceSet& devices, uint16_t version = protocol::kMaxVersion) const;
   static GraphUpload from_json(const nlohmann::json& body, const DeviceSet& devices);
 };

@@ -23,14 +23,19 @@ inline constexpr uint16_t kMinVersion = 1;
 // Version 2 added per-op profiles measured by the job: profile_report, `profiled` in step_report,
 // `profile_steps` in attach and `profile` in placement_directive. Version 3 added each op's `work`
 // (the cost model's FLOP and byte counts) to graph_upload's graph. Version 4 added data-parallel
-// replicas: `replica` in attach and in a job's summary, and the job state "following".
-inline constexpr uint16_t kMaxVersion = 4;
+// replicas: `replica` in attach and in a job's summary, and the job state "following". Version 5
+// added residence (where tensors live, apart from where ops run): `parameters` in graph_upload's
+// graph and `residence` in its placements and in placement_directive's.
+inline constexpr uint16_t kMaxVersion = 5;
 /// The first version with profile_report.
 inline constexpr uint16_t kProfileReportVersion = 2;
 /// The first version whose graph_upload carries op work.
 inline constexpr uint16_t kOpWorkVersion = 3;
 /// The first version that knows replica groups (a follower attaches only to a daemon that has it).
 inline constexpr uint16_t kReplicaVersion = 4;
+/// The first version whose graphs list their parameters and whose placements may say where
+/// tensors live.
+inline constexpr uint16_t kResidenceVersion = 5;
 inline constexpr size_t kHeaderSize = 16;
 /// Default for the config key daemon.max_frame_bytes.
 inline constexpr uint32_t kDefaultMaxFrameBytes = 64u << 20;

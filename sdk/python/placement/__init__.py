@@ -291,6 +291,24 @@ def _stage_optimizer_state(optimizer, parameters, devices):
     return staged, sum(value.numel() * value.element_size() for _, _, value in staged)
 
 
+def _residence_rules(residence):
+    """attach()'s `residence` as the two rule tables the C++ job takes: {"parameters": {module
+    prefix: device or (device, "persist" | "stream")}, "activations": {module prefix: "keep" |
+    "recompute" | ("offload", device)}}."""
+    if residence is None:
+        return {}, {}
+    if not isinstance(residence, dict) or set(residence) - {"parameters", "activations"}:
+        raise ValueError("residence is a dict with the keys 'parameters' and 'activations'")
+    parameters, activations = {}, {}
+    for prefix, rule in residence.get("parameters", {}).items():
+        device, fetch = (rule, "persist") if isinstance(rule, str) else tuple(rule)
+        parameters[str(prefix)] = (str(device), str(fetch))
+    for prefix, rule in residence.get("activations", {}).items():
+        policy, device = (rule, "") if isinstance(rule, str) else tuple(rule)
+        activations[str(prefix)] = (str(policy), str(device))
+    return parameters, activations
+
+
 class Summary(dict):
     """Job.summary(): a dict, printed as the lines `placementctl jobs show` and the C++ examples
     print: what the job gained against its start placement (realized, exploration included), what
@@ -321,7 +339,8 @@ class Job:
                  socket: Optional[str] = None, memory_bytes: int = 0, use_daemon: bool = True,
                  start: Optional[Sequence[int]] = None, memory_limit_bytes: Optional[Sequence[int]] = None,
                  profile_graph_file: Optional[str] = None, profile_steps: int = 3, reconnect_interval_ms: int = 1000,
-                 replica_timeout_ms: int = 60000, cuda_collectives: str = "auto") -> None:
+                 replica_timeout_ms: int = 60000, cuda_collectives: str = "auto",
+                 residence: Optional[Dict[str, Dict[str, Any]]] = None) -> None:
         inputs = _inputs(example_inputs)
         kwargs = dict(example_kwargs or {})
         self._exported = None
@@ -338,11 +357,12 @@ class Job:
             flat = list(inputs)
         else:
             raise ValueError(f"frontend is 'export' or 'torchscript', not {frontend!r}")
+        parameter_rules, activation_rules = _residence_rules(residence)
         self._job = _CppJob(str(name), program, flat, list(devices or []), socket or "",
                             int(expected_steps), int(memory_bytes), bool(use_daemon), list(start or []),
                             [int(b) for b in (memory_limit_bytes or [])], profile_graph_file or "",
                             int(profile_steps), int(reconnect_interval_ms), int(replica_timeout_ms),
-                            str(cuda_collectives))
+                            str(cuda_collectives), parameter_rules, activation_rules)
         self._detached = None
         self._use_daemon = bool(use_daemon)
         # What placementd said the job should know (its exploration cannot finish in expected_steps).
@@ -352,6 +372,13 @@ class Job:
     def parameters(self) -> List[torch.Tensor]:
         """The module's parameters, for the optimizer: the same tensors across placements."""
         return self._job.parameters()
+
+    def residence_activity(self) -> Dict[str, int]:
+        """What the engine did under the placement in force to keep tensors where its residence
+        says: proxies (parameters read through a copy on their readers' device, `streamed` of them
+        filled for each use), parameter_fetches, activations_evicted (offloaded or recomputed) and
+        their bytes, recompute_kept."""
+        return self._job.residence_activity()
 
     def step(self, inputs: Union[torch.Tensor, Sequence[torch.Tensor]], loss_fn: Callable[..., torch.Tensor],
              optimizer: torch.optim.Optimizer, targets: Union[torch.Tensor, Sequence[torch.Tensor], None] = None,

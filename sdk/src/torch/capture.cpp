@@ -113,6 +113,27 @@ at::Tensor example_input(const std::vector<int64_t>& shape, c10::ScalarType dtyp
   return at::randint(0, 100, shape, on);
 }
 
+// The trained parameters and the ops that read each, the tensor ops numbered as the graph's ops.
+std::vector<Parameter> parameter_table(const OpProgram& program) {
+  std::vector<Parameter> table(program.parameters.size());
+  std::unordered_map<const c10::TensorImpl*, size_t> index;
+  for (size_t k = 0; k < program.parameters.size(); ++k) {
+    const at::Tensor& p = program.parameters[k];
+    table[k].name = k < program.parameter_names.size() ? program.parameter_names[k] : "";
+    table[k].bytes = static_cast<uint64_t>(p.numel()) * p.element_size();
+    index.emplace(p.unsafeGetTensorImpl(), k);
+  }
+  int op = 0;
+  for (size_t node = 0; node < program.nodes.size(); ++node) {
+    if (!program.nodes[node].tensor_op) continue;
+    for (const at::Tensor& t : program.module_state_read_by(node))
+      if (const auto it = index.find(t.unsafeGetTensorImpl()); it != index.end())
+        table[it->second].readers.push_back(op);
+    ++op;
+  }
+  return table;
+}
+
 }  // namespace
 
 OpGraph capture(const Model& model, const std::vector<at::Tensor>& inputs,
@@ -221,6 +242,7 @@ OpGraph capture(const Model& model, const std::vector<at::Tensor>& inputs,
   }
   for (const auto& [key, bytes] : edges) graph.edges.push_back({key.first, key.second, bytes});
   if (graph.ops.empty()) throw CaptureError("the model has no tensor operations to place");
+  graph.parameters = parameter_table(program);
   graph.validate();
   add_gradient_accumulation(graph);
   return graph;

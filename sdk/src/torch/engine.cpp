@@ -1,12 +1,18 @@
 #include "placement/engine.h"
 
 #include <stdexcept>
+#include <unordered_set>
 
+#include <ATen/SequenceNumber.h>
 #include <ATen/core/grad_mode.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
 
+#include "memory_tally.h"
 #include "op_program.h"
 #include "physical_device.h"
 #include "placement/capture.h"
+#include "residence_runtime.h"
 #include "tensor_bytes.h"
 #include "transfer.h"
 
@@ -15,6 +21,45 @@ namespace placement {
 using detail::OpNode;
 using detail::OpProgram;
 using detail::physical;
+
+namespace {
+
+// Before a backward node of an op: what it allocates is its op's device's.
+class CountOnDevice final : public torch::autograd::FunctionPreHook {
+ public:
+  CountOnDevice(detail::MemoryTally* tally, int device) : tally_(tally), device_(device) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& grads) override {
+    tally_->make_current(device_);
+    return grads;
+  }
+
+ private:
+  detail::MemoryTally* tally_;
+  int device_;
+};
+
+// Hooks every autograd node `outputs`' op created (the sequence numbers it handed out, from
+// `first`) to count on `device`.
+void count_backward_on(detail::MemoryTally* tally, int device,
+                       const std::vector<c10::IValue>& outputs, uint64_t first) {
+  const uint64_t end = at::sequence_number::peek();
+  std::vector<at::Tensor> tensors;
+  for (const c10::IValue& v : outputs) detail::tensors_in(v, tensors);
+  std::vector<torch::autograd::Node*> work;
+  for (const at::Tensor& t : tensors)
+    if (t.defined() && t.grad_fn()) work.push_back(t.grad_fn().get());
+  std::unordered_set<torch::autograd::Node*> seen;
+  while (!work.empty()) {
+    torch::autograd::Node* n = work.back();
+    work.pop_back();
+    if (!n || n->sequence_nr() < first || n->sequence_nr() >= end || !seen.insert(n).second)
+      continue;
+    n->add_pre_hook(std::make_unique<CountOnDevice>(tally, device));
+    for (const auto& edge : n->next_edges()) work.push_back(edge.function.get());
+  }
+}
+
+}  // namespace
 
 struct PlacedModule::Impl {
   Impl(Model m, OpGraph g, DeviceSet d)
@@ -39,6 +84,12 @@ struct PlacedModule::Impl {
   std::unordered_map<const c10::TensorImpl*, int> parameter_home;
   /// Counts placement changes: a Staged is committed only onto the placement it was staged from.
   uint64_t generation = 0;
+  /// The position of each trained parameter in the program (and in the graph's parameter table).
+  std::unordered_map<const c10::TensorImpl*, size_t> parameter_index;
+  /// The placement's residence at work; null when it has none (every tensor where its reader
+  /// runs), which costs a forward nothing.
+  std::unique_ptr<detail::ResidenceRuntime> residence;
+  detail::MemoryTally* tally = nullptr;
 
   // The logical device a tensor input comes from: a module tensor's home, else the device of the op
   // that produced slot `value` (-1 or unknown: -1).
@@ -50,11 +101,30 @@ struct PlacedModule::Impl {
   }
 
   at::Tensor move(const at::Tensor& t, int from, int to) const {
+    // A parameter that lives away from its readers is read through its proxy on their device.
+    if (residence)
+      if (const detail::Proxy* p = residence->proxy_for(t, to)) return p->proxy;
     const c10::Device target = device_of[to];
     if (t.device() != target) return t.to(target);
     if (from >= 0 && from != to)
       return t.clone();  // between logical devices of one physical device
     return t;
+  }
+
+  // Moves a node's tensor inputs to `device`, the device its op runs on.
+  void place_inputs(const OpNode& node, int device, std::vector<c10::IValue>& stack) const {
+    for (size_t i = 0; i < stack.size(); ++i) {
+      c10::IValue& value = stack[i];
+      if (value.isTensor()) {
+        // A Python number passed as a tensor stays one: kernels take it from the host.
+        if (value.toTensor().unsafeGetTensorImpl()->is_wrapped_number()) continue;
+        value = move(value.toTensor(), home_of(value.toTensor(), node.inputs[i].value), device);
+      } else if (value.isDevice()) {
+        value = device_of[device];  // factory ops (zeros, arange) create on the op's device
+      } else if ((value.isList() || value.isTuple()) && node.inputs[i].nested_tensors) {
+        value = move_nested(value, device);
+      }
+    }
   }
 
   // The tensors inside a list or tuple input, moved to `to`: an LSTM's weights (Tensor[]), the
@@ -74,6 +144,8 @@ PlacedModule::PlacedModule(const Model& model, OpGraph graph, DeviceSet devices)
   Impl& s = *impl_;
   s.devices.validate();
   for (const auto& d : s.devices.devices) s.device_of.push_back(physical(d));
+  for (size_t k = 0; k < s.program().parameters.size(); ++k)
+    s.parameter_index.emplace(s.program().parameters[k].unsafeGetTensorImpl(), k);
   s.op_of_node.assign(s.program().nodes.size(), -1);
   int next = 0;
   for (size_t i = 0; i < s.program().nodes.size(); ++i) {
@@ -101,6 +173,7 @@ struct PlacedModule::Staged::Impl {
   std::unordered_map<const c10::TensorImpl*, int> parameter_home;
   std::vector<at::Tensor> moved;  // the module's tensors that move, with their copies in `data`
   std::vector<at::Tensor> data;
+  detail::ResidencePlan residence;
   MigrationStats stats;
 };
 
@@ -136,10 +209,17 @@ PlacedModule::Staged PlacedModule::stage(const Placement& placement) const {
     const int device = placement.device_of_op[op];
     for (int out : s.program().nodes[i].outputs) staged->home[static_cast<size_t>(out)] = device;
     // A parameter or buffer lives on its first consumer's device, wherever else it is read from,
-    // also when it reaches the op inside a list (an LSTM's weights).
+    // also when it reaches the op inside a list (an LSTM's weights); a parameter whose residence
+    // names a home, there.
     for (const at::Tensor& tensor : s.program().module_state_read_by(i)) {
-      const auto [it, first] = staged->parameter_home.emplace(tensor.unsafeGetTensorImpl(), device);
+      int home = device;
+      if (const auto k = s.parameter_index.find(tensor.unsafeGetTensorImpl());
+          k != s.parameter_index.end() && k->second < placement.residence.parameters.size() &&
+          placement.residence.parameters[k->second].home >= 0)
+        home = placement.residence.parameters[k->second].home;
+      const auto [it, first] = staged->parameter_home.emplace(tensor.unsafeGetTensorImpl(), home);
       if (!first) continue;
+      const int device = home;
       const auto was = s.parameter_home.find(tensor.unsafeGetTensorImpl());
       const bool logical_move = was != s.parameter_home.end() && was->second != device;
       if (tensor.device() == s.device_of[device] && !logical_move) continue;
@@ -153,6 +233,11 @@ PlacedModule::Staged PlacedModule::stage(const Placement& placement) const {
   }
   at::NoGradGuard no_grad;
   staged->data = detail::copy_all(copies);
+  staged->residence =
+      detail::resolve_residence(s.program(), s.graph, placement, s.op_of_node, s.device_of);
+  staged->stats.bytes += staged->residence.bytes;
+  for (const detail::Proxy& p : staged->residence.proxies)
+    staged->stats.tensors += p.fetch == Fetch::kPersist ? 1 : 0;
   return Staged(std::move(staged));
 }
 
@@ -169,6 +254,11 @@ MigrationStats PlacedModule::commit(Staged staged) {
   s.home = std::move(next.home);
   s.parameter_home = std::move(next.parameter_home);
   s.placement = std::move(next.placement);
+  s.residence.reset();  // its proxies' hooks go with it
+  if (!next.residence.empty()) {
+    s.residence = std::make_unique<detail::ResidenceRuntime>(std::move(next.residence));
+    s.residence->set_tally(s.tally);
+  }
   return next.stats;
 }
 
@@ -186,33 +276,41 @@ const DeviceSet& PlacedModule::devices() const { return impl_->devices; }
 const Model& PlacedModule::model() const { return impl_->model; }
 
 std::vector<c10::IValue> PlacedModule::forward(const std::vector<c10::IValue>& inputs) {
-  const Impl& s = *impl_;
-  auto before = [&s](const OpNode& node, std::vector<c10::IValue>& stack) {
-    const int op = s.op_of_node[s.index_of(node)];
-    if (op < 0) return;
-    const int device = s.placement.device_of_op[op];
-    for (size_t i = 0; i < stack.size(); ++i) {
-      c10::IValue& value = stack[i];
-      if (value.isTensor()) {
-        // A Python number passed as a tensor stays one: kernels take it from the host.
-        if (value.toTensor().unsafeGetTensorImpl()->is_wrapped_number()) continue;
-        value = s.move(value.toTensor(), s.home_of(value.toTensor(), node.inputs[i].value), device);
-      } else if (value.isDevice()) {
-        value = s.device_of[device];  // factory ops (zeros, arange) create on the op's device
-      } else if ((value.isList() || value.isTuple()) && node.inputs[i].nested_tensors) {
-        value = s.move_nested(value, device);
-      }
+  Impl& s = *impl_;
+  detail::ResidenceRuntime* residence = s.residence.get();
+  detail::MemoryTally* tally = s.tally;
+  uint64_t sequence_start = 0;
+  auto before = [&s, residence, tally, &sequence_start](const OpNode& node,
+                                                        std::vector<c10::IValue>& stack) {
+    const size_t index = s.index_of(node);
+    const int op = s.op_of_node[index];
+    const int device = op < 0 ? -1 : s.placement.device_of_op[op];
+    if (op >= 0 && tally) {
+      tally->make_current(device);  // its inputs' copies and its outputs are its device's
+      sequence_start = at::sequence_number::peek();
     }
+    if (residence) residence->prepare(index, op, device, stack);
+    if (op >= 0) s.place_inputs(node, device, stack);
+    if (residence) residence->before(index, op, device, stack);
+    if (op >= 0 && s.observer) s.observer->before(op);
   };
-  if (!s.observer) return s.program().run(inputs, before);
-  auto observed_before = [&s, &before](const OpNode& node, std::vector<c10::IValue>& stack) {
-    before(node, stack);
-    if (const int op = s.op_of_node[s.index_of(node)]; op >= 0) s.observer->before(op);
+  auto after = [&s, residence, tally, &sequence_start](const OpNode& node,
+                                                       std::vector<c10::IValue>& stack) {
+    const size_t index = s.index_of(node);
+    const int op = s.op_of_node[index];
+    if (residence) residence->after(index, op, stack);
+    if (op >= 0 && tally)
+      count_backward_on(tally, s.placement.device_of_op[op], stack, sequence_start);
+    if (op >= 0 && s.observer) s.observer->after(op, stack);
   };
-  auto observed_after = [&s](const OpNode& node, std::vector<c10::IValue>& stack) {
-    if (const int op = s.op_of_node[s.index_of(node)]; op >= 0) s.observer->after(op, stack);
-  };
-  return s.program().run(inputs, observed_before, observed_after);
+  if (!residence && !tally)
+    return s.observer ? s.program().run(inputs, before, after) : s.program().run(inputs, before);
+  // What the forward makes current on this thread is put back when it returns.
+  const detail::MemoryTally::Scope scope(tally, -1);
+  if (residence) residence->begin_forward(s.program());
+  std::vector<c10::IValue> outputs = s.program().run(inputs, before, after);
+  if (residence) residence->end_forward();
+  return outputs;
 }
 
 void PlacedModule::set_observer(OpObserver* observer) { impl_->observer = observer; }
@@ -220,5 +318,42 @@ void PlacedModule::set_observer(OpObserver* observer) { impl_->observer = observ
 OpObserver::~OpObserver() = default;
 
 std::vector<at::Tensor> PlacedModule::parameters() const { return impl_->model.parameters(); }
+
+std::vector<std::pair<at::Tensor, int>> PlacedModule::held_tensors() const {
+  std::vector<std::pair<at::Tensor, int>> out;
+  for (const at::Tensor& p : parameters())
+    if (const auto d = device_of(p)) out.emplace_back(p, *d);
+  for (const auto& [name, b] : impl_->program().buffers)
+    if (const auto d = device_of(b)) out.emplace_back(b, *d);
+  if (impl_->residence)
+    for (const detail::Proxy& p : impl_->residence->plan().proxies)
+      out.emplace_back(p.proxy, p.device_index);
+  return out;
+}
+
+void PlacedModule::set_memory_tally(detail::MemoryTally* tally) {
+  impl_->tally = tally;
+  if (impl_->residence) impl_->residence->set_tally(tally);
+}
+
+void PlacedModule::discard_gradients() {
+  for (at::Tensor& p : parameters()) p.mutable_grad() = at::Tensor();
+  if (impl_->residence) impl_->residence->discard_gradients();
+}
+
+ResidenceActivity PlacedModule::residence_activity() const {
+  ResidenceActivity out;
+  if (!impl_->residence) return out;
+  for (const detail::Proxy& p : impl_->residence->plan().proxies) {
+    ++out.proxies;
+    out.streamed += p.fetch == Fetch::kStream ? 1 : 0;
+  }
+  const detail::ResidenceStats s = impl_->residence->stats();
+  out.parameter_fetches = s.parameter_fetches;
+  out.activations_evicted = s.activations_evicted;
+  out.activation_bytes_evicted = s.activation_bytes_evicted;
+  out.recompute_kept = s.recompute_kept;
+  return out;
+}
 
 }  // namespace placement

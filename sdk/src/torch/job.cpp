@@ -55,6 +55,50 @@ void adopt_profiles(OpGraph& graph, const std::string& path) {
   for (size_t i = 0; i < graph.ops.size(); ++i) graph.ops[i].profile = profiled.ops[i].profile;
 }
 
+// Refuses a start placement whose logical CPU devices cannot hold, within their limits, what
+// lives there for the whole step: parameters at home with their gradients, persistent proxies,
+// buffers. (The optimizer's state and the activations come on top; the step then fails as it
+// would on a GPU.)
+void refuse_what_cannot_fit(const OpGraph& graph, const DeviceSet& devices,
+                            const Placement& placement, const std::vector<uint64_t>& limits) {
+  std::vector<uint64_t> held(devices.size(), 0);
+  std::vector<uint64_t> buffers(graph.ops.size(), 0);
+  for (size_t op = 0; op < graph.ops.size(); ++op) buffers[op] = graph.ops[op].parameter_bytes;
+  for (size_t k = 0; k < graph.parameters.size(); ++k) {
+    const Parameter& p = graph.parameters[k];
+    if (p.readers.empty()) continue;
+    const size_t owner = static_cast<size_t>(p.readers.front());
+    buffers[owner] -= std::min(buffers[owner], p.bytes);
+    const int home = placement.home_of_parameter(graph, k);
+    held[static_cast<size_t>(home)] += 2 * p.bytes;
+    const int reader = placement.device_of_op[owner];
+    const bool one_reader_device = std::all_of(p.readers.begin(), p.readers.end(), [&](int op) {
+      return placement.device_of_op[static_cast<size_t>(op)] == reader;
+    });
+    const bool persistent = k >= placement.residence.parameters.size() ||
+                            placement.residence.parameters[k].fetch == Fetch::kPersist;
+    if (one_reader_device && reader != home && persistent)
+      held[static_cast<size_t>(reader)] += p.bytes;
+  }
+  if (graph.parameters.empty())  // a graph without its table: every op's bytes where it runs
+    for (size_t op = 0; op < graph.ops.size(); ++op)
+      held[static_cast<size_t>(placement.device_of_op[op])] += 2 * graph.ops[op].parameter_bytes;
+  else
+    for (size_t op = 0; op < graph.ops.size(); ++op)
+      held[static_cast<size_t>(placement.device_of_op[op])] += buffers[op];
+  for (size_t d = 0; d < devices.size() && d < limits.size(); ++d) {
+    if (limits[d] == 0 || devices.devices[d].kind != DeviceKind::kCpu || held[d] <= limits[d])
+      continue;
+    throw std::invalid_argument(
+        "the start placement cannot fit " + devices.devices[d].name() + " (memory_limit_bytes " +
+        std::to_string(limits[d]) +
+        "): the parameters living there, their gradients and the "
+        "copies kept for its ops alone take " +
+        std::to_string(held[d]) +
+        " bytes; home parameters elsewhere (start_residence) or raise the limit");
+  }
+}
+
 }  // namespace
 
 DeviceSet job_devices(const std::vector<std::string>& names, uint64_t memory_bytes) {
@@ -108,20 +152,33 @@ Job::Job(std::string name, const Model& model, const std::vector<at::Tensor>& ex
   core.placed = std::make_unique<PlacedModule>(model, core.graph, core.devices);
   if (options.profile_steps < 0) throw std::invalid_argument("profile_steps must be >= 0");
   core.profile_steps = options.profile_steps;
-  if (std::any_of(options.memory_limit_bytes.begin(), options.memory_limit_bytes.end(),
-                  [](uint64_t b) { return b > 0; })) {
-    if (options.memory_limit_bytes.size() > core.devices.size())
-      throw std::invalid_argument(
-          "memory_limit_bytes has " + std::to_string(options.memory_limit_bytes.size()) +
-          " entries for " + std::to_string(core.devices.size()) + " devices");
-    core.memory_limit =
-        std::make_unique<detail::DeviceMemoryLimit>(*core.placed, options.memory_limit_bytes);
-    core.placed->set_observer(core.memory_limit.get());
-  }
+  const bool limited =
+      std::any_of(options.memory_limit_bytes.begin(), options.memory_limit_bytes.end(),
+                  [](uint64_t b) { return b > 0; });
+  if (limited && options.memory_limit_bytes.size() > core.devices.size())
+    throw std::invalid_argument("memory_limit_bytes has " +
+                                std::to_string(options.memory_limit_bytes.size()) +
+                                " entries for " + std::to_string(core.devices.size()) + " devices");
   Placement start = Placement::single(core.graph, 0);
   if (!options.start_device_of_op.empty()) start.device_of_op = options.start_device_of_op;
+  start.residence = options.start_residence.is_default()
+                        ? options.start_residence_rules.resolve(core.graph)
+                        : options.start_residence;
   start.enforce_pins(core.graph, core.devices);
+  try {
+    start.validate(core.graph, core.devices);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("the start placement: ") + e.what());
+  }
+  if (limited) refuse_what_cannot_fit(core.graph, core.devices, start, options.memory_limit_bytes);
   core.placed->set_placement(start);
+  if (limited) {
+    if (!detail::MemoryTally::available())
+      throw std::invalid_argument(
+          "memory_limit_bytes: this process's host allocator cannot be counted (another "
+          "allocator holds its slot)");
+    core.memory = std::make_unique<detail::DeviceMemory>(*core.placed, options.memory_limit_bytes);
+  }
   core.current.directive.placement = start;
   core.last_good = core.current;
   core.own = core.current;
@@ -178,6 +235,14 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
 
 at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction& loss,
                      StepOptimizer& optimizer) {
+  // The memory a step's forward and backward count (limits, peaks), ended however they end.
+  struct CountedMemory {
+    detail::JobCore& core;
+    CountedMemory(detail::JobCore& c, StepOptimizer& optimizer) : core(c) {
+      core.begin_memory(optimizer);
+    }
+    ~CountedMemory() { core.end_memory(); }
+  };
   detail::JobCore& core = *core_;
   detail::StepPeers& peers = *core.peers;
   peers.boundary(core, optimizer);
@@ -187,9 +252,7 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
   std::optional<detail::ModelState> before;
   if (core.current.directive.placement_id != 0)
     before.emplace(core.placed->model().named_buffers());
-  const auto discard_gradients = [&] {
-    for (at::Tensor& p : core.placed->parameters()) p.mutable_grad() = at::Tensor();
-  };
+  const auto discard_gradients = [&] { core.placed->discard_gradients(); };
   auto started = Clock::now();
   at::Tensor value;
   for (;;) {
@@ -199,6 +262,7 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
     std::string message;
     detail::StepFailure failure = detail::StepFailure::kNone;
     try {
+      const CountedMemory counted(core, optimizer);
       value = core.forward_backward(inputs, loss);
     } catch (const detail::LossFunctionError& e) {
       error = e.error;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <ATen/DeviceAccelerator.h>
+
 #include "step_peers.h"
 #include "stopwatch.h"
 #include "tensor_bytes.h"
@@ -106,9 +108,35 @@ bool loss_error_is_the_users(const std::exception_ptr& error,
   }
 }
 
+void JobCore::begin_memory(StepOptimizer& optimizer) {
+  if (memory) memory->begin_step(optimizer);
+  if (!any_cuda) return;
+  for (const Device& d : devices.devices)
+    if (d.kind == DeviceKind::kCuda)
+      at::accelerator::resetPeakStats(static_cast<c10::DeviceIndex>(d.index));
+}
+
+void JobCore::end_memory() {
+  std::vector<uint64_t> peaks = memory ? memory->peaks() : std::vector<uint64_t>();
+  if (memory) memory->end_step();
+  if (!memory && !any_cuda) return;
+  peaks.resize(devices.size(), 0);
+  if (any_cuda)
+    for (size_t i = 0; i < devices.size(); ++i) {
+      const Device& d = devices.devices[i];
+      if (d.kind != DeviceKind::kCuda) continue;
+      const auto stats = at::accelerator::getDeviceStats(static_cast<c10::DeviceIndex>(d.index));
+      peaks[i] = static_cast<uint64_t>(
+          stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
+              .peak);
+    }
+  stats.peak_bytes = std::move(peaks);
+}
+
 at::Tensor JobCore::forward_backward(const std::vector<c10::IValue>& inputs,
                                      const LossFunction& loss_fn) {
-  if (memory_limit) memory_limit->begin_forward();
+  // What the backward's hooks make current on this thread for counting is put back after it.
+  const MemoryTally::Scope counting(nullptr, -1);
   std::vector<c10::IValue> outputs = placed->forward(inputs);
   std::vector<c10::Device> output_devices = devices_of(outputs);
   if (!own_output_devices &&
@@ -152,8 +180,7 @@ bool JobCore::begin_profiled_step() {
     --profiling->warmup_left;
     return false;
   }
-  if (!profiling->profiler)
-    profiling->profiler = std::make_unique<StepProfiler>(*placed, memory_limit.get());
+  if (!profiling->profiler) profiling->profiler = std::make_unique<StepProfiler>(*placed);
   return true;
 }
 

@@ -15,7 +15,7 @@
 
 #include <ATen/ATen.h>
 
-#include "memory_limit.h"
+#include "device_memory.h"
 #include "optimizer_state.h"
 #include "placement/job.h"
 #include "replica_group.h"
@@ -61,7 +61,7 @@ struct JobCore {
   OpGraph graph;
   DeviceSet devices;
   std::unique_ptr<PlacedModule> placed;
-  std::unique_ptr<DeviceMemoryLimit> memory_limit;
+  std::unique_ptr<DeviceMemory> memory;
   std::unique_ptr<JobChannel> channel;
   bool any_cuda = false;
   InForce current;
@@ -101,6 +101,10 @@ struct JobCore {
   bool commit_switch(InForce target, StepOptimizer& optimizer, StagedMove staged);
   /// A swap to `target` failed with `error`: counted, and reported by the process that decides.
   void swap_failed(const InForce& target, const std::string& error);
+  /// Starts counting a step's memory (the logical devices' with limits, the GPUs' peaks).
+  void begin_memory(StepOptimizer& optimizer);
+  /// Ends it: the limits no longer hold, the peaks go to stats.peak_bytes.
+  void end_memory();
   /// Forward, the loss and backward under the placement in force; returns the loss. A
   /// StepInterrupted from the loss function, or an error that is the user's own
   /// (loss_error_is_the_users), arrives as a LossFunctionError; anything else as thrown.

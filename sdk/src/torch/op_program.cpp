@@ -59,15 +59,6 @@ void run_structural(const OpNode& node, std::vector<c10::IValue>& stack) {
   }
 }
 
-void call(const OpNode& node, std::vector<c10::IValue>& stack) {
-  if (node.kind != Kind::kOperator)
-    run_structural(node, stack);
-  else if (node.handle)
-    node.handle->callBoxed(stack);
-  else
-    node.call(stack);
-}
-
 void append_unique(std::vector<at::Tensor>& to, const std::vector<at::Tensor>& from) {
   for (const at::Tensor& t : from) {
     const bool seen =
@@ -144,6 +135,15 @@ std::string first_line(std::string message) {
 }
 
 }  // namespace
+
+void call(const OpNode& node, std::vector<c10::IValue>& stack) {
+  if (node.kind != Kind::kOperator)
+    run_structural(node, stack);
+  else if (node.handle)
+    node.handle->callBoxed(stack);
+  else
+    node.call(stack);
+}
 
 bool records_outputs_faithfully(const std::string& op) {
   // Traced through their Python decompositions, which stack each layer's [1, batch, hidden] final
@@ -225,6 +225,15 @@ void OpProgram::complete() {
   for (size_t slot = 0; slot < num_values; ++slot)
     if (last_read[slot] != kNever && last_read[slot] != kKept)
       released_after_[last_read[slot]].push_back(static_cast<int>(slot));
+  last_read_.assign(num_values, kKeptToTheEnd);
+  for (size_t slot = 0; slot < num_values; ++slot)
+    if (last_read[slot] != kNever && last_read[slot] != kKept) last_read_[slot] = last_read[slot];
+}
+
+size_t OpProgram::last_read(int slot) const {
+  return slot >= 0 && static_cast<size_t>(slot) < last_read_.size()
+             ? last_read_[static_cast<size_t>(slot)]
+             : kKeptToTheEnd;
 }
 
 // Follows the module's tensors from the slots that hold them, through list and tuple plumbing, to
@@ -317,6 +326,8 @@ std::vector<c10::IValue> OpProgram::run(const std::vector<c10::IValue>& given, c
       }
     } catch (const CaptureError&) {
       throw;
+    } catch (const c10::OutOfMemoryError&) {
+      throw;  // the device's, not the op's: a job retries it on another placement
     } catch (const std::exception& e) {
       throw CaptureError(describe(node) + " failed on the example inputs: " + first_line(e.what()) +
                          " (do the input shapes match what the model was captured with?)");

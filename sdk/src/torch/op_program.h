@@ -115,6 +115,10 @@ class OpProgram {
   void find_module_state();
   /// The module tensors node `index` reads; empty for other nodes.
   const std::vector<at::Tensor>& module_state_read_by(size_t index) const;
+  /// The last node that reads `slot` (or makes it, when nothing reads it); kKeptToTheEnd for the
+  /// program's outputs and the module's own slots, which run() never lets go of.
+  static constexpr size_t kKeptToTheEnd = static_cast<size_t>(-1);
+  size_t last_read(int slot) const;
 
   /// Whether `inputs` are the example the program records (each a tensor of the recorded shape and
   /// dtype): then every value a run computes is as recorded.
@@ -142,7 +146,12 @@ class OpProgram {
   // what is still to be read. Kept to the end, a GPT-2's forward held every temporary and its
   // backward then allocated fresh pages (+17% a step on a CPU; issue #40's benchmark).
   std::vector<std::vector<int>> released_after_;
+  std::vector<size_t> last_read_;
 };
+
+/// Runs one node on its input stack, leaving its outputs there (what OpProgram::run does per node,
+/// without hooks): the engine runs an op again to recompute its outputs.
+void call(const OpNode& node, std::vector<c10::IValue>& stack);
 
 /// The dispatcher's operator `name` ("aten::linear") with `overload` ("" for the default), or
 /// nullopt when this LibTorch has none.

@@ -24,7 +24,7 @@ struct StateTensor {
 };
 
 // The tensors of one parameter's state; throws for a state type this does not know.
-std::vector<StateTensor> state_tensors(torch::optim::OptimizerParamState& state) {
+std::vector<StateTensor> tensors_of_state(torch::optim::OptimizerParamState& state) {
   namespace o = torch::optim;
   std::vector<StateTensor> out;
   auto add = [&out](const at::Tensor& t, std::function<void(at::Tensor)> install) {
@@ -58,6 +58,27 @@ std::vector<StateTensor> state_tensors(torch::optim::OptimizerParamState& state)
 
 }  // namespace
 
+std::vector<std::vector<at::Tensor>> StepOptimizer::state_tensors(
+    const std::vector<at::Tensor>& parameters) {
+  return std::vector<std::vector<at::Tensor>>(parameters.size());
+}
+
+std::vector<std::vector<at::Tensor>> TorchStepOptimizer::state_tensors(
+    const std::vector<at::Tensor>& parameters) {
+  std::vector<std::vector<at::Tensor>> out(parameters.size());
+  auto& states = optimizer_.state();
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    const auto it = states.find(parameters[i].unsafeGetTensorImpl());
+    if (it == states.end() || !it->second) continue;
+    try {
+      for (StateTensor& s : tensors_of_state(*it->second)) out[i].push_back(s.value);
+    } catch (const std::invalid_argument&) {
+      // A state type it cannot read is not counted; moving it is refused where it matters.
+    }
+  }
+  return out;
+}
+
 void TorchStepOptimizer::step() { optimizer_.step(); }
 
 void TorchStepOptimizer::zero_grad() { optimizer_.zero_grad(); }
@@ -81,7 +102,7 @@ std::optional<StepOptimizer::StagedState> TorchStepOptimizer::stage_state(
     auto it = states.find(parameters[i].unsafeGetTensorImpl());
     if (it == states.end() || !it->second)
       continue;  // no step yet (or not this optimizer's): no state
-    for (StateTensor& s : state_tensors(*it->second)) {
+    for (StateTensor& s : tensors_of_state(*it->second)) {
       out.bytes += static_cast<uint64_t>(s.value.numel()) * s.value.element_size();
       installs.push_back(std::move(s.install));
       copies.push_back({s.value, devices[i]});

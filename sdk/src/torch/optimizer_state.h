@@ -32,6 +32,8 @@ class TorchStepOptimizer final : public StepOptimizer {
                       const std::vector<c10::Device>& devices) override;
   std::optional<StagedState> stage_state(const std::vector<at::Tensor>& parameters,
                                          const std::vector<c10::Device>& devices) override;
+  std::vector<std::vector<at::Tensor>> state_tensors(
+      const std::vector<at::Tensor>& parameters) override;
 
  private:
   torch::optim::Optimizer& optimizer_;

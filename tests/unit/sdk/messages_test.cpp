@@ -409,6 +409,39 @@ TEST(Messages, GraphUploadLeavesOpWorkOutForDaemonsBeforeVersion3) {
   EXPECT_FALSE(GraphUpload::from_json(old, devices).graph.ops[1].work);
 }
 
+TEST(Messages, GraphUploadLeavesResidenceOutForDaemonsBeforeVersion5) {
+  GraphUpload upload;
+  upload.graph = testing::chain(2);
+  upload.graph.parameters = {{"w", 64, {0, 1}}};
+  Placement start{{0, 0}};
+  start.residence.parameters = {{1, Fetch::kStream}};
+  upload.start = start;
+  const DeviceSet devices = testing::devices(2);
+  const GraphUpload now = GraphUpload::from_json(upload.to_json(devices), devices);
+  EXPECT_EQ(now.graph, upload.graph);
+  EXPECT_EQ(now.start, upload.start);
+  const json old = upload.to_json(devices, protocol::kResidenceVersion - 1);
+  EXPECT_FALSE(old["graph"].contains("parameters"));
+  EXPECT_FALSE(old["placement"].contains("residence"));
+  const GraphUpload then = GraphUpload::from_json(old, devices);
+  EXPECT_TRUE(then.graph.parameters.empty());
+  EXPECT_EQ(then.start->device_of_op, start.device_of_op);
+  EXPECT_TRUE(then.start->residence.is_default());
+}
+
+TEST(Messages, ADirectiveCarriesItsPlacementsResidence) {
+  OpGraph graph = testing::chain(3);
+  graph.parameters = {{"w", 64, {1}}};
+  const DeviceSet devices = testing::devices(2);
+  Directive d;
+  d.placement_id = 4;
+  d.placement = Placement{{0, 0, 0}};
+  d.placement.residence.parameters = {{1, Fetch::kPersist}};
+  d.placement.residence.activations = {{}, {ActivationPolicy::kOffload, 1}, {}};
+  EXPECT_EQ(Directive::from_json(over_the_wire(d.to_json(devices)), graph, devices).placement,
+            d.placement);
+}
+
 TEST(Messages, RequestsRoundTrip) {
   const Hello h = Hello::from_json(Hello{1, 2, "placementctl"}.to_json());
   EXPECT_EQ(h.min_version, 1);

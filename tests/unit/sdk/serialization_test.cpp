@@ -83,6 +83,66 @@ TEST(Serialization, DevicesPlacementMeasurementRoundTrip) {
   EXPECT_EQ(grouping_from_json(to_json(grouping), g), grouping);
 }
 
+// A graph with its parameter table: four ops, a weight read by ops 0 and 3 (tied) and one by op 2.
+OpGraph with_parameters() {
+  OpGraph g = testing::chain(4);
+  g.parameters = {{"embed.weight", 4096, {0, 3}}, {"mlp.weight", 1024, {2}}};
+  return g;
+}
+
+TEST(Serialization, AGraphCarriesItsParametersAndAPlacementItsResidence) {
+  const OpGraph g = with_parameters();
+  EXPECT_EQ(graph_from_json(to_json(g)), g);
+  EXPECT_EQ(graph_from_json(to_json(g)).fingerprint(), testing::chain(4).fingerprint())
+      << "the parameter table leaves the model's identity as it was";
+  const DeviceSet d = testing::devices(3);
+  Placement p{{0, 0, 1, 0}};
+  EXPECT_FALSE(to_json(p, d).contains("residence")) << "none without one";
+  p.residence.parameters = {{2, Fetch::kStream}, {-1, Fetch::kPersist}};
+  p.residence.activations.resize(4);
+  p.residence.activations[1] = {ActivationPolicy::kOffload, 2};
+  p.residence.activations[2] = {ActivationPolicy::kRecompute, -1};
+  const json doc = to_json(p, d);
+  EXPECT_EQ(placement_from_json(doc, g, d), p);
+  EXPECT_NE(p.fingerprint(), Placement{p.device_of_op}.fingerprint());
+  // Device indices go by name: a device set in another order reads the same placement.
+  DeviceSet reordered = d;
+  std::swap(reordered.devices[0], reordered.devices[2]);
+  const Placement read = placement_from_json(doc, g, reordered);
+  EXPECT_EQ(read.residence.parameters[0].home, 0) << "cpu:2 is first now";
+  EXPECT_EQ(read.residence.activations[1].device, 0);
+  // Errors name the entry at fault.
+  json bad = doc;
+  bad["residence"]["parameter_fetch"][1] = "sometimes";
+  EXPECT_EQ(error_of([&] { placement_from_json(bad, g, d); }),
+            "residence.parameter_fetch[1]: expected \"persist\" or \"stream\", not \"sometimes\"");
+  bad = doc;
+  bad["residence"]["activation_device"][1] = 7;
+  EXPECT_EQ(error_of([&] { placement_from_json(bad, g, d); }),
+            "residence.activation_device[1]: device index 7 is not in 'devices' (or -1)");
+  bad = doc;
+  bad["residence"].erase("parameter_fetch");
+  EXPECT_EQ(error_of([&] { placement_from_json(bad, g, d); }),
+            "residence: 'parameter_home' and 'parameter_fetch' come together");
+  bad = doc;
+  bad["residence"]["activations"][1] = "recompute";  // with a device, which only an offload names
+  EXPECT_NE(error_of([&] { placement_from_json(bad, g, d); }).find("only an offloaded activation"),
+            std::string::npos);
+  bad = doc;
+  bad["residence"]["parameter_home"].push_back(0);
+  bad["residence"]["parameter_fetch"].push_back("persist");
+  EXPECT_NE(error_of([&] {
+              placement_from_json(bad, g, d);
+            }).find("residence names 3 parameters, graph has 2"),
+            std::string::npos);
+  json parameters = to_json(g);
+  parameters["parameters"][0]["readers"] = json::array({3, 0});
+  EXPECT_NE(error_of([&] { graph_from_json(parameters); })
+                .find("parameter 0 'embed.weight': its readers must be ops of this graph in "
+                      "ascending order (0 is not)"),
+            std::string::npos);
+}
+
 TEST(Serialization, ErrorsNameThePathOfTheFieldAtFault) {
   json doc = to_json(testing::chain(3));
   doc["ops"][1].erase("kind");

@@ -1,0 +1,37 @@
+#pragma once
+// What a job's logical CPU devices hold, measured and held to limits: an out-of-memory that
+// logical devices can have, as a GPU's allocator gives one, so CI (and anyone emulating GPU
+// capacities on one host) runs the same failure path, and a measured peak per device the memory
+// model is scored against. GPUs have their allocator for both.
+
+#include <cstdint>
+#include <vector>
+
+#include "memory_tally.h"
+#include "placement/engine.h"
+#include "placement/job.h"
+
+namespace placement::detail {
+
+class DeviceMemory {
+ public:
+  /// limits[d] bytes for logical device d of `module` (0: no limit; CUDA devices are left to their
+  /// allocator). Counts from now on what the module's steps allocate on each device.
+  DeviceMemory(PlacedModule& module, std::vector<uint64_t> limits);
+  ~DeviceMemory();
+
+  /// A step's forward and backward begin: what lives on each device between steps (parameters and
+  /// buffers at home, their gradients, proxies, the optimizer's state) is counted where it lives,
+  /// the peaks start from there, and the limits hold until end_step(): an allocation past one
+  /// throws c10::OutOfMemoryError ("out of memory on cpu:1 (its memory limit): ...").
+  void begin_step(StepOptimizer& optimizer);
+  void end_step();
+  /// The most each device held during the last step (0 for devices not counted).
+  std::vector<uint64_t> peaks() const;
+
+ private:
+  PlacedModule& module_;
+  MemoryTally tally_;
+};
+
+}  // namespace placement::detail
