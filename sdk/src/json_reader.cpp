@@ -69,6 +69,9 @@ Utf8Sequence utf8_sequence(const std::string& text, size_t at) {
 
 std::string JsonReader::display_text() const {
   std::string text = string();
+  if (text.size() > kMaxDisplayText)
+    fail("is " + std::to_string(text.size()) + " bytes long; names are at most " +
+         std::to_string(kMaxDisplayText));
   for (size_t i = 0; i < text.size();) {
     const Utf8Sequence sequence = utf8_sequence(text, i);
     if (sequence.length == 0)

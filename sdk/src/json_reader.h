@@ -43,8 +43,9 @@ class JsonReader {
   std::string string() const;
   /// A string shown to people (job names in `placementctl jobs`, log lines): valid UTF-8 without
   /// control characters (C0, DEL, C1), which a terminal would run as escape sequences and a plain
-  /// log would take for a line break.
+  /// log would take for a line break, and at most kMaxDisplayText bytes.
   std::string display_text() const;
+  static constexpr size_t kMaxDisplayText = 1024;
   uint64_t uint() const;
   int64_t integer() const;
   int small_int() const;

@@ -1,5 +1,6 @@
 #include "placement/messages.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -72,14 +73,16 @@ Reason reason_from_string(const std::string& name) {
 
 namespace {
 
-// A failed step's error reaches placementd's log and `placementctl jobs show`: its control
-// characters (a Python traceback's line breaks, an escape sequence, C1 controls) and bytes that
-// are no UTF-8 are written out, so the text stays one line, does nothing to a terminal and
-// encodes as JSON.
+// A failed step's error reaches placementd's log and `placementctl jobs show`: its first
+// StepReport::kMaxError bytes, before anything else is done with it (the rest is counted, not
+// kept), with its control characters (a Python traceback's line breaks, an escape sequence, C1
+// controls) and bytes that are no UTF-8 written out, so the text stays one line of a bounded
+// length, does nothing to a terminal and encodes as JSON.
 std::string escape_controls(const std::string& text) {
   std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
+  const size_t kept = std::min(text.size(), StepReport::kMaxError);
+  out.reserve(kept + 64);
+  for (size_t i = 0; i < kept;) {
     const auto byte = static_cast<unsigned char>(text[i]);
     const size_t length = detail::utf8_sequence(text, i).length;
     char escaped[8];
@@ -97,6 +100,7 @@ std::string escape_controls(const std::string& text) {
     }
     i += length == 0 ? 1 : length;
   }
+  if (kept < text.size()) out += " [" + std::to_string(text.size() - kept) + " more bytes]";
   return out;
 }
 

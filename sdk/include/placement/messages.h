@@ -228,6 +228,9 @@ struct StepReport {
   /// False when the step failed under that placement (and was retried on the last good one).
   bool ok = true;
   std::string error;
+  /// What of `error` crosses the wire and is kept (the daemon logs it, keeps it per candidate and
+  /// sends it back in `jobs show`): its first bytes, the rest counted.
+  static constexpr size_t kMaxError = 4096;
   /// The step ran under the per-op profiler (see ProfileReport): it counts as a step of the
   /// placement, but its time includes the instrumentation, so it is no measurement of it.
   bool profiled = false;
@@ -235,8 +238,9 @@ struct StepReport {
   bool operator==(const StepReport& other) const;
   /// `profiled` is left out below protocol 2.
   nlohmann::json to_json(uint16_t version = protocol::kMaxVersion) const;
-  /// Checks the time (finite, > 0 for a step that ran: it is placementd's reward) and writes the
-  /// error's control characters out (it reaches logs and terminals).
+  /// Checks the time (finite, > 0 for a step that ran: it is placementd's reward), keeps the
+  /// error's first kMaxError bytes and writes its control characters out (it reaches logs and
+  /// terminals), so that one job's error is never more than a few KiB anywhere.
   static StepReport from_json(const nlohmann::json& body);
 };
 

@@ -10,6 +10,18 @@
 
 namespace placement::detail {
 
+namespace {
+
+// What of an error a report carries: a Python traceback can run to megabytes, and placementd
+// keeps a few KiB of it anyway (StepReport::kMaxError).
+std::string reported(const std::string& error) {
+  constexpr size_t kKept = messages::StepReport::kMaxError - 32;
+  if (error.size() <= messages::StepReport::kMaxError) return error;
+  return error.substr(0, kKept) + " [" + std::to_string(error.size() - kKept) + " more bytes]";
+}
+
+}  // namespace
+
 JobCore::JobCore() = default;
 JobCore::~JobCore() = default;
 
@@ -77,7 +89,7 @@ void JobCore::swap_failed(const InForce& target, const std::string& error) {
     failed.placement_id = target.directive.placement_id;
     failed.step = stats.steps;
     failed.ok = false;
-    failed.error = error;
+    failed.error = reported(error);
     channel->report(target.generation, failed);
   }
 }
@@ -169,7 +181,7 @@ void JobCore::report(bool ok, double seconds, const std::string& error, bool pro
   step.step = stats.steps;
   step.step_time_s = seconds;
   step.ok = ok;
-  step.error = error;
+  step.error = reported(error);
   step.profiled = profiled;
   channel->report(current.generation, step);
 }

@@ -409,6 +409,34 @@ TEST(Messages, GraphUploadLeavesOpWorkOutForDaemonsBeforeVersion3) {
   EXPECT_FALSE(GraphUpload::from_json(old, devices).graph.ops[1].work);
 }
 
+TEST(Messages, AStepsErrorIsKeptToItsFirstBytesAndNamesAreBounded) {
+  // A megabyte of traceback, with a line break in what is kept: a few KiB come through, on one
+  // line, saying how much was left out.
+  StepReport report;
+  report.ok = false;
+  report.error = "Traceback:\n" + std::string(1 << 20, 'x');
+  const StepReport read = StepReport::from_json(over_the_wire(report.to_json()));
+  EXPECT_LE(read.error.size(), StepReport::kMaxError + 32);
+  EXPECT_EQ(read.error.rfind("Traceback:\\nxxx", 0), 0u) << read.error.substr(0, 40);
+  EXPECT_NE(read.error.find(" more bytes]"), std::string::npos);
+  EXPECT_EQ(read.error.find('\n'), std::string::npos);
+  // A name longer than anything a person reads is refused, saying so.
+  Attach attach;
+  attach.job = "job";
+  attach.devices = testing::devices(1);
+  json body = attach.to_json();
+  body["sdk_version"] = std::string(5000, 'v');
+  try {
+    Attach::from_json(body);
+    ADD_FAILURE() << "a 5000-byte version string was taken";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "attach.sdk_version: is 5000 bytes long; names are at most 1024"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Messages, GraphUploadLeavesResidenceOutForDaemonsBeforeVersion5) {
   GraphUpload upload;
   upload.graph = testing::chain(2);
