@@ -6,7 +6,8 @@
 #     topology readers, the plugins (the tests of the LibTorch plugins skip);
 #  2. runs each libFuzzer target (tests/fuzz) for --fuzz-seconds from its seeds, as many at once as
 #     there are cores (each fuzzes on one): the repository's own config, topology and graph files,
-#     and the frames, graph upload and stored placement fuzz_make_seeds encodes.
+#     and the frames, graph uploads (the payload weigher's seeds too) and stored placements
+#     fuzz_make_seeds encodes.
 #     A crash leaves its input in build-sanitize/fuzz/NAME/ (the run says which file): make it a
 #     regression test;
 #  3. builds the policy-state fuzzer, which needs LibTorch, alone with clang, ASan and UBSan into
@@ -71,6 +72,7 @@ if ((fuzz)); then
   declare -A corpus=(
     [frame]="$seeds/frame"
     [graph_limits]="$seeds/graph_limits"
+    [payload_weight]="$seeds/graph_limits"
     [stored_placement]="$seeds/stored_placement"
     [config]="$root/etc"
     [topology]="$root/tests/data/topologies"
@@ -97,7 +99,7 @@ if ((fuzz)); then
     running=()
     if ((failed)); then exit 1; fi
   }
-  for name in frame graph_limits stored_placement config topology graph_file; do
+  for name in frame graph_limits payload_weight stored_placement config topology graph_file; do
     fuzz "$name" "$build/bin/${name}_fuzzer" "${corpus[$name]}" &
     running+=($!)
     if ((${#running[@]} >= $(nproc))); then finish; fi

@@ -28,6 +28,7 @@ inline constexpr int64_t kDefaultMaxConnectionsPerUid = 64;
 inline constexpr int64_t kDefaultMaxBufferedBytes = int64_t{512} << 20;
 inline constexpr int64_t kDefaultFrameTimeoutMs = 10000;
 inline constexpr int64_t kDefaultMaxStateBytesPerUid = int64_t{1} << 30;
+inline constexpr int64_t kDefaultMaxPendingBytesPerUid = int64_t{256} << 20;
 /// Replies queued for a client that does not read them; past this its connection is closed. Not a
 /// config key: a reply is at most as large as the largest frame a client may send, and a client
 /// that leaves one of those unread is not reading.
@@ -168,6 +169,10 @@ struct Config {
   /// that uid's least recently written files are removed to make room (a file larger than this is
   /// not written). One user uploading graph after graph cannot fill the disk the daemon shares.
   int64_t max_state_bytes_per_uid = kDefaultMaxStateBytesPerUid;
+  /// What one uid's requests waiting for a session or a policy thread may hold decoded, over all
+  /// its connections (each weighed before it is decoded): past it, that uid's connections are read
+  /// no further until its requests are done. One request larger than this still goes, alone.
+  int64_t max_pending_bytes_per_uid = kDefaultMaxPendingBytesPerUid;
   /// Threads computing groupings and placements, off the I/O thread.
   int64_t policy_threads = 2;
   /// Their nice value (server/policy_priority.h): 19, the lowest priority, so a CPU-bound job on

@@ -14,6 +14,7 @@
 
 #include "placement/messages.h"
 #include "placement/protocol.h"
+#include "server/uid_backlog.h"
 
 namespace placementd {
 
@@ -33,15 +34,23 @@ struct Peer {
 /// bounded queue fill, not the daemon's memory: a step report in flight holds about 1 KiB, and a
 /// client sending them faster than its session takes them once held gigabytes), and it reads again
 /// once they are down to kResumeAt. A job's reports during a policy step of seconds fit: they wait
-/// in the socket and the SDK's queue.
+/// in the socket and the SDK's queue. What they weigh decoded counts in the user's backlog.
 struct InFlight {
   static constexpr uint32_t kMaxInFlight = 256;
   static constexpr uint32_t kResumeAt = kMaxInFlight / 2;
   std::atomic<uint32_t> count{0};
   /// Set by the server: reads again if it stopped (any thread; it posts to the I/O thread).
   std::function<void()> resume;
-  /// One request done: calls resume when the count falls to kResumeAt.
-  void done() {
+  /// The connection's uid's, shared by its connections (set by the server; null in unit tests).
+  std::shared_ptr<UidBacklog> backlog;
+  /// One request weighing `bytes` handed over.
+  void add(uint64_t bytes) {
+    count.fetch_add(1);
+    if (backlog) backlog->add(bytes);
+  }
+  /// That request done: calls resume when the count falls to kResumeAt.
+  void done(uint64_t bytes) {
+    if (backlog) backlog->done(bytes);
     if (count.fetch_sub(1) == kResumeAt + 1 && resume) resume();
   }
 };

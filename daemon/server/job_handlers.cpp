@@ -88,12 +88,13 @@ void attach(ServiceContext& ctx, ConnectionState& conn, Request& req) {
   const LiveSession& job = conn.job->live;
   const JobLogScope scope(job.id(), job.name());
   if (job.follower()) {
-    spdlog::info(
-        "job {} '{}' attached as rank {} of {} in replica group {} (uid {}, pid {}): it follows "
-        "rank 0's "
-        "placement",
-        job.id(), job.name(), job.replica()->rank, job.replica()->world_size, job.replica()->group,
-        job.uid(), conn.peer.pid);
+    ctx.log_limit.log(
+        spdlog::level::info, job.uid(),
+        fmt::format(
+            "job {} '{}' attached as rank {} of {} in replica group {} (uid {}, pid {}): it "
+            "follows rank 0's placement",
+            job.id(), job.name(), job.replica()->rank, job.replica()->world_size,
+            job.replica()->group, job.uid(), conn.peer.pid));
     messages::Attached attached;
     attached.session = job.id();
     req.respond(attached.kType, req.id, attached.to_json(), false);
@@ -103,9 +104,11 @@ void attach(ServiceContext& ctx, ConnectionState& conn, Request& req) {
       job.replica() ? fmt::format(", rank 0 of {} in replica group {}: it places the group",
                                   job.replica()->world_size, job.replica()->group)
                     : std::string();
-  spdlog::info("job {} '{}' attached (uid {}, pid {}, {} devices; {} / {} / {}){}", job.id(),
-               job.name(), job.uid(), conn.peer.pid, job.devices().size(), job.policy().grouper,
-               job.policy().placer, job.policy().algorithm, leads);
+  ctx.log_limit.log(
+      spdlog::level::info, job.uid(),
+      fmt::format("job {} '{}' attached (uid {}, pid {}, {} devices; {} / {} / {}){}", job.id(),
+                  job.name(), job.uid(), conn.peer.pid, job.devices().size(), job.policy().grouper,
+                  job.policy().placer, job.policy().algorithm, leads));
   const auto& e = job.policy().exploration;
   messages::Attached attached;
   attached.session = job.id();
@@ -116,7 +119,8 @@ void attach(ServiceContext& ctx, ConnectionState& conn, Request& req) {
   attached.warmup_steps = e.warmup_steps;
   attached.max_candidates = e.max_candidates;
   if (auto notice = short_job_notice(e, job.expected_steps())) {
-    spdlog::info("job {} '{}': {}", job.id(), job.name(), *notice);
+    ctx.log_limit.log(spdlog::level::info, job.uid(),
+                      fmt::format("job {} '{}': {}", job.id(), job.name(), *notice));
     attached.notices.push_back(std::move(*notice));
   }
   req.respond(attached.kType, req.id, attached.to_json(), false);
@@ -168,7 +172,8 @@ void profile_report(ServiceContext& ctx, Request& req) {
 void detach(ServiceContext& ctx, Request& req) {
   const messages::Detached detached = req.job->live.on_detach();
   ctx.jobs.finish(req.job);
-  spdlog::info("job {} '{}' detached", req.job->live.id(), req.job->live.name());
+  ctx.log_limit.log(spdlog::level::info, req.peer.uid,
+                    fmt::format("job {} '{}' detached", req.job->live.id(), req.job->live.name()));
   req.respond(detached.kType, req.id, detached.to_json(), false);
 }
 
@@ -197,8 +202,9 @@ void end_disconnected_job(ServiceContext& ctx, const std::shared_ptr<AttachedJob
   on_strand(job, "disconnect", [&ctx, job] {
     job->live.on_disconnect();
     // Logged before the job leaves the list: whoever sees it gone finds the line in the log.
-    spdlog::info("job {} '{}' disconnected without detach; session closed", job->live.id(),
-                 job->live.name());
+    ctx.log_limit.log(spdlog::level::info, job->live.uid(),
+                      fmt::format("job {} '{}' disconnected without detach; session closed",
+                                  job->live.id(), job->live.name()));
     ctx.jobs.finish(job);
   });
 }

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -23,6 +25,7 @@
 
 #include "placement/serialization.h"
 #include "server/graph_limits.h"
+#include "server/heap_trim.h"
 
 namespace placementd {
 
@@ -94,6 +97,29 @@ uint64_t max_frame_bytes_of(uint16_t type, bool attached, uint64_t max_frame_byt
                                                 : std::min(max_frame_bytes, kMaxSmallFrameBytes);
 }
 
+// What decoding a payload may take per byte of it (protocol::weigh_payload), and beside that. Real
+// messages weigh under half of it; payloads made of empty maps, arrays or strings, or of nulls,
+// which no message is, weigh twice as much and more, and would have the daemon build gigabytes
+// from one frame (docs/benchmarks.md, "Every frame weighed before it is decoded").
+constexpr uint64_t kMaxDecodedPerPayloadByte = 48;
+constexpr uint64_t kDecodedAllowance = 1 << 20;
+
+std::string mib_of(uint64_t bytes) { return std::to_string((bytes + (1 << 19)) >> 20) + " MiB"; }
+
+// The most a frame of this type and length may take decoded, and what to call that limit.
+struct WeightLimit {
+  uint64_t bytes;
+  std::string name;
+};
+WeightLimit weight_limit(uint16_t type, uint64_t length, const ServerLimits& limits) {
+  const uint64_t by_shape = kDecodedAllowance + kMaxDecodedPerPayloadByte * length;
+  const auto session = static_cast<uint64_t>(limits.graph_limits.max_session_bytes);
+  if (type == static_cast<uint16_t>(MessageType::kGraphUpload) && session < by_shape)
+    return {session, "[limits] max_session_bytes = " + std::to_string(session)};
+  return {by_shape, "placementd decodes at most " + std::to_string(kMaxDecodedPerPayloadByte) +
+                        " bytes per byte of payload and 1 MiB beside, which no message needs"};
+}
+
 // An input buffer keeps at most this much capacity between frames: the memory a large frame took
 // goes back once it is handled, not when the connection closes.
 constexpr size_t kKeptInputCapacity = 256 << 10;
@@ -102,13 +128,15 @@ constexpr size_t kKeptInputCapacity = 256 << 10;
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(Server& server, stream_protocol::socket socket, const ucred& cred)
+  Connection(Server& server, stream_protocol::socket socket, const ucred& cred,
+             std::shared_ptr<UidBacklog> backlog)
       : server_(server),
         socket_(std::move(socket)),
         timer_(socket_.get_executor()),
         hello_timer_(socket_.get_executor()),
         write_timer_(socket_.get_executor()) {
     state_.peer = {cred.uid, cred.gid, cred.pid, false};
+    state_.in_flight->backlog = std::move(backlog);
   }
 
   uid_t uid() const { return state_.peer.uid; }
@@ -117,10 +145,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   /// Closes a connection whose queued replies are the largest when all connections' together
   /// pass the cap (Server::shed_replies).
   void shed_replies() {
-    spdlog::warn(
-        "uid {} pid {}: replies queued over all connections passed daemon.max_buffered_bytes and "
-        "this client's were the most ({} bytes unread); closing it",
-        state_.peer.uid, state_.peer.pid, queued_bytes_);
+    server_.service().log_limit().log(
+        spdlog::level::warn, state_.peer.uid,
+        fmt::format("uid {} pid {}: replies queued over all connections passed "
+                    "daemon.max_buffered_bytes and this client's were the most ({} bytes unread); "
+                    "closing it",
+                    state_.peer.uid, state_.peer.pid, queued_bytes_));
     close();
   }
   /// Bytes of partial frames this connection holds.
@@ -181,8 +211,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     server_.queued_ += frame.size();
     queue_.push_back(std::move(frame));
     if (queued_bytes_ > server_.limits().max_queued_bytes) {
-      spdlog::warn("uid {} pid {}: client does not read its replies; closing", state_.peer.uid,
-                   state_.peer.pid);
+      server_.service().log_limit().log(
+          spdlog::level::warn, state_.peer.uid,
+          fmt::format("uid {} pid {}: client does not read its replies; closing", state_.peer.uid,
+                      state_.peer.pid));
       close();
       return;
     }
@@ -239,7 +271,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void fail(const char* code, const std::string& message) {
     server_.service().counters().protocol_error();
-    spdlog::info("uid {} pid {}: {}: {}; closing", state_.peer.uid, state_.peer.pid, code, message);
+    server_.service().log_limit().log(spdlog::level::info, state_.peer.uid,
+                                      fmt::format("uid {} pid {}: {}: {}; closing", state_.peer.uid,
+                                                  state_.peer.pid, code, message));
     send(MessageType::kError, 0, placement::messages::Error{code, message, true}.to_json(), true);
     // Nothing more is read from a stream that cannot be trusted.
     release_input(input_.size());
@@ -256,8 +290,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
           if (closed_) return;
           if (ec) {
             if (!input_.empty() && ec == asio::error::eof)
-              spdlog::info("uid {} pid {}: connection closed in the middle of a frame",
-                           state_.peer.uid, state_.peer.pid);
+              server_.service().log_limit().log(
+                  spdlog::level::info, state_.peer.uid,
+                  fmt::format("uid {} pid {}: connection closed in the middle of a frame",
+                              state_.peer.uid, state_.peer.pid));
             close();
             return;
           }
@@ -321,8 +357,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
       }
       if (input_.size() - offset - header_size < header.length) break;
       const uint8_t* payload = input_.data() + offset + header_size;
+      // Weighed only as far as its limit: a refusal needs no more.
+      const WeightLimit limit = weight_limit(header.type, header.length, server_.limits());
+      const auto weight = placement::protocol::weigh_payload(payload, header.length, limit.bytes);
+      std::optional<std::string> refusal;
+      if (weight.decoded_bytes > limit.bytes)
+        refusal = "payload of " + std::to_string(header.length) + " bytes would take more than " +
+                  mib_of(limit.bytes) + " to decode; " + limit.name;
+      // The frame stays in the buffer, not yet decoded, until its user's backlog has room.
+      if (!refusal && !admitted(weight.decoded_bytes)) {
+        paused_ = true;
+        break;
+      }
       offset += header_size + header.length;
-      frame(header, payload);
+      frame(header, payload, weight, refusal);
       // Backpressure: its requests in flight are at their cap (InFlight); resume_reading() goes on.
       if (state_.in_flight->count.load() >= InFlight::kMaxInFlight) {
         paused_ = true;
@@ -340,6 +388,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // daemon maps them, Daemon's constructor).
   void give_back_input() { std::vector<uint8_t>(input_.begin(), input_.end()).swap(input_); }
 
+  // Whether a request weighing `bytes` may be decoded beside what its user's requests hold while
+  // they wait (UidBacklog); if not, the backlog resumes this connection once it may.
+  bool admitted(uint64_t bytes) {
+    const std::shared_ptr<UidBacklog>& backlog = state_.in_flight->backlog;
+    const uint64_t cap = server_.limits().max_pending_bytes_per_uid;
+    return backlog->admits(bytes, cap) || !backlog->wait(bytes, cap, state_.in_flight->resume);
+  }
+
   // Weighs a graph upload before it is decoded; a graph over [limits] is refused with a reply to
   // its request, and the connection stays usable (the job trains on without the daemon).
   bool over_graph_limits(const placement::protocol::Header& header, const uint8_t* payload) {
@@ -354,7 +410,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Answers a graph upload over [limits]; nothing else is wrong with the connection.
   void refuse_graph(uint32_t request_id, const std::string& why) {
-    spdlog::warn("uid {} pid {}: graph refused: {}", state_.peer.uid, state_.peer.pid, why);
+    server_.service().log_limit().log(
+        spdlog::level::warn, state_.peer.uid,
+        fmt::format("uid {} pid {}: graph refused: {}", state_.peer.uid, state_.peer.pid, why));
     send(MessageType::kError, request_id,
          placement::messages::Error{error::kOverLimit, why, false}.to_json(), false);
   }
@@ -368,7 +426,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void release_input(size_t bytes) { server_.buffered_ -= std::min(bytes, server_.buffered_); }
 
-  void frame(const placement::protocol::Header& header, const uint8_t* payload) {
+  void frame(const placement::protocol::Header& header, const uint8_t* payload,
+             const placement::protocol::PayloadWeight& weight,
+             const std::optional<std::string>& refusal) {
     if (closed_) return;
     const auto type = static_cast<MessageType>(header.type);
     if (state_.version != 0 && header.version != state_.version) {
@@ -386,11 +446,24 @@ class Connection : public std::enable_shared_from_this<Connection> {
            false);
       return;
     }
+    if (refusal) {
+      server_.service().counters().protocol_error();
+      if (state_.version == 0) {
+        fail(error::kOverLimit, *refusal);
+      } else if (type == MessageType::kGraphUpload) {
+        refuse_graph(header.request_id, *refusal);
+      } else {
+        send(MessageType::kError, header.request_id,
+             placement::messages::Error{error::kOverLimit, *refusal, false}.to_json(), false);
+      }
+      return;
+    }
     if (type == MessageType::kGraphUpload && over_graph_limits(header, payload)) return;
     json body;
     try {
-      body = placement::protocol::decode_payload(payload, header.length);
+      body = placement::protocol::decode_payload(payload, header.length, weight);
     } catch (const placement::FormatError& e) {
+      trim_after_decode(weight.decoded_bytes);
       server_.service().counters().protocol_error();
       if (state_.version == 0) {
         fail(error::kBadPayload, e.what());
@@ -400,7 +473,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
            placement::messages::Error{error::kBadPayload, e.what(), false}.to_json(), false);
       return;
     }
-    server_.service().handle(state_, type, header.request_id, std::move(body), responder_);
+    server_.service().handle(state_, type, header.request_id, std::move(body), responder_,
+                             weight.decoded_bytes);
   }
 
   // A frame that has begun must complete in time, so a stalled client cannot hold a half frame.
@@ -498,7 +572,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 };
 
 Server::Server(asio::io_context& io, Service& service)
-    : io_(io), service_(service), acceptor_(io) {}
+    : io_(io), service_(service), acceptor_(io), log_summary_timer_(io) {}
 
 Server::~Server() { close_all(); }
 
@@ -513,12 +587,23 @@ void Server::listen(const std::string& path, uint32_t mode) {
   acceptor_.listen(asio::socket_base::max_listen_connections);
   accepting_ = true;
   accept();
+  summarize_logs();
 }
 
 void Server::adopt(int fd) {
   acceptor_.assign(stream_protocol(), fd);
   accepting_ = true;
   accept();
+  summarize_logs();
+}
+
+void Server::summarize_logs() {
+  log_summary_timer_.expires_after(service_.log_limit().window());
+  log_summary_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;  // cancelled: the server is stopping or gone
+    for (const std::string& line : service_.log_limit().summaries()) spdlog::warn("{}", line);
+    if (accepting_) summarize_logs();
+  });
 }
 
 void Server::accept() {
@@ -539,19 +624,25 @@ void Server::accept() {
       } else if (static_cast<int64_t>(connections_.size()) >= limits_.max_connections) {
         refuse("placementd has " + std::to_string(connections_.size()) +
                " connections, the configured maximum");
-        spdlog::warn("refused a connection: {} connections open (daemon.max_connections)",
-                     connections_.size());
+        service_.log_limit().log(
+            spdlog::level::warn, cred.uid,
+            fmt::format("refused a connection of uid {} (pid {}): {} connections open "
+                        "(daemon.max_connections)",
+                        cred.uid, cred.pid, connections_.size()));
       } else if (cred.uid != 0 &&
                  connections_of_uid_[cred.uid] >= limits_.max_connections_per_uid) {
         refuse("uid " + std::to_string(cred.uid) + " has " +
                std::to_string(connections_of_uid_[cred.uid]) +
                " connections, the configured maximum per user (daemon.max_connections_per_uid)");
-        spdlog::warn(
-            "refused a connection of uid {} (pid {}): {} of its connections open "
-            "(daemon.max_connections_per_uid)",
-            cred.uid, cred.pid, connections_of_uid_[cred.uid]);
+        service_.log_limit().log(
+            spdlog::level::warn, cred.uid,
+            fmt::format("refused a connection of uid {} (pid {}): {} of its connections open "
+                        "(daemon.max_connections_per_uid)",
+                        cred.uid, cred.pid, connections_of_uid_[cred.uid]));
       } else {
-        auto connection = std::make_shared<Connection>(*this, std::move(socket), cred);
+        std::shared_ptr<UidBacklog>& backlog = backlogs_[cred.uid];
+        if (!backlog) backlog = std::make_shared<UidBacklog>();
+        auto connection = std::make_shared<Connection>(*this, std::move(socket), cred, backlog);
         connections_.insert(connection);
         ++connections_of_uid_[cred.uid];
         service_.counters().connection_opened(connections_.size());
@@ -591,8 +682,11 @@ void Server::remember_admin(uid_t uid, gid_t gid, const std::string& group, bool
 void Server::remove(const std::shared_ptr<Connection>& connection) {
   if (connections_.erase(connection) > 0) {
     auto of_uid = connections_of_uid_.find(connection->uid());
-    if (of_uid != connections_of_uid_.end() && --of_uid->second <= 0)
+    if (of_uid != connections_of_uid_.end() && --of_uid->second <= 0) {
       connections_of_uid_.erase(of_uid);
+      // Requests still in flight keep theirs; a new connection of this uid starts a new one.
+      backlogs_.erase(connection->uid());
+    }
   }
   service_.counters().connection_closed(connections_.size());
 }
@@ -612,11 +706,11 @@ void Server::shed_buffers(Connection& crossing) {
       if (c->uid() == heaviest && c->buffered() > (largest ? largest->buffered() : 0))
         largest = c.get();
     if (!largest) return;
-    spdlog::warn(
-        "uid {}: input buffers over daemon.max_buffered_bytes; its connections hold the most ({} "
-        "bytes): "
-        "shedding its largest partial frame ({} bytes)",
-        largest->uid(), of_uid[heaviest], largest->buffered());
+    service_.log_limit().log(
+        spdlog::level::warn, largest->uid(),
+        fmt::format("uid {}: input buffers over daemon.max_buffered_bytes; its connections hold "
+                    "the most ({} bytes): shedding its largest partial frame ({} bytes)",
+                    largest->uid(), of_uid[heaviest], largest->buffered()));
     largest->shed();
   }
 }
@@ -633,6 +727,7 @@ void Server::shed_replies() {
 
 void Server::stop_accepting() {
   accepting_ = false;
+  log_summary_timer_.cancel();
   boost::system::error_code ignored;
   acceptor_.close(ignored);
 }

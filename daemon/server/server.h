@@ -13,9 +13,11 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 
 #include "server/service.h"
+#include "server/uid_backlog.h"
 
 namespace placementd {
 
@@ -32,6 +34,9 @@ struct ServerLimits {
   /// Partial frames buffered over all connections, and replies queued over all connections, each
   /// (daemon.max_buffered_bytes).
   size_t max_buffered_bytes = static_cast<size_t>(kDefaultMaxBufferedBytes);
+  /// Decoded bytes of one uid's requests waiting for a session or the policy pool
+  /// (daemon.max_pending_bytes_per_uid, server/uid_backlog.h).
+  uint64_t max_pending_bytes_per_uid = static_cast<uint64_t>(kDefaultMaxPendingBytesPerUid);
   /// [limits], and [policy] max_groups for the session estimate (server/graph_limits.h).
   LimitsConfig graph_limits;
   int max_groups = kDefaultMaxGroups;
@@ -60,6 +65,8 @@ class Server {
  private:
   friend class Connection;
   void accept();
+  /// Every UidLogLimit window: logs, for each uid, the lines it made that were not logged.
+  void summarize_logs();
   void remove(const std::shared_ptr<Connection>& connection);
   /// While the partial frames of all connections are over max_buffered_bytes, closes the largest
   /// holder ("busy") of the uid whose connections hold the most: `crossing`, which went over, only
@@ -76,10 +83,13 @@ class Server {
   boost::asio::io_context& io_;
   Service& service_;
   boost::asio::local::stream_protocol::acceptor acceptor_;
+  boost::asio::steady_timer log_summary_timer_;
   ServerLimits limits_;
   std::set<std::shared_ptr<Connection>> connections_;
   /// Open connections by peer uid.
   std::map<uid_t, int64_t> connections_of_uid_;
+  /// What each connected uid's requests hold while they wait (daemon.max_pending_bytes_per_uid).
+  std::map<uid_t, std::shared_ptr<UidBacklog>> backlogs_;
   size_t buffered_ = 0;
   /// Bytes of replies queued over all connections, not yet written.
   size_t queued_ = 0;

@@ -10,6 +10,7 @@
 #include "live/request_error.h"
 #include "placement/serialization.h"
 #include "server/admin_handlers.h"
+#include "server/heap_trim.h"
 #include "server/job_handlers.h"
 #include "server/job_log.h"
 #include "server/metrics.h"
@@ -53,7 +54,8 @@ void hello(ServiceContext& ctx, ConnectionState& conn, Request& req) {
 
 // A failed request's error frame: RequestError with its code, FormatError as bad_payload,
 // anything else as internal (and logged: it is the daemon's fault, not the client's).
-void reply_failure(Counters& counters, const Request& req, const std::exception_ptr& failure) {
+void reply_failure(Counters& counters, UidLogLimit& log_limit, const Request& req,
+                   const std::exception_ptr& failure) {
   counters.protocol_error();
   std::string what = placement::protocol::to_string(req.type);
   if (req.job)
@@ -65,11 +67,15 @@ void reply_failure(Counters& counters, const Request& req, const std::exception_
   } catch (const placement::FormatError& e) {
     reply_error(req.respond, req.id, error::kBadPayload, e.what());
   } catch (const std::exception& e) {
-    spdlog::error("uid {} pid {}: {} failed: {}", req.peer.uid, req.peer.pid, what, e.what());
+    log_limit.log(
+        spdlog::level::err, req.peer.uid,
+        fmt::format("uid {} pid {}: {} failed: {}", req.peer.uid, req.peer.pid, what, e.what()));
     reply_error(req.respond, req.id, error::kInternal, e.what());
   } catch (...) {
-    spdlog::error("uid {} pid {}: {} failed with an exception that is not a std::exception",
-                  req.peer.uid, req.peer.pid, what);
+    log_limit.log(spdlog::level::err, req.peer.uid,
+                  fmt::format("uid {} pid {}: {} failed with an exception that is not a "
+                              "std::exception",
+                              req.peer.uid, req.peer.pid, what));
     reply_error(req.respond, req.id, error::kInternal, what + " failed");
   }
 }
@@ -125,7 +131,7 @@ void Service::check_access(const ConnectionState& conn, const Route& route) cons
 }
 
 void Service::handle(ConnectionState& conn, MessageType type, uint32_t rid, json body,
-                     const Responder& respond) {
+                     const Responder& respond, uint64_t decoded_bytes) {
   ctx_.counters.frame(type);
   Request req{type, rid, std::move(body), respond, conn.peer, conn.version, conn.job};
   try {
@@ -151,17 +157,21 @@ void Service::handle(ConnectionState& conn, MessageType type, uint32_t rid, json
     switch (route->runs) {
       case Runs::kIoThread:
         route->on_io(conn, req);
+        req.body = json();
+        trim_after_decode(decoded_bytes);
         return;
       case Runs::kJobStrand:
       case Runs::kPolicyThread: {
         // The job (if any) is taken before `req` moves into the handler.
         const std::shared_ptr<AttachedJob> job = req.job;
         std::shared_ptr<InFlight> in_flight = conn.in_flight;
-        in_flight->count.fetch_add(1);
-        auto work = [this, route, req = std::move(req),
-                     in_flight = std::move(in_flight)]() mutable {
+        in_flight->add(decoded_bytes);
+        auto work = [this, route, req = std::move(req), in_flight = std::move(in_flight),
+                     decoded_bytes]() mutable {
           run_guarded(*route, req);
-          in_flight->done();
+          req.body = json();
+          trim_after_decode(decoded_bytes);
+          in_flight->done(decoded_bytes);
         };
         if (job)
           boost::asio::post(job->strand, std::move(work));
@@ -172,7 +182,8 @@ void Service::handle(ConnectionState& conn, MessageType type, uint32_t rid, json
     }
   } catch (...) {
     // `req` may have moved into a posted handler: answer from what the frame said.
-    reply_failure(ctx_.counters, Request{type, rid, {}, respond, conn.peer, conn.version, nullptr},
+    reply_failure(ctx_.counters, ctx_.log_limit,
+                  Request{type, rid, {}, respond, conn.peer, conn.version, nullptr},
                   std::current_exception());
   }
 }
@@ -185,7 +196,7 @@ void Service::run_guarded(const Route& route, Request& req) {
   try {
     route.work(req);
   } catch (...) {
-    reply_failure(ctx_.counters, req, std::current_exception());
+    reply_failure(ctx_.counters, ctx_.log_limit, req, std::current_exception());
   }
   ctx_.policy_latency.observe(
       req.type, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

@@ -24,8 +24,10 @@ class Service {
   ~Service();
 
   /// Handles one well-framed message on the I/O thread. Never throws: problems become error frames.
+  /// `decoded_bytes` is what its payload weighed (protocol::weigh_payload): while the request waits
+  /// for a strand or the policy pool it counts in its user's backlog.
   void handle(ConnectionState& conn, placement::protocol::MessageType type, uint32_t request_id,
-              nlohmann::json body, const Responder& respond);
+              nlohmann::json body, const Responder& respond, uint64_t decoded_bytes);
 
   /// The connection closed (detach or not): persist what its job measured and end the job.
   void disconnected(ConnectionState& conn);
@@ -47,6 +49,7 @@ class Service {
 
   size_t session_count() const { return ctx_.jobs.attached_count(); }
   Counters& counters() { return ctx_.counters; }
+  UidLogLimit& log_limit() { return ctx_.log_limit; }
   const HandlerTable& handlers() const { return handlers_; }
 
  private:

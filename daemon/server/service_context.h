@@ -17,6 +17,7 @@
 #include "server/counters.h"
 #include "server/job_table.h"
 #include "server/policy_latency.h"
+#include "server/uid_log_limit.h"
 
 namespace placementd {
 
@@ -52,6 +53,8 @@ class ServiceContext {
   const std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   Counters counters;
   PolicyLatency policy_latency;
+  /// What a client makes the daemon log, per uid (the server writes the summaries).
+  UidLogLimit log_limit;
   /// Groupings and placements are computed here, never on the I/O thread.
   boost::asio::thread_pool policy_pool;
   /// Declared after the pool, so destroyed before it: each job's strand belongs to the pool.

@@ -512,10 +512,15 @@ void write_file_atomically(const std::string& path, const std::string& text) {
     }
     done += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const int err = errno;
+  // Closed whether or not the sync worked: a daemon whose disk fails keeps running.
+  const bool synced = ::fsync(fd) == 0;
+  const int sync_error = errno;
+  const bool closed = ::close(fd) == 0;
+  if (!synced || !closed) {
+    const int err = synced ? errno : sync_error;
     ::unlink(tmp.c_str());
-    throw std::runtime_error(tmp + ": fsync failed: " + std::strerror(err));
+    throw std::runtime_error(tmp + (synced ? ": close failed: " : ": fsync failed: ") +
+                             std::strerror(err));
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;

@@ -3,6 +3,8 @@ is without placementd, swaps move Adam's state with the parameters, a failing lo
 dead daemon costs the job nothing."""
 
 import io
+import subprocess
+import sys
 import time
 
 import pytest
@@ -304,3 +306,19 @@ def test_capture_returns_the_graph_placementctl_reads(tmp_path):
     kinds = [op["kind"] for op in graph["ops"]]
     assert kinds.count("aten::linear") == 3, kinds
     assert path.read_text().startswith("{")
+
+
+def test_an_import_beside_another_torch_release_says_what_to_rebuild():
+    # `pip install -U torch` under an installed placement: its extension, compiled against the torch
+    # it was built with, failed to load with an undefined symbol that named neither.
+    from placement._build_info import TORCH_VERSION
+
+    code = "import torch; torch.__version__ = '2.99.0'; import placement"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode != 0
+    assert f"placement was built against torch {TORCH_VERSION}, and this environment has torch 2.99.0" in result.stderr
+    assert "pip install --no-build-isolation --force-reinstall --no-deps" in result.stderr
+    # A build of the same release (another patch, another CUDA) imports.
+    release = ".".join(TORCH_VERSION.split(".")[:2])
+    same = f"import torch; torch.__version__ = '{release}.7+cu999'; import placement"
+    assert subprocess.run([sys.executable, "-c", same], capture_output=True, text=True).returncode == 0

@@ -143,6 +143,33 @@ std::vector<Hostile> hostile_clients() {
          }
          idle_until_stopped();
        }},
+      {"empty-maps",
+       "4 attached jobs send graph uploads and profile reports of 8 MiB of empty maps, back to "
+       "back",
+       [](const std::string& socket) {
+         // One byte each, each a map the decoder would build: 1.4 GiB decoded per frame (issue
+         // #69), unless the frame is weighed first.
+         std::vector<uint8_t> payload = {0x9a, 0x00, 0x80, 0x00, 0x00};
+         payload.insert(payload.end(), 8 * kMiB, 0xa0);
+         std::vector<std::unique_ptr<RawConnection>> jobs;
+         for (int i = 0; i < 4 && !stopping; ++i) {
+           jobs.push_back(std::make_unique<RawConnection>(socket));
+           jobs.back()->hello();
+           jobs.back()->send_frame(MessageType::kAttach,
+                                   attach_of("maps-" + std::to_string(i), 2).to_json());
+           jobs.back()->read_frame(5000);
+         }
+         for (uint32_t n = 0; !stopping; ++n)
+           for (auto& c : jobs) {
+             const auto type = n % 2 ? MessageType::kProfileReport : MessageType::kGraphUpload;
+             const auto head =
+                 placement::protocol::encode_header({c->version(), static_cast<uint16_t>(type),
+                                                     static_cast<uint32_t>(payload.size()), n + 1});
+             c->send({head.begin(), head.end()});
+             c->send(payload);
+             c->read_frame(5000);
+           }
+       }},
       {"no-hello", "64 connections (the per-uid limit) that never say hello, reopened when closed",
        [](const std::string& socket) {
          std::vector<std::unique_ptr<RawConnection>> held;

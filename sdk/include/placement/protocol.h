@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -112,8 +113,30 @@ std::vector<uint8_t> encode_frame(MessageType type, uint32_t request_id, const n
 /// because the CBOR parser recurses, so an unbounded depth would let a client overflow the stack.
 inline constexpr size_t kMaxPayloadDepth = 32;
 
+/// What decoding a payload would build, read from its CBOR heads alone: one pass that allocates
+/// nothing per item, so a payload can be weighed against what its message needs before any of it
+/// is decoded.
+struct PayloadWeight {
+  /// Deepest nesting of arrays and maps (the pass stops once it is past kMaxPayloadDepth).
+  size_t depth = 0;
+  /// Values and map keys.
+  uint64_t items = 0;
+  /// A bound on the heap decode_payload holds at its peak for this payload, the allocator's block
+  /// headers included: its containers with their growth, strings with their read buffers. It also
+  /// bounds a payload the decoder gives up on part way, which it weighs as far as the decoder
+  /// reads. An empty map costs 112 bytes per byte of CBOR (in an array), an integer 48.
+  uint64_t decoded_bytes = 0;
+  /// False when weighing stopped at `stop_above`: the payload weighs more than decoded_bytes.
+  bool whole = true;
+};
+/// Weighs a payload, stopping once its weight is past `stop_above` (a refusal needs no more).
+PayloadWeight weigh_payload(const uint8_t* bytes, size_t size,
+                            uint64_t stop_above = std::numeric_limits<uint64_t>::max());
+
 /// Decodes a CBOR payload; throws placement::FormatError ("payload is not valid CBOR: ...", or
 /// "payload nests deeper than 32 levels").
 nlohmann::json decode_payload(const uint8_t* bytes, size_t size);
+/// The same, for a payload already weighed (its depth is checked from `weight`).
+nlohmann::json decode_payload(const uint8_t* bytes, size_t size, const PayloadWeight& weight);
 
 }  // namespace placement::protocol

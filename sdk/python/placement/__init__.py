@@ -18,11 +18,30 @@ import collections
 import contextlib
 import inspect
 import json
+import re
 import warnings
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
 
 import torch
 from torch.utils import _pytree as pytree
+
+from ._build_info import TORCH_VERSION as _BUILT_AGAINST
+
+
+def _release(version: str):
+    match = re.match(r"(\d+)\.(\d+)", version)
+    return (int(match.group(1)), int(match.group(2))) if match else version
+
+
+# The extension is C++ compiled against one torch's headers and libraries: beside another release
+# (`pip install -U torch`) it fails to load with an undefined symbol, or worse, loads. Say so first.
+if _release(torch.__version__) != _release(_BUILT_AGAINST):
+    raise ImportError(
+        f"placement was built against torch {_BUILT_AGAINST}, and this environment has torch "
+        f"{torch.__version__}: its C++ extension runs only beside the torch it was compiled with. "
+        "Build it again here: pip install --no-build-isolation --force-reinstall --no-deps <placement's "
+        "source or sdist> (docs/python.md, \"Installing it with pip\")"
+    )
 
 from ._placement import CaptureError
 from ._placement import __version__

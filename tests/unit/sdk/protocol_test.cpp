@@ -2,8 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "placement/messages.h"
 #include "placement/protocol.h"
 #include "placement/serialization.h"
+#include "test_graphs.h"
 
 namespace placement::protocol {
 namespace {
@@ -70,6 +72,85 @@ TEST(Protocol, NestingUpToTheLimitPasses) {
             payload(kMaxPayloadDepth - 1));
   const auto over = encode_frame(MessageType::kStatus, 1, payload(kMaxPayloadDepth));
   EXPECT_THROW(decode_payload(over.data() + kHeaderSize, over.size() - kHeaderSize), FormatError);
+}
+
+size_t depth_of(const nlohmann::json& value) {
+  if (!value.is_structured()) return 0;
+  size_t deepest = 0;
+  for (const auto& item : value) deepest = std::max(deepest, depth_of(item));
+  return deepest + 1;
+}
+
+// One CBOR array of `count` copies of `item`.
+std::vector<uint8_t> array_of(size_t count, uint8_t item) {
+  std::vector<uint8_t> bytes = {0x9a, static_cast<uint8_t>(count >> 24),
+                                static_cast<uint8_t>(count >> 16), static_cast<uint8_t>(count >> 8),
+                                static_cast<uint8_t>(count)};
+  bytes.insert(bytes.end(), count, item);
+  return bytes;
+}
+
+TEST(PayloadWeight, AGraphUploadWeighsWhatItsDocumentTakes) {
+  // A real message's document: per byte of CBOR, about 20 bytes of maps, arrays and strings (the
+  // server allows 48). What it decodes to is bounded by the weight: payload_weight_fuzzer.
+  const OpGraph graph = testing::unrolled_stack(2000);
+  const DeviceSet devices = testing::devices(2, DeviceKind::kCpu);
+  const nlohmann::json body = messages::GraphUpload{graph, std::nullopt}.to_json(devices);
+  const std::vector<uint8_t> payload = nlohmann::json::to_cbor(body);
+  const PayloadWeight w = weigh_payload(payload.data(), payload.size());
+  EXPECT_GT(w.decoded_bytes, 10 * payload.size());
+  EXPECT_LT(w.decoded_bytes, 30 * payload.size());
+  EXPECT_EQ(decode_payload(payload.data(), payload.size(), w), body);
+  EXPECT_EQ(w.depth, depth_of(body));
+}
+
+TEST(PayloadWeight, EmptyContainersAndNullsWeighWhatTheyWouldBuild) {
+  // One byte each, and each a value the decoder allocates for: a megabyte of them is 100 MiB and
+  // more of heap, which is what the weight says before any of it is built.
+  const size_t n = 1 << 20;
+  const auto maps = array_of(n, 0xa0), arrays = array_of(n, 0x80), nulls = array_of(n, 0xf6);
+  EXPECT_GE(weigh_payload(maps.data(), maps.size()).decoded_bytes, 150 * n);
+  EXPECT_GE(weigh_payload(arrays.data(), arrays.size()).decoded_bytes, 100 * n);
+  EXPECT_GE(weigh_payload(nulls.data(), nulls.size()).decoded_bytes, 64 * n);
+  EXPECT_EQ(weigh_payload(nulls.data(), nulls.size()).items, n + 1);
+}
+
+TEST(PayloadWeight, OnlyWhatTheDecoderReadsIsWeighed) {
+  // The decoder reads one item and refuses what follows it: a megabyte of zeros is one integer.
+  const std::vector<uint8_t> zeros(1 << 20, 0x00);
+  EXPECT_LT(weigh_payload(zeros.data(), zeros.size()).decoded_bytes, 8192u);
+  EXPECT_THROW(decode_payload(zeros.data(), zeros.size()), FormatError);
+  // A string that claims 4 GiB of which 10 bytes came is read as far as those 10.
+  std::vector<uint8_t> claim = {0x7a, 0xff, 0xff, 0xff, 0xff};
+  claim.insert(claim.end(), 10, 'x');
+  EXPECT_LT(weigh_payload(claim.data(), claim.size()).decoded_bytes, 8192u);
+  // A long string costs its bytes a few times over (read buffer, value), never per character.
+  std::vector<uint8_t> text = {0x7a, 0x00, 0x10, 0x00, 0x00};
+  text.insert(text.end(), 1 << 20, 'x');
+  const uint64_t text_weight = weigh_payload(text.data(), text.size()).decoded_bytes;
+  EXPECT_GE(text_weight, 2u << 20);
+  EXPECT_LE(text_weight, 5u << 20);
+}
+
+TEST(PayloadWeight, WeighingStopsPastTheLimitItIsGiven) {
+  // A refusal needs no more than the limit: 8 MiB of empty maps took 34 ms to weigh whole, on the
+  // I/O thread every other job waits on (docs/benchmarks.md).
+  const auto maps = array_of(1 << 20, 0xa0);
+  const PayloadWeight w = weigh_payload(maps.data(), maps.size(), 1 << 20);
+  EXPECT_FALSE(w.whole);
+  EXPECT_GT(w.decoded_bytes, 1u << 20);
+  EXPECT_LT(w.decoded_bytes, 2u << 20);
+  EXPECT_LT(w.items, 20000u);
+  // A weight that stopped short is no licence to decode: the depth is checked to the end.
+  std::vector<uint8_t> deep(1000, 0x81);
+  deep.push_back(0x00);
+  const PayloadWeight partial = weigh_payload(deep.data(), deep.size(), 0);
+  EXPECT_FALSE(partial.whole);
+  EXPECT_THROW(decode_payload(deep.data(), deep.size(), partial), FormatError);
+  const std::vector<uint8_t> small = nlohmann::json::to_cbor(nlohmann::json{{"a", {1, 2}}});
+  EXPECT_EQ(
+      decode_payload(small.data(), small.size(), weigh_payload(small.data(), small.size(), 0)),
+      (nlohmann::json{{"a", {1, 2}}}));
 }
 
 TEST(Protocol, TypeNames) {

@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
 
 #include <cmath>
 #include <filesystem>
@@ -10,6 +14,20 @@
 
 #include "placement/serialization.h"
 #include "test_graphs.h"
+
+namespace {
+// The errno this program's fsync fails with, or 0 to sync: libplacement's calls come here first
+// (the program's own symbols come before libc's), so a failing disk is one store away.
+std::atomic<int> fsync_fails_with{0};
+}  // namespace
+
+extern "C" int fsync(int fd) {
+  if (const int err = fsync_fails_with.load()) {
+    errno = err;
+    return -1;
+  }
+  return static_cast<int>(::syscall(SYS_fsync, fd));
+}
 
 namespace placement {
 namespace {
@@ -230,6 +248,35 @@ TEST(Serialization, FilesAreWrittenAtomicallyAndErrorsNameTheFile) {
               read_json_file(dir + "/missing.json");
             }).rfind(dir + "/missing.json: cannot open", 0),
             0u);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Serialization, AFailedSyncLeavesTheFileItReplacesAndNoDescriptorBehind) {
+  // Each failed fsync once kept its temporary's descriptor open: a daemon on a failing disk ran
+  // out of descriptors, and with them of connections for every user.
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("fsync." + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/state.json";
+  write_json_file(path, json{{"kept", true}});
+  const auto descriptors = [] {
+    return std::distance(std::filesystem::directory_iterator("/proc/self/fd"), {});
+  };
+  const auto before = descriptors();
+  fsync_fails_with = EIO;
+  for (int i = 0; i < 50; ++i) {
+    try {
+      write_json_file(path, json{{"kept", false}});
+      ADD_FAILURE() << "a failed fsync was not reported";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(": fsync failed: Input/output error"), std::string::npos)
+          << e.what();
+    }
+  }
+  fsync_fails_with = 0;
+  EXPECT_EQ(descriptors(), before);
+  EXPECT_EQ(read_json_file(path), (json{{"kept", true}}));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 1) << "no temporary left";
   std::filesystem::remove_all(dir);
 }
 

@@ -45,6 +45,7 @@ TEST(Config, ShippedFileHoldsEveryKeyWithItsDefault) {
   EXPECT_EQ(shipped.max_connections_per_uid, defaults.max_connections_per_uid);
   EXPECT_EQ(shipped.stop_timeout_ms, defaults.stop_timeout_ms);
   EXPECT_EQ(shipped.max_state_bytes_per_uid, defaults.max_state_bytes_per_uid);
+  EXPECT_EQ(shipped.max_pending_bytes_per_uid, defaults.max_pending_bytes_per_uid);
   EXPECT_EQ(shipped.policy_threads, defaults.policy_threads);
   EXPECT_EQ(shipped.log_level, defaults.log_level);
   EXPECT_EQ(shipped.metrics_listen, defaults.metrics_listen);
@@ -100,6 +101,7 @@ TEST(Config, ShippedFileHoldsEveryKeyWithItsDefault) {
                           "daemon.frame_timeout_ms",
                           "daemon.stop_timeout_ms",
                           "daemon.max_state_bytes_per_uid",
+                          "daemon.max_pending_bytes_per_uid",
                           "daemon.policy_threads",
                           "daemon.max_buffered_bytes",
                           "logging.level",

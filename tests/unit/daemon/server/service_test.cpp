@@ -93,7 +93,11 @@ class ServiceTest : public ::testing::Test {
   void TearDown() override { service.reset(); }
 
   void send(Client& c, MessageType type, uint32_t id, json body) {
-    service->handle(c.conn, type, id, std::move(body), c.respond);
+    // What the server weighs the frame at, as it would arrive.
+    const std::vector<uint8_t> payload = json::to_cbor(body);
+    const uint64_t weight =
+        placement::protocol::weigh_payload(payload.data(), payload.size()).decoded_bytes;
+    service->handle(c.conn, type, id, std::move(body), c.respond, weight);
   }
   // Sends a request and returns the frame that answers it.
   Frame ask(Client& c, MessageType type, uint32_t id, json body = json::object()) {
