@@ -269,12 +269,16 @@ int job_show(const Globals& g, uint64_t id, const std::string& plot_path) {
   // Profiling the start costs what it took beyond the start's own step time; on an exploration
   // candidate it is part of that candidate's exploration time.
   const double profiling_s = j.profiling_overhead_s;
-  head.add({"profiles",
-            kinds.empty()
-                ? std::string("none (the simulator cannot time placements)")
-                : kinds + " (" + std::to_string(info.profile_reports) + " sent by the job, " +
-                      std::to_string(j.profiled_steps) + " profiled steps" +
-                      (profiling_s > 0 ? ", " + seconds(profiling_s) + " of overhead" : "") + ")"});
+  head.add(
+      {"profiles",
+       kinds.empty()
+           ? std::string("none (the simulator cannot time placements)")
+           : kinds + " (" + std::to_string(info.profile_reports) + " sent by the job, " +
+                 (info.profile_reports_dropped > 0 ? std::to_string(info.profile_reports_dropped) +
+                                                         " more not asked for and dropped, "
+                                                   : std::string()) +
+                 std::to_string(j.profiled_steps) + " profiled steps" +
+                 (profiling_s > 0 ? ", " + seconds(profiling_s) + " of overhead" : "") + ")"});
   head.add({"steps", std::to_string(j.steps) + " (" + std::to_string(j.failed_steps) + " failed)"});
   // The best is the placement in force: only an A/B trial puts a candidate there.
   head.add({"start / best", with_interval(j.start_step_time_s, j.start_step_time_interval_s) +

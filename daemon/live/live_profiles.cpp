@@ -71,6 +71,12 @@ bool Session::fully_profiled() const {
   });
 }
 
+bool Session::profile_asked(uint64_t placement_id) {
+  if (!candidates_.count(placement_id) || profiles_asked_.count(placement_id)) return true;
+  ++counters_.profile_reports_dropped;
+  return false;
+}
+
 void Session::apply_profiles(const placement::messages::ProfileReport& report) {
   if (!graph_) throw std::invalid_argument("upload the graph before its profiles");
   if (!candidates_.count(report.placement_id))
@@ -94,6 +100,7 @@ void Session::apply_profiles(const placement::messages::ProfileReport& report) {
         id_, job_.name, filled);
   memory_model_.emplace(*graph_, job_.devices, memory_model_->options());
   ++counters_.profile_reports;
+  profiles_asked_.erase(report.placement_id);
 }
 
 }  // namespace placementd

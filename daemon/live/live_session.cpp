@@ -129,6 +129,15 @@ void LiveSession::on_profiles(const placement::messages::ProfileReport& report) 
   std::lock_guard<std::mutex> lock(mutex_);
   if (s_.state() == SessionState::kDetached) return;
   if (s_.follower()) throw not_for_followers(s_, "send profiles");
+  // Each report costs a pass over the whole graph: only those the session asked for are read.
+  if (!s_.profile_asked(report.placement_id)) {
+    if (s_.counters().profile_reports_dropped == 1)
+      spdlog::warn(
+          "job {} '{}': a profile report for placement {} that no directive asked for was "
+          "dropped; later ones are counted (placementctl jobs show)",
+          s_.id(), name(), report.placement_id);
+    return;
+  }
   try {
     s_.apply_profiles(report);
   } catch (const std::exception& e) {
@@ -259,6 +268,13 @@ std::shared_ptr<const LiveSession::View> LiveSession::view(bool with_detail) con
   std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
   if (!lock.owns_lock() || retired_) {
     std::lock_guard<std::mutex> guard(view_mutex_);
+    if (!with_detail || !view_->detail) return view_;
+    // The detail is made only when asked for with the lock free, the summary after every few
+    // reports: the last detail, with the job's figures as they were last summed up (a detail of
+    // the attach's time once said 0 steps of a job that had trained for seconds).
+    auto detail = std::make_shared<placement::messages::JobInfo>(*view_->detail);
+    detail->job = view_->summary;
+    view_ = std::make_shared<const View>(View{view_->summary, std::move(detail)});
     return view_;
   }
   // Every candidate of a long session is more than `placementctl jobs` asks for: the detail is

@@ -467,6 +467,7 @@ placement::messages::JobInfo Session::detail() const {
   for (const auto& d : job_.devices.devices) info.device_names.push_back(d.name());
   info.stray_reports = counters_.stray_reports;
   info.profile_reports = counters_.profile_reports;
+  info.profile_reports_dropped = counters_.profile_reports_dropped;
   info.rejected_by_device = counters_.rejected_by_device;
   info.warm_start = warm_start_ ? offline::to_json(*warm_start_) : nlohmann::json(nullptr);
   if (warm_start_ && warm_start_->skipped.empty()) {

@@ -182,6 +182,9 @@ struct SessionCounters {
   /// profile_report messages merged into the graph, and steps the job ran under its profiler.
   uint64_t profile_reports = 0;
   uint64_t profiled_steps = 0;
+  /// profile_report messages no directive asked for (or a second for one that did): dropped
+  /// unread, since each took a pass over the whole graph.
+  uint64_t profile_reports_dropped = 0;
 };
 
 /// One job's session: what it attached with, its graph and the policy's plugins built on it, and
@@ -342,6 +345,10 @@ class Session {
   /// graph lacks, a kind none of the job's devices has, a placement id never issued); nothing
   /// changes then.
   void apply_profiles(const placement::messages::ProfileReport& report);
+  /// Whether a profile report for `placement_id` answers a directive that asked the job to
+  /// profile and that no report has answered yet (apply_profiles answers it); if not, it is
+  /// counted as dropped. A placement never issued answers true: apply_profiles names it.
+  bool profile_asked(uint64_t placement_id);
 
   // --- The directive (directive.cpp) ---
   /// The one place a directive is made: candidate `placement_id` for `reason`, with the
@@ -471,6 +478,9 @@ class Session {
   /// policy's mode) were offered as candidates (each once).
   bool cached_tried_ = false;
   bool single_device_tried_ = false;
+  /// Placements a directive asked the job to profile, until a report answers (directive() keeps
+  /// it, as it decides whether to ask).
+  mutable std::set<uint64_t> profiles_asked_;
   bool warm_start_tried_ = false;
   /// Candidates in a row that no trial showed faster than the incumbent.
   int64_t since_improvement_ = 0;

@@ -161,6 +161,7 @@ struct Table<JobInfo> {
       field("candidates", &JobInfo::candidates), field("device_names", &JobInfo::device_names),
       field("stray_reports", &JobInfo::stray_reports),
       field("profile_reports", &JobInfo::profile_reports),
+      field("profile_reports_dropped", &JobInfo::profile_reports_dropped).omit_when_empty(),
       field("rejected_by_device", &JobInfo::rejected_by_device),
       field("warm_start", &JobInfo::warm_start), field("refits", &JobInfo::refits),
       field("timeline", &JobInfo::timeline), field("trials", &JobInfo::trials));

@@ -605,7 +605,23 @@ TEST_F(ProtocolRobustness, ProfileReportsAreCheckedAndNeedVersion2) {
     const auto jobs = daemon_->client().request(MessageType::kListJobs, nlohmann::json::object(),
                                                 MessageType::kJobList);
     for (const auto& j : jobs["jobs"])
-      if (j["name"] == "v2" && j["profiled_kinds"] == nlohmann::json::array({"cpu"})) return;
+      if (j["name"] == "v2" && j["profiled_kinds"] == nlohmann::json::array({"cpu"})) {
+        // Its directive asked once: the same report again is dropped unread, and counted.
+        c.send_frame(MessageType::kProfileReport,
+                     report({entry(0, "cpu", 0.001), entry(1, "cpu", 0.002)}), 11);
+        c.send_frame(MessageType::kStatus, nlohmann::json::object(), 12);
+        ASSERT_TRUE(c.read_frame());  // the report before it was handled by then
+        for (int shows = 0; shows < 100; ++shows) {
+          const auto info = daemon_->client().request(MessageType::kJobShow, {{"id", j["id"]}},
+                                                      MessageType::kJobInfo);
+          if (info.value("profile_reports_dropped", 0) == 1) {
+            EXPECT_EQ(info.value("profile_reports", 0), 1);
+            return;
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        FAIL() << "the second report was not counted as dropped";
+      }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   FAIL() << "the profiles were not taken";

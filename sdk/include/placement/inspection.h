@@ -179,6 +179,8 @@ struct JobInfo {
   /// Names of the job's devices, in the order ops_per_device counts them.
   std::vector<std::string> device_names;
   uint64_t stray_reports = 0, profile_reports = 0;
+  /// Profile reports no directive asked for, dropped unread.
+  uint64_t profile_reports_dropped = 0;
   /// Policy samples the memory model rejected, by the device that would not fit.
   std::map<std::string, uint64_t> rejected_by_device;
   /// The warm start's report as the planning library writes it (docs/learning.md); null when

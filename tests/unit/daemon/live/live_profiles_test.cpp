@@ -18,6 +18,7 @@ namespace {
 using placement::DeviceKind;
 using placement::Placement;
 using placement::messages::ProfileReport;
+using placement::messages::Reason;
 namespace msg = placement::messages;
 
 // A four-op chain on one CPU and one GPU, the graph unprofiled, a job speaking protocol 2 that
@@ -132,6 +133,30 @@ TEST_F(LiveProfiles, AReportThatDoesNotFitTheSessionChangesNothing) {
   EXPECT_THROW(cpu_only->apply_profiles(all_ops(*cpu_only, "cuda", 0)), std::invalid_argument);
   EXPECT_TRUE(s->profiled_kinds().empty());
   EXPECT_EQ(s->counters().profile_reports, 0u);
+}
+
+TEST_F(LiveProfiles, OneReportIsReadForEachDirectiveThatAskedAndTheRestAreDroppedUnread) {
+  // Each report took a pass over the whole graph: one user sending empty ones over two 50 000-op
+  // jobs held another user's placements up for seconds.
+  const auto s = started(on_cpu_and_gpu());
+  const auto d = s->directive(1, Reason::kStart);
+  ASSERT_TRUE(d.profile);
+  EXPECT_TRUE(s->profile_asked(1));
+  s->apply_profiles(all_ops(*s, "cpu", 0));
+  EXPECT_FALSE(s->profile_asked(1)) << "answered";
+  EXPECT_FALSE(s->profile_asked(1));
+  EXPECT_EQ(s->counters().profile_reports, 1u);
+  EXPECT_EQ(s->counters().profile_reports_dropped, 2u);
+  EXPECT_TRUE(s->profile_asked(99)) << "never issued: apply_profiles names it";
+  // A failed report does not use the request up.
+  testing::SessionSetup setup = on_cpu_and_gpu();
+  const auto t = started(std::move(setup));
+  ASSERT_TRUE(t->directive(1, Reason::kStart).profile);
+  ProfileReport bad = all_ops(*t, "cpu", 0);
+  bad.ops.push_back({9, "cpu", {}});
+  EXPECT_THROW(t->apply_profiles(bad), std::invalid_argument);
+  EXPECT_TRUE(t->profile_asked(1));
+  EXPECT_EQ(t->counters().profile_reports_dropped, 0u);
 }
 
 TEST_F(LiveProfiles, AStartSpreadOverACpuAndAGpuIsProfiledOpByOp) {

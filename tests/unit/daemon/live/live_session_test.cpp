@@ -158,7 +158,7 @@ TEST_F(LiveSessionTest, TakesAJobFromItsGraphToItsDetachAndTheNextRunStartsFromI
 // counts for `placementctl jobs`, and refuses what would make it place anything.
 // Inspection never waits for the session's lock, which policy work may hold for seconds, and what
 // it shows then is recent: the job as of its last swap. It showed the job as it attached (0 steps)
-// whenever nothing had inspected it while the lock was free.
+// whenever nothing had inspected it while the lock was free, and `jobs show` did until this stop.
 TEST_F(LiveSessionTest, InspectedWhilePolicyWorkHoldsItsLockAJobShowsItsStepsUpToItsLastSwap) {
   Policy p;
   p.algorithm_params = {
@@ -189,6 +189,9 @@ TEST_F(LiveSessionTest, InspectedWhilePolicyWorkHoldsItsLockAJobShowsItsStepsUpT
   const auto asked = std::chrono::steady_clock::now();
   const msg::JobSummary summary = live->summary();
   const auto waited = std::chrono::steady_clock::now() - asked;
+  // `jobs show` too, whose candidate list was made when the lock was last free: its job figures
+  // are the summary's (they were the attach's, 0 steps, and a Python job's summary said so).
+  const msg::JobInfo detail = live->detail();
   stop = true;
   job.join();
   EXPECT_LT(waited, std::chrono::milliseconds(1000)) << "inspection waited for the policy work";
@@ -197,6 +200,7 @@ TEST_F(LiveSessionTest, InspectedWhilePolicyWorkHoldsItsLockAJobShowsItsStepsUpT
   EXPECT_GE(summary.steps + 3, seen) << summary.to_json().dump();
   EXPECT_LT(summary.steps, seen);
   EXPECT_GE(summary.candidates_tried, 2u);
+  EXPECT_EQ(detail.job.to_json(), summary.to_json());
 }
 
 TEST_F(LiveSessionTest, AFollowerCountsItsStepsAndRefusesGraphsPlacementsAndProfiles) {
