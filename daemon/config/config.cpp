@@ -176,11 +176,11 @@ void read_document(const toml::table& root, const std::string& file, Config& con
           "params", "rules"});
 
   if (const toml::table* t = c.table(root, "daemon", "[daemon]")) {
-    c.only(
-        *t, "[daemon]",
-        {"socket", "socket_mode", "admin_group", "state_dir", "max_frame_bytes", "max_connections",
-         "max_connections_per_uid", "max_buffered_bytes", "frame_timeout_ms", "stop_timeout_ms",
-         "max_state_bytes_per_uid", "max_pending_bytes_per_uid", "policy_threads", "policy_nice"});
+    c.only(*t, "[daemon]",
+           {"socket", "socket_mode", "admin_group", "state_dir", "max_frame_bytes",
+            "max_connections", "max_connections_per_uid", "max_buffered_bytes", "frame_timeout_ms",
+            "idle_timeout_ms", "stop_timeout_ms", "max_state_bytes_per_uid",
+            "max_pending_bytes_per_uid", "policy_threads", "policy_nice"});
     c.get_string(*t, "socket", "daemon", config.socket);
     if (config.socket.size() >= 108)
       c.error(*t->get("socket"),
@@ -203,6 +203,7 @@ void read_document(const toml::table& root, const std::string& file, Config& con
                   ") must be at least daemon.max_frame_bytes (" +
                   std::to_string(config.max_frame_bytes) + "): one largest frame must fit");
     c.get_int(*t, "frame_timeout_ms", "daemon", config.frame_timeout_ms, 10, 3600000);
+    c.get_int(*t, "idle_timeout_ms", "daemon", config.idle_timeout_ms, 100, 86400000);
     c.get_int(*t, "stop_timeout_ms", "daemon", config.stop_timeout_ms, 100, 3600000);
     c.get_int(*t, "max_state_bytes_per_uid", "daemon", config.max_state_bytes_per_uid,
               int64_t{1} << 20, int64_t{1} << 50);

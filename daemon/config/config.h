@@ -27,6 +27,7 @@ inline constexpr int64_t kDefaultMaxConnections = 1024;
 inline constexpr int64_t kDefaultMaxConnectionsPerUid = 64;
 inline constexpr int64_t kDefaultMaxBufferedBytes = int64_t{512} << 20;
 inline constexpr int64_t kDefaultFrameTimeoutMs = 10000;
+inline constexpr int64_t kDefaultIdleTimeoutMs = 60000;
 inline constexpr int64_t kDefaultMaxStateBytesPerUid = int64_t{1} << 30;
 inline constexpr int64_t kDefaultMaxPendingBytesPerUid = int64_t{256} << 20;
 /// Replies queued for a client that does not read them; past this its connection is closed. Not a
@@ -162,6 +163,9 @@ struct Config {
   /// A frame begun must complete within this time, a new connection must say hello within it, and
   /// a client whose socket is full must read some of its replies within it, or it is closed.
   int64_t frame_timeout_ms = kDefaultFrameTimeoutMs;
+  /// A connection past its hello with no job attached (a tool's, which asks and goes) that sends
+  /// nothing, and waits for no answer, this long is closed: it held its uid's place for ever.
+  int64_t idle_timeout_ms = kDefaultIdleTimeoutMs;
   /// A stop (SIGTERM) persists every job's state for at most this long, then exits: under the
   /// unit's TimeoutStopSec (30 s), after which systemd would SIGKILL it mid-write.
   int64_t stop_timeout_ms = 20000;

@@ -58,6 +58,7 @@ ServerLimits limits_from(const Config& c) {
           c.max_connections,
           c.max_connections_per_uid,
           c.frame_timeout_ms,
+          c.idle_timeout_ms,
           kMaxQueuedReplyBytes,
           c.admin_group,
           static_cast<size_t>(c.max_buffered_bytes),

@@ -134,6 +134,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
         socket_(std::move(socket)),
         timer_(socket_.get_executor()),
         hello_timer_(socket_.get_executor()),
+        idle_timer_(socket_.get_executor()),
         write_timer_(socket_.get_executor()) {
     state_.peer = {cred.uid, cred.gid, cred.pid, false};
     state_.in_flight->backlog = std::move(backlog);
@@ -247,6 +248,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     boost::system::error_code ignored;
     timer_.cancel();
     hello_timer_.cancel();
+    idle_timer_.cancel();
     write_timer_.cancel();
     server_.queued_ -= std::min(queued_bytes_, server_.queued_);
     queued_bytes_ = 0;
@@ -475,6 +477,28 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     server_.service().handle(state_, type, header.request_id, std::move(body), responder_,
                              weight.decoded_bytes);
+    arm_idle_timer();
+  }
+
+  // A connection past its hello with no job attached is a tool's, which asks and goes: one that
+  // sends nothing for daemon.idle_timeout_ms, and waits for no answer, is closed. A job's is never.
+  void arm_idle_timer() {
+    if (closed_ || stop_reading_ || state_.version == 0 || state_.job) {
+      idle_timer_.cancel();
+      return;
+    }
+    idle_timer_.expires_after(std::chrono::milliseconds(server_.limits().idle_timeout_ms));
+    auto self = shared_from_this();
+    idle_timer_.async_wait([this, self](const boost::system::error_code& ec) {
+      if (ec || closed_ || stop_reading_ || state_.version == 0 || state_.job) return;
+      if (state_.in_flight->count.load() > 0 || !input_.empty()) {
+        arm_idle_timer();  // an answer is on its way, or a frame is arriving
+        return;
+      }
+      fail(error::kTimeout,
+           "no request for " + std::to_string(server_.limits().idle_timeout_ms) +
+               " ms on a connection with no job attached (daemon.idle_timeout_ms)");
+    });
   }
 
   // A frame that has begun must complete in time, so a stalled client cannot hold a half frame.
@@ -550,6 +574,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   stream_protocol::socket socket_;
   asio::steady_timer timer_;
   asio::steady_timer hello_timer_;
+  asio::steady_timer idle_timer_;
   ConnectionState state_;
   Responder responder_;
   std::array<uint8_t, 65536> chunk_{};

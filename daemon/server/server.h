@@ -29,6 +29,7 @@ struct ServerLimits {
   int64_t max_connections = kDefaultMaxConnections;
   int64_t max_connections_per_uid = kDefaultMaxConnectionsPerUid;
   int64_t frame_timeout_ms = kDefaultFrameTimeoutMs;
+  int64_t idle_timeout_ms = kDefaultIdleTimeoutMs;
   size_t max_queued_bytes = kMaxQueuedReplyBytes;
   std::string admin_group;
   /// Partial frames buffered over all connections, and replies queued over all connections, each

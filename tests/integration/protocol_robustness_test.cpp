@@ -312,6 +312,26 @@ TEST(ProtocolLimits, OneUsersBadConnectionsFillNoMoreThanItsShareOfTheLog) {
   EXPECT_EQ(lines, 20u) << "UidLogLimit::kDefaultLines a minute\n" << log;
 }
 
+TEST(ProtocolLimits, AConnectionWithNoJobThatSendsNothingIsClosedAndAJobsIsNot) {
+  // Past its hello a connection never timed out: idle ones held their uid's places for ever.
+  DaemonProcess daemon({"idle_timeout_ms = 300\n"});
+  daemon.start();
+  RawConnection tool(daemon.socket);
+  tool.hello();
+  auto job = attached_connection(daemon.socket, "idle-job");
+  const auto closed = tool.read_frame(5000);
+  ASSERT_TRUE(closed) << daemon.log();
+  EXPECT_EQ(closed->second.value("code", ""), protocol::error::kTimeout);
+  EXPECT_EQ(closed->second.value("message", ""),
+            "no request for 300 ms on a connection with no job attached (daemon.idle_timeout_ms)");
+  EXPECT_TRUE(tool.closed_by_peer());
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  job->send_frame(MessageType::kStatus, nlohmann::json::object(), 9);
+  const auto status = job->read_frame();
+  ASSERT_TRUE(status) << "the job's connection, as idle, is still open";
+  EXPECT_EQ(status->first.type, static_cast<uint16_t>(MessageType::kStatusReply));
+}
+
 TEST(ProtocolLimits, AJobFloodingReportsFillsItsSocketNotTheDaemonsMemory) {
   // Step reports sent without pause once queued for the job's session as fast as the daemon read
   // them: 3 GiB in 10 s (hostile_bench), for as long as the flood went on.

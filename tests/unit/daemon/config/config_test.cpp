@@ -42,6 +42,7 @@ TEST(Config, ShippedFileHoldsEveryKeyWithItsDefault) {
   EXPECT_EQ(shipped.max_connections, defaults.max_connections);
   EXPECT_EQ(shipped.max_buffered_bytes, defaults.max_buffered_bytes);
   EXPECT_EQ(shipped.frame_timeout_ms, defaults.frame_timeout_ms);
+  EXPECT_EQ(shipped.idle_timeout_ms, defaults.idle_timeout_ms);
   EXPECT_EQ(shipped.max_connections_per_uid, defaults.max_connections_per_uid);
   EXPECT_EQ(shipped.stop_timeout_ms, defaults.stop_timeout_ms);
   EXPECT_EQ(shipped.max_state_bytes_per_uid, defaults.max_state_bytes_per_uid);
@@ -99,6 +100,7 @@ TEST(Config, ShippedFileHoldsEveryKeyWithItsDefault) {
                           "daemon.max_connections",
                           "daemon.max_connections_per_uid",
                           "daemon.frame_timeout_ms",
+                          "daemon.idle_timeout_ms",
                           "daemon.stop_timeout_ms",
                           "daemon.max_state_bytes_per_uid",
                           "daemon.max_pending_bytes_per_uid",
