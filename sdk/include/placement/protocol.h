@@ -121,10 +121,11 @@ struct PayloadWeight {
   size_t depth = 0;
   /// Values and map keys.
   uint64_t items = 0;
-  /// A bound on the heap decode_payload holds at its peak for this payload, the allocator's block
-  /// headers included: its containers with their growth, strings with their read buffers. It also
-  /// bounds a payload the decoder gives up on part way, which it weighs as far as the decoder
-  /// reads. An empty map costs 112 bytes per byte of CBOR (in an array), an integer 48.
+  /// A bound on the heap decode_payload, and then freeing the document, hold at their peak for
+  /// this payload, the allocator's block headers included: its containers with their growth,
+  /// strings with their read buffers. It also bounds a payload the decoder gives up on part way,
+  /// which it weighs as far as the decoder reads. In an array, an empty map weighs 160 bytes per
+  /// byte of CBOR, a null 96 (payload_weight_fuzzer checks the bound).
   uint64_t decoded_bytes = 0;
   /// False when weighing stopped at `stop_above`: the payload weighs more than decoded_bytes.
   bool whole = true;
