@@ -74,13 +74,13 @@ class CountingSax : public nlohmann::json_sax<json> {
   uint64_t ops_count_ = 0, edges_count_ = 0;
 };
 
+}  // namespace
+
 std::string mib(uint64_t bytes) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.0f MiB", static_cast<double>(bytes) / (1 << 20));
   return text;
 }
-
-}  // namespace
 
 std::optional<GraphCounts> count_graph_upload(const uint8_t* payload, size_t size) {
   CountingSax sax;

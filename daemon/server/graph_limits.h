@@ -31,6 +31,9 @@ std::optional<GraphCounts> count_graph_upload(const uint8_t* payload, size_t siz
 /// then taken from the upload's `payload_bytes`.
 uint64_t estimate_session_bytes(const GraphCounts& counts, uint64_t payload_bytes, int max_groups);
 
+/// `bytes` in whole MiB for a message ("412 MiB").
+std::string mib(uint64_t bytes);
+
 /// The first limit the graph is over, as a message that names it and the figure ("graph has
 /// 412000 ops; [limits] max_graph_ops = 200000"), or nullopt when it is within all of them.
 std::optional<std::string> graph_over_limits(const GraphCounts& counts, uint64_t payload_bytes,

@@ -104,8 +104,6 @@ uint64_t max_frame_bytes_of(uint16_t type, bool attached, uint64_t max_frame_byt
 constexpr uint64_t kMaxDecodedPerPayloadByte = 48;
 constexpr uint64_t kDecodedAllowance = 1 << 20;
 
-std::string mib_of(uint64_t bytes) { return std::to_string((bytes + (1 << 19)) >> 20) + " MiB"; }
-
 // The most a frame of this type and length may take decoded, and what to call that limit.
 struct WeightLimit {
   uint64_t bytes;
@@ -365,7 +363,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       std::optional<std::string> refusal;
       if (weight.decoded_bytes > limit.bytes)
         refusal = "payload of " + std::to_string(header.length) + " bytes would take more than " +
-                  mib_of(limit.bytes) + " to decode; " + limit.name;
+                  mib(limit.bytes) + " to decode; " + limit.name;
       // The frame stays in the buffer, not yet decoded, until its user's backlog has room.
       if (!refusal && !admitted(weight.decoded_bytes)) {
         paused_ = true;
