@@ -116,8 +116,10 @@ struct HeldObject {
 // _stage_optimizer_state, which knows torch.optim's layout (state filed under the parameter).
 class PythonOptimizer final : public placement::StepOptimizer {
  public:
-  PythonOptimizer(py::object optimizer, py::object stage_state)
-      : optimizer_(std::move(optimizer)), stage_state_(std::move(stage_state)) {}
+  PythonOptimizer(py::object optimizer, py::object stage_state, py::object save_state)
+      : optimizer_(std::move(optimizer)),
+        stage_state_(std::move(stage_state)),
+        save_state_(std::move(save_state)) {}
   void step() override {
     with_gil([&] { optimizer_.attr("step")(); });
   }
@@ -152,6 +154,17 @@ class PythonOptimizer final : public placement::StepOptimizer {
       return out;
     });
   }
+  // Through the package's _save_optimizer_state: host copies of the state and what restores it.
+  std::optional<SavedState> save_state(const std::vector<at::Tensor>& parameters) override {
+    return with_gil([&] {
+      const py::tuple saved = save_state_(optimizer_, parameters);
+      auto restore = std::make_shared<HeldObject>(saved[0]);
+      SavedState out;
+      out.bytes = saved[1].cast<uint64_t>();
+      out.restore = [restore] { with_gil([&] { restore->object(); }); };
+      return std::optional<SavedState>(std::move(out));
+    });
+  }
   // torch.optim files each parameter's state under the parameter: its tensors.
   std::vector<std::vector<at::Tensor>> state_tensors(
       const std::vector<at::Tensor>& parameters) override {
@@ -172,6 +185,7 @@ class PythonOptimizer final : public placement::StepOptimizer {
  private:
   py::object optimizer_;
   py::object stage_state_;
+  py::object save_state_;
 };
 
 // The index of device `name` among the job's devices (as JobOptions takes them: empty, two
@@ -270,6 +284,9 @@ py::dict stats_dict(const placement::JobStats& s) {
   d["migrated_bytes"] = s.migrated_bytes;
   d["migration_seconds"] = s.migration_seconds;
   d["retried_steps"] = s.retried_steps;
+  d["guarded_updates"] = s.guarded_updates;
+  d["undone_updates"] = s.undone_updates;
+  d["guard_seconds"] = s.guard_seconds;
   d["failed_swaps"] = s.failed_swaps;
   d["profiled_steps"] = s.profiled_steps;
   d["profiles_sent"] = s.profiles_sent;
@@ -348,7 +365,8 @@ PYBIND11_MODULE(_placement, m) {
                        const std::map<std::string, std::pair<std::string, std::string>>&
                            residence_parameters,
                        const std::map<std::string, std::pair<std::string, std::string>>&
-                           residence_activations) {
+                           residence_activations,
+                       int guarded_updates) {
              JobOptions o;
              o.devices = devices;
              o.socket_path = socket;
@@ -364,6 +382,7 @@ PYBIND11_MODULE(_placement, m) {
              o.replicas.cuda_collectives = parse_cuda_collectives(cuda_collectives);
              o.start_residence_rules =
                  residence_rules(devices, residence_parameters, residence_activations);
+             o.guarded_updates = guarded_updates;
              const placement::Model model = model_of(module);
              const std::vector<at::Tensor> inputs = tensors(example_inputs, "example_inputs");
              py::gil_scoped_release
@@ -376,15 +395,16 @@ PYBIND11_MODULE(_placement, m) {
            py::arg("profile_graph_file"), py::arg("profile_steps"),
            py::arg("reconnect_interval_ms"), py::arg("replica_timeout_ms"),
            py::arg("cuda_collectives"), py::arg("residence_parameters"),
-           py::arg("residence_activations"))
+           py::arg("residence_activations"), py::arg("guarded_updates"))
       .def("parameters", &Job::parameters)
       .def(
           "step",
           [](Job& job, const py::sequence& inputs, const py::object& loss,
-             const py::object& optimizer, const py::object& stage_state) {
+             const py::object& optimizer, const py::object& stage_state,
+             const py::object& save_state) {
             std::vector<c10::IValue> values;
             for (const at::Tensor& t : tensors(inputs, "inputs")) values.emplace_back(t);
-            PythonOptimizer adapted(optimizer, stage_state);
+            PythonOptimizer adapted(optimizer, stage_state, save_state);
             placement::LossFunction loss_fn = [&loss](const std::vector<c10::IValue>& outputs) {
               return with_gil([&] {
                 py::object value = loss(outputs_to_python(outputs));
@@ -404,7 +424,8 @@ PYBIND11_MODULE(_placement, m) {
               throw py::error_already_set();
             }
           },
-          py::arg("inputs"), py::arg("loss"), py::arg("optimizer"), py::arg("stage_state"))
+          py::arg("inputs"), py::arg("loss"), py::arg("optimizer"), py::arg("stage_state"),
+          py::arg("save_state"))
       .def("placement", [](const Job& job) { return job.placement().device_of_op; })
       .def("device_names",
            [](const Job& job) {

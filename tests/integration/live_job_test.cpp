@@ -233,6 +233,132 @@ TEST(LiveJob, WhenTheLastGoodPlacementFailsTooTheStepRunsOnTheJobsOwn) {
   expect_bitwise_equal(with_failures, train("two_tower", alone, steps, mean_square));
 }
 
+// Adam, whose update runs out of memory after changing everything it changes (values, moments,
+// step counts, the state of a first step), as one failing on its last parameter would, whenever
+// `fails` says so.
+class UpdateFailsWhen final : public torch::optim::Adam {
+ public:
+  UpdateFailsWhen(const std::vector<at::Tensor>& parameters, std::function<bool()> fails)
+      : torch::optim::Adam(parameters, torch::optim::AdamOptions(0.01)), fails_(std::move(fails)) {}
+  at::Tensor step(LossClosure closure = nullptr) override {
+    at::Tensor loss = torch::optim::Adam::step(std::move(closure));
+    if (!fails_()) return loss;
+    ++failures;
+    throw c10::OutOfMemoryError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                                "injected: no room for Adam's temporaries");
+  }
+  int failures = 0;
+
+ private:
+  std::function<bool()> fails_;
+};
+
+// Trains a job on two_tower whose update fails under placementd's placements that put the last op
+// on cpu:1, for 60 steps or until one did, and returns the step the loop got to; `error`: what a
+// step threw (the loop ends there).
+struct UpdateFailures {
+  JobStats stats;
+  int steps = 0;
+  int failures = 0;
+  std::vector<at::Tensor> parameters;
+  std::string error;
+};
+UpdateFailures train_with_failing_updates(DaemonProcess& daemon, JobOptions live) {
+  Model m = load("two_tower");
+  live.socket_path = daemon.socket;
+  Job job("update-fails", m.module, m.inputs, live);
+  UpdateFailsWhen optimizer(job.parameters(), [&job] {
+    return job.stats().placement_id != 0 && job.placement().device_of_op.back() == 1;
+  });
+  UpdateFailures out;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (; out.steps < 60 || (optimizer.failures == 0 && std::chrono::steady_clock::now() < deadline);
+       ++out.steps) {
+    at::manual_seed(100 + out.steps);
+    try {
+      job.step({at::randn(m.inputs[0].sizes())}, mean_square, optimizer);
+    } catch (const c10::OutOfMemoryError& e) {
+      out.error = e.what_without_backtrace();
+      break;
+    }
+  }
+  out.stats = job.stats();
+  out.failures = optimizer.failures;
+  out.parameters = snapshot(job);
+  // What the daemon saw, before the job detaches: the last reports are one-way.
+  placement::Client client = daemon.client();
+  for (int tries = 0; tries < 100; ++tries) {
+    const json info =
+        client.request(protocol::MessageType::kJobShow, {{"id", job.daemon().session}},
+                       protocol::MessageType::kJobInfo);
+    if (info["failed_steps"].get<uint64_t>() >= out.stats.retried_steps) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  job.detach();
+  return out;
+}
+
+TEST(LiveJob, AnUpdateThatFailsUnderACandidateIsUndoneAndLosesNoBatch) {
+  DaemonProcess daemon(fast_exploration());
+  daemon.start();
+  const UpdateFailures run = train_with_failing_updates(daemon, {});
+  ASSERT_EQ(run.error, "") << "an update failed unguarded";
+  ASSERT_GT(run.failures, 0) << "no candidate put the last op on cpu:1; " << daemon.log();
+  // Each failed update undone and its step run again on the last good placement, where the update
+  // is guarded too (the first after a switch).
+  EXPECT_EQ(run.stats.undone_updates, static_cast<uint64_t>(run.failures));
+  EXPECT_EQ(run.stats.retried_steps, run.stats.undone_updates);
+  EXPECT_GE(run.stats.guarded_updates, run.stats.undone_updates);
+  EXPECT_LE(run.stats.guarded_updates, run.stats.swaps + 1)
+      << "one guarded update a placement: the start directive's and one after each switch";
+  EXPECT_EQ(run.stats.steps, static_cast<uint64_t>(run.steps)) << "every batch trained once";
+  EXPECT_NE(daemon.log().find("injected: no room for Adam's temporaries"), std::string::npos)
+      << daemon.log();
+  // Adam's moments and step counts, put back with the values: training is as without placementd.
+  JobOptions alone;
+  alone.use_daemon = false;
+  expect_bitwise_equal(run.parameters, train("two_tower", alone, run.steps, mean_square));
+}
+
+TEST(LiveJob, WithoutGuardedUpdatesAFailedUpdateReachesTheCaller) {
+  DaemonProcess daemon(fast_exploration());
+  daemon.start();
+  JobOptions unguarded;
+  unguarded.guarded_updates = 0;
+  const UpdateFailures run = train_with_failing_updates(daemon, unguarded);
+  ASSERT_GT(run.failures, 0) << "no candidate put the last op on cpu:1; " << daemon.log();
+  EXPECT_EQ(run.error, "injected: no room for Adam's temporaries");
+  EXPECT_EQ(run.stats.guarded_updates, 0u);
+  EXPECT_EQ(run.stats.retried_steps, 0u);
+}
+
+TEST(LiveJob, EveryUpdateGuardedTrainsExactlyAsWithoutPlacementd) {
+  DaemonProcess daemon(fast_exploration());
+  daemon.start();
+  JobOptions live;
+  live.socket_path = daemon.socket;
+  live.guarded_updates = -1;
+  auto slow_loss = [](const std::vector<c10::IValue>& out) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));  // time for placementd's answers
+    return mean_square(out);
+  };
+  JobStats stats;
+  std::vector<uint64_t> placements;
+  const auto guarded = train("two_tower", live, 40, slow_loss, &stats, &placements, nullptr,
+                             [](const JobStats& s) { return s.swaps >= 2; });
+  const auto under_placementd = static_cast<uint64_t>(
+      std::count_if(placements.begin(), placements.end(), [](uint64_t id) { return id != 0; }));
+  ASSERT_GE(stats.swaps, 2u) << daemon.log();
+  EXPECT_EQ(stats.guarded_updates, under_placementd)
+      << "every update under placementd's placements";
+  EXPECT_GT(stats.guard_seconds, 0.0);
+  EXPECT_EQ(stats.undone_updates, 0u);
+  JobOptions alone;
+  alone.use_daemon = false;
+  expect_bitwise_equal(guarded,
+                       train("two_tower", alone, static_cast<int>(stats.steps), mean_square));
+}
+
 // cpu:1 may hold `limit` bytes — less than two_tower's activations — while placementd plans with
 // the host's memory, so its memory model lets candidates through that then run out of memory.
 // `live`: the job's options besides (its residence).

@@ -24,11 +24,11 @@ def start(name, socket=None, use_daemon=True, **options):
     return model, job, torch.optim.Adam(job.parameters(), lr=1e-2)
 
 
-def plain_losses(steps, skip=()):
+def plain_losses(steps, skip=(), foreach=None):
     """The same loop in plain PyTorch, no placement at all."""
     torch.manual_seed(0)
     model = Mlp()
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2, foreach=foreach)
     losses = []
     for i in range(steps):
         x, y = batch(i)
@@ -246,6 +246,42 @@ def test_a_step_retried_after_a_candidate_runs_out_of_memory_changes_buffers_and
         assert torch.equal(p.detach(), q.detach()), name
     for (name, b), c in zip(model.named_buffers(), plain.buffers()):
         assert torch.equal(b, c), f"{name}: {b} vs {c}"  # num_batches_tracked counts each batch once
+
+
+def test_an_update_that_fails_under_a_candidate_is_undone_and_each_batch_trains_once(daemon):
+    """A foreach Adam that runs out of memory after updating (values, moments, `step` tensors and
+    the state a first step creates all changed) under placementd's placements with the last op on
+    cpu:1: the update is undone and the step runs again on the last good placement, so training
+    is bit for bit a plain loop's."""
+    model, job, _ = start("py-update", daemon.socket)
+
+    class FullDeviceAdam(torch.optim.Adam):
+        failures = 0
+
+        def step(self, closure=None):
+            loss = super().step(closure)
+            if job.stats()["placement_id"] != 0 and job.placement[-1] == 1:
+                FullDeviceAdam.failures += 1
+                raise torch.OutOfMemoryError("injected: no room for Adam's temporaries")
+            return loss
+
+    optimizer = FullDeviceAdam(job.parameters(), lr=1e-2, foreach=True)
+    losses = []
+    deadline = time.monotonic() + 30
+    while len(losses) < 60 or (FullDeviceAdam.failures == 0 and time.monotonic() < deadline):
+        x, y = batch(len(losses))
+        losses.append(job.step((x,), mse_to(y), optimizer).item())
+    stats = job.stats()
+    job.detach()
+    assert FullDeviceAdam.failures > 0, f"no candidate put the last op on cpu:1: {daemon.log()}"
+    assert stats["undone_updates"] == FullDeviceAdam.failures
+    assert stats["retried_steps"] == stats["undone_updates"]
+    assert stats["guarded_updates"] >= stats["undone_updates"]
+    assert stats["steps"] == len(losses)
+    reference, parameters = plain_losses(len(losses), foreach=True)
+    assert losses == reference
+    for p, q in zip(model.parameters(), parameters):
+        assert torch.equal(p.detach(), q)
 
 
 def test_the_job_trains_on_when_placementd_is_killed_and_attaches_again_when_it_is_back(daemon):

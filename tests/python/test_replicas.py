@@ -10,6 +10,8 @@ import sys
 
 import torch
 
+from conftest import Mlp, batch
+
 # Each rank trains on its half of every batch of conftest's data; the parameters go to argv[3].
 SCRIPT = r"""
 import hashlib, sys, torch, placement
@@ -182,3 +184,70 @@ def test_a_loss_function_that_fails_on_one_rank_ends_that_step_on_every_rank_unr
     jobs = json.loads(subprocess.run([os.environ["PLACEMENTCTL_BIN"], "jobs", "--finished", "--json", "--socket",
                                       daemon.socket], capture_output=True, text=True, check=True).stdout)
     assert [j["failed_steps"] for j in jobs] == [0, 0], jobs
+
+
+# Rank 1's Adam runs out of memory after updating, under placementd's placements with the last op
+# on cpu:1: both ranks undo their update (rank 0's succeeded) and retry the step on the last good
+# placement, and the group trains as one that never tried those placements.
+STEPS = 300
+UPDATE_FAILS = r"""
+STEPS = 300
+import json, sys, time, torch, placement
+from conftest import Mlp, batch
+torch.manual_seed(0)
+model = Mlp()
+job = placement.attach("py-update-fails", model, (batch(0)[0][:4],), devices=["cpu:0", "cpu:1"],
+                       socket=sys.argv[1], reconnect_interval_ms=100)
+rank = job.stats()["rank"]
+class FullDeviceAdam(torch.optim.Adam):
+    failures = 0
+    def step(self, closure=None):
+        loss = super().step(closure)
+        if rank == 1 and job.stats()["placement_id"] != 0 and job.placement[-1] == 1:
+            FullDeviceAdam.failures += 1
+            raise torch.OutOfMemoryError("injected: no room on rank 1")
+        return loss
+optimizer = FullDeviceAdam(job.parameters(), lr=1e-2)
+def loss(out, y):
+    time.sleep(0.005)  # a few milliseconds a step, as real models take: time for placementd's answers
+    return ((out - y) ** 2).mean()
+for step in range(STEPS):
+    x, y = batch(step)
+    share = slice(rank * 4, (rank + 1) * 4)
+    job.step((x[share],), loss, optimizer, targets=y[share])
+stats = job.stats()
+job.detach()
+torch.save([p.detach() for p in model.parameters()], sys.argv[2])
+print(json.dumps({"rank": rank, "failures": FullDeviceAdam.failures, "steps": stats["steps"],
+                  "retried": stats["retried_steps"], "undone": stats["undone_updates"]}))
+"""
+
+
+def test_an_update_that_fails_on_one_rank_is_undone_on_every_rank_and_retried(daemon, tmp_path):
+    (tmp_path / "update_fails.py").write_text(UPDATE_FAILS)
+    results = [json.loads(out.strip().splitlines()[-1]) for out in run_ranks(
+        tmp_path / "update_fails.py", lambda rank: [daemon.socket, str(tmp_path / f"rank{rank}.pt")], group_env())]
+    assert results[1]["failures"] > 0, "no candidate put the last op on cpu:1\n" + daemon.log()
+    assert results[0]["failures"] == 0
+    for r in results:
+        assert r["steps"] == STEPS, r
+        assert r["undone"] == results[1]["failures"], r  # rank 0 undid its own, successful update
+        assert r["retried"] == r["undone"], r
+    # What the group trains without failures, in one process: each step the mean of the two half
+    # batches' gradients (c10d sums them and scales by 1/2), then Adam.
+    torch.manual_seed(0)
+    model = Mlp()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for step in range(STEPS):
+        x, y = batch(step)
+        halves = []
+        for share in (slice(0, 4), slice(4, 8)):
+            loss = ((model(x[share]) - y[share]) ** 2).mean()
+            halves.append(torch.autograd.grad(loss, list(model.parameters())))
+        for p, g0, g1 in zip(model.parameters(), *halves):
+            p.grad = (g0 + g1) * 0.5
+        optimizer.step()
+        optimizer.zero_grad()
+    for rank in range(2):
+        for group, alone in zip(torch.load(tmp_path / f"rank{rank}.pt"), model.parameters()):
+            assert torch.equal(group, alone.detach()), f"rank {rank}"

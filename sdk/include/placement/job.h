@@ -120,6 +120,16 @@ struct JobOptions {
   int profile_steps = 3;
   /// Data-parallel replicas; by default from torchrun's environment when WORLD_SIZE > 1.
   ReplicaOptions replicas;
+  /// How many optimizer steps after each change to one of placementd's placements run guarded:
+  /// the parameters and the optimizer's state (StepOptimizer::save_state) are copied to host
+  /// memory first, so that an update that fails there (Adam's temporaries on a device the
+  /// placement filled, a failure half way through a foreach step) is undone and the step runs
+  /// again on the last good placement, as a failed forward or backward does. An update allocates
+  /// the same at every step of one placement, so the first is where a placement's update fails.
+  /// -1: every step under placementd's placements (a copy of the parameters and the state each
+  /// step); 0: none, and an update that fails is the user's error. Every rank of a replica group
+  /// needs the same value.
+  int guarded_updates = 1;
 };
 
 /// The outputs of the module's forward → the loss to minimise. The outputs are where the
@@ -173,6 +183,21 @@ class StepOptimizer {
   /// device holds can be counted; the default, for an optimizer that cannot tell: none.
   virtual std::vector<std::vector<at::Tensor>> state_tensors(
       const std::vector<at::Tensor>& parameters);
+
+  /// A copy, in host memory, of what step() changes of `parameters`' state besides their values
+  /// (moments, step counts, state it creates), and what puts it back.
+  struct SavedState {
+    /// Puts the state back as it was when saved, in place (the state's tensors stay the same
+    /// tensors, on their devices), and drops what step() created since.
+    std::function<void()> restore;
+    uint64_t bytes = 0;
+  };
+  /// Saves the state of `parameters` before a guarded update (JobOptions::guarded_updates).
+  /// nullopt (the default) when the optimizer cannot: its updates then run unguarded.
+  virtual std::optional<SavedState> save_state(const std::vector<at::Tensor>& parameters) {
+    (void)parameters;
+    return std::nullopt;
+  }
 };
 
 struct JobStats {
@@ -184,6 +209,11 @@ struct JobStats {
   double migration_seconds = 0.0;
   /// Steps that failed on a candidate placement and were run again on the last good one.
   uint64_t retried_steps = 0;
+  /// Optimizer steps run guarded (JobOptions::guarded_updates), those of them that failed and
+  /// were undone (each also a retried step), and the time the copies that guard them took.
+  uint64_t guarded_updates = 0;
+  uint64_t undone_updates = 0;
+  double guard_seconds = 0.0;
   /// Placement changes that failed: a copy failed (here, or on another rank of a replica group),
   /// so nothing moved and the placement in force stayed.
   uint64_t failed_swaps = 0;
@@ -239,8 +269,10 @@ class Job {
 
   /// One training step: applies a pending placement (migrating parameters, buffers and optimizer
   /// state), runs forward, `loss`, backward, optimizer.step() and zero_grad(), times it and reports
-  /// the time to placementd without waiting. If forward, `loss` or backward throws under a
-  /// placement placementd proposed (out of memory included), the gradients are discarded, the
+  /// the time to placementd without waiting. If forward, `loss`, backward or a guarded update
+  /// (JobOptions::guarded_updates) throws under a placement placementd proposed (out of memory
+  /// included), the parameters and optimizer state an update changed are put back, the
+  /// gradients are discarded, the
   /// buffers and random generators are put back as the step found them, the job moves back to the
   /// last placement that ran (to its own when that is the one failing), reports the failure and
   /// runs the same batch there: no batch is lost and parameters and buffers end as if the

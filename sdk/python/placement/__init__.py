@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import copy
 import inspect
 import json
 import re
@@ -310,6 +311,42 @@ def _stage_optimizer_state(optimizer, parameters, devices):
     return staged, sum(value.numel() * value.element_size() for _, _, value in staged)
 
 
+def _save_optimizer_state(optimizer, parameters):
+    """Before a guarded update (attach's guarded_updates): a host copy of the torch.optim state of
+    `parameters`, `step` counts included. Returns (restore, bytes copied): restore() copies the
+    values back into the same tensors (a foreach or fused step updates those in place, on their
+    devices), puts back entries the step replaced and drops the state the step created."""
+    saved, created, copied = [], [], 0
+    with torch.no_grad():
+        for p in parameters:
+            state = optimizer.state.get(p)
+            if state is None:
+                created.append(p)
+                continue
+            entries = {}
+            for key, value in state.items():
+                if torch.is_tensor(value):
+                    entries[key] = (value, value.detach().to("cpu", copy=True))
+                    copied += value.numel() * value.element_size()
+                else:
+                    entries[key] = (copy.deepcopy(value), None)
+            saved.append((p, entries))
+
+    def restore():
+        with torch.no_grad():
+            for p in created:
+                optimizer.state.pop(p, None)
+            for p, entries in saved:
+                state = {}
+                for key, (value, host) in entries.items():
+                    if host is not None:
+                        value.copy_(host)
+                    state[key] = value
+                optimizer.state[p] = state
+
+    return restore, copied
+
+
 def _residence_rules(residence):
     """attach()'s `residence` as the two rule tables the C++ job takes: {"parameters": {module
     prefix: device or (device, "persist" | "stream")}, "activations": {module prefix: "keep" |
@@ -359,7 +396,7 @@ class Job:
                  start: Optional[Sequence[int]] = None, memory_limit_bytes: Optional[Sequence[int]] = None,
                  profile_graph_file: Optional[str] = None, profile_steps: int = 3, reconnect_interval_ms: int = 1000,
                  replica_timeout_ms: int = 60000, cuda_collectives: str = "auto",
-                 residence: Optional[Dict[str, Dict[str, Any]]] = None) -> None:
+                 residence: Optional[Dict[str, Dict[str, Any]]] = None, guarded_updates: int = 1) -> None:
         inputs = _inputs(example_inputs)
         kwargs = dict(example_kwargs or {})
         self._exported = None
@@ -381,7 +418,7 @@ class Job:
                             int(expected_steps), int(memory_bytes), bool(use_daemon), list(start or []),
                             [int(b) for b in (memory_limit_bytes or [])], profile_graph_file or "",
                             int(profile_steps), int(reconnect_interval_ms), int(replica_timeout_ms),
-                            str(cuda_collectives), parameter_rules, activation_rules)
+                            str(cuda_collectives), parameter_rules, activation_rules, int(guarded_updates))
         self._detached = None
         self._use_daemon = bool(use_daemon)
         # What placementd said the job should know (its exploration cannot finish in expected_steps).
@@ -417,12 +454,12 @@ class Job:
             if kwargs:
                 raise ValueError("kwargs needs frontend='export'")
             return self._job.step(list(_inputs(inputs)), _on_output_device(loss_fn, targets), optimizer,
-                                  _stage_optimizer_state)
+                                  _stage_optimizer_state, _save_optimizer_state)
         exported = self._exported
         restructured = _on_output_device(loss_fn, targets)
         return self._job.step(exported.flatten(_inputs(inputs), kwargs or {}),
                               lambda outputs: restructured(exported.unflatten(outputs)), optimizer,
-                              _stage_optimizer_state)
+                              _stage_optimizer_state, _save_optimizer_state)
 
     @property
     def placement(self) -> List[int]:

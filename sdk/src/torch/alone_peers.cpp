@@ -23,6 +23,12 @@ class AlonePeers final : public StepPeers {
     return out;
   }
   void reduce_gradients(JobCore&) override {}
+  UpdateAgreement agree_update(JobCore&, StepFailure failure) override {
+    UpdateAgreement out;
+    if (failure == StepFailure::kPlacement) out.failed_rank = 0;
+    if (failure == StepFailure::kInterrupted) out.interrupted_rank = 0;
+    return out;
+  }
   void step_done(JobCore& job, double seconds, bool profiled) override {
     job.report(true, seconds, "", profiled);
   }

@@ -21,6 +21,7 @@
 #include "placement/serialization.h"
 #include "step_peers.h"
 #include "transfer.h"
+#include "update_guard.h"
 
 #include "../hash.h"
 #include "stopwatch.h"
@@ -152,6 +153,9 @@ Job::Job(std::string name, const Model& model, const std::vector<at::Tensor>& ex
   core.placed = std::make_unique<PlacedModule>(model, core.graph, core.devices);
   if (options.profile_steps < 0) throw std::invalid_argument("profile_steps must be >= 0");
   core.profile_steps = options.profile_steps;
+  if (options.guarded_updates < -1)
+    throw std::invalid_argument("guarded_updates must be >= -1 (-1: every update)");
+  core.guarded_updates = options.guarded_updates;
   const bool limited =
       std::any_of(options.memory_limit_bytes.begin(), options.memory_limit_bytes.end(),
                   [](uint64_t b) { return b > 0; });
@@ -255,12 +259,25 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
   const auto discard_gradients = [&] { core.placed->discard_gradients(); };
   auto started = Clock::now();
   at::Tensor value;
+  double update_seconds = 0.0;
+  bool updated = false;  // by a guarded update, in the loop
   for (;;) {
     // An attempt's exception may hold its tensors (a Python traceback's frames): not kept through
     // the retry, which often follows an out-of-memory.
     std::exception_ptr error;
     std::string message;
     detail::StepFailure failure = detail::StepFailure::kNone;
+    const auto caught = [&](detail::StepFailure how) {
+      error = std::current_exception();
+      failure = how;
+      try {
+        throw;
+      } catch (const c10::Error& e) {
+        message = e.what_without_backtrace();  // placementd's log wants the error, not a C++ stack
+      } catch (const std::exception& e) {
+        message = e.what();
+      }
+    };
     try {
       const CountedMemory counted(core, optimizer);
       value = core.forward_backward(inputs, loss);
@@ -268,14 +285,8 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
       error = e.error;
       failure =
           e.interrupted ? detail::StepFailure::kInterrupted : detail::StepFailure::kLossFunction;
-    } catch (const c10::Error& e) {
-      error = std::current_exception();
-      message = e.what_without_backtrace();  // placementd's log wants the error, not a C++ stack
-      failure = detail::StepFailure::kPlacement;
-    } catch (const std::exception& e) {
-      error = std::current_exception();
-      message = e.what();
-      failure = detail::StepFailure::kPlacement;
+    } catch (const std::exception&) {
+      caught(detail::StepFailure::kPlacement);
     }
     if (failure != detail::StepFailure::kNone) {
       core.profiling.reset();  // nothing to profile, nor to retry under the profiler
@@ -294,8 +305,57 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
       if (agreed.interrupted) throw StepInterrupted("the step was interrupted on rank " + rank);
       throw std::runtime_error("the loss function failed on rank " + rank);
     }
-    if (!agreed.failed_rank) break;
-    if (!error) message = "the step failed on rank " + std::to_string(*agreed.failed_rank);
+    std::optional<int> failed_rank = agreed.failed_rank;
+    if (!failed_rank) {
+      if (profiled) core.profiling->profiler->end_forward_backward();
+      peers.reduce_gradients(core);
+      // The first updates under one of placementd's placements run guarded: undone when they
+      // fail, and the step retried on the last good placement.
+      const bool guarded =
+          core.current.directive.placement_id != 0 &&
+          (core.guarded_updates < 0 ||
+           core.updates_under_current < static_cast<uint64_t>(core.guarded_updates));
+      if (!guarded) break;
+      std::optional<detail::UpdateGuard> guard;
+      try {
+        const auto copying = Clock::now();
+        guard.emplace(core.placed->parameters(), optimizer);
+        core.stats.guard_seconds += seconds_since(copying);
+        // An optimizer that cannot save its state updates unguarded, after the exchange, which
+        // every process of a group makes on the same steps.
+        if (guard->armed()) {
+          ++core.stats.guarded_updates;
+          const auto update_started = Clock::now();
+          optimizer.step();
+          update_seconds = seconds_since(update_started);
+          updated = true;
+        }
+      } catch (const StepInterrupted&) {
+        caught(detail::StepFailure::kInterrupted);
+      } catch (const std::exception&) {
+        caught(detail::StepFailure::kPlacement);  // the copies before it too: host memory
+      }
+      const detail::UpdateAgreement update = peers.agree_update(core, failure);
+      if (!update.failed_rank && !update.interrupted_rank) break;
+      // Every process puts back what its update changed, whichever rank's failed.
+      if (guard && guard->armed()) {
+        guard->undo();
+        ++core.stats.undone_updates;
+      }
+      updated = false;
+      core.profiling.reset();
+      profiled = false;
+      if (update.interrupted_rank) {
+        discard_gradients();
+        if (failure == detail::StepFailure::kInterrupted) std::rethrow_exception(error);
+        throw StepInterrupted("the step was interrupted on rank " +
+                              std::to_string(*update.interrupted_rank));
+      }
+      failed_rank = update.failed_rank;
+      if (!error) message = "the update failed on rank " + std::to_string(*failed_rank);
+    } else if (!error) {
+      message = "the step failed on rank " + std::to_string(*failed_rank);
+    }
     // This process's own error as it was thrown, or the rank's whose step failed.
     const auto fail = [&]() -> void {
       if (error) std::rethrow_exception(error);
@@ -317,13 +377,16 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
     ++core.stats.retried_steps;
     started = Clock::now();
   }
-  if (profiled) core.profiling->profiler->end_forward_backward();
-  peers.reduce_gradients(core);
-  const auto update_started = Clock::now();
-  optimizer.step();
+  if (!updated) {
+    const auto update_started = Clock::now();
+    optimizer.step();
+    update_seconds = seconds_since(update_started);
+  }
+  ++core.updates_under_current;
+  const auto zeroing = Clock::now();
   optimizer.zero_grad();
   if (core.any_cuda) detail::synchronize_cuda_devices(core.devices);
-  if (profiled) core.profiling->profiler->add_update(seconds_since(update_started));
+  if (profiled) core.profiling->profiler->add_update(update_seconds + seconds_since(zeroing));
   const double seconds = seconds_since(started);
   core.current_ran = true;
   peers.step_done(core, seconds, profiled);

@@ -79,6 +79,7 @@ bool JobCore::commit_switch(InForce target, StepOptimizer& optimizer, StagedMove
     profiling = Profiling{target.directive.placement_id, 1, nullptr};
   current = std::move(target);
   current_ran = false;
+  updates_under_current = 0;
   return true;
 }
 

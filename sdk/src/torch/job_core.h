@@ -66,6 +66,10 @@ struct JobCore {
   bool any_cuda = false;
   InForce current;
   bool current_ran = false;  // a step succeeded under `current`
+  // Optimizer steps run under `current` since the switch to it, and how many of those are guarded
+  // (JobOptions::guarded_updates; -1: all).
+  uint64_t updates_under_current = 0;
+  int guarded_updates = 1;
   // Where a failing placementd placement falls back to: the last one a step succeeded under, and
   // before any did, the job's own (a failure under that is the model's, not placementd's).
   InForce last_good;

@@ -12,6 +12,7 @@
 #include <torch/optim/sgd.h>
 
 #include "transfer.h"
+#include "update_guard.h"
 
 namespace placement {
 
@@ -76,6 +77,54 @@ std::vector<std::vector<at::Tensor>> TorchStepOptimizer::state_tensors(
       // A state type it cannot read is not counted; moving it is refused where it matters.
     }
   }
+  return out;
+}
+
+std::optional<StepOptimizer::SavedState> TorchStepOptimizer::save_state(
+    const std::vector<at::Tensor>& parameters) {
+  // Per parameter with state: a copy of its state object, whose tensors are the same tensors (the
+  // step updates those in place) and whose counts are values, and a host copy of each tensor's
+  // data. Parameters without state get theirs in the step: dropped again on restore.
+  struct Saved {
+    void* key;
+    std::unique_ptr<torch::optim::OptimizerParamState> object;
+    std::vector<at::Tensor> tensors;
+    std::vector<at::Tensor> copies;
+  };
+  auto saved = std::make_shared<std::vector<Saved>>();
+  auto created = std::make_shared<std::vector<void*>>();
+  SavedState out;
+  auto& states = optimizer_.state();
+  at::NoGradGuard no_grad;
+  for (const at::Tensor& p : parameters) {
+    void* key = p.unsafeGetTensorImpl();
+    const auto it = states.find(key);
+    if (it == states.end() || !it->second) {
+      created->push_back(key);
+      continue;
+    }
+    std::vector<StateTensor> tensors;
+    try {
+      tensors = tensors_of_state(*it->second);
+    } catch (const std::invalid_argument&) {
+      return std::nullopt;  // a state type it cannot copy: the update runs unguarded
+    }
+    Saved s{key, it->second->clone(), {}, {}};
+    for (const StateTensor& t : tensors) {
+      s.tensors.push_back(t.value);
+      s.copies.push_back(detail::host_copy(t.value));
+      out.bytes += static_cast<uint64_t>(t.value.numel()) * t.value.element_size();
+    }
+    saved->push_back(std::move(s));
+  }
+  out.restore = [&states, saved, created] {
+    at::NoGradGuard no_grad;
+    for (void* key : *created) states.erase(key);
+    for (Saved& s : *saved) {
+      for (size_t i = 0; i < s.tensors.size(); ++i) s.tensors[i].copy_(s.copies[i]);
+      states[s.key] = s.object->clone();
+    }
+  };
   return out;
 }
 

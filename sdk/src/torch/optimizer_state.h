@@ -34,6 +34,8 @@ class TorchStepOptimizer final : public StepOptimizer {
                                          const std::vector<c10::Device>& devices) override;
   std::vector<std::vector<at::Tensor>> state_tensors(
       const std::vector<at::Tensor>& parameters) override;
+  /// Host copies of the state's tensors, and its counts (Adam's step) by value.
+  std::optional<SavedState> save_state(const std::vector<at::Tensor>& parameters) override;
 
  private:
   torch::optim::Optimizer& optimizer_;

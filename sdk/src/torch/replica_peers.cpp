@@ -90,6 +90,19 @@ class ReplicaPeers final : public StepPeers {
     job.stats.allreduce_seconds += seconds_since(started);
   }
 
+  // One more small exchange after a guarded update (the first steps under a placement).
+  UpdateAgreement agree_update(JobCore& job, StepFailure failure) override {
+    const double rank = job.group->rank() + 1.0;
+    const std::vector<double> agreed =
+        job.group->max({failure == StepFailure::kPlacement ? rank : 0.0,
+                        failure == StepFailure::kInterrupted ? rank : 0.0});
+    const auto rank_at = [&](size_t i) {
+      const int r = static_cast<int>(agreed[i]) - 1;
+      return r >= 0 ? std::optional<int>(r) : std::nullopt;
+    };
+    return {rank_at(0), rank_at(1)};
+  }
+
   // Rank 0's time goes to placementd after the next step's exchange, once the slowest rank's is
   // known; a follower reports every step to its own daemon, which only shows them.
   void step_done(JobCore& job, double seconds, bool profiled) override {
@@ -170,6 +183,11 @@ void join_replica_group(JobCore& job, const ReplicaConfig& config, const Placeme
         " in a build " + (nccl_built() ? "with" : "without") +
         " NCCL; another rank differs: every rank needs the same cuda_collectives and the "
         "same build of the SDK");
+  // A guarded update ends in an exchange (agree_update): every rank guards the same steps.
+  if (!group.same_on_every_rank({static_cast<double>(job.guarded_updates)}))
+    throw std::invalid_argument(rank + " has guarded_updates " +
+                                std::to_string(job.guarded_updates) +
+                                "; another rank differs: every rank needs the same");
   // 16 hex digits, compared as two halves that a double holds exactly.
   const std::string start_fingerprint = start.fingerprint();
   if (!group.same_on_every_rank(

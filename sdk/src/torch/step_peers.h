@@ -3,7 +3,7 @@
 // (alone_peers); the ranks of a data-parallel replica group (replica_peers) apply rank 0's
 // directives at the same boundary, retry together when any rank fails, average their gradients
 // and report the slowest rank's time. Job::step calls these in this order, once a
-// step (agree once more after a retry).
+// step (agree once more after a retry; agree_update after a guarded update).
 
 #include <memory>
 #include <optional>
@@ -41,6 +41,15 @@ struct StepAgreement {
   bool interrupted = false;
 };
 
+/// How a guarded update (JobOptions::guarded_updates) ended across the processes.
+struct UpdateAgreement {
+  /// The rank whose update failed: every process undoes its update and retries the step.
+  std::optional<int> failed_rank;
+  /// The rank whose update was interrupted (StepInterrupted): every process undoes its update and
+  /// the step ends.
+  std::optional<int> interrupted_rank;
+};
+
 class StepPeers {
  public:
   virtual ~StepPeers() = default;
@@ -53,6 +62,9 @@ class StepPeers {
   virtual StepAgreement agree(JobCore& job, StepFailure failure) = 0;
   /// Before the update: the gradients every process steps with.
   virtual void reduce_gradients(JobCore& job) = 0;
+  /// After a guarded update, with how this process's ended (kNone, kPlacement or kInterrupted):
+  /// what every process does next. Every process guards the same steps (they switch together).
+  virtual UpdateAgreement agree_update(JobCore& job, StepFailure failure) = 0;
   /// After the update: the step's time, in seconds, goes where placementd measures it.
   virtual void step_done(JobCore& job, double seconds, bool profiled) = 0;
 };

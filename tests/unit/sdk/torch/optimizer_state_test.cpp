@@ -9,6 +9,7 @@
 #include "optimizer_state.h"
 #include "placement/engine.h"
 #include "traced_model.h"
+#include "update_guard.h"
 
 namespace placement {
 namespace {
@@ -86,6 +87,68 @@ TEST(OptimizerState, TrainingAcrossASwapEqualsTrainingWithoutOne) {
   for (int i = 0; i < 3; ++i) losses.push_back(step(placed, m.inputs, adam));
   ASSERT_EQ(losses.size(), expected.size());
   for (size_t i = 0; i < losses.size(); ++i) EXPECT_EQ(losses[i], expected[i]) << "step " << i;
+}
+
+// An update undone by its guard leaves the model and Adam as if it never ran: the training that
+// follows equals a twin's that never ran it, bit for bit (Adam's step count sets its bias
+// correction, so a count left behind would show). Before Adam's first step the guard also drops
+// the state that step creates.
+void expect_an_undone_update_leaves_no_trace(int steps_before) {
+  testing::TracedModel a = load_traced_model("rnnlm_small");
+  testing::TracedModel b = load_traced_model("rnnlm_small");
+  PlacedModule guarded(a.module, a.graph, cpus(2)), twin(b.module, b.graph, cpus(2));
+  torch::optim::Adam adam(guarded.parameters(), torch::optim::AdamOptions(0.01));
+  torch::optim::Adam twin_adam(twin.parameters(), torch::optim::AdamOptions(0.01));
+  for (int i = 0; i < steps_before; ++i) {
+    step(guarded, a.inputs, adam);
+    step(twin, b.inputs, twin_adam);
+  }
+  const size_t states_before = adam.state().size();
+  TorchStepOptimizer adapted(adam);
+  const detail::UpdateGuard guard(guarded.parameters(), adapted);
+  ASSERT_TRUE(guard.armed());
+  uint64_t parameter_bytes = 0;
+  for (const at::Tensor& p : guarded.parameters()) parameter_bytes += p.numel() * p.element_size();
+  EXPECT_EQ(guard.bytes(), steps_before == 0 ? parameter_bytes : 3 * parameter_bytes)
+      << "the values, and both moments once Adam has them";
+  step(guarded, a.inputs, adam);  // the update undone
+  EXPECT_EQ(adam.state().size(), guarded.parameters().size());
+  guard.undo();
+  EXPECT_EQ(adam.state().size(), states_before);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(step(guarded, a.inputs, adam), step(twin, b.inputs, twin_adam)) << "step " << i;
+  const std::vector<at::Tensor> p = guarded.parameters(), q = twin.parameters();
+  ASSERT_EQ(p.size(), q.size());
+  for (size_t i = 0; i < p.size(); ++i) {
+    EXPECT_TRUE(at::equal(p[i], q[i])) << "parameter " << i;
+    const auto& s = adam_state(adam, p[i]);
+    const auto& t = adam_state(twin_adam, q[i]);
+    EXPECT_EQ(s.step(), t.step()) << "parameter " << i;
+    EXPECT_TRUE(at::equal(s.exp_avg(), t.exp_avg())) << "parameter " << i;
+    EXPECT_TRUE(at::equal(s.exp_avg_sq(), t.exp_avg_sq())) << "parameter " << i;
+  }
+}
+
+TEST(OptimizerState, AnUndoneUpdateLeavesValuesMomentsAndStepCountsAsTheyWere) {
+  expect_an_undone_update_leaves_no_trace(2);
+}
+
+TEST(OptimizerState, AnUndoneFirstUpdateDropsTheStateItCreated) {
+  expect_an_undone_update_leaves_no_trace(0);
+}
+
+// An optimizer whose state the guard cannot copy (a type it does not know) is not guarded: the
+// update runs as it would without one.
+TEST(OptimizerState, AStateItCannotCopyLeavesTheUpdateUnguarded) {
+  struct Unknown final : torch::optim::OptimizerCloneableParamState<Unknown> {};
+  testing::TracedModel m = load_traced_model("rnnlm_small");
+  PlacedModule placed(m.module, m.graph, cpus(2));
+  torch::optim::Adam adam(placed.parameters(), torch::optim::AdamOptions(0.01));
+  adam.state()[placed.parameters().front().unsafeGetTensorImpl()] = std::make_unique<Unknown>();
+  TorchStepOptimizer adapted(adam);
+  const detail::UpdateGuard guard(placed.parameters(), adapted);
+  EXPECT_FALSE(guard.armed());
+  EXPECT_EQ(guard.bytes(), 0u);
 }
 
 }  // namespace
