@@ -21,6 +21,7 @@
 #include "placement/capture.h"
 #include "placement/profiler.h"
 #include "placement/serialization.h"
+#include "table.h"
 
 namespace {
 
@@ -39,19 +40,6 @@ std::vector<int64_t> parse_shape(const std::string& text) {
     start = end + 1;
   }
   return shape;
-}
-
-std::string human_bytes(uint64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024 && unit < 4) {
-    value /= 1024;
-    ++unit;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), unit == 0 ? "%.0f %s" : "%.1f %s", value, units[unit]);
-  return buf;
 }
 
 }  // namespace
@@ -165,8 +153,9 @@ int main(int argc, char** argv) {
       ++kinds[op.kind];
     }
     std::cout << model << ": " << graph.ops.size() << " ops, " << graph.edges.size() << " edges, "
-              << human_bytes(params) << " of parameters, " << human_bytes(activations)
-              << " of outputs, fingerprint " << graph.fingerprint() << "\n";
+              << placementctl::format_bytes(params) << " of parameters, "
+              << placementctl::format_bytes(activations) << " of outputs, fingerprint "
+              << graph.fingerprint() << "\n";
     // What the cost model will time ops by, and which kinds it only guesses at.
     double flops = 0, bytes = 0;
     std::map<std::string, int> guessed;

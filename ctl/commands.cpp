@@ -309,6 +309,20 @@ int job_show(const Globals& g, uint64_t id, const std::string& plot_path) {
            c.trial ? *c.trial : "-"});
   }
   t.print(std::cout);
+  // What the job measured of its memory under the placements it profiled (docs/live.md).
+  Table peaks({"CANDIDATE", "MEASURED PEAK (FORWARD AND BACKWARD)"});
+  for (const msg::CandidateInfo& c : info.candidates) {
+    if (c.peak_bytes.empty()) continue;
+    std::string held;
+    for (size_t d = 0; d < c.peak_bytes.size() && d < info.device_names.size(); ++d)
+      held += (held.empty() ? "" : " ") + info.device_names[d] + "=" +
+              (c.peak_bytes[d] ? format_bytes(c.peak_bytes[d]) : std::string("-"));
+    peaks.add({std::to_string(c.id), held});
+  }
+  if (!peaks.empty()) {
+    std::cout << "\n";
+    peaks.print(std::cout);
+  }
   if (!plot_path.empty()) {
     write_timeline_svg(plot_path, info);
     std::cout << "\nstep times over the job written to " << plot_path << "\n";

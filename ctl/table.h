@@ -1,6 +1,7 @@
 #pragma once
 // Aligned plain-text tables for placementctl's human output.
 
+#include <cstdint>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -29,6 +30,8 @@ std::string format_seconds(const double* seconds);
 inline std::string format_seconds(const std::optional<double>& seconds) {
   return format_seconds(seconds ? &*seconds : nullptr);
 }
+/// "512 B", "1.5 KiB", "3.2 GiB".
+std::string format_bytes(uint64_t bytes);
 /// "12.5%".
 std::string format_percent(double fraction);
 /// "[#####.....] 50%" progress bar of `width` cells.

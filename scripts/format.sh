@@ -2,7 +2,9 @@
 # Formats the C++ sources by .clang-format, or with --check lists those that differ from it and
 # exits 1 (ctest's style.format runs that). clang-format-14 is the formatter, Debian 12's
 # (scripts/install-deps.sh installs it): another version formats some lines otherwise, so without it
-# the check is skipped (exit 77) rather than failed on lines this one did not write.
+# the check is skipped (exit 77) rather than failed on lines this one did not write; with
+# PLACEMENT_STRICT_CHECKS=1 (CI's .ci/run sets it, where install-deps.sh has installed it) a missing
+# formatter fails the check.
 #   scripts/format.sh [--check]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,6 +16,10 @@ case "${1:-}" in
 esac
 formatter=${CLANG_FORMAT:-clang-format-14}
 if ! command -v "$formatter" >/dev/null; then
+  if [ "${PLACEMENT_STRICT_CHECKS:-0}" = 1 ]; then
+    echo "format: no $formatter (Debian 12's clang-format-14; scripts/install-deps.sh installs it), and PLACEMENT_STRICT_CHECKS=1: failed" >&2
+    exit 1
+  fi
   echo "format: no $formatter (Debian 12's clang-format-14; scripts/install-deps.sh installs it): not checked" >&2
   exit 77
 fi

@@ -88,7 +88,13 @@ void Session::apply_profiles(const placement::messages::ProfileReport& report) {
             [&](const placement::Device& d) { return to_string(d.kind) == report.ops[i].kind; }))
       throw std::invalid_argument("ops[" + std::to_string(i) + "].kind: the job has no " +
                                   report.ops[i].kind + " device");
+  if (report.peak_bytes.size() > job_.devices.size())
+    throw std::invalid_argument("peak_bytes: " + std::to_string(report.peak_bytes.size()) +
+                                " entries for the job's " + std::to_string(job_.devices.size()) +
+                                " devices");
   report.apply(*graph_);
+  if (!report.peak_bytes.empty())
+    candidates_.at(report.placement_id).peak_bytes = report.peak_bytes;
   std::vector<std::string> kinds;
   for (const placement::Device& d : job_.devices.devices)
     if (std::find(kinds.begin(), kinds.end(), to_string(d.kind)) == kinds.end())

@@ -93,6 +93,9 @@ struct CandidateRecord {
   void record_profiled(double step_time_s);
   /// Steps discarded as warm-up after a swap to this placement.
   uint64_t warmup_steps = 0;
+  /// Per device, the most it held in the forward and backward of the job's profiled steps here,
+  /// as the job measured it (its latest profile report that had any); empty: none measured.
+  std::vector<uint64_t> peak_bytes;
   /// Its A/B trial, when its screening made it a challenger (the last one, if it had several).
   std::optional<TrialOutcome> trial;
   /// Adds a measured step. The placement in force measures every step of a long job: only the

@@ -369,7 +369,8 @@ bool ProfileReport::Entry::operator==(const Entry& o) const {
 }
 
 bool ProfileReport::operator==(const ProfileReport& o) const {
-  return placement_id == o.placement_id && steps == o.steps && ops == o.ops;
+  return placement_id == o.placement_id && steps == o.steps && ops == o.ops &&
+         peak_bytes == o.peak_bytes;
 }
 
 void ProfileReport::apply(OpGraph& graph) const {
@@ -389,7 +390,9 @@ json ProfileReport::to_json() const {
     j["kind"] = e.kind;
     list.push_back(std::move(j));
   }
-  return {{"placement_id", placement_id}, {"steps", steps}, {"ops", list}};
+  json out = {{"placement_id", placement_id}, {"steps", steps}, {"ops", list}};
+  if (!peak_bytes.empty()) out["peak_bytes"] = peak_bytes;
+  return out;
 }
 
 ProfileReport ProfileReport::from_json(const json& body) {
@@ -411,6 +414,11 @@ ProfileReport ProfileReport::from_json(const json& body) {
     }
     entry.profile = detail::op_profile_from_json(e);
     report.ops.push_back(std::move(entry));
+  }
+  if (r.has("peak_bytes")) {
+    const JsonReader peaks = r.field("peak_bytes");
+    for (size_t i = 0; i < peaks.array_size(); ++i)
+      report.peak_bytes.push_back(peaks.element(i).uint());
   }
   return report;
 }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -502,7 +503,10 @@ TEST(LiveJob, TheJobProfilesItsOwnStepsSoTheDaemonCanSearchItsSimulator) {
   DaemonProcess daemon(simulator_warm_start());
   if (!testing::learned_plugins_built()) GTEST_SKIP() << "built without LibTorch";
   daemon.start();
-  const JobOptions live = tight_interleaved(daemon.socket, "two_tower");
+  JobOptions live = tight_interleaved(daemon.socket, "two_tower");
+  // Limits far above what it holds: the job counts what each logical device holds, and its
+  // profile report carries the peaks.
+  live.memory_limit_bytes = {1ull << 30, 1ull << 30};
   auto slow_loss = [](const std::vector<c10::IValue>& out) {
     std::this_thread::sleep_for(std::chrono::milliseconds(3));
     return mean_square(out);
@@ -523,6 +527,23 @@ TEST(LiveJob, TheJobProfilesItsOwnStepsSoTheDaemonCanSearchItsSimulator) {
   ASSERT_EQ(jobs["jobs"].size(), 1u);
   EXPECT_EQ(jobs["jobs"][0]["profiled_kinds"], json::array({"cpu"}));
   EXPECT_EQ(jobs["jobs"][0]["profiled_steps"], 3);
+  // The peaks it measured in those steps, on both devices (its ops interleaved over them), are
+  // the profiled placement's, in `jobs show`.
+  const uint64_t id = jobs["jobs"][0]["id"];
+  const json info = daemon.client().request(protocol::MessageType::kJobShow, {{"id", id}},
+                                            protocol::MessageType::kJobInfo);
+  ASSERT_GE(info["candidates"].size(), 1u) << info.dump(2);
+  const json& profiled = info["candidates"][0];
+  EXPECT_EQ(profiled["id"], 1) << info.dump(2);
+  ASSERT_EQ(profiled["peak_bytes"].size(), 2u) << info.dump(2);
+  for (const json& peak : profiled["peak_bytes"])
+    EXPECT_GT(peak.get<uint64_t>(), 0u) << info.dump(2);
+  const testing::CommandResult shown = testing::run_command(
+      {testing::placementctl_bin(), "jobs", "show", std::to_string(id), "--socket", daemon.socket});
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_TRUE(std::regex_search(
+      shown.out, std::regex("MEASURED PEAK.*\n +1 +cpu:0=[0-9.]+ [KM]iB cpu:1=[0-9.]+ [KM]iB")))
+      << shown.out;
 
   // Profiled steps are training steps like any other: the parameters end as without placementd.
   JobOptions alone;

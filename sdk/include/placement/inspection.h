@@ -137,6 +137,9 @@ struct CandidateInfo {
   uint64_t steps = 0, failures = 0;
   std::optional<std::string> error;
   std::optional<double> median_step_time_s;
+  /// Per device, the most it held in the forward and backward of the job's profiled steps under
+  /// this placement, as the job measured it (ProfileReport::peak_bytes); empty when none was.
+  std::vector<uint64_t> peak_bytes;
   /// How its A/B trial against the placement in force ended, in words, e.g. "faster than 1:
   /// -4.1% (-6.0% to -2.2%), 64 pairs"; nullopt when it had none.
   std::optional<std::string> trial;

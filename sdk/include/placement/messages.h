@@ -260,13 +260,18 @@ struct ProfileReport {
   /// Steps each op's median is over.
   uint64_t steps = 0;
   std::vector<Entry> ops;
+  /// Per device of the job (in its attach order), the most it held during the forward and
+  /// backward of any of these steps, as the job measured it: a CUDA device's caching allocator
+  /// peak, a logical CPU device's count where the job has a memory limit; 0 where it measured
+  /// nothing. Empty: no device measured (older SDKs send none).
+  std::vector<uint64_t> peak_bytes;
 
   /// Stores every entry as graph.ops[op].profile[kind] (replacing what was there). Throws
   /// std::invalid_argument, naming the entry, for an op the graph lacks; `graph` is then unchanged.
   void apply(OpGraph& graph) const;
   bool operator==(const ProfileReport& other) const;
   /// {"placement_id", "steps", "ops": [{op, kind, forward_s, backward_s, update_s,
-  /// activation_bytes}]}
+  /// activation_bytes}], "peak_bytes": [per device] (only when measured)}
   nlohmann::json to_json() const;
   /// Checks shapes, kinds ("cpu", "cuda") and that times are >= 0; op ids against a graph are
   /// apply()'s to check.

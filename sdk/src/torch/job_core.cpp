@@ -76,7 +76,7 @@ bool JobCore::commit_switch(InForce target, StepOptimizer& optimizer, StagedMove
   if (current_ran) last_good = current;
   profiling.reset();
   if (target.directive.profile && profile_steps > 0 && !profiles_on_their_way(target))
-    profiling = Profiling{target.directive.placement_id, 1, nullptr};
+    profiling = Profiling{target.directive.placement_id, 1, nullptr, {}};
   current = std::move(target);
   current_ran = false;
   updates_under_current = 0;
@@ -199,6 +199,10 @@ bool JobCore::begin_profiled_step() {
 
 void JobCore::end_profiled_step() {
   ++stats.profiled_steps;
+  std::vector<uint64_t>& peaks = profiling->peaks;
+  if (peaks.size() < stats.peak_bytes.size()) peaks.resize(stats.peak_bytes.size(), 0);
+  for (size_t d = 0; d < stats.peak_bytes.size(); ++d)
+    peaks[d] = std::max(peaks[d], stats.peak_bytes[d]);
   if (profiling->profiler->steps() < profile_steps) return;
   const std::vector<OpProfile> profiles = profiling->profiler->profiles();
   messages::ProfileReport out;
@@ -208,6 +212,7 @@ void JobCore::end_profiled_step() {
     out.ops.push_back({static_cast<int>(i),
                        to_string(devices.devices[current.directive.placement.device_of_op[i]].kind),
                        profiles[i]});
+  out.peak_bytes = std::move(peaks);
   profiling.reset();
   out.apply(graph);
   note_profiles_sent(current);

@@ -53,6 +53,8 @@ struct JobCore {
     uint64_t placement_id = 0;
     int warmup_left = 1;
     std::unique_ptr<StepProfiler> profiler;
+    // Per device, the most its profiled steps' forward and backward held (stats.peak_bytes).
+    std::vector<uint64_t> peaks;
   };
 
   JobCore();

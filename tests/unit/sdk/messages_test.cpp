@@ -274,6 +274,9 @@ TEST(Messages, AProfileReportRoundTripsAppliesToTheGraphAndIgnoresUnknownKeys) {
   r.steps = 3;
   r.ops = {{0, "cpu", {0.001, 0.002, 0.0005, 4096}}, {2, "cuda", {0.0001, 0.0002, 0.0, 0}}};
   EXPECT_EQ(ProfileReport::from_json(over_the_wire(r.to_json())), r);
+  EXPECT_FALSE(r.to_json().contains("peak_bytes")) << "sent only when measured";
+  r.peak_bytes = {5u << 20, 0};
+  EXPECT_EQ(ProfileReport::from_json(over_the_wire(r.to_json())), r);
 
   OpGraph g = testing::chain(3);
   r.apply(g);
@@ -297,6 +300,10 @@ TEST(Messages, AProfileReportRoundTripsAppliesToTheGraphAndIgnoresUnknownKeys) {
   doc["ops"][0]["op"] = -2;
   EXPECT_EQ(error_of([&] { ProfileReport::from_json(doc); }),
             "profile_report.ops[0].op: must be >= 0");
+  doc = r.to_json();
+  doc["peak_bytes"][1] = -1;
+  EXPECT_NE(error_of([&] { ProfileReport::from_json(doc); }).find("profile_report.peak_bytes[1]"),
+            std::string::npos);
   // A key this version does not know, in the report or an entry, is ignored.
   r.ops.pop_back();
   doc = r.to_json();

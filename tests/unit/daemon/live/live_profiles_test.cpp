@@ -114,6 +114,21 @@ TEST_F(LiveProfiles, MeasuredActivationsReachTheMemoryModel) {
   EXPECT_EQ(s->graph()->ops[2].profile.at("cpu").forward_s, 0.001);
 }
 
+TEST_F(LiveProfiles, TheMeasuredPeaksAreTheProfiledPlacementsInItsDetail) {
+  const auto s = started(on_cpu_and_gpu());
+  ProfileReport report = all_ops(*s, "cpu", 0);
+  report.peak_bytes = {3u << 20, 0};
+  s->apply_profiles(report);
+  const placement::messages::JobInfo info = s->detail();
+  ASSERT_FALSE(info.candidates.empty());
+  EXPECT_EQ(info.candidates.at(0).id, report.placement_id);
+  EXPECT_EQ(info.candidates.at(0).peak_bytes, report.peak_bytes);
+  // A report that measured nothing (no limit on a logical device) leaves them as they were.
+  report.peak_bytes.clear();
+  s->apply_profiles(report);
+  EXPECT_EQ(s->detail().candidates.at(0).peak_bytes, (std::vector<uint64_t>{3u << 20, 0}));
+}
+
 TEST_F(LiveProfiles, AReportThatDoesNotFitTheSessionChangesNothing) {
   const auto s = started(on_cpu_and_gpu());
   ProfileReport unknown_op = all_ops(*s, "cpu", 0);
@@ -131,6 +146,15 @@ TEST_F(LiveProfiles, AReportThatDoesNotFitTheSessionChangesNothing) {
   cpus.devices = placement::testing::devices(2, DeviceKind::kCpu);
   const auto cpu_only = started(std::move(cpus));
   EXPECT_THROW(cpu_only->apply_profiles(all_ops(*cpu_only, "cuda", 0)), std::invalid_argument);
+  ProfileReport three_peaks = all_ops(*s, "cpu", 0);
+  three_peaks.peak_bytes = {1, 2, 3};
+  try {
+    s->apply_profiles(three_peaks);
+    ADD_FAILURE() << "peaks of three devices were taken for a job of two";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "peak_bytes: 3 entries for the job's 2 devices");
+  }
+  EXPECT_TRUE(s->detail().candidates.at(0).peak_bytes.empty());
   EXPECT_TRUE(s->profiled_kinds().empty());
   EXPECT_EQ(s->counters().profile_reports, 0u);
 }
