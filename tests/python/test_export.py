@@ -170,7 +170,7 @@ def test_an_attention_mask_that_masks_nothing_is_left_out():
     assert len(masks) == 2 and all(isinstance(m, torch.fx.Node) for m in masks)  # an input's mask and a real one stay
 
 
-def test_a_model_export_cannot_take_is_a_capture_error_that_says_what_to_do():
+def test_a_model_export_cannot_take_is_a_capture_error_that_says_what_to_do(capfd):
     class DataDependent(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -181,8 +181,12 @@ def test_a_model_export_cannot_take_is_a_capture_error_that_says_what_to_do():
                 return self.linear(x)
             return x
 
-    with pytest.raises(placement.CaptureError, match="cannot export DataDependent.*frontend='torchscript'"):
+    with pytest.raises(placement.CaptureError, match="cannot export DataDependent.*frontend='torchscript'") as refused:
         placement.attach("py-refused", DataDependent(), (torch.randn(2, 4),), devices=DEVICES, use_daemon=False)
+    # torch logs the graph it traced before it refuses: in the error's detail, not on the terminal.
+    assert "def forward" in refused.value.detail and "aten.item" in refused.value.detail, refused.value.detail
+    out, err = capfd.readouterr()
+    assert "def forward" not in out + err, err
 
 
 def test_the_torchscript_front_end_is_kept():

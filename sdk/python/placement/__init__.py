@@ -18,8 +18,11 @@ import collections
 import contextlib
 import copy
 import inspect
+import io
 import json
+import logging
 import re
+import sys
 import warnings
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
 
@@ -105,11 +108,14 @@ class _Exported:
         # must come out as they would without placementd.
         # Only a CUDA generator already in use can move; forking every GPU's would start them all.
         cuda = [torch.cuda.current_device()] if torch.cuda.is_initialized() else []
+        output = None
         try:
-            with torch.random.fork_rng(devices=cuda):
+            with torch.random.fork_rng(devices=cuda), _export_output_held() as output:
                 program = torch.export.export(model, tuple(args), kwargs, strict=False, dynamic_shapes=dynamic_shapes)
         except Exception as e:
-            raise CaptureError(_export_failure(model, e)) from e
+            error = CaptureError(_export_failure(model, e))
+            error.detail = output() if output else ""
+            raise error from e
         _drop_masks_that_mask_nothing(program.graph_module)
         self.constants = None
         self.in_spec = program.call_spec.in_spec
@@ -239,13 +245,49 @@ def _name_namedtuples(spec):
         _name_namedtuples(child)
 
 
+@contextlib.contextmanager
+def _export_output_held():
+    """Keeps what torch.export writes while the block runs off the terminal: a refused export
+    prints the partial FX graph it traced to stderr and logs it (hundreds of lines) before it
+    raises, and the CaptureError carries that text instead (its `detail`). Yields a function that
+    returns the text. When the block ends without an error, everything goes where it would have
+    gone. Log records are held where a logger hands them to its handlers, since torch installs
+    handlers on loggers it creates while exporting."""
+    records, printed = [], io.StringIO()
+    original = logging.Logger.handle
+
+    def handle(logger, record):
+        if record.name == "torch" or record.name.startswith("torch."):
+            records.append(record)
+        else:
+            original(logger, record)
+
+    def text():
+        return "\n".join([printed.getvalue().strip()] + [record.getMessage() for record in records]).strip()
+
+    logging.Logger.handle = handle
+    failed = False
+    try:
+        with contextlib.redirect_stderr(printed):
+            yield text
+    except BaseException:
+        failed = True
+        raise
+    finally:
+        logging.Logger.handle = original
+        if not failed:
+            sys.stderr.write(printed.getvalue())
+            for record in records:
+                logging.getLogger(record.name).handle(record)
+
+
 def _export_failure(model, error):
     """What torch.export said, shortened to its first lines, and what to do."""
     text = str(error).strip().splitlines()
     head = " ".join(line.strip() for line in text[:3]) if text else type(error).__name__
     return (f"cannot export {type(model).__name__} with torch.export: {type(error).__name__}: {head} "
             f"(data-dependent control flow must become torch.cond-free code; or attach with "
-            f"frontend='torchscript')")
+            f"frontend='torchscript'; torch's log of the export is this error's `detail`)")
 
 
 def _inputs(example_inputs):
