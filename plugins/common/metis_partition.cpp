@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "placement/library_output.h"
+
 namespace placement::plugins {
 
 namespace {
@@ -43,11 +45,23 @@ std::vector<int> metis_partition(const WeightedGraph& graph, int parts, double i
   idx_t options[METIS_NOPTIONS];
   METIS_SetDefaultOptions(options);
   options[METIS_OPTION_SEED] = static_cast<idx_t>(seed);
-  const int rc =
-      METIS_PartGraphKway(&vertices, &constraints, xadj.data(), adjncy.data(), vwgt.data(), nullptr,
-                          adjwgt.data(), &nparts, nullptr, &ubvec, options, &cut, part.data());
-  if (rc != METIS_OK)
-    throw std::runtime_error("METIS_PartGraphKway failed with code " + std::to_string(rc));
+  // METIS prints its complaints with printf ("***Cannot bisect a graph with 0 vertices!" for the
+  // subproblems of a graph cut into nearly as many parts as it has heavy vertices, the partition
+  // still valid): dropped when it succeeds, part of the error when it fails.
+  int rc = METIS_OK;
+  const std::string said = capture_stdout([&] {
+    rc = METIS_PartGraphKway(&vertices, &constraints, xadj.data(), adjncy.data(), vwgt.data(),
+                             nullptr, adjwgt.data(), &nparts, nullptr, &ubvec, options, &cut,
+                             part.data());
+  });
+  if (rc != METIS_OK) {
+    std::string detail;  // METIS's lines, tab-indented, as one
+    for (const char c : said) detail += c == '\n' || c == '\t' ? ' ' : c;
+    const size_t first = detail.find_first_not_of(' ');
+    detail = first == std::string::npos ? "" : detail.substr(first);
+    throw std::runtime_error("METIS_PartGraphKway failed with code " + std::to_string(rc) +
+                             (detail.empty() ? "" : " (METIS said: " + detail + ")"));
+  }
   std::vector<int> id(static_cast<size_t>(nparts), -1);
   int next = 0;
   for (idx_t u = 0; u < n; ++u) {

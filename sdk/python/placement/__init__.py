@@ -23,6 +23,7 @@ import json
 import logging
 import re
 import sys
+import threading
 import warnings
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
 
@@ -245,6 +246,9 @@ def _name_namedtuples(spec):
         _name_namedtuples(child)
 
 
+_EXPORT_OUTPUT = threading.Lock()  # sys.stderr and logging are the process's: one export holds them
+
+
 @contextlib.contextmanager
 def _export_output_held():
     """Keeps what torch.export writes while the block runs off the terminal: a refused export
@@ -252,7 +256,15 @@ def _export_output_held():
     raises, and the CaptureError carries that text instead (its `detail`). Yields a function that
     returns the text. When the block ends without an error, everything goes where it would have
     gone. Log records are held where a logger hands them to its handlers, since torch installs
-    handlers on loggers it creates while exporting."""
+    handlers on loggers it creates while exporting. One export at a time holds them (what another
+    thread prints or logs meanwhile is held with it)."""
+    with _EXPORT_OUTPUT:
+        with _holding_export_output() as text:
+            yield text
+
+
+@contextlib.contextmanager
+def _holding_export_output():
     records, printed = [], io.StringIO()
     original = logging.Logger.handle
 

@@ -260,6 +260,8 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
   auto started = Clock::now();
   at::Tensor value;
   double update_seconds = 0.0;
+  // The guard's copies of the attempt that ran: no part of the placement's step time.
+  double guard_seconds = 0.0;
   bool updated = false;  // by a guarded update, in the loop
   for (;;) {
     // An attempt's exception may hold its tensors (a Python traceback's frames): not kept through
@@ -320,7 +322,8 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
       try {
         const auto copying = Clock::now();
         guard.emplace(core.placed->parameters(), optimizer);
-        core.stats.guard_seconds += seconds_since(copying);
+        guard_seconds = seconds_since(copying);
+        core.stats.guard_seconds += guard_seconds;
         // An optimizer that cannot save its state updates unguarded, after the exchange, which
         // every process of a group makes on the same steps.
         if (guard->armed()) {
@@ -376,6 +379,7 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
     profiled = false;  // another rank's failure left this one's profiling on; switch_to ended it
     ++core.stats.retried_steps;
     started = Clock::now();
+    guard_seconds = 0.0;
   }
   if (!updated) {
     const auto update_started = Clock::now();
@@ -387,7 +391,7 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
   optimizer.zero_grad();
   if (core.any_cuda) detail::synchronize_cuda_devices(core.devices);
   if (profiled) core.profiling->profiler->add_update(update_seconds + seconds_since(zeroing));
-  const double seconds = seconds_since(started);
+  const double seconds = seconds_since(started) - guard_seconds;
   core.current_ran = true;
   peers.step_done(core, seconds, profiled);
   ++core.stats.steps;
