@@ -259,38 +259,32 @@ def _export_output_held():
     handlers on loggers it creates while exporting. One export at a time holds them (what another
     thread prints or logs meanwhile is held with it)."""
     with _EXPORT_OUTPUT:
-        with _holding_export_output() as text:
-            yield text
+        records, printed = [], io.StringIO()
+        original = logging.Logger.handle
 
+        def handle(logger, record):
+            if record.name == "torch" or record.name.startswith("torch."):
+                records.append(record)
+            else:
+                original(logger, record)
 
-@contextlib.contextmanager
-def _holding_export_output():
-    records, printed = [], io.StringIO()
-    original = logging.Logger.handle
+        def text():
+            return "\n".join([printed.getvalue().strip()] + [record.getMessage() for record in records]).strip()
 
-    def handle(logger, record):
-        if record.name == "torch" or record.name.startswith("torch."):
-            records.append(record)
-        else:
-            original(logger, record)
-
-    def text():
-        return "\n".join([printed.getvalue().strip()] + [record.getMessage() for record in records]).strip()
-
-    logging.Logger.handle = handle
-    failed = False
-    try:
-        with contextlib.redirect_stderr(printed):
-            yield text
-    except BaseException:
-        failed = True
-        raise
-    finally:
-        logging.Logger.handle = original
-        if not failed:
-            sys.stderr.write(printed.getvalue())
-            for record in records:
-                logging.getLogger(record.name).handle(record)
+        logging.Logger.handle = handle
+        failed = False
+        try:
+            with contextlib.redirect_stderr(printed):
+                yield text
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            logging.Logger.handle = original
+            if not failed:
+                sys.stderr.write(printed.getvalue())
+                for record in records:
+                    logging.getLogger(record.name).handle(record)
 
 
 def _export_failure(model, error):

@@ -17,6 +17,12 @@
 namespace placement::detail {
 namespace {
 
+// An exchanged rank + 1 (0: none) as the rank.
+std::optional<int> rank_in(double agreed) {
+  const int r = static_cast<int>(agreed) - 1;
+  return r >= 0 ? std::optional<int>(r) : std::nullopt;
+}
+
 class ReplicaPeers final : public StepPeers {
  public:
   // The directive rank 0 offered in the step before is applied by every rank, or by none.
@@ -68,14 +74,11 @@ class ReplicaPeers final : public StepPeers {
       job.channel->report(job.current.generation, step);
     }
     pending_report_.reset();
-    const auto rank_at = [&](size_t i) {
-      const int r = static_cast<int>(agreed_[i]) - 1;
-      return r >= 0 ? std::optional<int>(r) : std::nullopt;
-    };
     // The rank whose loss function ended the step: one that interrupted it (the highest, when
     // several did), else one whose loss function failed.
-    const std::optional<int> interrupted = rank_at(4);
-    return {rank_at(0), interrupted ? interrupted : rank_at(3), interrupted.has_value()};
+    const std::optional<int> interrupted = rank_in(agreed_[4]);
+    return {rank_in(agreed_[0]), interrupted ? interrupted : rank_in(agreed_[3]),
+            interrupted.has_value()};
   }
 
   void reduce_gradients(JobCore& job) override {
@@ -96,11 +99,7 @@ class ReplicaPeers final : public StepPeers {
     const std::vector<double> agreed =
         job.group->max({failure == StepFailure::kPlacement ? rank : 0.0,
                         failure == StepFailure::kInterrupted ? rank : 0.0});
-    const auto rank_at = [&](size_t i) {
-      const int r = static_cast<int>(agreed[i]) - 1;
-      return r >= 0 ? std::optional<int>(r) : std::nullopt;
-    };
-    return {rank_at(0), rank_at(1)};
+    return {rank_in(agreed[0]), rank_in(agreed[1])};
   }
 
   // Rank 0's time goes to placementd after the next step's exchange, once the slowest rank's is
