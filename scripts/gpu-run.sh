@@ -5,9 +5,9 @@
 # reuse the build directory, which stays on a warm machine between calls. docs/gpu-runs/README.md
 # says how to run them with the device tool and what each records.
 #
-#   scripts/gpu-run.sh --stage build|test|engine|live|learning|profiles [--cpu] [--out DIR] [--build-dir DIR]
-#                      [--devices LIST] [--memory-gib G] [--steps N] [--tests REGEX]
-#                      [--targets "TARGET..."]
+#   scripts/gpu-run.sh --stage build|test|engine|live|learning|profiles|offload [--cpu] [--out DIR]
+#                      [--build-dir DIR] [--devices LIST] [--memory-gib G] [--steps N] [--tests REGEX]
+#                      [--targets "TARGET..."] [--bench-args "ARGS"]
 #
 #   build     configure (LibTorch and CUDA forced on) and build (everything, or --targets; say,
 #             "placementd placementctl plugins/all train_inception train_gnmt" for the learning
@@ -22,6 +22,9 @@
 #             its predicted time) against what its trials measured
 #   profiles  per-op profiles of the test models on the device (placementctl capture --profile), and
 #             the cost model against them per op kind (placementctl simulate --by-kind)
+#   offload   a model larger than the capped GPU: placementd's residence plans against torchao's and
+#             FSDP2's offload (bench/python/offload_bench.py; --bench-args adds to its options, e.g.
+#             "--ratio 3 --model llama"); torchao comes from .gpu-deps/wheels on the GPU machine
 #
 # --cpu runs the same stages without a GPU (devices cpu:0,cpu:1, CUDA not forced, the torch of the
 # project's environment, .venv): how CI checks this script (tests/scripts/gpu_run_cpu_mode.sh).
@@ -44,6 +47,7 @@ memory_gib=60
 steps=
 tests=
 targets=
+bench_args=
 while [ $# -gt 0 ]; do
   case "$1" in
     --stage) stage=${2:-}; shift 2 ;;
@@ -55,11 +59,12 @@ while [ $# -gt 0 ]; do
     --steps) steps=$2; shift 2 ;;
     --tests) tests=$2; shift 2 ;;
     --targets) targets=$2; shift 2 ;;
-    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --bench-args) bench_args=$2; shift 2 ;;
+    -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu-run.sh: unknown argument $1" >&2; usage ;;
   esac
 done
-case "$stage" in build|test|engine|live|learning|profiles) ;; *) echo "gpu-run.sh: --stage is one of build, test, engine, live, learning, profiles" >&2; usage ;; esac
+case "$stage" in build|test|engine|live|learning|profiles|offload) ;; *) echo "gpu-run.sh: --stage is one of build, test, engine, live, learning, profiles, offload" >&2; usage ;; esac
 if ((cpu)); then
   build=${build:-$root/build}
   devices=${devices:-cpu:0,cpu:1}
@@ -436,6 +441,47 @@ PY
     tee -a "$report" <"$logs/$m-by-kind.log" >/dev/null
   done
   log '```'
+  ;;
+offload)
+  need_build
+  # A model larger than the capped GPU (issue #66's benchmark): plain eager with memory to spare,
+  # torchao's CPUOffloadOptimizer, FSDP2's CPUOffloadPolicy and placementd's residence plans, the
+  # same model and batches, each row in a process of its own. Rows print as they end, so a stage
+  # cut short keeps the rows it ran; every row's measurements come back in offload.json.
+  site=
+  if ((!cpu)); then
+    wheel=$(compgen -G "$deps/wheels/torchao-*.whl" | head -1 || true)
+    if [ -n "$wheel" ]; then
+      site=$build/offload-site
+      "$python" -m pip install -q --no-deps --no-index --target "$site" "$wheel" >"$logs/pip.log" 2>&1 ||
+        fail "installing $(basename "$wheel"); pip said: $(tail -n 1 "$logs/pip.log")"
+    else
+      log "no torchao wheel in $deps/wheels (scripts/stage-gpu-deps.sh stages it): its row says torchao is missing"
+    fi
+  fi
+  args=(--check --row-timeout 240 --json "$out/offload.json")
+  if ((cpu)); then
+    # The stage's own plumbing: python.offload_bench runs every CPU row in the suite.
+    args+=(--cpu --rows ideal,placementd:optimizer_on_host)
+  else
+    args+=(--device "$device" --steps 10 --warmup 2)
+  fi
+  # shellcheck disable=SC2206  # --bench-args is a list of options
+  args+=($bench_args)
+  log "## offload: placementd's residence plans against torchao and FSDP2 (bench/python/offload_bench.py ${args[*]})"
+  log
+  log '```'
+  status=0
+  PYTHONPATH="$build/python${site:+:$site}" stdbuf -oL "$python" "$root/bench/python/offload_bench.py" "${args[@]}" \
+    >"$logs/offload.log" 2>&1 || status=$?
+  grep -v -i warn "$logs/offload.log" | tee -a "$report" >/dev/null
+  log '```'
+  # Exit 1 is a target not met (the check lines say which): a finding, not a failure of the run.
+  case $status in
+    0) ;;
+    1) log "targets not met: see the check lines above" ;;
+    *) fail "offload_bench.py exited $status" ;;
+  esac
   ;;
 esac
 ((failures == 0))

@@ -2,8 +2,9 @@
 # Stages into .gpu-deps/ what a GPU machine with the pip LibTorch lacks to build placementd: the
 # Debian headers, libraries and CMake package configs of every C++ dependency (Boost's headers,
 # nlohmann-json, TOML++, spdlog and fmt, CLI11, prometheus-cpp, GoogleTest, Eigen, METIS, Scotch,
-# gloo's headers, zlib, libsystemd). That machine's image holds PyTorch, the CUDA toolkit, CMake and
-# ninja, and nothing can be installed there. Run it on a Debian 12 development machine; copy
+# gloo's headers, zlib, libsystemd), and the torchao wheel the offload benchmark compares against.
+# That machine's image holds PyTorch, the CUDA toolkit, CMake and ninja, and nothing can be
+# installed there. Run it on a Debian 12 development machine; copy
 # .gpu-deps/ along with the tree (the device tool's `carry`). The folder mirrors /usr (include/,
 # lib/x86_64-linux-gnu/, share/), so CMake package configs that find their prefix relative to
 # themselves work unchanged with CMAKE_PREFIX_PATH=.gpu-deps; scripts/gpu-run.sh --stage build does
@@ -16,6 +17,8 @@
 #   scripts/stage-gpu-deps.sh [DIR]    (default: .gpu-deps in the checkout)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/python-env.sh
+. "$root/scripts/python-env.sh"
 out=${1:-$root/.gpu-deps}
 need=(libtomlplusplus-dev libmetis-dev libscotch-dev libsystemd-dev libeigen3-dev libgloo-dev libboost-dev
       nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev prometheus-cpp-dev libgtest-dev libgmock-dev zlib1g-dev)
@@ -64,6 +67,13 @@ cp -r /usr/share/eigen3/cmake "$out/share/eigen3/"
 # libsystemd.so.0 is on every systemd machine; only the link-time name is missing there. Where it is
 # not, the link dangles, CMake finds no libsystemd and builds without sd_notify (PLACEMENT_WITH_SYSTEMD=AUTO).
 ln -s "$arch/libsystemd.so.0" "$lib/libsystemd.so"
+# The torchao wheel the offload benchmark compares against (bench/python/offload_bench.py), at the
+# version scripts/python-requirements.txt pins: the GPU machine reaches no registry, and its image has
+# no torchao. gpu-run.sh --stage offload installs it from here.
+torchao=$(grep -E '^torchao==' "$root/scripts/python-requirements.txt")
+mkdir -p "$out/wheels"
+"$placement_python" -m pip download -q --no-deps --only-binary :all: -d "$out/wheels" "$torchao" ||
+  { echo "stage-gpu-deps.sh: could not download $torchao from PyPI" >&2; exit 1; }
 # Keep it out of git: it is a build input of one machine, not source.
 if [ -z "${1:-}" ] && [ -d "$root/.git" ]; then
   mkdir -p "$root/.git/info"

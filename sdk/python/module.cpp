@@ -443,6 +443,8 @@ PYBIND11_MODULE(_placement, m) {
              d["proxies"] = a.proxies;
              d["streamed"] = a.streamed;
              d["parameter_fetches"] = a.parameter_fetches;
+             d["parameter_bytes_fetched"] = a.parameter_bytes_fetched;
+             d["gradient_bytes_sent_home"] = a.gradient_bytes_sent_home;
              d["activations_evicted"] = a.activations_evicted;
              d["activation_bytes_evicted"] = a.activation_bytes_evicted;
              d["recompute_kept"] = a.recompute_kept;

@@ -38,6 +38,10 @@ SKIPPED = {
     "cmake --build build": "builds the build this test runs in",
     "ctest --test-dir build -j2 --output-on-failure": "runs this test",
     "scripts/gpu-run.sh --stage build": "needs a GPU machine (docs/gpu-runs/)",
+    "PYTHONPATH=build/python .venv/bin/python bench/python/offload_bench.py --cpu --check":
+        "a minute of one core; python.offload_bench runs the same command",
+    "PYTHONPATH=build/python .venv/bin/python bench/python/offload_bench.py --model gpt2 --ratio 1.5 --check":
+        "needs a GPU machine; scripts/gpu-run.sh --stage offload runs it there",
     "cmake --install build --prefix /usr": "installs into /usr and /etc; install.layout runs it staged under DESTDIR",
     "systemd-sysusers": "creates a system group; systemd.units_verify checks the sysusers entry",
     "systemctl enable --now placementd.socket": "needs systemd as PID 1; systemd.units_verify checks the units",

@@ -32,6 +32,9 @@ check live '^gradients on cpu +gloo$'
 run --stage learning --steps 40 >/dev/null
 check learning '^## placementctl jobs show \(learning-gnmt\)'
 check learning '^warm start +searched [0-9]+ simulated placements'
+run --stage offload >/dev/null
+check offload '^check: met: placementd:optimizer_on_host trains bit for bit as the ideal'
+[ -s "$out/offload.json" ] || { echo "stage offload wrote no offload.json"; exit 1; }
 # Failures are not swallowed: no test matched, an unknown stage.
 if run --stage test --tests '^NoSuchTest$' >/dev/null 2>&1; then echo "a test stage that ran no test exited 0"; exit 1; fi
 grep -q "^stage test: 1 failure" "$out/test.md" || { echo "the failed test stage says:"; cat "$out/test.md"; exit 1; }

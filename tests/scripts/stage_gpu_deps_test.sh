@@ -22,8 +22,9 @@ done <<<"$read_by_build"
 staged=$(find "$out/deps/include/boost" -type f | wc -l)
 echo "$(wc -l <<<"$read_by_build") Boost headers read by the build, $staged staged, $missing missing"
 [ "$missing" -eq 0 ]
-# The libraries and package configs the GPU build finds through CMAKE_PREFIX_PATH.
+# The libraries and package configs the GPU build finds through CMAKE_PREFIX_PATH, and the wheel
+# the offload stage installs.
 for f in lib/x86_64-linux-gnu/cmake/tomlplusplus lib/x86_64-linux-gnu/cmake/GTest share/cmake/nlohmann_json \
-         include/metis.h include/toml++/toml.h; do
-  [ -e "$out/deps/$f" ] || { echo "the stage lacks $f" >&2; exit 1; }
+         include/metis.h include/toml++/toml.h wheels/torchao-*.whl; do
+  compgen -G "$out/deps/$f" >/dev/null || { echo "the stage lacks $f" >&2; exit 1; }
 done

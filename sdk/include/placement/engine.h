@@ -36,6 +36,10 @@ struct ResidenceActivity {
   uint64_t streamed = 0;
   /// Fills of a streamed proxy, in the forward and the backward.
   uint64_t parameter_fetches = 0;
+  /// Bytes copied from parameters' homes into their proxies (each fill of a streamed one, each
+  /// step's refresh of a persistent one), and of gradients copied from proxies to the homes.
+  uint64_t parameter_bytes_fetched = 0;
+  uint64_t gradient_bytes_sent_home = 0;
   /// Saved activations emptied (offloaded or dropped for a recompute), and their bytes.
   uint64_t activations_evicted = 0;
   uint64_t activation_bytes_evicted = 0;

@@ -480,8 +480,9 @@ class Job:
     def residence_activity(self) -> Dict[str, int]:
         """What the engine did under the placement in force to keep tensors where its residence
         says: proxies (parameters read through a copy on their readers' device, `streamed` of them
-        filled for each use), parameter_fetches, activations_evicted (offloaded or recomputed) and
-        their bytes, recompute_kept."""
+        filled for each use), parameter_fetches and parameter_bytes_fetched (copies from a
+        parameter's home into its proxy), gradient_bytes_sent_home, activations_evicted (offloaded
+        or recomputed) and their bytes, recompute_kept."""
         return self._job.residence_activity()
 
     def step(self, inputs: Union[torch.Tensor, Sequence[torch.Tensor]], loss_fn: Callable[..., torch.Tensor],

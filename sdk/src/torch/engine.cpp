@@ -350,6 +350,8 @@ ResidenceActivity PlacedModule::residence_activity() const {
   }
   const detail::ResidenceStats s = impl_->residence->stats();
   out.parameter_fetches = s.parameter_fetches;
+  out.parameter_bytes_fetched = s.parameter_bytes_fetched;
+  out.gradient_bytes_sent_home = s.gradient_bytes_sent_home;
   out.activations_evicted = s.activations_evicted;
   out.activation_bytes_evicted = s.activation_bytes_evicted;
   out.recompute_kept = s.recompute_kept;

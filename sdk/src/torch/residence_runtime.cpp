@@ -104,6 +104,8 @@ struct ResidenceShared {
   StorageShelf proxies;
   std::vector<std::optional<StorageShelf::Id>> proxy_entry;  // per proxy (streamed only)
   std::atomic<uint64_t> parameter_fetches{0};
+  std::atomic<uint64_t> parameter_bytes_fetched{0};
+  std::atomic<uint64_t> gradient_bytes_sent_home{0};
   std::atomic<uint64_t> activations_evicted{0};
   std::atomic<uint64_t> activation_bytes_evicted{0};
   std::atomic<uint64_t> recompute_kept{0};
@@ -178,6 +180,7 @@ class ProxyGradientHook final : public torch::autograd::PostAccumulateGradHook {
     const at::Tensor grad = proxy.grad();
     if (grad.defined()) {
       at::Tensor moved = copy_to(grad, home_);
+      if (shared) shared->gradient_bytes_sent_home += grad.nbytes();
       if (parameter_.grad().defined())
         parameter_.mutable_grad().add_(moved);
       else
@@ -365,6 +368,7 @@ ResidenceRuntime::ResidenceRuntime(ResidencePlan plan)
             // variable_data(): the proxy's bytes under a version counter of their own, so the
             // fill is no in-place change autograd would refuse.
             proxy.variable_data().copy_(parameter);
+            shared->parameter_bytes_fetched += proxy.nbytes();
           });
       if (shared_->proxy_entry[i]) shared_->proxies.evict(*shared_->proxy_entry[i]);
     }
@@ -398,9 +402,10 @@ void ResidenceRuntime::begin_forward(const OpProgram& program) {
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < plan_.proxies.size(); ++i) {
     Proxy& p = plan_.proxies[i];
-    if (p.fetch == Fetch::kPersist)
+    if (p.fetch == Fetch::kPersist) {
       p.proxy.variable_data().copy_(p.parameter);  // what the optimizer made of it at home
-    else if (shared_->proxy_entry[i])
+      shared_->parameter_bytes_fetched += p.proxy.nbytes();
+    } else if (shared_->proxy_entry[i])
       shared_->proxies.evict(*shared_->proxy_entry[i]);  // filled afresh at its first use
     pass_->seen.insert(storage_of(p.proxy));
   }
@@ -658,6 +663,8 @@ void ResidenceRuntime::discard_gradients() {
 ResidenceStats ResidenceRuntime::stats() const {
   ResidenceStats s;
   s.parameter_fetches = shared_->parameter_fetches;
+  s.parameter_bytes_fetched = shared_->parameter_bytes_fetched;
+  s.gradient_bytes_sent_home = shared_->gradient_bytes_sent_home;
   s.activations_evicted = shared_->activations_evicted;
   s.activation_bytes_evicted = shared_->activation_bytes_evicted;
   s.recompute_kept = shared_->recompute_kept;

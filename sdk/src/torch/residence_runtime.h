@@ -69,6 +69,10 @@ ResidencePlan resolve_residence(const OpProgram& program, const OpGraph& graph,
 struct ResidenceStats {
   /// Fills of a streamed proxy, in forwards and backwards.
   uint64_t parameter_fetches = 0;
+  /// Bytes copied into proxies (streamed fills and persistent refreshes), and gradient bytes
+  /// copied from proxies to their parameters' homes.
+  uint64_t parameter_bytes_fetched = 0;
+  uint64_t gradient_bytes_sent_home = 0;
   /// Activation storages offloaded or recomputed, and their bytes.
   uint64_t activations_evicted = 0;
   uint64_t activation_bytes_evicted = 0;

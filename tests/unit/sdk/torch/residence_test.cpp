@@ -245,10 +245,16 @@ TEST_P(ResidencePlans, TrainBitwiseAsWithoutResidenceWhileTheComputeDeviceHoldsL
       case Plan::kAllOfIt:
         EXPECT_EQ(got.activity.proxies, got.activity.streamed);
         EXPECT_GT(got.activity.parameter_fetches, got.activity.proxies) << "fetched in both passes";
+        // Every parameter comes in for the forward, what the backward reads once more.
+        EXPECT_GT(got.activity.parameter_bytes_fetched, kSteps * got.homed_away);
+        EXPECT_EQ(got.activity.gradient_bytes_sent_home, kSteps * got.homed_away);
         break;
       case Plan::kOptimizerOnly:
         EXPECT_GT(got.activity.proxies, 0u);
         EXPECT_EQ(got.activity.streamed, 0u);
+        // A persistent copy takes its parameter's stepped value once a forward.
+        EXPECT_EQ(got.activity.parameter_bytes_fetched, kSteps * got.homed_away);
+        EXPECT_EQ(got.activity.gradient_bytes_sent_home, kSteps * got.homed_away);
         break;
       case Plan::kHalfTheLayers:
         EXPECT_GT(got.activity.streamed, 0u);
