@@ -116,10 +116,12 @@ struct HeldObject {
 // _stage_optimizer_state, which knows torch.optim's layout (state filed under the parameter).
 class PythonOptimizer final : public placement::StepOptimizer {
  public:
-  PythonOptimizer(py::object optimizer, py::object stage_state, py::object save_state)
+  PythonOptimizer(py::object optimizer, py::object stage_state, py::object save_state,
+                  py::object expected_state)
       : optimizer_(std::move(optimizer)),
         stage_state_(std::move(stage_state)),
-        save_state_(std::move(save_state)) {}
+        save_state_(std::move(save_state)),
+        expected_state_(std::move(expected_state)) {}
   void step() override {
     with_gil([&] { optimizer_.attr("step")(); });
   }
@@ -165,6 +167,13 @@ class PythonOptimizer final : public placement::StepOptimizer {
       return std::optional<SavedState>(std::move(out));
     });
   }
+  // Through the package's _expected_state_bytes, by torch.optim's class and the group's options.
+  std::optional<uint64_t> expected_state_bytes(const at::Tensor& parameter) override {
+    return with_gil([&] {
+      const py::object bytes = expected_state_(optimizer_, parameter);
+      return bytes.is_none() ? std::nullopt : std::optional<uint64_t>(bytes.cast<uint64_t>());
+    });
+  }
   // torch.optim files each parameter's state under the parameter: its tensors.
   std::vector<std::vector<at::Tensor>> state_tensors(
       const std::vector<at::Tensor>& parameters) override {
@@ -185,6 +194,7 @@ class PythonOptimizer final : public placement::StepOptimizer {
  private:
   py::object optimizer_;
   py::object stage_state_;
+  py::object expected_state_;
   py::object save_state_;
 };
 
@@ -401,10 +411,10 @@ PYBIND11_MODULE(_placement, m) {
           "step",
           [](Job& job, const py::sequence& inputs, const py::object& loss,
              const py::object& optimizer, const py::object& stage_state,
-             const py::object& save_state) {
+             const py::object& save_state, const py::object& expected_state) {
             std::vector<c10::IValue> values;
             for (const at::Tensor& t : tensors(inputs, "inputs")) values.emplace_back(t);
-            PythonOptimizer adapted(optimizer, stage_state, save_state);
+            PythonOptimizer adapted(optimizer, stage_state, save_state, expected_state);
             placement::LossFunction loss_fn = [&loss](const std::vector<c10::IValue>& outputs) {
               return with_gil([&] {
                 py::object value = loss(outputs_to_python(outputs));
@@ -425,7 +435,7 @@ PYBIND11_MODULE(_placement, m) {
             }
           },
           py::arg("inputs"), py::arg("loss"), py::arg("optimizer"), py::arg("stage_state"),
-          py::arg("save_state"))
+          py::arg("save_state"), py::arg("expected_state"))
       .def("placement", [](const Job& job) { return job.placement().device_of_op; })
       .def("device_names",
            [](const Job& job) {

@@ -137,15 +137,54 @@ def test_each_plan_trains_bitwise_as_eager_pytorch_within_a_limit_the_model_does
             assert activity["proxies"] > 0, where
 
 
-def test_the_model_without_a_plan_does_not_fit_that_limit():
+def test_the_model_without_a_plan_does_not_fit_that_limit_and_is_refused_before_its_first_step():
+    """Its parameters and gradients fit, Adam's moments would not: the first step is refused before
+    it runs (nothing trained, no state made), naming the device, the state and the limit."""
     model = build("hf_gpt2")
     limit = state_bytes(model) - 1
     job = placement.attach("residence-none", model, batch("hf_gpt2", 0), devices=["cpu:0", "cpu:1"],
                            use_daemon=False, memory_limit_bytes=[limit, 0])
+    before = [p.detach().clone() for p in job.parameters()]
     optimizer = torch.optim.Adam(job.parameters(), lr=1e-3)
-    job.step(batch("hf_gpt2", 0), loss_of, optimizer)  # Adam's moments come with the first update
-    with pytest.raises(RuntimeError, match=r"out of memory on cpu:0 \(its memory limit\)"):
-        job.step(batch("hf_gpt2", 1), loss_of, optimizer)
+    adam_bytes = 2 * sum(p.numel() * p.element_size() for p in job.parameters())
+    with pytest.raises(torch.OutOfMemoryError,
+                       match=rf"out of memory on cpu:0 \(its memory limit\), refused before the step ran: .*the "
+                             rf"optimizer's first update {adam_bytes} bytes of state.* against its limit {limit}"):
+        job.step(batch("hf_gpt2", 0), loss_of, optimizer)
+    assert job.stats()["steps"] == 0 and not optimizer.state
+    assert all(torch.equal(p, q) for p, q in zip(job.parameters(), before))
+
+
+@pytest.mark.parametrize("make", [
+    lambda ps: torch.optim.Adam(ps, lr=1e-3), lambda ps: torch.optim.Adam(ps, lr=1e-3, amsgrad=True),
+    lambda ps: torch.optim.AdamW(ps, lr=1e-3, foreach=True), lambda ps: torch.optim.SGD(ps, lr=1e-3),
+    lambda ps: torch.optim.SGD(ps, lr=1e-3, momentum=0.9), lambda ps: torch.optim.Adagrad(ps, lr=1e-3),
+    lambda ps: torch.optim.RMSprop(ps, lr=1e-3, momentum=0.9, centered=True)],
+    ids=["adam", "adam_amsgrad", "adamw_foreach", "sgd", "sgd_momentum", "adagrad", "rmsprop"])
+def test_the_state_an_optimizer_is_expected_to_make_is_the_state_it_makes(make):
+    """What a memory limit holds a placement to before the first update (placement._expected_state_bytes)
+    is, per parameter, the bytes of the tensors shaped like it that the update leaves in its state."""
+    model = build("hf_gpt2")
+    params = list(model.parameters())
+    left_out = params.pop()
+    optimizer = make(params)
+    expected = [placement._expected_state_bytes(optimizer, p) for p in params]
+    assert placement._expected_state_bytes(optimizer, left_out) == 0
+    loss_of(model(*batch("hf_gpt2", 0))).backward()
+    optimizer.step()
+    for p, bytes_ in zip(params, expected):
+        kept = sum(t.numel() * t.element_size() for t in optimizer.state.get(p, {}).values()
+                   if torch.is_tensor(t) and t.shape == p.shape)
+        assert bytes_ == kept
+
+
+def test_an_optimizer_of_another_class_cannot_tell_its_state():
+    class Mine(torch.optim.Adam):
+        pass
+
+    model = build("hf_gpt2")
+    assert placement._expected_state_bytes(Mine(model.parameters()), next(model.parameters())) is None
+    assert placement._expected_state_bytes(torch.optim.LBFGS(model.parameters()), next(model.parameters())) is None
 
 
 def test_bad_residence_rules_are_errors_that_name_the_rule():

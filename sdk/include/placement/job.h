@@ -100,9 +100,11 @@ struct JobOptions {
   /// and everything the step allocates while running ops placed there (activations, autograd's
   /// saved tensors, temporaries) until it is freed. An allocation past it fails like an
   /// out-of-memory on a GPU (c10::OutOfMemoryError), and a placement placementd proposed is rolled
-  /// back as for any failure; a start placement whose parameters, gradients and optimizer state
-  /// alone cannot fit is refused at attach. 0 or absent: no limit (CUDA devices always have their
-  /// allocator's). For exercising the failure path without a GPU and for emulating GPU
+  /// back as for any failure; a start placement whose parameters and gradients alone cannot fit
+  /// is refused at attach, and a step is refused before it runs (the same error) when what lives
+  /// there with the gradients to come and the state the optimizer's first update makes
+  /// (StepOptimizer::expected_state_bytes) cannot fit. 0 or absent: no limit (CUDA devices always
+  /// have their allocator's). For exercising the failure path without a GPU and for emulating GPU
   /// capacities on one host; placementd is not told (it plans with `memory_bytes`). With a limit
   /// the job also measures each device's peak (JobStats::peak_bytes).
   std::vector<uint64_t> memory_limit_bytes;
@@ -183,6 +185,15 @@ class StepOptimizer {
   /// device holds can be counted; the default, for an optimizer that cannot tell: none.
   virtual std::vector<std::vector<at::Tensor>> state_tensors(
       const std::vector<at::Tensor>& parameters);
+
+  /// The bytes of state the optimizer keeps for `parameter` once it has stepped it (Adam's two
+  /// moments: twice the parameter's bytes; 0 for a parameter it does not update), so that a
+  /// device's memory limit can refuse a placement before the first update makes the state;
+  /// nullopt (the default) when the optimizer cannot tell.
+  virtual std::optional<uint64_t> expected_state_bytes(const at::Tensor& parameter) {
+    (void)parameter;
+    return std::nullopt;
+  }
 
   /// A copy, in host memory, of what step() changes of `parameters`' state besides their values
   /// (moments, step counts, state it creates), and what puts it back.

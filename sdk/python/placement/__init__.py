@@ -395,6 +395,31 @@ def _save_optimizer_state(optimizer, parameters):
     return restore, copied
 
 
+# torch.optim's classes whose state per parameter is known, by the options of the parameter's group:
+# how many tensors shaped like the parameter they keep once they have stepped it. Exact types only:
+# a subclass may keep other state, and a guess too high would refuse a placement that fits.
+_STATE_TENSORS = {
+    torch.optim.Adam: lambda group: 3 if group.get("amsgrad") else 2,
+    torch.optim.AdamW: lambda group: 3 if group.get("amsgrad") else 2,
+    torch.optim.SGD: lambda group: 1 if group.get("momentum", 0) != 0 else 0,
+    torch.optim.RMSprop: lambda group: 1 + (group.get("momentum", 0) > 0) + bool(group.get("centered")),
+    torch.optim.Adagrad: lambda group: 1,
+}
+
+
+def _expected_state_bytes(optimizer, parameter):
+    """The bytes of state `optimizer` keeps for `parameter` once it has stepped it (Adam's two
+    moments: twice the parameter's bytes; 0 for a parameter it does not update), or None when it
+    cannot tell: what a memory limit holds a placement to before the first update."""
+    tensors = _STATE_TENSORS.get(type(optimizer))
+    if tensors is None:
+        return None
+    for group in optimizer.param_groups:
+        if any(p is parameter for p in group["params"]):
+            return tensors(group) * parameter.numel() * parameter.element_size()
+    return 0
+
+
 def _residence_rules(residence):
     """attach()'s `residence` as the two rule tables the C++ job takes: {"parameters": {module
     prefix: device or (device, "persist" | "stream")}, "activations": {module prefix: "keep" |
@@ -503,12 +528,12 @@ class Job:
             if kwargs:
                 raise ValueError("kwargs needs frontend='export'")
             return self._job.step(list(_inputs(inputs)), _on_output_device(loss_fn, targets), optimizer,
-                                  _stage_optimizer_state, _save_optimizer_state)
+                                  _stage_optimizer_state, _save_optimizer_state, _expected_state_bytes)
         exported = self._exported
         restructured = _on_output_device(loss_fn, targets)
         return self._job.step(exported.flatten(_inputs(inputs), kwargs or {}),
                               lambda outputs: restructured(exported.unflatten(outputs)), optimizer,
-                              _stage_optimizer_state, _save_optimizer_state)
+                              _stage_optimizer_state, _save_optimizer_state, _expected_state_bytes)
 
     @property
     def placement(self) -> List[int]:

@@ -1,7 +1,7 @@
 """Type stubs of placement._placement, the C++ extension under the placement package (module.cpp).
 Users call placement.attach / placement.Job; these are what that package calls."""
 
-from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
@@ -48,6 +48,7 @@ class Job:
         optimizer: Any,
         stage_state: Callable[[Any, List[torch.Tensor], List[str]], Tuple[List[Tuple[Dict[str, Any], str, torch.Tensor]], int]],
         save_state: Callable[[Any, List[torch.Tensor]], Tuple[Callable[[], None], int]],
+        expected_state: Callable[[Any, torch.Tensor], Optional[int]],
     ) -> torch.Tensor: ...
     def placement(self) -> List[int]: ...
     def device_names(self) -> List[str]: ...

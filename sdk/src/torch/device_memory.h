@@ -5,6 +5,7 @@
 // model is scored against. GPUs have their allocator for both.
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "memory_tally.h"
@@ -30,7 +31,16 @@ class DeviceMemory {
   std::vector<uint64_t> peaks() const;
 
  private:
+  /// Throws c10::OutOfMemoryError before the step runs when what lives on a device past the step
+  /// (what it holds, the gradients to come, the optimizer's state its first update makes, as
+  /// StepOptimizer::expected_state_bytes says) is already more than its limit.
+  void refuse_what_cannot_fit(StepOptimizer& optimizer, const std::vector<at::Tensor>& held,
+                              const std::vector<int>& homes,
+                              const std::vector<std::vector<at::Tensor>>& state);
+
   PlacedModule& module_;
+  std::vector<std::string> names_;
+  std::vector<uint64_t> limits_;
   MemoryTally tally_;
 };
 

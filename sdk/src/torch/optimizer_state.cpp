@@ -1,5 +1,6 @@
 #include "optimizer_state.h"
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -78,6 +79,35 @@ std::vector<std::vector<at::Tensor>> TorchStepOptimizer::state_tensors(
     }
   }
   return out;
+}
+
+std::optional<uint64_t> TorchStepOptimizer::expected_state_bytes(const at::Tensor& parameter) {
+  namespace o = torch::optim;
+  for (const o::OptimizerParamGroup& group : optimizer_.param_groups()) {
+    const bool in_group =
+        std::any_of(group.params().begin(), group.params().end(), [&](const at::Tensor& p) {
+          return p.unsafeGetTensorImpl() == parameter.unsafeGetTensorImpl();
+        });
+    if (!in_group) continue;
+    if (!group.has_options()) return std::nullopt;
+    const o::OptimizerOptions& options = group.options();
+    // Each state tensor is a zeros_like of the parameter.
+    uint64_t tensors = 0;
+    if (const auto* a = dynamic_cast<const o::AdamOptions*>(&options))
+      tensors = a->amsgrad() ? 3 : 2;
+    else if (const auto* w = dynamic_cast<const o::AdamWOptions*>(&options))
+      tensors = w->amsgrad() ? 3 : 2;
+    else if (const auto* sgd = dynamic_cast<const o::SGDOptions*>(&options))
+      tensors = sgd->momentum() != 0 ? 1 : 0;
+    else if (const auto* r = dynamic_cast<const o::RMSpropOptions*>(&options))
+      tensors = 1 + (r->momentum() > 0 ? 1 : 0) + (r->centered() ? 1 : 0);
+    else if (dynamic_cast<const o::AdagradOptions*>(&options))
+      tensors = 1;
+    else
+      return std::nullopt;
+    return tensors * parameter.nbytes();
+  }
+  return 0;  // not among its parameters: it keeps nothing for it
 }
 
 std::optional<StepOptimizer::SavedState> TorchStepOptimizer::save_state(

@@ -34,6 +34,9 @@ class TorchStepOptimizer final : public StepOptimizer {
                                          const std::vector<c10::Device>& devices) override;
   std::vector<std::vector<at::Tensor>> state_tensors(
       const std::vector<at::Tensor>& parameters) override;
+  /// By the options of the parameter's group: Adam and AdamW 2 (3 with amsgrad) times its bytes,
+  /// SGD 1 with momentum (else 0), RMSprop 1 (+1 with momentum, +1 centered), Adagrad 1.
+  std::optional<uint64_t> expected_state_bytes(const at::Tensor& parameter) override;
   /// Host copies of the state's tensors, and its counts (Adam's step) by value.
   std::optional<SavedState> save_state(const std::vector<at::Tensor>& parameters) override;
 

@@ -4,12 +4,14 @@
 #include <atomic>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <ATen/Context.h>
 #include <ATen/SequenceNumber.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/empty_like.h>
+#include <c10/util/intrusive_ptr.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
@@ -325,8 +327,17 @@ struct ResidenceRuntime::Pass {
   // Entries by the node after which they may be emptied (stale ones are skipped: a last read
   // only grows).
   std::vector<std::vector<EntryRef>> due;
-  // Storages seen so far: an output's storage not among them is the op's own.
-  std::unordered_set<const c10::StorageImpl*> seen;
+  // Storages seen so far: an output's storage not among them is the op's own. Each is held by a
+  // weak reference, which keeps the StorageImpl object (not its bytes) allocated for the pass: a
+  // storage freed in the forward cannot hand its address to a later op's output, which would then
+  // pass for one seen before and stay unshelved (as often as the heap reused the address).
+  std::unordered_map<const c10::StorageImpl*, c10::weak_intrusive_ptr<c10::StorageImpl>> seen;
+
+  // Notes `t`'s storage as seen; true when it was not before.
+  bool see(const at::Tensor& t) {
+    const c10::StorageImpl* s = storage_of(t);
+    return s && seen.emplace(s, t.storage().getWeakStorageImpl()).second;
+  }
   // The op running: entries among its inputs, and where its autograd nodes' numbers start.
   std::vector<EntryRef> reads;
   int device = -1;  // the op's
@@ -407,12 +418,12 @@ void ResidenceRuntime::begin_forward(const OpProgram& program) {
       shared_->parameter_bytes_fetched += p.proxy.nbytes();
     } else if (shared_->proxy_entry[i])
       shared_->proxies.evict(*shared_->proxy_entry[i]);  // filled afresh at its first use
-    pass_->seen.insert(storage_of(p.proxy));
+    pass_->see(p.proxy);
   }
   for (const auto& [slot, value] : program.bound) {
     std::vector<at::Tensor> tensors;
     tensors_in(value, tensors);
-    for (const at::Tensor& t : tensors) pass_->seen.insert(storage_of(t));
+    for (const at::Tensor& t : tensors) pass_->see(t);
   }
 }
 
@@ -478,7 +489,7 @@ void ResidenceRuntime::prepare(size_t index, int op, int device,
 void ResidenceRuntime::before(size_t index, int op, int device,
                               const std::vector<c10::IValue>& stack) {
   Pass& pass = *pass_;
-  for (const at::Tensor& t : tensors_of(stack)) pass.seen.insert(storage_of(t));
+  for (const at::Tensor& t : tensors_of(stack)) pass.see(t);
   if (op >= 0 && static_cast<size_t>(op) < plan_.activations.size() &&
       plan_.activations[static_cast<size_t>(op)].policy == ActivationPolicy::kRecompute) {
     auto r = std::make_shared<Recompute>();
@@ -614,7 +625,7 @@ void ResidenceRuntime::after(size_t index, int op, const std::vector<c10::IValue
         add_unique(touched, *known);
         continue;
       }
-      if (!pass.seen.insert(s).second) continue;
+      if (!pass.see(t)) continue;
       // The op's own output: offloaded or recomputed unless the program keeps it to the end.
       if (policy.policy == ActivationPolicy::kKeep || last == kNever) continue;
       const std::optional<StorageShelf::Id> id = shelve(t, policy, pass.device, at_position);

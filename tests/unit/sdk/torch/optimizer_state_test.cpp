@@ -3,8 +3,18 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
 #include <ATen/ATen.h>
+#include <torch/optim/adagrad.h>
 #include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/lbfgs.h>
+#include <torch/optim/rmsprop.h>
+#include <torch/optim/sgd.h>
 
 #include "optimizer_state.h"
 #include "placement/engine.h"
@@ -149,6 +159,65 @@ TEST(OptimizerState, AStateItCannotCopyLeavesTheUpdateUnguarded) {
   const detail::UpdateGuard guard(placed.parameters(), adapted);
   EXPECT_FALSE(guard.armed());
   EXPECT_EQ(guard.bytes(), 0u);
+}
+
+// What each optimizer says it will keep for a parameter before its first update is what it keeps
+// after it: the figure a memory limit refuses a placement by.
+TEST(OptimizerState, TheStateExpectedBeforeTheFirstUpdateIsTheStateAfterIt) {
+  namespace o = torch::optim;
+  const auto make = [](const std::string& kind,
+                       std::vector<at::Tensor> params) -> std::unique_ptr<o::Optimizer> {
+    if (kind == "adam") return std::make_unique<o::Adam>(params, o::AdamOptions(0.01));
+    if (kind == "adam_amsgrad")
+      return std::make_unique<o::Adam>(params, o::AdamOptions(0.01).amsgrad(true));
+    if (kind == "adamw") return std::make_unique<o::AdamW>(params, o::AdamWOptions(0.01));
+    if (kind == "sgd") return std::make_unique<o::SGD>(params, o::SGDOptions(0.01));
+    if (kind == "sgd_momentum")
+      return std::make_unique<o::SGD>(params, o::SGDOptions(0.01).momentum(0.9));
+    if (kind == "rmsprop_centered_momentum")
+      return std::make_unique<o::RMSprop>(params,
+                                          o::RMSpropOptions(0.01).momentum(0.9).centered(true));
+    return std::make_unique<o::Adagrad>(params, o::AdagradOptions(0.01));
+  };
+  const std::map<std::string, uint64_t> tensors_per_parameter = {
+      {"adam", 2},   {"adam_amsgrad", 3}, {"adamw", 2},
+      {"sgd", 0},    {"sgd_momentum", 1}, {"rmsprop_centered_momentum", 3},
+      {"adagrad", 1}};
+  for (const auto& [kind, tensors] : tensors_per_parameter) {
+    SCOPED_TRACE(kind);
+    testing::TracedModel m = load_traced_model("rnnlm_small");
+    PlacedModule placed(m.module, m.graph, cpus(1));
+    std::vector<at::Tensor> params = placed.parameters();
+    const at::Tensor left_out = params.back();
+    params.pop_back();
+    std::unique_ptr<o::Optimizer> optimizer = make(kind, params);
+    TorchStepOptimizer adapted(*optimizer);
+    std::vector<uint64_t> expected;
+    for (const at::Tensor& p : params) {
+      const std::optional<uint64_t> bytes = adapted.expected_state_bytes(p);
+      ASSERT_TRUE(bytes.has_value());
+      EXPECT_EQ(*bytes, tensors * p.nbytes());
+      expected.push_back(*bytes);
+    }
+    EXPECT_EQ(adapted.expected_state_bytes(left_out), 0u) << "a parameter it does not update";
+    optimizer->zero_grad();
+    placed.forward(m.inputs).at(0).toTensor().pow(2).mean().backward();
+    optimizer->step();
+    const std::vector<std::vector<at::Tensor>> state = adapted.state_tensors(params);
+    for (size_t i = 0; i < params.size(); ++i) {
+      uint64_t bytes = 0;
+      for (const at::Tensor& t : state[i]) bytes += t.nbytes();
+      EXPECT_EQ(bytes, expected[i]) << "parameter " << i;
+    }
+  }
+}
+
+TEST(OptimizerState, AnOptimizerItDoesNotKnowCannotTellItsState) {
+  testing::TracedModel m = load_traced_model("mlp");
+  PlacedModule placed(m.module, m.graph, cpus(1));
+  torch::optim::LBFGS lbfgs(placed.parameters());
+  TorchStepOptimizer adapted(lbfgs);
+  EXPECT_FALSE(adapted.expected_state_bytes(placed.parameters().front()).has_value());
 }
 
 }  // namespace

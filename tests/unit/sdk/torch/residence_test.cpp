@@ -324,6 +324,65 @@ TEST(Residence, APlanThatCannotHoldTheParametersIsRefusedBeforeItRuns) {
   EXPECT_EQ(fits.module().residence_activity().streamed, graph.parameters.size());
 }
 
+TEST(Residence, AStepWhoseOptimizerStateCannotFitIsRefusedBeforeItRuns) {
+  // Room for the parameters, their gradients, the buffers and three quarters of Adam's two
+  // moments: the start placement is taken, and Adam's first update could not be made. The step is
+  // refused before anything runs, not half way through it.
+  Example e = load("hf_gpt2");
+  uint64_t parameters = 0, buffers = 0;
+  for (const at::Tensor& p : e.model.parameters()) parameters += p.nbytes();
+  for (const auto& [name, b] : e.model.named_buffers()) buffers += b.nbytes();
+  const uint64_t limit = 3 * parameters + parameters / 2 + buffers;
+  Job job("hf_gpt2", e.model, e.inputs, options_for({}, limit));
+  std::vector<at::Tensor> before;
+  for (const at::Tensor& p : job.parameters()) before.push_back(p.detach().clone());
+  torch::optim::Adam adam(job.parameters(), torch::optim::AdamOptions(1e-3));
+  const std::vector<c10::IValue> inputs(e.inputs.begin(), e.inputs.end());
+  try {
+    job.step(inputs, loss_of, adam);
+    FAIL() << "a step whose Adam state cannot fit within " << limit << " bytes ran";
+  } catch (const c10::OutOfMemoryError& err) {
+    const std::string what = err.what_without_backtrace();
+    EXPECT_NE(what.find("out of memory on cpu:0 (its memory limit), refused before the step ran"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("the optimizer's first update " + std::to_string(2 * parameters)),
+              std::string::npos)
+        << what;
+  }
+  EXPECT_EQ(job.stats().steps, 0u);
+  const std::vector<at::Tensor> after = job.parameters();
+  for (size_t i = 0; i < before.size(); ++i)
+    EXPECT_TRUE(bitwise_equal(after[i], before[i])) << "parameter " << i;
+  EXPECT_TRUE(adam.state().empty());
+  // With the parameters homed on the host, as the error says, Adam trains within the same limit.
+  const OpGraph graph = capture(e.model, e.inputs, "hf_gpt2");
+  Job homed("hf_gpt2", e.model, e.inputs,
+            options_for(every_parameter(graph, Fetch::kStream), limit));
+  torch::optim::Adam homed_adam(homed.parameters(), torch::optim::AdamOptions(1e-3));
+  for (int step = 0; step < 2; ++step) EXPECT_NO_THROW(homed.step(inputs, loss_of, homed_adam));
+}
+
+TEST(Residence, APlanEvictsTheSameActivationsEveryRun) {
+  // Which outputs are an op's own is told by their storages; a storage freed earlier in the
+  // forward must not pass its address on as one seen before (the heap reuses addresses as it
+  // pleases), or a run keeps outputs another run evicts: fewer bytes evicted, a higher peak.
+  for (const std::string name : {"hf_gpt2", "hf_bert"}) {
+    SCOPED_TRACE(name);
+    auto plan = [](const OpGraph& g) { return residence_of(Plan::kRecomputed, g); };
+    const Trained first = train(name, plan);
+    ASSERT_GT(first.activity.activation_bytes_evicted, 0u);
+    for (int run = 1; run < 4; ++run) {
+      const Trained again = train(name, plan);
+      EXPECT_EQ(again.activity.activation_bytes_evicted, first.activity.activation_bytes_evicted)
+          << "run " << run;
+      EXPECT_EQ(again.activity.activations_evicted, first.activity.activations_evicted)
+          << "run " << run;
+      EXPECT_EQ(again.peak, first.peak) << "run " << run;
+    }
+  }
+}
+
 TEST(Residence, ARecomputeOfAnOpThatUpdatesBuffersIsRefusedByName) {
   Example e = load("mobilenet_v3_small");
   const OpGraph graph = capture(e.model, e.inputs, "mobilenet_v3_small");
