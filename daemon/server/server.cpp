@@ -232,6 +232,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (closed_ || stop_reading_ || !paused_) return;
     if (state_.in_flight->count.load() >= InFlight::kMaxInFlight) return;
     paused_ = false;
+    restart_timer();  // the daemon was the one not reading
     parse();
     if (stop_reading_ || paused_) return;
     arm_timer();
@@ -380,6 +381,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (stop_reading_) return;
     input_.erase(input_.begin(), input_.begin() + offset);
     release_input(offset);
+    if (offset > 0) restart_timer();  // a frame completed (or a refused one's bytes went by)
     if (input_.capacity() > kKeptInputCapacity && input_.size() <= kKeptInputCapacity)
       give_back_input();
   }
@@ -500,18 +502,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   // A frame that has begun must complete in time, so a stalled client cannot hold a half frame.
+  // The period is the frame's, not the buffer's: a client streaming frames leaves part of the next
+  // one in the buffer after most reads, and is making progress all the same.
   void arm_timer() {
     if (input_.empty() && skip_ == 0) {
-      timer_armed_ = false;
-      timer_.cancel();
+      restart_timer();
       return;
     }
     if (timer_armed_) return;
     timer_armed_ = true;
     timer_.expires_after(std::chrono::milliseconds(server_.limits().frame_timeout_ms));
     auto self = shared_from_this();
-    timer_.async_wait([this, self](const boost::system::error_code& ec) {
-      if (ec || closed_ || stop_reading_ || !timer_armed_) return;
+    const uint64_t generation = timer_generation_;
+    timer_.async_wait([this, self, generation](const boost::system::error_code& ec) {
+      // A handler already due when the timer was restarted runs without an error: not its turn.
+      if (ec || closed_ || stop_reading_ || generation != timer_generation_) return;
       timer_armed_ = false;
       // While paused the daemon is the one not reading: resume_reading() arms the timer again.
       if (paused_) return;
@@ -519,6 +524,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
         fail(error::kTimeout,
              "incomplete frame for " + std::to_string(server_.limits().frame_timeout_ms) + " ms");
     });
+  }
+
+  // The frame at the buffer's head starts its period now (the next arm_timer() arms it): one
+  // completed before it, or the daemon reads on after a pause of its own.
+  void restart_timer() {
+    timer_armed_ = false;
+    ++timer_generation_;
+    timer_.cancel();
   }
 
   // Writes the queue front to back. A client that leaves its replies unread while the socket's
@@ -592,6 +605,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   /// Reading waits for the connection's requests in flight (InFlight).
   bool paused_ = false;
   bool timer_armed_ = false;
+  // Counts the frame timer's restarts: a handler armed before the last one is stale.
+  uint64_t timer_generation_ = 0;
 };
 
 Server::Server(asio::io_context& io, Service& service)
