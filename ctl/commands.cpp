@@ -309,19 +309,31 @@ int job_show(const Globals& g, uint64_t id, const std::string& plot_path) {
            c.trial ? *c.trial : "-"});
   }
   t.print(std::cout);
-  // What the job measured of its memory under the placements it profiled (docs/live.md).
-  Table peaks({"CANDIDATE", "MEASURED PEAK (FORWARD AND BACKWARD)"});
+  // What the job measured of its memory under the placements it profiled, device by device: the
+  // peak of the forward and backward, and what lived there by kind (docs/live.md).
+  Table memory({"CANDIDATE", "DEVICE", "MEASURED PEAK", "PARAMETERS", "BUFFERS", "GRADIENTS",
+                "OPTIMIZER STATE", "COPIES", "ACTIVATIONS"});
+  const auto bytes = [](uint64_t b) { return b ? format_bytes(b) : std::string("-"); };
   for (const msg::CandidateInfo& c : info.candidates) {
-    if (c.peak_bytes.empty()) continue;
-    std::string held;
-    for (size_t d = 0; d < c.peak_bytes.size() && d < info.device_names.size(); ++d)
-      held += (held.empty() ? "" : " ") + info.device_names[d] + "=" +
-              (c.peak_bytes[d] ? format_bytes(c.peak_bytes[d]) : std::string("-"));
-    peaks.add({std::to_string(c.id), held});
+    const size_t devices =
+        std::min(std::max(c.peak_bytes.size(), c.held_bytes.size()), info.device_names.size());
+    for (size_t d = 0; d < devices; ++d) {
+      std::vector<std::string> row = {std::to_string(c.id), info.device_names[d],
+                                      bytes(d < c.peak_bytes.size() ? c.peak_bytes[d] : 0)};
+      if (d < c.held_bytes.size()) {
+        const msg::HeldBytes& h = c.held_bytes[d];
+        for (uint64_t b :
+             {h.parameters, h.buffers, h.gradients, h.optimizer_state, h.copies, h.activations})
+          row.push_back(bytes(b));
+      } else {
+        row.insert(row.end(), 6, "-");
+      }
+      memory.add(row);
+    }
   }
-  if (!peaks.empty()) {
+  if (!memory.empty()) {
     std::cout << "\n";
-    peaks.print(std::cout);
+    memory.print(std::cout);
   }
   if (!plot_path.empty()) {
     write_timeline_svg(plot_path, info);

@@ -92,9 +92,15 @@ void Session::apply_profiles(const placement::messages::ProfileReport& report) {
     throw std::invalid_argument("peak_bytes: " + std::to_string(report.peak_bytes.size()) +
                                 " entries for the job's " + std::to_string(job_.devices.size()) +
                                 " devices");
+  if (report.held_bytes.size() > job_.devices.size())
+    throw std::invalid_argument("held_bytes: " + std::to_string(report.held_bytes.size()) +
+                                " entries for the job's " + std::to_string(job_.devices.size()) +
+                                " devices");
   report.apply(*graph_);
   if (!report.peak_bytes.empty())
     candidates_.at(report.placement_id).peak_bytes = report.peak_bytes;
+  if (!report.held_bytes.empty())
+    candidates_.at(report.placement_id).held_bytes = report.held_bytes;
   std::vector<std::string> kinds;
   for (const placement::Device& d : job_.devices.devices)
     if (std::find(kinds.begin(), kinds.end(), to_string(d.kind)) == kinds.end())

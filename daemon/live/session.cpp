@@ -462,6 +462,7 @@ placement::messages::JobInfo Session::detail() const {
     if (!c.error.empty()) ci.error = c.error;
     ci.median_step_time_s = c.median();
     ci.peak_bytes = c.peak_bytes;
+    ci.held_bytes = c.held_bytes;
     if (c.trial) ci.trial = describe(*c.trial);
     info.candidates.push_back(std::move(ci));
   }

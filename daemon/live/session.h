@@ -96,6 +96,8 @@ struct CandidateRecord {
   /// Per device, the most it held in the forward and backward of the job's profiled steps here,
   /// as the job measured it (its latest profile report that had any); empty: none measured.
   std::vector<uint64_t> peak_bytes;
+  /// Per device, what lived there by kind (the same report's held_bytes).
+  std::vector<placement::messages::HeldBytes> held_bytes;
   /// Its A/B trial, when its screening made it a challenger (the last one, if it had several).
   std::optional<TrialOutcome> trial;
   /// Adds a measured step. The placement in force measures every step of a long job: only the

@@ -126,7 +126,8 @@ struct Table<CandidateInfo> {
       field("steps", &CandidateInfo::steps), field("failures", &CandidateInfo::failures),
       field("error", &CandidateInfo::error),
       field("median_step_time_s", &CandidateInfo::median_step_time_s),
-      field("peak_bytes", &CandidateInfo::peak_bytes), field("trial", &CandidateInfo::trial));
+      field("peak_bytes", &CandidateInfo::peak_bytes),
+      field("held_bytes", &CandidateInfo::held_bytes), field("trial", &CandidateInfo::trial));
 };
 template <>
 struct Value<CandidateInfo> : TableValue<CandidateInfo> {};

@@ -263,6 +263,13 @@ struct Value<ReplicaInfo> {
   static ReplicaInfo read(const JsonReader& r);
 };
 
+/// {parameters, buffers, gradients, optimizer_state, copies, activations}, each optional.
+template <>
+struct Value<HeldBytes> {
+  static nlohmann::json write(const HeldBytes& v) { return v.to_json(); }
+  static HeldBytes read(const JsonReader& r);
+};
+
 template <>
 struct Value<DeviceSet> {
   static nlohmann::json write(const DeviceSet& v) { return placement::to_json(v); }

@@ -146,6 +146,16 @@ struct Table<ReplicaInfo> {
 };
 
 template <>
+struct Table<HeldBytes> {
+  static constexpr const char* kName = "held_bytes";
+  static constexpr auto kFields = std::make_tuple(
+      field("parameters", &HeldBytes::parameters), field("buffers", &HeldBytes::buffers),
+      field("gradients", &HeldBytes::gradients),
+      field("optimizer_state", &HeldBytes::optimizer_state), field("copies", &HeldBytes::copies),
+      field("activations", &HeldBytes::activations));
+};
+
+template <>
 struct Table<Attach> {
   static constexpr const char* kName = "attach";
   static constexpr auto kFields = std::make_tuple(
@@ -284,6 +294,15 @@ ReplicaInfo codec::Value<ReplicaInfo>::read(const JsonReader& r) {
   return out;
 }
 
+bool HeldBytes::operator==(const HeldBytes& o) const {
+  return parameters == o.parameters && buffers == o.buffers && gradients == o.gradients &&
+         optimizer_state == o.optimizer_state && copies == o.copies && activations == o.activations;
+}
+
+json HeldBytes::to_json() const { return encode(*this); }
+HeldBytes HeldBytes::from_json(const json& body) { return decode<HeldBytes>(body); }
+HeldBytes codec::Value<HeldBytes>::read(const JsonReader& r) { return decode<HeldBytes>(r); }
+
 json Attach::to_json(uint16_t version) const { return encode(*this, version); }
 Attach Attach::from_json(const json& body) { return decode<Attach>(body); }
 
@@ -370,7 +389,7 @@ bool ProfileReport::Entry::operator==(const Entry& o) const {
 
 bool ProfileReport::operator==(const ProfileReport& o) const {
   return placement_id == o.placement_id && steps == o.steps && ops == o.ops &&
-         peak_bytes == o.peak_bytes;
+         peak_bytes == o.peak_bytes && held_bytes == o.held_bytes;
 }
 
 void ProfileReport::apply(OpGraph& graph) const {
@@ -392,6 +411,8 @@ json ProfileReport::to_json() const {
   }
   json out = {{"placement_id", placement_id}, {"steps", steps}, {"ops", list}};
   if (!peak_bytes.empty()) out["peak_bytes"] = peak_bytes;
+  if (!held_bytes.empty())
+    out["held_bytes"] = codec::Value<std::vector<HeldBytes>>::write(held_bytes);
   return out;
 }
 
@@ -420,6 +441,8 @@ ProfileReport ProfileReport::from_json(const json& body) {
     for (size_t i = 0; i < peaks.array_size(); ++i)
       report.peak_bytes.push_back(peaks.element(i).uint());
   }
+  if (r.has("held_bytes"))
+    report.held_bytes = codec::Value<std::vector<HeldBytes>>::read(r.field("held_bytes"));
   return report;
 }
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <regex>
 #include <set>
 #include <thread>
@@ -538,11 +539,27 @@ TEST(LiveJob, TheJobProfilesItsOwnStepsSoTheDaemonCanSearchItsSimulator) {
   ASSERT_EQ(profiled["peak_bytes"].size(), 2u) << info.dump(2);
   for (const json& peak : profiled["peak_bytes"])
     EXPECT_GT(peak.get<uint64_t>(), 0u) << info.dump(2);
+  // What lived on each device by kind, over both: every parameter at its home once, a gradient
+  // and Adam's two moments for each, and the outputs kept for the backward where their ops ran.
+  ASSERT_EQ(profiled["held_bytes"].size(), 2u) << info.dump(2);
+  uint64_t parameter_bytes = 0;
+  for (const at::Tensor& p : load("two_tower").module.parameters()) parameter_bytes += p.nbytes();
+  std::map<std::string, uint64_t> total;
+  for (const json& device : profiled["held_bytes"])
+    for (const auto& [kind, bytes] : device.items()) total[kind] += bytes.get<uint64_t>();
+  EXPECT_EQ(total["parameters"], parameter_bytes) << info.dump(2);
+  EXPECT_EQ(total["gradients"], parameter_bytes) << info.dump(2);
+  EXPECT_EQ(total["optimizer_state"], 2 * parameter_bytes) << info.dump(2);
+  EXPECT_EQ(total["copies"], 0u) << info.dump(2);
+  EXPECT_GT(total["activations"], 0u) << info.dump(2);
   const testing::CommandResult shown = testing::run_command(
       {testing::placementctl_bin(), "jobs", "show", std::to_string(id), "--socket", daemon.socket});
   ASSERT_EQ(shown.exit_code, 0) << shown.err;
   EXPECT_TRUE(std::regex_search(
-      shown.out, std::regex("MEASURED PEAK.*\n +1 +cpu:0=[0-9.]+ [KM]iB cpu:1=[0-9.]+ [KM]iB")))
+      shown.out,
+      std::regex("MEASURED PEAK +PARAMETERS +BUFFERS +GRADIENTS +OPTIMIZER STATE +COPIES "
+                 "+ACTIVATIONS *\n +1 +cpu:0 +[0-9.]+ [KM]iB +[0-9.]+ [KM]?i?B.*\n +1 "
+                 "+cpu:1 +[0-9.]+ [KM]iB")))
       << shown.out;
 
   // Profiled steps are training steps like any other: the parameters end as without placementd.

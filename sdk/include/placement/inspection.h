@@ -140,6 +140,9 @@ struct CandidateInfo {
   /// Per device, the most it held in the forward and backward of the job's profiled steps under
   /// this placement, as the job measured it (ProfileReport::peak_bytes); empty when none was.
   std::vector<uint64_t> peak_bytes;
+  /// Per device, what lived there by kind under this placement (ProfileReport::held_bytes); empty
+  /// when the job measured none.
+  std::vector<HeldBytes> held_bytes;
   /// How its A/B trial against the placement in force ended, in words, e.g. "faster than 1:
   /// -4.1% (-6.0% to -2.2%), 64 pairs"; nullopt when it had none.
   std::optional<std::string> trial;

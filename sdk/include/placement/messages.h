@@ -244,6 +244,29 @@ struct StepReport {
   static StepReport from_json(const nlohmann::json& body);
 };
 
+/// What a job's device held by kind under one placement, as the job measured it when its profiled
+/// steps' backward ended (the optimizer's state as its last update left it): the bytes a memory
+/// model is scored against, kind by kind. Not a message: a part of ProfileReport and CandidateInfo.
+struct HeldBytes {
+  /// Parameters and buffers living there (their home).
+  uint64_t parameters = 0;
+  uint64_t buffers = 0;
+  /// Those parameters' gradients, and the optimizer's state of them.
+  uint64_t gradients = 0;
+  uint64_t optimizer_state = 0;
+  /// Copies of parameters living elsewhere, kept there for the ops reading them (persistent
+  /// proxies; a streamed one is empty by then).
+  uint64_t copies = 0;
+  /// The profiled ops' outputs kept for their backward there: an op's own device, an offload's
+  /// target, nothing for a recompute (OpProfile::activation_bytes under the placement's residence).
+  uint64_t activations = 0;
+
+  bool operator==(const HeldBytes& other) const;
+  nlohmann::json to_json() const;
+  /// Each field optional (0), unknown keys ignored, as a message's.
+  static HeldBytes from_json(const nlohmann::json& body);
+};
+
 /// Per-op costs a job measured on its own training steps under one of placementd's placements
 /// (one-way, protocol 2), each for the kind of device the op ran on.
 struct ProfileReport {
@@ -265,13 +288,17 @@ struct ProfileReport {
   /// peak, a logical CPU device's count where the job has a memory limit; 0 where it measured
   /// nothing. Empty: no device measured (older SDKs send none).
   std::vector<uint64_t> peak_bytes;
+  /// Per device (attach order), what lived there by kind, the most of each over these steps.
+  /// Empty: not measured (older SDKs send none).
+  std::vector<HeldBytes> held_bytes;
 
   /// Stores every entry as graph.ops[op].profile[kind] (replacing what was there). Throws
   /// std::invalid_argument, naming the entry, for an op the graph lacks; `graph` is then unchanged.
   void apply(OpGraph& graph) const;
   bool operator==(const ProfileReport& other) const;
   /// {"placement_id", "steps", "ops": [{op, kind, forward_s, backward_s, update_s,
-  /// activation_bytes}], "peak_bytes": [per device] (only when measured)}
+  /// activation_bytes}], "peak_bytes": [per device], "held_bytes": [per device: HeldBytes] (the
+  /// last two only when measured)}
   nlohmann::json to_json() const;
   /// Checks shapes, kinds ("cpu", "cuda") and that times are >= 0; op ids against a graph are
   /// apply()'s to check.

@@ -309,7 +309,10 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
     }
     std::optional<int> failed_rank = agreed.failed_rank;
     if (!failed_rank) {
-      if (profiled) core.profiling->profiler->end_forward_backward();
+      if (profiled) {
+        core.profiling->profiler->end_forward_backward();
+        core.note_held(optimizer);
+      }
       peers.reduce_gradients(core);
       // The first updates under one of placementd's placements run guarded: undone when they
       // fail, and the step retried on the last good placement.

@@ -1,6 +1,7 @@
 #include "job_core.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include <ATen/DeviceAccelerator.h>
 
@@ -197,6 +198,50 @@ bool JobCore::begin_profiled_step() {
   return true;
 }
 
+void JobCore::note_held(StepOptimizer& optimizer) {
+  std::vector<messages::HeldBytes> now(devices.size());
+  const auto at = [&](int device) -> messages::HeldBytes* {
+    return device >= 0 && static_cast<size_t>(device) < now.size()
+               ? &now[static_cast<size_t>(device)]
+               : nullptr;
+  };
+  std::unordered_set<const c10::TensorImpl*> own;  // parameters and buffers, not copies
+  std::vector<at::Tensor> parameters;
+  std::vector<int> homes;
+  for (const at::Tensor& p : placed->parameters()) {
+    own.insert(p.unsafeGetTensorImpl());
+    const std::optional<int> home = placed->device_of(p);
+    messages::HeldBytes* h = at(home.value_or(-1));
+    if (!h) continue;
+    h->parameters += p.nbytes();
+    if (p.grad().defined()) h->gradients += p.grad().nbytes();
+    parameters.push_back(p);
+    homes.push_back(*home);
+  }
+  const std::vector<std::vector<at::Tensor>> state = optimizer.state_tensors(parameters);
+  for (size_t i = 0; i < state.size() && i < homes.size(); ++i)
+    for (const at::Tensor& t : state[i]) at(homes[i])->optimizer_state += t.nbytes();
+  for (const auto& [name, b] : placed->model().named_buffers()) {
+    own.insert(b.unsafeGetTensorImpl());
+    if (messages::HeldBytes* h = at(placed->device_of(b).value_or(-1))) h->buffers += b.nbytes();
+  }
+  // The rest of what the module holds are its copies of parameters for their readers (an
+  // emptied one holds nothing).
+  for (const auto& [t, device] : placed->held_tensors())
+    if (!own.count(t.unsafeGetTensorImpl()) && t.has_storage())
+      if (messages::HeldBytes* h = at(device)) h->copies += t.storage().nbytes();
+  std::vector<messages::HeldBytes>& held = profiling->held;
+  held.resize(now.size());
+  for (size_t d = 0; d < now.size(); ++d) {
+    messages::HeldBytes& m = held[d];
+    m.parameters = std::max(m.parameters, now[d].parameters);
+    m.buffers = std::max(m.buffers, now[d].buffers);
+    m.gradients = std::max(m.gradients, now[d].gradients);
+    m.optimizer_state = std::max(m.optimizer_state, now[d].optimizer_state);
+    m.copies = std::max(m.copies, now[d].copies);
+  }
+}
+
 void JobCore::end_profiled_step() {
   ++stats.profiled_steps;
   std::vector<uint64_t>& peaks = profiling->peaks;
@@ -213,6 +258,21 @@ void JobCore::end_profiled_step() {
                        to_string(devices.devices[current.directive.placement.device_of_op[i]].kind),
                        profiles[i]});
   out.peak_bytes = std::move(peaks);
+  // Each op's kept outputs where they wait for its backward under the placement's residence.
+  std::vector<messages::HeldBytes> held = std::move(profiling->held);
+  const Placement& placement = current.directive.placement;
+  if (!held.empty())
+    for (size_t i = 0; i < profiles.size(); ++i) {
+      const ActivationResidence a = i < placement.residence.activations.size()
+                                        ? placement.residence.activations[i]
+                                        : ActivationResidence{};
+      if (a.policy == ActivationPolicy::kRecompute) continue;
+      const int device =
+          a.policy == ActivationPolicy::kOffload ? a.device : placement.device_of_op[i];
+      if (device >= 0 && static_cast<size_t>(device) < held.size())
+        held[static_cast<size_t>(device)].activations += profiles[i].activation_bytes;
+    }
+  out.held_bytes = std::move(held);
   profiling.reset();
   out.apply(graph);
   note_profiles_sent(current);

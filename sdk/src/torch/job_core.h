@@ -55,6 +55,8 @@ struct JobCore {
     std::unique_ptr<StepProfiler> profiler;
     // Per device, the most its profiled steps' forward and backward held (stats.peak_bytes).
     std::vector<uint64_t> peaks;
+    // Per device, what lived there by kind when their backward ended, the most of each.
+    std::vector<messages::HeldBytes> held;
   };
 
   JobCore();
@@ -109,6 +111,9 @@ struct JobCore {
   void swap_failed(const InForce& target, const std::string& error);
   /// Starts counting a step's memory (the logical devices' with limits, the GPUs' peaks).
   void begin_memory(StepOptimizer& optimizer);
+  /// In a profiled step whose backward just ended: notes what each device holds by kind
+  /// (parameters and buffers at home, gradients, `optimizer`'s state, kept copies).
+  void note_held(StepOptimizer& optimizer);
   /// Ends it: the limits no longer hold, the peaks go to stats.peak_bytes.
   void end_memory();
   /// Forward, the loss and backward under the placement in force; returns the loss. A

@@ -277,6 +277,9 @@ TEST(Messages, AProfileReportRoundTripsAppliesToTheGraphAndIgnoresUnknownKeys) {
   EXPECT_FALSE(r.to_json().contains("peak_bytes")) << "sent only when measured";
   r.peak_bytes = {5u << 20, 0};
   EXPECT_EQ(ProfileReport::from_json(over_the_wire(r.to_json())), r);
+  EXPECT_FALSE(r.to_json().contains("held_bytes")) << "sent only when measured";
+  r.held_bytes = {{1000, 10, 1000, 2000, 0, 4096}, {0, 0, 0, 0, 1000, 0}};
+  EXPECT_EQ(ProfileReport::from_json(over_the_wire(r.to_json())), r);
 
   OpGraph g = testing::chain(3);
   r.apply(g);
@@ -304,6 +307,20 @@ TEST(Messages, AProfileReportRoundTripsAppliesToTheGraphAndIgnoresUnknownKeys) {
   doc["peak_bytes"][1] = -1;
   EXPECT_NE(error_of([&] { ProfileReport::from_json(doc); }).find("profile_report.peak_bytes[1]"),
             std::string::npos);
+  doc = r.to_json();
+  doc["held_bytes"][0]["optimizer_state"] = "lots";
+  EXPECT_NE(error_of([&] {
+              ProfileReport::from_json(doc);
+            }).find("profile_report.held_bytes[0].optimizer_state"),
+            std::string::npos)
+      << error_of([&] { ProfileReport::from_json(doc); });
+  // A kind a newer SDK counts, and a kind it leaves out, are no error.
+  doc = r.to_json();
+  doc["held_bytes"][1]["workspace"] = 7;
+  doc["held_bytes"][1].erase("copies");
+  ProfileReport partial = r;
+  partial.held_bytes[1].copies = 0;
+  EXPECT_EQ(ProfileReport::from_json(doc), partial);
   // A key this version does not know, in the report or an entry, is ignored.
   r.ops.pop_back();
   doc = r.to_json();

@@ -118,15 +118,22 @@ TEST_F(LiveProfiles, TheMeasuredPeaksAreTheProfiledPlacementsInItsDetail) {
   const auto s = started(on_cpu_and_gpu());
   ProfileReport report = all_ops(*s, "cpu", 0);
   report.peak_bytes = {3u << 20, 0};
+  report.held_bytes = {{1u << 20, 0, 1u << 20, 2u << 20, 0, 4096}, {}};
   s->apply_profiles(report);
   const placement::messages::JobInfo info = s->detail();
   ASSERT_FALSE(info.candidates.empty());
   EXPECT_EQ(info.candidates.at(0).id, report.placement_id);
   EXPECT_EQ(info.candidates.at(0).peak_bytes, report.peak_bytes);
+  EXPECT_EQ(info.candidates.at(0).held_bytes, report.held_bytes);
+  // And through job_info's JSON, as placementctl reads it.
+  EXPECT_EQ(placement::messages::JobInfo::from_json(info.to_json()).candidates.at(0).held_bytes,
+            report.held_bytes);
   // A report that measured nothing (no limit on a logical device) leaves them as they were.
   report.peak_bytes.clear();
+  report.held_bytes.clear();
   s->apply_profiles(report);
   EXPECT_EQ(s->detail().candidates.at(0).peak_bytes, (std::vector<uint64_t>{3u << 20, 0}));
+  EXPECT_EQ(s->detail().candidates.at(0).held_bytes.size(), 2u);
 }
 
 TEST_F(LiveProfiles, AReportThatDoesNotFitTheSessionChangesNothing) {
@@ -154,7 +161,16 @@ TEST_F(LiveProfiles, AReportThatDoesNotFitTheSessionChangesNothing) {
   } catch (const std::invalid_argument& e) {
     EXPECT_STREQ(e.what(), "peak_bytes: 3 entries for the job's 2 devices");
   }
+  ProfileReport three_held = all_ops(*s, "cpu", 0);
+  three_held.held_bytes.resize(3);
+  try {
+    s->apply_profiles(three_held);
+    ADD_FAILURE() << "what three devices held was taken for a job of two";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "held_bytes: 3 entries for the job's 2 devices");
+  }
   EXPECT_TRUE(s->detail().candidates.at(0).peak_bytes.empty());
+  EXPECT_TRUE(s->detail().candidates.at(0).held_bytes.empty());
   EXPECT_TRUE(s->profiled_kinds().empty());
   EXPECT_EQ(s->counters().profile_reports, 0u);
 }
