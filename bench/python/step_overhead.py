@@ -55,9 +55,39 @@ def make(args):
         return model.train(), (tokens,), torch.randint(vocab, (args.batch, args.seq)), lm_loss
     import torchvision
 
-    model = torchvision.models.resnet18(num_classes=1000)
+    name = "resnet18" if args.model == "resnet18" else args.model.split(":", 1)[1]
+    kwargs = {"num_classes": 1000}
+    if name.startswith("vit_"):
+        kwargs["image_size"] = args.image_size  # its position embedding is sized for the image
+    model = torchvision.models.get_model(name, **kwargs)
     x = torch.randn(args.batch, 3, args.image_size, args.image_size)
-    return model.train(), (x,), torch.randint(1000, (args.batch,)), torch.nn.functional.cross_entropy
+
+    def classification_loss(out, target):
+        # GoogLeNet and Inception-V3 return their auxiliary classifiers' logits too in train mode.
+        logits = out[0] if isinstance(out, tuple) else out
+        return torch.nn.functional.cross_entropy(logits, target)
+
+    return model.train(), (x,), torch.randint(1000, (args.batch,)), classification_loss
+
+
+def make_optimizer(args, parameters):
+    if args.optimizer == "adam":
+        return torch.optim.Adam(parameters, lr=1e-3)
+    return torch.optim.SGD(parameters, lr=1e-3, momentum=0.9)
+
+
+def model_name(text):
+    """argparse type: mlp, resnet18, bert, gpt2 or torchvision:NAME of a torchvision classification model."""
+    if text in ("mlp", "resnet18", "bert", "gpt2"):
+        return text
+    if text.startswith("torchvision:"):
+        import torchvision
+
+        name = text.split(":", 1)[1]
+        if name in torchvision.models.list_models(module=torchvision.models):
+            return text
+        raise argparse.ArgumentTypeError(f"{text}: torchvision has no classification model {name!r}")
+    raise argparse.ArgumentTypeError(f"{text} is not mlp, resnet18, bert, gpt2 or torchvision:NAME")
 
 
 def op_times(steps, step):
@@ -102,8 +132,9 @@ def print_op_differences(steps, plain_step, job_step, top=15):
 def run():
     p = argparse.ArgumentParser(description="Per-step overhead of placement.Job.step against the plain PyTorch "
                                             "loop, no swap, windows interleaved in one run.")
-    p.add_argument("--model", choices=["mlp", "resnet18", "bert", "gpt2"], default="resnet18",
-                   help="mlp (batch 8 by default), torchvision's resnet18 (default), or a BERT-base-sized "
+    p.add_argument("--model", type=model_name, default="resnet18",
+                   help="mlp (batch 8 by default), torchvision's resnet18 (default) or any of its classification "
+                        "models as torchvision:NAME (e.g. torchvision:convnext_tiny), or a BERT-base-sized "
                         "encoder (bert) or GPT-2-small-sized decoder (gpt2) from transformers")
     p.add_argument("--batch", type=positive, help="batch size (default: 8 for mlp, 32 for resnet18, 8 for bert "
                                                    "and gpt2)")
@@ -111,6 +142,8 @@ def run():
     p.add_argument("--seq", type=positive, default=128, help="bert's and gpt2's tokens per example (default 128)")
     p.add_argument("--device", default="cuda:0" if torch.cuda.is_available() else "cpu",
                    help="where both copies train (default: cuda:0 when there is one, else cpu)")
+    p.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd",
+                   help="both copies' optimizer: SGD with momentum 0.9 (default) or Adam, lr 1e-3")
     p.add_argument("--pairs", type=positive, default=20, help="pairs of windows (default 20)")
     p.add_argument("--window", type=positive, help="steps a window (default: 200 for mlp, 5 for resnet18)")
     p.add_argument("--warmup", type=positive, default=5, help="untimed steps of each copy first (default 5)")
@@ -121,7 +154,8 @@ def run():
                    help="then run N more steps of each copy under torch.profiler and print the ops whose "
                         "time differs most between them (where an overhead comes from)")
     args = p.parse_args()
-    args.batch = args.batch or (32 if args.model == "resnet18" else 8)
+    vision = args.model == "resnet18" or args.model.startswith("torchvision:")
+    args.batch = args.batch or (32 if vision else 8)
     args.window = args.window or (200 if args.model == "mlp" else 5)
     device = torch.device(args.device)
     cuda = device.type == "cuda"
@@ -132,13 +166,13 @@ def run():
     plain = model.to(device)
     plain_inputs = tuple(x.to(device) for x in inputs)
     plain_target = target.to(device)
-    plain_opt = torch.optim.SGD(plain.parameters(), lr=1e-3, momentum=0.9)
+    plain_opt = make_optimizer(args, plain.parameters())
 
     placed_model, _, _, _ = make(args)
     job = placement.attach("step-overhead", placed_model, inputs, devices=[args.device], use_daemon=False,
                            frontend=args.frontend)
     job_inputs = plain_inputs
-    job_opt = torch.optim.SGD(job.parameters(), lr=1e-3, momentum=0.9)
+    job_opt = make_optimizer(args, job.parameters())
 
     def plain_step():
         loss = loss_fn(plain(*plain_inputs), plain_target)
@@ -186,9 +220,10 @@ def run():
     delta_low, delta_high = interval(deltas, rng)
     overhead = statistics.fmean(ratios) - 1
     delta = statistics.fmean(deltas)
-    shape = f"batch {args.batch}" + {"resnet18": f", 3x{args.image_size}x{args.image_size}", "bert": f" x {args.seq}",
-                                     "gpt2": f" x {args.seq}"}.get(args.model, "")
-    print(f"{args.model} ({shape}) on {args.device}, {args.frontend} front end, torch {torch.__version__}: "
+    shape = f"batch {args.batch}" + (f", 3x{args.image_size}x{args.image_size}" if vision else
+                                     {"bert": f" x {args.seq}", "gpt2": f" x {args.seq}"}.get(args.model, ""))
+    print(f"{args.model} ({shape}) on {args.device}, {args.frontend} front end, {args.optimizer}, "
+          f"torch {torch.__version__}: "
           f"{args.pairs} pairs of "
           f"{args.window}-step windows, alternating, after {args.warmup} warm-up steps each")
     print(f"{'plain PyTorch loop':22} {1e3 * statistics.median(plain_s):10.3f} ms/step (median window)")

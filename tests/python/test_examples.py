@@ -92,7 +92,8 @@ def test_bad_options_are_one_line_errors():
 @pytest.mark.parametrize("program", [EXAMPLES / "train_lm.py", EXAMPLES / "train_resnet.py", EXAMPLES / "train_hf.py",
                                      EXAMPLES.parents[1] / "bench" / "python" / "step_overhead.py",
                                      EXAMPLES.parents[1] / "bench" / "python" / "replicas_bench.py",
-                                     EXAMPLES.parents[1] / "bench" / "python" / "offload_bench.py"])
+                                     EXAMPLES.parents[1] / "bench" / "python" / "offload_bench.py",
+                                     EXAMPLES.parents[1] / "bench" / "python" / "zoo_overhead.py"])
 def test_a_program_keeps_the_projects_command_line_conventions(program):
     """As tests/scripts/help_test.sh checks for the C++ programs: --help is a usage on stdout and
     status 0; an unknown option is status 2 and named on stderr."""
