@@ -34,7 +34,8 @@ def parameters(name):
     try:
         with torch.device("meta"):
             model = torchvision.models.get_model(name, num_classes=1000)
-    except NotImplementedError:  # a builder that reads tensor values (RegNet's widths)
+    except NotImplementedError:
+        # RegNet's builder computes its widths from tensor values, which meta tensors have none of.
         model = torchvision.models.get_model(name, num_classes=1000)
     return sum(p.numel() for p in model.parameters())
 

@@ -30,6 +30,13 @@ DeviceMemory::DeviceMemory(PlacedModule& module, std::vector<uint64_t> limits)
       limits_(cpu_limits(module.devices(), std::move(limits))),
       tally_(names_, limits_) {
   module_.set_memory_tally(&tally_);
+  // Only parameters an op reads get a gradient and state: a lower bound, so nothing that could
+  // fit is refused. The same tensors across placements (a swap moves them in place).
+  std::unordered_set<std::string> read;
+  for (const Parameter& p : module_.graph().parameters)
+    if (!p.readers.empty()) read.insert(p.name);
+  for (const auto& [name, p] : module_.model().named_parameters())
+    if (read.count(name)) read_parameters_.insert(p.unsafeGetTensorImpl());
 }
 
 DeviceMemory::~DeviceMemory() { module_.set_memory_tally(nullptr); }
@@ -60,18 +67,11 @@ void DeviceMemory::refuse_what_cannot_fit(StepOptimizer& optimizer,
   // What the step will add at each parameter's home whatever its activations: the gradient
   // autograd makes for it, and the optimizer's state its first update makes.
   std::vector<uint64_t> gradients(limits_.size(), 0), to_come(limits_.size(), 0);
-  // Only parameters an op reads get a gradient and state: a lower bound, so nothing that could
-  // fit is refused.
-  std::unordered_set<std::string> read;
-  for (const Parameter& p : module_.graph().parameters)
-    if (!p.readers.empty()) read.insert(p.name);
-  std::unordered_set<const c10::TensorImpl*> parameters;
-  for (const auto& [name, p] : module_.model().named_parameters())
-    if (read.count(name)) parameters.insert(p.unsafeGetTensorImpl());
   for (size_t i = 0; i < held.size(); ++i) {
     const at::Tensor& p = held[i];
     const auto home = static_cast<size_t>(homes[i]);
-    if (home >= limits_.size() || limits_[home] == 0 || !parameters.count(p.unsafeGetTensorImpl()))
+    if (home >= limits_.size() || limits_[home] == 0 ||
+        !read_parameters_.count(p.unsafeGetTensorImpl()))
       continue;  // a proxy's gradient goes home, and its state is its parameter's
     if (!p.grad().defined()) gradients[home] += p.nbytes();
     const std::optional<uint64_t> expected = optimizer.expected_state_bytes(p);

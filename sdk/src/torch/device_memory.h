@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "memory_tally.h"
@@ -42,6 +43,8 @@ class DeviceMemory {
   std::vector<std::string> names_;
   std::vector<uint64_t> limits_;
   MemoryTally tally_;
+  /// The module's parameters that an op of its graph reads (refuse_what_cannot_fit's lower bound).
+  std::unordered_set<const c10::TensorImpl*> read_parameters_;
 };
 
 }  // namespace placement::detail
