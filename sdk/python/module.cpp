@@ -112,21 +112,24 @@ struct HeldObject {
   py::object object;
 };
 
-// torch.optim's optimizers through their Python API; their state moves through the package's
-// _stage_optimizer_state, which knows torch.optim's layout (state filed under the parameter).
+// torch.optim's optimizers through their Python API, and what the package's _TorchOptim knows of
+// torch.optim's layout (state filed under the parameter) for the rest.
 class PythonOptimizer final : public placement::StepOptimizer {
  public:
-  PythonOptimizer(py::object optimizer, py::object stage_state, py::object save_state,
-                  py::object expected_state)
-      : optimizer_(std::move(optimizer)),
-        stage_state_(std::move(stage_state)),
-        save_state_(std::move(save_state)),
-        expected_state_(std::move(expected_state)) {}
+  PythonOptimizer(py::object optimizer, py::object adapter)
+      : optimizer_(std::move(optimizer)), adapter_(std::move(adapter)) {}
   void step() override {
     with_gil([&] { optimizer_.attr("step")(); });
   }
   void zero_grad() override {
     with_gil([&] { optimizer_.attr("zero_grad")(); });
+  }
+  bool steps_parameters_apart() const override {
+    return with_gil(
+        [&] { return adapter_.attr("steps_parameters_apart")(optimizer_).cast<bool>(); });
+  }
+  void step_parameters(const std::vector<at::Tensor>& parameters) override {
+    with_gil([&] { adapter_.attr("step_parameters")(optimizer_, parameters); });
   }
   uint64_t move_state(const std::vector<at::Tensor>& parameters,
                       const std::vector<c10::Device>& devices) override {
@@ -139,7 +142,7 @@ class PythonOptimizer final : public placement::StepOptimizer {
     return with_gil([&] {
       py::list names;
       for (const c10::Device& d : devices) names.append(d.str());
-      const py::tuple staged = stage_state_(optimizer_, parameters, names);
+      const py::tuple staged = adapter_.attr("stage_state")(optimizer_, parameters, names);
       auto copies = std::make_shared<HeldObject>(staged[0]);
       StagedState out;
       out.bytes = staged[1].cast<uint64_t>();
@@ -156,10 +159,10 @@ class PythonOptimizer final : public placement::StepOptimizer {
       return out;
     });
   }
-  // Through the package's _save_optimizer_state: host copies of the state and what restores it.
+  // Host copies of the state and what restores it.
   std::optional<SavedState> save_state(const std::vector<at::Tensor>& parameters) override {
     return with_gil([&] {
-      const py::tuple saved = save_state_(optimizer_, parameters);
+      const py::tuple saved = adapter_.attr("save_state")(optimizer_, parameters);
       auto restore = std::make_shared<HeldObject>(saved[0]);
       SavedState out;
       out.bytes = saved[1].cast<uint64_t>();
@@ -167,10 +170,10 @@ class PythonOptimizer final : public placement::StepOptimizer {
       return std::optional<SavedState>(std::move(out));
     });
   }
-  // Through the package's _expected_state_bytes, by torch.optim's class and the group's options.
+  // By torch.optim's class and the group's options.
   std::optional<uint64_t> expected_state_bytes(const at::Tensor& parameter) override {
     return with_gil([&] {
-      const py::object bytes = expected_state_(optimizer_, parameter);
+      const py::object bytes = adapter_.attr("expected_state_bytes")(optimizer_, parameter);
       return bytes.is_none() ? std::nullopt : std::optional<uint64_t>(bytes.cast<uint64_t>());
     });
   }
@@ -193,9 +196,7 @@ class PythonOptimizer final : public placement::StepOptimizer {
 
  private:
   py::object optimizer_;
-  py::object stage_state_;
-  py::object expected_state_;
-  py::object save_state_;
+  py::object adapter_;
 };
 
 // The index of device `name` among the job's devices (as JobOptions takes them: empty, two
@@ -297,6 +298,8 @@ py::dict stats_dict(const placement::JobStats& s) {
   d["guarded_updates"] = s.guarded_updates;
   d["undone_updates"] = s.undone_updates;
   d["guard_seconds"] = s.guard_seconds;
+  d["overlapped_updates"] = s.overlapped_updates;
+  d["overlapped_update_seconds"] = s.overlapped_update_seconds;
   d["failed_swaps"] = s.failed_swaps;
   d["profiled_steps"] = s.profiled_steps;
   d["profiles_sent"] = s.profiles_sent;
@@ -363,58 +366,69 @@ PYBIND11_MODULE(_placement, m) {
       .def_property_readonly("frontend", &placement::Model::frontend)
       .def_property_readonly("num_inputs", &placement::Model::num_inputs);
 
+  // The job's options by name, as JobOptions holds them: the package's Job fills them from its
+  // keyword arguments (docs/python.md), so a new option is one field here and one line there.
+  py::class_<JobOptions>(m, "JobOptions")
+      .def(py::init<>())
+      .def_readwrite("devices", &JobOptions::devices)
+      .def_readwrite("socket_path", &JobOptions::socket_path)
+      .def_readwrite("expected_steps", &JobOptions::expected_steps)
+      .def_readwrite("memory_bytes", &JobOptions::memory_bytes)
+      .def_readwrite("use_daemon", &JobOptions::use_daemon)
+      .def_readwrite("start_device_of_op", &JobOptions::start_device_of_op)
+      .def_readwrite("memory_limit_bytes", &JobOptions::memory_limit_bytes)
+      .def_readwrite("profile_graph_file", &JobOptions::profile_graph_file)
+      .def_readwrite("profile_steps", &JobOptions::profile_steps)
+      .def_readwrite("reconnect_interval_ms", &JobOptions::reconnect_interval_ms)
+      .def_readwrite("guarded_updates", &JobOptions::guarded_updates)
+      .def_readwrite("overlap_updates", &JobOptions::overlap_updates)
+      .def_property(
+          "replica_timeout_ms", [](const JobOptions& o) { return o.replicas.timeout_ms; },
+          [](JobOptions& o, int ms) { o.replicas.timeout_ms = ms; })
+      .def_property(
+          "cuda_collectives",
+          [](const JobOptions& o) -> std::string {
+            switch (o.replicas.cuda_collectives) {
+              case placement::CudaCollectives::kNccl:
+                return "nccl";
+              case placement::CudaCollectives::kGloo:
+                return "gloo";
+              case placement::CudaCollectives::kAuto:
+                break;
+            }
+            return "auto";
+          },
+          [](JobOptions& o, const std::string& name) {
+            o.replicas.cuda_collectives = parse_cuda_collectives(name);
+          })
+      // By the devices already set: a rule names one of them.
+      .def(
+          "set_residence_rules",
+          [](JobOptions& o,
+             const std::map<std::string, std::pair<std::string, std::string>>& parameters,
+             const std::map<std::string, std::pair<std::string, std::string>>& activations) {
+            o.start_residence_rules = residence_rules(o.devices, parameters, activations);
+          },
+          py::arg("parameters"), py::arg("activations"));
+
   py::class_<Job>(m, "Job")
       .def(py::init([](const std::string& name, const py::object& module,
-                       const py::sequence& example_inputs, const std::vector<std::string>& devices,
-                       const std::string& socket, uint64_t expected_steps, uint64_t memory_bytes,
-                       bool use_daemon, const std::vector<int>& start_device_of_op,
-                       const std::vector<uint64_t>& memory_limit_bytes,
-                       const std::string& profile_graph_file, int profile_steps,
-                       int reconnect_interval_ms, int replica_timeout_ms,
-                       const std::string& cuda_collectives,
-                       const std::map<std::string, std::pair<std::string, std::string>>&
-                           residence_parameters,
-                       const std::map<std::string, std::pair<std::string, std::string>>&
-                           residence_activations,
-                       int guarded_updates) {
-             JobOptions o;
-             o.devices = devices;
-             o.socket_path = socket;
-             o.expected_steps = expected_steps;
-             o.memory_bytes = memory_bytes;
-             o.use_daemon = use_daemon;
-             o.start_device_of_op = start_device_of_op;
-             o.memory_limit_bytes = memory_limit_bytes;
-             o.profile_graph_file = profile_graph_file;
-             o.profile_steps = profile_steps;
-             o.reconnect_interval_ms = reconnect_interval_ms;
-             o.replicas.timeout_ms = replica_timeout_ms;
-             o.replicas.cuda_collectives = parse_cuda_collectives(cuda_collectives);
-             o.start_residence_rules =
-                 residence_rules(devices, residence_parameters, residence_activations);
-             o.guarded_updates = guarded_updates;
+                       const py::sequence& example_inputs, JobOptions options) {
              const placement::Model model = model_of(module);
              const std::vector<at::Tensor> inputs = tensors(example_inputs, "example_inputs");
              py::gil_scoped_release
                  release;  // capture and the first contact with placementd take a while
-             return std::make_unique<Job>(name, model, inputs, std::move(o));
+             return std::make_unique<Job>(name, model, inputs, std::move(options));
            }),
-           py::arg("name"), py::arg("module"), py::arg("example_inputs"), py::arg("devices"),
-           py::arg("socket"), py::arg("expected_steps"), py::arg("memory_bytes"),
-           py::arg("use_daemon"), py::arg("start_device_of_op"), py::arg("memory_limit_bytes"),
-           py::arg("profile_graph_file"), py::arg("profile_steps"),
-           py::arg("reconnect_interval_ms"), py::arg("replica_timeout_ms"),
-           py::arg("cuda_collectives"), py::arg("residence_parameters"),
-           py::arg("residence_activations"), py::arg("guarded_updates"))
+           py::arg("name"), py::arg("module"), py::arg("example_inputs"), py::arg("options"))
       .def("parameters", &Job::parameters)
       .def(
           "step",
           [](Job& job, const py::sequence& inputs, const py::object& loss,
-             const py::object& optimizer, const py::object& stage_state,
-             const py::object& save_state, const py::object& expected_state) {
+             const py::object& optimizer, const py::object& adapter) {
             std::vector<c10::IValue> values;
             for (const at::Tensor& t : tensors(inputs, "inputs")) values.emplace_back(t);
-            PythonOptimizer adapted(optimizer, stage_state, save_state, expected_state);
+            PythonOptimizer adapted(optimizer, adapter);
             placement::LossFunction loss_fn = [&loss](const std::vector<c10::IValue>& outputs) {
               return with_gil([&] {
                 py::object value = loss(outputs_to_python(outputs));
@@ -434,8 +448,7 @@ PYBIND11_MODULE(_placement, m) {
               throw py::error_already_set();
             }
           },
-          py::arg("inputs"), py::arg("loss"), py::arg("optimizer"), py::arg("stage_state"),
-          py::arg("save_state"), py::arg("expected_state"))
+          py::arg("inputs"), py::arg("loss"), py::arg("optimizer"), py::arg("adapter"))
       .def("placement", [](const Job& job) { return job.placement().device_of_op; })
       .def("device_names",
            [](const Job& job) {

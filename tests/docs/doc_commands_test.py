@@ -40,6 +40,10 @@ SKIPPED = {
     "scripts/gpu-run.sh --stage build": "needs a GPU machine (docs/gpu-runs/)",
     "PYTHONPATH=build/python .venv/bin/python bench/python/offload_bench.py --cpu --check":
         "a minute of one core; python.offload_bench runs the same command",
+    "PYTHONPATH=build/python .venv/bin/python bench/python/overlap_bench.py --check":
+        "half a minute of both cores; python.overlap_bench runs the same program at a tiny size",
+    "PYTHONPATH=build/python .venv/bin/python bench/python/overlap_bench.py --fused --check":
+        "half a minute of both cores; python.overlap_bench runs the same program at a tiny size",
     "PYTHONPATH=build/python .venv/bin/python bench/python/offload_bench.py --model gpt2 --ratio 1.5 --check":
         "needs a GPU machine; scripts/gpu-run.sh --stage offload runs it there",
     "cmake --install build --prefix /usr": "installs into /usr and /etc; install.layout runs it staged under DESTDIR",

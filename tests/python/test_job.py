@@ -284,6 +284,43 @@ def test_an_update_that_fails_under_a_candidate_is_undone_and_each_batch_trains_
         assert torch.equal(p.detach(), q)
 
 
+def test_an_update_during_the_backward_that_fails_under_a_candidate_is_undone_and_each_batch_trains_once(
+        daemon, monkeypatch):
+    """Every parameter lives on cpu:0: under placementd's candidates that run ops on cpu:1, those
+    ops read it through a copy there and it is updated on cpu:0 while the backward goes on, in
+    batches saved first. Every other such batch runs out of memory after updating: every batch of
+    that step is put back and the step runs again on the last good placement, so training is bit
+    for bit a plain loop's."""
+    model, job, optimizer = start("py-overlap", daemon.socket, profile_steps=0,
+                                  residence={"parameters": {"": ("cpu:0", "stream")}})
+    step_parameters = placement._TorchOptim.step_parameters
+    calls = []
+
+    def half_fail(opt, parameters):
+        step_parameters(opt, parameters)
+        calls.append(len(parameters))
+        if len(calls) % 2 == 0:
+            raise torch.OutOfMemoryError("injected: no room on the host")
+
+    monkeypatch.setattr(placement._TorchOptim, "step_parameters", staticmethod(half_fail))
+    losses = []
+    deadline = time.monotonic() + 30
+    while len(losses) < 60 or (len(calls) < 2 and time.monotonic() < deadline):
+        x, y = batch(len(losses))
+        losses.append(job.step((x,), mse_to(y), optimizer).item())
+    stats = job.stats()
+    job.detach()
+    failures = len(calls) // 2
+    assert failures > 0, f"no candidate ran an op on cpu:1: {daemon.log()}"
+    assert stats["undone_updates"] >= failures  # a failed step's own batch, and those before it
+    assert stats["retried_steps"] >= failures
+    assert stats["steps"] == len(losses)
+    reference, parameters = plain_losses(len(losses))
+    assert losses == reference
+    for p, q in zip(model.parameters(), parameters):
+        assert torch.equal(p.detach(), q)
+
+
 def test_the_job_trains_on_when_placementd_is_killed_and_attaches_again_when_it_is_back(daemon):
     _, job, optimizer = start("py-kill", daemon.socket)
     losses = train_until_swapped(job, optimizer, swaps=1)

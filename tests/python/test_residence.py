@@ -77,13 +77,17 @@ def state_bytes(model):
     return 4 * sum(p.numel() * p.element_size() for p in model.parameters())
 
 
-def eager(name, steps):
+def adam(parameters):
+    return torch.optim.Adam(parameters, lr=1e-3)
+
+
+def eager(name, steps, make_optimizer=adam):
     model = build(name)
     if name in EXPORTED_REFERENCE:
         example = batch(name, 0)
         dynamic = tuple({0: torch.export.Dim.AUTO} for _ in example)
         model = torch.export.export(model, example, strict=False, dynamic_shapes=dynamic).module()
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    optimizer = make_optimizer(list(model.parameters()))
     torch.manual_seed(1)
     losses = []
     for step in range(steps):
@@ -135,6 +139,49 @@ def test_each_plan_trains_bitwise_as_eager_pytorch_within_a_limit_the_model_does
             assert activity["activations_evicted"] > 0, where
         else:
             assert activity["proxies"] > 0, where
+        # What lives on the host was updated there while the backward went on.
+        assert job.stats()["overlapped_updates"] > 0, where
+
+
+class _MyAdam(torch.optim.Adam):
+    """A subclass: job.step cannot know its step() updates each parameter alone."""
+
+
+@pytest.mark.parametrize("make, overlapped", [
+    (lambda ps: torch.optim.AdamW(ps, lr=1e-3, weight_decay=0.1, fused=True), True),
+    (lambda ps: torch.optim.SGD(ps, lr=1e-2, momentum=0.9, nesterov=True), True),
+    (lambda ps: torch.optim.RMSprop([{"params": ps[:3], "lr": 1e-4}, {"params": ps[3:]}], lr=1e-3,
+                                    momentum=0.5, centered=True), True),
+    (lambda ps: _MyAdam(ps, lr=1e-3), False),
+], ids=["adamw-fused", "sgd-nesterov", "rmsprop-two-groups", "adam-subclass"])
+def test_the_update_of_what_lives_on_the_host_runs_during_the_backward_bitwise_as_one_step(make, overlapped):
+    """Each parameter homed on the host is updated as soon as its gradient is there, by the
+    optimizer's own class and its group's options, while the backward goes on: the training is the
+    eager loop's, bit for bit, with one optimizer.step() after each backward (the fused CPU kernel
+    in both where the optimizer asks for it). An optimizer job.step cannot split updates once, after
+    the backward."""
+    torch.set_num_threads(1)
+    name = "hf_gpt2"
+    reference_losses, reference, reference_optimizer = eager(name, STEPS, make)
+    model = build(name)
+    job = placement.attach("overlapped", model, batch(name, 0), devices=["cpu:0", "cpu:1"], use_daemon=False,
+                           residence={"parameters": {"": ("cpu:1", "stream")}})
+    optimizer = make(job.parameters())
+    torch.manual_seed(1)
+    losses = [job.step(batch(name, step), loss_of, optimizer).item() for step in range(STEPS)]
+    assert losses == reference_losses
+    for (n, p), q in zip(model.named_parameters(), reference.parameters()):
+        assert torch.equal(p.detach(), q.detach()), f"parameter {n}"
+    for p, q in zip(job.parameters(), reference.parameters()):
+        mine, theirs = optimizer.state[p], reference_optimizer.state[q]
+        assert mine.keys() == theirs.keys()
+        for key in mine:
+            assert torch.equal(torch.as_tensor(mine[key]), torch.as_tensor(theirs[key])), key
+    for group, theirs in zip(optimizer.param_groups, reference_optimizer.param_groups):
+        assert len(group["params"]) == len(theirs["params"]), "a group kept its parameters"
+    updated = job.stats()["overlapped_updates"]
+    proxies = job.residence_activity()["proxies"]
+    assert updated == (STEPS * proxies if overlapped else 0)
 
 
 def test_the_model_without_a_plan_does_not_fit_that_limit_and_is_refused_before_its_first_step():

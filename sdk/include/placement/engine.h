@@ -3,6 +3,7 @@
 // libplacement_torch; LibTorch types are only forward-declared here.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -143,6 +144,14 @@ class PlacedModule {
   /// what they allocate against each op's device in `tally` (nullptr: none). Not owned.
   void set_memory_tally(detail::MemoryTally* tally);
   ResidenceActivity residence_activity() const;
+  /// Whether the placement in force keeps a trained parameter on the host while its readers run
+  /// on another device (a proxy there): its whole gradient then reaches the host during the
+  /// backward, and its update may start before the backward ends.
+  bool sends_gradients_to_host() const;
+  /// `tell` is called with each such parameter once its whole gradient is at home, on the thread
+  /// autograd runs that part of the backward on (nullptr: nobody is told). For the placement in
+  /// force; a placement change drops it.
+  void on_gradient_home(std::function<void(const at::Tensor&)> tell);
   /// The model it runs.
   const Model& model() const;
 

@@ -132,6 +132,14 @@ struct JobOptions {
   /// step); 0: none, and an update that fails is the user's error. Every rank of a replica group
   /// needs the same value.
   int guarded_updates = 1;
+  /// Under a residence that keeps trained parameters on the host while their readers run on
+  /// another device, update each of them there as soon as its gradient is home, while the
+  /// backward goes on (StepOptimizer::steps_parameters_apart; docs/capture-and-engine.md,
+  /// "Residence"). Under placementd's placements each batch so updated is copied first, so that a
+  /// failed step puts it back before it runs again; under the job's own, a failure leaves what
+  /// was updated, as a failing step() would. false: every parameter in one step() after the
+  /// backward.
+  bool overlap_updates = true;
 };
 
 /// The outputs of the module's forward → the loss to minimise. The outputs are where the
@@ -195,6 +203,18 @@ class StepOptimizer {
     return std::nullopt;
   }
 
+  /// Whether step_parameters() may update some parameters apart from the rest: true only for an
+  /// optimizer known to update each parameter from its own value, gradient and state alone (no
+  /// norm over all gradients, no closure), so that stepping them in parts is bit for bit one
+  /// step. Then Job::step updates a parameter that lives on the host as soon as its gradient is
+  /// there, while the backward goes on. False (the default): one step() after the backward.
+  virtual bool steps_parameters_apart() const { return false; }
+  /// Steps only `parameters` (some of the optimizer's, each with its gradient), with their
+  /// groups' options, exactly as step() would step them. Called only when
+  /// steps_parameters_apart(); may run on another thread than step() while the backward goes on,
+  /// never at the same time as another of the optimizer's calls.
+  virtual void step_parameters(const std::vector<at::Tensor>& parameters);
+
   /// A copy, in host memory, of what step() changes of `parameters`' state besides their values
   /// (moments, step counts, state it creates), and what puts it back.
   struct SavedState {
@@ -225,6 +245,11 @@ struct JobStats {
   uint64_t guarded_updates = 0;
   uint64_t undone_updates = 0;
   double guard_seconds = 0.0;
+  /// Parameters updated while the backward went on (StepOptimizer::steps_parameters_apart: those
+  /// that live on the host and are read on another device), once per parameter and step, and the
+  /// time the host spent on those updates and on the copies that let a failed step undo them.
+  uint64_t overlapped_updates = 0;
+  double overlapped_update_seconds = 0.0;
   /// Placement changes that failed: a copy failed (here, or on another rank of a replica group),
   /// so nothing moved and the placement in force stayed.
   uint64_t failed_swaps = 0;

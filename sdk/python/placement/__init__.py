@@ -51,6 +51,7 @@ if _release(torch.__version__) != _release(_BUILT_AGAINST):
 from ._placement import CaptureError
 from ._placement import __version__
 from ._placement import Job as _CppJob
+from ._placement import JobOptions as _JobOptions
 from ._placement import Model as _Model
 from ._placement import capture_json as _capture_json
 from ._placement import describe_outcome as _describe_outcome
@@ -420,6 +421,39 @@ def _expected_state_bytes(optimizer, parameter):
     return 0
 
 
+def _steps_parameters_apart(optimizer):
+    """Whether job.step may update some of `optimizer`'s parameters apart from the rest (those that
+    live on the host, while the backward goes on): torch.optim's classes whose step reads each
+    parameter's value, gradient and state alone. Exact types only: a subclass may override step()
+    with something over all of them (a norm, a closure)."""
+    return type(optimizer) in _STATE_TENSORS
+
+
+def _step_parameters(optimizer, parameters):
+    """optimizer.step() over `parameters` only, each with its group's options: for the call each
+    group holds those of them it holds, and all of its own again after, however the step ends. The
+    optimizer's step hooks run at each such call."""
+    wanted = {id(p) for p in parameters}
+    groups = optimizer.param_groups
+    held = [group["params"] for group in groups]
+    try:
+        for group, params in zip(groups, held):
+            group["params"] = [p for p in params if id(p) in wanted]
+        optimizer.step()
+    finally:
+        for group, params in zip(groups, held):
+            group["params"] = params
+
+
+class _TorchOptim:
+    """What the C++ job asks of a torch.optim optimizer beyond step() and zero_grad()."""
+    stage_state = staticmethod(_stage_optimizer_state)
+    save_state = staticmethod(_save_optimizer_state)
+    expected_state_bytes = staticmethod(_expected_state_bytes)
+    steps_parameters_apart = staticmethod(_steps_parameters_apart)
+    step_parameters = staticmethod(_step_parameters)
+
+
 def _residence_rules(residence):
     """attach()'s `residence` as the two rule tables the C++ job takes: {"parameters": {module
     prefix: device or (device, "persist" | "stream")}, "activations": {module prefix: "keep" |
@@ -469,7 +503,8 @@ class Job:
                  start: Optional[Sequence[int]] = None, memory_limit_bytes: Optional[Sequence[int]] = None,
                  profile_graph_file: Optional[str] = None, profile_steps: int = 3, reconnect_interval_ms: int = 1000,
                  replica_timeout_ms: int = 60000, cuda_collectives: str = "auto",
-                 residence: Optional[Dict[str, Dict[str, Any]]] = None, guarded_updates: int = 1) -> None:
+                 residence: Optional[Dict[str, Dict[str, Any]]] = None, guarded_updates: int = 1,
+                 overlap_updates: bool = True) -> None:
         inputs = _inputs(example_inputs)
         kwargs = dict(example_kwargs or {})
         self._exported = None
@@ -486,12 +521,23 @@ class Job:
             flat = list(inputs)
         else:
             raise ValueError(f"frontend is 'export' or 'torchscript', not {frontend!r}")
-        parameter_rules, activation_rules = _residence_rules(residence)
-        self._job = _CppJob(str(name), program, flat, list(devices or []), socket or "",
-                            int(expected_steps), int(memory_bytes), bool(use_daemon), list(start or []),
-                            [int(b) for b in (memory_limit_bytes or [])], profile_graph_file or "",
-                            int(profile_steps), int(reconnect_interval_ms), int(replica_timeout_ms),
-                            str(cuda_collectives), parameter_rules, activation_rules, int(guarded_updates))
+        options = _JobOptions()
+        options.devices = list(devices or [])
+        options.socket_path = socket or ""
+        options.expected_steps = int(expected_steps)
+        options.memory_bytes = int(memory_bytes)
+        options.use_daemon = bool(use_daemon)
+        options.start_device_of_op = list(start or [])
+        options.memory_limit_bytes = [int(b) for b in (memory_limit_bytes or [])]
+        options.profile_graph_file = profile_graph_file or ""
+        options.profile_steps = int(profile_steps)
+        options.reconnect_interval_ms = int(reconnect_interval_ms)
+        options.replica_timeout_ms = int(replica_timeout_ms)
+        options.cuda_collectives = str(cuda_collectives)
+        options.guarded_updates = int(guarded_updates)
+        options.overlap_updates = bool(overlap_updates)
+        options.set_residence_rules(*_residence_rules(residence))
+        self._job = _CppJob(str(name), program, flat, options)
         self._detached = None
         self._use_daemon = bool(use_daemon)
         # What placementd said the job should know (its exploration cannot finish in expected_steps).
@@ -528,12 +574,12 @@ class Job:
             if kwargs:
                 raise ValueError("kwargs needs frontend='export'")
             return self._job.step(list(_inputs(inputs)), _on_output_device(loss_fn, targets), optimizer,
-                                  _stage_optimizer_state, _save_optimizer_state, _expected_state_bytes)
+                                  _TorchOptim)
         exported = self._exported
         restructured = _on_output_device(loss_fn, targets)
         return self._job.step(exported.flatten(_inputs(inputs), kwargs or {}),
                               lambda outputs: restructured(exported.unflatten(outputs)), optimizer,
-                              _stage_optimizer_state, _save_optimizer_state, _expected_state_bytes)
+                              _TorchOptim)
 
     @property
     def placement(self) -> List[int]:

@@ -18,37 +18,35 @@ class Model:
     @property
     def num_inputs(self) -> int: ...
 
-class Job:
-    def __init__(
-        self,
-        name: str,
-        module: Any,
-        example_inputs: Sequence[torch.Tensor],
-        devices: List[str],
-        socket: str,
-        expected_steps: int,
-        memory_bytes: int,
-        use_daemon: bool,
-        start_device_of_op: List[int],
-        memory_limit_bytes: List[int],
-        profile_graph_file: str,
-        profile_steps: int,
-        reconnect_interval_ms: int,
-        replica_timeout_ms: int,
-        cuda_collectives: str,
-        residence_parameters: Dict[str, Tuple[str, str]],
-        residence_activations: Dict[str, Tuple[str, str]],
-        guarded_updates: int,
+class JobOptions:
+    devices: List[str]
+    socket_path: str
+    expected_steps: int
+    memory_bytes: int
+    use_daemon: bool
+    start_device_of_op: List[int]
+    memory_limit_bytes: List[int]
+    profile_graph_file: str
+    profile_steps: int
+    reconnect_interval_ms: int
+    guarded_updates: int
+    overlap_updates: bool
+    replica_timeout_ms: int
+    cuda_collectives: str
+    def __init__(self) -> None: ...
+    def set_residence_rules(
+        self, parameters: Dict[str, Tuple[str, str]], activations: Dict[str, Tuple[str, str]]
     ) -> None: ...
+
+class Job:
+    def __init__(self, name: str, module: Any, example_inputs: Sequence[torch.Tensor], options: JobOptions) -> None: ...
     def parameters(self) -> List[torch.Tensor]: ...
     def step(
         self,
         inputs: Sequence[torch.Tensor],
         loss: Callable[[Any], torch.Tensor],
         optimizer: Any,
-        stage_state: Callable[[Any, List[torch.Tensor], List[str]], Tuple[List[Tuple[Dict[str, Any], str, torch.Tensor]], int]],
-        save_state: Callable[[Any, List[torch.Tensor]], Tuple[Callable[[], None], int]],
-        expected_state: Callable[[Any, torch.Tensor], Optional[int]],
+        adapter: Any,
     ) -> torch.Tensor: ...
     def placement(self) -> List[int]: ...
     def device_names(self) -> List[str]: ...

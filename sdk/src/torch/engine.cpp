@@ -341,6 +341,14 @@ void PlacedModule::discard_gradients() {
   if (impl_->residence) impl_->residence->discard_gradients();
 }
 
+bool PlacedModule::sends_gradients_to_host() const {
+  return impl_->residence && impl_->residence->sends_gradients_to_host();
+}
+
+void PlacedModule::on_gradient_home(std::function<void(const at::Tensor&)> tell) {
+  if (impl_->residence) impl_->residence->on_gradient_home(std::move(tell));
+}
+
 ResidenceActivity PlacedModule::residence_activity() const {
   ResidenceActivity out;
   if (!impl_->residence) return out;

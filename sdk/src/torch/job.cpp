@@ -16,6 +16,7 @@
 #include "job_core.h"
 #include "model_state.h"
 #include "optimizer_state.h"
+#include "overlapped_updates.h"
 #include "placement/capture.h"
 #include "placement/messages.h"
 #include "placement/serialization.h"
@@ -32,6 +33,24 @@ namespace {
 
 using detail::Clock;
 using detail::seconds_since;
+
+// A step's overlapped updates hear of gradients while its forward and backward run, and only then.
+class Overlapping {
+ public:
+  Overlapping(PlacedModule& placed, detail::OverlappedUpdates* updates)
+      : placed_(placed), on_(updates != nullptr) {
+    if (updates) placed.on_gradient_home([updates](const at::Tensor& p) { updates->ready(p); });
+  }
+  ~Overlapping() {
+    if (on_) placed_.on_gradient_home(nullptr);
+  }
+  Overlapping(const Overlapping&) = delete;
+  Overlapping& operator=(const Overlapping&) = delete;
+
+ private:
+  PlacedModule& placed_;
+  bool on_;
+};
 
 uint64_t host_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
@@ -156,6 +175,7 @@ Job::Job(std::string name, const Model& model, const std::vector<at::Tensor>& ex
   if (options.guarded_updates < -1)
     throw std::invalid_argument("guarded_updates must be >= -1 (-1: every update)");
   core.guarded_updates = options.guarded_updates;
+  core.overlap_updates = options.overlap_updates;
   const bool limited =
       std::any_of(options.memory_limit_bytes.begin(), options.memory_limit_bytes.end(),
                   [](uint64_t b) { return b > 0; });
@@ -263,7 +283,16 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
   // The guard's copies of the attempt that ran: no part of the placement's step time.
   double guard_seconds = 0.0;
   bool updated = false;  // by a guarded update, in the loop
+  std::optional<detail::OverlappedUpdates> overlapped;
   for (;;) {
+    // What lives on the host is updated while the backward goes on, where the optimizer can step
+    // parameters apart and no replica group has yet to sum the gradients; not in a profiled step,
+    // whose op times would count the host's update running beside them.
+    overlapped.reset();
+    if (core.overlap_updates && !profiled && !core.group &&
+        core.placed->sends_gradients_to_host() && optimizer.steps_parameters_apart())
+      // Undoable where a failure is retried: under one of placementd's placements.
+      overlapped.emplace(optimizer, core.current.directive.placement_id != 0);
     // An attempt's exception may hold its tensors (a Python traceback's frames): not kept through
     // the retry, which often follows an out-of-memory.
     std::exception_ptr error;
@@ -282,6 +311,7 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
     };
     try {
       const CountedMemory counted(core, optimizer);
+      const Overlapping overlapping(*core.placed, overlapped ? &*overlapped : nullptr);
       value = core.forward_backward(inputs, loss);
     } catch (const detail::LossFunctionError& e) {
       error = e.error;
@@ -289,6 +319,18 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
           e.interrupted ? detail::StepFailure::kInterrupted : detail::StepFailure::kLossFunction;
     } catch (const std::exception&) {
       caught(detail::StepFailure::kPlacement);
+    }
+    if (overlapped) {
+      // The updates that ran while the backward went on: kept when it succeeded and all of them
+      // did, else put back, so that the step ends, or runs again, as if none had run.
+      try {
+        overlapped->finish();
+      } catch (const std::exception&) {
+        if (failure == detail::StepFailure::kNone) caught(detail::StepFailure::kPlacement);
+      }
+      core.stats.overlapped_update_seconds += overlapped->seconds();
+      if (failure != detail::StepFailure::kNone && overlapped->undo() > 0)
+        ++core.stats.undone_updates;
     }
     if (failure != detail::StepFailure::kNone) {
       core.profiling.reset();  // nothing to profile, nor to retry under the profiler
@@ -314,6 +356,11 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
         core.note_held(optimizer);
       }
       peers.reduce_gradients(core);
+      // A parameter updated during the backward is skipped by the update of the rest, as every
+      // optimizer that steps parameters apart skips one without a gradient.
+      if (overlapped)
+        for (const at::Tensor& p : overlapped->updated())
+          at::Tensor(p).mutable_grad() = at::Tensor();
       // The first updates under one of placementd's placements run guarded: undone when they
       // fail, and the step retried on the last good placement.
       const bool guarded =
@@ -348,6 +395,8 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
         guard->undo();
         ++core.stats.undone_updates;
       }
+      if (overlapped && overlapped->undo() > 0 && !(guard && guard->armed()))
+        ++core.stats.undone_updates;
       updated = false;
       core.profiling.reset();
       profiled = false;
@@ -367,8 +416,13 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
       if (error) std::rethrow_exception(error);
       throw std::runtime_error(message);
     };
-    // Only a placement placementd proposed is blamed; under the job's own it is the model's.
-    if (core.current.directive.placement_id == 0) fail();
+    // Only a placement placementd proposed is blamed; under the job's own it is the model's, and
+    // the step ends as if it had not run: no update (those made during the backward were put
+    // back), and no gradient left over for the next step to add to.
+    if (core.current.directive.placement_id == 0) {
+      discard_gradients();
+      fail();
+    }
     core.report(false, seconds_since(started), message);
     discard_gradients();
     before->restore();
@@ -389,6 +443,7 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
     optimizer.step();
     update_seconds = seconds_since(update_started);
   }
+  if (overlapped) core.stats.overlapped_updates += overlapped->updated().size();
   ++core.updates_under_current;
   const auto zeroing = Clock::now();
   optimizer.zero_grad();

@@ -74,6 +74,8 @@ struct JobCore {
   // (JobOptions::guarded_updates; -1: all).
   uint64_t updates_under_current = 0;
   int guarded_updates = 1;
+  // Whether what lives on the host is updated while the backward goes on (JobOptions).
+  bool overlap_updates = true;
   // Where a failing placementd placement falls back to: the last one a step succeeded under, and
   // before any did, the job's own (a failure under that is the model's, not placementd's).
   InForce last_good;

@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <functional>
 #include <memory>
+#include <stdexcept>
+#include <typeinfo>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include <torch/optim/adagrad.h>
@@ -63,6 +67,46 @@ std::vector<StateTensor> tensors_of_state(torch::optim::OptimizerParamState& sta
 std::vector<std::vector<at::Tensor>> StepOptimizer::state_tensors(
     const std::vector<at::Tensor>& parameters) {
   return std::vector<std::vector<at::Tensor>>(parameters.size());
+}
+
+void StepOptimizer::step_parameters(const std::vector<at::Tensor>& parameters) {
+  (void)parameters;
+  throw std::logic_error("this optimizer cannot step some parameters apart from the rest");
+}
+
+bool TorchStepOptimizer::steps_parameters_apart() const {
+  // The exact classes, whose step() reads each parameter's value, gradient and state alone: a
+  // subclass may override step() with something over all of them (a norm, a closure).
+  namespace o = torch::optim;
+  const std::type_info& type = typeid(optimizer_);
+  return type == typeid(o::Adam) || type == typeid(o::AdamW) || type == typeid(o::SGD) ||
+         type == typeid(o::RMSprop) || type == typeid(o::Adagrad);
+}
+
+void TorchStepOptimizer::step_parameters(const std::vector<at::Tensor>& parameters) {
+  if (!steps_parameters_apart()) StepOptimizer::step_parameters(parameters);
+  // Each group's step() runs over its params(): for the call, each group holds only those of
+  // `parameters` it holds, in its own order, and gets all of its own back however step() ends.
+  std::unordered_set<const c10::TensorImpl*> wanted;
+  for (const at::Tensor& p : parameters) wanted.insert(p.unsafeGetTensorImpl());
+  std::vector<torch::optim::OptimizerParamGroup>& groups = optimizer_.param_groups();
+  std::vector<std::vector<at::Tensor>> all(groups.size());
+  struct PutBack {
+    std::vector<torch::optim::OptimizerParamGroup>& groups;
+    std::vector<std::vector<at::Tensor>>& all;
+    size_t taken = 0;
+    ~PutBack() {
+      for (size_t g = 0; g < taken; ++g) groups[g].params() = std::move(all[g]);
+    }
+  } put_back{groups, all};
+  for (size_t g = 0; g < groups.size(); ++g) {
+    std::vector<at::Tensor> some;
+    for (const at::Tensor& p : groups[g].params())
+      if (wanted.count(p.unsafeGetTensorImpl())) some.push_back(p);
+    all[g] = std::exchange(groups[g].params(), std::move(some));
+    put_back.taken = g + 1;
+  }
+  optimizer_.step();
 }
 
 std::vector<std::vector<at::Tensor>> TorchStepOptimizer::state_tensors(

@@ -37,6 +37,10 @@ class TorchStepOptimizer final : public StepOptimizer {
   /// By the options of the parameter's group: Adam and AdamW 2 (3 with amsgrad) times its bytes,
   /// SGD 1 with momentum (else 0), RMSprop 1 (+1 with momentum, +1 centered), Adagrad 1.
   std::optional<uint64_t> expected_state_bytes(const at::Tensor& parameter) override;
+  /// torch::optim's Adam, AdamW, SGD, RMSprop and Adagrad themselves (not subclasses).
+  bool steps_parameters_apart() const override;
+  /// Each group's step() over those of `parameters` it holds.
+  void step_parameters(const std::vector<at::Tensor>& parameters) override;
   /// Host copies of the state's tensors, and its counts (Adam's step) by value.
   std::optional<SavedState> save_state(const std::vector<at::Tensor>& parameters) override;
 

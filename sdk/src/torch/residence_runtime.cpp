@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -111,6 +113,19 @@ struct ResidenceShared {
   std::atomic<uint64_t> activations_evicted{0};
   std::atomic<uint64_t> activation_bytes_evicted{0};
   std::atomic<uint64_t> recompute_kept{0};
+  // Told of each parameter whose gradient has reached its home on the host (set by the job around
+  // a step's forward and backward; autograd's threads read it).
+  std::mutex gradient_home_mutex;
+  std::function<void(const at::Tensor&)> gradient_home;
+
+  void notify_gradient_home(const at::Tensor& parameter) {
+    std::function<void(const at::Tensor&)> tell;
+    {
+      const std::lock_guard<std::mutex> lock(gradient_home_mutex);
+      tell = gradient_home;
+    }
+    if (tell) tell(parameter);
+  }
 };
 
 namespace residence {
@@ -190,6 +205,9 @@ class ProxyGradientHook final : public torch::autograd::PostAccumulateGradHook {
       torch::autograd::Variable(proxy).mutable_grad() = at::Tensor();
     }
     if (entry_ && shared) shared->proxies.evict(*entry_);
+    // The backward reads the parameter no more (every node that used it has run, or its gradient
+    // would not be whole): its update may begin.
+    if (grad.defined() && shared && home_.is_cpu()) shared->notify_gradient_home(parameter_);
   }
 
  private:
@@ -391,6 +409,16 @@ ResidenceRuntime::ResidenceRuntime(ResidencePlan plan)
 }
 
 void ResidenceRuntime::set_tally(MemoryTally* tally) { shared_->tally = tally; }
+
+void ResidenceRuntime::on_gradient_home(std::function<void(const at::Tensor&)> tell) {
+  const std::lock_guard<std::mutex> lock(shared_->gradient_home_mutex);
+  shared_->gradient_home = std::move(tell);
+}
+
+bool ResidenceRuntime::sends_gradients_to_host() const {
+  return std::any_of(plan_.proxies.begin(), plan_.proxies.end(),
+                     [](const Proxy& p) { return p.home.is_cpu() && p.proxy.requires_grad(); });
+}
 
 ResidenceRuntime::~ResidenceRuntime() {
   shared_->tally = nullptr;

@@ -12,6 +12,7 @@
 // emptied and filled again in place (storage_shelf.h), so the autograd graph is eager's.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -115,6 +116,11 @@ class ResidenceRuntime {
   /// Counts what the runtime allocates (proxies filled, offloaded copies, recomputed outputs,
   /// gradients sent home) against the device it lands on (nullptr: nothing counted).
   void set_tally(MemoryTally* tally);
+  /// `tell` is called, on the thread autograd runs the proxy's node on, with each parameter whose
+  /// whole gradient has just reached its home on the host (nullptr: nobody is told).
+  void on_gradient_home(std::function<void(const at::Tensor&)> tell);
+  /// Whether some parameter that is trained lives on the host and is read through a proxy.
+  bool sends_gradients_to_host() const;
   /// Drops the proxies' gradients (a failed step's), as the job drops its parameters'.
   void discard_gradients();
   const ResidencePlan& plan() const { return plan_; }

@@ -48,9 +48,14 @@ TEST_P(ExportedModel, TrainsBitwiseEqualToEagerPyTorchWhilePlacementsChange) {
   EXPECT_EQ(model.frontend(), "export");
   // The reference is the eager module, except where torch.export itself records a graph that
   // trains otherwise (export_models.py checks by running the exported graph in PyTorch):
-  // transformers' Llama, whose exported graph's losses part from eager's by 1-2 ulp from step 16.
+  // transformers' Llama, whose exported graph's losses part from eager's by 1-2 ulp from step 16
+  // on some CPUs (a 2-vCPU AMD EPYC) and not on others (an Intel Xeon with AVX-512): either is
+  // the graph's own training, which the engine must equal.
   const std::string source = reference.record["reference"];
-  EXPECT_EQ(source, name == "hf_llama" ? "exported program" : "eager") << name;
+  if (name == "hf_llama")
+    EXPECT_TRUE(source == "exported program" || source == "eager") << source;
+  else
+    EXPECT_EQ(source, "eager") << name;
   const std::vector<c10::IValue> inputs = reference.inputs("inputs");
   const std::vector<c10::IValue> last = reference.inputs("last_inputs");
   std::vector<at::Tensor> example;

@@ -220,5 +220,67 @@ TEST(OptimizerState, AnOptimizerItDoesNotKnowCannotTellItsState) {
   EXPECT_FALSE(adapted.expected_state_bytes(placed.parameters().front()).has_value());
 }
 
+// Stepping some parameters apart from the rest (what a job does with those that live on the host,
+// while the backward goes on) is bit for bit one step, for each optimizer that can, with each
+// group's options; a subclass may step otherwise and cannot.
+template <typename Optimizer, typename Options>
+void expect_steps_apart_as_one(const Options& first, const Options& second) {
+  SCOPED_TRACE(typeid(Optimizer).name());
+  auto make = [] {
+    at::manual_seed(9);
+    std::vector<at::Tensor> ps;
+    for (int i = 0; i < 4; ++i) ps.push_back(at::randn({8, 4}).requires_grad_());
+    return ps;
+  };
+  std::vector<at::Tensor> mine = make(), twin = make();
+  auto groups = [&](std::vector<at::Tensor>& ps) {
+    return std::vector<torch::optim::OptimizerParamGroup>{
+        torch::optim::OptimizerParamGroup({ps[0], ps[1]}, std::make_unique<Options>(first)),
+        torch::optim::OptimizerParamGroup({ps[2], ps[3]}, std::make_unique<Options>(second))};
+  };
+  Optimizer a(groups(mine), first), b(groups(twin), first);
+  TorchStepOptimizer apart(a);
+  ASSERT_TRUE(apart.steps_parameters_apart());
+  for (int step = 0; step < 3; ++step) {
+    at::manual_seed(100 + step);
+    for (size_t i = 0; i < 4; ++i) {
+      const at::Tensor g = at::randn({8, 4});
+      mine[i].mutable_grad() = g.clone();
+      twin[i].mutable_grad() = g.clone();
+    }
+    apart.step_parameters({mine[3], mine[0]});
+    apart.step_parameters({mine[1]});
+    apart.step_parameters({mine[2]});
+    b.step();
+  }
+  for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(at::equal(mine[i], twin[i])) << "parameter " << i;
+  EXPECT_EQ(a.param_groups().at(0).params().size(), 2u) << "a group kept its parameters";
+  EXPECT_EQ(a.param_groups().at(1).params().size(), 2u);
+}
+
+TEST(OptimizerState, SteppingParametersApartIsBitForBitOneStep) {
+  namespace o = torch::optim;
+  expect_steps_apart_as_one<o::Adam>(o::AdamOptions(1e-2), o::AdamOptions(1e-3).amsgrad(true));
+  expect_steps_apart_as_one<o::AdamW>(o::AdamWOptions(1e-2),
+                                      o::AdamWOptions(1e-3).weight_decay(0.1));
+  expect_steps_apart_as_one<o::SGD>(o::SGDOptions(1e-2).momentum(0.9).nesterov(true),
+                                    o::SGDOptions(1e-3));
+  expect_steps_apart_as_one<o::RMSprop>(o::RMSpropOptions(1e-2).centered(true).momentum(0.5),
+                                        o::RMSpropOptions(1e-3));
+  expect_steps_apart_as_one<o::Adagrad>(o::AdagradOptions(1e-2), o::AdagradOptions(1e-3));
+}
+
+TEST(OptimizerState, ASubclassOrAnotherOptimizerDoesNotStepParametersApart) {
+  struct MyAdam final : torch::optim::Adam {
+    using torch::optim::Adam::Adam;
+  };
+  std::vector<at::Tensor> ps = {at::randn({2}).requires_grad_()};
+  MyAdam mine(ps, torch::optim::AdamOptions(1e-2));
+  torch::optim::LBFGS lbfgs(ps, torch::optim::LBFGSOptions(1e-2));
+  EXPECT_FALSE(TorchStepOptimizer(mine).steps_parameters_apart());
+  EXPECT_FALSE(TorchStepOptimizer(lbfgs).steps_parameters_apart());
+  EXPECT_THROW(TorchStepOptimizer(lbfgs).step_parameters(ps), std::logic_error);
+}
+
 }  // namespace
 }  // namespace placement

@@ -11,6 +11,7 @@
 #include <cctype>
 #include <map>
 #include <string>
+#include <thread>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -48,6 +49,7 @@ struct Trained {
   ResidenceActivity activity;
   uint64_t peak = 0;        // the most cpu:0 held in any step
   uint64_t homed_away = 0;  // bytes of the parameters the plan homes on the host
+  uint64_t overlapped = 0;  // updates made while the backward went on (JobStats)
 };
 
 struct Example {
@@ -104,6 +106,7 @@ Trained train(const std::string& name, const std::function<Residence(const OpGra
   }
   for (const auto& [n, b] : e.model.named_buffers()) out.buffers.push_back(b.clone());
   out.activity = job.module().residence_activity();
+  out.overlapped = job.stats().overlapped_updates;
   return out;
 }
 
@@ -265,6 +268,14 @@ TEST_P(ResidencePlans, TrainBitwiseAsWithoutResidenceWhileTheComputeDeviceHoldsL
         EXPECT_EQ(got.activity.recompute_kept, 0u);
         break;
     }
+    // A parameter that lives on the host is updated there while the backward goes on, once a
+    // step: all of them but those without a gradient (BERT's pooler: its loss never reads it).
+    if (got.activity.proxies > 0) {
+      EXPECT_GT(got.overlapped, 0u);
+      EXPECT_LE(got.overlapped, kSteps * got.activity.proxies);
+    } else {
+      EXPECT_EQ(got.overlapped, 0u);
+    }
     EXPECT_LT(got.peak, base.peak) << "cpu:0 held as much";
     // Adam's two moments of every parameter homed on the host never reach the compute device.
     EXPECT_GE(base.peak - std::min(got.peak, base.peak), 2 * got.homed_away)
@@ -401,6 +412,131 @@ TEST(Residence, ARecomputeOfAnOpThatUpdatesBuffersIsRefusedByName) {
         << err.what();
     EXPECT_NE(std::string(err.what()).find("buffers"), std::string::npos) << err.what();
   }
+}
+
+// Adam as Job::step drives it, watched: each update of some parameters apart, on which thread,
+// and how many gradient bytes had reached the host when it began; armed, it fails part way
+// through one (after updating all but the last of them), as a host out of memory would.
+class WatchedAdam final : public StepOptimizer {
+ public:
+  struct Call {
+    std::thread::id thread;
+    uint64_t sent_home = 0;
+    size_t parameters = 0;
+  };
+
+  WatchedAdam(torch::optim::Adam& adam, const PlacedModule& module)
+      : inner_(adam), module_(module) {}
+  void step() override { inner_.step(); }
+  void zero_grad() override { inner_.zero_grad(); }
+  uint64_t move_state(const std::vector<at::Tensor>& parameters,
+                      const std::vector<c10::Device>& devices) override {
+    return inner_.move_state(parameters, devices);
+  }
+  std::optional<StagedState> stage_state(const std::vector<at::Tensor>& parameters,
+                                         const std::vector<c10::Device>& devices) override {
+    return inner_.stage_state(parameters, devices);
+  }
+  std::vector<std::vector<at::Tensor>> state_tensors(
+      const std::vector<at::Tensor>& parameters) override {
+    return inner_.state_tensors(parameters);
+  }
+  std::optional<uint64_t> expected_state_bytes(const at::Tensor& parameter) override {
+    return inner_.expected_state_bytes(parameter);
+  }
+  std::optional<SavedState> save_state(const std::vector<at::Tensor>& parameters) override {
+    return inner_.save_state(parameters);
+  }
+  bool steps_parameters_apart() const override { return inner_.steps_parameters_apart(); }
+  void step_parameters(const std::vector<at::Tensor>& parameters) override {
+    calls.push_back({std::this_thread::get_id(),
+                     module_.residence_activity().gradient_bytes_sent_home, parameters.size()});
+    if (!fail) return inner_.step_parameters(parameters);
+    fail = false;
+    inner_.step_parameters(parameters.size() > 1
+                               ? std::vector<at::Tensor>(parameters.begin(), parameters.end() - 1)
+                               : parameters);
+    throw std::runtime_error("the host ran out of memory in the update");
+  }
+
+  std::vector<Call> calls;
+  bool fail = false;
+
+ private:
+  TorchStepOptimizer inner_;
+  const PlacedModule& module_;
+};
+
+// GPT-2 with every op on cpu:0 and every parameter living on cpu:1, streamed: Adam, watched.
+struct AllHomedAway {
+  std::string name = "hf_gpt2";
+  Example e = load(name, copies_of(name));
+  OpGraph graph = capture(e.model, e.inputs, name);
+  Job job{name, e.model, e.inputs, options_for(residence_of(Plan::kAllAway, graph), kUnbounded)};
+  torch::optim::Adam adam{job.parameters(), torch::optim::AdamOptions(1e-3)};
+  WatchedAdam watched{adam, job.module()};
+  std::vector<c10::IValue> inputs{e.inputs.begin(), e.inputs.end()};
+};
+
+TEST(Residence, AParameterThatLivesOnTheHostIsUpdatedWhileTheBackwardGoesOn) {
+  const Trained& base = without_residence("hf_gpt2");
+  at::set_num_threads(1);
+  AllHomedAway run;
+  Job& job = run.job;
+  WatchedAdam& watched = run.watched;
+  at::manual_seed(2);
+  const size_t proxies = job.module().residence_activity().proxies;
+  ASSERT_GT(proxies, 0u);
+  const std::vector<c10::IValue>& inputs = run.inputs;
+  std::vector<uint32_t> losses;
+  size_t before_the_end = 0;  // updates begun before the backward had sent every gradient home
+  for (int step = 0; step < kSteps; ++step) {
+    const size_t first = watched.calls.size();
+    losses.push_back(bits(job.step(inputs, loss_of, watched).item<float>()));
+    const uint64_t sent = job.module().residence_activity().gradient_bytes_sent_home;
+    size_t updated = 0;
+    for (size_t c = first; c < watched.calls.size(); ++c) {
+      const WatchedAdam::Call& call = watched.calls[c];
+      EXPECT_NE(call.thread, std::this_thread::get_id()) << "step " << step;
+      updated += call.parameters;
+      before_the_end += call.sent_home < sent ? 1 : 0;
+    }
+    EXPECT_EQ(updated, proxies) << "step " << step << ": every parameter once";
+  }
+  EXPECT_GT(before_the_end, 0u) << "no update began before the backward had ended";
+  EXPECT_EQ(job.stats().overlapped_updates, kSteps * proxies);
+  // And the training is the one without residence, bit for bit.
+  EXPECT_EQ(losses, base.losses);
+  size_t i = 0;
+  for (const at::Tensor& p : job.parameters())
+    EXPECT_TRUE(bitwise_equal(p, base.parameters.at(i++))) << "parameter " << i;
+}
+
+TEST(Residence, UnderTheJobsOwnPlacementAFailedOverlappedUpdateIsTheCallersAndTrainingGoesOn) {
+  // No retry follows a failure under the job's own placement, so the updates made during the
+  // backward are not copied first: the error reaches the caller as it was thrown, the step is not
+  // counted, its gradients are dropped (the next step adds to none), and training goes on.
+  at::set_num_threads(1);
+  AllHomedAway run;
+  Job& job = run.job;
+  WatchedAdam& watched = run.watched;
+  const std::vector<c10::IValue>& inputs = run.inputs;
+  for (int step = 0; step < 2; ++step) job.step(inputs, loss_of, watched);
+  watched.fail = true;
+  const size_t calls = watched.calls.size();
+  try {
+    job.step(inputs, loss_of, watched);
+    FAIL() << "the failed update did not reach the caller";
+  } catch (const std::runtime_error& err) {
+    EXPECT_STREQ(err.what(), "the host ran out of memory in the update");
+  }
+  EXPECT_GT(watched.calls.size(), calls) << "no update ran during the backward";
+  EXPECT_EQ(job.stats().steps, 2u);
+  EXPECT_EQ(job.stats().undone_updates, 0u);
+  for (const at::Tensor& p : job.parameters())
+    EXPECT_FALSE(p.grad().defined()) << "a gradient of the failed step was left to add to";
+  EXPECT_NO_THROW(job.step(inputs, loss_of, watched));
+  EXPECT_EQ(job.stats().steps, 3u);
 }
 
 TEST(Residence, SwapsBetweenPlansMidTrainingKeepEveryValueAndMoment) {
