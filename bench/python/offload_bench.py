@@ -24,7 +24,8 @@ two moments, 16 bytes a parameter) is --ratio times the cap. Per row: the step t
 steps after the warm-up, with its 95% bootstrap interval), the ratio to the ideal's (95% interval:
 rows run one after another, so the interval is over their steps, not over interleaved windows),
 the peak device memory (the caching allocator's on a GPU; the job's own tally on cpu:0), the peak
-host RSS, the pinned host bytes (torch's pinned allocator), and the parameter and gradient bytes the
+host RSS, the pinned host bytes (torch's pinned allocator's peak, and in placementd's rows its own
+pinned pool's peak beside it), and the parameter and gradient bytes the
 residence moved a step. A row that cannot run says why (a plan over the cap is refused before its
 first step, or fails with the device's out-of-memory error).
 
@@ -319,11 +320,15 @@ def row_placementd(args, cap, plan):
     measure.digest(model.parameters())
     if args.cpu:
         measure.peak_device = max(peaks)
+    pool_peak = job.stats()["pinned_peak_bytes"]
     job.detach()
     steps = args.warmup + args.steps
     moved = {key: (after.get(key, 0) - before.get(key, 0)) // steps
              for key in ("parameter_bytes_fetched", "gradient_bytes_sent_home", "activation_bytes_evicted")}
-    return measure.result({"moved_bytes": moved, "accounted_peak_bytes": max(peaks)})
+    out = measure.result({"moved_bytes": moved, "accounted_peak_bytes": max(peaks)})
+    if measure.cuda:  # what the job's pinned pool held locked, beside torch's own pinned allocator
+        out["pinned_bytes"] = (out["pinned_bytes"] or 0) + pool_peak
+    return out
 
 
 def run_row(args):

@@ -173,14 +173,15 @@ void read_document(const toml::table& root, const std::string& file, Config& con
   Checker c(file, errors);
   c.only(root, "the top level",
          {"daemon", "logging", "metrics", "plugins", "devices", "policy", "exploration", "limits",
-          "params", "rules"});
+          "memory", "params", "rules"});
 
   if (const toml::table* t = c.table(root, "daemon", "[daemon]")) {
-    c.only(*t, "[daemon]",
-           {"socket", "socket_mode", "admin_group", "state_dir", "max_frame_bytes",
-            "max_connections", "max_connections_per_uid", "max_buffered_bytes", "frame_timeout_ms",
-            "idle_timeout_ms", "stop_timeout_ms", "max_state_bytes_per_uid",
-            "max_pending_bytes_per_uid", "policy_threads", "policy_nice"});
+    c.only(
+        *t, "[daemon]",
+        {"socket", "socket_mode", "admin_group", "state_dir", "max_frame_bytes", "max_connections",
+         "max_connections_per_uid", "max_buffered_bytes", "frame_timeout_ms", "idle_timeout_ms",
+         "stop_timeout_ms", "max_state_bytes_per_uid", "max_pending_bytes_per_uid",
+         "policy_threads", "policy_threads_per_uid", "policy_nice"});
     c.get_string(*t, "socket", "daemon", config.socket);
     if (config.socket.size() >= 108)
       c.error(*t->get("socket"),
@@ -210,6 +211,7 @@ void read_document(const toml::table& root, const std::string& file, Config& con
     c.get_int(*t, "max_pending_bytes_per_uid", "daemon", config.max_pending_bytes_per_uid,
               int64_t{1} << 20, int64_t{1} << 50);
     c.get_int(*t, "policy_threads", "daemon", config.policy_threads, 1, 256);
+    c.get_int(*t, "policy_threads_per_uid", "daemon", config.policy_threads_per_uid, 0, 256);
     c.get_int(*t, "policy_nice", "daemon", config.policy_nice, 0, 19);
   }
 
@@ -293,6 +295,11 @@ void read_document(const toml::table& root, const std::string& file, Config& con
               int64_t{1} << 50);
   }
 
+  if (const toml::table* t = c.table(root, "memory", "[memory]")) {
+    c.only(*t, "[memory]", {"host_pinned_bytes"});
+    c.get_int(*t, "host_pinned_bytes", "memory", config.host_pinned_bytes, 0, int64_t{1} << 50);
+  }
+
   if (const toml::table* t = c.table(root, "params", "[params]"))
     c.plugin_params(*t, "params", config.params);
 
@@ -339,6 +346,18 @@ void read_document(const toml::table& root, const std::string& file, Config& con
 }
 
 }  // namespace
+
+int64_t Config::policy_share_per_uid() const {
+  const int64_t share = policy_threads_per_uid > 0 ? policy_threads_per_uid : policy_threads - 1;
+  return std::clamp<int64_t>(share, 1, policy_threads);
+}
+
+uint64_t Config::host_pinned_budget() const {
+  if (host_pinned_bytes > 0) return static_cast<uint64_t>(host_pinned_bytes);
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return uint64_t{1} << 30;  // unknown: 1 GiB
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 4;
+}
 
 Config default_config(const std::string& default_plugin_dir) {
   Config config;

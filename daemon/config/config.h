@@ -178,7 +178,12 @@ struct Config {
   /// no further until its requests are done. One request larger than this still goes, alone.
   int64_t max_pending_bytes_per_uid = kDefaultMaxPendingBytesPerUid;
   /// Threads computing groupings and placements, off the I/O thread.
-  int64_t policy_threads = 2;
+  int64_t policy_threads = 3;
+  /// How many of them one uid's requests may hold at once (server/fair_share.h); 0: all but one
+  /// (at least one), so that another uid's request always finds a thread free.
+  int64_t policy_threads_per_uid = 0;
+  /// policy_threads_per_uid as it applies: 0 resolved, and at most policy_threads.
+  int64_t policy_share_per_uid() const;
   /// Their nice value (server/policy_priority.h): 19, the lowest priority, so a CPU-bound job on
   /// the same cores barely notices them.
   int64_t policy_nice = 19;
@@ -209,6 +214,13 @@ struct Config {
   PluginParamTables params;
   LimitsConfig limits;
   std::vector<JobRule> rules;
+
+  // [memory]
+  /// Page-locked host memory one job's process may hold for what it copies between the host and
+  /// its GPUs (the SDK's pinned pool); 0: a quarter of this machine's physical memory.
+  int64_t host_pinned_bytes = 0;
+  /// host_pinned_bytes as it applies: 0 resolved.
+  uint64_t host_pinned_budget() const;
 };
 
 /// Built-in defaults (what an empty file gives), with plugin_dirs set to `default_plugin_dir`.

@@ -25,20 +25,30 @@ bool device_allowed(const Config& config, const std::string& name) {
   return false;
 }
 
-// Runs `work`, which answers no request, on the job's strand. What escapes it is logged: an
-// exception out of a policy thread's handler would end the daemon, and with it every job.
+// Runs `work`, which answers no request, on the job's strand, in its user's turn for a policy
+// thread as the job's requests are (a warm start may take minutes). What escapes it is logged:
+// an exception out of a policy thread's handler would end the daemon, and with it every job.
 template <class Work>
-void on_strand(const std::shared_ptr<AttachedJob>& job, const char* what, Work work) {
-  boost::asio::post(job->strand, [job, what, work = std::move(work)]() mutable {
-    const JobLogScope scope(job->live.id(), job->live.name());
-    try {
-      work();
-    } catch (const std::exception& e) {
-      spdlog::error("job {} '{}': {} failed: {}", job->live.id(), job->live.name(), what, e.what());
-    } catch (...) {
-      spdlog::error("job {} '{}': {} failed with an exception that is not a std::exception",
-                    job->live.id(), job->live.name(), what);
+void on_strand(ServiceContext& ctx, const std::shared_ptr<AttachedJob>& job, const char* what,
+               Work work) {
+  const uid_t uid = job->live.uid();
+  auto run = [&ctx, uid, job, what, work = std::move(work)]() mutable {
+    {
+      const JobLogScope scope(job->live.id(), job->live.name());
+      try {
+        work();
+      } catch (const std::exception& e) {
+        spdlog::error("job {} '{}': {} failed: {}", job->live.id(), job->live.name(), what,
+                      e.what());
+      } catch (...) {
+        spdlog::error("job {} '{}': {} failed with an exception that is not a std::exception",
+                      job->live.id(), job->live.name(), what);
+      }
     }
+    ctx.policy_share.done(uid, job.get());
+  };
+  ctx.policy_share.submit(uid, job.get(), [job, run = std::move(run)]() mutable {
+    boost::asio::post(job->strand, std::move(run));
   });
 }
 
@@ -51,7 +61,7 @@ void push(const Request& req, const messages::Directive& directive) {
 // behind it if some is due, and pushes the directive that work may end with.
 void defer_work(ServiceContext& ctx, const Request& req) {
   if (!req.job->live.has_deferred_work()) return;
-  on_strand(req.job, "deferred work", [&ctx, req] {
+  on_strand(ctx, req.job, "deferred work", [&ctx, req] {
     const auto start = std::chrono::steady_clock::now();
     if (auto d = req.job->live.run_deferred_work()) push(req, *d);
     ctx.policy_latency.observe_deferred(
@@ -97,6 +107,7 @@ void attach(ServiceContext& ctx, ConnectionState& conn, Request& req) {
             job.replica()->group, job.uid(), conn.peer.pid));
     messages::Attached attached;
     attached.session = job.id();
+    attached.host_pinned_bytes = cfg->host_pinned_budget();
     req.respond(attached.kType, req.id, attached.to_json(), false);
     return;
   }
@@ -118,6 +129,7 @@ void attach(ServiceContext& ctx, ConnectionState& conn, Request& req) {
   attached.steps_per_candidate = e.steps_per_candidate;
   attached.warmup_steps = e.warmup_steps;
   attached.max_candidates = e.max_candidates;
+  attached.host_pinned_bytes = cfg->host_pinned_budget();
   if (auto notice = short_job_notice(e, job.expected_steps())) {
     ctx.log_limit.log(spdlog::level::info, job.uid(),
                       fmt::format("job {} '{}': {}", job.id(), job.name(), *notice));
@@ -199,7 +211,7 @@ void add_job_handlers(HandlerTable& table, ServiceContext& ctx) {
 }
 
 void end_disconnected_job(ServiceContext& ctx, const std::shared_ptr<AttachedJob>& job) {
-  on_strand(job, "disconnect", [&ctx, job] {
+  on_strand(ctx, job, "disconnect", [&ctx, job] {
     job->live.on_disconnect();
     // Logged before the job leaves the list: whoever sees it gone finds the line in the log.
     ctx.log_limit.log(spdlog::level::info, job->live.uid(),
@@ -229,9 +241,9 @@ void persist_jobs(ServiceContext& ctx, std::function<void(size_t, size_t)> done)
     if (--progress->left > 0) return;
     ctx.store.after_writes([progress] { progress->done(progress->jobs, progress->written); });
   };
+  // In the job's turn, as its requests are: what it sent before the shutdown is applied first.
   for (const auto& job : all)
-    boost::asio::post(job->strand, [job, finished_one] {
-      const JobLogScope scope(job->live.id(), job->live.name());
+    on_strand(ctx, job, "persisting at shutdown", [job, finished_one] {
       bool written = false;
       try {
         written = job->live.persist();

@@ -164,19 +164,24 @@ void Service::handle(ConnectionState& conn, MessageType type, uint32_t rid, json
       case Runs::kPolicyThread: {
         // The job (if any) is taken before `req` moves into the handler.
         const std::shared_ptr<AttachedJob> job = req.job;
+        const uid_t uid = conn.peer.uid;
         std::shared_ptr<InFlight> in_flight = conn.in_flight;
         in_flight->add(decoded_bytes);
         auto work = [this, route, req = std::move(req), in_flight = std::move(in_flight),
-                     decoded_bytes]() mutable {
+                     decoded_bytes, uid, key = job.get()]() mutable {
           run_guarded(*route, req);
           req.body = json();
           trim_after_decode(decoded_bytes);
           in_flight->done(decoded_bytes);
+          ctx_.policy_share.done(uid, key);
         };
-        if (job)
-          boost::asio::post(job->strand, std::move(work));
-        else
-          boost::asio::post(ctx_.policy_pool, std::move(work));
+        // It waits its user's turn for a policy thread, then its job's strand (if any).
+        ctx_.policy_share.submit(uid, job.get(), [this, job, work = std::move(work)]() mutable {
+          if (job)
+            boost::asio::post(job->strand, std::move(work));
+          else
+            boost::asio::post(ctx_.policy_pool, std::move(work));
+        });
         return;
       }
     }

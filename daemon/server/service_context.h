@@ -15,6 +15,7 @@
 #include "live/store.h"
 #include "plugins/plugin_registry.h"
 #include "server/counters.h"
+#include "server/fair_share.h"
 #include "server/job_table.h"
 #include "server/policy_latency.h"
 #include "server/uid_log_limit.h"
@@ -32,6 +33,8 @@ class ServiceContext {
         store(store),
         socket_path(std::move(socket_path)),
         policy_pool(static_cast<size_t>(config->policy_threads)),
+        policy_share(static_cast<size_t>(config->policy_threads),
+                     static_cast<size_t>(config->policy_share_per_uid())),
         config_(std::move(config)) {}
   /// Policy work still queued finishes before the jobs and plugins it uses go.
   ~ServiceContext() { policy_pool.join(); }
@@ -57,6 +60,9 @@ class ServiceContext {
   UidLogLimit log_limit;
   /// Groupings and placements are computed here, never on the I/O thread.
   boost::asio::thread_pool policy_pool;
+  /// Who of the users with requests waiting gets the next policy thread (every request of a
+  /// client goes through it; the daemon's own work, persisting and metrics, does not).
+  FairShare policy_share;
   /// Declared after the pool, so destroyed before it: each job's strand belongs to the pool.
   JobTable jobs;
 

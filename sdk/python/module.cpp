@@ -312,6 +312,10 @@ py::dict stats_dict(const placement::JobStats& s) {
   d["replica_group"] = s.replica_group;
   d["allreduce_seconds"] = s.allreduce_seconds;
   d["peak_bytes"] = s.peak_bytes;
+  d["pinned_limit_bytes"] = s.pinned_limit_bytes;
+  d["pinned_bytes"] = s.pinned_bytes;
+  d["pinned_peak_bytes"] = s.pinned_peak_bytes;
+  d["pinned_refusals"] = s.pinned_refusals;
   py::dict collectives;
   for (const auto& [device, route] : s.collectives) collectives[py::str(device)] = route;
   d["collectives"] = collectives;
@@ -382,6 +386,7 @@ PYBIND11_MODULE(_placement, m) {
       .def_readwrite("reconnect_interval_ms", &JobOptions::reconnect_interval_ms)
       .def_readwrite("guarded_updates", &JobOptions::guarded_updates)
       .def_readwrite("overlap_updates", &JobOptions::overlap_updates)
+      .def_readwrite("host_pinned_bytes", &JobOptions::host_pinned_bytes)
       .def_property(
           "replica_timeout_ms", [](const JobOptions& o) { return o.replicas.timeout_ms; },
           [](JobOptions& o, int ms) { o.replicas.timeout_ms = ms; })

@@ -124,6 +124,7 @@ void JobChannel::attached_locked(const messages::Attached& attached) {
   ++status_.attempts;
   status_.session = attached.session;
   status_.notices = attached.notices;
+  host_pinned_bytes_.store(attached.host_pinned_bytes.value_or(0), std::memory_order_relaxed);
   ++status_.attaches;
   status_.last_error.clear();
   cv_.notify_all();

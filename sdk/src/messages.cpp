@@ -192,7 +192,8 @@ struct Table<Attached> {
       field("placer", &Attached::placer), field("algorithm", &Attached::algorithm),
       field("steps_per_candidate", &Attached::steps_per_candidate),
       field("warmup_steps", &Attached::warmup_steps),
-      field("max_candidates", &Attached::max_candidates), field("notices", &Attached::notices));
+      field("max_candidates", &Attached::max_candidates), field("notices", &Attached::notices),
+      field("host_pinned_bytes", &Attached::host_pinned_bytes));
 };
 
 template <>

@@ -46,6 +46,10 @@ SKIPPED = {
         "half a minute of both cores; python.overlap_bench runs the same program at a tiny size",
     "PYTHONPATH=build/python .venv/bin/python bench/python/offload_bench.py --model gpt2 --ratio 1.5 --check":
         "needs a GPU machine; scripts/gpu-run.sh --stage offload runs it there",
+    "build/bin/hostile_bench --clients policy-flood --seconds 5 --rounds 2":
+        "half a minute of both cores; limits.hostile runs the same program with policy-flood among its clients",
+    "build/bin/hostile_bench --clients policy-flood --seconds 5 --rounds 2 --daemon-key \"policy_threads_per_uid = 3\"":
+        "half a minute of both cores; limits.hostile runs the same program with policy-flood among its clients",
     "cmake --install build --prefix /usr": "installs into /usr and /etc; install.layout runs it staged under DESTDIR",
     "systemd-sysusers": "creates a system group; systemd.units_verify checks the sysusers entry",
     "systemctl enable --now placementd.socket": "needs systemd as PID 1; systemd.units_verify checks the units",

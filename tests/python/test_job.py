@@ -3,15 +3,18 @@ is without placementd, swaps move Adam's state with the parameters, a failing lo
 dead daemon costs the job nothing."""
 
 import io
+import os
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
 import torch
 
 import placement
-from conftest import Mlp, batch, mse_to
+from conftest import Daemon, Mlp, batch, mse_to
 
 DEVICES = ["cpu:0", "cpu:1"]
 
@@ -395,3 +398,32 @@ def test_an_import_beside_another_torch_release_says_what_to_rebuild():
     release = ".".join(TORCH_VERSION.split(".")[:2])
     same = f"import torch; torch.__version__ = '{release}.7+cu999'; import placement"
     assert subprocess.run([sys.executable, "-c", same], capture_output=True, text=True).returncode == 0
+
+
+def test_the_pinned_pool_takes_placementds_budget_and_a_job_may_only_lower_it():
+    with tempfile.TemporaryDirectory(prefix="pdpy.", dir="/tmp") as directory:
+        d = Daemon(directory)
+        with open(d.config, "a") as f:
+            f.write("[memory]\nhost_pinned_bytes = 33554432\n")
+        d.start()
+        try:
+            for asked, budget in ((0, 32 << 20), (8 << 20, 8 << 20), (64 << 20, 32 << 20)):
+                model = Mlp()
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+                job = placement.attach(f"pinned-{asked}", model, batch(0)[0], socket=d.socket,
+                                       host_pinned_bytes=asked)
+                x, y = batch(1)
+                job.step(x, mse_to(y), optimizer)
+                stats = job.stats()
+                job.detach()
+                assert stats["pinned_limit_bytes"] == budget, (asked, stats)
+                assert stats["pinned_bytes"] <= budget and stats["pinned_refusals"] == 0
+        finally:
+            d.kill(signal.SIGTERM)
+    # Without placementd: the job's own figure, else a quarter of the machine's memory.
+    alone = placement.attach("pinned-alone", Mlp(), batch(0)[0], use_daemon=False, host_pinned_bytes=5 << 20)
+    assert alone.stats()["pinned_limit_bytes"] == 5 << 20
+    alone = placement.attach("pinned-default", Mlp(), batch(0)[0], use_daemon=False)
+    assert alone.stats()["pinned_limit_bytes"] == os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 4
+    with pytest.raises(ValueError, match="host_pinned_bytes must be >= 0"):
+        placement.attach("pinned-negative", Mlp(), batch(0)[0], use_daemon=False, host_pinned_bytes=-1)

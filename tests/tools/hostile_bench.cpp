@@ -11,7 +11,8 @@
 // window (starved), or the daemon's peak RSS passes its stated ceiling (idle + max_buffered_bytes
 // + 256 MiB); never on a time.
 //
-//   hostile_bench [--victims N] [--seconds S] [--rounds R] [--clients A,B] [--check]
+//   hostile_bench [--victims N] [--seconds S] [--rounds R] [--clients A,B]
+//                 [--daemon-key KEY=VALUE ...] [--check]
 //   hostile_bench --play CLIENT --socket PATH   (one hostile client, until SIGTERM)
 
 #include <signal.h>
@@ -214,6 +215,30 @@ std::vector<Hostile> hostile_clients() {
            }
          }
        }},
+      {"policy-flood",
+       "4 jobs attach with 50 000-op graphs, take their first placement and detach, over and over",
+       [](const std::string& socket) {
+         // Each attach builds a session over a 50 000-op graph and places it: seconds of a policy
+         // thread (issue #69, item 3). Four of them at once would take every policy thread.
+         const placement::OpGraph graph = placement::testing::chain(50000, 1024);
+         const placement::DeviceSet devices =
+             placement::testing::devices(2, placement::DeviceKind::kCpu);
+         std::vector<std::thread> jobs;
+         for (int i = 0; i < 4; ++i)
+           jobs.emplace_back([&, i] {
+             for (int n = 0; !stopping; ++n) {
+               try {
+                 placement::Client client(placement::ClientOptions{socket, "hostile", 60000});
+                 placement::testing::attach_and_place(
+                     client, "flood-" + std::to_string(i) + "-" + std::to_string(n), graph,
+                     devices);
+               } catch (const std::exception&) {
+                 std::this_thread::sleep_for(std::chrono::milliseconds(100));
+               }
+             }
+           });
+         for (std::thread& t : jobs) t.join();
+       }},
       {"inspection", "an admin lists every job and shows each one, in a loop",
        [](const std::string& socket) {
          placement::Client client(placement::ClientOptions{socket, "hostile", 5000});
@@ -330,7 +355,7 @@ std::pair<double, double> ratio_interval(const std::vector<double>& a, const std
 }
 
 int run(int victims, double step_ms, double seconds, int rounds, const std::string& only,
-        bool check) {
+        const std::vector<std::string>& daemon_keys, bool check) {
   // Short screenings and trials, and a budget that never ends exploration: directives keep coming.
   placement::testing::DaemonOptions options = placement::testing::fast_exploration(100000, 1.0);
   options.log_level = "warn";
@@ -339,6 +364,7 @@ int run(int victims, double step_ms, double seconds, int rounds, const std::stri
   options.extra.replace(options.extra.find("[policy]\n"), 9,
                         "[policy]\nalgorithm = \"random_search\"\n");
   options.frame_timeout_ms = 0;  // the daemon's default
+  for (const std::string& key : daemon_keys) options.daemon_keys += key + "\n";
   placement::testing::DaemonProcess daemon(options);
   daemon.start();
   // Root runs the hostile clients as another user (setpriv, util-linux); anyone else as itself.
@@ -508,6 +534,7 @@ int main(int argc, char** argv) {
   double step_ms = 20, seconds = 4;
   bool check = false;
   std::string play_client, socket, only;
+  std::vector<std::string> daemon_keys;
   app.add_option("--victims", victims, "jobs training beside the hostile clients")
       ->check(cl::at_least(1))
       ->capture_default_str();
@@ -521,11 +548,14 @@ int main(int argc, char** argv) {
       ->check(cl::at_least(1))
       ->capture_default_str();
   app.add_option("--clients", only, "only these hostile clients (comma-separated names)");
+  app.add_option("--daemon-key", daemon_keys,
+                 "a line for the daemon's [daemon] section, e.g. policy_threads_per_uid=2 "
+                 "(repeatable): the same run against another setting");
   app.add_flag("--check", check, "exit 1 when a functional check fails (never on a time)");
   app.add_option("--play", play_client, "run one hostile client until SIGTERM (the bench's child)");
   app.add_option("--socket", socket, "the daemon's socket, with --play");
   return cl::run(app, argc, argv, [&] {
     if (!play_client.empty()) return play(play_client, socket);
-    return run(victims, step_ms, seconds, rounds, only, check);
+    return run(victims, step_ms, seconds, rounds, only, daemon_keys, check);
   });
 }

@@ -140,6 +140,14 @@ struct JobOptions {
   /// was updated, as a failing step() would. false: every parameter in one step() after the
   /// backward.
   bool overlap_updates = true;
+  /// The most page-locked host memory this process may hold for what it copies between the host
+  /// and its GPUs (the pinned pool: parameters that live on the host, gradients sent there,
+  /// offloaded activations, migration staging; docs/capture-and-engine.md). 0: what placementd
+  /// says at attach (its `[memory] host_pinned_bytes`), else a quarter of the physical memory;
+  /// otherwise at most what placementd says. A step that needs more fails with
+  /// c10::OutOfMemoryError naming the budget (under placementd's candidate: retried on the last
+  /// good placement). One budget per process: the last job made sets it.
+  uint64_t host_pinned_bytes = 0;
 };
 
 /// The outputs of the module's forward → the loss to minimise. The outputs are where the
@@ -277,6 +285,12 @@ struct JobStats {
   /// backward: for a CUDA device its caching allocator's peak, for a logical CPU device the job's
   /// own count (JobOptions::memory_limit_bytes turns it on; 0 without it).
   std::vector<uint64_t> peak_bytes;
+  /// The pinned pool (JobOptions::host_pinned_bytes): its budget, what it holds locked now and
+  /// at most so far, and the allocations it refused at the budget. For this process.
+  uint64_t pinned_limit_bytes = 0;
+  uint64_t pinned_bytes = 0;
+  uint64_t pinned_peak_bytes = 0;
+  uint64_t pinned_refusals = 0;
 };
 
 /// 16 hex digits over every tensor's bytes in order (FNV-1a): equal digests, equal parameters.

@@ -81,6 +81,11 @@ class JobChannel {
   /// returns at once, false, when the first attempt to reach the daemon failed.
   bool wait_for_directive(int timeout_ms);
 
+  /// The pinned host memory placementd allows the job's process (messages::Attached), as it said
+  /// when the job last attached; 0 before that or from a daemon that says none. Lock-free: a step
+  /// reads it.
+  uint64_t host_pinned_bytes() const { return host_pinned_bytes_.load(std::memory_order_relaxed); }
+
   struct Status {
     bool connected = false;
     uint64_t session = 0;
@@ -125,6 +130,7 @@ class JobChannel {
   Status status_;
   uint64_t generation_ = 0;
   std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> host_pinned_bytes_{0};
   int wake_pipe_[2] = {-1, -1};
   std::thread thread_;
 };

@@ -129,6 +129,9 @@ struct Attached {
   /// What the job should know about its session, in words (e.g. that its exploration cannot
   /// finish within the steps it expects). Older daemons send none.
   std::vector<std::string> notices;
+  /// Page-locked host memory the job's process may hold ([memory] host_pinned_bytes, resolved).
+  /// Older daemons send none.
+  std::optional<uint64_t> host_pinned_bytes;
   nlohmann::json to_json() const;
   static Attached from_json(const nlohmann::json& body);
 };

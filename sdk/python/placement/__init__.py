@@ -504,7 +504,7 @@ class Job:
                  profile_graph_file: Optional[str] = None, profile_steps: int = 3, reconnect_interval_ms: int = 1000,
                  replica_timeout_ms: int = 60000, cuda_collectives: str = "auto",
                  residence: Optional[Dict[str, Dict[str, Any]]] = None, guarded_updates: int = 1,
-                 overlap_updates: bool = True) -> None:
+                 overlap_updates: bool = True, host_pinned_bytes: int = 0) -> None:
         inputs = _inputs(example_inputs)
         kwargs = dict(example_kwargs or {})
         self._exported = None
@@ -536,6 +536,9 @@ class Job:
         options.cuda_collectives = str(cuda_collectives)
         options.guarded_updates = int(guarded_updates)
         options.overlap_updates = bool(overlap_updates)
+        if int(host_pinned_bytes) < 0:
+            raise ValueError(f"host_pinned_bytes must be >= 0, not {host_pinned_bytes}")
+        options.host_pinned_bytes = int(host_pinned_bytes)
         options.set_residence_rules(*_residence_rules(residence))
         self._job = _CppJob(str(name), program, flat, options)
         self._detached = None

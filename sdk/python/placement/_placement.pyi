@@ -31,6 +31,7 @@ class JobOptions:
     reconnect_interval_ms: int
     guarded_updates: int
     overlap_updates: bool
+    host_pinned_bytes: int
     replica_timeout_ms: int
     cuda_collectives: str
     def __init__(self) -> None: ...

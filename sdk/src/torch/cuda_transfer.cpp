@@ -134,15 +134,20 @@ bool is_pinned_host(const void* p) {
 constexpr size_t kChunkBytes = size_t{32} << 20;
 
 struct Staging {
+  c10::DataPtr buffers[2];
   void* buffer[2] = {nullptr, nullptr};
   Staging() {
-    for (void*& b : buffer) check(cudaMallocHost(&b, kChunkBytes), "cudaMallocHost (staging)");
+    // From the pool, under its budget: 64 MiB for the life of the process, once a job migrates.
+    for (int i = 0; i < 2; ++i) {
+      buffers[i] = host_pool().allocate(kChunkBytes);
+      buffer[i] = buffers[i].get();
+    }
   }
 };
 
 Staging& staging() {
-  static Staging s;  // 64 MiB of pinned memory for the life of the process, once a job migrates
-  return s;
+  static Staging* s = new Staging();  // never destroyed: the pool outlives every block
+  return *s;
 }
 
 void parallel_memcpy(void* dst, const void* src, size_t bytes) {
@@ -208,10 +213,8 @@ void cuda_copy(const std::vector<CopyRequest>& requests, const std::vector<size_
     const CopyRequest& r = requests[i];
     // A tensor on the CPU that came from a GPU lives in pinned memory, so moving it back is one
     // DMA.
-    const c10::TensorOptions options =
-        r.target.is_cuda() ? r.source.options().device(r.target)
-                           : r.source.options().device(r.target).pinned_memory(true);
-    out[i] = at::empty(r.source.sizes(), options);
+    out[i] = r.target.is_cuda() ? at::empty(r.source.sizes(), r.source.options().device(r.target))
+                                : host_pool_empty(r.source.sizes(), r.source.scalar_type());
   }
 
   // GPU to GPU: every pair in one NCCL group, so sends and receives progress together.
@@ -261,6 +264,24 @@ void cuda_copy(const std::vector<CopyRequest>& requests, const std::vector<size_
     check(cudaSetDevice(d), "cudaSetDevice");
     check(cudaStreamSynchronize(copy_stream(d)), "cudaStreamSynchronize");
   }
+}
+
+std::unique_ptr<SlabSource> cuda_slab_source() {
+  class CudaSlabs final : public SlabSource {
+   public:
+    void* allocate(size_t bytes) override {
+      void* p = nullptr;
+      check(cudaHostAlloc(&p, bytes, cudaHostAllocPortable), "cudaHostAlloc (pinned pool)");
+      return p;
+    }
+    void release(void* slab, size_t) noexcept override { cudaFreeHost(slab); }
+  };
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus == 0) {
+    cudaGetLastError();  // no driver or no GPU: nothing to page-lock for
+    return nullptr;
+  }
+  return std::make_unique<CudaSlabs>();
 }
 
 uint64_t cuda_total_memory(int device) {

@@ -4,8 +4,10 @@
 // so it needs no CUDA build of LibTorch's headers; LibTorch allocates the destinations.
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "pinned_pool.h"
 #include "transfer.h"
 
 namespace placement::detail {
@@ -20,6 +22,9 @@ void cuda_copy(const std::vector<CopyRequest>& requests, const std::vector<size_
                std::vector<at::Tensor>& out);
 /// The GPU's memory in bytes; throws std::runtime_error naming the CUDA call that failed.
 uint64_t cuda_total_memory(int device);
+/// Slabs of page-locked memory from the CUDA runtime (cudaHostAlloc, portable to every GPU's
+/// context), for host_pool(); nullptr where the runtime sees no GPU.
+std::unique_ptr<SlabSource> cuda_slab_source();
 #endif
 
 }  // namespace placement::detail

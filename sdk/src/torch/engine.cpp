@@ -1,5 +1,6 @@
 #include "placement/engine.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <unordered_set>
 
@@ -11,6 +12,7 @@
 #include "memory_tally.h"
 #include "op_program.h"
 #include "physical_device.h"
+#include "pinned_pool.h"
 #include "placement/capture.h"
 #include "residence_runtime.h"
 #include "tensor_bytes.h"
@@ -203,6 +205,10 @@ PlacedModule::Staged PlacedModule::stage(const Placement& placement) const {
   // All copies go in one batch, so GPU-to-GPU ones share one NCCL group and CPU-to-GPU ones the
   // staging.
   std::vector<detail::CopyRequest> copies;
+  // A parameter that lives on the host and is read on a GPU is fetched there at every step: it
+  // lives in the pinned pool, so that each fetch is one DMA.
+  const bool has_gpu = std::any_of(s.device_of.begin(), s.device_of.end(),
+                                   [](const c10::Device& d) { return d.is_cuda(); });
   for (size_t i = 0; i < s.program().nodes.size(); ++i) {
     const int op = s.op_of_node[i];
     if (op < 0) continue;
@@ -213,22 +219,28 @@ PlacedModule::Staged PlacedModule::stage(const Placement& placement) const {
     // names a home, there.
     for (const at::Tensor& tensor : s.program().module_state_read_by(i)) {
       int home = device;
+      bool homed_away = false;
       if (const auto k = s.parameter_index.find(tensor.unsafeGetTensorImpl());
           k != s.parameter_index.end() && k->second < placement.residence.parameters.size() &&
-          placement.residence.parameters[k->second].home >= 0)
+          placement.residence.parameters[k->second].home >= 0) {
         home = placement.residence.parameters[k->second].home;
+        homed_away = true;
+      }
       const auto [it, first] = staged->parameter_home.emplace(tensor.unsafeGetTensorImpl(), home);
       if (!first) continue;
       const int device = home;
       const auto was = s.parameter_home.find(tensor.unsafeGetTensorImpl());
       const bool logical_move = was != s.parameter_home.end() && was->second != device;
-      if (tensor.device() == s.device_of[device] && !logical_move) continue;
+      const bool pinned = homed_away && has_gpu && s.device_of[device].is_cpu();
+      if (tensor.device() == s.device_of[device] && !logical_move &&
+          (!pinned || detail::in_host_pool(tensor)))
+        continue;
       // Logical devices of one physical device get their own copy (a clone), as separate GPUs
       // would.
       staged->stats.bytes += static_cast<uint64_t>(tensor.numel()) * tensor.element_size();
       ++staged->stats.tensors;
       staged->moved.push_back(tensor);
-      copies.push_back({tensor.detach(), s.device_of[device]});
+      copies.push_back({tensor.detach(), s.device_of[device], pinned});
     }
   }
   at::NoGradGuard no_grad;

@@ -17,6 +17,7 @@
 #include "model_state.h"
 #include "optimizer_state.h"
 #include "overlapped_updates.h"
+#include "pinned_pool.h"
 #include "placement/capture.h"
 #include "placement/messages.h"
 #include "placement/serialization.h"
@@ -176,6 +177,10 @@ Job::Job(std::string name, const Model& model, const std::vector<at::Tensor>& ex
     throw std::invalid_argument("guarded_updates must be >= -1 (-1: every update)");
   core.guarded_updates = options.guarded_updates;
   core.overlap_updates = options.overlap_updates;
+  core.host_pinned_option = options.host_pinned_bytes;
+  core.host_pinned_applied = options.host_pinned_bytes > 0 ? options.host_pinned_bytes
+                                                           : detail::default_host_pinned_bytes();
+  detail::host_pool().set_limit(core.host_pinned_applied);
   const bool limited =
       std::any_of(options.memory_limit_bytes.begin(), options.memory_limit_bytes.end(),
                   [](uint64_t b) { return b > 0; });
@@ -269,6 +274,7 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
   };
   detail::JobCore& core = *core_;
   detail::StepPeers& peers = *core.peers;
+  core.apply_pinned_budget();
   peers.boundary(core, optimizer);
   bool profiled = core.begin_profiled_step();
   // Under one of placementd's placements the batch may have to run again: what a failed attempt
@@ -475,6 +481,11 @@ JobStats Job::stats() const {
     out.replica_group = core_->group->name();
     out.collectives = core_->group->routes();
   }
+  const detail::PinnedPoolStats pinned = detail::host_pool().stats();
+  out.pinned_limit_bytes = pinned.limit_bytes;
+  out.pinned_bytes = pinned.reserved_bytes;
+  out.pinned_peak_bytes = pinned.peak_reserved_bytes;
+  out.pinned_refusals = pinned.refusals;
   return out;
 }
 

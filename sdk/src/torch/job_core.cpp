@@ -5,6 +5,7 @@
 
 #include <ATen/DeviceAccelerator.h>
 
+#include "pinned_pool.h"
 #include "step_peers.h"
 #include "stopwatch.h"
 #include "tensor_bytes.h"
@@ -77,7 +78,7 @@ bool JobCore::commit_switch(InForce target, StepOptimizer& optimizer, StagedMove
   if (current_ran) last_good = current;
   profiling.reset();
   if (target.directive.profile && profile_steps > 0 && !profiles_on_their_way(target))
-    profiling = Profiling{target.directive.placement_id, 1, nullptr, {}};
+    profiling = Profiling{target.directive.placement_id, 1, nullptr, {}, {}};
   current = std::move(target);
   current_ran = false;
   updates_under_current = 0;
@@ -120,6 +121,15 @@ bool loss_error_is_the_users(const std::exception_ptr& error,
   } catch (...) {
     return own && *own == outputs;
   }
+}
+
+void JobCore::apply_pinned_budget() {
+  const uint64_t said = channel ? channel->host_pinned_bytes() : 0;
+  if (said == 0) return;  // placementd has not said (yet): the job's own figure holds
+  const uint64_t budget = host_pinned_option > 0 ? std::min(host_pinned_option, said) : said;
+  if (budget == host_pinned_applied) return;
+  host_pinned_applied = budget;
+  host_pool().set_limit(budget);
 }
 
 void JobCore::begin_memory(StepOptimizer& optimizer) {

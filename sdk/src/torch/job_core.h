@@ -76,6 +76,11 @@ struct JobCore {
   int guarded_updates = 1;
   // Whether what lives on the host is updated while the backward goes on (JobOptions).
   bool overlap_updates = true;
+  // The pinned pool's budget: the job's option (0: none) and the one last applied.
+  uint64_t host_pinned_option = 0;
+  uint64_t host_pinned_applied = 0;
+  // placementd's figure, applied at a step boundary once the channel has it.
+  void apply_pinned_budget();
   // Where a failing placementd placement falls back to: the last one a step succeeded under, and
   // before any did, the job's own (a failure under that is the model's, not placementd's).
   InForce last_good;

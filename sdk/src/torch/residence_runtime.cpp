@@ -18,6 +18,7 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include "pinned_pool.h"
 #include "tensor_bytes.h"
 #include "transfer.h"
 
@@ -26,9 +27,12 @@ namespace placement::detail {
 namespace residence {
 
 // A copy of `t` on device `to`: a copy of its own also where the physical device is the same
-// (logical devices of one host keep their bytes apart, as separate devices would).
+// (logical devices of one host keep their bytes apart, as separate devices would). What a GPU
+// sends to the host (a gradient going home, an offloaded activation) lands in the pinned pool,
+// under its budget, and comes back in one DMA.
 at::Tensor copy_to(const at::Tensor& t, c10::Device to) {
   at::NoGradGuard no_grad;
+  if (t.is_cuda() && to.is_cpu()) return host_pool_copy(t);
   return t.device() == to ? t.clone() : t.to(to);
 }
 

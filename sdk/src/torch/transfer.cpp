@@ -1,6 +1,7 @@
 #include "transfer.h"
 
 #include "cuda_transfer.h"
+#include "pinned_pool.h"
 
 namespace placement::detail {
 
@@ -32,6 +33,12 @@ std::vector<at::Tensor> copy_all(const std::vector<CopyRequest>& requests) {
   std::vector<size_t> cuda;
   for (size_t i = 0; i < requests.size(); ++i) {
     const CopyRequest& r = requests[i];
+    // The CUDA path puts its host targets in the pool itself; any other copy there goes here.
+    if (r.pinned && r.target.is_cpu() &&
+        !(r.source.is_cuda() && r.source.is_contiguous() && has_cuda_copy_paths())) {
+      out[i] = host_pool_copy(r.source);
+      continue;
+    }
     switch (copy_path(r.source.device(), r.target)) {
       case CopyPath::kClone:
         out[i] = r.source.clone();

@@ -15,6 +15,8 @@ namespace placement::detail {
 struct CopyRequest {
   at::Tensor source;
   c10::Device target;
+  /// A host target in the pinned pool (pinned_pool.h): memory a GPU reads at every step.
+  bool pinned = false;
 };
 
 /// How a copy is done.

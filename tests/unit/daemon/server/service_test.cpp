@@ -380,6 +380,45 @@ TEST_F(ServiceTest, EachUserSeesOnlyTheirOwnJobs) {
   EXPECT_EQ(ask(admin, MessageType::kStatus, 10).body["jobs_total"], 2);
 }
 
+TEST_F(ServiceTest, AnotherUsersRequestIsNotQueuedBehindOneUsersFlood) {
+  // Alice's four jobs upload 20 000-op graphs at once, each a long hold of a policy thread; then
+  // Bob, another user, uploads a small one. With two policy threads, one user holds at most one
+  // of them ([daemon] policy_threads_per_uid = 0): Bob's upload runs beside Alice's first and is
+  // answered before any of hers, where a queue in arrival order would answer it after three.
+  const placement::OpGraph big = placement::testing::chain(20000, 1024);
+  std::vector<std::unique_ptr<Client>> alice;
+  for (int i = 0; i < 4; ++i) {
+    alice.push_back(std::make_unique<Client>());
+    alice.back()->conn.peer = {1001, 1001, 10 + i, false};
+    hello(*alice.back());
+    attach(*alice.back(), "alice-" + std::to_string(i));
+  }
+  Client bob;
+  bob.conn.peer = {1002, 1002, 20, false};
+  hello(bob);
+  attach(bob, "bob");
+  msg::GraphUpload upload;
+  upload.graph = big;
+  const json big_upload = upload.to_json(placement::testing::devices(2));
+  upload.graph = graph;
+  const json small_upload = upload.to_json(placement::testing::devices(2));
+  // Weighed once, so that the uploads arrive together, as from four processes.
+  const std::vector<uint8_t> payload = json::to_cbor(big_upload);
+  const uint64_t weight =
+      placement::protocol::weigh_payload(payload.data(), payload.size()).decoded_bytes;
+  std::vector<json> uploads(alice.size(), big_upload);
+  for (size_t i = 0; i < alice.size(); ++i)
+    service->handle(alice[i]->conn, MessageType::kGraphUpload, 3, std::move(uploads[i]),
+                    alice[i]->respond, weight);
+  send(bob, MessageType::kGraphUpload, 3, small_upload);
+  const Frame bobs = bob.inbox.next(60s);
+  EXPECT_EQ(bobs.type, MessageType::kGraphAccepted) << bobs.body.dump();
+  size_t answered = 0;
+  for (auto& c : alice) answered += c->inbox.pending();
+  EXPECT_EQ(answered, 0u) << "Bob waited behind Alice's uploads";
+  for (auto& c : alice) EXPECT_EQ(c->inbox.next(60s).type, MessageType::kGraphAccepted);
+}
+
 TEST_F(ServiceTest, AConnectionThatClosesEndsItsJob) {
   Client c;
   start_job(c, "vanishing");

@@ -15,6 +15,7 @@
 #include <torch/optim/sgd.h>
 
 #include "optimizer_state.h"
+#include "pinned_pool.h"
 #include "placement/engine.h"
 #include "placement/job.h"
 #include "placement/profiler.h"
@@ -204,6 +205,39 @@ TEST_F(Cuda, ASwapMovesRecurrentWeightsAndAdamStateToTheGpuAndBackBitwise) {
     }
   }
   step();  // trains on after the round trip
+}
+
+// Parameters that live on the host while their ops run on the GPU are moved into the pinned pool
+// when the placement is staged; one whose parameters do not fit its budget is not taken.
+TEST_F(Cuda, ParametersHomedOnTheHostLiveInThePinnedPoolWithinItsBudget) {
+  Model m = load("rnnlm_small");
+  PlacedModule placed(m.module, m.graph, cpu_and_gpu());
+  Placement homed = Placement::single(m.graph, 1);
+  homed.residence.parameters.assign(m.graph.parameters.size(),
+                                    ParameterResidence{0, Fetch::kStream});
+  uint64_t bytes = 0;
+  for (const at::Tensor& p : placed.parameters()) bytes += p.nbytes();
+  detail::PinnedPool& pool = detail::host_pool();
+  const uint64_t limit = pool.stats().limit_bytes;
+  pool.trim();
+  pool.set_limit(bytes / 2);
+  EXPECT_THROW(placed.stage(homed), c10::OutOfMemoryError);
+  for (const at::Tensor& p : placed.parameters()) EXPECT_FALSE(detail::in_host_pool(p));
+  pool.set_limit(limit);
+  placed.set_placement(homed);
+  for (const at::Tensor& p : placed.parameters()) {
+    EXPECT_TRUE(p.device().is_cpu());
+    EXPECT_TRUE(detail::in_host_pool(p)) << "a parameter fetched at every step is page-locked";
+  }
+  torch::optim::Adam adam(placed.parameters(), torch::optim::AdamOptions(0.01));
+  adam.zero_grad();
+  placed.forward(m.inputs).at(0).toTensor().pow(2).mean().backward();
+  for (const at::Tensor& p : placed.parameters()) {
+    if (!p.grad().defined()) continue;
+    EXPECT_TRUE(detail::in_host_pool(p.grad())) << "its gradient sent home";
+  }
+  adam.step();
+  EXPECT_LE(pool.stats().peak_reserved_bytes, limit);
 }
 
 TEST_F(Cuda, TheProfilerTimesGpuOpsByTheirKernelsNotTheirLaunches) {
