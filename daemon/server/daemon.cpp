@@ -63,8 +63,7 @@ ServerLimits limits_from(const Config& c) {
           c.admin_group,
           static_cast<size_t>(c.max_buffered_bytes),
           static_cast<uint64_t>(c.max_pending_bytes_per_uid),
-          c.limits,
-          static_cast<int>(c.policy.max_groups)};
+          c.limits};
 }
 
 }  // namespace

@@ -398,18 +398,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
     return backlog->admits(bytes, cap) || !backlog->wait(bytes, cap, state_.in_flight->resume);
   }
 
-  // Weighs a graph upload before it is decoded; a graph over [limits] is refused with a reply to
-  // its request, and the connection stays usable (the job trains on without the daemon).
-  bool over_graph_limits(const placement::protocol::Header& header, const uint8_t* payload) {
-    const auto counts = count_graph_upload(payload, header.length);
-    if (!counts) return false;
-    const auto over = graph_over_limits(*counts, header.length, server_.limits().graph_limits,
-                                        server_.limits().max_groups);
-    if (!over) return false;
-    refuse_graph(header.request_id, *over);
-    return true;
-  }
-
   // Answers a graph upload over [limits]; nothing else is wrong with the connection.
   void refuse_graph(uint32_t request_id, const std::string& why) {
     server_.service().log_limit().log(
@@ -460,7 +448,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
       }
       return;
     }
-    if (type == MessageType::kGraphUpload && over_graph_limits(header, payload)) return;
+    // Decoded where its handler runs, in its user's turn, not here where every connection waits:
+    // a 50 000-op graph upload takes the decoder a few hundred milliseconds.
+    if (server_.service().decodes_where_it_runs(state_, type)) {
+      server_.service().handle_payload(state_, type, header.request_id,
+                                       std::vector<uint8_t>(payload, payload + header.length),
+                                       weight, responder_);
+      arm_idle_timer();
+      return;
+    }
     json body;
     try {
       body = placement::protocol::decode_payload(payload, header.length, weight);

@@ -38,9 +38,9 @@ struct ServerLimits {
   /// Decoded bytes of one uid's requests waiting for a session or the policy pool
   /// (daemon.max_pending_bytes_per_uid, server/uid_backlog.h).
   uint64_t max_pending_bytes_per_uid = static_cast<uint64_t>(kDefaultMaxPendingBytesPerUid);
-  /// [limits], and [policy] max_groups for the session estimate (server/graph_limits.h).
+  /// [limits]: a graph upload's frame length and what its payload may take to decode (the rest
+  /// of [limits] is held where the upload is decoded, Service::handle_payload).
   LimitsConfig graph_limits;
-  int max_groups = kDefaultMaxGroups;
 };
 
 /// All I/O runs on one io_context thread; policy work is posted elsewhere by the Service and its

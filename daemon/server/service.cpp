@@ -10,6 +10,7 @@
 #include "live/request_error.h"
 #include "placement/serialization.h"
 #include "server/admin_handlers.h"
+#include "server/graph_limits.h"
 #include "server/heap_trim.h"
 #include "server/job_handlers.h"
 #include "server/job_log.h"
@@ -132,10 +133,58 @@ void Service::check_access(const ConnectionState& conn, const Route& route) cons
 
 void Service::handle(ConnectionState& conn, MessageType type, uint32_t rid, json body,
                      const Responder& respond, uint64_t decoded_bytes) {
+  if (!body.is_object()) {
+    ctx_.counters.frame(type);
+    reply_failure(
+        ctx_.counters, ctx_.log_limit,
+        Request{type, rid, {}, respond, conn.peer, conn.version, nullptr},
+        std::make_exception_ptr(RequestError(error::kBadPayload, "payload must be a map")));
+    return;
+  }
+  dispatch(conn, type, rid, respond, decoded_bytes,
+           [body = std::move(body)](Request& req) mutable { req.body = std::move(body); });
+}
+
+bool Service::decodes_where_it_runs(const ConnectionState& conn, MessageType type) const {
+  const Route* route = handlers_.find(type);
+  return conn.version != 0 && route && route->runs != Runs::kIoThread;
+}
+
+void Service::handle_payload(ConnectionState& conn, MessageType type, uint32_t rid,
+                             std::vector<uint8_t> payload,
+                             const placement::protocol::PayloadWeight& weight,
+                             const Responder& respond) {
+  // Shared, so that the handler (copied into the queues) carries the bytes without copying them.
+  auto bytes = std::make_shared<std::vector<uint8_t>>(std::move(payload));
+  dispatch(conn, type, rid, respond, weight.decoded_bytes,
+           [this, bytes, weight](Request& req) mutable {
+             if (req.type == MessageType::kGraphUpload) refuse_graph_over_limits(req, *bytes);
+             json body = placement::protocol::decode_payload(bytes->data(), bytes->size(), weight);
+             bytes.reset();
+             if (!body.is_object()) throw RequestError(error::kBadPayload, "payload must be a map");
+             req.body = std::move(body);
+           });
+}
+
+void Service::refuse_graph_over_limits(const Request& req, const std::vector<uint8_t>& payload) {
+  const auto counts = count_graph_upload(payload.data(), payload.size());
+  if (!counts) return;  // not shaped like a graph: its decoding says what is wrong
+  const auto cfg = ctx_.config();
+  const auto over = graph_over_limits(*counts, payload.size(), cfg->limits,
+                                      static_cast<int>(cfg->policy.max_groups));
+  if (!over) return;
+  ctx_.log_limit.log(
+      spdlog::level::warn, req.peer.uid,
+      fmt::format("uid {} pid {}: graph refused: {}", req.peer.uid, req.peer.pid, *over));
+  throw RequestError(error::kOverLimit, *over);
+}
+
+template <class Fill>
+void Service::dispatch(ConnectionState& conn, MessageType type, uint32_t rid,
+                       const Responder& respond, uint64_t decoded_bytes, Fill fill) {
   ctx_.counters.frame(type);
-  Request req{type, rid, std::move(body), respond, conn.peer, conn.version, conn.job};
+  Request req{type, rid, json(), respond, conn.peer, conn.version, conn.job};
   try {
-    if (!req.body.is_object()) throw RequestError(error::kBadPayload, "payload must be a map");
     if (conn.version == 0 && type != MessageType::kHello) {
       ctx_.counters.protocol_error();
       reply_error(respond, rid, error::kUnexpected,
@@ -156,6 +205,7 @@ void Service::handle(ConnectionState& conn, MessageType type, uint32_t rid, json
     if (route->ends_attachment) conn.job.reset();
     switch (route->runs) {
       case Runs::kIoThread:
+        fill(req);
         route->on_io(conn, req);
         req.body = json();
         trim_after_decode(decoded_bytes);
@@ -167,9 +217,10 @@ void Service::handle(ConnectionState& conn, MessageType type, uint32_t rid, json
         const uid_t uid = conn.peer.uid;
         std::shared_ptr<InFlight> in_flight = conn.in_flight;
         in_flight->add(decoded_bytes);
-        auto work = [this, route, req = std::move(req), in_flight = std::move(in_flight),
-                     decoded_bytes, uid, key = job.get()]() mutable {
-          run_guarded(*route, req);
+        auto work = [this, route, req = std::move(req), fill = std::move(fill),
+                     in_flight = std::move(in_flight), decoded_bytes, uid,
+                     key = job.get()]() mutable {
+          run_guarded(*route, req, fill);
           req.body = json();
           trim_after_decode(decoded_bytes);
           in_flight->done(decoded_bytes);
@@ -193,12 +244,14 @@ void Service::handle(ConnectionState& conn, MessageType type, uint32_t rid, json
   }
 }
 
-void Service::run_guarded(const Route& route, Request& req) {
+template <class Fill>
+void Service::run_guarded(const Route& route, Request& req, Fill& fill) {
   // Nothing may escape a policy thread's handler: it would end the daemon, and every job with it.
   const auto start = std::chrono::steady_clock::now();
   std::optional<JobLogScope> scope;
   if (req.job) scope.emplace(req.job->live.id(), req.job->live.name());
   try {
+    fill(req);
     route.work(req);
   } catch (...) {
     reply_failure(ctx_.counters, ctx_.log_limit, req, std::current_exception());

@@ -7,8 +7,11 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "placement/protocol.h"
 
 #include "server/connection_state.h"
 #include "server/handlers.h"
@@ -28,6 +31,18 @@ class Service {
   /// for a strand or the policy pool it counts in its user's backlog.
   void handle(ConnectionState& conn, placement::protocol::MessageType type, uint32_t request_id,
               nlohmann::json body, const Responder& respond, uint64_t decoded_bytes);
+
+  /// Whether a frame of `type` on this connection is decoded where its handler runs rather than on
+  /// the I/O thread every connection shares: each request past the hello whose handler runs on a
+  /// job's strand or a policy thread (a graph upload takes hundreds of milliseconds to decode).
+  bool decodes_where_it_runs(const ConnectionState& conn,
+                             placement::protocol::MessageType type) const;
+  /// handle() for such a frame, its payload weighed (`weight`) and not yet decoded: the access
+  /// checks run here, and the decoding (a graph upload counted against [limits] first) on the
+  /// handler's thread in its user's turn, its failures answered as handle() answers them.
+  void handle_payload(ConnectionState& conn, placement::protocol::MessageType type,
+                      uint32_t request_id, std::vector<uint8_t> payload,
+                      const placement::protocol::PayloadWeight& weight, const Responder& respond);
 
   /// The connection closed (detach or not): persist what its job measured and end the job.
   void disconnected(ConnectionState& conn);
@@ -53,10 +68,20 @@ class Service {
   const HandlerTable& handlers() const { return handlers_; }
 
  private:
+  /// Throws RequestError (over_limit), and logs why, when a graph upload's payload counts more
+  /// than [limits] allow (server/graph_limits.h); one not shaped like a graph goes on.
+  void refuse_graph_over_limits(const Request& req, const std::vector<uint8_t>& payload);
   /// Refuses the request (RequestError) unless the connection may send it now.
   void check_access(const ConnectionState& conn, const Route& route) const;
-  /// Runs a handler off the I/O thread; what it throws becomes the request's error frame.
-  void run_guarded(const Route& route, Request& request);
+  /// Checks the request and runs its handler where its route says, after `fill` gave it its body
+  /// (inline for a handler on the I/O thread, on the handler's thread otherwise).
+  template <class Fill>
+  void dispatch(ConnectionState& conn, placement::protocol::MessageType type, uint32_t request_id,
+                const Responder& respond, uint64_t decoded_bytes, Fill fill);
+  /// Runs a handler off the I/O thread, `fill` first; what either throws becomes the request's
+  /// error frame.
+  template <class Fill>
+  void run_guarded(const Route& route, Request& request, Fill& fill);
 
   ServiceContext ctx_;
   HandlerTable handlers_;

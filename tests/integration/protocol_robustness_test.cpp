@@ -843,12 +843,16 @@ TEST(InputBufferCap, TheLargestHolderIsShedNotTheUploadThatCrossesTheCap) {
       std::string::npos)
       << shed->second.dump();
   EXPECT_TRUE(hog.closed_by_peer());
-  // The job's upload goes through to decoding (zeros are no graph: its own, non-fatal problem).
+  // The job's upload arrives whole and is answered: it has not attached, its own non-fatal
+  // problem, told before any of its bytes is decoded.
   job.send(std::vector<uint8_t>(5000, 0x00));
   const auto answer = job.read_frame();
   ASSERT_TRUE(answer);
-  EXPECT_EQ(answer->second.value("code", ""), protocol::error::kBadPayload)
+  EXPECT_EQ(answer->second.value("code", ""), protocol::error::kUnexpected)
       << answer->second.dump();
+  EXPECT_NE(answer->second.value("message", "").find("attach before"), std::string::npos)
+      << answer->second.dump();
+  EXPECT_FALSE(job.closed_by_peer(200));
   EXPECT_EQ(daemon.stop(), 0);
 }
 

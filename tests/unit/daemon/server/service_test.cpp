@@ -92,12 +92,20 @@ class ServiceTest : public ::testing::Test {
   }
   void TearDown() override { service.reset(); }
 
+  // As the server hands a frame over: weighed, and decoded here or where its handler runs.
   void send(Client& c, MessageType type, uint32_t id, json body) {
-    // What the server weighs the frame at, as it would arrive.
-    const std::vector<uint8_t> payload = json::to_cbor(body);
-    const uint64_t weight =
-        placement::protocol::weigh_payload(payload.data(), payload.size()).decoded_bytes;
-    service->handle(c.conn, type, id, std::move(body), c.respond, weight);
+    send_bytes(c, type, id, json::to_cbor(body));
+  }
+  void send_bytes(Client& c, MessageType type, uint32_t id, std::vector<uint8_t> payload) {
+    const placement::protocol::PayloadWeight weight =
+        placement::protocol::weigh_payload(payload.data(), payload.size());
+    if (service->decodes_where_it_runs(c.conn, type)) {
+      service->handle_payload(c.conn, type, id, std::move(payload), weight, c.respond);
+      return;
+    }
+    service->handle(c.conn, type, id,
+                    placement::protocol::decode_payload(payload.data(), payload.size(), weight),
+                    c.respond, weight.decoded_bytes);
   }
   // Sends a request and returns the frame that answers it.
   Frame ask(Client& c, MessageType type, uint32_t id, json body = json::object()) {
@@ -144,6 +152,32 @@ class ServiceTest : public ::testing::Test {
   std::unique_ptr<Service> service;
   const placement::OpGraph graph = placement::testing::chain(4, 1024);
 };
+
+// The I/O thread every connection shares decodes only the hello and what runs there; a job's
+// frames are decoded where their handlers run, in their user's turn, and what is wrong with one is
+// answered from there as it was from the I/O thread.
+TEST_F(ServiceTest, AJobsFramesAreDecodedWhereTheirHandlersRunAndAnsweredAsBefore) {
+  Client c;
+  EXPECT_FALSE(service->decodes_where_it_runs(c.conn, MessageType::kHello));
+  EXPECT_FALSE(service->decodes_where_it_runs(c.conn, MessageType::kStepReport)) << "before hello";
+  start_job(c, "decoded-late");
+  EXPECT_TRUE(service->decodes_where_it_runs(c.conn, MessageType::kStepReport));
+  EXPECT_TRUE(service->decodes_where_it_runs(c.conn, MessageType::kGraphUpload));
+  send_bytes(c, MessageType::kStepReport, 7, {0xa1, 0x61});  // a map whose key breaks off
+  expect_error(c.inbox.next(), error::kBadPayload, "");
+  send_bytes(c, MessageType::kStepReport, 8, json::to_cbor(json::array({1, 2})));
+  expect_error(c.inbox.next(), error::kBadPayload, "payload must be a map");
+  // A graph over [limits] is counted before it is decoded and refused; the job goes on.
+  auto strict = std::make_shared<Config>(*service->config());
+  strict->limits.max_graph_ops = 2;
+  service->set_config(strict);
+  msg::GraphUpload upload;
+  upload.graph = graph;
+  expect_error(ask(c, MessageType::kGraphUpload, 9, upload.to_json(placement::testing::devices(2))),
+               error::kOverLimit, "graph has 4 ops; [limits] max_graph_ops = 2");
+  const Frame status = ask(c, MessageType::kStatus, 10);
+  EXPECT_EQ(status.type, MessageType::kStatusReply) << status.body.dump();
+}
 
 TEST_F(ServiceTest, EveryRequestTypeHasAHandlerAndNoReplyTypeDoes) {
   for (MessageType type : placement::protocol::known_types())
