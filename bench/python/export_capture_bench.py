@@ -44,8 +44,11 @@ def export(name, path):
 def main():
     p = argparse.ArgumentParser(description="Capture time and peak RSS of large models exported on the meta device.")
     p.add_argument("--placementctl", default="build/bin/placementctl", help="the placementctl to run")
-    p.add_argument("--models", default=",".join(MODELS),
-                   help=f"comma-separated names of tests/models/make_models.py (default {','.join(MODELS)})")
+    p.add_argument(
+        "--models",
+        default=",".join(MODELS),
+        help=f"comma-separated names of tests/models/make_models.py (default {','.join(MODELS)})",
+    )
     p.add_argument("--export", nargs=2, metavar=("NAME", "PATH"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.export:
@@ -57,11 +60,14 @@ def main():
         for name in args.models.split(","):
             path = os.path.join(tmp, name + ".pt2")
             started = time.perf_counter()
-            made = subprocess.run([sys.executable, os.path.abspath(__file__), "--export", name, path],
-                                  capture_output=True, text=True)
+            made = subprocess.run(
+                [sys.executable, os.path.abspath(__file__), "--export", name, path], capture_output=True, text=True
+            )
             export_s = time.perf_counter() - started
             if made.returncode != 0:
-                sys.exit(f"{name}: export failed: {made.stderr.strip().splitlines()[-1] if made.stderr.strip() else ''}")
+                sys.exit(
+                    f"{name}: export failed: {made.stderr.strip().splitlines()[-1] if made.stderr.strip() else ''}"
+                )
             facts = json.loads(made.stdout.strip().splitlines()[-1])
             shapes, dtype = facts["shapes"], facts["dtype"]
             command = [args.placementctl, "capture", path, "--dtype", dtype, "-o", os.path.join(tmp, name + ".json.gz")]

@@ -72,12 +72,23 @@ def config(args):
     transformers.logging.set_verbosity_error()
     if args.model == "gpt2":
         return transformers.GPT2LMHeadModel, transformers.GPT2Config(
-            vocab_size=args.vocab, n_embd=args.hidden, n_layer=args.layers, n_head=args.heads, n_positions=args.seq,
-            use_cache=False)
+            vocab_size=args.vocab,
+            n_embd=args.hidden,
+            n_layer=args.layers,
+            n_head=args.heads,
+            n_positions=args.seq,
+            use_cache=False,
+        )
     return transformers.LlamaForCausalLM, transformers.LlamaConfig(
-        vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=args.intermediate or 4 * args.hidden,
-        num_hidden_layers=args.layers, num_attention_heads=args.heads,
-        num_key_value_heads=args.kv_heads or args.heads, max_position_embeddings=args.seq, use_cache=False)
+        vocab_size=args.vocab,
+        hidden_size=args.hidden,
+        intermediate_size=args.intermediate or 4 * args.hidden,
+        num_hidden_layers=args.layers,
+        num_attention_heads=args.heads,
+        num_key_value_heads=args.kv_heads or args.heads,
+        max_position_embeddings=args.seq,
+        use_cache=False,
+    )
 
 
 def build(args, device="cpu"):
@@ -105,8 +116,9 @@ def lm_loss(output, tokens):
     import torch
 
     logits = output.logits if hasattr(output, "logits") else output["logits"]
-    return torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
-                                             tokens[:, 1:].reshape(-1))
+    return torch.nn.functional.cross_entropy(
+        logits[:, :-1].reshape(-1, logits.shape[-1]).float(), tokens[:, 1:].reshape(-1)
+    )
 
 
 def residence(plan, args, model, host):
@@ -176,9 +188,15 @@ class Measure:
         if self.cuda:
             peak = torch.cuda.max_memory_allocated(self.device)
             pinned = int(torch.cuda.host_memory_stats().get("allocated_bytes.peak", 0))
-        out = {"ran": True, "step_s": self.step_s, "losses": self.losses, "peak_device_bytes": peak,
-               "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "pinned_bytes": pinned,
-               "parameters_sha256": self.parameters_sha256}
+        out = {
+            "ran": True,
+            "step_s": self.step_s,
+            "losses": self.losses,
+            "peak_device_bytes": peak,
+            "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            "pinned_bytes": pinned,
+            "parameters_sha256": self.parameters_sha256,
+        }
         out.update(extra or {})
         return out
 
@@ -215,8 +233,7 @@ def row_ideal(args, cap):
         # transformers' Llama exports a graph that PyTorch itself trains 1-2 ulp away from the eager
         # module (tests/python/test_export.py): the bit-for-bit reference is that graph.
         example = (batch(args, 0, "cpu"),)
-        model = torch.export.export(model, example, strict=False,
-                                    dynamic_shapes=({0: torch.export.Dim.AUTO},)).module()
+        model = torch.export.export(model, example, strict=False, dynamic_shapes=({0: torch.export.Dim.AUTO},)).module()
     model.to(args.device)
     opt = optimizer(model.parameters(), fused=True)
     measure = Measure(args)
@@ -237,8 +254,9 @@ def row_torchao(args, cap):
     cap_device(args, cap)
     model = build(args)
     try:
-        opt = CPUOffloadOptimizer(model.to(args.device).parameters(), torch.optim.AdamW, offload_gradients=True,
-                                  fused=True, lr=LR)
+        opt = CPUOffloadOptimizer(
+            model.to(args.device).parameters(), torch.optim.AdamW, offload_gradients=True, fused=True, lr=LR
+        )
     except AssertionError as e:  # its device check
         return {"ran": False, "why": f"torchao: {e}"}
     measure = Measure(args)
@@ -260,8 +278,11 @@ def row_fsdp2(args, cap):
     from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
 
     if args.cpu:
-        return {"ran": False, "why": "FSDP2's CPUOffloadPolicy offloads a GPU's tensors to the host: it needs a "
-                                     "CUDA device (on the CPU it fails looking for an NVIDIA driver)"}
+        return {
+            "ran": False,
+            "why": "FSDP2's CPUOffloadPolicy offloads a GPU's tensors to the host: it needs a "
+            "CUDA device (on the CPU it fails looking for an NVIDIA driver)",
+        }
     cap_device(args, cap)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
     torch.cuda.set_device(args.device)
@@ -323,8 +344,10 @@ def row_placementd(args, cap, plan):
     pool_peak = job.stats()["pinned_peak_bytes"]
     job.detach()
     steps = args.warmup + args.steps
-    moved = {key: (after.get(key, 0) - before.get(key, 0)) // steps
-             for key in ("parameter_bytes_fetched", "gradient_bytes_sent_home", "activation_bytes_evicted")}
+    moved = {
+        key: (after.get(key, 0) - before.get(key, 0)) // steps
+        for key in ("parameter_bytes_fetched", "gradient_bytes_sent_home", "activation_bytes_evicted")
+    }
     out = measure.result({"moved_bytes": moved, "accounted_peak_bytes": max(peaks)})
     if measure.cuda:  # what the job's pinned pool held locked, beside torch's own pinned allocator
         out["pinned_bytes"] = (out["pinned_bytes"] or 0) + pool_peak
@@ -375,15 +398,18 @@ def median_interval(values, rng, resamples=2000):
 
 def ratio_interval(values, reference, rng, resamples=2000):
     """The 95% bootstrap interval of median(values) / median(reference), resampling both."""
-    ratios = sorted(statistics.median(rng.choices(values, k=len(values))) /
-                    statistics.median(rng.choices(reference, k=len(reference))) for _ in range(resamples))
+    ratios = sorted(
+        statistics.median(rng.choices(values, k=len(values)))
+        / statistics.median(rng.choices(reference, k=len(reference)))
+        for _ in range(resamples)
+    )
     return ratios[int(0.025 * resamples)], ratios[int(0.975 * resamples) - 1]
 
 
 def size(n):
     if n is None:
         return "-"
-    for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= scale:
             return f"{n / scale:.1f} {unit}"
     return f"{n} B"
@@ -393,7 +419,7 @@ def link_speeds(args):
     """H2D and D2H GB/s of one pinned 256 MiB copy on this GPU (the median of five)."""
     import torch
 
-    host = torch.empty(64 * 2 ** 20, dtype=torch.float32, pin_memory=True)
+    host = torch.empty(64 * 2**20, dtype=torch.float32, pin_memory=True)
     device = torch.empty_like(host, device=args.device)
     speeds = []
     for source, target in ((host, device), (device, host)):
@@ -421,10 +447,18 @@ def check_targets(args, results, ideal):
                 held = "refused at attach" in r["why"] or "(its memory limit)" in r["why"]
                 checks.append((held, f"{row} does not fit the cap and stopped at it: {r['why']}"))
                 continue
-            checks.append((r["losses"] == ideal["losses"] and r["parameters_sha256"] == ideal["parameters_sha256"],
-                           f"{row} trains bit for bit as the ideal (losses and parameters)"))
-            checks.append((r["accounted_peak_bytes"] <= args.cap_bytes,
-                           f"{row}'s accounted peak on cpu:0 ({r['accounted_peak_bytes']} B) within the cap"))
+            checks.append(
+                (
+                    r["losses"] == ideal["losses"] and r["parameters_sha256"] == ideal["parameters_sha256"],
+                    f"{row} trains bit for bit as the ideal (losses and parameters)",
+                )
+            )
+            checks.append(
+                (
+                    r["accounted_peak_bytes"] <= args.cap_bytes,
+                    f"{row}'s accounted peak on cpu:0 ({r['accounted_peak_bytes']} B) within the cap",
+                )
+            )
         if planned:
             checks.append((any(r["ran"] for r in planned.values()), "a placementd plan trains within the cap"))
         none = results.get("placementd:none")
@@ -452,8 +486,11 @@ def check_targets(args, results, ideal):
 
 
 def print_header(width):
-    print(f"{'row':{width}}  {'step ms (median, 95%)':>24}  {'vs ideal (95%)':>20}  {'peak device':>11}  "
-          f"{'peak RSS':>9}  {'pinned':>9}  moved a step (parameters / gradients / activations)", flush=True)
+    print(
+        f"{'row':{width}}  {'step ms (median, 95%)':>24}  {'vs ideal (95%)':>20}  {'peak device':>11}  "
+        f"{'peak RSS':>9}  {'pinned':>9}  moved a step (parameters / gradients / activations)",
+        flush=True,
+    )
 
 
 def print_row(row, r, ideal, width, rng):
@@ -468,11 +505,19 @@ def print_row(row, r, ideal, width, rng):
         a, b = ratio_interval(r["step_s"], ideal["step_s"], rng)
         against = f"{median / statistics.median(ideal['step_s']):.2f} ({a:.2f}-{b:.2f})"
     moved = r.get("moved_bytes")
-    moved_text = "-" if moved is None else " / ".join(
-        size(moved[k]) for k in ("parameter_bytes_fetched", "gradient_bytes_sent_home", "activation_bytes_evicted"))
+    moved_text = (
+        "-"
+        if moved is None
+        else " / ".join(
+            size(moved[k]) for k in ("parameter_bytes_fetched", "gradient_bytes_sent_home", "activation_bytes_evicted")
+        )
+    )
     timing = f"{1e3 * median:9.2f} ({1e3 * low:.2f}-{1e3 * high:.2f})"
-    print(f"{row:{width}}  {timing:>24}  {against:>20}  {size(r['peak_device_bytes']):>11}  "
-          f"{size(r['peak_rss_bytes']):>9}  {size(r['pinned_bytes']):>9}  {moved_text}", flush=True)
+    print(
+        f"{row:{width}}  {timing:>24}  {against:>20}  {size(r['peak_device_bytes']):>11}  "
+        f"{size(r['peak_rss_bytes']):>9}  {size(r['pinned_bytes']):>9}  {moved_text}",
+        flush=True,
+    )
 
 
 def checked(args, results):
@@ -488,10 +533,16 @@ def checked(args, results):
 
 
 def parse():
-    p = argparse.ArgumentParser(description="placementd's residence plans against torchao's and FSDP2's offload, "
-                                            "the same model and batches, one run.")
-    p.add_argument("--model", choices=["gpt2", "llama"], default="gpt2",
-                   help="a GPT-2-style (default) or Llama-style decoder from transformers' config classes")
+    p = argparse.ArgumentParser(
+        description="placementd's residence plans against torchao's and FSDP2's offload, "
+        "the same model and batches, one run."
+    )
+    p.add_argument(
+        "--model",
+        choices=["gpt2", "llama"],
+        default="gpt2",
+        help="a GPT-2-style (default) or Llama-style decoder from transformers' config classes",
+    )
     p.add_argument("--hidden", type=positive, help="hidden size (default 2048; --cpu: 32)")
     p.add_argument("--layers", type=positive, help="blocks (default 16; --cpu: 2)")
     p.add_argument("--heads", type=positive, help="attention heads (default hidden / 128; --cpu: 2)")
@@ -500,8 +551,9 @@ def parse():
     p.add_argument("--vocab", type=positive, help="vocabulary (default 50257 for gpt2, 32000 for llama; --cpu: 128)")
     p.add_argument("--seq", type=positive, help="tokens a sequence (default 512; --cpu: 16)")
     p.add_argument("--batch", type=positive, help="sequences a batch (default 4; --cpu: 1)")
-    p.add_argument("--ratio", type=float, default=1.5,
-                   help="the model's training state over the device's cap (default 1.5)")
+    p.add_argument(
+        "--ratio", type=float, default=1.5, help="the model's training state over the device's cap (default 1.5)"
+    )
     p.add_argument("--device", help="the GPU (default cuda:0; --cpu: the logical device cpu:0)")
     p.add_argument("--cpu", action="store_true", help="two logical CPU devices at a small size (what CI runs)")
     p.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated rows (default all: {','.join(ROWS)})")
@@ -515,9 +567,15 @@ def parse():
     p.add_argument("--cap-bytes", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
     small = args.cpu
-    defaults = dict(hidden=32 if small else 2048, layers=2 if small else 16, seq=16 if small else 512,
-                    batch=1 if small else 4, steps=3 if small else 20, warmup=1 if small else 3,
-                    device="cpu:0" if small else "cuda:0")
+    defaults = dict(
+        hidden=32 if small else 2048,
+        layers=2 if small else 16,
+        seq=16 if small else 512,
+        batch=1 if small else 4,
+        steps=3 if small else 20,
+        warmup=1 if small else 3,
+        device="cpu:0" if small else "cuda:0",
+    )
     for key, value in defaults.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
@@ -557,16 +615,23 @@ def main():
         versions += f", torchao {torchao.__version__}"
     except ImportError:
         versions += ", no torchao"
-    where = ("two logical CPU devices (cpu:0 computes with a memory limit, cpu:1 is the host), one thread"
-             if args.cpu else f"{args.device} ({torch.cuda.get_device_name(args.device)}) and the host")
+    where = (
+        "two logical CPU devices (cpu:0 computes with a memory limit, cpu:1 is the host), one thread"
+        if args.cpu
+        else f"{args.device} ({torch.cuda.get_device_name(args.device)}) and the host"
+    )
     count = f"{params / 1e9:.2f} B" if params >= 1e8 else f"{params / 1e6:.2f} M" if params >= 1e5 else f"{params}"
-    print(f"offload_bench: {args.model} (hidden {args.hidden}, {args.layers} blocks, {count} parameters; "
-          f"training state {size(state)} with AdamW) on {where}; the device capped at {size(args.cap_bytes)} "
-          f"(the state {args.ratio:g}x the cap); batch {args.batch} x {args.seq} tokens; {args.steps} steps a row "
-          f"after {args.warmup} warm-up; {versions}")
+    print(
+        f"offload_bench: {args.model} (hidden {args.hidden}, {args.layers} blocks, {count} parameters; "
+        f"training state {size(state)} with AdamW) on {where}; the device capped at {size(args.cap_bytes)} "
+        f"(the state {args.ratio:g}x the cap); batch {args.batch} x {args.seq} tokens; {args.steps} steps a row "
+        f"after {args.warmup} warm-up; {versions}"
+    )
     if not args.cpu:
         h2d, d2h = link_speeds(args)
-        print(f"link (a pinned 256 MiB copy, median of 5): host to device {h2d:.1f} GB/s, device to host {d2h:.1f} GB/s")
+        print(
+            f"link (a pinned 256 MiB copy, median of 5): host to device {h2d:.1f} GB/s, device to host {d2h:.1f} GB/s"
+        )
     print("rows run one after another, each in a process of its own; intervals are over each row's steps")
     width = max(len(row) for row in args.rows)
     print_header(width)
@@ -577,8 +642,18 @@ def main():
         print_row(row, results[row], results.get("ideal"), width, rng)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"model": args.model, "parameters": params, "state_bytes": state, "cap_bytes": args.cap_bytes,
-                       "ratio": args.ratio, "rows": results}, f, indent=1)
+            json.dump(
+                {
+                    "model": args.model,
+                    "parameters": params,
+                    "state_bytes": state,
+                    "cap_bytes": args.cap_bytes,
+                    "ratio": args.ratio,
+                    "rows": results,
+                },
+                f,
+                indent=1,
+            )
     return checked(args, results) if args.check else 0
 
 

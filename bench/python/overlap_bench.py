@@ -35,12 +35,22 @@ PLANS = ["stream_all", "optimizer_on_host", "half_streamed"]
 
 
 def parse():
-    p = argparse.ArgumentParser(description="A residence plan's step with the host's updates overlapped with the "
-                                            "backward against one step after it, windows interleaved in one run.")
-    p.add_argument("--model", choices=["gpt2", "llama"], default="gpt2",
-                   help="a GPT-2-style (default) or Llama-style decoder from transformers' config classes")
-    p.add_argument("--plan", choices=PLANS, default="stream_all",
-                   help="where the parameters live (offload_bench.py's plans; default stream_all)")
+    p = argparse.ArgumentParser(
+        description="A residence plan's step with the host's updates overlapped with the "
+        "backward against one step after it, windows interleaved in one run."
+    )
+    p.add_argument(
+        "--model",
+        choices=["gpt2", "llama"],
+        default="gpt2",
+        help="a GPT-2-style (default) or Llama-style decoder from transformers' config classes",
+    )
+    p.add_argument(
+        "--plan",
+        choices=PLANS,
+        default="stream_all",
+        help="where the parameters live (offload_bench.py's plans; default stream_all)",
+    )
     p.add_argument("--hidden", type=positive, default=256, help="hidden size (default 256)")
     p.add_argument("--layers", type=positive, default=4, help="blocks (default 4)")
     p.add_argument("--heads", type=positive, default=4, help="attention heads (default 4)")
@@ -53,9 +63,12 @@ def parse():
     p.add_argument("--window", type=positive, default=3, help="steps a window (default 3)")
     p.add_argument("--warmup", type=positive, default=2, help="untimed steps of each copy first (default 2)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--check", action="store_true",
-                   help="exit 1 unless the overlapped copy updated on the host during its backward and, on the CPU, "
-                        "both copies trained bit for bit alike")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 unless the overlapped copy updated on the host during its backward and, on the CPU, "
+        "both copies trained bit for bit alike",
+    )
     args = p.parse_args()
     if args.hidden % args.heads:
         p.error(f"--hidden {args.hidden} is not a multiple of --heads {args.heads}")
@@ -79,15 +92,21 @@ def run():
     copies = {}
     for overlap in (True, False):
         model = build(args)
-        job = placement.attach(f"overlap-{overlap}", model, (batch(args, 0, "cpu"),), devices=devices, use_daemon=False,
-                               residence=residence(args.plan, args, model, host), overlap_updates=overlap)
+        job = placement.attach(
+            f"overlap-{overlap}",
+            model,
+            (batch(args, 0, "cpu"),),
+            devices=devices,
+            use_daemon=False,
+            residence=residence(args.plan, args, model, host),
+            overlap_updates=overlap,
+        )
         opt = torch.optim.AdamW(job.parameters(), lr=1e-4, fused=args.fused or None)
         # Each copy draws its dropout masks from random state of its own, so that the interleaving
         # gives both the same masks.
         torch.manual_seed(args.seed + 1)
         rng = (torch.get_rng_state(), torch.cuda.get_rng_state(args.device) if cuda else None)
-        copies[overlap] = {"job": job, "opt": opt, "model": model, "step": 0, "losses": [], "window_s": [],
-                           "rng": rng}
+        copies[overlap] = {"job": job, "opt": opt, "model": model, "step": 0, "losses": [], "window_s": [], "rng": rng}
 
     def steps(copy, count):
         torch.set_rng_state(copy["rng"][0])
@@ -126,24 +145,30 @@ def run():
     ratios = [a / b for a, b in zip(on["window_s"], off["window_s"])]
     low, high = interval(ratios, random.Random(args.seed))
     count = sum(p.numel() for p in on["model"].parameters())
-    print(f"{args.model}, {args.layers} blocks, hidden {args.hidden}, {count / 1e6:.1f} M parameters, batch "
-          f"{args.batch} x {args.seq}, plan {args.plan}, AdamW{' (fused)' if args.fused else ''}, on {compute} with "
-          f"the host as {host}, torch {torch.__version__}, {torch.get_num_threads()} intra-op threads: {args.pairs} "
-          f"pairs of {args.window}-step windows, alternating, after {args.warmup} warm-up steps each")
+    print(
+        f"{args.model}, {args.layers} blocks, hidden {args.hidden}, {count / 1e6:.1f} M parameters, batch "
+        f"{args.batch} x {args.seq}, plan {args.plan}, AdamW{' (fused)' if args.fused else ''}, on {compute} with "
+        f"the host as {host}, torch {torch.__version__}, {torch.get_num_threads()} intra-op threads: {args.pairs} "
+        f"pairs of {args.window}-step windows, alternating, after {args.warmup} warm-up steps each"
+    )
     print(f"{'update after the backward':32} {1e3 * statistics.median(off['window_s']):10.2f} ms/step (median window)")
     print(f"{'update during the backward':32} {1e3 * statistics.median(on['window_s']):10.2f} ms/step")
     print(f"{'ratio (during / after)':32} {statistics.fmean(ratios):10.3f}     (95% interval {low:.3f} to {high:.3f})")
-    print(f"{'host time on overlapped updates':32} {1e3 * host_s:10.2f} ms/step (with the copies that let a failed step "
-          f"undo them, made under placementd's placements only)")
-    print(f"{'parameters updated during it':32} {updated:10d} of {proxies} read through proxies, "
-          f"{on['step']} steps")
+    print(
+        f"{'host time on overlapped updates':32} {1e3 * host_s:10.2f} ms/step (with the copies that let a failed step "
+        f"undo them, made under placementd's placements only)"
+    )
+    print(f"{'parameters updated during it':32} {updated:10d} of {proxies} read through proxies, {on['step']} steps")
     if not args.check:
         return 0
-    checks = [(updated > 0, "the overlapped copy updated parameters during its backward"),
-              (off["job"].stats()["overlapped_updates"] == 0, "the other copy updated none during its backward")]
+    checks = [
+        (updated > 0, "the overlapped copy updated parameters during its backward"),
+        (off["job"].stats()["overlapped_updates"] == 0, "the other copy updated none during its backward"),
+    ]
     if args.cpu:
         same = on["losses"] == off["losses"] and all(
-            torch.equal(p.detach(), q.detach()) for p, q in zip(on["model"].parameters(), off["model"].parameters()))
+            torch.equal(p.detach(), q.detach()) for p, q in zip(on["model"].parameters(), off["model"].parameters())
+        )
         checks.append((same, "both copies trained bit for bit alike (losses and parameters)"))
     for met, text in checks:
         print(f"check: {'met' if met else 'NOT MET'}: {text}")

@@ -56,8 +56,13 @@ def free_ports(count, rng):
 
 def model(width):
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(512, width), torch.nn.ReLU(), torch.nn.Linear(width, width),
-                               torch.nn.ReLU(), torch.nn.Linear(width, 512))
+    return torch.nn.Sequential(
+        torch.nn.Linear(512, width),
+        torch.nn.ReLU(),
+        torch.nn.Linear(width, width),
+        torch.nn.ReLU(),
+        torch.nn.Linear(width, 512),
+    )
 
 
 def buckets(parameters, limit=25 << 20):
@@ -81,8 +86,9 @@ def child(args):
     import placement
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{os.environ['PLAIN_PORT']}", rank=rank,
-                            world_size=world)
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{os.environ['PLAIN_PORT']}", rank=rank, world_size=world
+    )
     g = torch.Generator().manual_seed(rank)
     x, y = torch.randn(args.batch, 512, generator=g), torch.randn(args.batch, 512, generator=g)
     loss_fn = torch.nn.functional.mse_loss
@@ -103,7 +109,7 @@ def child(args):
             flat.div_(world)
             offset = 0
             for p in bucket:
-                p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
+                p.grad.copy_(flat[offset : offset + p.numel()].view_as(p))
                 offset += p.numel()
         plain_allreduce[0] += time.perf_counter() - started
         plain_opt.step()
@@ -124,8 +130,10 @@ def child(args):
         plain_step()
     rows = {"job": [], "plain": []}
     for pair in range(args.pairs):
-        order = [("job", job_step, lambda: job.stats()["allreduce_seconds"]),
-                 ("plain", plain_step, lambda: plain_allreduce[0])]
+        order = [
+            ("job", job_step, lambda: job.stats()["allreduce_seconds"]),
+            ("plain", plain_step, lambda: plain_allreduce[0]),
+        ]
         for name, step, allreduce in order if pair % 2 == 0 else reversed(order):
             rows[name].append(window(step, allreduce))
     # Rank 0 serves both groups' stores: no rank leaves before every rank is done with them.
@@ -139,21 +147,52 @@ def child(args):
 
 def parent(args):
     parameters = sum(p.numel() for p in model(args.width).parameters())
-    print(f"MLP 512-{args.width}-{args.width}-512 ({parameters / 1e6:.1f} M parameters, {4 * parameters / 2**20:.0f} MiB "
-          f"of gradients), batch {args.batch} a rank, on cpu; {args.pairs} pairs of {args.window}-step windows, "
-          f"alternating, after {args.warmup} warm-up steps; torch {torch.__version__}, {os.cpu_count()} cores")
-    print(f"{'ranks':>5} {'job step':>10} {'plain step':>11} {'step ratio (95%)':>24} {'job all-reduce':>15} "
-          f"{'plain all-reduce':>17} {'all-reduce ratio (95%)':>26}")
+    print(
+        f"MLP 512-{args.width}-{args.width}-512 ({parameters / 1e6:.1f} M parameters, {4 * parameters / 2**20:.0f} MiB "
+        f"of gradients), batch {args.batch} a rank, on cpu; {args.pairs} pairs of {args.window}-step windows, "
+        f"alternating, after {args.warmup} warm-up steps; torch {torch.__version__}, {os.cpu_count()} cores"
+    )
+    print(
+        f"{'ranks':>5} {'job step':>10} {'plain step':>11} {'step ratio (95%)':>24} {'job all-reduce':>15} "
+        f"{'plain all-reduce':>17} {'all-reduce ratio (95%)':>26}"
+    )
     rng = random.Random(0)
     ports = random.Random()
     for n in args.ranks:
         master_port, plain_port = free_ports(2, ports)
-        env = dict(os.environ, WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(master_port),
-                   PLAIN_PORT=str(plain_port), OMP_NUM_THREADS=str(args.threads))
-        command = [sys.executable, os.path.abspath(__file__), "--child", "--width", str(args.width), "--batch",
-                   str(args.batch), "--pairs", str(args.pairs), "--window", str(args.window), "--warmup", str(args.warmup)]
-        procs = [subprocess.Popen(command, env=dict(env, RANK=str(r), LOCAL_RANK=str(r)), stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True) for r in range(n)]
+        env = dict(
+            os.environ,
+            WORLD_SIZE=str(n),
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(master_port),
+            PLAIN_PORT=str(plain_port),
+            OMP_NUM_THREADS=str(args.threads),
+        )
+        command = [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--child",
+            "--width",
+            str(args.width),
+            "--batch",
+            str(args.batch),
+            "--pairs",
+            str(args.pairs),
+            "--window",
+            str(args.window),
+            "--warmup",
+            str(args.warmup),
+        ]
+        procs = [
+            subprocess.Popen(
+                command,
+                env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for r in range(n)
+        ]
         outputs = [p.communicate(timeout=args.timeout) for p in procs]
         failed = [(r, p.returncode, err) for r, (p, (_, err)) in enumerate(zip(procs, outputs)) if p.returncode != 0]
         if failed:
@@ -165,23 +204,29 @@ def parent(args):
         plain_step = [s for s, _ in rows["plain"]]
         step_ratio = [j / p for j, p in zip(job_step, plain_step)]
         low, high = interval(step_ratio, rng)
-        line = (f"{n:>5} {1e3 * statistics.median(job_step):>8.2f}ms {1e3 * statistics.median(plain_step):>9.2f}ms "
-                f"{statistics.fmean(step_ratio):>8.3f} ({low:.3f}-{high:.3f})")
+        line = (
+            f"{n:>5} {1e3 * statistics.median(job_step):>8.2f}ms {1e3 * statistics.median(plain_step):>9.2f}ms "
+            f"{statistics.fmean(step_ratio):>8.3f} ({low:.3f}-{high:.3f})"
+        )
         if n > 1:
             job_ar = [a for _, a in rows["job"]]
             plain_ar = [a for _, a in rows["plain"]]
             ar_ratio = [j / p for j, p in zip(job_ar, plain_ar)]
             ar_low, ar_high = interval(ar_ratio, rng)
-            line += (f" {1e3 * statistics.median(job_ar):>13.2f}ms {1e3 * statistics.median(plain_ar):>15.2f}ms "
-                     f"{statistics.fmean(ar_ratio):>10.3f} ({ar_low:.3f}-{ar_high:.3f})")
+            line += (
+                f" {1e3 * statistics.median(job_ar):>13.2f}ms {1e3 * statistics.median(plain_ar):>15.2f}ms "
+                f"{statistics.fmean(ar_ratio):>10.3f} ({ar_low:.3f}-{ar_high:.3f})"
+            )
         else:
             line += f" {'-':>15} {'-':>17} {'(one rank: no all-reduce)':>26}"
         print(line, flush=True)
 
 
 def main():
-    p = argparse.ArgumentParser(description="Step and gradient all-reduce time of placement.Job's replica group "
-                                            "against a plain torch.distributed loop, for several rank counts.")
+    p = argparse.ArgumentParser(
+        description="Step and gradient all-reduce time of placement.Job's replica group "
+        "against a plain torch.distributed loop, for several rank counts."
+    )
     p.add_argument("--ranks", type=ranks, default=[1, 2, 4], help="rank counts, comma-separated (default 1,2,4)")
     p.add_argument("--width", type=positive, default=1024, help="the MLP's hidden width (default 1024)")
     p.add_argument("--batch", type=positive, default=32, help="rows a rank per step (default 32)")

@@ -35,8 +35,9 @@ def make(args):
     """(model, inputs, target, loss_fn) on the CPU, the same for every call (seeded)."""
     torch.manual_seed(args.seed)
     if args.model == "mlp":
-        mlp = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64), torch.nn.ReLU(),
-                                  torch.nn.Linear(64, 4))
+        mlp = torch.nn.Sequential(
+            torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4)
+        )
         return mlp, (torch.randn(args.batch, 32),), torch.randn(args.batch, 4), torch.nn.functional.mse_loss
     if args.model in ("bert", "gpt2"):
         import transformers
@@ -114,45 +115,73 @@ def print_op_differences(steps, plain_step, job_step, top=15):
     rows.sort(key=lambda r: -abs(r[2][0] - r[1][0]))
     total_plain = sum(r[1][0] for r in rows)
     total_job = sum(r[2][0] for r in rows)
-    print(f"\nself CPU time a step under torch.profiler, {steps} steps of each copy twice (ABBA): plain "
-          f"{1e3 * total_plain:.1f} ms, job.step {1e3 * total_job:.1f} ms; the {top} ops that differ most:")
+    print(
+        f"\nself CPU time a step under torch.profiler, {steps} steps of each copy twice (ABBA): plain "
+        f"{1e3 * total_plain:.1f} ms, job.step {1e3 * total_job:.1f} ms; the {top} ops that differ most:"
+    )
     print(f"{'op':44} {'plain ms':>10} {'job ms':>10} {'diff ms':>10} {'calls (plain/job)':>18}")
     for key, (plain_s, plain_n), (job_s, job_n) in rows[:top]:
-        print(f"{key[:44]:44} {1e3 * plain_s:10.2f} {1e3 * job_s:10.2f} {1e3 * (job_s - plain_s):+10.2f} "
-              f"{plain_n:8.0f}/{job_n:<8.0f}")
+        print(
+            f"{key[:44]:44} {1e3 * plain_s:10.2f} {1e3 * job_s:10.2f} {1e3 * (job_s - plain_s):+10.2f} "
+            f"{plain_n:8.0f}/{job_n:<8.0f}"
+        )
     # Where a step is bound by launching kernels (a GPU at small batches), calls count more than time.
     calls = sorted((r for r in rows if round(r[1][1]) != round(r[2][1])), key=lambda r: -abs(r[2][1] - r[1][1]))
     if calls:
         print(f"\nthe ops called a different number of times a step ({len(calls)}; at most {top}):")
         for key, (plain_s, plain_n), (job_s, job_n) in calls[:top]:
-            print(f"{key[:44]:44} {1e3 * plain_s:10.2f} {1e3 * job_s:10.2f} {1e3 * (job_s - plain_s):+10.2f} "
-                  f"{plain_n:8.0f}/{job_n:<8.0f}")
+            print(
+                f"{key[:44]:44} {1e3 * plain_s:10.2f} {1e3 * job_s:10.2f} {1e3 * (job_s - plain_s):+10.2f} "
+                f"{plain_n:8.0f}/{job_n:<8.0f}"
+            )
 
 
 def run():
-    p = argparse.ArgumentParser(description="Per-step overhead of placement.Job.step against the plain PyTorch "
-                                            "loop, no swap, windows interleaved in one run.")
-    p.add_argument("--model", type=model_name, default="resnet18",
-                   help="mlp (batch 8 by default), torchvision's resnet18 (default) or any of its classification "
-                        "models as torchvision:NAME (e.g. torchvision:convnext_tiny), or a BERT-base-sized "
-                        "encoder (bert) or GPT-2-small-sized decoder (gpt2) from transformers")
-    p.add_argument("--batch", type=positive, help="batch size (default: 8 for mlp, 32 for resnet18, 8 for bert "
-                                                   "and gpt2)")
+    p = argparse.ArgumentParser(
+        description="Per-step overhead of placement.Job.step against the plain PyTorch "
+        "loop, no swap, windows interleaved in one run."
+    )
+    p.add_argument(
+        "--model",
+        type=model_name,
+        default="resnet18",
+        help="mlp (batch 8 by default), torchvision's resnet18 (default) or any of its classification "
+        "models as torchvision:NAME (e.g. torchvision:convnext_tiny), or a BERT-base-sized "
+        "encoder (bert) or GPT-2-small-sized decoder (gpt2) from transformers",
+    )
+    p.add_argument(
+        "--batch", type=positive, help="batch size (default: 8 for mlp, 32 for resnet18, 8 for bert and gpt2)"
+    )
     p.add_argument("--image-size", type=positive, default=224, help="resnet18's image size (default 224)")
     p.add_argument("--seq", type=positive, default=128, help="bert's and gpt2's tokens per example (default 128)")
-    p.add_argument("--device", default="cuda:0" if torch.cuda.is_available() else "cpu",
-                   help="where both copies train (default: cuda:0 when there is one, else cpu)")
-    p.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd",
-                   help="both copies' optimizer: SGD with momentum 0.9 (default) or Adam, lr 1e-3")
+    p.add_argument(
+        "--device",
+        default="cuda:0" if torch.cuda.is_available() else "cpu",
+        help="where both copies train (default: cuda:0 when there is one, else cpu)",
+    )
+    p.add_argument(
+        "--optimizer",
+        choices=["sgd", "adam"],
+        default="sgd",
+        help="both copies' optimizer: SGD with momentum 0.9 (default) or Adam, lr 1e-3",
+    )
     p.add_argument("--pairs", type=positive, default=20, help="pairs of windows (default 20)")
     p.add_argument("--window", type=positive, help="steps a window (default: 200 for mlp, 5 for resnet18)")
     p.add_argument("--warmup", type=positive, default=5, help="untimed steps of each copy first (default 5)")
-    p.add_argument("--frontend", choices=["export", "torchscript"], default="export",
-                   help="how the job's copy is captured (default export: torch.export, the SDK's default)")
+    p.add_argument(
+        "--frontend",
+        choices=["export", "torchscript"],
+        default="export",
+        help="how the job's copy is captured (default export: torch.export, the SDK's default)",
+    )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--profile", type=positive, metavar="N",
-                   help="then run N more steps of each copy under torch.profiler and print the ops whose "
-                        "time differs most between them (where an overhead comes from)")
+    p.add_argument(
+        "--profile",
+        type=positive,
+        metavar="N",
+        help="then run N more steps of each copy under torch.profiler and print the ops whose "
+        "time differs most between them (where an overhead comes from)",
+    )
     args = p.parse_args()
     vision = args.model == "resnet18" or args.model.startswith("torchvision:")
     args.batch = args.batch or (32 if vision else 8)
@@ -169,8 +198,9 @@ def run():
     plain_opt = make_optimizer(args, plain.parameters())
 
     placed_model, _, _, _ = make(args)
-    job = placement.attach("step-overhead", placed_model, inputs, devices=[args.device], use_daemon=False,
-                           frontend=args.frontend)
+    job = placement.attach(
+        "step-overhead", placed_model, inputs, devices=[args.device], use_daemon=False, frontend=args.frontend
+    )
     job_inputs = plain_inputs
     job_opt = make_optimizer(args, job.parameters())
 
@@ -220,18 +250,27 @@ def run():
     delta_low, delta_high = interval(deltas, rng)
     overhead = statistics.fmean(ratios) - 1
     delta = statistics.fmean(deltas)
-    shape = f"batch {args.batch}" + (f", 3x{args.image_size}x{args.image_size}" if vision else
-                                     {"bert": f" x {args.seq}", "gpt2": f" x {args.seq}"}.get(args.model, ""))
-    print(f"{args.model} ({shape}) on {args.device}, {args.frontend} front end, {args.optimizer}, "
-          f"torch {torch.__version__}: "
-          f"{args.pairs} pairs of "
-          f"{args.window}-step windows, alternating, after {args.warmup} warm-up steps each")
+    shape = f"batch {args.batch}" + (
+        f", 3x{args.image_size}x{args.image_size}"
+        if vision
+        else {"bert": f" x {args.seq}", "gpt2": f" x {args.seq}"}.get(args.model, "")
+    )
+    print(
+        f"{args.model} ({shape}) on {args.device}, {args.frontend} front end, {args.optimizer}, "
+        f"torch {torch.__version__}: "
+        f"{args.pairs} pairs of "
+        f"{args.window}-step windows, alternating, after {args.warmup} warm-up steps each"
+    )
     print(f"{'plain PyTorch loop':22} {1e3 * statistics.median(plain_s):10.3f} ms/step (median window)")
     print(f"{'job.step':22} {1e3 * statistics.median(job_s):10.3f} ms/step")
-    print(f"{'minor page faults':22} {statistics.median(faults[plain_step]):10.0f} a plain step, "
-          f"{statistics.median(faults[job_step]):.0f} a job.step (median window)")
-    print(f"{'overhead':22} {100 * overhead:+10.2f} %  (95% interval {100 * (ratio_low - 1):+.2f} to "
-          f"{100 * (ratio_high - 1):+.2f})")
+    print(
+        f"{'minor page faults':22} {statistics.median(faults[plain_step]):10.0f} a plain step, "
+        f"{statistics.median(faults[job_step]):.0f} a job.step (median window)"
+    )
+    print(
+        f"{'overhead':22} {100 * overhead:+10.2f} %  (95% interval {100 * (ratio_low - 1):+.2f} to "
+        f"{100 * (ratio_high - 1):+.2f})"
+    )
     print(f"{'':22} {1e6 * delta:+10.1f} us/step (95% interval {1e6 * delta_low:+.1f} to {1e6 * delta_high:+.1f})")
     met = ratio_high - 1 <= 0.03 or delta_high <= 50e-6
     print(f"{'target':22} <= 3% or <= 50 us a step: {'met' if met else 'not met'} (upper bounds of the intervals)")

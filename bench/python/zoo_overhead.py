@@ -41,8 +41,10 @@ def parameters(name):
 
 
 def run():
-    p = argparse.ArgumentParser(description="job.step against plain eager PyTorch over torchvision's "
-                                            "classification models, one process a model.")
+    p = argparse.ArgumentParser(
+        description="job.step against plain eager PyTorch over torchvision's "
+        "classification models, one process a model."
+    )
     p.add_argument("--models", help="comma-separated torchvision model names (default: every classification model)")
     p.add_argument("--batch", type=positive, default=2, help="images a batch (default 2)")
     p.add_argument("--image-size", type=positive, default=64, help="image size (default 64)")
@@ -51,9 +53,13 @@ def run():
     p.add_argument("--window", type=positive, default=3, help="steps a window (default 3)")
     p.add_argument("--threads", type=positive, default=1, help="intra-op threads (default 1)")
     p.add_argument("--timeout", type=positive, default=600, help="seconds a model may take (default 600)")
-    p.add_argument("--max-parameters", type=float, default=100e6,
-                   help="models with more parameters are listed, not run: two copies train at once, with Adam's "
-                        "state (default 1e8)")
+    p.add_argument(
+        "--max-parameters",
+        type=float,
+        default=100e6,
+        help="models with more parameters are listed, not run: two copies train at once, with Adam's "
+        "state (default 1e8)",
+    )
     args = p.parse_args()
     names = zoo()
     if args.models:
@@ -63,19 +69,39 @@ def run():
             p.error(f"--models: {', '.join(unknown) or 'none given'} not among torchvision's classification models")
         names = chosen
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
-    print(f"{len(names)} models, batch {args.batch} at {args.image_size}x{args.image_size}, {args.optimizer}, "
-          f"{args.threads} thread(s), {args.pairs} pairs of {args.window}-step windows each", flush=True)
+    print(
+        f"{len(names)} models, batch {args.batch} at {args.image_size}x{args.image_size}, {args.optimizer}, "
+        f"{args.threads} thread(s), {args.pairs} pairs of {args.window}-step windows each",
+        flush=True,
+    )
     print(f"{'model':28} {'eager ms':>10} {'job ms':>10} {'overhead (95% interval)':>30}", flush=True)
     within, rows = 0, []
     for name in names:
         count = parameters(name)
         if count > args.max_parameters:
-            print(f"{name:28} not run: {count / 1e6:.0f} M parameters (--max-parameters {args.max_parameters:g})",
-                  flush=True)
+            print(
+                f"{name:28} not run: {count / 1e6:.0f} M parameters (--max-parameters {args.max_parameters:g})",
+                flush=True,
+            )
             continue
-        command = [sys.executable, os.path.join(HERE, "step_overhead.py"), "--model", f"torchvision:{name}",
-                   "--batch", str(args.batch), "--image-size", str(args.image_size), "--optimizer", args.optimizer,
-                   "--pairs", str(args.pairs), "--window", str(args.window), "--device", "cpu"]
+        command = [
+            sys.executable,
+            os.path.join(HERE, "step_overhead.py"),
+            "--model",
+            f"torchvision:{name}",
+            "--batch",
+            str(args.batch),
+            "--image-size",
+            str(args.image_size),
+            "--optimizer",
+            args.optimizer,
+            "--pairs",
+            str(args.pairs),
+            "--window",
+            str(args.window),
+            "--device",
+            "cpu",
+        ]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout, env=env)
         except subprocess.TimeoutExpired:
@@ -91,12 +117,17 @@ def run():
         mean, low, high = (float(x) for x in over.groups())
         within += high <= 3.0
         rows.append((name, mean, high))
-        print(f"{name:28} {float(plain.group(1)):10.2f} {float(job.group(1)):10.2f} "
-              f"{mean:+12.2f} % ({low:+.2f} to {high:+.2f})", flush=True)
+        print(
+            f"{name:28} {float(plain.group(1)):10.2f} {float(job.group(1)):10.2f} "
+            f"{mean:+12.2f} % ({low:+.2f} to {high:+.2f})",
+            flush=True,
+        )
     if rows:
         worst = max(rows, key=lambda r: r[2])
-        print(f"within 3% (upper bound): {within} of {len(rows)} measured; the highest upper bound: {worst[0]} "
-              f"{worst[2]:+.2f} %")
+        print(
+            f"within 3% (upper bound): {within} of {len(rows)} measured; the highest upper bound: {worst[0]} "
+            f"{worst[2]:+.2f} %"
+        )
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ Synthetic on purpose: it exists so the control plane can be exercised before Tor
 (issue #3) produces graphs of real models. Shapes, output bytes and parameter bytes follow from the
 layer sizes; it carries no measured profile. Run: python3 make_two_tower.py > two_tower_mlp.json
 """
+
 import json
 
 BATCH, IN, HIDDEN, OUT, LAYERS = 64, 512, 1024, 10, 4
@@ -13,9 +14,13 @@ ops, edges = [], []
 
 
 def op(name, kind, shape, params=0, pinned=None):
-    entry = {"id": len(ops), "name": name, "kind": kind,
-             "outputs": [{"shape": shape, "dtype": "float32", "bytes": F32 * eval("*".join(map(str, shape)))}],
-             "parameter_bytes": params}
+    entry = {
+        "id": len(ops),
+        "name": name,
+        "kind": kind,
+        "outputs": [{"shape": shape, "dtype": "float32", "bytes": F32 * eval("*".join(map(str, shape)))}],
+        "parameter_bytes": params,
+    }
     if pinned:
         entry["pinned"] = pinned
     ops.append(entry)

@@ -20,14 +20,20 @@ def parser(description, job):
     p.add_argument("--steps", type=positive, default=300, help="training steps (default 300)")
     p.add_argument("--log-every", type=positive, default=50, help="print progress every N steps (default 50)")
     p.add_argument("--job", default=job, help=f"job name shown by placementctl (default {job})")
-    p.add_argument("--devices", help="comma-separated devices placementd may use (default: every CUDA device "
-                                     "and the CPU; without CUDA, two logical CPU devices cpu:0,cpu:1)")
+    p.add_argument(
+        "--devices",
+        help="comma-separated devices placementd may use (default: every CUDA device "
+        "and the CPU; without CUDA, two logical CPU devices cpu:0,cpu:1)",
+    )
     p.add_argument("--socket", help="placementd's socket (default: $PLACEMENTD_SOCKET, else the system socket)")
     p.add_argument("--no-daemon", action="store_true", help="train without placementd (the control run)")
     p.add_argument("--seed", type=int, default=0, help="seeds the model's initial weights and the batches")
     p.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate (default 1e-3)")
-    p.add_argument("--losses", metavar="FILE",
-                   help="write every step's loss here (hex floats, one a line), to compare runs bit for bit")
+    p.add_argument(
+        "--losses",
+        metavar="FILE",
+        help="write every step's loss here (hex floats, one a line), to compare runs bit for bit",
+    )
     return p
 
 
@@ -50,12 +56,14 @@ def synthetic_text(args):
     """batch(step) for the language-model examples: ((tokens,), next tokens). Each sequence steps
     through the vocabulary by a fixed stride from a random token, a rule the model can learn, so
     the loss falls from log(vocab) as it trains; the same batches in every run."""
+
     def batch(step):
         g = torch.Generator().manual_seed(args.seed * 1_000_003 + step)
         start = torch.randint(args.vocab, (args.batch, 1), generator=g)
         stride = torch.randint(1, 8, (args.batch, 1), generator=g)
         text = (start + stride * torch.arange(args.context + 1)) % args.vocab
         return (text[:, :-1],), text[:, 1:]  # predict each next token
+
     return batch
 
 
@@ -80,8 +88,15 @@ def train(args, model, example_inputs, batch, loss_fn, make_optimizer=None, make
     make_optimizer(parameters) gives the optimizer (default Adam at --lr), make_scheduler(optimizer)
     a learning-rate scheduler stepped after every step (default none)."""
     started = time.monotonic()
-    job = placement.attach(args.job, model, example_inputs, devices=devices(args), expected_steps=args.steps,
-                           socket=args.socket, use_daemon=not args.no_daemon)
+    job = placement.attach(
+        args.job,
+        model,
+        example_inputs,
+        devices=devices(args),
+        expected_steps=args.steps,
+        socket=args.socket,
+        use_daemon=not args.no_daemon,
+    )
     with job:
         status = job.daemon()
         if args.no_daemon:
@@ -93,10 +108,14 @@ def train(args, model, example_inputs, batch, loss_fn, make_optimizer=None, make
         stats = job.stats()
         if stats["world_size"] > 1 and stats["rank"] > 0 and not args.no_daemon:
             where = "of rank 0, which places every rank"
-        print(f"job '{args.job}': {len(job.placement)} ops on {', '.join(job.device_names)}; placementd {where}",
-              flush=True)
+        print(
+            f"job '{args.job}': {len(job.placement)} ops on {', '.join(job.device_names)}; placementd {where}",
+            flush=True,
+        )
         if stats["world_size"] > 1:
-            print(f"replica: rank {stats['rank']} of {stats['world_size']} in group {stats['replica_group']}", flush=True)
+            print(
+                f"replica: rank {stats['rank']} of {stats['world_size']} in group {stats['replica_group']}", flush=True
+            )
         optimizer = (make_optimizer or (lambda p: torch.optim.Adam(p, lr=args.lr)))(job.parameters())
         scheduler = make_scheduler(optimizer) if make_scheduler else None
         with contextlib.ExitStack() as files:
@@ -124,10 +143,12 @@ def train(args, model, example_inputs, batch, loss_fn, make_optimizer=None, make
             print(f"detached: no answer ({answer['last_error'] or 'placementd not reachable'})")
         else:
             best = detached["best_step_time_s"]
-            print(f"detached: best {f'{best:.6f} s/step' if best is not None else 'none'}, "
-                  f"{'persisted' if detached['persisted'] else 'not persisted'} "
-                  f"(attached {answer['attaches']} time{'' if answer['attaches'] == 1 else 's'}); "
-                  f"placementctl jobs --finished shows what placementd found")
+            print(
+                f"detached: best {f'{best:.6f} s/step' if best is not None else 'none'}, "
+                f"{'persisted' if detached['persisted'] else 'not persisted'} "
+                f"(attached {answer['attaches']} time{'' if answer['attaches'] == 1 else 's'}); "
+                f"placementctl jobs --finished shows what placementd found"
+            )
 
 
 def train_steps(args, job, optimizer, scheduler, batch, loss_fn, losses):
@@ -147,13 +168,16 @@ def train_steps(args, job, optimizer, scheduler, batch, loss_fn, losses):
         if (step + 1) % args.log_every == 0 or step + 1 == args.steps:
             away = "  [placementd away]" if not args.no_daemon and rank == 0 and not job.daemon()["connected"] else ""
             steps_in_window = (step % args.log_every) + 1
-            print(f"step {step + 1:6d}  loss {loss:.4f}  lr {optimizer.param_groups[0]['lr']:.2e}  "
-                  f"{1e3 * window_s / steps_in_window:7.2f} ms/step  placement {_describe(stats)}{away}", flush=True)
+            print(
+                f"step {step + 1:6d}  loss {loss:.4f}  lr {optimizer.param_groups[0]['lr']:.2e}  "
+                f"{1e3 * window_s / steps_in_window:7.2f} ms/step  placement {_describe(stats)}{away}",
+                flush=True,
+            )
             window_s = 0.0
 
 
 def _describe(stats):
-    """"3 (policy, exploring)"; the job's own placement, before placementd's first, is "0 (own)"."""
+    """ "3 (policy, exploring)"; the job's own placement, before placementd's first, is "0 (own)"."""
     why = ", ".join(x for x in (stats["reason"], stats["state"]) if x)
     return f"{stats['placement_id']} ({why})"
 

@@ -24,23 +24,36 @@ def build(args):
     transformers.logging.set_verbosity_error()
     tokens = dict(vocab_size=args.vocab, pad_token_id=0, bos_token_id=1, eos_token_id=2, use_cache=False)
     if args.model == "gpt2":
-        config = transformers.GPT2Config(n_embd=args.width, n_layer=args.layers, n_head=args.heads,
-                                         n_positions=args.context, **tokens)
+        config = transformers.GPT2Config(
+            n_embd=args.width, n_layer=args.layers, n_head=args.heads, n_positions=args.context, **tokens
+        )
         return transformers.GPT2LMHeadModel(config)
-    config = transformers.LlamaConfig(hidden_size=args.width, intermediate_size=4 * args.width,
-                                      num_hidden_layers=args.layers, num_attention_heads=args.heads,
-                                      num_key_value_heads=args.heads, max_position_embeddings=args.context, **tokens)
+    config = transformers.LlamaConfig(
+        hidden_size=args.width,
+        intermediate_size=4 * args.width,
+        num_hidden_layers=args.layers,
+        num_attention_heads=args.heads,
+        num_key_value_heads=args.heads,
+        max_position_embeddings=args.context,
+        **tokens,
+    )
     return transformers.LlamaForCausalLM(config)
 
 
 def run():
-    p = live_loop.parser("Train a stock transformers causal LM (GPT-2 or Llama config, random weights) on "
-                         "synthetic text with AdamW and a learning-rate schedule while placementd places it.",
-                         job="hf-example")
+    p = live_loop.parser(
+        "Train a stock transformers causal LM (GPT-2 or Llama config, random weights) on "
+        "synthetic text with AdamW and a learning-rate schedule while placementd places it.",
+        job="hf-example",
+    )
     p.add_argument("--model", choices=("gpt2", "llama"), default="gpt2", help="the architecture (default gpt2)")
     live_loop.language_model_options(p, batch=8, context=128, vocab=1024, width=256, heads=4, layers=4)
-    p.add_argument("--warmup", type=int, default=None,
-                   help="steps of linear learning-rate warm-up before the cosine decay (default: a tenth of --steps)")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=None,
+        help="steps of linear learning-rate warm-up before the cosine decay (default: a tenth of --steps)",
+    )
     p.add_argument("--weight-decay", type=float, default=0.01, help="AdamW's weight decay (default 0.01)")
     args = p.parse_args()
     live_loop.check_language_model_options(p, args)
@@ -70,8 +83,15 @@ def run():
     def optimizer(parameters):
         return torch.optim.AdamW(parameters, lr=args.lr, weight_decay=args.weight_decay)
 
-    live_loop.train(args, model, batch(0)[0], batch, loss, make_optimizer=optimizer,
-                    make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, schedule))
+    live_loop.train(
+        args,
+        model,
+        batch(0)[0],
+        batch,
+        loss,
+        make_optimizer=optimizer,
+        make_scheduler=lambda o: torch.optim.lr_scheduler.LambdaLR(o, schedule),
+    )
 
 
 if __name__ == "__main__":

@@ -58,8 +58,9 @@ class LanguageModel(nn.Module):
 
 
 def run():
-    p = live_loop.parser("Train a small transformer language model on synthetic text while placementd places it.",
-                         job="lm-example")
+    p = live_loop.parser(
+        "Train a small transformer language model on synthetic text while placementd places it.", job="lm-example"
+    )
     live_loop.language_model_options(p, batch=16, context=128, vocab=512, width=256, heads=4, layers=4)
     args = p.parse_args()
     live_loop.check_language_model_options(p, args)

@@ -16,11 +16,13 @@ import live_loop
 
 
 def run():
-    p = live_loop.parser("Train ResNet-18 (torchvision) on synthetic batches while placementd places it.",
-                         job="resnet18-example")
+    p = live_loop.parser(
+        "Train ResNet-18 (torchvision) on synthetic batches while placementd places it.", job="resnet18-example"
+    )
     p.add_argument("--batch", type=live_loop.positive, default=32, help="images per batch (default 32)")
-    p.add_argument("--image-size", type=live_loop.positive, default=224,
-                   help="height and width of the images (default 224)")
+    p.add_argument(
+        "--image-size", type=live_loop.positive, default=224, help="height and width of the images (default 224)"
+    )
     p.add_argument("--classes", type=live_loop.positive, default=1000, help="classes (default 1000)")
     args = p.parse_args()
 

@@ -33,23 +33,16 @@ SKIPPED = {
     "./scripts/run.sh": "the whole demo (installs, builds, trains); CI runs scripts/test.sh, which builds the same",
     "./scripts/test.sh": "it is what CI runs (.ci/run), and this test runs inside it",
     "scripts/install-deps.sh": "installs system packages; run by scripts/test.sh in CI",
-    "cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=\"$(.venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)')\"":
-        "configures the build this test runs in (scripts/test.sh runs the same configure)",
+    "cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=\"$(.venv/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)')\"": "configures the build this test runs in (scripts/test.sh runs the same configure)",
     "cmake --build build": "builds the build this test runs in",
     "ctest --test-dir build -j2 --output-on-failure": "runs this test",
     "scripts/gpu-run.sh --stage build": "needs a GPU machine (docs/gpu-runs/)",
-    "PYTHONPATH=build/python .venv/bin/python bench/python/offload_bench.py --cpu --check":
-        "a minute of one core; python.offload_bench runs the same command",
-    "PYTHONPATH=build/python .venv/bin/python bench/python/overlap_bench.py --check":
-        "half a minute of both cores; python.overlap_bench runs the same program at a tiny size",
-    "PYTHONPATH=build/python .venv/bin/python bench/python/overlap_bench.py --fused --check":
-        "half a minute of both cores; python.overlap_bench runs the same program at a tiny size",
-    "PYTHONPATH=build/python .venv/bin/python bench/python/offload_bench.py --model gpt2 --ratio 1.5 --check":
-        "needs a GPU machine; scripts/gpu-run.sh --stage offload runs it there",
-    "build/bin/hostile_bench --clients policy-flood --seconds 5 --rounds 2":
-        "half a minute of both cores; limits.hostile runs the same program with policy-flood among its clients",
-    "build/bin/hostile_bench --clients policy-flood --seconds 5 --rounds 2 --daemon-key \"policy_threads_per_uid = 3\"":
-        "half a minute of both cores; limits.hostile runs the same program with policy-flood among its clients",
+    "PYTHONPATH=build/python .venv/bin/python bench/python/offload_bench.py --cpu --check": "a minute of one core; python.offload_bench runs the same command",
+    "PYTHONPATH=build/python .venv/bin/python bench/python/overlap_bench.py --check": "half a minute of both cores; python.overlap_bench runs the same program at a tiny size",
+    "PYTHONPATH=build/python .venv/bin/python bench/python/overlap_bench.py --fused --check": "half a minute of both cores; python.overlap_bench runs the same program at a tiny size",
+    "PYTHONPATH=build/python .venv/bin/python bench/python/offload_bench.py --model gpt2 --ratio 1.5 --check": "needs a GPU machine; scripts/gpu-run.sh --stage offload runs it there",
+    "build/bin/hostile_bench --clients policy-flood --seconds 5 --rounds 2": "half a minute of both cores; limits.hostile runs the same program with policy-flood among its clients",
+    'build/bin/hostile_bench --clients policy-flood --seconds 5 --rounds 2 --daemon-key "policy_threads_per_uid = 3"': "half a minute of both cores; limits.hostile runs the same program with policy-flood among its clients",
     "cmake --install build --prefix /usr": "installs into /usr and /etc; install.layout runs it staged under DESTDIR",
     "systemd-sysusers": "creates a system group; systemd.units_verify checks the sysusers entry",
     "systemctl enable --now placementd.socket": "needs systemd as PID 1; systemd.units_verify checks the units",
@@ -57,21 +50,17 @@ SKIPPED = {
     "usermod -aG placement-admin bob": "changes a system user",
     "cpack --config build/CPackConfig.cmake -B build/packages -G DEB": "package.deb runs it (tests/install/deb_package.sh)",
     "build/bin/live_noise_harness --seeds 1000": "a minute of both cores; live.noise_harness runs the same program at 100 seeds",
-    "build/bin/live_noise_harness --seeds 1000 --noise 0.2,0.3 --steps 200000":
-        "a minute of both cores; live.noise_harness runs the same program at 100 seeds",
-    "RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 build/bin/train_gnmt --model M.pt --steps 60 --socket /tmp/pd.sock &":
-        "a replica group of two processes on a fixed port; Replicas.* (tests/integration/replicas_test.cpp) runs it on a free port",
-    "RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 build/bin/train_gnmt --model M.pt --steps 60 --socket /tmp/pd.sock":
-        "a replica group of two processes on a fixed port; Replicas.* (tests/integration/replicas_test.cpp) runs it on a free port",
+    "build/bin/live_noise_harness --seeds 1000 --noise 0.2,0.3 --steps 200000": "a minute of both cores; live.noise_harness runs the same program at 100 seeds",
+    "RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 build/bin/train_gnmt --model M.pt --steps 60 --socket /tmp/pd.sock &": "a replica group of two processes on a fixed port; Replicas.* (tests/integration/replicas_test.cpp) runs it on a free port",
+    "RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 build/bin/train_gnmt --model M.pt --steps 60 --socket /tmp/pd.sock": "a replica group of two processes on a fixed port; Replicas.* (tests/integration/replicas_test.cpp) runs it on a free port",
     "pip install scikit-build-core": "installs from PyPI; scripts/python-requirements.txt pins it for the tests",
     "pip install --no-build-isolation .": "builds the SDK once more (5 minutes); python.wheel builds and installs "
-        "the same pyproject from an sdist (tests/install/python_wheel.sh)",
+    "the same pyproject from an sdist (tests/install/python_wheel.sh)",
     "pip install --no-build-isolation placement-0.1.0.tar.gz": "python.wheel runs it on an sdist it makes "
-        "(tests/install/python_wheel.sh)",
+    "(tests/install/python_wheel.sh)",
     "python -c 'import placement; print(placement.__version__)'": "python.wheel imports the installed package "
-        "and checks __version__",
-    "apt install ./build/packages/placementd_*.deb":
-        "installs into the system; package.deb_apt_install runs it where that is allowed (CI)",
+    "and checks __version__",
+    "apt install ./build/packages/placementd_*.deb": "installs into the system; package.deb_apt_install runs it where that is allowed (CI)",
 }
 
 # Lines whose optional parts do not combine freely: the concrete forms that run.
@@ -172,10 +161,10 @@ class Sandbox:
             elif word == "<pid>" and self.daemon:
                 word = str(self.daemon.pid)
             elif word.startswith("build/"):
-                word = str(self.build / word[len("build/"):])
+                word = str(self.build / word[len("build/") :])
             elif re.fullmatch(r"[A-Z_]+=build/\S*", word):  # PYTHONPATH=build/python
                 name, path = word.split("=", 1)
-                word = name + "=" + str(self.build / path[len("build/"):])
+                word = name + "=" + str(self.build / path[len("build/") :])
             elif word == ".venv/bin/python":  # the Python whose torch the build links: this one
                 word = sys.executable
             elif word.startswith(("tests/", "etc/", "examples/", "scripts/", "bench/")):
@@ -190,8 +179,9 @@ class Sandbox:
     def run(self, command, timeout=1200):
         if command.endswith("&"):
             return self.start_daemon(command[:-1].strip())
-        result = subprocess.run(command, shell=True, cwd=self.tmp, env=self.env, capture_output=True, text=True,
-                                timeout=timeout)
+        result = subprocess.run(
+            command, shell=True, cwd=self.tmp, env=self.env, capture_output=True, text=True, timeout=timeout
+        )
         if result.returncode != 0:
             return f"exit {result.returncode}\nstdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-3000:]}"
         if "kill -HUP" in command:
@@ -216,8 +206,21 @@ class Sandbox:
         """Job 1, for the lines that show it: a job that attaches and holds its session."""
         hold = self.build / "bin" / "hold_job"
         graph = self.source / "examples" / "graphs" / "two_tower_mlp.json"
-        self.job = subprocess.Popen([str(hold), "--socket", str(self.tmp / "pd.sock"), "--graph", str(graph),
-                                     "--job", "docs", "--reports", "20"], stdout=subprocess.PIPE, text=True)
+        self.job = subprocess.Popen(
+            [
+                str(hold),
+                "--socket",
+                str(self.tmp / "pd.sock"),
+                "--graph",
+                str(graph),
+                "--job",
+                "docs",
+                "--reports",
+                "20",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         line = self.job.stdout.readline()
         return None if line.startswith("ready") else "hold_job did not attach: " + line
 
@@ -241,7 +244,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="pdoc.") as tmp:
         box = Sandbox(source, build, Path(tmp))
         # The daemon lines first: the others talk to it.
-        ordered = sorted(lines, key=lambda l: not l[2].endswith("&"))
+        ordered = sorted(lines, key=lambda line: not line[2].endswith("&"))
         try:
             for doc, number, command in ordered:
                 if command in SKIPPED:
@@ -250,7 +253,11 @@ def main():
                     continue
                 for variant in variants(command):
                     if "P.json" in variant and not (Path(tmp) / "best.json").exists():
-                        box.run(box.concrete("placementctl optimize --graph G.json --devices TOPO.toml --budget 20 --out P.json"))
+                        box.run(
+                            box.concrete(
+                                "placementctl optimize --graph G.json --devices TOPO.toml --budget 20 --out P.json"
+                            )
+                        )
                     concrete = box.concrete(variant)
                     print(f"run  {doc}:{number}: {variant}", flush=True)
                     started = time.monotonic()

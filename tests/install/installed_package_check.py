@@ -24,5 +24,7 @@ with placement.attach("installed", model, (x,), use_daemon=False) as job:
     optimizer = torch.optim.AdamW(job.parameters(), lr=0.1)
     losses = [job.step((x,), lambda out: out.pow(2).mean(), optimizer).item() for _ in range(10)]
 assert losses[-1] < losses[0], losses
-print(f"placement {placement.__version__} installed at {placement.__file__} trained: "
-      f"loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+print(
+    f"placement {placement.__version__} installed at {placement.__file__} trained: "
+    f"loss {losses[0]:.4f} -> {losses[-1]:.4f}"
+)

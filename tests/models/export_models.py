@@ -27,6 +27,7 @@ the models the unit tests use are exported, the damaged files the error tests re
 (broken_*.pt2; hf_gpt2_float64_embedding.pt2, its embedding's output recorded as float64), and
 hf_gpt2 exported on the meta device (hf_gpt2_meta.pt2: shapes, no weights).
 """
+
 import copy
 import io
 import json
@@ -58,8 +59,11 @@ MODELS = {
     "mobilenet_v3_small": (lambda: make_models.torchvision_model("mobilenet_v3_small"), [[4, 3, 64, 64]], "float32"),
     # Without its auxiliary heads: in train mode they come back in a namedtuple that
     # torch.export.save cannot write unregistered (the Python SDK registers it; test_export.py).
-    "googlenet": (lambda: make_models.torchvision_model("googlenet", aux_logits=False, init_weights=False),
-                  [[2, 3, 64, 64]], "float32"),
+    "googlenet": (
+        lambda: make_models.torchvision_model("googlenet", aux_logits=False, init_weights=False),
+        [[2, 3, 64, 64]],
+        "float32",
+    ),
     "densenet121": (lambda: make_models.torchvision_model("densenet121"), [[4, 3, 32, 32]], "float32"),
     "hf_gpt2": make_models.MODELS["hf_gpt2"],
     "hf_bert": make_models.MODELS["hf_bert"],
@@ -88,8 +92,11 @@ def inputs_for(shapes, dtype):
 
 
 def loss_of(outputs):
-    terms = [t.float().pow(2).mean() for t in pytree.tree_leaves(outputs)
-             if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    terms = [
+        t.float().pow(2).mean()
+        for t in pytree.tree_leaves(outputs)
+        if isinstance(t, torch.Tensor) and t.is_floating_point()
+    ]
     loss = terms[0]
     for t in terms[1:]:
         loss = loss + t
@@ -144,13 +151,19 @@ def export(name, out_dir, reference=True):
         source = "eager"
 
     blob = io.BytesIO()
+
     def put(tensor):
         offset = blob.tell()
         data = tensor.detach().contiguous().cpu().reshape(-1)
         shape = list(tensor.shape)
         blob.write(data.view(torch.uint8).numpy().tobytes() if data.numel() else b"")
-        return {"shape": shape, "dtype": str(data.dtype).replace("torch.", ""), "offset": offset,
-                "bytes": blob.tell() - offset}
+        return {
+            "shape": shape,
+            "dtype": str(data.dtype).replace("torch.", ""),
+            "offset": offset,
+            "bytes": blob.tell() - offset,
+        }
+
     record = {
         "steps": STEPS,
         "reference": source,
@@ -192,7 +205,7 @@ def broken(out_dir):
 
     def weight_past_its_payload(config):
         meta = config["config"]["layer1.weight"]["tensor_meta"]
-        meta["strides"][0] = {"as_int": 2 ** 62}  # the last element far beyond the stored bytes
+        meta["strides"][0] = {"as_int": 2**62}  # the last element far beyond the stored bytes
         return config
 
     # The token embedding has no meta kernel in a C++ process: at the recorded example, capture
@@ -205,10 +218,17 @@ def broken(out_dir):
                 return program
         raise SystemExit("hf_gpt2 has no embedding")
 
-    rewrite(os.path.join(out_dir, "hf_gpt2.pt2"), os.path.join(out_dir, "hf_gpt2_float64_embedding.pt2"),
-            embedding_recorded_float64)
-    rewrite(good, os.path.join(out_dir, "broken_weight.pt2"), weight_past_its_payload,
-            record="data/weights/model_weights_config.json")
+    rewrite(
+        os.path.join(out_dir, "hf_gpt2.pt2"),
+        os.path.join(out_dir, "hf_gpt2_float64_embedding.pt2"),
+        embedding_recorded_float64,
+    )
+    rewrite(
+        good,
+        os.path.join(out_dir, "broken_weight.pt2"),
+        weight_past_its_payload,
+        record="data/weights/model_weights_config.json",
+    )
     rewrite(good, os.path.join(out_dir, "broken_schema.pt2"), newer_schema)
     rewrite(good, os.path.join(out_dir, "broken_op.pt2"), unknown_op)
     with open(good, "rb") as f:

@@ -30,6 +30,7 @@ The recurrent models are written with one module per layer (a traced nn.LSTM(num
 fused op), and GNMT also in an unrolled variant (one LSTMCell call per layer and time step), which
 is what the papers' TensorFlow graphs were.
 """
+
 import argparse
 import json
 import os
@@ -224,20 +225,37 @@ def hf_model(name):
     transformers.logging.set_verbosity_error()
     vocab, tokens = 128, dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
     if name == "bert":
-        config = transformers.BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                         intermediate_size=64, max_position_embeddings=64, pad_token_id=0)
+        config = transformers.BertConfig(
+            vocab_size=vocab,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=64,
+            pad_token_id=0,
+        )
         return transformers.BertForMaskedLM(config)
     if name == "gpt2_xl":  # GPT-2 XL's shape: 48 layers, hidden 1600, 25 heads, 1.56e9 parameters
-        config = transformers.GPT2Config(vocab_size=50257, n_embd=1600, n_layer=48, n_head=25, n_positions=1024,
-                                         use_cache=False)
+        config = transformers.GPT2Config(
+            vocab_size=50257, n_embd=1600, n_layer=48, n_head=25, n_positions=1024, use_cache=False
+        )
         return transformers.GPT2LMHeadModel(config)
     if name == "gpt2":
-        config = transformers.GPT2Config(vocab_size=vocab, n_embd=32, n_layer=2, n_head=2, n_positions=64,
-                                         use_cache=False, **tokens)
+        config = transformers.GPT2Config(
+            vocab_size=vocab, n_embd=32, n_layer=2, n_head=2, n_positions=64, use_cache=False, **tokens
+        )
         return transformers.GPT2LMHeadModel(config)
-    config = transformers.LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                                      use_cache=False, **tokens)
+    config = transformers.LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        use_cache=False,
+        **tokens,
+    )
     return transformers.LlamaForCausalLM(config)
 
 
@@ -258,15 +276,22 @@ MODELS = {
     "gnmt_example": (lambda: Gnmt(vocab=1000, hidden=128, layers=4), [[16, 20], [16, 20]], "int64"),
     "inception_example": (InceptionNet, [[16, 3, 32, 32]], "float32"),
     # The benchmark models at the papers' sizes (made on demand, not by the unit tests).
-    "inception_v3": (lambda: torchvision_model("inception_v3", aux_logits=False, init_weights=False), [[1, 3, 299, 299]], "float32"),
+    "inception_v3": (
+        lambda: torchvision_model("inception_v3", aux_logits=False, init_weights=False),
+        [[1, 3, 299, 299]],
+        "float32",
+    ),
     "resnet50": (lambda: torchvision_model("resnet50"), [[1, 3, 224, 224]], "float32"),
     "gnmt4": (lambda: Gnmt(vocab=32000, hidden=1024, layers=4), [[1, 40], [1, 40]], "int64"),
     "gnmt4_unrolled": (lambda: Gnmt(vocab=32000, hidden=1024, layers=4, unrolled=True), [[1, 40], [1, 40]], "int64"),
     "rnnlm": (lambda: RnnLm(vocab=10000, hidden=2048, layers=2), [[1, 40]], "int64"),
     "bert_base": (lambda: Bert(), [[1, 128]], "int64"),
     # GPU-bound batches for the engine overhead on a GPU (issue #3; scripts/gpu-run.sh).
-    "inception_v3_bs32": (lambda: torchvision_model("inception_v3", aux_logits=False, init_weights=False),
-                          [[32, 3, 299, 299]], "float32"),
+    "inception_v3_bs32": (
+        lambda: torchvision_model("inception_v3", aux_logits=False, init_weights=False),
+        [[32, 3, 299, 299]],
+        "float32",
+    ),
     "resnet50_bs64": (lambda: torchvision_model("resnet50"), [[64, 3, 224, 224]], "float32"),
     "gnmt4_bs256": (lambda: Gnmt(vocab=32000, hidden=1024, layers=4), [[256, 40], [256, 40]], "int64"),
     # The cost model's H100 calibration points (issue #17): BERT-base pre-training, bs 24, seq 384.
@@ -274,19 +299,38 @@ MODELS = {
     # The papers' models at the papers' batch sizes, for the cost model (tests/data/graphs/papers,
     # scripts/make-graph-data.sh --papers): with inception_v3, inception_v3_bs32 and resnet50_bs64.
     "gnmt4_bs128": (lambda: Gnmt(vocab=32000, hidden=1024, layers=4), [[128, 50], [128, 50]], "int64"),
-    "gnmt4_unrolled_bs128": (lambda: Gnmt(vocab=32000, hidden=1024, layers=4, unrolled=True), [[128, 50], [128, 50]],
-                             "int64"),
+    "gnmt4_unrolled_bs128": (
+        lambda: Gnmt(vocab=32000, hidden=1024, layers=4, unrolled=True),
+        [[128, 50], [128, 50]],
+        "int64",
+    ),
     "gnmt8_bs256": (lambda: Gnmt(vocab=32000, hidden=1024, layers=8), [[256, 50], [256, 50]], "int64"),
-    "gnmt8_unrolled_bs256": (lambda: Gnmt(vocab=32000, hidden=1024, layers=8, unrolled=True), [[256, 50], [256, 50]],
-                             "int64"),
+    "gnmt8_unrolled_bs256": (
+        lambda: Gnmt(vocab=32000, hidden=1024, layers=8, unrolled=True),
+        [[256, 50], [256, 50]],
+        "int64",
+    ),
     "rnnlm_bs64": (lambda: RnnLm(vocab=10000, hidden=2048, layers=2), [[64, 40]], "int64"),
     "bert_large_mlm_bs24": (lambda: BertMlm(hidden=1024, layers=24, heads=16), [[24, 384]], "int64"),
     # Two that do not fit one 80 GiB GPU with Adam: placement is needed at all.
     "gnmt8_vocab1m_bs256": (lambda: Gnmt(vocab=1000000, hidden=1024, layers=8), [[256, 50], [256, 50]], "int64"),
     "gpt2_xl_bs8": (lambda: hf_model("gpt2_xl"), [[8, 1024]], "int64"),
 }
-SMALL = ["mlp", "two_tower", "gnmt_small", "gnmt_small_unrolled", "rnnlm_small", "bert_small", "resnet18",
-         "control_flow", "gnmt_example", "inception_example", "hf_bert", "hf_gpt2", "hf_llama"]
+SMALL = [
+    "mlp",
+    "two_tower",
+    "gnmt_small",
+    "gnmt_small_unrolled",
+    "rnnlm_small",
+    "bert_small",
+    "resnet18",
+    "control_flow",
+    "gnmt_example",
+    "inception_example",
+    "hf_bert",
+    "hf_gpt2",
+    "hf_llama",
+]
 SCRIPTED = {"control_flow"}
 
 
@@ -340,12 +384,19 @@ def make(name, out_dir, device="cpu", formats=("torchscript",)):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     usage="%(prog)s [--device DEVICE] [--format FORMAT] OUT_DIR [NAME ...]")
+    parser = argparse.ArgumentParser(
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="%(prog)s [--device DEVICE] [--format FORMAT] OUT_DIR [NAME ...]",
+    )
     parser.add_argument("--device", default="cpu", help="where the models are built and traced (default cpu)")
-    parser.add_argument("--format", choices=["torchscript", "export", "both"], default="torchscript",
-                        help="NAME.pt (torchscript, the default), NAME.pt2 (export) or both; a model with "
-                             "data-dependent control flow (control_flow) is scripted whatever is asked")
+    parser.add_argument(
+        "--format",
+        choices=["torchscript", "export", "both"],
+        default="torchscript",
+        help="NAME.pt (torchscript, the default), NAME.pt2 (export) or both; a model with "
+        "data-dependent control flow (control_flow) is scripted whatever is asked",
+    )
     parser.add_argument("out_dir", metavar="OUT_DIR")
     parser.add_argument("names", metavar="NAME", nargs="*", help=f"default: {' '.join(SMALL)}")
     args = parser.parse_args()

@@ -25,7 +25,7 @@ class Daemon:
 socket = "{self.socket}"
 state_dir = "{directory}/state"
 [plugins]
-dirs = ["{os.environ['PLACEMENT_PLUGIN_DIR']}"]
+dirs = ["{os.environ["PLACEMENT_PLUGIN_DIR"]}"]
 [logging]
 level = "info"
 [policy]
@@ -42,14 +42,18 @@ max_overhead_fraction = 0.5
         self.process = None
 
     def start(self):
-        self.process = subprocess.Popen([os.environ["PLACEMENTD_BIN"], "--config", self.config],
-                                        stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(
+            [os.environ["PLACEMENTD_BIN"], "--config", self.config],
+            stdout=open(self.log_path, "ab"),
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"placementd exited with {self.process.returncode}:\n{self.log()}")
-            status = subprocess.run([os.environ["PLACEMENTCTL_BIN"], "--socket", self.socket, "status"],
-                                    capture_output=True)
+            status = subprocess.run(
+                [os.environ["PLACEMENTCTL_BIN"], "--socket", self.socket, "status"], capture_output=True
+            )
             if status.returncode == 0:
                 return
             time.sleep(0.05)

@@ -13,18 +13,47 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "python"
 # Small enough for seconds a run on a 2-core machine; the defaults are the examples' real sizes.
 TINY = {
-    "train_lm.py": ["--batch", "4", "--context", "16", "--vocab", "64", "--width", "32", "--heads", "2",
-                    "--layers", "2"],
+    "train_lm.py": [
+        "--batch",
+        "4",
+        "--context",
+        "16",
+        "--vocab",
+        "64",
+        "--width",
+        "32",
+        "--heads",
+        "2",
+        "--layers",
+        "2",
+    ],
     "train_resnet.py": ["--batch", "2", "--image-size", "32", "--classes", "10"],
-    "train_hf.py": ["--batch", "2", "--context", "16", "--vocab", "64", "--width", "32", "--heads", "2",
-                    "--layers", "2"],
+    "train_hf.py": [
+        "--batch",
+        "2",
+        "--context",
+        "16",
+        "--vocab",
+        "64",
+        "--width",
+        "32",
+        "--heads",
+        "2",
+        "--layers",
+        "2",
+    ],
 }
 
 
 def run(script, *args, timeout=300):
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, str(EXAMPLES / script), *TINY[script], *args], env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(EXAMPLES / script), *TINY[script], *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def swaps(stdout):
@@ -35,8 +64,17 @@ def swaps(stdout):
 
 @pytest.mark.parametrize("script,steps", [("train_lm.py", 80), ("train_resnet.py", 40), ("train_hf.py", 40)])
 def test_an_example_trains_alike_with_placementd_swapping_and_without_it(daemon, tmp_path, script, steps):
-    live = run(script, "--steps", str(steps), "--log-every", "20", "--socket", daemon.socket,
-               "--losses", str(tmp_path / "live"))
+    live = run(
+        script,
+        "--steps",
+        str(steps),
+        "--log-every",
+        "20",
+        "--socket",
+        daemon.socket,
+        "--losses",
+        str(tmp_path / "live"),
+    )
     assert live.returncode == 0, live.stderr + live.stdout
     assert re.search(r"placementd session \d+", live.stdout), live.stdout
     assert swaps(live.stdout) >= 1, live.stdout + daemon.log()
@@ -51,15 +89,29 @@ def test_an_example_trains_alike_with_placementd_swapping_and_without_it(daemon,
 
 @pytest.mark.parametrize("model", ["gpt2", "llama"])
 def test_the_hugging_face_example_trains_a_stock_model_under_its_schedule_and_says_what_it_got(daemon, model):
-    result = run("train_hf.py", "--model", model, "--steps", "30", "--log-every", "5", "--warmup", "10",
-                 "--lr", "1e-2", "--socket", daemon.socket)
+    result = run(
+        "train_hf.py",
+        "--model",
+        model,
+        "--steps",
+        "30",
+        "--log-every",
+        "5",
+        "--warmup",
+        "10",
+        "--lr",
+        "1e-2",
+        "--socket",
+        daemon.socket,
+    )
     assert result.returncode == 0, result.stderr + result.stdout
     lrs = [float(x) for x in re.findall(r" lr (\d\.\d+e[-+]\d+) ", result.stdout)]
     assert len(lrs) == 6, result.stdout
     assert lrs[0] < lrs[1] and lrs[2:] == sorted(lrs[2:], reverse=True), lrs  # warm-up, then decay
     # 30 expected steps are too few for the fixture's exploration to finish: the job is told.
-    assert re.search(r"^placementd said at attach +exploration takes at least 52 steps", result.stdout, re.M), \
+    assert re.search(r"^placementd said at attach +exploration takes at least 52 steps", result.stdout, re.M), (
         result.stdout
+    )
     assert "UserWarning: placementd: exploration takes at least 52 steps" in result.stderr, result.stderr
     for label in ("realized speed-up", "best vs start", "time off the best", "placement in force", "exploration"):
         assert re.search(rf"^{label} +\S", result.stdout, re.M), result.stdout
@@ -89,19 +141,27 @@ def test_bad_options_are_one_line_errors():
     assert device.stderr.startswith("train_resnet.py: ") and len(device.stderr.strip().splitlines()) == 1, device.stderr
 
 
-@pytest.mark.parametrize("program", [EXAMPLES / "train_lm.py", EXAMPLES / "train_resnet.py", EXAMPLES / "train_hf.py",
-                                     EXAMPLES.parents[1] / "bench" / "python" / "step_overhead.py",
-                                     EXAMPLES.parents[1] / "bench" / "python" / "replicas_bench.py",
-                                     EXAMPLES.parents[1] / "bench" / "python" / "offload_bench.py",
-                                     EXAMPLES.parents[1] / "bench" / "python" / "zoo_overhead.py"])
+@pytest.mark.parametrize(
+    "program",
+    [
+        EXAMPLES / "train_lm.py",
+        EXAMPLES / "train_resnet.py",
+        EXAMPLES / "train_hf.py",
+        EXAMPLES.parents[1] / "bench" / "python" / "step_overhead.py",
+        EXAMPLES.parents[1] / "bench" / "python" / "replicas_bench.py",
+        EXAMPLES.parents[1] / "bench" / "python" / "offload_bench.py",
+        EXAMPLES.parents[1] / "bench" / "python" / "zoo_overhead.py",
+    ],
+)
 def test_a_program_keeps_the_projects_command_line_conventions(program):
     """As tests/scripts/help_test.sh checks for the C++ programs: --help is a usage on stdout and
     status 0; an unknown option is status 2 and named on stderr."""
     for flag in ("--help", "-h"):
         shown = subprocess.run([sys.executable, str(program), flag], capture_output=True, text=True, timeout=60)
         assert shown.returncode == 0 and "usage" in shown.stdout.lower(), shown.stderr
-    wrong = subprocess.run([sys.executable, str(program), "--no-such-option"], capture_output=True, text=True,
-                           timeout=60)
+    wrong = subprocess.run(
+        [sys.executable, str(program), "--no-such-option"], capture_output=True, text=True, timeout=60
+    )
     assert wrong.returncode == 2 and "--no-such-option" in wrong.stderr, wrong.stderr
 
 
@@ -112,10 +172,19 @@ def test_an_example_under_torchruns_environment_trains_as_replicas_that_agree(da
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(os.environ, OMP_NUM_THREADS="1", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    command = [sys.executable, str(EXAMPLES / "train_lm.py"), *TINY["train_lm.py"], "--steps", "40", "--socket",
-               daemon.socket]
-    ranks = [subprocess.Popen(command, env=dict(env, RANK=str(r)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for r in range(2)]
+    command = [
+        sys.executable,
+        str(EXAMPLES / "train_lm.py"),
+        *TINY["train_lm.py"],
+        "--steps",
+        "40",
+        "--socket",
+        daemon.socket,
+    ]
+    ranks = [
+        subprocess.Popen(command, env=dict(env, RANK=str(r)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for r in range(2)
+    ]
     digests, ranks_out = [], []
     for r, p in enumerate(ranks):
         out, err = p.communicate(timeout=300)

@@ -53,7 +53,9 @@ def batch(name, step, smaller=False):
 
 def loss_of(outputs):
     """The floating outputs' t.float().pow(2).mean(), summed in the outputs' own order."""
-    terms = [t.float().pow(2).mean() for t in pytree.tree_leaves(outputs) if torch.is_tensor(t) and t.is_floating_point()]
+    terms = [
+        t.float().pow(2).mean() for t in pytree.tree_leaves(outputs) if torch.is_tensor(t) and t.is_floating_point()
+    ]
     return sum(terms[1:], terms[0])
 
 
@@ -86,8 +88,9 @@ def test_models_train_bitwise_as_eager_pytorch_under_adam_while_placementd_swaps
     model = build(name)
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)
-        job = placement.attach(f"py-export-{name}", model, batch(name, 0), devices=DEVICES, socket=daemon.socket,
-                               reconnect_interval_ms=100)
+        job = placement.attach(
+            f"py-export-{name}", model, batch(name, 0), devices=DEVICES, socket=daemon.socket, reconnect_interval_ms=100
+        )
     assert [p is q for p, q in zip(job.parameters(), model.parameters())] == [True] * len(list(model.parameters()))
     optimizer = torch.optim.Adam(job.parameters(), lr=1e-3)
     torch.manual_seed(1)
@@ -122,8 +125,14 @@ def test_outputs_keep_the_models_structure_and_kwargs_are_taken():
     torch.manual_seed(0)
     model = Pair()
     x = torch.randn(5, 8)
-    job = placement.attach("py-structure", model, (x,), example_kwargs={"scale": torch.tensor(2.0), "double": True},
-                           devices=DEVICES, use_daemon=False)
+    job = placement.attach(
+        "py-structure",
+        model,
+        (x,),
+        example_kwargs={"scale": torch.tensor(2.0), "double": True},
+        devices=DEVICES,
+        use_daemon=False,
+    )
     seen = []
 
     def loss(out):
@@ -151,8 +160,9 @@ def test_an_attention_mask_that_masks_nothing_is_left_out():
     import transformers
 
     torch.manual_seed(0)
-    config = transformers.BertConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64,
-                                     vocab_size=100)
+    config = transformers.BertConfig(
+        num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64, vocab_size=100
+    )
     model = transformers.BertForMaskedLM(config).train()
     kinds = [op["kind"] for op in placement.capture(model, (torch.randint(0, 100, (2, 16)),))["ops"]]
     assert kinds.count("aten::scaled_dot_product_attention") == 2
@@ -192,8 +202,9 @@ def test_a_model_export_cannot_take_is_a_capture_error_that_says_what_to_do(capf
 def test_the_torchscript_front_end_is_kept():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
-    job = placement.attach("py-ts", model, (torch.randn(2, 4),), devices=DEVICES, use_daemon=False,
-                           frontend="torchscript")
+    job = placement.attach(
+        "py-ts", model, (torch.randn(2, 4),), devices=DEVICES, use_daemon=False, frontend="torchscript"
+    )
     assert isinstance(job.module, torch.jit.ScriptModule)
     with pytest.raises(ValueError, match="frontend is 'export' or 'torchscript'"):
         placement.attach("py-bad", model, (torch.randn(2, 4),), use_daemon=False, frontend="onnx")

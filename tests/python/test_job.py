@@ -22,8 +22,16 @@ DEVICES = ["cpu:0", "cpu:1"]
 def start(name, socket=None, use_daemon=True, **options):
     torch.manual_seed(0)
     model = Mlp()
-    job = placement.attach(name, model, (batch(0)[0],), devices=DEVICES, socket=socket, use_daemon=use_daemon,
-                           reconnect_interval_ms=100, **options)
+    job = placement.attach(
+        name,
+        model,
+        (batch(0)[0],),
+        devices=DEVICES,
+        socket=socket,
+        use_daemon=use_daemon,
+        reconnect_interval_ms=100,
+        **options,
+    )
     return model, job, torch.optim.Adam(job.parameters(), lr=1e-2)
 
 
@@ -58,8 +66,9 @@ def train_until_swapped(job, optimizer, swaps, min_steps=60, seconds=30):
 
 def test_training_with_placementd_swapping_is_bitwise_training_without_it(daemon):
     model, job, optimizer = start("py-bitwise", daemon.socket)
-    assert [p is q for p, q in zip(job.parameters(), model.parameters())] == [True] * 6, \
+    assert [p is q for p, q in zip(job.parameters(), model.parameters())] == [True] * 6, (
         "the job trains the module's own parameter tensors"
+    )
     losses = train_until_swapped(job, optimizer, swaps=3)
     stats = job.stats()
     summary = job.summary()
@@ -173,6 +182,7 @@ def test_a_loss_function_that_raises_reaches_the_caller_and_the_job_trains_on(da
             def broken(out):
                 calls[type(error)] = calls.get(type(error), 0) + 1
                 raise error
+
             before = job.stats()["retried_steps"]
             with pytest.raises(type(error)):
                 job.step((x,), broken, optimizer)
@@ -209,8 +219,9 @@ class NormedMlp(torch.nn.Module):
 def test_a_step_retried_after_a_candidate_runs_out_of_memory_changes_buffers_and_dropout_once(daemon):
     torch.manual_seed(0)
     model = NormedMlp()
-    job = placement.attach("py-retry", model, (batch(0)[0],), devices=DEVICES, socket=daemon.socket,
-                           reconnect_interval_ms=100)
+    job = placement.attach(
+        "py-retry", model, (batch(0)[0],), devices=DEVICES, socket=daemon.socket, reconnect_interval_ms=100
+    )
     optimizer = torch.optim.Adam(job.parameters(), lr=1e-2)
 
     def loss_fn(y):
@@ -219,6 +230,7 @@ def test_a_step_retried_after_a_candidate_runs_out_of_memory_changes_buffers_and
             if job.stats()["placement_id"] != 0 and job.placement[-1] == 1:
                 raise torch.OutOfMemoryError("injected: cpu:1 is full")
             return ((out - y) ** 2).mean()
+
         return loss
 
     torch.manual_seed(1)  # dropout's masks from here on
@@ -288,14 +300,16 @@ def test_an_update_that_fails_under_a_candidate_is_undone_and_each_batch_trains_
 
 
 def test_an_update_during_the_backward_that_fails_under_a_candidate_is_undone_and_each_batch_trains_once(
-        daemon, monkeypatch):
+    daemon, monkeypatch
+):
     """Every parameter lives on cpu:0: under placementd's candidates that run ops on cpu:1, those
     ops read it through a copy there and it is updated on cpu:0 while the backward goes on, in
     batches saved first. Every other such batch runs out of memory after updating: every batch of
     that step is put back and the step runs again on the last good placement, so training is bit
     for bit a plain loop's."""
-    model, job, optimizer = start("py-overlap", daemon.socket, profile_steps=0,
-                                  residence={"parameters": {"": ("cpu:0", "stream")}})
+    model, job, optimizer = start(
+        "py-overlap", daemon.socket, profile_steps=0, residence={"parameters": {"": ("cpu:0", "stream")}}
+    )
     step_parameters = placement._TorchOptim.step_parameters
     calls = []
 
@@ -410,8 +424,7 @@ def test_the_pinned_pool_takes_placementds_budget_and_a_job_may_only_lower_it():
             for asked, budget in ((0, 32 << 20), (8 << 20, 8 << 20), (64 << 20, 32 << 20)):
                 model = Mlp()
                 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-                job = placement.attach(f"pinned-{asked}", model, batch(0)[0], socket=d.socket,
-                                       host_pinned_bytes=asked)
+                job = placement.attach(f"pinned-{asked}", model, batch(0)[0], socket=d.socket, host_pinned_bytes=asked)
                 x, y = batch(1)
                 job.step(x, mse_to(y), optimizer)
                 stats = job.stats()

@@ -20,8 +20,9 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 
 def placementctl(daemon, *args):
-    result = subprocess.run([os.environ["PLACEMENTCTL_BIN"], "--socket", daemon.socket, *args], capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run(
+        [os.environ["PLACEMENTCTL_BIN"], "--socket", daemon.socket, *args], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -36,8 +37,14 @@ def trained_job(daemon):
     for attempt in range(3):
         torch.manual_seed(0)
         model = torch.nn.Sequential(Mlp(), *[torch.nn.Tanh() for _ in range(attempt)])
-        job = placement.attach(f"py-plot-{attempt}", model, (batch(0)[0],), devices=["cpu:0", "cpu:1"],
-                               socket=daemon.socket, reconnect_interval_ms=100)
+        job = placement.attach(
+            f"py-plot-{attempt}",
+            model,
+            (batch(0)[0],),
+            devices=["cpu:0", "cpu:1"],
+            socket=daemon.socket,
+            reconnect_interval_ms=100,
+        )
         optimizer = torch.optim.Adam(job.parameters(), lr=1e-2)
         steps, deadline, shown = 0, time.monotonic() + 150, {}
         while steps < 150 or time.monotonic() < deadline:

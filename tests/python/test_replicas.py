@@ -45,14 +45,27 @@ def free_port():
 
 def group_env():
     """torchrun's environment for a group of two on 127.0.0.1, with conftest importable."""
-    return dict(os.environ, WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
-                PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), os.environ["PYTHONPATH"]]))
+    return dict(
+        os.environ,
+        WORLD_SIZE="2",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(free_port()),
+        PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), os.environ["PYTHONPATH"]]),
+    )
 
 
 def run_ranks(script, args_of_rank, env):
     """Runs both ranks of `script` (its arguments: args_of_rank(rank)); their outputs, once each exited 0."""
-    ranks = [subprocess.Popen([sys.executable, str(script), *args_of_rank(rank)], env=dict(env, RANK=str(rank)),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(2)]
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, str(script), *args_of_rank(rank)],
+            env=dict(env, RANK=str(rank)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(2)
+    ]
     try:
         ended = [p.communicate(timeout=120) for p in ranks]
     finally:
@@ -66,8 +79,12 @@ def run_ranks(script, args_of_rank, env):
 def test_two_python_replicas_follow_rank_zeros_placements_and_end_equal(daemon, tmp_path):
     (tmp_path / "replica.py").write_text(SCRIPT)
     env = group_env()
-    results = [out.split() for out in run_ranks(
-        tmp_path / "replica.py", lambda rank: [str(rank), daemon.socket, str(tmp_path / f"rank{rank}.pt")], env)]
+    results = [
+        out.split()
+        for out in run_ranks(
+            tmp_path / "replica.py", lambda rank: [str(rank), daemon.socket, str(tmp_path / f"rank{rank}.pt")], env
+        )
+    ]
     assert [r[:2] for r in results] == [["0", "2"], ["1", "2"]]
     assert results[0][2] == results[1][2], "the replicas' parameters differ"
     assert results[0][3] == results[1][3], "the ranks ran different placements"
@@ -75,8 +92,13 @@ def test_two_python_replicas_follow_rank_zeros_placements_and_end_equal(daemon, 
     # Averaged gradients of two half batches are the gradient of the whole batch: one process on
     # the concatenated batches ends where the group does, to rounding.
     single_env = {k: v for k, v in env.items() if k not in ("WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
-    single = subprocess.run([sys.executable, str(tmp_path / "replica.py"), "single", daemon.socket,
-                             str(tmp_path / "single.pt")], env=single_env, capture_output=True, text=True, timeout=120)
+    single = subprocess.run(
+        [sys.executable, str(tmp_path / "replica.py"), "single", daemon.socket, str(tmp_path / "single.pt")],
+        env=single_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert single.returncode == 0, single.stderr
     assert single.stdout.split()[:2] == ["0", "1"]
     for group, alone in zip(torch.load(tmp_path / "rank0.pt"), torch.load(tmp_path / "single.pt")):
@@ -111,8 +133,16 @@ def test_a_parameter_no_rank_reached_is_left_alone_as_in_one_process(tmp_path):
     """AdamW's weight decay would move it, were its gradient made zeros: one process skips it."""
     (tmp_path / "unused.py").write_text(UNUSED)
     env = dict(os.environ, WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
-    ranks = [subprocess.Popen([sys.executable, str(tmp_path / "unused.py")], env=dict(env, RANK=str(rank)),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(2)]
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, str(tmp_path / "unused.py")],
+            env=dict(env, RANK=str(rank)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(2)
+    ]
     for p in ranks:
         out, err = p.communicate(timeout=120)
         assert p.returncode == 0, err
@@ -130,9 +160,16 @@ def test_ranks_with_other_cuda_collectives_refuse_to_start_and_say_why(tmp_path)
     """They would wait for each other in different collectives on a GPU: both fail at once."""
     (tmp_path / "mismatch.py").write_text(MISMATCHED)
     env = dict(os.environ, WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
-    ranks = [subprocess.Popen([sys.executable, str(tmp_path / "mismatch.py"), choice], env=dict(env, RANK=str(rank)),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for rank, choice in enumerate(["auto", "gloo"])]
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, str(tmp_path / "mismatch.py"), choice],
+            env=dict(env, RANK=str(rank)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank, choice in enumerate(["auto", "gloo"])
+    ]
     for rank, p in enumerate(ranks):
         _, err = p.communicate(timeout=120)
         assert p.returncode != 0
@@ -173,16 +210,24 @@ print(json.dumps({"rank": rank, "caught": caught, "steps": stats["steps"], "retr
 
 def test_a_loss_function_that_fails_on_one_rank_ends_that_step_on_every_rank_unretried(daemon, tmp_path):
     (tmp_path / "loss_bug.py").write_text(LOSS_BUG)
-    results = [json.loads(out.strip().splitlines()[-1])
-               for out in run_ranks(tmp_path / "loss_bug.py", lambda rank: [daemon.socket], group_env())]
+    results = [
+        json.loads(out.strip().splitlines()[-1])
+        for out in run_ranks(tmp_path / "loss_bug.py", lambda rank: [daemon.socket], group_env())
+    ]
     assert results[1]["caught"] == [[5, "ValueError", "a bug in rank 1's loss function"]]
     assert results[0]["caught"] == [[5, "RuntimeError", "the loss function failed on rank 1"]]
     for r in results:
         assert r["retried"] == 0, r  # not the placement's failure: nothing retried
     assert results[0]["digest"] == results[1]["digest"], "the ranks parted after the failed step"
     # placementd counted no failing step against its placements.
-    jobs = json.loads(subprocess.run([os.environ["PLACEMENTCTL_BIN"], "jobs", "--finished", "--json", "--socket",
-                                      daemon.socket], capture_output=True, text=True, check=True).stdout)
+    jobs = json.loads(
+        subprocess.run(
+            [os.environ["PLACEMENTCTL_BIN"], "jobs", "--finished", "--json", "--socket", daemon.socket],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
     assert [j["failed_steps"] for j in jobs] == [0, 0], jobs
 
 
@@ -225,8 +270,12 @@ print(json.dumps({"rank": rank, "failures": FullDeviceAdam.failures, "steps": st
 
 def test_an_update_that_fails_on_one_rank_is_undone_on_every_rank_and_retried(daemon, tmp_path):
     (tmp_path / "update_fails.py").write_text(UPDATE_FAILS)
-    results = [json.loads(out.strip().splitlines()[-1]) for out in run_ranks(
-        tmp_path / "update_fails.py", lambda rank: [daemon.socket, str(tmp_path / f"rank{rank}.pt")], group_env())]
+    results = [
+        json.loads(out.strip().splitlines()[-1])
+        for out in run_ranks(
+            tmp_path / "update_fails.py", lambda rank: [daemon.socket, str(tmp_path / f"rank{rank}.pt")], group_env()
+        )
+    ]
     assert results[1]["failures"] > 0, "no candidate put the last op on cpu:1\n" + daemon.log()
     assert results[0]["failures"] == 0
     for r in results:

@@ -25,8 +25,12 @@ MODELS = {
     "resnet18": (make_models.MODELS["resnet18"][0], [[2, 3, 32, 32]], "float32"),
 }
 # The modules whose children are the blocks a recompute checkpoints one by one.
-STACKS = {"hf_gpt2": ["transformer.h"], "hf_bert": ["bert.encoder.layer"], "hf_llama": ["model.layers"],
-          "resnet18": ["layer1", "layer2", "layer3", "layer4"]}
+STACKS = {
+    "hf_gpt2": ["transformer.h"],
+    "hf_bert": ["bert.encoder.layer"],
+    "hf_llama": ["model.layers"],
+    "resnet18": ["layer1", "layer2", "layer3", "layer4"],
+}
 # transformers' Llama exports a graph that PyTorch itself trains 1-2 ulp away from the eager
 # module after a dozen steps (test_export.py): its reference is that graph run by PyTorch.
 EXPORTED_REFERENCE = {"hf_llama"}
@@ -115,8 +119,15 @@ def test_each_plan_trains_bitwise_as_eager_pytorch_within_a_limit_the_model_does
     limit = state_bytes(reference) - 1
     for plan, residence in plans(name, build(name)).items():
         model = build(name)
-        job = placement.attach(f"residence-{name}", model, batch(name, 0), devices=["cpu:0", "cpu:1"],
-                               use_daemon=False, memory_limit_bytes=[limit, 0], residence=residence)
+        job = placement.attach(
+            f"residence-{name}",
+            model,
+            batch(name, 0),
+            devices=["cpu:0", "cpu:1"],
+            use_daemon=False,
+            memory_limit_bytes=[limit, 0],
+            residence=residence,
+        )
         optimizer = torch.optim.Adam(job.parameters(), lr=1e-3)
         torch.manual_seed(1)
         losses, peak = [], 0
@@ -147,13 +158,21 @@ class _MyAdam(torch.optim.Adam):
     """A subclass: job.step cannot know its step() updates each parameter alone."""
 
 
-@pytest.mark.parametrize("make, overlapped", [
-    (lambda ps: torch.optim.AdamW(ps, lr=1e-3, weight_decay=0.1, fused=True), True),
-    (lambda ps: torch.optim.SGD(ps, lr=1e-2, momentum=0.9, nesterov=True), True),
-    (lambda ps: torch.optim.RMSprop([{"params": ps[:3], "lr": 1e-4}, {"params": ps[3:]}], lr=1e-3,
-                                    momentum=0.5, centered=True), True),
-    (lambda ps: _MyAdam(ps, lr=1e-3), False),
-], ids=["adamw-fused", "sgd-nesterov", "rmsprop-two-groups", "adam-subclass"])
+@pytest.mark.parametrize(
+    "make, overlapped",
+    [
+        (lambda ps: torch.optim.AdamW(ps, lr=1e-3, weight_decay=0.1, fused=True), True),
+        (lambda ps: torch.optim.SGD(ps, lr=1e-2, momentum=0.9, nesterov=True), True),
+        (
+            lambda ps: torch.optim.RMSprop(
+                [{"params": ps[:3], "lr": 1e-4}, {"params": ps[3:]}], lr=1e-3, momentum=0.5, centered=True
+            ),
+            True,
+        ),
+        (lambda ps: _MyAdam(ps, lr=1e-3), False),
+    ],
+    ids=["adamw-fused", "sgd-nesterov", "rmsprop-two-groups", "adam-subclass"],
+)
 def test_the_update_of_what_lives_on_the_host_runs_during_the_backward_bitwise_as_one_step(make, overlapped):
     """Each parameter homed on the host is updated as soon as its gradient is there, by the
     optimizer's own class and its group's options, while the backward goes on: the training is the
@@ -164,8 +183,14 @@ def test_the_update_of_what_lives_on_the_host_runs_during_the_backward_bitwise_a
     name = "hf_gpt2"
     reference_losses, reference, reference_optimizer = eager(name, STEPS, make)
     model = build(name)
-    job = placement.attach("overlapped", model, batch(name, 0), devices=["cpu:0", "cpu:1"], use_daemon=False,
-                           residence={"parameters": {"": ("cpu:1", "stream")}})
+    job = placement.attach(
+        "overlapped",
+        model,
+        batch(name, 0),
+        devices=["cpu:0", "cpu:1"],
+        use_daemon=False,
+        residence={"parameters": {"": ("cpu:1", "stream")}},
+    )
     optimizer = make(job.parameters())
     torch.manual_seed(1)
     losses = [job.step(batch(name, step), loss_of, optimizer).item() for step in range(STEPS)]
@@ -189,25 +214,40 @@ def test_the_model_without_a_plan_does_not_fit_that_limit_and_is_refused_before_
     it runs (nothing trained, no state made), naming the device, the state and the limit."""
     model = build("hf_gpt2")
     limit = state_bytes(model) - 1
-    job = placement.attach("residence-none", model, batch("hf_gpt2", 0), devices=["cpu:0", "cpu:1"],
-                           use_daemon=False, memory_limit_bytes=[limit, 0])
+    job = placement.attach(
+        "residence-none",
+        model,
+        batch("hf_gpt2", 0),
+        devices=["cpu:0", "cpu:1"],
+        use_daemon=False,
+        memory_limit_bytes=[limit, 0],
+    )
     before = [p.detach().clone() for p in job.parameters()]
     optimizer = torch.optim.Adam(job.parameters(), lr=1e-3)
     adam_bytes = 2 * sum(p.numel() * p.element_size() for p in job.parameters())
-    with pytest.raises(torch.OutOfMemoryError,
-                       match=rf"out of memory on cpu:0 \(its memory limit\), refused before the step ran: .*the "
-                             rf"optimizer's first update {adam_bytes} bytes of state.* against its limit {limit}"):
+    with pytest.raises(
+        torch.OutOfMemoryError,
+        match=rf"out of memory on cpu:0 \(its memory limit\), refused before the step ran: .*the "
+        rf"optimizer's first update {adam_bytes} bytes of state.* against its limit {limit}",
+    ):
         job.step(batch("hf_gpt2", 0), loss_of, optimizer)
     assert job.stats()["steps"] == 0 and not optimizer.state
     assert all(torch.equal(p, q) for p, q in zip(job.parameters(), before))
 
 
-@pytest.mark.parametrize("make", [
-    lambda ps: torch.optim.Adam(ps, lr=1e-3), lambda ps: torch.optim.Adam(ps, lr=1e-3, amsgrad=True),
-    lambda ps: torch.optim.AdamW(ps, lr=1e-3, foreach=True), lambda ps: torch.optim.SGD(ps, lr=1e-3),
-    lambda ps: torch.optim.SGD(ps, lr=1e-3, momentum=0.9), lambda ps: torch.optim.Adagrad(ps, lr=1e-3),
-    lambda ps: torch.optim.RMSprop(ps, lr=1e-3, momentum=0.9, centered=True)],
-    ids=["adam", "adam_amsgrad", "adamw_foreach", "sgd", "sgd_momentum", "adagrad", "rmsprop"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda ps: torch.optim.Adam(ps, lr=1e-3),
+        lambda ps: torch.optim.Adam(ps, lr=1e-3, amsgrad=True),
+        lambda ps: torch.optim.AdamW(ps, lr=1e-3, foreach=True),
+        lambda ps: torch.optim.SGD(ps, lr=1e-3),
+        lambda ps: torch.optim.SGD(ps, lr=1e-3, momentum=0.9),
+        lambda ps: torch.optim.Adagrad(ps, lr=1e-3),
+        lambda ps: torch.optim.RMSprop(ps, lr=1e-3, momentum=0.9, centered=True),
+    ],
+    ids=["adam", "adam_amsgrad", "adamw_foreach", "sgd", "sgd_momentum", "adagrad", "rmsprop"],
+)
 def test_the_state_an_optimizer_is_expected_to_make_is_the_state_it_makes(make):
     """What a memory limit holds a placement to before the first update (placement._expected_state_bytes)
     is, per parameter, the bytes of the tensors shaped like it that the update leaves in its state."""
@@ -220,8 +260,11 @@ def test_the_state_an_optimizer_is_expected_to_make_is_the_state_it_makes(make):
     loss_of(model(*batch("hf_gpt2", 0))).backward()
     optimizer.step()
     for p, bytes_ in zip(params, expected):
-        kept = sum(t.numel() * t.element_size() for t in optimizer.state.get(p, {}).values()
-                   if torch.is_tensor(t) and t.shape == p.shape)
+        kept = sum(
+            t.numel() * t.element_size()
+            for t in optimizer.state.get(p, {}).values()
+            if torch.is_tensor(t) and t.shape == p.shape
+        )
         assert bytes_ == kept
 
 
@@ -240,8 +283,9 @@ def test_bad_residence_rules_are_errors_that_name_the_rule():
     with pytest.raises(ValueError, match=r"residence parameters\[''\]: 'cuda:7' is not one of the job's devices"):
         placement.attach("bad", model, example, use_daemon=False, residence={"parameters": {"": "cuda:7"}})
     with pytest.raises(ValueError, match=r"fetch is 'persist' or 'stream', not 'sometimes'"):
-        placement.attach("bad", model, example, use_daemon=False,
-                         residence={"parameters": {"": ("cpu:1", "sometimes")}})
+        placement.attach(
+            "bad", model, example, use_daemon=False, residence={"parameters": {"": ("cpu:1", "sometimes")}}
+        )
     with pytest.raises(ValueError, match=r"residence activations\['transformer'\]: 'keep', 'recompute'"):
         placement.attach("bad", model, example, use_daemon=False, residence={"activations": {"transformer": "drop"}})
     with pytest.raises(ValueError, match="keys 'parameters' and 'activations'"):

@@ -45,7 +45,7 @@ if _release(torch.__version__) != _release(_BUILT_AGAINST):
         f"placement was built against torch {_BUILT_AGAINST}, and this environment has torch "
         f"{torch.__version__}: its C++ extension runs only beside the torch it was compiled with. "
         "Build it again here: pip install --no-build-isolation --force-reinstall --no-deps <placement's "
-        "source or sdist> (docs/python.md, \"Installing it with pip\")"
+        'source or sdist> (docs/python.md, "Installing it with pip")'
     )
 
 from ._placement import CaptureError
@@ -95,17 +95,24 @@ class _Exported:
 
         dynamic_shapes = None
         if dynamic_batch:
-            small = [tuple(v.shape) for v in pytree.tree_leaves((args, kwargs)) if torch.is_tensor(v) and v.dim() > 0
-                     and v.shape[0] <= 1]
+            small = [
+                tuple(v.shape)
+                for v in pytree.tree_leaves((args, kwargs))
+                if torch.is_tensor(v) and v.dim() > 0 and v.shape[0] <= 1
+            ]
             if small:
-                warnings.warn(f"an example input's batch dimension is {small[0][0]} ({small[0]}): torch.export "
-                              "specializes batches of 0 and 1, so other batch sizes will not run; give examples "
-                              "with a batch of at least 2", stacklevel=3)
+                warnings.warn(
+                    f"an example input's batch dimension is {small[0][0]} ({small[0]}): torch.export "
+                    "specializes batches of 0 and 1, so other batch sizes will not run; give examples "
+                    "with a batch of at least 2",
+                    stacklevel=3,
+                )
             # Dim.AUTO on every input's first dimension: a smaller last batch runs on the same program.
             bound = inspect.signature(model.forward).bind(*args, **kwargs)
             dynamic_shapes = {
                 key: pytree.tree_map(lambda v: {0: Dim.AUTO} if torch.is_tensor(v) and v.dim() > 0 else None, value)
-                for key, value in bound.arguments.items()}
+                for key, value in bound.arguments.items()
+            }
         # Exporting runs the model on fake tensors; the job's own random numbers (dropout masks)
         # must come out as they would without placementd.
         # Only a CUDA generator already in use can move; forking every GPU's would start them all.
@@ -159,8 +166,12 @@ class _Exported:
 def _pure(node):
     """An op of the graph that reads and writes nothing but its arguments and its result, and draws
     no random numbers."""
-    return (node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
-            and not node.target._schema.is_mutable and torch.Tag.nondeterministic_seeded not in node.target.tags)
+    return (
+        node.op == "call_function"
+        and isinstance(node.target, torch._ops.OpOverload)
+        and not node.target._schema.is_mutable
+        and torch.Tag.nondeterministic_seeded not in node.target.tags
+    )
 
 
 def _constant_value(node, limit=64):
@@ -192,8 +203,7 @@ def _all_true(node):
     if isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target is torch.ops.aten.expand.default:
         return _all_true(node.args[0])
     value = _constant_value(node)
-    return (torch.is_tensor(value) and value.dtype == torch.bool and value.device.type != "meta"
-            and bool(value.all()))
+    return torch.is_tensor(value) and value.dtype == torch.bool and value.device.type != "meta" and bool(value.all())
 
 
 def _drop_masks_that_mask_nothing(graph_module):
@@ -292,9 +302,11 @@ def _export_failure(model, error):
     """What torch.export said, shortened to its first lines, and what to do."""
     text = str(error).strip().splitlines()
     head = " ".join(line.strip() for line in text[:3]) if text else type(error).__name__
-    return (f"cannot export {type(model).__name__} with torch.export: {type(error).__name__}: {head} "
-            f"(data-dependent control flow must become torch.cond-free code; or attach with "
-            f"frontend='torchscript'; torch's log of the export is this error's `detail`)")
+    return (
+        f"cannot export {type(model).__name__} with torch.export: {type(error).__name__}: {head} "
+        f"(data-dependent control flow must become torch.cond-free code; or attach with "
+        f"frontend='torchscript'; torch's log of the export is this error's `detail`)"
+    )
 
 
 def _inputs(example_inputs):
@@ -447,6 +459,7 @@ def _step_parameters(optimizer, parameters):
 
 class _TorchOptim:
     """What the C++ job asks of a torch.optim optimizer beyond step() and zero_grad()."""
+
     stage_state = staticmethod(_stage_optimizer_state)
     save_state = staticmethod(_save_optimizer_state)
     expected_state_bytes = staticmethod(_expected_state_bytes)
@@ -479,9 +492,14 @@ class Summary(dict):
     exploration finished."""
 
     def __str__(self):
-        lines = [("steps", f"{self['steps']} ({self['retried_steps']} retried)"),
-                 ("placement swaps", f"{self['swaps']} ({self['migrated_bytes'] / 1e6:.1f} MB moved in "
-                                     f"{self['migration_seconds'] * 1e3:.1f} ms), {self['failed_swaps']} failed")]
+        lines = [
+            ("steps", f"{self['steps']} ({self['retried_steps']} retried)"),
+            (
+                "placement swaps",
+                f"{self['swaps']} ({self['migrated_bytes'] / 1e6:.1f} MB moved in "
+                f"{self['migration_seconds'] * 1e3:.1f} ms), {self['failed_swaps']} failed",
+            ),
+        ]
         lines += [("placementd said at attach", notice) for notice in self.get("notices", [])]
         view = self.get("placementd")
         if view is None:
@@ -496,15 +514,32 @@ class Summary(dict):
 class Job:
     """A model in training whose placement placementd chooses. Use it from the training thread."""
 
-    def __init__(self, name: str, model: torch.nn.Module, example_inputs: Union[torch.Tensor, Sequence[torch.Tensor]],
-                 *, example_kwargs: Optional[Dict[str, Any]] = None, dynamic_batch: bool = True,
-                 frontend: str = "export", devices: Optional[Sequence[str]] = None, expected_steps: int = 0,
-                 socket: Optional[str] = None, memory_bytes: int = 0, use_daemon: bool = True,
-                 start: Optional[Sequence[int]] = None, memory_limit_bytes: Optional[Sequence[int]] = None,
-                 profile_graph_file: Optional[str] = None, profile_steps: int = 3, reconnect_interval_ms: int = 1000,
-                 replica_timeout_ms: int = 60000, cuda_collectives: str = "auto",
-                 residence: Optional[Dict[str, Dict[str, Any]]] = None, guarded_updates: int = 1,
-                 overlap_updates: bool = True, host_pinned_bytes: int = 0) -> None:
+    def __init__(
+        self,
+        name: str,
+        model: torch.nn.Module,
+        example_inputs: Union[torch.Tensor, Sequence[torch.Tensor]],
+        *,
+        example_kwargs: Optional[Dict[str, Any]] = None,
+        dynamic_batch: bool = True,
+        frontend: str = "export",
+        devices: Optional[Sequence[str]] = None,
+        expected_steps: int = 0,
+        socket: Optional[str] = None,
+        memory_bytes: int = 0,
+        use_daemon: bool = True,
+        start: Optional[Sequence[int]] = None,
+        memory_limit_bytes: Optional[Sequence[int]] = None,
+        profile_graph_file: Optional[str] = None,
+        profile_steps: int = 3,
+        reconnect_interval_ms: int = 1000,
+        replica_timeout_ms: int = 60000,
+        cuda_collectives: str = "auto",
+        residence: Optional[Dict[str, Dict[str, Any]]] = None,
+        guarded_updates: int = 1,
+        overlap_updates: bool = True,
+        host_pinned_bytes: int = 0,
+    ) -> None:
         inputs = _inputs(example_inputs)
         kwargs = dict(example_kwargs or {})
         self._exported = None
@@ -559,9 +594,14 @@ class Job:
         or recomputed) and their bytes, recompute_kept."""
         return self._job.residence_activity()
 
-    def step(self, inputs: Union[torch.Tensor, Sequence[torch.Tensor]], loss_fn: Callable[..., torch.Tensor],
-             optimizer: torch.optim.Optimizer, targets: Union[torch.Tensor, Sequence[torch.Tensor], None] = None,
-             kwargs: Optional[Dict[str, Any]] = None) -> torch.Tensor:
+    def step(
+        self,
+        inputs: Union[torch.Tensor, Sequence[torch.Tensor]],
+        loss_fn: Callable[..., torch.Tensor],
+        optimizer: torch.optim.Optimizer,
+        targets: Union[torch.Tensor, Sequence[torch.Tensor], None] = None,
+        kwargs: Optional[Dict[str, Any]] = None,
+    ) -> torch.Tensor:
         """One training step under the placement in force: applies a pending placement at the step
         boundary (parameters and the optimizer's state move), forward, loss_fn(outputs), backward,
         optimizer.step(), optimizer.zero_grad(); reports the step's time to placementd without
@@ -576,13 +616,15 @@ class Job:
         if self._exported is None:
             if kwargs:
                 raise ValueError("kwargs needs frontend='export'")
-            return self._job.step(list(_inputs(inputs)), _on_output_device(loss_fn, targets), optimizer,
-                                  _TorchOptim)
+            return self._job.step(list(_inputs(inputs)), _on_output_device(loss_fn, targets), optimizer, _TorchOptim)
         exported = self._exported
         restructured = _on_output_device(loss_fn, targets)
-        return self._job.step(exported.flatten(_inputs(inputs), kwargs or {}),
-                              lambda outputs: restructured(exported.unflatten(outputs)), optimizer,
-                              _TorchOptim)
+        return self._job.step(
+            exported.flatten(_inputs(inputs), kwargs or {}),
+            lambda outputs: restructured(exported.unflatten(outputs)),
+            optimizer,
+            _TorchOptim,
+        )
 
     @property
     def placement(self) -> List[int]:
@@ -637,19 +679,38 @@ class Job:
         return False
 
 
-def attach(name: str, model: torch.nn.Module, example_inputs: Union[torch.Tensor, Sequence[torch.Tensor]], *,
-           example_kwargs: Optional[Dict[str, Any]] = None, dynamic_batch: bool = True, frontend: str = "export",
-           **options: Any) -> Job:
+def attach(
+    name: str,
+    model: torch.nn.Module,
+    example_inputs: Union[torch.Tensor, Sequence[torch.Tensor]],
+    *,
+    example_kwargs: Optional[Dict[str, Any]] = None,
+    dynamic_batch: bool = True,
+    frontend: str = "export",
+    **options: Any,
+) -> Job:
     """Job(name, model, example_inputs, ...): `model` is an nn.Module, exported with torch.export
     (frontend="export", the default: training IR, strict=False, a dynamic batch dimension unless
     dynamic_batch=False; outputs come back in the model's own structure) or traced with TorchScript
     (frontend="torchscript"), or a ScriptModule; options as Job's (devices, expected_steps, socket, ...)."""
-    return Job(name, model, example_inputs, example_kwargs=example_kwargs, dynamic_batch=dynamic_batch,
-               frontend=frontend, **options)
+    return Job(
+        name,
+        model,
+        example_inputs,
+        example_kwargs=example_kwargs,
+        dynamic_batch=dynamic_batch,
+        frontend=frontend,
+        **options,
+    )
 
 
-def capture(model: torch.nn.Module, example_inputs: Union[torch.Tensor, Sequence[torch.Tensor]], name: str = "model",
-            path: Optional[str] = None, frontend: str = "export") -> Dict[str, Any]:
+def capture(
+    model: torch.nn.Module,
+    example_inputs: Union[torch.Tensor, Sequence[torch.Tensor]],
+    name: str = "model",
+    path: Optional[str] = None,
+    frontend: str = "export",
+) -> Dict[str, Any]:
     """The op graph placementd sees for `model` on these inputs (ops, edges, each op's measured
     output bytes), as the dict `placementctl` reads; written to `path` as JSON when given."""
     inputs = _inputs(example_inputs)

@@ -1,7 +1,7 @@
 """Type stubs of placement._placement, the C++ extension under the placement package (module.cpp).
 Users call placement.attach / placement.Job; these are what that package calls."""
 
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple
 
 import torch
 
