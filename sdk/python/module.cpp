@@ -471,6 +471,7 @@ PYBIND11_MODULE(_placement, m) {
              d["proxies"] = a.proxies;
              d["streamed"] = a.streamed;
              d["parameter_fetches"] = a.parameter_fetches;
+             d["parameter_prefetches"] = a.parameter_prefetches;
              d["parameter_bytes_fetched"] = a.parameter_bytes_fetched;
              d["gradient_bytes_sent_home"] = a.gradient_bytes_sent_home;
              d["activations_evicted"] = a.activations_evicted;

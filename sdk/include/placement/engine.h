@@ -35,8 +35,10 @@ struct ResidenceActivity {
   /// filled for each use (Fetch::kStream).
   uint64_t proxies = 0;
   uint64_t streamed = 0;
-  /// Fills of a streamed proxy, in the forward and the backward.
+  /// Fills of a streamed proxy, in the forward and the backward, and of them those made ahead of
+  /// the op that reads it (set_prefetch_window).
   uint64_t parameter_fetches = 0;
+  uint64_t parameter_prefetches = 0;
   /// Bytes copied from parameters' homes into their proxies (each fill of a streamed one, each
   /// step's refresh of a persistent one), and of gradients copied from proxies to the homes.
   uint64_t parameter_bytes_fetched = 0;
@@ -148,10 +150,25 @@ class PlacedModule {
   /// on another device (a proxy there): its whole gradient then reaches the host during the
   /// backward, and its update may start before the backward ends.
   bool sends_gradients_to_host() const;
-  /// `tell` is called with each such parameter once its whole gradient is at home, on the thread
-  /// autograd runs that part of the backward on (nullptr: nobody is told). For the placement in
-  /// force; a placement change drops it.
-  void on_gradient_home(std::function<void(const at::Tensor&)> tell);
+  /// `tell` is called with each such parameter once its whole gradient is on its way home, on the
+  /// thread autograd runs that part of the backward on, with what waits until the gradient is
+  /// there (from a GPU it is copied aside, while the backward goes on): call it before reading
+  /// the gradient. nullptr: nobody is told. For the placement in force; a placement change drops
+  /// it.
+  void on_gradient_home(
+      std::function<void(const at::Tensor&, const std::function<void()>& landed)> tell);
+  /// The host waits for every copy the residence has in flight (parameters fetched ahead,
+  /// gradients on their way home): after the backward, before the gradients are read on the host
+  /// or dropped. Throws what a failed copy threw.
+  void settle_copies();
+  /// Bytes of streamed parameters copied to their readers' device ahead of the op that reads
+  /// them, in the order the last forward read them (the backward: about the reverse), on top of
+  /// what the op itself reads. On a GPU each such copy runs on the GPU's copy stream while the ops
+  /// before it compute; on the host it only fills earlier. Default: kDefaultPrefetchBytes where a
+  /// parameter homed on the host streams to a GPU, none on the host; 0: each parameter is
+  /// fetched when an op reads it. Applies to the placement in force and the next ones.
+  void set_prefetch_window(std::optional<uint64_t> bytes);
+  static constexpr uint64_t kDefaultPrefetchBytes = 256ull << 20;
   /// The model it runs.
   const Model& model() const;
 

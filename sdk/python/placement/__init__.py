@@ -590,7 +590,9 @@ class Job:
         """What the engine did under the placement in force to keep tensors where its residence
         says: proxies (parameters read through a copy on their readers' device, `streamed` of them
         filled for each use), parameter_fetches and parameter_bytes_fetched (copies from a
-        parameter's home into its proxy), gradient_bytes_sent_home, activations_evicted (offloaded
+        parameter's home into its proxy), parameter_prefetches (those of the fetches made ahead
+        of the op that reads the parameter, on a GPU while the ops before it compute),
+        gradient_bytes_sent_home, activations_evicted (offloaded
         or recomputed) and their bytes, recompute_kept."""
         return self._job.residence_activity()
 

@@ -61,6 +61,19 @@ void count_backward_on(detail::MemoryTally* tally, int device,
   }
 }
 
+// The window a plan's streamed proxies are filled ahead in: the one asked for, else
+// kDefaultPrefetchBytes where a parameter homed on the host streams to a GPU (whose copies then
+// run while it computes), and none where filling early only holds memory sooner.
+uint64_t prefetch_bytes(const detail::ResidencePlan& plan, std::optional<uint64_t> asked) {
+  if (asked) return *asked;
+  const bool to_a_gpu =
+      std::any_of(plan.proxies.begin(), plan.proxies.end(), [&](const detail::Proxy& p) {
+        return p.fetch == Fetch::kStream && p.home.is_cpu() &&
+               plan.devices.at(static_cast<size_t>(p.device_index)).is_cuda();
+      });
+  return to_a_gpu ? PlacedModule::kDefaultPrefetchBytes : 0;
+}
+
 }  // namespace
 
 struct PlacedModule::Impl {
@@ -92,6 +105,8 @@ struct PlacedModule::Impl {
   /// runs), which costs a forward nothing.
   std::unique_ptr<detail::ResidenceRuntime> residence;
   detail::MemoryTally* tally = nullptr;
+  /// set_prefetch_window's; nullopt: the default.
+  std::optional<uint64_t> prefetch_window;
 
   // The logical device a tensor input comes from: a module tensor's home, else the device of the op
   // that produced slot `value` (-1 or unknown: -1).
@@ -268,6 +283,7 @@ MigrationStats PlacedModule::commit(Staged staged) {
   s.placement = std::move(next.placement);
   s.residence.reset();  // its proxies' hooks go with it
   if (!next.residence.empty()) {
+    next.residence.prefetch_bytes = prefetch_bytes(next.residence, s.prefetch_window);
     s.residence = std::make_unique<detail::ResidenceRuntime>(std::move(next.residence));
     s.residence->set_tally(s.tally);
   }
@@ -357,8 +373,19 @@ bool PlacedModule::sends_gradients_to_host() const {
   return impl_->residence && impl_->residence->sends_gradients_to_host();
 }
 
-void PlacedModule::on_gradient_home(std::function<void(const at::Tensor&)> tell) {
+void PlacedModule::on_gradient_home(
+    std::function<void(const at::Tensor&, const std::function<void()>&)> tell) {
   if (impl_->residence) impl_->residence->on_gradient_home(std::move(tell));
+}
+
+void PlacedModule::settle_copies() {
+  if (impl_->residence) impl_->residence->settle();
+}
+
+void PlacedModule::set_prefetch_window(std::optional<uint64_t> bytes) {
+  impl_->prefetch_window = bytes;
+  if (impl_->residence)
+    impl_->residence->set_prefetch_window(prefetch_bytes(impl_->residence->plan(), bytes));
 }
 
 ResidenceActivity PlacedModule::residence_activity() const {
@@ -375,6 +402,7 @@ ResidenceActivity PlacedModule::residence_activity() const {
   out.activations_evicted = s.activations_evicted;
   out.activation_bytes_evicted = s.activation_bytes_evicted;
   out.recompute_kept = s.recompute_kept;
+  out.parameter_prefetches = s.parameter_prefetches;
   return out;
 }
 

@@ -40,7 +40,10 @@ class Overlapping {
  public:
   Overlapping(PlacedModule& placed, detail::OverlappedUpdates* updates)
       : placed_(placed), on_(updates != nullptr) {
-    if (updates) placed.on_gradient_home([updates](const at::Tensor& p) { updates->ready(p); });
+    if (updates)
+      placed.on_gradient_home([updates](const at::Tensor& p, const std::function<void()>& landed) {
+        updates->ready(p, landed);
+      });
   }
   ~Overlapping() {
     if (on_) placed_.on_gradient_home(nullptr);

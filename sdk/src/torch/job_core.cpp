@@ -161,6 +161,20 @@ at::Tensor JobCore::forward_backward(const std::vector<c10::IValue>& inputs,
                                      const LossFunction& loss_fn) {
   // What the backward's hooks make current on this thread for counting is put back after it.
   const MemoryTally::Scope counting(nullptr, -1);
+  // What the residence copies aside lands before the step goes on: its gradients are read on the
+  // host next, or dropped with a failed step's (whose memory a copy in flight would still write).
+  struct Settle {
+    PlacedModule& placed;
+    bool done = false;
+    ~Settle() {
+      if (done) return;
+      try {
+        placed.settle_copies();
+      } catch (...) {
+        // The step is failing already, with its own error.
+      }
+    }
+  } settle{*placed};
   std::vector<c10::IValue> outputs = placed->forward(inputs);
   std::vector<c10::Device> output_devices = devices_of(outputs);
   if (!own_output_devices &&
@@ -183,6 +197,8 @@ at::Tensor JobCore::forward_backward(const std::vector<c10::IValue>& inputs,
   // pages (docs/benchmarks.md, issue #40). What the loss needs of them autograd holds.
   outputs.clear();
   loss.backward();
+  settle.done = true;
+  placed->settle_copies();
   return loss;
 }
 

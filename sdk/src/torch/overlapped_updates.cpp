@@ -22,10 +22,11 @@ OverlappedUpdates::~OverlappedUpdates() {
   if (thread_.joinable()) thread_.join();
 }
 
-void OverlappedUpdates::ready(const at::Tensor& parameter) {
+void OverlappedUpdates::ready(const at::Tensor& parameter, std::function<void()> landed) {
   {
     const std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back(parameter);
+    landing_.push_back(std::move(landed));
     // Started with the first gradient: a step without any pays for no thread.
     if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
   }
@@ -39,6 +40,8 @@ void OverlappedUpdates::run() {
     if (queue_.empty()) return;
     std::vector<at::Tensor> batch;
     batch.swap(queue_);
+    std::vector<std::function<void()>> landing;
+    landing.swap(landing_);
     if (error_) {
       idle_.notify_all();
       continue;  // after a failure nothing more runs; the step is undone or fails
@@ -49,6 +52,9 @@ void OverlappedUpdates::run() {
     std::exception_ptr error;
     std::optional<UpdateGuard> guard;
     try {
+      // Their gradients are read from here on: each one's copy from a GPU has landed.
+      for (const std::function<void()>& landed : landing)
+        if (landed) landed();
       if (undoable_) {
         guard.emplace(batch, optimizer_);
         if (!guard->armed())

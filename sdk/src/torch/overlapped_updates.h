@@ -19,6 +19,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -40,8 +41,10 @@ class OverlappedUpdates {
   OverlappedUpdates(const OverlappedUpdates&) = delete;
   OverlappedUpdates& operator=(const OverlappedUpdates&) = delete;
 
-  /// `parameter`'s gradient is complete at its home on the host: queues its update. Any thread.
-  void ready(const at::Tensor& parameter);
+  /// `parameter`'s gradient is complete and on its way to its home on the host: queues its
+  /// update, which first calls `landed` (if any), which returns once the gradient is there. Any
+  /// thread.
+  void ready(const at::Tensor& parameter, std::function<void()> landed = {});
   /// Waits until every queued update has run. Rethrows the first that failed (undoable: that batch
   /// is already put back; after it none more ran, and their parameters keep their gradients).
   void finish();
@@ -64,6 +67,7 @@ class OverlappedUpdates {
   std::condition_variable wake_;
   std::condition_variable idle_;
   std::vector<at::Tensor> queue_;
+  std::vector<std::function<void()>> landing_;  // per queued parameter
   bool busy_ = false;
   bool closing_ = false;
   std::exception_ptr error_;

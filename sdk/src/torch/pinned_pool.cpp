@@ -220,13 +220,17 @@ at::Tensor host_pool_empty(at::IntArrayRef sizes, at::ScalarType type) {
                                               c10::MemoryFormat::Contiguous));
 }
 
-at::Tensor host_pool_copy(const at::Tensor& t) {
+at::Tensor host_pool_empty_like(const at::Tensor& t) {
   const c10::DispatchKeySet cpu(c10::DispatchKey::CPU);
-  at::Tensor out(t.is_non_overlapping_and_dense()
-                     ? at::detail::empty_strided_generic(t.sizes(), t.strides(), &host_pool(), cpu,
-                                                         t.scalar_type())
-                     : at::detail::empty_generic(t.sizes(), &host_pool(), cpu, t.scalar_type(),
-                                                 c10::MemoryFormat::Contiguous));
+  return t.is_non_overlapping_and_dense()
+             ? at::detail::empty_strided_generic(t.sizes(), t.strides(), &host_pool(), cpu,
+                                                 t.scalar_type())
+             : at::detail::empty_generic(t.sizes(), &host_pool(), cpu, t.scalar_type(),
+                                         c10::MemoryFormat::Contiguous);
+}
+
+at::Tensor host_pool_copy(const at::Tensor& t) {
+  at::Tensor out = host_pool_empty_like(t);
   out.copy_(t);
   return out;
 }

@@ -110,6 +110,9 @@ at::Tensor host_pool_empty(at::IntArrayRef sizes, at::ScalarType type);
 /// A copy of `t` (any device) on the host in host_pool()'s memory, with t's sizes and strides
 /// where t is dense, bitwise equal. Throws as PinnedPool::allocate does.
 at::Tensor host_pool_copy(const at::Tensor& t);
+/// An uninitialised host tensor in the pool with `t`'s sizes, strides where `t` is dense (else
+/// contiguous) and type: where a copy from a GPU that runs aside lands (copy_lane.h).
+at::Tensor host_pool_empty_like(const at::Tensor& t);
 
 /// Whether `t`'s memory is a block of host_pool().
 bool in_host_pool(const at::Tensor& t);

@@ -8,6 +8,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include <ATen/Context.h>
 #include <ATen/SequenceNumber.h>
@@ -18,7 +19,9 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include "copy_lane.h"
 #include "pinned_pool.h"
+#include "prefetch_order.h"
 #include "tensor_bytes.h"
 #include "transfer.h"
 
@@ -117,18 +120,68 @@ struct ResidenceShared {
   std::atomic<uint64_t> activations_evicted{0};
   std::atomic<uint64_t> activation_bytes_evicted{0};
   std::atomic<uint64_t> recompute_kept{0};
+  std::atomic<uint64_t> parameter_prefetches{0};
+  // Copies in flight and what to fill ahead (copy_lane.h, prefetch_order.h). Taken after the
+  // proxies' shelf's lock where both are (a fill records its landing), never the other way.
+  std::mutex copies_mutex;
+  uint64_t prefetch_window = 0;  // bytes of streamed proxies filled ahead of their use; 0: none
+  PrefetchOrder order;
+  std::vector<Landing> landing;            // per proxy: its value's copy, until a reader waits
+  std::vector<size_t> proxy_of_entry;      // per entry of `proxies`: its proxy
+  std::vector<uint64_t> entry_bytes;       // per entry of `proxies`: its parameter's bytes
+  std::vector<int> device_of_entry;        // per entry of `proxies`: its readers' logical device
+  std::vector<char> backward_done;         // per proxy: its gradient went home in this backward
+  std::vector<Landing> gradients_landing;  // gradients on their way home, until settle()
   // Told of each parameter whose gradient has reached its home on the host (set by the job around
   // a step's forward and backward; autograd's threads read it).
   std::mutex gradient_home_mutex;
-  std::function<void(const at::Tensor&)> gradient_home;
+  std::function<void(const at::Tensor&, const std::function<void()>&)> gradient_home;
 
-  void notify_gradient_home(const at::Tensor& parameter) {
-    std::function<void(const at::Tensor&)> tell;
+  bool listened() {
+    const std::lock_guard<std::mutex> lock(gradient_home_mutex);
+    return static_cast<bool>(gradient_home);
+  }
+
+  void notify_gradient_home(const at::Tensor& parameter, const Landing& landed) {
+    std::function<void(const at::Tensor&, const std::function<void()>&)> tell;
     {
       const std::lock_guard<std::mutex> lock(gradient_home_mutex);
       tell = gradient_home;
     }
-    if (tell) tell(parameter);
+    if (tell) tell(parameter, [waiting = Landing(landed)]() mutable { waiting.synchronize(); });
+  }
+
+  // The reader's stream (the calling thread's current one) waits for proxy `i`'s copy in flight.
+  void await(size_t i) {
+    Landing l;
+    {
+      const std::lock_guard<std::mutex> lock(copies_mutex);
+      l = std::move(landing.at(i));
+      landing[i] = Landing();
+    }
+    l.wait_on_current_stream();
+  }
+  // A streamed proxy's entry filled for a reader: filled if it was emptied, and waited for.
+  void fill_for_reader(StorageShelf::Id entry) {
+    if (proxies.evicted(entry)) {
+      proxies.ensure(entry);
+      ++parameter_fetches;
+    }
+    await(proxy_of_entry.at(entry));
+  }
+  // Emptied once every copy into it has landed (the stream that frees it waits for the copy).
+  void evict_proxy(StorageShelf::Id entry) {
+    await(proxy_of_entry.at(entry));
+    proxies.evict(entry);
+  }
+  // Fills ahead: each of `entries` not filled yet, its copy left in flight.
+  void prefetch(const std::vector<size_t>& entries) {
+    for (const size_t e : entries)
+      if (proxies.evicted(e)) {
+        proxies.ensure(e);
+        ++parameter_fetches;
+        ++parameter_prefetches;
+      }
   }
 };
 
@@ -165,10 +218,29 @@ class EnsureFilled final : public torch::autograd::FunctionPreHook {
     for (const EntryRef& e : entries_) {
       if (e.activation) {
         activations_->shelf.ensure(e.id);
-      } else if (shared_->proxies.evicted(e.id)) {
-        shared_->proxies.ensure(e.id);
-        ++shared_->parameter_fetches;
+        continue;
       }
+      shared_->fill_for_reader(e.id);
+      // The backward reads parameters in about the reverse of the forward's order: those the
+      // forward read just before this one come next.
+      // Only those on this node's device: each GPU's part of the backward runs on a thread of its
+      // own, which alone fills and empties that device's proxies.
+      std::vector<size_t> next;
+      {
+        const std::lock_guard<std::mutex> lock(shared_->copies_mutex);
+        if (shared_->prefetch_window > 0) {
+          ResidenceShared* shared = shared_.get();
+          const int device = shared->device_of_entry.at(e.id);
+          next = shared->order.behind(
+              e.id, shared->prefetch_window,
+              [shared](size_t entry) { return !shared->proxies.evicted(entry); },
+              [shared, device](size_t entry) {
+                return shared->device_of_entry.at(entry) != device ||
+                       shared->backward_done.at(shared->proxy_of_entry.at(entry)) != 0;
+              });
+        }
+      }
+      shared_->prefetch(next);
     }
     return grads;
   }
@@ -187,11 +259,12 @@ class EnsureFilled final : public torch::autograd::FunctionPreHook {
 class ProxyGradientHook final : public torch::autograd::PostAccumulateGradHook {
  public:
   ProxyGradientHook(std::weak_ptr<ResidenceShared> shared, at::Tensor parameter, c10::Device home,
-                    int home_index, std::optional<StorageShelf::Id> entry)
+                    int home_index, size_t proxy, std::optional<StorageShelf::Id> entry)
       : shared_(std::move(shared)),
         parameter_(std::move(parameter)),
         home_(home),
         home_index_(home_index),
+        proxy_(proxy),
         entry_(entry) {}
 
   void operator()(const torch::autograd::Variable& proxy) override {
@@ -199,19 +272,44 @@ class ProxyGradientHook final : public torch::autograd::PostAccumulateGradHook {
     const auto shared = shared_.lock();
     const MemoryTally::Scope at_home(shared ? shared->tally.load() : nullptr, home_index_);
     const at::Tensor grad = proxy.grad();
+    Landing landed;
     if (grad.defined()) {
-      at::Tensor moved = copy_to(grad, home_);
+      at::Tensor moved;
+      if (grad.is_cuda() && home_.is_cpu() && shared && shared->listened()) {
+        // Into the pinned pool on the GPU's copy stream, while the backward goes on; whoever
+        // reads it on the host waits for it (the update told of it, or settle() at the
+        // backward's end). Only where one is told: a caller of the engine alone reads the
+        // gradient once the backward returns, which a synchronous copy guarantees.
+        moved = host_pool_empty_like(grad);
+        landed =
+            copy_aside(grad.device(), [&] { moved.copy_(grad, /*non_blocking=*/true); }, {grad});
+      } else {
+        moved = copy_to(grad, home_);
+      }
       if (shared) shared->gradient_bytes_sent_home += grad.nbytes();
-      if (parameter_.grad().defined())
+      if (parameter_.grad().defined()) {
+        landed.synchronize();
         parameter_.mutable_grad().add_(moved);
-      else
+      } else {
         parameter_.mutable_grad() = std::move(moved);
+      }
       torch::autograd::Variable(proxy).mutable_grad() = at::Tensor();
+      if (shared && landed.pending()) {
+        const std::lock_guard<std::mutex> lock(shared->copies_mutex);
+        shared->gradients_landing.push_back(landed);
+      }
     }
-    if (entry_ && shared) shared->proxies.evict(*entry_);
+    if (shared) {
+      {
+        const std::lock_guard<std::mutex> lock(shared->copies_mutex);
+        shared->backward_done.at(proxy_) = 1;
+      }
+      if (entry_) shared->evict_proxy(*entry_);
+    }
     // The backward reads the parameter no more (every node that used it has run, or its gradient
-    // would not be whole): its update may begin.
-    if (grad.defined() && shared && home_.is_cpu()) shared->notify_gradient_home(parameter_);
+    // would not be whole): its update may begin, once the gradient has landed.
+    if (grad.defined() && shared && home_.is_cpu())
+      shared->notify_gradient_home(parameter_, landed);
   }
 
  private:
@@ -219,6 +317,7 @@ class ProxyGradientHook final : public torch::autograd::PostAccumulateGradHook {
   at::Tensor parameter_;
   c10::Device home_;
   int home_index_;
+  size_t proxy_;
   std::optional<StorageShelf::Id> entry_;
 };
 
@@ -384,6 +483,9 @@ struct ResidenceRuntime::Pass {
 ResidenceRuntime::ResidenceRuntime(ResidencePlan plan)
     : plan_(std::move(plan)), shared_(std::make_shared<ResidenceShared>()) {
   shared_->proxy_entry.resize(plan_.proxies.size());
+  shared_->landing.resize(plan_.proxies.size());
+  shared_->backward_done.assign(plan_.proxies.size(), 0);
+  shared_->prefetch_window = plan_.prefetch_bytes;
   for (size_t i = 0; i < plan_.proxies.size(); ++i) {
     Proxy& p = plan_.proxies[i];
     proxy_of_.emplace(p.parameter.unsafeGetTensorImpl(), i);
@@ -394,27 +496,43 @@ ResidenceRuntime::ResidenceRuntime(ResidencePlan plan)
       const int device = p.device_index;
       shared_->proxy_entry[i] = shared_->proxies.add(
           p.proxy.storage(),
-          [parameter, proxy, shared, device](c10::StorageImpl& storage, size_t nbytes) {
+          [parameter, proxy, shared, device, i](c10::StorageImpl& storage, size_t nbytes) {
             const MemoryTally::Scope on_device(shared->tally.load(), device);
-            allocate(storage, nbytes);
+            allocate(storage, nbytes);  // from the reading stream's memory
             at::NoGradGuard no_grad;
             // variable_data(): the proxy's bytes under a version counter of their own, so the
             // fill is no in-place change autograd would refuse.
-            proxy.variable_data().copy_(parameter);
+            const at::Tensor into = proxy.variable_data();
+            Landing landed = copy_aside(into.device(), [&] {
+              into.copy_(parameter, /*non_blocking=*/into.is_cuda() && parameter.is_cpu());
+            });
+            if (landed.pending()) {
+              const std::lock_guard<std::mutex> lock(shared->copies_mutex);
+              shared->landing.at(i) = std::move(landed);
+            }
             shared->parameter_bytes_fetched += proxy.nbytes();
           });
-      if (shared_->proxy_entry[i]) shared_->proxies.evict(*shared_->proxy_entry[i]);
+      if (const auto entry = shared_->proxy_entry[i]) {
+        shared_->proxies.evict(*entry);
+        shared_->proxy_of_entry.resize(std::max(shared_->proxy_of_entry.size(), *entry + 1));
+        shared_->entry_bytes.resize(shared_->proxy_of_entry.size());
+        shared_->device_of_entry.resize(shared_->proxy_of_entry.size(), -1);
+        shared_->proxy_of_entry[*entry] = i;
+        shared_->entry_bytes[*entry] = p.parameter.nbytes();
+        shared_->device_of_entry[*entry] = p.device_index;
+      }
     }
     if (p.proxy.requires_grad())
       torch::autograd::impl::set_post_acc_grad_hooks(
           p.proxy, std::make_unique<ProxyGradientHook>(shared_, p.parameter, p.home, p.home_index,
-                                                       shared_->proxy_entry[i]));
+                                                       i, shared_->proxy_entry[i]));
   }
 }
 
 void ResidenceRuntime::set_tally(MemoryTally* tally) { shared_->tally = tally; }
 
-void ResidenceRuntime::on_gradient_home(std::function<void(const at::Tensor&)> tell) {
+void ResidenceRuntime::on_gradient_home(
+    std::function<void(const at::Tensor&, const std::function<void()>&)> tell) {
   const std::lock_guard<std::mutex> lock(shared_->gradient_home_mutex);
   shared_->gradient_home = std::move(tell);
 }
@@ -425,6 +543,12 @@ bool ResidenceRuntime::sends_gradients_to_host() const {
 }
 
 ResidenceRuntime::~ResidenceRuntime() {
+  // Nothing of the plan's is freed while a copy into or out of it is in flight.
+  try {
+    settle();
+  } catch (...) {
+    // A failed copy fails its step (settle() there); the runtime goes regardless.
+  }
   shared_->tally = nullptr;
   for (Proxy& p : plan_.proxies)
     if (p.proxy.requires_grad()) torch::autograd::impl::set_post_acc_grad_hooks(p.proxy, nullptr);
@@ -442,14 +566,29 @@ void ResidenceRuntime::begin_forward(const OpProgram& program) {
   pass_->program = &program;
   pass_->proxy_last_read.assign(shared_->proxies.size(), kUnread);
   pass_->due.resize(program.nodes.size());
+  {
+    const std::lock_guard<std::mutex> lock(shared_->copies_mutex);
+    std::fill(shared_->backward_done.begin(), shared_->backward_done.end(), 0);
+  }
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < plan_.proxies.size(); ++i) {
     Proxy& p = plan_.proxies[i];
     if (p.fetch == Fetch::kPersist) {
-      p.proxy.variable_data().copy_(p.parameter);  // what the optimizer made of it at home
+      // What the optimizer made of it at home, on the copy stream (after the last backward's
+      // reads of the old value) and waited for where an op first reads it.
+      shared_->await(i);
+      const at::Tensor into = p.proxy.variable_data();
+      Landing landed = copy_aside(into.device(), [&] {
+        into.copy_(p.parameter, /*non_blocking=*/into.is_cuda() && p.parameter.is_cpu());
+      });
+      if (landed.pending()) {
+        const std::lock_guard<std::mutex> lock(shared_->copies_mutex);
+        shared_->landing[i] = std::move(landed);
+      }
       shared_->parameter_bytes_fetched += p.proxy.nbytes();
-    } else if (shared_->proxy_entry[i])
-      shared_->proxies.evict(*shared_->proxy_entry[i]);  // filled afresh at its first use
+    } else if (shared_->proxy_entry[i]) {
+      shared_->evict_proxy(*shared_->proxy_entry[i]);  // filled afresh at its first use
+    }
     pass_->see(p.proxy);
   }
   for (const auto& [slot, value] : program.bound) {
@@ -467,7 +606,7 @@ void ResidenceRuntime::evict_due(size_t node) {
     if (last != node) continue;  // read later after all, or done
     last = kNever;
     if (!e.activation) {
-      shared_->proxies.evict(e.id);
+      shared_->evict_proxy(e.id);
       continue;
     }
     const size_t freed = pass.activations->shelf.evict(e.id);
@@ -493,9 +632,12 @@ void ResidenceRuntime::prepare(size_t index, int op, int device,
   const auto read = [&](EntryRef e) {
     if (e.activation) {
       pass.activations->shelf.ensure(e.id);
-    } else if (shared_->proxies.evicted(e.id)) {
-      shared_->proxies.ensure(e.id);
-      ++shared_->parameter_fetches;
+    } else {
+      shared_->fill_for_reader(e.id);
+      if (pass.last_read(e) == kUnread) {
+        const std::lock_guard<std::mutex> lock(shared_->copies_mutex);
+        shared_->order.first_read(e.id, index, shared_->entry_bytes.at(e.id));
+      }
     }
     add_unique(pass.reads, e);
     pass.read_until(e, index);
@@ -506,7 +648,10 @@ void ResidenceRuntime::prepare(size_t index, int op, int device,
     if (!t.defined()) continue;
     if (op >= 0)
       if (const Proxy* p = proxy_for(t, device)) {
-        if (const auto pid = shared_->proxies.find(storage_of(p->proxy))) read({false, *pid});
+        if (const auto pid = shared_->proxies.find(storage_of(p->proxy)))
+          read({false, *pid});
+        else
+          shared_->await(static_cast<size_t>(p - plan_.proxies.data()));  // a persistent one
         continue;
       }
     const c10::StorageImpl* s = storage_of(t);
@@ -516,6 +661,18 @@ void ResidenceRuntime::prepare(size_t index, int op, int device,
     else if (const auto pid = shared_->proxies.find(s))
       read({false, *pid});
   }
+  // What the next nodes read, copied in while this one computes.
+  std::vector<size_t> ahead;
+  {
+    const std::lock_guard<std::mutex> lock(shared_->copies_mutex);
+    if (shared_->prefetch_window > 0) {
+      ResidenceShared* shared = shared_.get();
+      ahead = shared->order.ahead_of(index, shared->prefetch_window, [shared](size_t entry) {
+        return !shared->proxies.evicted(entry);
+      });
+    }
+  }
+  shared_->prefetch(ahead);
 }
 
 void ResidenceRuntime::before(size_t index, int op, int device,
@@ -578,12 +735,10 @@ std::optional<StorageShelf::Id> ResidenceRuntime::shelve(const at::Tensor& outpu
         const MemoryTally::Scope on_device(shared->tally.load(), device);
         // Its inputs first: activations emptied in turn, parameters streamed away since.
         for (const EntryRef& e : r->reads) {
-          if (e.activation) {
+          if (e.activation)
             activations->shelf.ensure(e.id);
-          } else if (shared->proxies.evicted(e.id)) {
-            shared->proxies.ensure(e.id);
-            ++shared->parameter_fetches;
-          }
+          else
+            shared->fill_for_reader(e.id);
         }
         std::vector<c10::IValue> stack = r->inputs;
         {
@@ -696,6 +851,25 @@ void ResidenceRuntime::end_forward() {
   if (!pass_) return;
   for (size_t node = 0; node < pass_->due.size(); ++node) evict_due(node);
   pass_.reset();
+  const std::lock_guard<std::mutex> lock(shared_->copies_mutex);
+  shared_->order.end_pass();
+}
+
+void ResidenceRuntime::settle() {
+  std::vector<Landing> pending;
+  {
+    const std::lock_guard<std::mutex> lock(shared_->copies_mutex);
+    pending.swap(shared_->gradients_landing);
+    for (Landing& l : shared_->landing)
+      if (l.pending()) pending.push_back(std::exchange(l, Landing()));
+  }
+  for (Landing& l : pending) l.synchronize();
+}
+
+void ResidenceRuntime::set_prefetch_window(uint64_t bytes) {
+  const std::lock_guard<std::mutex> lock(shared_->copies_mutex);
+  plan_.prefetch_bytes = bytes;
+  shared_->prefetch_window = bytes;
 }
 
 void ResidenceRuntime::discard_gradients() {
@@ -711,6 +885,7 @@ ResidenceStats ResidenceRuntime::stats() const {
   s.activations_evicted = shared_->activations_evicted;
   s.activation_bytes_evicted = shared_->activation_bytes_evicted;
   s.recompute_kept = shared_->recompute_kept;
+  s.parameter_prefetches = shared_->parameter_prefetches;
   return s;
 }
 

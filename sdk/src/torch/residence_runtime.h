@@ -52,6 +52,10 @@ struct ResidencePlan {
   std::vector<c10::Device> devices;
   /// Bytes copied to make the persistent proxies.
   uint64_t bytes = 0;
+  /// Bytes of streamed proxies filled ahead of their use, in the order the last pass read them
+  /// (prefetch_order.h): on a GPU their copies run on its copy stream while the ops before them
+  /// compute. 0: each filled when an op reads it.
+  uint64_t prefetch_bytes = 0;
 
   bool empty() const { return proxies.empty() && activations.empty(); }
 };
@@ -68,8 +72,9 @@ ResidencePlan resolve_residence(const OpProgram& program, const OpGraph& graph,
 
 /// What the residence runtime counts, for tests and the job's statistics.
 struct ResidenceStats {
-  /// Fills of a streamed proxy, in forwards and backwards.
+  /// Fills of a streamed proxy, in forwards and backwards; of them, those made ahead of use.
   uint64_t parameter_fetches = 0;
+  uint64_t parameter_prefetches = 0;
   /// Bytes copied into proxies (streamed fills and persistent refreshes), and gradient bytes
   /// copied from proxies to their parameters' homes.
   uint64_t parameter_bytes_fetched = 0;
@@ -117,8 +122,16 @@ class ResidenceRuntime {
   /// gradients sent home) against the device it lands on (nullptr: nothing counted).
   void set_tally(MemoryTally* tally);
   /// `tell` is called, on the thread autograd runs the proxy's node on, with each parameter whose
-  /// whole gradient has just reached its home on the host (nullptr: nobody is told).
-  void on_gradient_home(std::function<void(const at::Tensor&)> tell);
+  /// whole gradient is on its way to its home on the host, and what waits until it is there (a
+  /// copy from a GPU runs aside; call it before reading the gradient). nullptr: nobody is told.
+  void on_gradient_home(std::function<void(const at::Tensor&, const std::function<void()>&)> tell);
+  /// The host waits for every copy in flight: proxies filled ahead and gradients on their way
+  /// home. After a backward, before anything on the host reads the gradients; and before a
+  /// failed step's tensors are dropped. Throws what a failed copy threw.
+  void settle();
+  /// Bytes of streamed proxies filled ahead of their use from now on
+  /// (ResidencePlan::prefetch_bytes).
+  void set_prefetch_window(uint64_t bytes);
   /// Whether some parameter that is trained lives on the host and is read through a proxy.
   bool sends_gradients_to_host() const;
   /// Drops the proxies' gradients (a failed step's), as the job drops its parameters'.

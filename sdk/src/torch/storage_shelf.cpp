@@ -1,6 +1,7 @@
 #include "storage_shelf.h"
 
 #include <ATen/ops/empty.h>
+#include <c10/core/DeviceGuard.h>
 
 namespace placement::detail {
 
@@ -13,6 +14,8 @@ at::Tensor storage_bytes(c10::StorageImpl& storage) {
 }
 
 void allocate(c10::StorageImpl& storage, size_t nbytes) {
+  // A GPU's allocator takes the current device: the storage's, whichever thread fills it.
+  const c10::DeviceGuard on_its_device(storage.device());
   storage.set_data_ptr_noswap(storage.allocator()->allocate(nbytes));
   storage.set_nbytes(nbytes);
 }

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <optional>
+#include <tuple>
 
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
@@ -238,6 +240,52 @@ TEST_F(Cuda, ParametersHomedOnTheHostLiveInThePinnedPoolWithinItsBudget) {
   }
   adam.step();
   EXPECT_LE(pool.stats().peak_reserved_bytes, limit);
+}
+
+// Parameters homed on the host and streamed to the GPU are copied in on the GPU's copy stream
+// ahead of the ops that read them, and their gradients go home on it while the backward goes on
+// (the host's Adam waiting for each): the same training as fetching each when it is read, with
+// most fetches made ahead. Not bitwise: the GPU's kernels may sum in another order from run to
+// run (an embedding's backward adds with atomics).
+TEST_F(Cuda, StreamedParametersCopiedAheadOnTheCopyStreamTrainAsFetchedOnUse) {
+  Model m = load("rnnlm_small");
+  std::vector<at::Tensor> inputs;
+  for (const c10::IValue& v : m.inputs) inputs.push_back(v.toTensor());
+  Residence homed;
+  homed.parameters.assign(m.graph.parameters.size(), ParameterResidence{1, Fetch::kStream});
+  const auto run = [&](std::optional<uint64_t> window) {
+    const torch::jit::Module copy = m.module.clone();
+    JobOptions o;
+    o.use_daemon = false;
+    o.devices = {"cuda:0", "cpu"};
+    o.start_residence = homed;
+    Job job("rnnlm_small", copy, inputs, o);
+    job.module().set_prefetch_window(window);
+    torch::optim::Adam adam(job.parameters(), torch::optim::AdamOptions(0.01));
+    const std::vector<c10::IValue> in(m.inputs.begin(), m.inputs.end());
+    std::vector<float> losses;
+    for (int step = 0; step < 4; ++step)
+      losses.push_back(job.step(
+                              in,
+                              [](const std::vector<c10::IValue>& out) {
+                                return output_tensor(out.at(0)).pow(2).mean();
+                              },
+                              adam)
+                           .item<float>());
+    std::vector<at::Tensor> parameters;
+    for (const at::Tensor& p : job.parameters()) parameters.push_back(p.detach().clone());
+    return std::make_tuple(losses, parameters, job.module().residence_activity(), job.stats());
+  };
+  const auto [losses, parameters, activity, stats] = run(std::nullopt);
+  const auto [on_use_losses, on_use_parameters, on_use_activity, on_use_stats] = run(0);
+  EXPECT_GT(activity.parameter_prefetches, activity.parameter_fetches / 2)
+      << "the default window fills ahead where parameters stream from the host to a GPU";
+  EXPECT_EQ(on_use_activity.parameter_prefetches, 0u);
+  EXPECT_GT(stats.overlapped_updates, 0u) << "the host's Adam ran while the backward went on";
+  for (size_t i = 0; i < losses.size(); ++i)
+    EXPECT_NEAR(losses[i], on_use_losses[i], 1e-5 * std::abs(on_use_losses[i])) << "step " << i;
+  for (size_t i = 0; i < parameters.size(); ++i)
+    EXPECT_TRUE(at::allclose(parameters[i], on_use_parameters[i], 1e-4, 1e-6)) << "parameter " << i;
 }
 
 TEST_F(Cuda, TheProfilerTimesGpuOpsByTheirKernelsNotTheirLaunches) {

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -80,13 +81,16 @@ JobOptions options_for(Residence residence, uint64_t limit) {
 }
 
 // kSteps of Adam on the model's recorded batch, every op on cpu:0, tensors where `residence` says.
+// `prefetch`: PlacedModule::set_prefetch_window's bytes (none: the engine's default, which fills
+// nothing ahead on the host).
 Trained train(const std::string& name, const std::function<Residence(const OpGraph&)>& plan,
-              uint64_t limit = kUnbounded) {
+              uint64_t limit = kUnbounded, std::optional<uint64_t> prefetch = std::nullopt) {
   at::set_num_threads(1);
   Example e = load(name, copies_of(name));
   const OpGraph graph = capture(e.model, e.inputs, name);
   const Residence residence = plan ? plan(graph) : Residence{};
   Job job(name, e.model, e.inputs, options_for(residence, limit));
+  if (prefetch) job.module().set_prefetch_window(*prefetch);
   torch::optim::Adam adam(job.parameters(), torch::optim::AdamOptions(1e-3));
   at::manual_seed(2);
   Trained out;
@@ -315,6 +319,40 @@ TEST_P(ResidencePlans, RunWithinALimitTheModelAloneDoesNotFit) {
 
 INSTANTIATE_TEST_SUITE_P(Models, ResidencePlans,
                          ::testing::Values("hf_gpt2", "hf_bert", "hf_llama", "mobilenet_v3_small"));
+
+TEST(Residence, StreamedParametersFilledAheadTrainBitwiseWithinTheirWindow) {
+  // What a GPU's copy stream fills ahead of the ops, filled ahead on the host: the same values
+  // (every fill copies the parameter's value at home, whenever it runs), more of the fills made
+  // ahead than on demand, and the compute device holding no more than the window beyond the
+  // peak of fetching each parameter when it is read.
+  for (const std::string name : {"hf_gpt2", "mobilenet_v3_small"}) {
+    SCOPED_TRACE(name);
+    const Trained& base = without_residence(name);
+    auto plan = [](const OpGraph& g) { return residence_of(Plan::kAllAway, g); };
+    const Trained on_demand = train(name, plan);
+    EXPECT_EQ(on_demand.activity.parameter_prefetches, 0u)
+        << "the host's default fills nothing ahead";
+    uint64_t largest = 0;
+    const Example example = load(name);
+    for (const at::Tensor& p : example.model.parameters())
+      largest = std::max<uint64_t>(largest, p.nbytes());
+    const uint64_t window = 2 * largest;
+    const Trained ahead = train(name, plan, kUnbounded, window);
+    expect_bitwise(ahead, base, name + " filled ahead");
+    EXPECT_EQ(ahead.activity.parameter_bytes_fetched >= on_demand.activity.parameter_bytes_fetched,
+              true);
+    // From the second step on, the forward fills ahead every parameter but those its first
+    // reading op reads, and the backward those it reads after the first.
+    const uint64_t streamed = ahead.activity.streamed;
+    EXPECT_GE(ahead.activity.parameter_prefetches, (kSteps - 1) * (streamed - 2))
+        << ahead.activity.parameter_fetches << " fills in all";
+    EXPECT_LE(ahead.peak, on_demand.peak + window + largest)
+        << "filled ahead past the window: " << ahead.peak << " bytes at the peak, "
+        << on_demand.peak << " filled on demand, a window of " << window;
+    // A window of 0 fills nothing ahead, as the default on the host.
+    EXPECT_EQ(train(name, plan, kUnbounded, 0).activity.parameter_prefetches, 0u);
+  }
+}
 
 TEST(Residence, APlanThatCannotHoldTheParametersIsRefusedBeforeItRuns) {
   Example e = load("hf_gpt2");
