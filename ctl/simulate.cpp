@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <stdexcept>
@@ -44,6 +45,77 @@ json result_json(const placementd::sim::SimulationResult& r, const placement::De
           {"allreduce_bytes", r.allreduce_bytes},
           {"allreduce_buckets", r.allreduce_buckets},
           {"devices", per_device}};
+}
+
+// Where a placement's residence keeps tensors, per device, in bytes: what the engine will hold
+// there apart from what its ops compute (docs/capture-and-engine.md, "Residence").
+struct ResidenceBytes {
+  uint64_t parameters_homed = 0;   // parameters, with their gradients and optimizer state
+  uint64_t persistent_copies = 0;  // persist proxies: copies kept beside their readers
+  uint64_t streamed = 0;           // stream proxies: copied in for each use, dropped after
+  uint64_t activations_in = 0;     // outputs other devices' ops offload here
+  uint64_t activations_out = 0;    // outputs its ops offload elsewhere or recompute
+};
+
+std::vector<ResidenceBytes> residence_bytes(const placement::OpGraph& graph,
+                                            const placement::Placement& p, size_t devices) {
+  std::vector<ResidenceBytes> out(devices);
+  const placement::Residence& r = p.residence;
+  for (size_t k = 0; k < graph.parameters.size(); ++k) {
+    const placement::Parameter& meta = graph.parameters[k];
+    const int home = p.home_of_parameter(graph, k);
+    if (home < 0 || meta.readers.empty()) continue;
+    out[static_cast<size_t>(home)].parameters_homed += meta.bytes;
+    const int reader = p.device_of_op[static_cast<size_t>(meta.readers.front())];
+    const bool one_device = std::all_of(meta.readers.begin(), meta.readers.end(), [&](int op) {
+      return p.device_of_op[static_cast<size_t>(op)] == reader;
+    });
+    if (!one_device || reader == home || k >= r.parameters.size()) continue;
+    ResidenceBytes& at_reader = out[static_cast<size_t>(reader)];
+    (r.parameters[k].fetch == placement::Fetch::kPersist ? at_reader.persistent_copies
+                                                         : at_reader.streamed) += meta.bytes;
+  }
+  for (size_t op = 0; op < r.activations.size() && op < graph.ops.size(); ++op) {
+    const placement::ActivationResidence& a = r.activations[op];
+    if (a.policy == placement::ActivationPolicy::kKeep) continue;
+    const uint64_t bytes = graph.ops[op].output_bytes();
+    out[static_cast<size_t>(p.device_of_op[op])].activations_out += bytes;
+    if (a.policy == placement::ActivationPolicy::kOffload && a.device >= 0)
+      out[static_cast<size_t>(a.device)].activations_in += bytes;
+  }
+  return out;
+}
+
+json residence_json(const std::vector<ResidenceBytes>& bytes, const placement::DeviceSet& devices) {
+  json per_device = json::array();
+  for (size_t d = 0; d < devices.size(); ++d)
+    per_device.push_back({{"name", devices.devices[d].name()},
+                          {"parameters_homed_bytes", bytes[d].parameters_homed},
+                          {"persistent_copy_bytes", bytes[d].persistent_copies},
+                          {"streamed_bytes", bytes[d].streamed},
+                          {"activation_bytes_offloaded_here", bytes[d].activations_in},
+                          {"activation_bytes_offloaded_or_recomputed", bytes[d].activations_out}});
+  return {{"modelled", false}, {"devices", per_device}};
+}
+
+// One line per device that holds something under the residence.
+std::string describe_residence(const std::vector<ResidenceBytes>& bytes,
+                               const placement::DeviceSet& devices) {
+  std::string text;
+  for (size_t d = 0; d < devices.size(); ++d) {
+    const ResidenceBytes& b = bytes[d];
+    std::string parts;
+    const auto add = [&](uint64_t n, const char* what) {
+      if (n > 0) parts += (parts.empty() ? "" : ", ") + mib(n) + " " + what;
+    };
+    add(b.parameters_homed, "of parameters homed (with their gradients and optimizer state)");
+    add(b.persistent_copies, "of persistent copies");
+    add(b.streamed, "streamed in for each use");
+    add(b.activations_in, "of activations offloaded here");
+    add(b.activations_out, "of activations offloaded or recomputed away");
+    if (!parts.empty()) text += "  " + devices.devices[d].name() + ": " + parts + "\n";
+  }
+  return text;
 }
 
 }  // namespace
@@ -144,6 +216,7 @@ int simulate(const Globals& g, const std::string& graph_file, const std::string&
                                       "TRANSFERS", "PREDICTED", "VS BOUND", "MEMORY"};
   if (replicated) columns.insert(columns.begin() + 4, "ALL-REDUCE (WAITED)");
   Table t(columns);
+  std::string residence_notes;
   for (const auto& [name, p] : candidates) {
     placementd::sim::SimulationResult r;
     try {
@@ -160,6 +233,15 @@ int simulate(const Globals& g, const std::string& graph_file, const std::string&
     json j = result_json(r, devices);
     j["name"] = name;
     j["timed"] = true;
+    if (!p.residence.is_default()) {
+      const std::vector<ResidenceBytes> bytes = residence_bytes(graph, p, devices.size());
+      j["residence"] = residence_json(bytes, devices);
+      residence_notes += "\n" + name +
+                         " has a residence, which the simulator does not model yet: the figures "
+                         "above time and size it as if every tensor lived where its op runs. Where "
+                         "it keeps them:\n" +
+                         describe_residence(bytes, devices);
+    }
     out["placements"].push_back(j);
     std::string memory;
     for (size_t d = 0; d < devices.size(); ++d)
@@ -202,6 +284,7 @@ int simulate(const Globals& g, const std::string& graph_file, const std::string&
                                          : "")
             << "\n\n";
   t.print(std::cout);
+  std::cout << residence_notes;
   return 0;
 }
 

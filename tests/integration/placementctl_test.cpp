@@ -187,6 +187,69 @@ TEST(Placementctl, SimulateReportsStepTimeMemoryAndTheBound) {
       << bad.err;
 }
 
+// A placement with a residence: simulate shows, per device, what it keeps where (parameters homed
+// on the host, their copies beside the GPU's ops, activations offloaded), and says that its
+// figures do not model residence yet.
+TEST(Placementctl, SimulateShowsWhereAResidenceKeepsTensorsAndThatItIsNotModelled) {
+  DaemonProcess paths;  // only for its temp dir
+  OpGraph g = two_chains(3);
+  for (auto& op : g.ops) {
+    op.profile["cuda"] = {0.001, 0.002, 0.0, 4096};
+    op.profile["cpu"] = {0.004, 0.008, 0.0, 4096};
+  }
+  g.ops[0].parameter_bytes = 1 << 20;
+  g.ops[3].parameter_bytes = 2 << 20;
+  g.parameters = {{"tower0.layer.0.weight", 1 << 20, {0}}, {"tower1.layer.0.weight", 2 << 20, {3}}};
+  write_json_file(paths.dir + "/g.json", to_json(g));
+  std::ofstream(paths.dir + "/topo.toml") << "[defaults]\nbandwidth_gbs = 10\n"
+                                             "[[device]]\nname = \"cuda:0\"\nmemory_gib = 1\n"
+                                             "[[device]]\nname = \"cpu:0\"\nmemory_gib = 4\n";
+  const DeviceSet d = DeviceSet::uniform(
+      {{DeviceKind::kCuda, 0, 1ull << 30, 1.0}, {DeviceKind::kCpu, 0, 4ull << 30, 1.0}}, 10e9,
+      1e-5);
+  Placement homed = Placement::single(g, 0);
+  homed.residence.parameters = {{1, Fetch::kStream}, {1, Fetch::kPersist}};
+  homed.residence.activations.resize(g.ops.size());
+  homed.residence.activations[0] = {ActivationPolicy::kOffload, 1};
+  homed.residence.activations[1] = {ActivationPolicy::kRecompute, -1};
+  write_json_file(paths.dir + "/p.json", to_json(homed, d));
+  const CommandResult r =
+      run_command({placementctl_bin(), "--json", "simulate", "--graph", paths.dir + "/g.json",
+                   "--devices", paths.dir + "/topo.toml", "--placement", paths.dir + "/p.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json residence = json::parse(r.out)["placements"][0].at("residence");
+  EXPECT_FALSE(residence["modelled"].get<bool>());
+  const json& gpu = residence["devices"][0];
+  const json& host = residence["devices"][1];
+  EXPECT_EQ(gpu["name"], "cuda:0");
+  EXPECT_EQ(gpu["parameters_homed_bytes"], 0);
+  EXPECT_EQ(gpu["streamed_bytes"], 1 << 20);
+  EXPECT_EQ(gpu["persistent_copy_bytes"], 2 << 20);
+  EXPECT_EQ(gpu["activation_bytes_offloaded_or_recomputed"], 2 * 4096);
+  EXPECT_EQ(host["parameters_homed_bytes"], 3 << 20);
+  EXPECT_EQ(host["activation_bytes_offloaded_here"], 4096);
+  EXPECT_EQ(host["streamed_bytes"], 0);
+
+  const CommandResult table =
+      run_command({placementctl_bin(), "simulate", "--graph", paths.dir + "/g.json", "--devices",
+                   paths.dir + "/topo.toml", "--placement", paths.dir + "/p.json"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("has a residence, which the simulator does not model yet"),
+            std::string::npos)
+      << table.out;
+  EXPECT_NE(table.out.find("cpu:0: 3.0 MiB of parameters homed"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("cuda:0: 2.0 MiB of persistent copies, 1.0 MiB streamed in"),
+            std::string::npos)
+      << table.out;
+  // Without a residence, nothing of it is shown.
+  write_json_file(paths.dir + "/plain.json", to_json(Placement::single(g, 0), d));
+  const CommandResult plain = run_command(
+      {placementctl_bin(), "--json", "simulate", "--graph", paths.dir + "/g.json", "--devices",
+       paths.dir + "/topo.toml", "--placement", paths.dir + "/plain.json"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_FALSE(json::parse(plain.out)["placements"][0].contains("residence"));
+}
+
 // Data-parallel replicas on the shipped ResNet-50 (batch 64) and 4×H100 node, whose topology
 // names a 50 GB/s link between nodes: the all-reduce of 98 MiB of gradients grows the step with
 // the node count, overlapping it with backward hides part of it, and a topology without a node

@@ -42,8 +42,8 @@ class PrefetchOrder {
     size_t node;
     uint64_t bytes;
   };
-  std::vector<Read> order_;    // the last complete pass's
-  std::vector<Read> reading_;  // the pass under way
+  std::vector<Read> order_;                      // the last complete pass's
+  std::vector<Read> reading_;                    // the pass under way
   std::unordered_map<size_t, size_t> position_;  // entry → index in order_
 };
 
