@@ -17,6 +17,7 @@
 #include "model_state.h"
 #include "optimizer_state.h"
 #include "overlapped_updates.h"
+#include "physical_device.h"
 #include "pinned_pool.h"
 #include "placement/capture.h"
 #include "placement/messages.h"
@@ -286,6 +287,19 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
   if (core.current.directive.placement_id != 0)
     before.emplace(core.placed->model().named_buffers());
   const auto discard_gradients = [&] { core.placed->discard_gradients(); };
+  // On GPUs alone, timed by events read a step later (gpu_step_clock.h); a profiled step waits for
+  // its kernels, whose times the profiler reads.
+  if (core.any_cuda && !core.group && !core.gpu_clock) {
+    std::vector<c10::Device> gpus;
+    for (const Device& d : core.devices.devices) {
+      const c10::Device gpu = detail::physical(d);
+      if (gpu.is_cuda() && std::find(gpus.begin(), gpus.end(), gpu) == gpus.end())
+        gpus.push_back(gpu);
+    }
+    core.gpu_clock.emplace(std::move(gpus));
+  }
+  const bool by_events = core.gpu_clock && !profiled;
+  if (by_events) core.gpu_clock->start();
   auto started = Clock::now();
   at::Tensor value;
   double update_seconds = 0.0;
@@ -444,6 +458,7 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
     if (!core.switch_to(core.last_good, optimizer)) fail();
     profiled = false;  // another rank's failure left this one's profiling on; switch_to ended it
     ++core.stats.retried_steps;
+    if (by_events) core.gpu_clock->start();
     started = Clock::now();
     guard_seconds = 0.0;
   }
@@ -456,10 +471,21 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
   ++core.updates_under_current;
   const auto zeroing = Clock::now();
   optimizer.zero_grad();
+  core.current_ran = true;
+  if (by_events) {
+    // This step's time is read at the end of the next, the last one's now: its kernels are done
+    // or nearly, while this step's are queued behind them.
+    detail::GpuStepClock::Measurement measured = core.gpu_clock->end();
+    core.report_pending();
+    core.pending_step = detail::JobCore::PendingStep{std::move(measured), core.current.generation,
+                                                     core.current.directive.placement_id,
+                                                     core.stats.steps, guard_seconds};
+    ++core.stats.steps;
+    return value.detach();
+  }
   if (core.any_cuda) detail::synchronize_cuda_devices(core.devices);
   if (profiled) core.profiling->profiler->add_update(update_seconds + seconds_since(zeroing));
   const double seconds = seconds_since(started) - guard_seconds;
-  core.current_ran = true;
   peers.step_done(core, seconds, profiled);
   ++core.stats.steps;
   core.stats.last_step_s = seconds;
@@ -512,6 +538,7 @@ messages::JobInfo Job::placementd_view() const {
 }
 
 JobChannel::Status Job::detach() {
+  core_->report_pending();  // the last step's time, before the channel closes
   return core_->channel ? core_->channel->close() : JobChannel::Status{};
 }
 

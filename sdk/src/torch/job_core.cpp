@@ -25,7 +25,28 @@ std::string reported(const std::string& error) {
 }  // namespace
 
 JobCore::JobCore() = default;
-JobCore::~JobCore() = default;
+JobCore::~JobCore() {
+  try {
+    report_pending();
+  } catch (...) {
+    // A GPU that failed under the last step fails nothing more here.
+  }
+}
+
+void JobCore::report_pending() {
+  if (!pending_step) return;
+  PendingStep p = std::move(*pending_step);
+  pending_step.reset();
+  const double seconds = std::max(0.0, p.measured.seconds() - p.not_its_s);
+  stats.last_step_s = seconds;
+  if (!channel || (p.placement_id == 0 && leader())) return;
+  messages::StepReport step;
+  step.placement_id = p.placement_id;
+  step.step = p.step;
+  step.step_time_s = seconds;
+  step.ok = true;
+  channel->report(p.generation, step);
+}
 
 bool JobCore::profiles_on_their_way(const InForce& target) const {
   if (target.generation != sent_generation) return false;
@@ -203,6 +224,7 @@ at::Tensor JobCore::forward_backward(const std::vector<c10::IValue>& inputs,
 }
 
 void JobCore::report(bool ok, double seconds, const std::string& error, bool profiled) {
+  report_pending();
   if (!channel || (current.directive.placement_id == 0 && leader())) return;
   messages::StepReport step;
   step.placement_id = current.directive.placement_id;

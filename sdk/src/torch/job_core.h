@@ -16,6 +16,7 @@
 #include <ATen/ATen.h>
 
 #include "device_memory.h"
+#include "gpu_step_clock.h"
 #include "optimizer_state.h"
 #include "placement/job.h"
 #include "replica_group.h"
@@ -103,6 +104,22 @@ struct JobCore {
   // Data-parallel replicas: the group (none for a process alone), and what a step agrees with it.
   std::unique_ptr<ReplicaGroup> group;
   std::unique_ptr<StepPeers> peers;
+  // A process alone on GPUs times its steps by events on them, each read at the end of the next
+  // step (gpu_step_clock.h); elsewhere, and in profiled steps, the host's clock after waiting for
+  // the GPUs. Made at the first step.
+  std::optional<GpuStepClock> gpu_clock;
+  // The step whose time is still on the GPUs, with what its report needs.
+  struct PendingStep {
+    GpuStepClock::Measurement measured;
+    uint64_t generation = 0;
+    uint64_t placement_id = 0;
+    uint64_t step = 0;
+    double not_its_s = 0.0;  // the guard's copies: no part of the placement's time
+  };
+  std::optional<PendingStep> pending_step;
+  /// Reads the pending step's time, reports it under the placement it ran on (as report() does)
+  /// and makes it stats.last_step_s. Every report() does it first, so reports keep their order.
+  void report_pending();
 
   /// Moves the module and the optimizer's state to `target`; false when that fails, everything
   /// then as it was (a directive of placementd's is reported failed by the process that decides).

@@ -288,6 +288,40 @@ TEST_F(Cuda, StreamedParametersCopiedAheadOnTheCopyStreamTrainAsFetchedOnUse) {
     EXPECT_TRUE(at::allclose(parameters[i], on_use_parameters[i], 1e-4, 1e-6)) << "parameter " << i;
 }
 
+// A job alone on a GPU ends its steps without waiting for their kernels: each step's time is read
+// from events on the GPU at the end of the next one (the last at detach), and is the step's time
+// as the host sees it when it waits for the GPU at both ends.
+TEST_F(Cuda, AStepIsTimedByEventsOnTheGpuAndReadAStepLater) {
+  Model m = load("rnnlm_small");
+  std::vector<at::Tensor> inputs;
+  for (const c10::IValue& v : m.inputs) inputs.push_back(v.toTensor());
+  JobOptions o;
+  o.use_daemon = false;
+  o.devices = {"cuda:0", "cpu"};
+  Job job("rnnlm_small", m.module, inputs, o);
+  torch::optim::Adam adam(job.parameters(), torch::optim::AdamOptions(0.01));
+  const std::vector<c10::IValue> in(m.inputs.begin(), m.inputs.end());
+  const auto loss = [](const std::vector<c10::IValue>& out) {
+    return output_tensor(out.at(0)).pow(2).mean();
+  };
+  job.step(in, loss, adam);
+  EXPECT_EQ(job.stats().last_step_s, 0.0) << "the first step's time is read at the second's end";
+  for (int step = 0; step < 3; ++step) job.step(in, loss, adam);  // warm
+  double waited = 0.0;
+  for (int step = 0; step < 5; ++step) {
+    torch::cuda::synchronize(0);
+    const auto started = std::chrono::steady_clock::now();
+    job.step(in, loss, adam);
+    torch::cuda::synchronize(0);
+    waited += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  }
+  job.detach();  // reads the last step's
+  const double timed = job.stats().last_step_s;
+  EXPECT_GT(timed, 0.0);
+  EXPECT_LT(timed, 2.0 * waited / 5) << "a step timed by events against the host's clock";
+  EXPECT_EQ(job.stats().steps, 9u);
+}
+
 TEST_F(Cuda, TheProfilerTimesGpuOpsByTheirKernelsNotTheirLaunches) {
   Model m = load("resnet18");
   PlacedModule placed(m.module, m.graph, cpu_and_gpu());
