@@ -13,6 +13,7 @@ const char* type_name(const nlohmann::json& v) { return v.type_name(); }
 
 const JsonReader& JsonReader::object(std::initializer_list<const char*> allowed) const {
   if (!value_.is_object()) fail(std::string("expected an object, found ") + type_name(value_));
+  if (unknown_ == UnknownKeys::kIgnore) return *this;
   for (const auto& item : value_.items()) {
     bool known = false;
     for (const char* key : allowed) known = known || item.key() == key;
@@ -29,11 +30,11 @@ JsonReader JsonReader::field(const char* key) const {
   if (!value_.is_object()) fail(std::string("expected an object, found ") + type_name(value_));
   auto it = value_.find(key);
   if (it == value_.end()) fail(std::string("missing required key '") + key + "'");
-  return JsonReader(*it, path_.empty() ? key : path_ + "." + key);
+  return JsonReader(*it, path_.empty() ? key : path_ + "." + key, unknown_);
 }
 
 JsonReader JsonReader::element(size_t index) const {
-  return JsonReader(value_.at(index), path_ + "[" + std::to_string(index) + "]");
+  return JsonReader(value_.at(index), path_ + "[" + std::to_string(index) + "]", unknown_);
 }
 
 size_t JsonReader::array_size() const {

@@ -23,8 +23,11 @@ Utf8Sequence utf8_sequence(const std::string& text, size_t at);
 
 class JsonReader {
  public:
-  JsonReader(const nlohmann::json& value, std::string path)
-      : value_(value), path_(std::move(path)) {}
+  /// `unknown`: what object() does with keys it was not given, here and in every field and
+  /// element read through this reader.
+  JsonReader(const nlohmann::json& value, std::string path,
+             UnknownKeys unknown = UnknownKeys::kRefuse)
+      : value_(value), path_(std::move(path)), unknown_(unknown) {}
 
   const nlohmann::json& value() const { return value_; }
   const std::string& path() const { return path_; }
@@ -33,8 +36,10 @@ class JsonReader {
     throw FormatError((path_.empty() ? std::string("document") : path_) + ": " + problem);
   }
 
-  /// Requires an object holding only keys from `allowed` (typos fail instead of being ignored).
+  /// Requires an object; under UnknownKeys::kRefuse one holding only keys from `allowed` (typos
+  /// fail instead of being ignored).
   const JsonReader& object(std::initializer_list<const char*> allowed) const;
+  UnknownKeys unknown_keys() const { return unknown_; }
   bool has(const char* key) const { return value_.is_object() && value_.contains(key); }
   JsonReader field(const char* key) const;
   JsonReader element(size_t index) const;
@@ -55,6 +60,7 @@ class JsonReader {
  private:
   const nlohmann::json& value_;
   std::string path_;
+  UnknownKeys unknown_;
 };
 
 }  // namespace placement::detail

@@ -42,7 +42,7 @@ inline const JsonReader& require_map(const JsonReader& r) {
 
 /// A message's body must be a map; errors in it start with the message's name.
 inline JsonReader body_of(const nlohmann::json& body, const char* message) {
-  JsonReader r(body, message);
+  JsonReader r(body, message, UnknownKeys::kIgnore);
   require_map(r);
   return r;
 }
@@ -177,7 +177,7 @@ M decode(const JsonReader& r) {
 
 template <typename M>
 M decode(const nlohmann::json& body) {
-  return decode<M>(JsonReader(body, Table<M>::kName));
+  return decode<M>(JsonReader(body, Table<M>::kName, UnknownKeys::kIgnore));
 }
 
 // ---- Values ----
@@ -274,7 +274,8 @@ template <>
 struct Value<DeviceSet> {
   static nlohmann::json write(const DeviceSet& v) { return placement::to_json(v); }
   static DeviceSet read(const JsonReader& r) {
-    return nested(r, [](const nlohmann::json& j) { return devices_from_json(j); });
+    return nested(
+        r, [](const nlohmann::json& j) { return devices_from_json(j, UnknownKeys::kIgnore); });
   }
   static bool is_empty(const DeviceSet& v) { return v.devices.empty(); }
 };

@@ -327,10 +327,12 @@ json GraphUpload::to_json(const DeviceSet& devices, uint16_t version) const {
 GraphUpload GraphUpload::from_json(const json& body, const DeviceSet& devices) {
   const JsonReader r = body_of(body, "graph_upload");
   GraphUpload u;
-  u.graph = nested(r.field("graph"), [](const json& j) { return graph_from_json(j); });
+  u.graph = nested(r.field("graph"),
+                   [](const json& j) { return graph_from_json(j, UnknownKeys::kIgnore); });
   if (r.has("placement"))
-    u.start = nested(r.field("placement"),
-                     [&](const json& j) { return placement_from_json(j, u.graph, devices); });
+    u.start = nested(r.field("placement"), [&](const json& j) {
+      return placement_from_json(j, u.graph, devices, UnknownKeys::kIgnore);
+    });
   return u;
 }
 
@@ -346,8 +348,9 @@ json Directive::to_json(const DeviceSet& devices) const {
 Directive Directive::from_json(const json& body, const OpGraph& graph, const DeviceSet& devices) {
   const JsonReader r = body_of(body, Table<Directive>::kName);
   Directive d = decode<Directive>(r);
-  d.placement = nested(r.field("placement"),
-                       [&](const json& j) { return placement_from_json(j, graph, devices); });
+  d.placement = nested(r.field("placement"), [&](const json& j) {
+    return placement_from_json(j, graph, devices, UnknownKeys::kIgnore);
+  });
   return d;
 }
 

@@ -21,6 +21,12 @@ class FormatError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// What a decoder does with a key it does not know. The protocol's one rule: a message is read
+/// with kIgnore at every depth, the graph, devices and placement nested in it included, so that a
+/// newer peer may say more within a version; a file (a graph, a stored placement, a topology, a
+/// config) is read with kRefuse, so that a typo fails instead of being ignored.
+enum class UnknownKeys { kRefuse, kIgnore };
+
 nlohmann::json to_json(const OpGraph& graph);
 nlohmann::json to_json(const DeviceSet& devices);
 nlohmann::json to_json(const Grouping& grouping);
@@ -29,12 +35,12 @@ nlohmann::json to_json(const Grouping& grouping);
 nlohmann::json to_json(const Placement& placement, const DeviceSet& devices);
 
 /// The decoders check shapes and types, then the type's own validate() (graph acyclic, ...).
-OpGraph graph_from_json(const nlohmann::json& doc);
-DeviceSet devices_from_json(const nlohmann::json& doc);
+OpGraph graph_from_json(const nlohmann::json& doc, UnknownKeys unknown = UnknownKeys::kRefuse);
+DeviceSet devices_from_json(const nlohmann::json& doc, UnknownKeys unknown = UnknownKeys::kRefuse);
 Grouping grouping_from_json(const nlohmann::json& doc, const OpGraph& graph);
 /// Maps the document's device names onto `devices`; a name `devices` lacks is an error.
 Placement placement_from_json(const nlohmann::json& doc, const OpGraph& graph,
-                              const DeviceSet& devices);
+                              const DeviceSet& devices, UnknownKeys unknown = UnknownKeys::kRefuse);
 
 /// Reads a JSON file, gzip-compressed if the name ends in ".gz"; errors are prefixed with the path.
 nlohmann::json read_json_file(const std::string& path);

@@ -80,8 +80,10 @@ TEST(Messages, AttachRoundTripsAndChecksItsLimits) {
   EXPECT_EQ(error_of([&] { Attach::from_json(body); }),
             "attach.profile_steps: must be an integer from 0 to 1000");
   body = a.to_json();
-  body["devices"]["devices"][0]["kind"] = "tpu";
-  EXPECT_EQ(error_of([&] { Attach::from_json(body); }).rfind("attach.devices: devices[0]", 0), 0u);
+  body["devices"]["devices"][0]["name"] = "tpu:0";
+  EXPECT_EQ(error_of([&] { Attach::from_json(body); }).rfind("attach.devices: devices[0].name", 0),
+            0u)
+      << error_of([&] { Attach::from_json(body); });
   body = a.to_json();
   body["expected_steps"] = "many";
   EXPECT_EQ(error_of([&] { Attach::from_json(body); }),
@@ -492,6 +494,104 @@ TEST(Messages, ADirectiveCarriesItsPlacementsResidence) {
   d.placement.residence.activations = {{}, {ActivationPolicy::kOffload, 1}, {}};
   EXPECT_EQ(Directive::from_json(over_the_wire(d.to_json(devices)), graph, devices).placement,
             d.placement);
+}
+
+// `doc` with a key no decoder knows added to every object in it, at every depth; `added` counts
+// them.
+json with_unknown_keys(json doc, int& added) {
+  if (doc.is_object()) {
+    for (auto& item : doc.items()) item.value() = with_unknown_keys(item.value(), added);
+    doc["from_a_newer_peer"] = {{"nested", json::array({1, "two"})}};
+    ++added;
+  } else if (doc.is_array()) {
+    for (json& element : doc) element = with_unknown_keys(element, added);
+  }
+  return doc;
+}
+
+// The protocol's one rule (docs/protocol.md): a message is read ignoring keys it does not know at
+// every depth, the graph, the devices and the placement nested in it included; the same documents
+// read as files refuse them.
+TEST(Messages, EveryDecoderReachedFromAMessageIgnoresUnknownKeysAtEveryDepthAndFilesRefuseThem) {
+  OpGraph g = testing::two_chains(2);
+  for (Op& op : g.ops) op.profile["cpu"] = {0.001, 0.002, 0.0, 64};
+  g.ops[0].work = OpWork{};
+  g.ops[0].work->forward_flops = 1e6;
+  g.ops[0].parameter_bytes = 64;
+  g.parameters = {{"tower0.layer.0.weight", 64, {0}}};
+  DeviceSet devices = testing::devices(2);
+  DeviceSpec spec;
+  spec.fp32_flops = 1e12;
+  spec.memory_bandwidth = 1e11;
+  devices.devices[0].spec = spec;
+  Placement start = Placement::single(g, 0);
+  start.residence.parameters = {{1, Fetch::kStream}};
+  start.residence.activations.resize(g.ops.size());
+  start.residence.activations[1] = {ActivationPolicy::kOffload, 1};
+  int added = 0;
+
+  const json upload = GraphUpload{g, start}.to_json(devices);
+  const GraphUpload read =
+      GraphUpload::from_json(over_the_wire(with_unknown_keys(upload, added)), devices);
+  EXPECT_EQ(read.graph, GraphUpload::from_json(upload, devices).graph);
+  EXPECT_EQ(read.start, start);
+  // The message, the graph, each op, its outputs, profiles and work, each parameter, the placement
+  // and its residence.
+  EXPECT_GE(added, 1 + 1 + 5 * 3 + 1 + 1 + 1 + 1) << "keys added";
+
+  Attach attach;
+  attach.job = "j";
+  attach.devices = devices;
+  added = 0;
+  const Attach attached =
+      Attach::from_json(over_the_wire(with_unknown_keys(attach.to_json(), added)));
+  EXPECT_GE(added, 4) << "the message, the device set, each device, the spec";
+  ASSERT_EQ(attached.devices.size(), 2u);
+  EXPECT_EQ(to_json(attached.devices), to_json(devices));
+
+  Directive d;
+  d.placement_id = 7;
+  d.placement = start;
+  added = 0;
+  EXPECT_EQ(
+      Directive::from_json(over_the_wire(with_unknown_keys(d.to_json(devices), added)), g, devices)
+          .placement,
+      start);
+  EXPECT_GE(added, 3) << "the message, the placement, its residence";
+
+  StepReport step;
+  step.placement_id = 7;
+  step.step = 3;
+  step.step_time_s = 0.5;
+  step.ok = true;
+  added = 0;
+  EXPECT_EQ(StepReport::from_json(over_the_wire(with_unknown_keys(step.to_json(), added))), step);
+
+  // As files, the same documents are refused at the first unknown key, by its path.
+  added = 0;
+  EXPECT_NE(error_of([&] {
+              graph_from_json(with_unknown_keys(to_json(g), added));
+            }).find("unknown key 'from_a_newer_peer'"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              devices_from_json(with_unknown_keys(to_json(devices), added));
+            }).find("unknown key 'from_a_newer_peer'"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              placement_from_json(with_unknown_keys(to_json(start, devices), added), g, devices);
+            }).find("unknown key 'from_a_newer_peer'"),
+            std::string::npos);
+  // A profile on a kind of device this build does not know is passed over in a message, refused
+  // in a file.
+  json graph_doc = to_json(g);
+  graph_doc["ops"][0]["profile"]["tpu"] = {{"forward_s", 1.0}, {"backward_s", 2.0}};
+  GraphUpload newer_kind{g, std::nullopt};
+  json newer = newer_kind.to_json(devices);
+  newer["graph"] = graph_doc;
+  EXPECT_EQ(GraphUpload::from_json(over_the_wire(newer), devices).graph.ops[0].profile.count("tpu"),
+            0u);
+  EXPECT_NE(error_of([&] { graph_from_json(graph_doc); }).find("ops[0].profile: unknown key 'tpu'"),
+            std::string::npos);
 }
 
 TEST(Messages, RequestsRoundTrip) {
