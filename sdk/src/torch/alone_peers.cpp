@@ -29,9 +29,7 @@ class AlonePeers final : public StepPeers {
     if (failure == StepFailure::kInterrupted) out.interrupted_rank = 0;
     return out;
   }
-  void step_done(JobCore& job, double seconds, bool profiled) override {
-    job.report(true, seconds, "", profiled);
-  }
+  void step_done(JobCore& job, const ReportedStep& step) override { job.report(step); }
 };
 
 }  // namespace

@@ -446,7 +446,7 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
       discard_gradients();
       fail();
     }
-    core.report(false, seconds_since(started), message);
+    core.report(core.step_report(false, seconds_since(started), message));
     discard_gradients();
     before->restore();
     // Back to the last placement a step succeeded under; when that is the one failing now, to
@@ -477,16 +477,15 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
     // or nearly, while this step's are queued behind them.
     detail::GpuStepClock::Measurement measured = core.gpu_clock->end();
     core.report_pending();
-    core.pending_step = detail::JobCore::PendingStep{std::move(measured), core.current.generation,
-                                                     core.current.directive.placement_id,
-                                                     core.stats.steps, guard_seconds};
+    core.pending_step = detail::JobCore::PendingStep{std::move(measured),
+                                                     core.step_report(true, 0.0), guard_seconds};
     ++core.stats.steps;
     return value.detach();
   }
   if (core.any_cuda) detail::synchronize_cuda_devices(core.devices);
   if (profiled) core.profiling->profiler->add_update(update_seconds + seconds_since(zeroing));
   const double seconds = seconds_since(started) - guard_seconds;
-  peers.step_done(core, seconds, profiled);
+  peers.step_done(core, core.step_report(true, seconds, "", profiled));
   ++core.stats.steps;
   core.stats.last_step_s = seconds;
   if (profiled) core.end_profiled_step();

@@ -37,15 +37,9 @@ void JobCore::report_pending() {
   if (!pending_step) return;
   PendingStep p = std::move(*pending_step);
   pending_step.reset();
-  const double seconds = std::max(0.0, p.measured.seconds() - p.not_its_s);
-  stats.last_step_s = seconds;
-  if (!channel || (p.placement_id == 0 && leader())) return;
-  messages::StepReport step;
-  step.placement_id = p.placement_id;
-  step.step = p.step;
-  step.step_time_s = seconds;
-  step.ok = true;
-  channel->report(p.generation, step);
+  p.report.step.step_time_s = std::max(0.0, p.measured.seconds() - p.not_its_s);
+  stats.last_step_s = p.report.step.step_time_s;
+  report(p.report);
 }
 
 bool JobCore::profiles_on_their_way(const InForce& target) const {
@@ -109,12 +103,10 @@ bool JobCore::commit_switch(InForce target, StepOptimizer& optimizer, StagedMove
 void JobCore::swap_failed(const InForce& target, const std::string& error) {
   ++stats.failed_swaps;
   if (channel && leader() && target.directive.placement_id != 0) {
-    messages::StepReport failed;
-    failed.placement_id = target.directive.placement_id;
-    failed.step = stats.steps;
-    failed.ok = false;
-    failed.error = reported(error);
-    channel->report(target.generation, failed);
+    ReportedStep failed = step_report(false, 0.0, error);
+    failed.generation = target.generation;
+    failed.step.placement_id = target.directive.placement_id;
+    report(failed);
   }
 }
 
@@ -223,17 +215,23 @@ at::Tensor JobCore::forward_backward(const std::vector<c10::IValue>& inputs,
   return loss;
 }
 
-void JobCore::report(bool ok, double seconds, const std::string& error, bool profiled) {
+ReportedStep JobCore::step_report(bool ok, double seconds, const std::string& error,
+                                  bool profiled) const {
+  ReportedStep out;
+  out.generation = current.generation;
+  out.step.placement_id = current.directive.placement_id;
+  out.step.step = stats.steps;
+  out.step.step_time_s = seconds;
+  out.step.ok = ok;
+  out.step.error = reported(error);
+  out.step.profiled = profiled;
+  return out;
+}
+
+void JobCore::report(const ReportedStep& step) {
   report_pending();
-  if (!channel || (current.directive.placement_id == 0 && leader())) return;
-  messages::StepReport step;
-  step.placement_id = current.directive.placement_id;
-  step.step = stats.steps;
-  step.step_time_s = seconds;
-  step.ok = ok;
-  step.error = reported(error);
-  step.profiled = profiled;
-  channel->report(current.generation, step);
+  if (!channel || (step.step.placement_id == 0 && leader())) return;
+  channel->report(step.generation, step.step);
 }
 
 bool JobCore::begin_profiled_step() {

@@ -46,6 +46,12 @@ bool loss_error_is_the_users(const std::exception_ptr& error,
                              const std::vector<c10::Device>& outputs,
                              const std::optional<std::vector<c10::Device>>& own);
 
+/// A step report and the attachment it was made under (JobChannel::report's two arguments).
+struct ReportedStep {
+  uint64_t generation = 0;
+  messages::StepReport step;
+};
+
 struct JobCore {
   // Placement id 0 is the job's own placement, not one of placementd's.
   using InForce = ReceivedDirective;
@@ -108,12 +114,10 @@ struct JobCore {
   // step (gpu_step_clock.h); elsewhere, and in profiled steps, the host's clock after waiting for
   // the GPUs. Made at the first step.
   std::optional<GpuStepClock> gpu_clock;
-  // The step whose time is still on the GPUs, with what its report needs.
+  // The step whose time is still on the GPUs: its report, all but the time.
   struct PendingStep {
     GpuStepClock::Measurement measured;
-    uint64_t generation = 0;
-    uint64_t placement_id = 0;
-    uint64_t step = 0;
+    ReportedStep report;
     double not_its_s = 0.0;  // the guard's copies: no part of the placement's time
   };
   std::optional<PendingStep> pending_step;
@@ -144,10 +148,15 @@ struct JobCore {
   /// StepInterrupted from the loss function, or an error that is the user's own
   /// (loss_error_is_the_users), arrives as a LossFunctionError; anything else as thrown.
   at::Tensor forward_backward(const std::vector<c10::IValue>& inputs, const LossFunction& loss_fn);
-  /// Reports the step being run to placementd, under the directive in force. A follower reports
-  /// every step to its own daemon, which only shows them; rank 0 and a process alone report the
-  /// steps under placementd's placements, which reward them.
-  void report(bool ok, double seconds, const std::string& error, bool profiled = false);
+  /// The report of the step being run, under the directive in force: the one place a step report
+  /// is made (its error cut to what the protocol keeps). What differs later (a group's slowest
+  /// time, a time read from the GPUs a step later) is overwritten, nothing else.
+  ReportedStep step_report(bool ok, double seconds, const std::string& error = "",
+                           bool profiled = false) const;
+  /// Sends it to placementd, after the pending one. A follower reports every step to its own
+  /// daemon, which only shows them; rank 0 and a process alone report the steps under
+  /// placementd's placements, which reward them.
+  void report(const ReportedStep& step);
   /// Whether this step runs under the profiler (starting it on the first such step).
   bool begin_profiled_step();
   /// After a profiled step: once enough are measured, the ops' medians go to placementd, each for

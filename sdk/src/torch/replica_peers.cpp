@@ -58,20 +58,16 @@ class ReplicaPeers final : public StepPeers {
     parameters_ = job.placed->parameters();
     const double rank = group.rank() + 1.0;
     std::vector<double> v = {failure == StepFailure::kPlacement ? rank : 0.0, held_ ? 1.0 : 0.0,
-                             pending_report_ ? pending_report_->seconds : 0.0,
+                             pending_report_ ? pending_report_->step.step_time_s : 0.0,
                              failure == StepFailure::kLossFunction ? rank : 0.0,
                              failure == StepFailure::kInterrupted ? rank : 0.0};
     for (const at::Tensor& p : parameters_) v.push_back(p.grad().defined() ? 1.0 : 0.0);
     agreed_ = group.max(v);
     directive_due_ = agreed_[1] > 0.0;
-    if (pending_report_ && job.channel && job.current.directive.placement_id != 0) {
-      messages::StepReport step;
-      step.placement_id = job.current.directive.placement_id;
-      step.step = pending_report_->step;
-      step.step_time_s = agreed_[2];  // the slowest rank's
-      step.ok = true;
-      step.profiled = pending_report_->profiled;
-      job.channel->report(job.current.generation, step);
+    if (pending_report_) {
+      // The step before's, under the placement it ran on (a switch since moved the job on).
+      pending_report_->step.step_time_s = agreed_[2];  // the slowest rank's
+      job.report(*pending_report_);
     }
     pending_report_.reset();
     // The rank whose loss function ended the step: one that interrupted it (the highest, when
@@ -104,20 +100,15 @@ class ReplicaPeers final : public StepPeers {
 
   // Rank 0's time goes to placementd after the next step's exchange, once the slowest rank's is
   // known; a follower reports every step to its own daemon, which only shows them.
-  void step_done(JobCore& job, double seconds, bool profiled) override {
+  void step_done(JobCore& job, const ReportedStep& step) override {
     if (job.leader())
-      pending_report_ = PendingReport{job.stats.steps, seconds, profiled};
+      pending_report_ = step;
     else
-      job.report(true, seconds, "");
+      job.report(step);
   }
 
  private:
-  struct PendingReport {
-    uint64_t step = 0;
-    double seconds = 0.0;
-    bool profiled = false;
-  };
-  std::optional<PendingReport> pending_report_;
+  std::optional<ReportedStep> pending_report_;
   // A directive rank 0 took and offered in a step's exchange, and whether one is due at the next
   // boundary (every rank knows that from the exchange).
   std::optional<ReceivedDirective> held_;

@@ -13,6 +13,7 @@ class Model;
 class StepOptimizer;
 struct Placement;
 struct ReceivedDirective;
+struct ReportedStep;
 }  // namespace placement
 
 namespace placement::detail {
@@ -65,8 +66,8 @@ class StepPeers {
   /// After a guarded update, with how this process's ended (kNone, kPlacement or kInterrupted):
   /// what every process does next. Every process guards the same steps (they switch together).
   virtual UpdateAgreement agree_update(JobCore& job, StepFailure failure) = 0;
-  /// After the update: the step's time, in seconds, goes where placementd measures it.
-  virtual void step_done(JobCore& job, double seconds, bool profiled) = 0;
+  /// After the update: the step's report (JobCore::step_report) goes where placementd measures it.
+  virtual void step_done(JobCore& job, const ReportedStep& step) = 0;
 };
 
 /// A process alone.
