@@ -459,7 +459,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     json body;
     try {
-      body = placement::protocol::decode_payload(payload, header.length, weight);
+      const auto keys = placement::messages::keys_read(static_cast<MessageType>(header.type));
+      body = placement::protocol::decode_payload(payload, header.length, weight,
+                                                 keys ? &*keys : nullptr);
     } catch (const placement::FormatError& e) {
       trim_after_decode(weight.decoded_bytes);
       server_.service().counters().protocol_error();

@@ -159,7 +159,10 @@ void Service::handle_payload(ConnectionState& conn, MessageType type, uint32_t r
   dispatch(conn, type, rid, respond, weight.decoded_bytes,
            [this, bytes, weight](Request& req) mutable {
              if (req.type == MessageType::kGraphUpload) refuse_graph_over_limits(req, *bytes);
-             json body = placement::protocol::decode_payload(bytes->data(), bytes->size(), weight);
+             // Only the message's own keys: what its decoder would ignore is not built at all.
+             const auto keys = placement::messages::keys_read(req.type);
+             json body = placement::protocol::decode_payload(bytes->data(), bytes->size(), weight,
+                                                             keys ? &*keys : nullptr);
              bytes.reset();
              if (!body.is_object()) throw RequestError(error::kBadPayload, "payload must be a map");
              req.body = std::move(body);

@@ -270,6 +270,44 @@ struct Table<Reloaded> {
 
 // ---- Codecs ----
 
+namespace {
+
+template <typename M>
+std::vector<std::string> keys_of() {
+  std::vector<std::string> out;
+  std::apply([&](const auto&... f) { (out.emplace_back(f.name), ...); }, Table<M>::kFields);
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::vector<std::string>> keys_read(MessageType type) {
+  switch (type) {
+    case MessageType::kHello:
+      return keys_of<Hello>();
+    case MessageType::kAttach:
+      return keys_of<Attach>();
+    case MessageType::kGraphUpload:
+      return std::vector<std::string>{"graph", "placement"};
+    case MessageType::kStepReport:
+      return keys_of<StepReport>();
+    case MessageType::kProfileReport:
+      return std::vector<std::string>{"placement_id", "steps", "ops", "peak_bytes", "held_bytes"};
+    case MessageType::kListJobs:
+      return keys_of<ListJobs>();
+    case MessageType::kJobShow:
+      return keys_of<JobShow>();
+    case MessageType::kPlacementRequest:
+    case MessageType::kDetach:
+    case MessageType::kStatus:
+    case MessageType::kListPlugins:
+    case MessageType::kReload:
+      return std::vector<std::string>{};
+    default:
+      return std::nullopt;
+  }
+}
+
 json Hello::to_json() const { return encode(*this); }
 Hello Hello::from_json(const json& body) { return decode<Hello>(body); }
 

@@ -278,8 +278,82 @@ nlohmann::json decode_payload(const uint8_t* bytes, size_t size) {
   return decode_payload(bytes, size, weigh_payload(bytes, size));
 }
 
-nlohmann::json decode_payload(const uint8_t* bytes, size_t size, const PayloadWeight& weight) {
-  if (!weight.whole) return decode_payload(bytes, size);  // its depth is not known to the end
+namespace {
+
+// nlohmann's DOM builder, but for the top-level entries under keys `keep` lacks, which are read
+// and passed over without building anything of them.
+class KeptKeysBuilder {
+ public:
+  using json = nlohmann::json;
+  KeptKeysBuilder(json& result, const std::vector<std::string>& keep)
+      : builder_(result, true), keep_(keep) {}
+
+  bool null() { return scalar() || builder_.null(); }
+  bool boolean(bool v) { return scalar() || builder_.boolean(v); }
+  bool number_integer(json::number_integer_t v) { return scalar() || builder_.number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) {
+    return scalar() || builder_.number_unsigned(v);
+  }
+  bool number_float(json::number_float_t v, const json::string_t& s) {
+    return scalar() || builder_.number_float(v, s);
+  }
+  bool string(json::string_t& v) { return scalar() || builder_.string(v); }
+  bool binary(json::binary_t& v) { return scalar() || builder_.binary(v); }
+  bool start_object(std::size_t n) { return open() || builder_.start_object(n); }
+  bool start_array(std::size_t n) { return open() || builder_.start_array(n); }
+  bool end_object() { return close() || builder_.end_object(); }
+  bool end_array() { return close() || builder_.end_array(); }
+  bool key(json::string_t& k) {
+    if (skipping_) return true;
+    if (depth_ == 1 && std::find(keep_.begin(), keep_.end(), k) == keep_.end()) {
+      skip_next_ = true;  // its value, whatever it is
+      return true;
+    }
+    return builder_.key(k);
+  }
+  bool parse_error(std::size_t position, const std::string& last_token,
+                   const nlohmann::detail::exception& e) {
+    return builder_.parse_error(position, last_token, e);
+  }
+
+ private:
+  // Each returns true when the event is passed over (so the builder is not called).
+  bool scalar() {
+    if (skipping_) return true;
+    if (!skip_next_) return false;
+    skip_next_ = false;
+    return true;
+  }
+  bool open() {
+    ++depth_;
+    if (skipping_) return true;
+    if (!skip_next_) return false;
+    skip_next_ = false;
+    skipping_ = true;
+    skip_from_ = depth_;
+    return true;
+  }
+  bool close() {
+    const bool skipped = skipping_;
+    if (skipping_ && depth_ == skip_from_) skipping_ = false;
+    --depth_;
+    return skipped;
+  }
+
+  nlohmann::detail::json_sax_dom_parser<json> builder_;
+  const std::vector<std::string>& keep_;
+  size_t depth_ = 0;
+  bool skip_next_ = false;
+  bool skipping_ = false;
+  size_t skip_from_ = 0;
+};
+
+}  // namespace
+
+nlohmann::json decode_payload(const uint8_t* bytes, size_t size, const PayloadWeight& weight,
+                              const std::vector<std::string>* only_keys) {
+  if (!weight.whole)  // its depth is not known to the end
+    return decode_payload(bytes, size, weigh_payload(bytes, size), only_keys);
   if (weight.depth > kMaxPayloadDepth)
     throw FormatError("payload nests deeper than " + std::to_string(kMaxPayloadDepth) + " levels");
   try {
@@ -287,6 +361,12 @@ nlohmann::json decode_payload(const uint8_t* bytes, size_t size, const PayloadWe
     // discarded`, a copy of the whole document made while the original is alive, which doubles
     // the peak of every decode.
     nlohmann::json result;
+    if (only_keys) {
+      KeptKeysBuilder builder(result, *only_keys);
+      nlohmann::json::sax_parse(bytes, bytes + size, &builder,
+                                nlohmann::json::input_format_t::cbor);
+      return result;
+    }
     nlohmann::detail::json_sax_dom_parser<nlohmann::json> builder(result, true);
     nlohmann::json::sax_parse(bytes, bytes + size, &builder, nlohmann::json::input_format_t::cbor);
     return result;

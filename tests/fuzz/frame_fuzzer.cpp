@@ -4,6 +4,7 @@
 // message throws placement::FormatError and nothing else, since the daemon logs any other
 // exception as its own fault, at error level, for every such frame.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -100,6 +101,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     body = protocol::decode_payload(data + protocol::kHeaderSize, size - protocol::kHeaderSize);
   } catch (const FormatError&) {
     return 0;
+  }
+  // What the daemon decodes of it: the message's own keys only, each value whole, which must be
+  // the whole document's entries under those keys (a finding otherwise).
+  if (const auto keys = messages::keys_read(static_cast<MessageType>(header.type))) {
+    const uint8_t* payload = data + protocol::kHeaderSize;
+    const size_t length = size - protocol::kHeaderSize;
+    const nlohmann::json kept =
+        protocol::decode_payload(payload, length, protocol::weigh_payload(payload, length), &*keys);
+    nlohmann::json expected = body;
+    if (body.is_object()) {
+      expected = nlohmann::json::object();
+      for (const auto& item : body.items())
+        if (std::find(keys->begin(), keys->end(), item.key()) != keys->end())
+          expected[item.key()] = item.value();
+    }
+    // Compared as text: NaN is unequal to itself, and strings need not be UTF-8.
+    const auto text = [](const nlohmann::json& j) {
+      return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    };
+    if (text(kept) != text(expected)) __builtin_trap();
   }
   try {
     decode_as(static_cast<MessageType>(header.type), body);

@@ -364,4 +364,10 @@ struct Reload {
   nlohmann::json to_json() const;
 };
 
+/// The top-level keys the decoder of a request of `type` reads (its field table's, or what its
+/// from_json reads), so that the daemon decodes no other (protocol::decode_payload's only_keys):
+/// the rest it would ignore anyway. Empty for a request whose body nothing reads; nullopt for a
+/// type that is not a request the daemon reads (decoded whole).
+std::optional<std::vector<std::string>> keys_read(MessageType type);
+
 }  // namespace placement::messages

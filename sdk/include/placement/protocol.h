@@ -137,7 +137,11 @@ PayloadWeight weigh_payload(const uint8_t* bytes, size_t size,
 /// Decodes a CBOR payload; throws placement::FormatError ("payload is not valid CBOR: ...", or
 /// "payload nests deeper than 32 levels").
 nlohmann::json decode_payload(const uint8_t* bytes, size_t size);
-/// The same, for a payload already weighed (its depth is checked from `weight`).
-nlohmann::json decode_payload(const uint8_t* bytes, size_t size, const PayloadWeight& weight);
+/// The same, for a payload already weighed (its depth is checked from `weight`). `only_keys`: a map
+/// payload's top-level entries under other keys are passed over as they are read, nothing of them
+/// built (what a message's decoder would ignore anyway: messages::keys_read); the values of those
+/// kept are decoded whole. nullptr: every entry.
+nlohmann::json decode_payload(const uint8_t* bytes, size_t size, const PayloadWeight& weight,
+                              const std::vector<std::string>* only_keys = nullptr);
 
 }  // namespace placement::protocol

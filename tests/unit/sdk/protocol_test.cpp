@@ -1,5 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "placement/messages.h"
@@ -34,6 +39,90 @@ TEST(Protocol, FrameCarriesCborPayload) {
   EXPECT_EQ(h.type, static_cast<uint16_t>(MessageType::kAttach));
   EXPECT_EQ(h.length, frame.size() - kHeaderSize);
   EXPECT_EQ(decode_payload(frame.data() + kHeaderSize, h.length), body);
+}
+
+TEST(Protocol, OnlyTheKeysAskedForAreDecodedAndTheirValuesWhole) {
+  const nlohmann::json body = {
+      {"a", 1},
+      {"padding", {{"x", nlohmann::json::array({1, 2, {{"y", std::string(1000, 'z')}}})}}},
+      {"c", "kept"},
+      {"d", nlohmann::json::array({{{"e", 1}, {"unknown_inside", {1, 2}}}})},
+      {"more", nlohmann::json::array({nlohmann::json::array(), nlohmann::json::object(), nullptr})},
+      {"tail", 2.5}};
+  const auto frame = encode_frame(MessageType::kStepReport, 1, body);
+  const uint8_t* payload = frame.data() + kHeaderSize;
+  const size_t size = frame.size() - kHeaderSize;
+  const std::vector<std::string> keep = {"a", "c", "d", "tail", "absent"};
+  const nlohmann::json got = decode_payload(payload, size, weigh_payload(payload, size), &keep);
+  EXPECT_EQ(got, (nlohmann::json{{"a", 1}, {"c", "kept"}, {"d", body["d"]}, {"tail", 2.5}}));
+  // No key asked for: an empty map. Not a map: decoded as it is.
+  const std::vector<std::string> none;
+  EXPECT_EQ(decode_payload(payload, size, weigh_payload(payload, size), &none),
+            nlohmann::json::object());
+  const auto array =
+      encode_frame(MessageType::kStepReport, 1, nlohmann::json::array({1, {{"k", 2}}}));
+  EXPECT_EQ(
+      decode_payload(array.data() + kHeaderSize, array.size() - kHeaderSize,
+                     weigh_payload(array.data() + kHeaderSize, array.size() - kHeaderSize), &keep),
+      nlohmann::json::array({1, {{"k", 2}}}));
+  // What is passed over is still read: a payload cut short inside it is not CBOR.
+  EXPECT_THROW(decode_payload(payload, size - 3, weigh_payload(payload, size - 3), &keep),
+               FormatError);
+}
+
+// Every key a request's encoder writes is among those the daemon decodes of it: a field added to
+// a message but not to keys_read would be dropped before its decoder saw it.
+TEST(Protocol, TheKeysDecodedOfARequestAreEveryKeyItsEncoderWrites) {
+  const DeviceSet devices = testing::devices(2);
+  OpGraph graph = testing::chain(3);
+  graph.parameters = {{"w", 64, {1}}};
+  for (Op& op : graph.ops) op.profile["cpu"] = {0.001, 0.002, 0.0, 64};
+  messages::Attach attach;
+  attach.job = "j";
+  attach.devices = devices;
+  attach.sdk_version = "0.1.0";
+  attach.torch_version = "2.11.0";
+  attach.expected_steps = 10;
+  attach.profile_steps = 2;
+  attach.replica = messages::ReplicaInfo{0, 2, "g"};
+  messages::StepReport step;
+  step.placement_id = 3;
+  step.step = 4;
+  step.step_time_s = 0.5;
+  step.ok = false;
+  step.error = "failed";
+  step.profiled = true;
+  messages::ProfileReport profile;
+  profile.placement_id = 3;
+  profile.steps = 2;
+  profile.ops.push_back({1, "cpu", {0.001, 0.002, 0.0, 64}});
+  profile.peak_bytes = {1, 2};
+  profile.held_bytes = {messages::HeldBytes{}, messages::HeldBytes{}};
+  messages::ListJobs list;
+  list.all = true;
+  list.finished = true;
+  messages::JobShow show;
+  show.id = 7;
+  const std::vector<std::pair<MessageType, nlohmann::json>> bodies = {
+      {MessageType::kHello, messages::Hello{1, 5, "placementctl"}.to_json()},
+      {MessageType::kAttach, attach.to_json()},
+      {MessageType::kGraphUpload,
+       messages::GraphUpload{graph, Placement::single(graph, 1)}.to_json(devices)},
+      {MessageType::kStepReport, step.to_json()},
+      {MessageType::kProfileReport, profile.to_json()},
+      {MessageType::kListJobs, list.to_json()},
+      {MessageType::kJobShow, show.to_json()},
+      {MessageType::kDetach, messages::Detach{}.to_json()},
+      {MessageType::kReload, messages::Reload{}.to_json()},
+      {MessageType::kPlacementRequest, messages::PlacementRequest{}.to_json()}};
+  for (const auto& [type, body] : bodies) {
+    const std::optional<std::vector<std::string>> keys = messages::keys_read(type);
+    ASSERT_TRUE(keys.has_value()) << to_string(type);
+    for (const auto& item : body.items())
+      EXPECT_NE(std::find(keys->begin(), keys->end(), item.key()), keys->end())
+          << to_string(type) << " writes '" << item.key() << "', which the daemon would not decode";
+  }
+  EXPECT_FALSE(messages::keys_read(MessageType::kWelcome).has_value()) << "not a request";
 }
 
 TEST(Protocol, GarbagePayloadIsAFormatError) {
