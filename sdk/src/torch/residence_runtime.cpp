@@ -121,16 +121,20 @@ struct ResidenceShared {
   std::atomic<uint64_t> activation_bytes_evicted{0};
   std::atomic<uint64_t> recompute_kept{0};
   std::atomic<uint64_t> parameter_prefetches{0};
-  // Copies in flight and what to fill ahead (copy_lane.h, prefetch_order.h). Taken after the
-  // proxies' shelf's lock where both are (a fill records its landing), never the other way.
+  // Copies in flight (copy_lane.h). Taken after the proxies' shelf's lock where both are (a fill
+  // records its landing), and nothing is locked while it is held.
   std::mutex copies_mutex;
-  uint64_t prefetch_window = 0;  // bytes of streamed proxies filled ahead of their use; 0: none
+  // What to fill ahead (prefetch_order.h). Its lock is taken before the shelf's (asking which
+  // entries are filled), never after it, nor with copies_mutex held.
+  std::mutex order_mutex;
   PrefetchOrder order;
-  std::vector<Landing> landing;            // per proxy: its value's copy, until a reader waits
-  std::vector<size_t> proxy_of_entry;      // per entry of `proxies`: its proxy
-  std::vector<uint64_t> entry_bytes;       // per entry of `proxies`: its parameter's bytes
-  std::vector<int> device_of_entry;        // per entry of `proxies`: its readers' logical device
-  std::vector<char> backward_done;         // per proxy: its gradient went home in this backward
+  std::atomic<uint64_t> prefetch_window{0};  // bytes of streamed proxies filled ahead; 0: none
+  std::vector<Landing> landing;              // per proxy: its value's copy, until a reader waits
+  std::vector<size_t> proxy_of_entry;        // per entry of `proxies`: its proxy
+  std::vector<uint64_t> entry_bytes;         // per entry of `proxies`: its parameter's bytes
+  std::vector<int> device_of_entry;          // per entry of `proxies`: its readers' logical device
+  // Per proxy: its gradient went home in this backward (GPUs' autograd threads set and read it).
+  std::unique_ptr<std::atomic<bool>[]> backward_done;
   std::vector<Landing> gradients_landing;  // gradients on their way home, until settle()
   // Told of each parameter whose gradient has reached its home on the host (set by the job around
   // a step's forward and backward; autograd's threads read it).
@@ -227,7 +231,7 @@ class EnsureFilled final : public torch::autograd::FunctionPreHook {
       // own, which alone fills and empties that device's proxies.
       std::vector<size_t> next;
       {
-        const std::lock_guard<std::mutex> lock(shared_->copies_mutex);
+        const std::lock_guard<std::mutex> lock(shared_->order_mutex);
         if (shared_->prefetch_window > 0) {
           ResidenceShared* shared = shared_.get();
           const int device = shared->device_of_entry.at(e.id);
@@ -236,7 +240,7 @@ class EnsureFilled final : public torch::autograd::FunctionPreHook {
               [shared](size_t entry) { return !shared->proxies.evicted(entry); },
               [shared, device](size_t entry) {
                 return shared->device_of_entry.at(entry) != device ||
-                       shared->backward_done.at(shared->proxy_of_entry.at(entry)) != 0;
+                       shared->backward_done[shared->proxy_of_entry.at(entry)].load();
               });
         }
       }
@@ -300,10 +304,7 @@ class ProxyGradientHook final : public torch::autograd::PostAccumulateGradHook {
       }
     }
     if (shared) {
-      {
-        const std::lock_guard<std::mutex> lock(shared->copies_mutex);
-        shared->backward_done.at(proxy_) = 1;
-      }
+      shared->backward_done[proxy_] = true;
       if (entry_) shared->evict_proxy(*entry_);
     }
     // The backward reads the parameter no more (every node that used it has run, or its gradient
@@ -484,7 +485,8 @@ ResidenceRuntime::ResidenceRuntime(ResidencePlan plan)
     : plan_(std::move(plan)), shared_(std::make_shared<ResidenceShared>()) {
   shared_->proxy_entry.resize(plan_.proxies.size());
   shared_->landing.resize(plan_.proxies.size());
-  shared_->backward_done.assign(plan_.proxies.size(), 0);
+  shared_->backward_done = std::make_unique<std::atomic<bool>[]>(plan_.proxies.size());
+  for (size_t i = 0; i < plan_.proxies.size(); ++i) shared_->backward_done[i] = false;
   shared_->prefetch_window = plan_.prefetch_bytes;
   for (size_t i = 0; i < plan_.proxies.size(); ++i) {
     Proxy& p = plan_.proxies[i];
@@ -566,10 +568,7 @@ void ResidenceRuntime::begin_forward(const OpProgram& program) {
   pass_->program = &program;
   pass_->proxy_last_read.assign(shared_->proxies.size(), kUnread);
   pass_->due.resize(program.nodes.size());
-  {
-    const std::lock_guard<std::mutex> lock(shared_->copies_mutex);
-    std::fill(shared_->backward_done.begin(), shared_->backward_done.end(), 0);
-  }
+  for (size_t i = 0; i < plan_.proxies.size(); ++i) shared_->backward_done[i] = false;
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < plan_.proxies.size(); ++i) {
     Proxy& p = plan_.proxies[i];
@@ -635,7 +634,7 @@ void ResidenceRuntime::prepare(size_t index, int op, int device,
     } else {
       shared_->fill_for_reader(e.id);
       if (pass.last_read(e) == kUnread) {
-        const std::lock_guard<std::mutex> lock(shared_->copies_mutex);
+        const std::lock_guard<std::mutex> lock(shared_->order_mutex);
         shared_->order.first_read(e.id, index, shared_->entry_bytes.at(e.id));
       }
     }
@@ -664,7 +663,7 @@ void ResidenceRuntime::prepare(size_t index, int op, int device,
   // What the next nodes read, copied in while this one computes.
   std::vector<size_t> ahead;
   {
-    const std::lock_guard<std::mutex> lock(shared_->copies_mutex);
+    const std::lock_guard<std::mutex> lock(shared_->order_mutex);
     if (shared_->prefetch_window > 0) {
       ResidenceShared* shared = shared_.get();
       ahead = shared->order.ahead_of(index, shared->prefetch_window, [shared](size_t entry) {
@@ -851,7 +850,7 @@ void ResidenceRuntime::end_forward() {
   if (!pass_) return;
   for (size_t node = 0; node < pass_->due.size(); ++node) evict_due(node);
   pass_.reset();
-  const std::lock_guard<std::mutex> lock(shared_->copies_mutex);
+  const std::lock_guard<std::mutex> lock(shared_->order_mutex);
   shared_->order.end_pass();
 }
 
@@ -867,7 +866,6 @@ void ResidenceRuntime::settle() {
 }
 
 void ResidenceRuntime::set_prefetch_window(uint64_t bytes) {
-  const std::lock_guard<std::mutex> lock(shared_->copies_mutex);
   plan_.prefetch_bytes = bytes;
   shared_->prefetch_window = bytes;
 }
