@@ -270,6 +270,9 @@ struct JobStats {
   /// and JobState: "start", "best"; "exploring", ...); "own" and "" for the job's own placement.
   std::string reason;
   std::string state;
+  /// The last step's time as reported to placementd. A process alone on GPUs reads a step's time
+  /// from the GPUs at the end of the next step (docs/live.md): there it is the step before's (0
+  /// after the first step), and Job::detach() reads the last one's.
   double last_step_s = 0.0;
   /// This process's rank in its replica group and the group's size (0 and 1 without one), the
   /// group's name (as `placementctl jobs` shows it on every node; empty without one), and the time

@@ -26,12 +26,25 @@ std::vector<c10::Event> record_on(const std::vector<c10::Device>& gpus) {
 
 GpuStepClock::GpuStepClock(std::vector<c10::Device> gpus) : gpus_(std::move(gpus)) {}
 
-void GpuStepClock::start() { running_.starts = record_on(gpus_); }
+void GpuStepClock::start() {
+  running_ = Measurement{};
+  running_.starts = record_on(gpus_);
+}
+
+void GpuStepClock::begin_excluded() {
+  if (running_.excluded.size() % 2 == 1) running_.excluded.pop_back();  // one left open
+  running_.excluded.push_back(record_on(gpus_));
+}
+
+void GpuStepClock::end_excluded() {
+  if (running_.excluded.size() % 2 == 1) running_.excluded.push_back(record_on(gpus_));
+}
 
 GpuStepClock::Measurement GpuStepClock::end() {
   if (running_.starts.size() != gpus_.size())
     throw std::logic_error("GpuStepClock::end: the step was not started");
   running_.ends = record_on(gpus_);
+  if (running_.excluded.size() % 2 == 1) running_.excluded.pop_back();
   return std::exchange(running_, Measurement{});
 }
 
@@ -39,7 +52,10 @@ double GpuStepClock::Measurement::seconds() {
   double longest_ms = 0.0;
   for (size_t i = 0; i < ends.size() && i < starts.size(); ++i) {
     ends[i].synchronize();
-    longest_ms = std::max(longest_ms, starts[i].elapsedTime(ends[i]));
+    double own_ms = starts[i].elapsedTime(ends[i]);
+    for (size_t m = 0; m + 1 < excluded.size(); m += 2)
+      own_ms -= excluded[m].at(i).elapsedTime(excluded[m + 1].at(i));
+    longest_ms = std::max(longest_ms, own_ms);
   }
   return longest_ms / 1000.0;
 }

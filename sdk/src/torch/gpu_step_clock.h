@@ -24,17 +24,24 @@ class GpuStepClock {
   class Measurement {
    public:
     /// Waits until every GPU has passed the step's end; the longest time between its start and
-    /// its end over the GPUs, in seconds.
+    /// its end over the GPUs, less the parts excluded, in seconds.
     double seconds();
 
    private:
     friend class GpuStepClock;
     std::vector<c10::Event> starts;
     std::vector<c10::Event> ends;
+    // Marks in pairs: from each even one to the next, not the step's own time.
+    std::vector<std::vector<c10::Event>> excluded;
   };
 
   /// The step starts now: an event queued on each GPU's current stream (again after a retry).
   void start();
+  /// What the GPUs do from here to end_excluded() is not the step's own (a guarded update's
+  /// copies): timed by events too, since a host clock there would also count the wait for the
+  /// kernels queued before it. An exclusion left open (its copies threw) counts nothing.
+  void begin_excluded();
+  void end_excluded();
   /// The step ends now: its end events queued; what start() began is handed over.
   Measurement end();
 

@@ -394,7 +394,9 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
       std::optional<detail::UpdateGuard> guard;
       try {
         const auto copying = Clock::now();
+        if (by_events) core.gpu_clock->begin_excluded();
         guard.emplace(core.placed->parameters(), optimizer);
+        if (by_events) core.gpu_clock->end_excluded();
         guard_seconds = seconds_since(copying);
         core.stats.guard_seconds += guard_seconds;
         // An optimizer that cannot save its state updates unguarded, after the exchange, which
@@ -477,8 +479,8 @@ at::Tensor Job::step(const std::vector<c10::IValue>& inputs, const LossFunction&
     // or nearly, while this step's are queued behind them.
     detail::GpuStepClock::Measurement measured = core.gpu_clock->end();
     core.report_pending();
-    core.pending_step = detail::JobCore::PendingStep{std::move(measured),
-                                                     core.step_report(true, 0.0), guard_seconds};
+    core.pending_step =
+        detail::JobCore::PendingStep{std::move(measured), core.step_report(true, 0.0)};
     ++core.stats.steps;
     return value.detach();
   }

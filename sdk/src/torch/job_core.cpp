@@ -37,8 +37,16 @@ void JobCore::report_pending() {
   if (!pending_step) return;
   PendingStep p = std::move(*pending_step);
   pending_step.reset();
-  p.report.step.step_time_s = std::max(0.0, p.measured.seconds() - p.not_its_s);
-  stats.last_step_s = p.report.step.step_time_s;
+  try {
+    p.report.step.step_time_s = std::max(0.0, p.measured.seconds());
+    stats.last_step_s = p.report.step.step_time_s;
+  } catch (const std::exception& e) {
+    // The GPU failed under that step after all (an error its kernels raised late): said so, not
+    // lost; the step at hand meets the same error itself.
+    p.report.step.ok = false;
+    p.report.step.step_time_s = 0.0;
+    p.report.step.error = reported(e.what());
+  }
   report(p.report);
 }
 

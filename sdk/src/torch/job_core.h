@@ -118,7 +118,6 @@ struct JobCore {
   struct PendingStep {
     GpuStepClock::Measurement measured;
     ReportedStep report;
-    double not_its_s = 0.0;  // the guard's copies: no part of the placement's time
   };
   std::optional<PendingStep> pending_step;
   /// Reads the pending step's time, reports it under the placement it ran on (as report() does)

@@ -16,6 +16,8 @@ namespace placement::detail {
 
 class PrefetchOrder {
  public:
+  /// A pass begins: what a pass that did not end (one that failed part way) read is dropped.
+  void begin_pass() { reading_.clear(); }
   /// A pass under way read `entry` (`bytes` when filled) for the first time at node `node`;
   /// nodes come in increasing order, an entry once per pass.
   void first_read(size_t entry, size_t node, uint64_t bytes);

@@ -569,6 +569,10 @@ void ResidenceRuntime::begin_forward(const OpProgram& program) {
   pass_->proxy_last_read.assign(shared_->proxies.size(), kUnread);
   pass_->due.resize(program.nodes.size());
   for (size_t i = 0; i < plan_.proxies.size(); ++i) shared_->backward_done[i] = false;
+  {
+    const std::lock_guard<std::mutex> lock(shared_->order_mutex);
+    shared_->order.begin_pass();
+  }
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < plan_.proxies.size(); ++i) {
     Proxy& p = plan_.proxies[i];

@@ -76,6 +76,18 @@ TEST(PrefetchOrder, APassThatReadNothingKeepsTheLastOrder) {
   EXPECT_EQ(order.ahead_of(0, 1000, none_filled), (std::vector<size_t>{13}));
 }
 
+TEST(PrefetchOrder, APassThatFailedPartWayLeavesNothingOfItsReads) {
+  PrefetchOrder order = four_reads();
+  order.begin_pass();
+  order.first_read(12, 1, 60);  // ... and the forward threw
+  order.begin_pass();
+  order.first_read(10, 2, 100);
+  order.first_read(13, 9, 300);
+  order.end_pass();
+  EXPECT_EQ(order.size(), 2u);
+  EXPECT_EQ(order.ahead_of(0, 1000, none_filled), (std::vector<size_t>{10, 13}));
+}
+
 TEST(CopyLane, OnTheHostACopyIsMadeAtOnceAndNothingIsInFlight) {
   int copies = 0;
   Landing landed = copy_aside(c10::Device(c10::kCPU), [&] { ++copies; });
