@@ -66,11 +66,8 @@ std::vector<ResidenceBytes> residence_bytes(const placement::OpGraph& graph,
     const int home = p.home_of_parameter(graph, k);
     if (home < 0 || meta.readers.empty()) continue;
     out[static_cast<size_t>(home)].parameters_homed += meta.bytes;
-    const int reader = p.device_of_op[static_cast<size_t>(meta.readers.front())];
-    const bool one_device = std::all_of(meta.readers.begin(), meta.readers.end(), [&](int op) {
-      return p.device_of_op[static_cast<size_t>(op)] == reader;
-    });
-    if (!one_device || reader == home || k >= r.parameters.size()) continue;
+    const int reader = p.proxy_device_of_parameter(graph, k);
+    if (reader < 0 || k >= r.parameters.size()) continue;
     ResidenceBytes& at_reader = out[static_cast<size_t>(reader)];
     (r.parameters[k].fetch == placement::Fetch::kPersist ? at_reader.persistent_copies
                                                          : at_reader.streamed) += meta.bytes;

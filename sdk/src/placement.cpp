@@ -235,6 +235,15 @@ int Placement::home_of_parameter(const OpGraph& graph, size_t k) const {
   return readers.empty() ? -1 : device_of_op.at(static_cast<size_t>(readers.front()));
 }
 
+int Placement::proxy_device_of_parameter(const OpGraph& graph, size_t k) const {
+  const std::vector<int>& readers = graph.parameters.at(k).readers;
+  if (readers.empty()) return -1;
+  const int reader = device_of_op.at(static_cast<size_t>(readers.front()));
+  for (const int op : readers)
+    if (device_of_op.at(static_cast<size_t>(op)) != reader) return -1;
+  return reader == home_of_parameter(graph, k) ? -1 : reader;
+}
+
 int Placement::enforce_pins(const OpGraph& graph, const DeviceSet& devices) {
   int moved = 0;
   for (size_t i = 0; i < graph.ops.size() && i < device_of_op.size(); ++i) {

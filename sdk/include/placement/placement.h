@@ -127,6 +127,10 @@ struct Placement {
   /// The device parameter `k` of `graph` lives on under this placement: its residence's home, or
   /// its first reader's device (-1 for a parameter no op reads and no home names).
   int home_of_parameter(const OpGraph& graph, size_t k) const;
+  /// The device that reads parameter `k` through a copy of its own (a proxy): the one device all
+  /// its readers run on, when that is not its home; -1 otherwise (read at home, or from two or
+  /// more devices, each use copied from home).
+  int proxy_device_of_parameter(const OpGraph& graph, size_t k) const;
   /// Moves every pinned op that sits on a device of the wrong kind to the first device of its kind.
   /// Returns how many ops moved. Throws std::invalid_argument if no device of that kind exists.
   int enforce_pins(const OpGraph& graph, const DeviceSet& devices);

@@ -155,6 +155,15 @@ struct ResidenceShared {
     if (tell) tell(parameter, [waiting = Landing(landed)]() mutable { waiting.synchronize(); });
   }
 
+  // Copies `from` into `into`, proxy `i`'s bytes: aside where it can run beside the ops (a
+  // parameter on the host to a GPU), and then its readers wait for its landing.
+  void copy_into(size_t i, const at::Tensor& into, const at::Tensor& from) {
+    Landing landed = copy_aside(
+        into.device(), [&] { into.copy_(from, /*non_blocking=*/into.is_cuda() && from.is_cpu()); });
+    if (!landed.pending()) return;
+    const std::lock_guard<std::mutex> lock(copies_mutex);
+    landing.at(i) = std::move(landed);
+  }
   // The reader's stream (the calling thread's current one) waits for proxy `i`'s copy in flight.
   void await(size_t i) {
     Landing l;
@@ -336,14 +345,9 @@ ResidencePlan resolve_residence(const OpProgram& program, const OpGraph& graph,
                                   "; capture the model again");
     std::vector<detail::CopyRequest> copies;
     for (size_t k = 0; k < graph.parameters.size(); ++k) {
-      const Parameter& meta = graph.parameters[k];
-      if (meta.readers.empty()) continue;
+      const int reader = placement.proxy_device_of_parameter(graph, k);
+      if (reader < 0) continue;
       const int home = placement.home_of_parameter(graph, k);
-      const int reader = placement.device_of_op[static_cast<size_t>(meta.readers.front())];
-      const bool one_device = std::all_of(meta.readers.begin(), meta.readers.end(), [&](int op) {
-        return placement.device_of_op[static_cast<size_t>(op)] == reader;
-      });
-      if (!one_device || reader == home) continue;
       Proxy p;
       p.parameter = program.parameters[k];
       p.home = devices.at(static_cast<size_t>(home));
@@ -504,14 +508,7 @@ ResidenceRuntime::ResidenceRuntime(ResidencePlan plan)
             at::NoGradGuard no_grad;
             // variable_data(): the proxy's bytes under a version counter of their own, so the
             // fill is no in-place change autograd would refuse.
-            const at::Tensor into = proxy.variable_data();
-            Landing landed = copy_aside(into.device(), [&] {
-              into.copy_(parameter, /*non_blocking=*/into.is_cuda() && parameter.is_cpu());
-            });
-            if (landed.pending()) {
-              const std::lock_guard<std::mutex> lock(shared->copies_mutex);
-              shared->landing.at(i) = std::move(landed);
-            }
+            shared->copy_into(i, proxy.variable_data(), parameter);
             shared->parameter_bytes_fetched += proxy.nbytes();
           });
       if (const auto entry = shared_->proxy_entry[i]) {
@@ -580,14 +577,7 @@ void ResidenceRuntime::begin_forward(const OpProgram& program) {
       // What the optimizer made of it at home, on the copy stream (after the last backward's
       // reads of the old value) and waited for where an op first reads it.
       shared_->await(i);
-      const at::Tensor into = p.proxy.variable_data();
-      Landing landed = copy_aside(into.device(), [&] {
-        into.copy_(p.parameter, /*non_blocking=*/into.is_cuda() && p.parameter.is_cpu());
-      });
-      if (landed.pending()) {
-        const std::lock_guard<std::mutex> lock(shared_->copies_mutex);
-        shared_->landing[i] = std::move(landed);
-      }
+      shared_->copy_into(i, p.proxy.variable_data(), p.parameter);
       shared_->parameter_bytes_fetched += p.proxy.nbytes();
     } else if (shared_->proxy_entry[i]) {
       shared_->evict_proxy(*shared_->proxy_entry[i]);  // filled afresh at its first use
