@@ -23,7 +23,7 @@ void check(int rc, const char* call) {
 
 // Scotch weights are integers (32-bit in Debian's build). Work and traffic are scaled by the caller
 // to µs and KiB; keep them positive and far enough from overflow that sums stay in range.
-SCOTCH_Num clamp_weight(double w) {
+SCOTCH_Num clamp_load(double w) {
   // Sums of weights over a part must not overflow SCOTCH_Num.
   constexpr SCOTCH_Num kMaxWeight = std::numeric_limits<SCOTCH_Num>::max() / 4096;
   return static_cast<SCOTCH_Num>(std::clamp(std::round(w), 1.0, static_cast<double>(kMaxWeight)));
@@ -36,7 +36,7 @@ std::vector<SCOTCH_Num> integer_ratios(const std::vector<double>& values) {
     if (v > 0) smallest = std::min(smallest, v);
   std::vector<SCOTCH_Num> out;
   for (double v : values)
-    out.push_back(clamp_weight(std::isfinite(smallest) ? 16.0 * v / smallest : 1.0));
+    out.push_back(clamp_load(std::isfinite(smallest) ? 16.0 * v / smallest : 1.0));
   return out;
 }
 
@@ -70,7 +70,7 @@ Csr to_csr(const std::vector<std::map<int, double>>& adjacency,
   for (const auto& neighbours : adjacency) {
     for (const auto& [v, w] : neighbours) {
       csr.edge.push_back(v);
-      csr.eload.push_back(clamp_weight(w));
+      csr.eload.push_back(clamp_load(w));
     }
     csr.vert.push_back(static_cast<SCOTCH_Num>(csr.edge.size()));
   }
@@ -138,7 +138,7 @@ std::vector<int> scotch_map(const WeightedGraph& graph, const TargetMachine& tar
   build(machine_graph, machine_csr);
 
   std::vector<SCOTCH_Num> vload;
-  for (double w : graph.vertex_weight) vload.push_back(clamp_weight(w));
+  for (double w : graph.vertex_weight) vload.push_back(clamp_load(w));
   Csr csr = to_csr(graph.adjacency(), vload);
   Graph source;
   build(source, csr);

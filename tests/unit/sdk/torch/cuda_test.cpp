@@ -26,10 +26,6 @@
 namespace placement {
 namespace {
 
-using Model = testing::TracedModel;
-
-Model load(const std::string& name) { return testing::load_traced_model(name); }
-
 DeviceSet cpu_and_gpu() {
   return DeviceSet::uniform(
       {{DeviceKind::kCpu, 0, 1ull << 34, 1.0}, {DeviceKind::kCuda, 0, 1ull << 34, 1.0}}, 10e9,
@@ -73,7 +69,7 @@ class NoTf32 {
 
 // Turns a model's floating-point parameters, buffers and inputs to double precision (its step
 // counters stay integers).
-void to_double(Model& m) {
+void to_double(testing::TracedModel& m) {
   const torch::NoGradGuard no_grad;
   for (const at::Tensor& t : m.module.parameters()) t.set_data(t.to(at::kDouble));
   for (const at::Tensor& t : m.module.buffers())
@@ -127,7 +123,8 @@ TEST_F(Cuda, TrainingSpreadOverCpuAndGpuFollowsThePlainModule) {
   const NoTf32 exact;
   for (const std::string name : {"two_tower", "resnet18", "gnmt_small", "rnnlm_small", "bert_small",
                                  "hf_bert", "hf_gpt2", "hf_llama"}) {
-    Model plain = load(name), m = load(name);
+    testing::TracedModel plain = testing::load_traced_model(name),
+                         m = testing::load_traced_model(name);
     if (name == "resnet18") {
       to_double(plain);
       to_double(m);
@@ -172,7 +169,7 @@ TEST_F(Cuda, TrainingSpreadOverCpuAndGpuFollowsThePlainModule) {
 }
 
 TEST_F(Cuda, ASwapMovesRecurrentWeightsAndAdamStateToTheGpuAndBackBitwise) {
-  Model m = load("rnnlm_small");
+  testing::TracedModel m = testing::load_traced_model("rnnlm_small");
   PlacedModule placed(m.module, m.graph, cpu_and_gpu());
   torch::optim::Adam adam(placed.parameters(), torch::optim::AdamOptions(0.01));
   auto step = [&] {
@@ -212,7 +209,7 @@ TEST_F(Cuda, ASwapMovesRecurrentWeightsAndAdamStateToTheGpuAndBackBitwise) {
 // Parameters that live on the host while their ops run on the GPU are moved into the pinned pool
 // when the placement is staged; one whose parameters do not fit its budget is not taken.
 TEST_F(Cuda, ParametersHomedOnTheHostLiveInThePinnedPoolWithinItsBudget) {
-  Model m = load("rnnlm_small");
+  testing::TracedModel m = testing::load_traced_model("rnnlm_small");
   PlacedModule placed(m.module, m.graph, cpu_and_gpu());
   Placement homed = Placement::single(m.graph, 1);
   homed.residence.parameters.assign(m.graph.parameters.size(),
@@ -248,7 +245,7 @@ TEST_F(Cuda, ParametersHomedOnTheHostLiveInThePinnedPoolWithinItsBudget) {
 // most fetches made ahead. Not bitwise: the GPU's kernels may sum in another order from run to
 // run (an embedding's backward adds with atomics).
 TEST_F(Cuda, StreamedParametersCopiedAheadOnTheCopyStreamTrainAsFetchedOnUse) {
-  Model m = load("rnnlm_small");
+  testing::TracedModel m = testing::load_traced_model("rnnlm_small");
   std::vector<at::Tensor> inputs;
   for (const c10::IValue& v : m.inputs) inputs.push_back(v.toTensor());
   Residence homed;
@@ -292,7 +289,7 @@ TEST_F(Cuda, StreamedParametersCopiedAheadOnTheCopyStreamTrainAsFetchedOnUse) {
 // from events on the GPU at the end of the next one (the last at detach), and is the step's time
 // as the host sees it when it waits for the GPU at both ends.
 TEST_F(Cuda, AStepIsTimedByEventsOnTheGpuAndReadAStepLater) {
-  Model m = load("rnnlm_small");
+  testing::TracedModel m = testing::load_traced_model("rnnlm_small");
   std::vector<at::Tensor> inputs;
   for (const c10::IValue& v : m.inputs) inputs.push_back(v.toTensor());
   JobOptions o;
@@ -323,7 +320,7 @@ TEST_F(Cuda, AStepIsTimedByEventsOnTheGpuAndReadAStepLater) {
 }
 
 TEST_F(Cuda, TheProfilerTimesGpuOpsByTheirKernelsNotTheirLaunches) {
-  Model m = load("resnet18");
+  testing::TracedModel m = testing::load_traced_model("resnet18");
   PlacedModule placed(m.module, m.graph, cpu_and_gpu());
   placed.set_placement(Placement::single(m.graph, 1));
   torch::optim::SGD sgd(placed.parameters(), torch::optim::SGDOptions(1e-3));

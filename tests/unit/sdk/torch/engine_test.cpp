@@ -14,11 +14,7 @@
 namespace placement {
 namespace {
 
-using Model = testing::TracedModel;
 using testing::is_recurrent_weight;
-
-Model load(const std::string& name) { return testing::load_traced_model(name); }
-DeviceSet cpus(int n) { return testing::logical_cpus(n); }
 
 at::Tensor loss_of(const c10::IValue& out) { return out.toTensor().pow(2).mean(); }
 
@@ -37,14 +33,14 @@ void zero_grad(torch::jit::Module& module) {
 class SingleDevice : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SingleDevice, OutputsLossAndGradientsEqualThePlainModuleBitwise) {
-  Model m = load(GetParam());
+  testing::TracedModel m = testing::load_traced_model(GetParam());
   const at::Tensor plain_out = m.module.forward(m.inputs).toTensor();
   const at::Tensor plain_loss = loss_of(plain_out);
   plain_loss.backward();
   const auto plain_grads = gradients(m.module);
   zero_grad(m.module);
 
-  PlacedModule placed(m.module, m.graph, cpus(2));
+  PlacedModule placed(m.module, m.graph, testing::logical_cpus(2));
   placed.set_placement(Placement::single(m.graph, 1));
   const at::Tensor out = placed.forward(m.inputs).at(0).toTensor();
   const at::Tensor loss = loss_of(out);
@@ -67,10 +63,10 @@ INSTANTIATE_TEST_SUITE_P(Models, SingleDevice,
 
 // 20 SGD steps of the same data: the plain module, and the placed one with its ops spread over
 // three logical devices.
-std::vector<double> train(Model& m, const Placement* placement, int steps) {
+std::vector<double> train(testing::TracedModel& m, const Placement* placement, int steps) {
   std::unique_ptr<PlacedModule> placed;
   if (placement) {
-    placed = std::make_unique<PlacedModule>(m.module, m.graph, cpus(3));
+    placed = std::make_unique<PlacedModule>(m.module, m.graph, testing::logical_cpus(3));
     placed->set_placement(*placement);
   }
   std::vector<at::Tensor> params;
@@ -92,9 +88,10 @@ std::vector<double> train(Model& m, const Placement* placement, int steps) {
 class Spread : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Spread, TwentyTrainingStepsMatchThePlainModule) {
-  Model plain = load(GetParam());
+  testing::TracedModel plain = testing::load_traced_model(GetParam());
   const auto expected = train(plain, nullptr, 20);
-  Model placed = load(GetParam());  // fresh weights, identical to plain's (same file)
+  testing::TracedModel placed =
+      testing::load_traced_model(GetParam());  // fresh weights, identical to plain's (same file)
   std::mt19937 rng(5);
   Placement p;
   for (size_t i = 0; i < placed.graph.ops.size(); ++i)
@@ -120,8 +117,8 @@ Placement kind_on_device_1(const OpGraph& g, const std::string& kind) {
 
 TEST(PlacedModule, WeightsPassedInAListLiveWithTheOpThatReadsThem) {
   for (const std::string name : {"gnmt_small", "rnnlm_small"}) {
-    Model m = load(name);
-    PlacedModule placed(m.module, m.graph, cpus(2));
+    testing::TracedModel m = testing::load_traced_model(name);
+    PlacedModule placed(m.module, m.graph, testing::logical_cpus(2));
     const MigrationStats moved = placed.set_placement(kind_on_device_1(m.graph, "aten::lstm"));
     uint64_t recurrent_bytes = 0;
     for (const auto& p : m.module.named_parameters()) {
@@ -140,8 +137,8 @@ TEST(PlacedModule, WeightsPassedInAListLiveWithTheOpThatReadsThem) {
 TEST(PlacedModule, EveryParameterAndBufferTheGraphReadsHasAHome) {
   for (const std::string name : {"mlp", "two_tower", "gnmt_small", "gnmt_small_unrolled",
                                  "rnnlm_small", "bert_small", "resnet18"}) {
-    Model m = load(name);
-    PlacedModule placed(m.module, m.graph, cpus(3));
+    testing::TracedModel m = testing::load_traced_model(name);
+    PlacedModule placed(m.module, m.graph, testing::logical_cpus(3));
     std::mt19937 rng(11);
     Placement p;
     for (size_t i = 0; i < m.graph.ops.size(); ++i)
@@ -158,8 +155,8 @@ TEST(PlacedModule, EveryParameterAndBufferTheGraphReadsHasAHome) {
 }
 
 TEST(PlacedModule, ParametersMoveInPlaceAndBadPlacementsAreRefused) {
-  Model m = load("two_tower");
-  PlacedModule placed(m.module, m.graph, cpus(2));
+  testing::TracedModel m = testing::load_traced_model("two_tower");
+  PlacedModule placed(m.module, m.graph, testing::logical_cpus(2));
   std::vector<const c10::TensorImpl*> before;
   for (const auto& p : placed.parameters()) before.push_back(p.unsafeGetTensorImpl());
   Placement split = Placement::single(m.graph, 0);
@@ -173,8 +170,8 @@ TEST(PlacedModule, ParametersMoveInPlaceAndBadPlacementsAreRefused) {
   foreign.device_of_op[0] = 7;
   EXPECT_THROW(placed.set_placement(foreign), std::invalid_argument);
   EXPECT_EQ(placed.placement(), split) << "a refused placement changes nothing";
-  Model other = load("mlp");
-  EXPECT_THROW(PlacedModule(m.module, other.graph, cpus(2)), CaptureError);
+  testing::TracedModel other = testing::load_traced_model("mlp");
+  EXPECT_THROW(PlacedModule(m.module, other.graph, testing::logical_cpus(2)), CaptureError);
 }
 
 }  // namespace

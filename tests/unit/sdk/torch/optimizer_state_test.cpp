@@ -27,8 +27,6 @@ namespace {
 using testing::is_recurrent_weight;
 using testing::load_traced_model;
 
-DeviceSet cpus(int n) { return testing::logical_cpus(n); }
-
 double step(PlacedModule& placed, const std::vector<c10::IValue>& inputs,
             torch::optim::Adam& adam) {
   adam.zero_grad();
@@ -45,7 +43,7 @@ torch::optim::AdamParamState& adam_state(torch::optim::Adam& adam, const at::Ten
 
 TEST(OptimizerState, ASwapMovesRecurrentWeightsAndTheirAdamStateBitwise) {
   testing::TracedModel m = load_traced_model("rnnlm_small");
-  PlacedModule placed(m.module, m.graph, cpus(2));
+  PlacedModule placed(m.module, m.graph, testing::logical_cpus(2));
   torch::optim::Adam adam(placed.parameters(), torch::optim::AdamOptions(0.01));
   for (int i = 0; i < 2; ++i) step(placed, m.inputs, adam);
 
@@ -81,13 +79,13 @@ TEST(OptimizerState, ASwapMovesRecurrentWeightsAndTheirAdamStateBitwise) {
 
 TEST(OptimizerState, TrainingAcrossASwapEqualsTrainingWithoutOne) {
   testing::TracedModel plain = load_traced_model("rnnlm_small");
-  PlacedModule unswapped(plain.module, plain.graph, cpus(2));
+  PlacedModule unswapped(plain.module, plain.graph, testing::logical_cpus(2));
   torch::optim::Adam plain_adam(unswapped.parameters(), torch::optim::AdamOptions(0.01));
   std::vector<double> expected;
   for (int i = 0; i < 6; ++i) expected.push_back(step(unswapped, plain.inputs, plain_adam));
 
   testing::TracedModel m = load_traced_model("rnnlm_small");
-  PlacedModule placed(m.module, m.graph, cpus(2));
+  PlacedModule placed(m.module, m.graph, testing::logical_cpus(2));
   torch::optim::Adam adam(placed.parameters(), torch::optim::AdamOptions(0.01));
   std::vector<double> losses;
   for (int i = 0; i < 3; ++i) losses.push_back(step(placed, m.inputs, adam));
@@ -106,7 +104,8 @@ TEST(OptimizerState, TrainingAcrossASwapEqualsTrainingWithoutOne) {
 void expect_an_undone_update_leaves_no_trace(int steps_before) {
   testing::TracedModel a = load_traced_model("rnnlm_small");
   testing::TracedModel b = load_traced_model("rnnlm_small");
-  PlacedModule guarded(a.module, a.graph, cpus(2)), twin(b.module, b.graph, cpus(2));
+  PlacedModule guarded(a.module, a.graph, testing::logical_cpus(2)),
+      twin(b.module, b.graph, testing::logical_cpus(2));
   torch::optim::Adam adam(guarded.parameters(), torch::optim::AdamOptions(0.01));
   torch::optim::Adam twin_adam(twin.parameters(), torch::optim::AdamOptions(0.01));
   for (int i = 0; i < steps_before; ++i) {
@@ -152,7 +151,7 @@ TEST(OptimizerState, AnUndoneFirstUpdateDropsTheStateItCreated) {
 TEST(OptimizerState, AStateItCannotCopyLeavesTheUpdateUnguarded) {
   struct Unknown final : torch::optim::OptimizerCloneableParamState<Unknown> {};
   testing::TracedModel m = load_traced_model("rnnlm_small");
-  PlacedModule placed(m.module, m.graph, cpus(2));
+  PlacedModule placed(m.module, m.graph, testing::logical_cpus(2));
   torch::optim::Adam adam(placed.parameters(), torch::optim::AdamOptions(0.01));
   adam.state()[placed.parameters().front().unsafeGetTensorImpl()] = std::make_unique<Unknown>();
   TorchStepOptimizer adapted(adam);
@@ -186,7 +185,7 @@ TEST(OptimizerState, TheStateExpectedBeforeTheFirstUpdateIsTheStateAfterIt) {
   for (const auto& [kind, tensors] : tensors_per_parameter) {
     SCOPED_TRACE(kind);
     testing::TracedModel m = load_traced_model("rnnlm_small");
-    PlacedModule placed(m.module, m.graph, cpus(1));
+    PlacedModule placed(m.module, m.graph, testing::logical_cpus(1));
     std::vector<at::Tensor> params = placed.parameters();
     const at::Tensor left_out = params.back();
     params.pop_back();
@@ -214,7 +213,7 @@ TEST(OptimizerState, TheStateExpectedBeforeTheFirstUpdateIsTheStateAfterIt) {
 
 TEST(OptimizerState, AnOptimizerItDoesNotKnowCannotTellItsState) {
   testing::TracedModel m = load_traced_model("mlp");
-  PlacedModule placed(m.module, m.graph, cpus(1));
+  PlacedModule placed(m.module, m.graph, testing::logical_cpus(1));
   torch::optim::LBFGS lbfgs(placed.parameters());
   TorchStepOptimizer adapted(lbfgs);
   EXPECT_FALSE(adapted.expected_state_bytes(placed.parameters().front()).has_value());

@@ -16,8 +16,6 @@
 namespace placement {
 namespace {
 
-using Model = testing::TracedModel;
-
 // Traced, a transformers model returns its ModelOutput as a dict.
 at::Tensor logits_of(const c10::IValue& out) { return out.toGenericDict().at("logits").toTensor(); }
 
@@ -40,7 +38,7 @@ uint64_t bytes(const at::Tensor& t) { return static_cast<uint64_t>(t.numel()) * 
 class TransformersModel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TransformersModel, CapturesEveryLayerAndEveryWeight) {
-  const Model m = testing::load_traced_model(GetParam());
+  const testing::TracedModel m = testing::load_traced_model(GetParam());
   int attention = 0;
   int embeddings = 0;
   uint64_t parameter_bytes = 0;
@@ -72,7 +70,7 @@ TEST_P(TransformersModel, CapturesEveryLayerAndEveryWeight) {
 
 TEST_P(TransformersModel, PlacedOnOneDeviceEqualsThePlainModuleBitwise) {
   const std::string name = GetParam();
-  Model m = testing::load_traced_model(name);
+  testing::TracedModel m = testing::load_traced_model(name);
   // Traced in train mode: dropout draws from the generator, seeded alike before each forward.
   at::manual_seed(7);
   const c10::IValue plain_out = m.module.forward(m.inputs);
@@ -107,8 +105,8 @@ TEST_P(TransformersModel, PlacedOnOneDeviceEqualsThePlainModuleBitwise) {
 }
 
 // 15 SGD steps on the same batch: the plain module, and the placed one under `placement`.
-std::vector<double> train(const std::string& name, const Placement* placement) {
-  Model m = testing::load_traced_model(name);
+std::vector<double> train_transformer(const std::string& name, const Placement* placement) {
+  testing::TracedModel m = testing::load_traced_model(name);
   std::unique_ptr<PlacedModule> placed;
   if (placement) {
     placed = std::make_unique<PlacedModule>(m.module, m.graph, testing::logical_cpus(2));
@@ -130,8 +128,8 @@ std::vector<double> train(const std::string& name, const Placement* placement) {
 }
 
 void expect_same_training(const std::string& name, const Placement& placement) {
-  const auto expected = train(name, nullptr);
-  const auto losses = train(name, &placement);
+  const auto expected = train_transformer(name, nullptr);
+  const auto losses = train_transformer(name, &placement);
   ASSERT_EQ(losses.size(), expected.size());
   for (size_t i = 0; i < losses.size(); ++i)
     EXPECT_NEAR(losses[i], expected[i], 1e-5 * std::abs(expected[i])) << "step " << i;

@@ -12,7 +12,7 @@ namespace {
 using placement::DeviceKind;
 using placement::Placement;
 
-Simulator two_chains() {
+Simulator two_chains_truth() {
   placement::OpGraph g = placement::testing::two_chains(6);
   placement::testing::profile_all(g, DeviceKind::kCuda, 1e-3);
   return Simulator(g, placement::testing::devices(2, DeviceKind::kCuda));
@@ -21,13 +21,13 @@ Simulator two_chains() {
 const Placement kSplit{{0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0}};
 
 TEST(ModelError, ZeroIsTheTruth) {
-  const Simulator truth = two_chains();
+  const Simulator truth = two_chains_truth();
   const Simulator model = with_model_error(truth, 0.0, 3);
   EXPECT_DOUBLE_EQ(model.simulate(kSplit).step_time_s, truth.simulate(kSplit).step_time_s);
 }
 
 TEST(ModelError, ScalesOpTimesAndBandwidthsReproducibly) {
-  const Simulator truth = two_chains();
+  const Simulator truth = two_chains_truth();
   const Simulator a = with_model_error(truth, 0.3, 3), b = with_model_error(truth, 0.3, 3),
                   c = with_model_error(truth, 0.3, 4);
   EXPECT_EQ(a.simulate(kSplit).step_time_s, b.simulate(kSplit).step_time_s);

@@ -6,9 +6,8 @@
 namespace placement::plugins {
 namespace {
 
-std::mt19937_64 rng(1);
-
 TEST(NoGrouper, EveryOpAlone) {
+  std::mt19937_64 rng(1);
   const OpGraph g = testing::chain(5);
   const Grouping grouping = NoGrouper().group(g, testing::devices(2), rng);
   EXPECT_EQ(grouping.num_groups, 5);
