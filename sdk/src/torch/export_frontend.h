@@ -1,9 +1,8 @@
 #pragma once
 // torch.export -> OpProgram. An ExportedProgram in training IR (torch.export.export(...,
-// strict=False)), read with the schema types LibTorch ships (torch/csrc/utils/
-// generated_serialization_types.h): each node's target is looked up in the dispatcher, its named
-// arguments are put in schema order, parameters and buffers come by their names from the graph
-// signature, nn_module_stack gives the scope and stack_trace the source line errors quote.
+// strict=False)): export_archive.cpp reads a .pt2 (the program record and the weights),
+// export_schema.h its schema types into LibTorch's, export_builder.cpp its graph into the op
+// program.
 
 #include <map>
 #include <string>

@@ -1,18 +1,14 @@
-#include "export_frontend.h"
-
-#include <cmath>
-#include <cstring>
-#include <fstream>
-#include <unordered_map>
+// from_export: an ExportedProgram's graph into an OpProgram. Each node's target is looked up in the
+// dispatcher, its named arguments are put in schema order, parameters and buffers come by their
+// names from the graph signature, nn_module_stack gives the scope and stack_trace the source line
+// errors quote.
 
 #include <ATen/ScalarOps.h>
 #include <ATen/core/grad_mode.h>
-#include <ATen/ops/empty.h>
-#include <c10/util/safe_numerics.h>
-#include <caffe2/serialize/inline_container.h>
-#include <torch/csrc/utils/generated_serialization_types.h>
 #include <torch/version.h>
 
+#include "export_frontend.h"
+#include "export_schema.h"
 #include "placement/capture.h"
 
 namespace placement::detail {
@@ -22,103 +18,6 @@ namespace ex = torch::_export;
 namespace {
 
 using Kind = OpNode::Kind;
-
-c10::ScalarType scalar_type(ex::ScalarType t) {
-  switch (t) {
-    case ex::ScalarType::BYTE:
-      return c10::ScalarType::Byte;
-    case ex::ScalarType::CHAR:
-      return c10::ScalarType::Char;
-    case ex::ScalarType::SHORT:
-      return c10::ScalarType::Short;
-    case ex::ScalarType::INT:
-      return c10::ScalarType::Int;
-    case ex::ScalarType::LONG:
-      return c10::ScalarType::Long;
-    case ex::ScalarType::HALF:
-      return c10::ScalarType::Half;
-    case ex::ScalarType::FLOAT:
-      return c10::ScalarType::Float;
-    case ex::ScalarType::DOUBLE:
-      return c10::ScalarType::Double;
-    case ex::ScalarType::COMPLEXHALF:
-      return c10::ScalarType::ComplexHalf;
-    case ex::ScalarType::COMPLEXFLOAT:
-      return c10::ScalarType::ComplexFloat;
-    case ex::ScalarType::COMPLEXDOUBLE:
-      return c10::ScalarType::ComplexDouble;
-    case ex::ScalarType::BOOL:
-      return c10::ScalarType::Bool;
-    case ex::ScalarType::BFLOAT16:
-      return c10::ScalarType::BFloat16;
-    case ex::ScalarType::UINT16:
-      return c10::ScalarType::UInt16;
-    case ex::ScalarType::FLOAT8E4M3FN:
-      return c10::ScalarType::Float8_e4m3fn;
-    case ex::ScalarType::FLOAT8E5M2:
-      return c10::ScalarType::Float8_e5m2;
-    case ex::ScalarType::FLOAT8E4M3FNUZ:
-      return c10::ScalarType::Float8_e4m3fnuz;
-    case ex::ScalarType::FLOAT8E5M2FNUZ:
-      return c10::ScalarType::Float8_e5m2fnuz;
-    default:
-      break;
-  }
-  throw CaptureError("unknown dtype " + std::to_string(static_cast<int>(t)));
-}
-
-c10::Layout layout(ex::Layout l) {
-  switch (l) {
-    case ex::Layout::Strided:
-      return c10::kStrided;
-    case ex::Layout::SparseCoo:
-      return c10::kSparse;
-    case ex::Layout::SparseCsr:
-      return c10::kSparseCsr;
-    case ex::Layout::SparseCsc:
-      return c10::kSparseCsc;
-    case ex::Layout::SparseBsr:
-      return c10::kSparseBsr;
-    case ex::Layout::SparseBsc:
-      return c10::kSparseBsc;
-    case ex::Layout::_mkldnn:
-      return c10::kMkldnn;
-    default:
-      break;
-  }
-  throw CaptureError("unknown layout " + std::to_string(static_cast<int>(l)));
-}
-
-c10::MemoryFormat memory_format(ex::MemoryFormat f) {
-  switch (f) {
-    case ex::MemoryFormat::ContiguousFormat:
-      return c10::MemoryFormat::Contiguous;
-    case ex::MemoryFormat::ChannelsLast:
-      return c10::MemoryFormat::ChannelsLast;
-    case ex::MemoryFormat::ChannelsLast3d:
-      return c10::MemoryFormat::ChannelsLast3d;
-    case ex::MemoryFormat::PreserveFormat:
-      return c10::MemoryFormat::Preserve;
-    default:
-      break;
-  }
-  throw CaptureError("unknown memory format " + std::to_string(static_cast<int>(f)));
-}
-
-// A size as the example had it (a dynamic one's example value), or -1 without one (a size that
-// depends on the data, such as nonzero's).
-int64_t known(const ex::SymInt& s) {
-  if (s.tag() == ex::SymInt::Tag::AS_INT) return s.get_as_int();
-  const auto& hint = s.get_as_expr().get_hint();
-  if (hint && hint->tag() == ex::SymExprHint::Tag::AS_INT) return hint->get_as_int();
-  return -1;
-}
-
-int64_t concrete(const ex::SymInt& s) {
-  if (const int64_t size = known(s); size >= 0) return size;
-  throw CaptureError("a symbolic size (" + s.get_as_expr().get_expr_str() +
-                     ") without an example value");
-}
 
 // `nn_module_stack` is "key,path,type;key,path,type..." with commas inside brackets kept (a path
 // may read "layers.slice(None, 2, None).0"); the innermost module's path is the op's scope.
@@ -151,108 +50,6 @@ std::string source_from(const std::string& trace) {
   std::string line = trace.substr(0, end);
   while (!line.empty() && line.front() == ' ') line.erase(line.begin());
   return line;
-}
-
-// Python's symbolic arithmetic that torch.export keeps for dynamic shapes (operator.mul on a
-// batch size). Integers stay integers, as in Python.
-std::function<void(torch::jit::Stack&)> symbolic(const std::string& target) {
-  using Fn = std::function<c10::IValue(const std::vector<c10::IValue>&)>;
-  auto num = [](const c10::IValue& v) {
-    return v.isInt() ? static_cast<double>(v.toInt()) : v.isBool() ? v.toBool() : v.toDouble();
-  };
-  auto ints = [](const std::vector<c10::IValue>& a) {
-    return std::all_of(a.begin(), a.end(),
-                       [](const c10::IValue& v) { return v.isInt() || v.isBool(); });
-  };
-  auto as_int = [](const c10::IValue& v) {
-    return v.isBool() ? static_cast<int64_t>(v.toBool()) : v.toInt();
-  };
-  auto arith = [=](auto int_op, auto double_op) -> Fn {
-    return [=](const std::vector<c10::IValue>& a) -> c10::IValue {
-      if (ints(a)) return int_op(as_int(a.at(0)), as_int(a.at(1)));
-      return double_op(num(a.at(0)), num(a.at(1)));
-    };
-  };
-  auto compare = [=](auto op) -> Fn {
-    return [=](const std::vector<c10::IValue>& a) -> c10::IValue {
-      return op(num(a.at(0)), num(a.at(1)));
-    };
-  };
-  static const auto floor_div = [](int64_t a, int64_t b) {
-    if (b == 0) throw std::runtime_error("integer division by zero in a symbolic size");
-    int64_t q = a / b;
-    if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-    return q;
-  };
-  const std::unordered_map<std::string, Fn> table = {
-      {"_operator.add",
-       arith([](int64_t a, int64_t b) { return a + b; }, [](double a, double b) { return a + b; })},
-      {"_operator.sub",
-       arith([](int64_t a, int64_t b) { return a - b; }, [](double a, double b) { return a - b; })},
-      {"_operator.mul",
-       arith([](int64_t a, int64_t b) { return a * b; }, [](double a, double b) { return a * b; })},
-      {"_operator.floordiv", arith([](int64_t a, int64_t b) { return floor_div(a, b); },
-                                   [](double a, double b) { return std::floor(a / b); })},
-      {"_operator.mod", arith([](int64_t a, int64_t b) { return a - floor_div(a, b) * b; },
-                              [](double a, double b) { return a - std::floor(a / b) * b; })},
-      {"_operator.truediv",
-       [=](const std::vector<c10::IValue>& a) -> c10::IValue {
-         return num(a.at(0)) / num(a.at(1));
-       }},
-      {"_operator.pow",
-       [=](const std::vector<c10::IValue>& a) -> c10::IValue {
-         // Python: int ** non-negative int is an int, anything else a float.
-         if (ints(a) && as_int(a.at(1)) >= 0)
-           return static_cast<int64_t>(std::llround(std::pow(as_int(a.at(0)), as_int(a.at(1)))));
-         return std::pow(num(a.at(0)), num(a.at(1)));
-       }},
-      {"torch.sym_max", arith([](int64_t a, int64_t b) { return std::max(a, b); },
-                              [](double a, double b) { return std::max(a, b); })},
-      {"torch.sym_min", arith([](int64_t a, int64_t b) { return std::min(a, b); },
-                              [](double a, double b) { return std::min(a, b); })},
-      {"_operator.eq", compare([](double a, double b) { return a == b; })},
-      {"_operator.ne", compare([](double a, double b) { return a != b; })},
-      {"_operator.lt", compare([](double a, double b) { return a < b; })},
-      {"_operator.le", compare([](double a, double b) { return a <= b; })},
-      {"_operator.gt", compare([](double a, double b) { return a > b; })},
-      {"_operator.ge", compare([](double a, double b) { return a >= b; })},
-      {"_operator.and_",
-       arith([](int64_t a, int64_t b) { return a & b; },
-             [](double, double) -> double { throw std::runtime_error("& of floats"); })},
-      {"_operator.or_",
-       arith([](int64_t a, int64_t b) { return a | b; },
-             [](double, double) -> double { throw std::runtime_error("| of floats"); })},
-      {"_operator.neg",
-       [=](const std::vector<c10::IValue>& a) -> c10::
-                                                  IValue {
-                                                    return a.at(0).isInt()
-                                                               ? c10::IValue(-a.at(0).toInt())
-                                                               : c10::IValue(-num(a.at(0)));
-                                                  }},
-      {"_operator.pos", [](const std::vector<c10::IValue>& a) -> c10::IValue { return a.at(0); }},
-      {"torch.sym_not",
-       [](const std::vector<c10::IValue>& a) -> c10::IValue { return !a.at(0).toBool(); }},
-      {"torch.sym_int",
-       [=](const std::vector<c10::IValue>& a)
-           -> c10::IValue { return static_cast<int64_t>(num(a.at(0))); }},
-      {"math.trunc",
-       [=](const std::vector<c10::IValue>& a)
-           -> c10::IValue { return static_cast<int64_t>(std::trunc(num(a.at(0)))); }},
-      {"torch.sym_float",
-       [=](const std::vector<c10::IValue>& a) -> c10::IValue { return num(a.at(0)); }},
-      {"torch.sym_sqrt",
-       [=](const std::vector<c10::IValue>& a) -> c10::IValue { return std::sqrt(num(a.at(0))); }},
-      {"torch.sym_ite",
-       [](const std::vector<c10::IValue>& a)
-           -> c10::IValue { return a.at(0).toBool() ? a.at(1) : a.at(2); }},
-  };
-  auto it = table.find(target);
-  if (it == table.end()) return {};
-  Fn fn = it->second;
-  return [fn](torch::jit::Stack& stack) {
-    c10::IValue result = fn(stack);
-    stack.assign(1, std::move(result));
-  };
 }
 
 bool is_tensor_type(const c10::TypePtr& type) {
@@ -399,11 +196,11 @@ class Builder {
         return list(std::move(items), c10::FloatType::get(), false, user);
       }
       case Tag::AS_SCALAR_TYPE:
-        return OpInput::of(static_cast<int64_t>(scalar_type(a.get_as_scalar_type())));
+        return OpInput::of(static_cast<int64_t>(export_schema::scalar_type(a.get_as_scalar_type())));
       case Tag::AS_LAYOUT:
-        return OpInput::of(static_cast<int64_t>(layout(a.get_as_layout())));
+        return OpInput::of(static_cast<int64_t>(export_schema::layout(a.get_as_layout())));
       case Tag::AS_MEMORY_FORMAT:
-        return OpInput::of(static_cast<int64_t>(memory_format(a.get_as_memory_format())));
+        return OpInput::of(static_cast<int64_t>(export_schema::memory_format(a.get_as_memory_format())));
       case Tag::AS_DEVICE: {
         const auto& d = a.get_as_device();
         std::string text = d.get_type();
@@ -495,7 +292,7 @@ class Builder {
       add_operator(n, std::move(op), where);
       return;
     }
-    op.call = symbolic(target);
+    op.call = export_schema::symbolic(target);
     if (!op.call)
       throw CaptureError(where + ": a call placementd cannot run (" + target +
                          "); only PyTorch operators and symbolic size arithmetic are supported");
@@ -675,12 +472,12 @@ class Builder {
   void record(int slot, const ex::TensorMeta& meta) {
     RecordedTensor r;
     try {
-      r.dtype = scalar_type(meta.get_dtype());
+      r.dtype = export_schema::scalar_type(meta.get_dtype());
     } catch (const CaptureError&) {
       return;  // a dtype this LibTorch does not know: the op that makes it says so when it runs
     }
-    for (const ex::SymInt& s : meta.get_sizes()) r.shape.push_back(known(s));
-    for (const ex::SymInt& s : meta.get_strides()) r.strides.push_back(known(s));
+    for (const ex::SymInt& s : meta.get_sizes()) r.shape.push_back(export_schema::known(s));
+    for (const ex::SymInt& s : meta.get_strides()) r.strides.push_back(export_schema::known(s));
     program_.recorded[slot] = std::move(r);
   }
 
@@ -689,25 +486,6 @@ class Builder {
   std::unordered_map<std::string, int> slots_;
   std::unordered_map<std::string, c10::IValue> constants_;
 };
-
-c10::IValue constant_value(const ex::ConstantValue& v) {
-  using Tag = ex::ConstantValue::Tag;
-  switch (v.tag()) {
-    case Tag::AS_NONE:
-      return c10::IValue();
-    case Tag::AS_INT:
-      return v.get_as_int();
-    case Tag::AS_FLOAT:
-      return v.get_as_float().get();
-    case Tag::AS_STRING:
-      return v.get_as_string();
-    case Tag::AS_BOOL:
-      return v.get_as_bool();
-    default:
-      break;
-  }
-  throw CaptureError("a constant input of an unknown kind");
-}
 
 const at::Tensor& tensor_named(const std::map<std::string, at::Tensor>& tensors,
                                const std::string& name, const std::string& origin) {
@@ -718,41 +496,11 @@ const at::Tensor& tensor_named(const std::map<std::string, at::Tensor>& tensors,
   return it->second;
 }
 
-ex::ExportedProgram parse_program(const std::string& json, const std::string& origin) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(json);
-  } catch (const nlohmann::json::exception& e) {
-    throw CaptureError(origin + ": the program is not valid JSON (" + e.what() + ")");
-  }
-  int major = -1;
-  int minor = -1;
-  if (j.is_object() && j.contains("schema_version") && j["schema_version"].is_object()) {
-    const auto& version = j["schema_version"];
-    if (version.contains("major") && version["major"].is_number_integer())
-      major = version["major"].get<int>();
-    if (version.contains("minor") && version["minor"].is_number_integer())
-      minor = version["minor"].get<int>();
-  }
-  if (major < 0) throw CaptureError(origin + ": not a torch.export program (no schema_version)");
-  if (major != kExportSchemaMajor)
-    throw CaptureError(origin + ": exported with schema " + std::to_string(major) + "." +
-                       std::to_string(minor) + ", this LibTorch (" + TORCH_VERSION +
-                       ") reads schema " + std::to_string(kExportSchemaMajor) +
-                       ".x; export with the torch the job runs");
-  try {
-    return j.get<ex::ExportedProgram>();
-  } catch (const std::exception& e) {
-    throw CaptureError(origin + ": the program does not match export schema " +
-                       std::to_string(kExportSchemaMajor) + " (" + e.what() + ")");
-  }
-}
-
 }  // namespace
 
 OpProgram from_export(const std::string& json, const std::map<std::string, at::Tensor>& tensors,
                       const std::string& origin) {
-  const ex::ExportedProgram exported = parse_program(json, origin);
+  const ex::ExportedProgram exported = export_schema::parse_program(json, origin);
   const ex::GraphModule& module = exported.get_graph_module();
   const ex::Graph& graph = module.get_graph();
   const auto& input_specs = module.get_signature().get_input_specs();
@@ -805,7 +553,7 @@ OpProgram from_export(const std::string& json, const std::map<std::string, at::T
       }
       case In::CONSTANT_INPUT: {
         const auto& c = spec.get_constant_input();
-        b.constant(c.get_name(), constant_value(c.get_value()));
+        b.constant(c.get_name(), export_schema::constant_value(c.get_value()));
         break;
       }
       case In::CUSTOM_OBJ:
@@ -848,173 +596,6 @@ OpProgram from_export(const std::string& json, const std::map<std::string, at::T
     program.outputs.push_back(b.argument(graph.get_outputs()[i], OpNode{}, where));
   }
   program.complete();
-  return program;
-}
-
-namespace {
-
-class Archive {
- public:
-  explicit Archive(const std::string& path) : path_(path) {
-    try {
-      reader_ = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
-    } catch (const std::exception& e) {
-      std::string message = e.what();
-      if (const auto cut = message.find('\n'); cut != std::string::npos) message.resize(cut);
-      throw CaptureError(path + ": not a readable .pt2 archive (" + message + ")");
-    }
-  }
-  bool has(const std::string& name) const { return reader_->hasRecord(name); }
-  std::string text(const std::string& name) const {
-    at::DataPtr data;
-    size_t size = 0;
-    read(name, data, size);
-    return std::string(static_cast<const char*>(data.get()), size);
-  }
-  void read(const std::string& name, at::DataPtr& data, size_t& size) const {
-    if (!reader_->hasRecord(name)) throw CaptureError(path_ + ": the archive has no " + name);
-    try {
-      std::tie(data, size) = reader_->getRecord(name);
-    } catch (const std::exception& e) {
-      std::string message = e.what();
-      if (const auto cut = message.find('\n'); cut != std::string::npos) message.resize(cut);
-      throw CaptureError(path_ + ": " + name + " cannot be read (" + message +
-                         "): is the archive complete?");
-    }
-  }
-  std::vector<std::string> records() const { return reader_->getAllRecords(); }
-
- private:
-  std::string path_;
-  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader_;
-};
-
-// Parameters, buffers or constants of a .pt2 by name, from one payload config. Names that share a
-// payload (tied weights) share its storage; the same view of it is the same tensor.
-void read_payloads(const Archive& archive, const std::string& config_name, const std::string& dir,
-                   bool weights, const std::string& path, std::map<std::string, at::Tensor>& out) {
-  if (!archive.has(config_name)) return;
-  ex::PayloadConfig config;
-  try {
-    config = nlohmann::json::parse(archive.text(config_name)).get<ex::PayloadConfig>();
-  } catch (const std::exception& e) {
-    throw CaptureError(path + ": " + config_name + " is not a payload config (" + e.what() + ")");
-  }
-  std::map<std::string, c10::Storage> storages;
-  std::map<std::string, at::Tensor> views;
-  for (const auto& [name, payload] : config.get_config()) {
-    if (payload.get_use_pickle() || !payload.get_tensor_meta())
-      throw CaptureError(path + ": '" + name +
-                         "' is a pickled object (a tensor subclass or custom object), which "
-                         "placementd cannot read");
-    const ex::TensorMeta& meta = *payload.get_tensor_meta();
-    std::vector<int64_t> sizes, strides;
-    for (const auto& s : meta.get_sizes()) sizes.push_back(concrete(s));
-    for (const auto& s : meta.get_strides()) strides.push_back(concrete(s));
-    const int64_t offset = concrete(meta.get_storage_offset());
-    const c10::ScalarType dtype = scalar_type(meta.get_dtype());
-    const std::string what = path + ": '" + name + "'";
-    if (sizes.size() != strides.size())
-      throw CaptureError(what + " has " + std::to_string(sizes.size()) + " sizes and " +
-                         std::to_string(strides.size()) + " strides");
-    if (offset < 0 || std::any_of(sizes.begin(), sizes.end(), [](int64_t v) { return v < 0; }) ||
-        std::any_of(strides.begin(), strides.end(), [](int64_t v) { return v < 0; }))
-      throw CaptureError(what + " has a negative size, stride or offset");
-    if (meta.get_requires_grad() && !c10::isFloatingType(dtype) && !c10::isComplexType(dtype))
-      throw CaptureError(what + " is a " + c10::toString(dtype) + " tensor that requires grad");
-    const std::string key = payload.get_path_name() + "|" + std::to_string(offset) + "|" +
-                            c10::toString(dtype) + "|" + c10::str(c10::IntArrayRef(sizes)) +
-                            c10::str(c10::IntArrayRef(strides));
-    // A model exported on the meta device has no storages: its payloads all share one empty
-    // record, and equal shapes are not the same tensor.
-    const bool exported_on_meta = meta.get_device().get_type() == "meta";
-    at::Tensor tensor;
-    if (auto seen = views.find(key); seen != views.end() && !exported_on_meta) {
-      tensor = seen->second;
-    } else if (!weights || exported_on_meta) {
-      tensor =
-          at::empty_strided(sizes, strides, at::TensorOptions().dtype(dtype).device(at::kMeta));
-    } else {
-      auto storage = storages.find(payload.get_path_name());
-      if (storage == storages.end()) {
-        at::DataPtr data;
-        size_t size = 0;
-        archive.read(dir + payload.get_path_name(), data, size);
-        at::Tensor bytes =
-            at::empty({static_cast<int64_t>(size)}, at::TensorOptions().dtype(at::kByte));
-        if (size > 0) std::memcpy(bytes.data_ptr(), data.get(), size);
-        storage = storages.emplace(payload.get_path_name(), bytes.storage()).first;
-      }
-      // The last element's byte, in unsigned arithmetic that cannot wrap unnoticed: the sizes,
-      // strides and offset come from the file.
-      const bool empty = std::any_of(sizes.begin(), sizes.end(), [](int64_t v) { return v == 0; });
-      uint64_t last = static_cast<uint64_t>(offset);
-      bool overflow = false;
-      for (size_t d = 0; d < sizes.size() && !empty; ++d) {
-        uint64_t span = 0;
-        overflow |= c10::mul_overflows(static_cast<uint64_t>(sizes[d] - 1),
-                                       static_cast<uint64_t>(strides[d]), &span);
-        overflow |= c10::add_overflows(last, span, &last);
-      }
-      uint64_t needed = 0;
-      overflow |= c10::add_overflows(last, uint64_t{1}, &last);
-      overflow |= c10::mul_overflows(last, static_cast<uint64_t>(c10::elementSize(dtype)), &needed);
-      if (!empty && (overflow || needed > storage->second.nbytes()))
-        throw CaptureError(what + " needs " +
-                           (overflow ? std::string("more than 2^64") : std::to_string(needed)) +
-                           " bytes, " + dir + payload.get_path_name() + " holds " +
-                           std::to_string(storage->second.nbytes()));
-      tensor = at::empty({0}, at::TensorOptions().dtype(dtype))
-                   .set_(storage->second, offset, sizes, strides);
-    }
-    if (meta.get_requires_grad() && !tensor.requires_grad()) tensor.set_requires_grad(true);
-    views[key] = tensor;
-    out[name] = tensor;
-  }
-}
-
-}  // namespace
-
-bool is_pt2(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  char magic[4] = {};
-  if (!in.read(magic, 4) || std::string(magic, 4) != std::string("PK\x03\x04", 4)) return false;
-  try {
-    caffe2::serialize::PyTorchStreamReader reader(path);
-    for (const std::string& r : reader.getAllRecords())
-      if (r.rfind("models/", 0) == 0 && r.size() > 12 && r.compare(r.size() - 5, 5, ".json") == 0)
-        return true;
-  } catch (const std::exception&) {
-    // A damaged archive: a torch.export.save file whose records cannot be listed says so when
-    // loaded.
-    return path.size() > 4 && path.compare(path.size() - 4, 4, ".pt2") == 0;
-  }
-  return false;
-}
-
-OpProgram load_pt2(const std::string& path, bool weights) {
-  const Archive archive(path);
-  std::string model = "model";
-  if (!archive.has("models/model.json")) {
-    std::vector<std::string> found;
-    for (const std::string& r : archive.records())
-      if (r.rfind("models/", 0) == 0 && r.size() > 12 && r.compare(r.size() - 5, 5, ".json") == 0)
-        found.push_back(r.substr(7, r.size() - 12));
-    if (found.size() != 1)
-      throw CaptureError(path + ": " +
-                         (found.empty() ? std::string("no program (models/*.json) in the archive")
-                                        : "the archive holds " + std::to_string(found.size()) +
-                                              " programs; save one model per file"));
-    model = found[0];
-  }
-  if (archive.has("archive_format") && archive.text("archive_format") != "pt2")
-    throw CaptureError(path + ": archive format '" + archive.text("archive_format") + "', not pt2");
-  std::map<std::string, at::Tensor> tensors;
-  read_payloads(archive, "data/weights/" + model + "_weights_config.json", "data/weights/", weights,
-                path, tensors);
-  read_payloads(archive, "data/constants/" + model + "_constants_config.json", "data/constants/",
-                weights, path, tensors);
-  OpProgram program = from_export(archive.text("models/" + model + ".json"), tensors, path);
   return program;
 }
 
