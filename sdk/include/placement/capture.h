@@ -4,21 +4,15 @@
 // cheap to compile.
 
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "placement/capture_error.h"
 #include "placement/graph.h"
 #include "placement/model.h"
 #include "placement/torch_fwd.h"
 
 namespace placement {
-
-/// A model cannot be captured; what() names the file, op or input at fault and what to do.
-class CaptureError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 /// Captures the forward graph of `module` as the example `inputs` flow through it: the graph is
 /// inlined, each tensor operation becomes an op named after its module scope

@@ -20,8 +20,10 @@
 #include "placement/engine.h"
 #include "placement/graph.h"
 #include "placement/job_channel.h"
+#include "placement/job_stats.h"
 #include "placement/model.h"
 #include "placement/placement.h"
+#include "placement/step_optimizer.h"
 #include "placement/torch_fwd.h"
 
 namespace placement {
@@ -165,135 +167,6 @@ using LossFunction = std::function<at::Tensor(const std::vector<c10::IValue>& ou
 class StepInterrupted : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
-};
-
-/// The optimizer as Job::step drives it, for one that is not a torch::optim optimizer (the Python
-/// module adapts torch.optim ones): its update, clearing the gradients, and moving the state of
-/// parameters that moved (moments, momentum buffers) next to them.
-class StepOptimizer {
- public:
-  virtual ~StepOptimizer() = default;
-  virtual void step() = 0;
-  virtual void zero_grad() = 0;
-  /// After a placement change, parameters[i] lives on devices[i]: moves their state there, all or
-  /// nothing (on failure it throws and leaves the state as it was). Returns the bytes moved.
-  virtual uint64_t move_state(const std::vector<at::Tensor>& parameters,
-                              const std::vector<c10::Device>& devices) = 0;
-
-  /// The state's copies, made and not yet installed.
-  struct StagedState {
-    /// Installs the copies in place of the state: must not fail.
-    std::function<void()> install;
-    uint64_t bytes = 0;
-  };
-  /// move_state in two halves: copies the state of parameters[i] to devices[i] (throwing, with
-  /// nothing changed, when a copy fails) and returns what installs the copies. With it a swap is
-  /// all or nothing together with the parameters' move, and in a replica group on every rank or
-  /// none. nullopt (the default) when the optimizer cannot: move_state then runs where the copies
-  /// would be installed, so a failure there in a group leaves the others to move back.
-  virtual std::optional<StagedState> stage_state(const std::vector<at::Tensor>& parameters,
-                                                 const std::vector<c10::Device>& devices) {
-    (void)parameters;
-    (void)devices;
-    return std::nullopt;
-  }
-  /// The state tensors of each of `parameters` (moments, momentum buffers), so that what a
-  /// device holds can be counted; the default, for an optimizer that cannot tell: none.
-  virtual std::vector<std::vector<at::Tensor>> state_tensors(
-      const std::vector<at::Tensor>& parameters);
-
-  /// The bytes of state the optimizer keeps for `parameter` once it has stepped it (Adam's two
-  /// moments: twice the parameter's bytes; 0 for a parameter it does not update), so that a
-  /// device's memory limit can refuse a placement before the first update makes the state;
-  /// nullopt (the default) when the optimizer cannot tell.
-  virtual std::optional<uint64_t> expected_state_bytes(const at::Tensor& parameter) {
-    (void)parameter;
-    return std::nullopt;
-  }
-
-  /// Whether step_parameters() may update some parameters apart from the rest: true only for an
-  /// optimizer known to update each parameter from its own value, gradient and state alone (no
-  /// norm over all gradients, no closure), so that stepping them in parts is bit for bit one
-  /// step. Then Job::step updates a parameter that lives on the host as soon as its gradient is
-  /// there, while the backward goes on. False (the default): one step() after the backward.
-  virtual bool steps_parameters_apart() const { return false; }
-  /// Steps only `parameters` (some of the optimizer's, each with its gradient), with their
-  /// groups' options, exactly as step() would step them. Called only when
-  /// steps_parameters_apart(); may run on another thread than step() while the backward goes on,
-  /// never at the same time as another of the optimizer's calls.
-  virtual void step_parameters(const std::vector<at::Tensor>& parameters);
-
-  /// A copy, in host memory, of what step() changes of `parameters`' state besides their values
-  /// (moments, step counts, state it creates), and what puts it back.
-  struct SavedState {
-    /// Puts the state back as it was when saved, in place (the state's tensors stay the same
-    /// tensors, on their devices), and drops what step() created since.
-    std::function<void()> restore;
-    uint64_t bytes = 0;
-  };
-  /// Saves the state of `parameters` before a guarded update (JobOptions::guarded_updates).
-  /// nullopt (the default) when the optimizer cannot: its updates then run unguarded.
-  virtual std::optional<SavedState> save_state(const std::vector<at::Tensor>& parameters) {
-    (void)parameters;
-    return std::nullopt;
-  }
-};
-
-struct JobStats {
-  uint64_t steps = 0;
-  /// Placement changes applied at step boundaries.
-  uint64_t swaps = 0;
-  uint64_t migrated_bytes = 0;
-  /// Time the swaps took, their copies included (not those of a swap that failed).
-  double migration_seconds = 0.0;
-  /// Steps that failed on a candidate placement and were run again on the last good one.
-  uint64_t retried_steps = 0;
-  /// Optimizer steps run guarded (JobOptions::guarded_updates), those of them that failed and
-  /// were undone (each also a retried step), and the time the copies that guard them took.
-  uint64_t guarded_updates = 0;
-  uint64_t undone_updates = 0;
-  double guard_seconds = 0.0;
-  /// Parameters updated while the backward went on (StepOptimizer::steps_parameters_apart: those
-  /// that live on the host and are read on another device), once per parameter and step, and the
-  /// time the host spent on those updates and on the copies that let a failed step undo them.
-  uint64_t overlapped_updates = 0;
-  double overlapped_update_seconds = 0.0;
-  /// Placement changes that failed: a copy failed (here, or on another rank of a replica group),
-  /// so nothing moved and the placement in force stayed.
-  uint64_t failed_swaps = 0;
-  /// Steps run under the per-op profiler (placementd asked for profiles), and profiles sent.
-  uint64_t profiled_steps = 0;
-  uint64_t profiles_sent = 0;
-  /// The daemon's id of the placement in force (0: the job's own, not from placementd).
-  uint64_t placement_id = 0;
-  /// The reason and session state of the directive in force (messages::to_string of its Reason
-  /// and JobState: "start", "best"; "exploring", ...); "own" and "" for the job's own placement.
-  std::string reason;
-  std::string state;
-  /// The last step's time as reported to placementd. A process alone on GPUs reads a step's time
-  /// from the GPUs at the end of the next step (docs/live.md): there it is the step before's (0
-  /// after the first step), and Job::detach() reads the last one's.
-  double last_step_s = 0.0;
-  /// This process's rank in its replica group and the group's size (0 and 1 without one), the
-  /// group's name (as `placementctl jobs` shows it on every node; empty without one), and the time
-  /// its steps spent averaging gradients with the other ranks.
-  int rank = 0;
-  int world_size = 1;
-  std::string replica_group;
-  double allreduce_seconds = 0.0;
-  /// Per device a collective has used so far ("cpu", "cuda:0"), what carried it: "gloo", "nccl",
-  /// or "gloo through host memory: <why not NCCL>".
-  std::map<std::string, std::string> collectives;
-  /// Per device (in Job::devices() order), the most it held during the last step's forward and
-  /// backward: for a CUDA device its caching allocator's peak, for a logical CPU device the job's
-  /// own count (JobOptions::memory_limit_bytes turns it on; 0 without it).
-  std::vector<uint64_t> peak_bytes;
-  /// The pinned pool (JobOptions::host_pinned_bytes): its budget, what it holds locked now and
-  /// at most so far, and the allocations it refused at the budget. For this process.
-  uint64_t pinned_limit_bytes = 0;
-  uint64_t pinned_bytes = 0;
-  uint64_t pinned_peak_bytes = 0;
-  uint64_t pinned_refusals = 0;
 };
 
 /// 16 hex digits over every tensor's bytes in order (FNV-1a): equal digests, equal parameters.

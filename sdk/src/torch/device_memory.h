@@ -11,7 +11,7 @@
 
 #include "memory_tally.h"
 #include "placement/engine.h"
-#include "placement/job.h"
+#include "placement/step_optimizer.h"
 
 namespace placement::detail {
 

@@ -13,7 +13,7 @@
 #include "op_program.h"
 #include "physical_device.h"
 #include "pinned_pool.h"
-#include "placement/capture.h"
+#include "placement/capture_error.h"
 #include "residence_runtime.h"
 #include "tensor_bytes.h"
 #include "transfer.h"

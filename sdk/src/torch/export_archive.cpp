@@ -10,7 +10,7 @@
 
 #include "export_frontend.h"
 #include "export_schema.h"
-#include "placement/capture.h"
+#include "placement/capture_error.h"
 
 namespace placement::detail {
 

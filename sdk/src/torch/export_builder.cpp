@@ -9,7 +9,7 @@
 
 #include "export_frontend.h"
 #include "export_schema.h"
-#include "placement/capture.h"
+#include "placement/capture_error.h"
 
 namespace placement::detail {
 
@@ -196,11 +196,13 @@ class Builder {
         return list(std::move(items), c10::FloatType::get(), false, user);
       }
       case Tag::AS_SCALAR_TYPE:
-        return OpInput::of(static_cast<int64_t>(export_schema::scalar_type(a.get_as_scalar_type())));
+        return OpInput::of(
+            static_cast<int64_t>(export_schema::scalar_type(a.get_as_scalar_type())));
       case Tag::AS_LAYOUT:
         return OpInput::of(static_cast<int64_t>(export_schema::layout(a.get_as_layout())));
       case Tag::AS_MEMORY_FORMAT:
-        return OpInput::of(static_cast<int64_t>(export_schema::memory_format(a.get_as_memory_format())));
+        return OpInput::of(
+            static_cast<int64_t>(export_schema::memory_format(a.get_as_memory_format())));
       case Tag::AS_DEVICE: {
         const auto& d = a.get_as_device();
         std::string text = d.get_type();

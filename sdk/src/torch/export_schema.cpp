@@ -7,7 +7,7 @@
 #include <torch/version.h>
 
 #include "export_frontend.h"
-#include "placement/capture.h"
+#include "placement/capture_error.h"
 
 namespace placement::detail::export_schema {
 

@@ -6,7 +6,7 @@
 
 #include "export_frontend.h"
 #include "op_program.h"
-#include "placement/capture.h"
+#include "placement/capture_error.h"
 #include "torchscript_frontend.h"
 
 namespace placement {

@@ -6,7 +6,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 
-#include "placement/capture.h"
+#include "placement/capture_error.h"
 #include "tensor_bytes.h"
 
 namespace placement::detail {

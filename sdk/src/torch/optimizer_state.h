@@ -11,7 +11,7 @@
 #include <c10/core/TensorImpl.h>
 
 #include "placement/engine.h"
-#include "placement/job.h"
+#include "placement/step_optimizer.h"
 
 namespace torch::optim {
 class Optimizer;

@@ -26,7 +26,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "placement/job.h"
+#include "placement/step_optimizer.h"
 #include "update_guard.h"
 
 namespace placement::detail {

@@ -5,7 +5,7 @@
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/ir/ir.h>
 
-#include "placement/capture.h"
+#include "placement/capture_error.h"
 
 namespace placement::detail {
 

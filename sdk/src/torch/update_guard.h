@@ -10,7 +10,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "placement/job.h"
+#include "placement/step_optimizer.h"
 
 namespace placement::detail {
 
