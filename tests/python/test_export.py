@@ -175,7 +175,7 @@ def test_an_attention_mask_that_masks_nothing_is_left_out():
             return a + torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=causal)
 
     program = torch.export.export(Masked(), (torch.randn(1, 2, 4, 8), torch.randn(1, 2, 4, 4)), strict=False)
-    placement._drop_masks_that_mask_nothing(program.graph_module)
+    placement._export._drop_masks_that_mask_nothing(program.graph_module)
     masks = [n.args[3] for n in program.graph.nodes if n.target is torch.ops.aten.scaled_dot_product_attention.default]
     assert len(masks) == 2 and all(isinstance(m, torch.fx.Node) for m in masks)  # an input's mask and a real one stay
 

@@ -310,7 +310,7 @@ def test_an_update_during_the_backward_that_fails_under_a_candidate_is_undone_an
     model, job, optimizer = start(
         "py-overlap", daemon.socket, profile_steps=0, residence={"parameters": {"": ("cpu:0", "stream")}}
     )
-    step_parameters = placement._TorchOptim.step_parameters
+    step_parameters = placement._optimizers._TorchOptim.step_parameters
     calls = []
 
     def half_fail(opt, parameters):
@@ -319,7 +319,7 @@ def test_an_update_during_the_backward_that_fails_under_a_candidate_is_undone_an
         if len(calls) % 2 == 0:
             raise torch.OutOfMemoryError("injected: no room on the host")
 
-    monkeypatch.setattr(placement._TorchOptim, "step_parameters", staticmethod(half_fail))
+    monkeypatch.setattr(placement._optimizers._TorchOptim, "step_parameters", staticmethod(half_fail))
     losses = []
     deadline = time.monotonic() + 30
     while len(losses) < 60 or (len(calls) < 2 and time.monotonic() < deadline):

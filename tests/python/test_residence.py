@@ -249,14 +249,14 @@ def test_the_model_without_a_plan_does_not_fit_that_limit_and_is_refused_before_
     ids=["adam", "adam_amsgrad", "adamw_foreach", "sgd", "sgd_momentum", "adagrad", "rmsprop"],
 )
 def test_the_state_an_optimizer_is_expected_to_make_is_the_state_it_makes(make):
-    """What a memory limit holds a placement to before the first update (placement._expected_state_bytes)
+    """What a memory limit holds a placement to before the first update (placement._optimizers._expected_state_bytes)
     is, per parameter, the bytes of the tensors shaped like it that the update leaves in its state."""
     model = build("hf_gpt2")
     params = list(model.parameters())
     left_out = params.pop()
     optimizer = make(params)
-    expected = [placement._expected_state_bytes(optimizer, p) for p in params]
-    assert placement._expected_state_bytes(optimizer, left_out) == 0
+    expected = [placement._optimizers._expected_state_bytes(optimizer, p) for p in params]
+    assert placement._optimizers._expected_state_bytes(optimizer, left_out) == 0
     loss_of(model(*batch("hf_gpt2", 0))).backward()
     optimizer.step()
     for p, bytes_ in zip(params, expected):
@@ -273,8 +273,11 @@ def test_an_optimizer_of_another_class_cannot_tell_its_state():
         pass
 
     model = build("hf_gpt2")
-    assert placement._expected_state_bytes(Mine(model.parameters()), next(model.parameters())) is None
-    assert placement._expected_state_bytes(torch.optim.LBFGS(model.parameters()), next(model.parameters())) is None
+    assert placement._optimizers._expected_state_bytes(Mine(model.parameters()), next(model.parameters())) is None
+    assert (
+        placement._optimizers._expected_state_bytes(torch.optim.LBFGS(model.parameters()), next(model.parameters()))
+        is None
+    )
 
 
 def test_bad_residence_rules_are_errors_that_name_the_rule():
