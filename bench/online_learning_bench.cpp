@@ -291,11 +291,11 @@ Run run_job(const Simulator& truth, const Planning& planning, placementd::Effect
   {
     placementd::Store store(dir.path);
     placementd::JobIdentity job;
-    job.name = "online-learning";
+    job.attach.job = "online-learning";
     job.uid = ::getuid();
     job.pid = ::getpid();
-    job.expected_steps = static_cast<uint64_t>(o.job_steps);
-    job.devices = planning.devices;
+    job.attach.expected_steps = static_cast<uint64_t>(o.job_steps);
+    job.attach.devices = planning.devices;
     policy.exploration.max_candidates = budget;
     placementd::LiveSession live(seed, job, policy, registry, store);
     live.on_graph(planning.graph, start, 0.0);

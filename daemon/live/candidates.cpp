@@ -131,7 +131,7 @@ void Session::plan_heuristic_candidates(const PluginRegistry& registry, uint64_t
   }
   if (!said.empty())
     spdlog::info("job {} '{}': heuristics' placements after the warm start's answer: {}", id_,
-                 job_.name, said);
+                 job_.name(), said);
 }
 
 void Session::plan_relabelings() {
@@ -145,7 +145,7 @@ void Session::plan_relabelings() {
   try {
     answer_s = memory_model_->simulate(answer).step_time_s;
   } catch (const std::exception& e) {
-    spdlog::warn("job {} '{}': no swapped copies of the warm start's answer: {}", id_, job_.name,
+    spdlog::warn("job {} '{}': no swapped copies of the warm start's answer: {}", id_, job_.name(),
                  e.what());
     return;
   }
@@ -261,7 +261,7 @@ std::optional<Proposal> Session::propose() {
     if (!memory.valid) {
       ++counters_.rejected;
       for (size_t d : memory.over_capacity())
-        ++counters_.rejected_by_device[job_.devices.devices[d].name()];
+        ++counters_.rejected_by_device[job_.attach.devices.devices[d].name()];
       algorithm_->observe(action, e.failing_reward, false);
       continue;
     }
@@ -284,7 +284,7 @@ std::optional<Proposal> Session::propose() {
         spdlog::warn(
             "job {} '{}': the planning model cannot rank the policy's samples, which run as drawn "
             "from here on: {}",
-            id_, job_.name, error.what());
+            id_, job_.name(), error.what());
         if (!pick) pick = Proposal{std::move(p), reason, std::move(action)};
         break;
       }

@@ -116,7 +116,7 @@ struct Session::Machine {
 
   static bool over_pace(const Session& session) {
     const ExplorationConfig& e = session.policy_.exploration;
-    return session.job_.expected_steps == 0 &&
+    return session.job_.attach.expected_steps == 0 &&
            session.candidates_.size() >= kCandidatesBeforePacing &&
            session.counters_.exploration_cost_s >
                e.max_overhead_fraction * session.counters_.measured_seconds;
@@ -132,9 +132,9 @@ struct Session::Machine {
   // at the placement in force's step time.
   static bool budget_spent(const Session& session) {
     const ExplorationConfig& e = session.policy_.exploration;
-    return session.job_.expected_steps > 0 && session.cost_reference_ &&
+    return session.job_.attach.expected_steps > 0 && session.cost_reference_ &&
            session.counters_.exploration_cost_s >=
-               e.max_overhead_fraction * static_cast<double>(session.job_.expected_steps) *
+               e.max_overhead_fraction * static_cast<double>(session.job_.attach.expected_steps) *
                    *session.cost_reference_;
   }
 
@@ -198,7 +198,7 @@ struct Session::Machine {
     session.refining_ = false;
     session.finishing_.clear();
     spdlog::info("job {} '{}': exploiting placement {} ({:.6f} s/step, {} candidates): {}",
-                 session.id_, session.job_.name, best->id, *best->median(),
+                 session.id_, session.job_.name(), best->id, *best->median(),
                  session.candidates_.size(), why);
     if (session.current_candidate_ != best->id)
       session.warmup_left_ = session.policy_.exploration.warmup_steps;
@@ -257,7 +257,7 @@ struct Session::Machine {
   // Nothing ran well and nothing is left to try: back to the placement the job started on.
   static Next fall_back(Session& session, const std::string& why) {
     spdlog::warn("job {} '{}': no candidate measured well ({}); keeping the start placement",
-                 session.id_, session.job_.name, why);
+                 session.id_, session.job_.name(), why);
     session.state_ = SessionState::kExploiting;
     session.trial_.reset();
     session.refining_ = false;
@@ -375,7 +375,7 @@ struct Session::Machine {
   // refine_fraction of the job's expected steps less `used`, at most half the steps it has left
   // and kMostRefineSteps: what a long trial (refinement's, or a final check as long) may take.
   static double long_trial_cap(const Session& session, double used) {
-    const auto expected = static_cast<double>(session.job_.expected_steps);
+    const auto expected = static_cast<double>(session.job_.attach.expected_steps);
     const auto steps = static_cast<double>(session.counters_.steps);
     return std::min({session.policy_.exploration.refine_fraction * expected - used,
                      0.5 * (expected - steps), kMostRefineSteps});
@@ -404,7 +404,7 @@ struct Session::Machine {
     const ExplorationConfig& e = session.policy_.exploration;
     if (!session.refine_began_) {
       session.refine_began_ = true;
-      if (session.state_ != SessionState::kExploring || session.job_.expected_steps == 0 ||
+      if (session.state_ != SessionState::kExploring || session.job_.attach.expected_steps == 0 ||
           e.refine_contenders <= 0 || budget_spent(session))
         return false;
       session.refine_applied_ = true;
@@ -421,7 +421,7 @@ struct Session::Machine {
       spdlog::info(
           "job {} '{}': refining: placement {} ({:+.1f}% as measured) against {} for up to {} "
           "steps",
-          session.id_, session.job_.name, id, 100.0 * std::expm1(estimate), session.incumbent_,
+          session.id_, session.job_.name(), id, 100.0 * std::expm1(estimate), session.incumbent_,
           steps);
       session.trial_.emplace(session.incumbent_, id, refine_plan(e, steps), false);
       session.trial_failures_ = {session.candidates_.at(session.incumbent_).failures, c.failures};
@@ -465,7 +465,7 @@ struct Session::Machine {
                       "final check repeats it",
                       why, best->id, passed->id, 1e3 * *best->median(), 1e3 * *passed->median()));
     spdlog::info("job {} '{}': {}; checking placement {} against the start ({}) before keeping it",
-                 session.id_, session.job_.name, why, best->id, start->id);
+                 session.id_, session.job_.name(), why, best->id, start->id);
     start_trial(session, start->id, best->id, true);
     return move_to(session, session.trial_->running(), Reason::kBest);
   }
@@ -562,7 +562,7 @@ struct Session::Machine {
     const auto& ratio = t.last_look();
     spdlog::info(
         "job {} '{}': placement {} {} than {} after {} pairs of {}-step windows ({})", session.id_,
-        session.job_.name, challenger.id, to_string(verdict), t.incumbent(), t.pairs(),
+        session.job_.name(), challenger.id, to_string(verdict), t.incumbent(), t.pairs(),
         t.plan().window_steps,
         ratio ? fmt::format("{:+.1f}%, {:+.1f}% to {:+.1f}%", 100.0 * std::expm1(ratio->estimate),
                             100.0 * std::expm1(ratio->low), 100.0 * std::expm1(ratio->high))
@@ -610,7 +610,7 @@ struct Session::Machine {
     session.state_ = SessionState::kProfiling;
     Placement start =
         session.job_start_ ? *session.job_start_ : Placement::single(*session.graph_, 0);
-    start.enforce_pins(*session.graph_, session.job_.devices);
+    start.enforce_pins(*session.graph_, session.job_.attach.devices);
     const Next first = issue(session, std::move(start), Reason::kStart, std::nullopt);
     session.incumbent_ = first.placement_id;  // in force from the first step
     return session.directive(first.placement_id, first.reason);
@@ -664,7 +664,7 @@ struct Session::Machine {
       if (c.failures++ == 0) {
         c.error = m.error;
         spdlog::info("job {} '{}': a step failed under placement {} ({}): {}", session.id_,
-                     session.job_.name, c.id, to_string(c.reason),
+                     session.job_.name(), c.id, to_string(c.reason),
                      m.error.empty() ? "no reason given" : m.error);
       }
       ++session.counters_.failed_steps;
@@ -724,7 +724,7 @@ struct Session::Machine {
       session.state_ = SessionState::kExploring;
       spdlog::info(
           "job {} '{}': exploration overhead down to {:.1f}% of the job's time; exploring again",
-          session.id_, session.job_.name,
+          session.id_, session.job_.name(),
           100.0 * session.counters_.exploration_cost_s / session.counters_.measured_seconds);
       return next_candidate(session);
     }
@@ -738,7 +738,7 @@ struct Session::Machine {
           "job {} '{}': step time drifted again; after {} re-explorations the job keeps its "
           "placement and "
           "measures its drift from here",
-          session.id_, session.job_.name, session.counters_.reexplorations);
+          session.id_, session.job_.name(), session.counters_.reexplorations);
       return std::nullopt;
     }
     if (session.state_ == SessionState::kExploiting) {
@@ -751,7 +751,7 @@ struct Session::Machine {
       ++session.counters_.reexplorations;
       session.since_improvement_ = 0;
       spdlog::info("job {} '{}': step time drifted {}% above the best for {} steps; re-exploring",
-                   session.id_, session.job_.name, static_cast<int>(e.drift_threshold * 100),
+                   session.id_, session.job_.name(), static_cast<int>(e.drift_threshold * 100),
                    e.drift_steps);
       return issue(session, current->second.placement, Reason::kRemeasure, std::nullopt);
     }
@@ -876,9 +876,10 @@ bool Session::persist_best(Store& store) const {
   if (!graph_) return false;
   try {
     if (const CandidateRecord* b = best(); b && Machine::checked(*this, *b))
-      return store.offer(job_.uid, *graph_, job_.devices, {b->placement, *b->median(), job_.name});
+      return store.offer(job_.uid, *graph_, job_.attach.devices,
+                         {b->placement, *b->median(), job_.name()});
   } catch (const std::exception& e) {
-    spdlog::error("job {} '{}': cannot persist its best placement: {}", id_, job_.name, e.what());
+    spdlog::error("job {} '{}': cannot persist its best placement: {}", id_, job_.name(), e.what());
   }
   return false;
 }
@@ -889,9 +890,9 @@ void Session::persist_policy(Store& store) const {
   if (!graph_ || !policy || !policy_error_.empty()) return;
   std::string state = policy->save_state();  // plugin code: what it throws is the caller's
   try {
-    store.save_policy_state(job_.uid, *graph_, job_.devices, policy_key(), std::move(state));
+    store.save_policy_state(job_.uid, *graph_, job_.attach.devices, policy_key(), std::move(state));
   } catch (const std::exception& e) {
-    spdlog::error("job {} '{}': cannot persist its policy state: {}", id_, job_.name, e.what());
+    spdlog::error("job {} '{}': cannot persist its policy state: {}", id_, job_.name(), e.what());
   }
 }
 

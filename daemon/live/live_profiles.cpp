@@ -20,7 +20,7 @@ namespace placementd {
 
 bool Session::can_profile() const {
   return job_.protocol_version >= placement::protocol::kProfileReportVersion &&
-         job_.profile_steps > 0;
+         job_.profile_steps() > 0;
 }
 
 namespace {
@@ -42,8 +42,8 @@ bool Session::wants_profile(const placement::Placement& p) const {
   std::map<std::string, std::set<int>> unprofiled;  // kind → the devices of that kind `p` uses
   for (size_t u = 0; u < p.device_of_op.size() && u < graph_->ops.size(); ++u) {
     const int d = p.device_of_op[u];
-    if (d < 0 || static_cast<size_t>(d) >= job_.devices.size()) continue;
-    const std::string kind = to_string(job_.devices.devices[d].kind);
+    if (d < 0 || static_cast<size_t>(d) >= job_.attach.devices.size()) continue;
+    const std::string kind = to_string(job_.attach.devices.devices[d].kind);
     if (none_yet || lacks_profile(graph_->ops[u], kind)) unprofiled[kind].insert(d);
   }
   if (unprofiled.empty()) return false;
@@ -52,11 +52,11 @@ bool Session::wants_profile(const placement::Placement& p) const {
   // candidate that follows the start, if there will be one on that kind.
   if (!single_device_tried_)
     if (const std::optional<placement::Placement> single = single_device_candidate(*this)) {
-      const std::vector<int> counts = single->ops_per_device(job_.devices.size());
+      const std::vector<int> counts = single->ops_per_device(job_.attach.devices.size());
       const auto device = std::max_element(counts.begin(), counts.end()) - counts.begin();
       for (const auto& [kind, on] : unprofiled)
         if (on.size() > 1 &&
-            to_string(job_.devices.devices[static_cast<size_t>(device)].kind) == kind)
+            to_string(job_.attach.devices.devices[static_cast<size_t>(device)].kind) == kind)
           return false;
     }
   return true;
@@ -66,7 +66,7 @@ bool Session::fully_profiled() const {
   if (!graph_ || profiled_kinds().empty()) return false;
   return std::none_of(graph_->ops.begin(), graph_->ops.end(), [&](const placement::Op& op) {
     return std::any_of(
-        job_.devices.devices.begin(), job_.devices.devices.end(),
+        job_.attach.devices.devices.begin(), job_.attach.devices.devices.end(),
         [&](const placement::Device& d) { return lacks_profile(op, to_string(d.kind)); });
   });
 }
@@ -84,33 +84,33 @@ void Session::apply_profiles(const placement::messages::ProfileReport& report) {
                                 " was never issued to this job");
   for (size_t i = 0; i < report.ops.size(); ++i)
     if (std::none_of(
-            job_.devices.devices.begin(), job_.devices.devices.end(),
+            job_.attach.devices.devices.begin(), job_.attach.devices.devices.end(),
             [&](const placement::Device& d) { return to_string(d.kind) == report.ops[i].kind; }))
       throw std::invalid_argument("ops[" + std::to_string(i) + "].kind: the job has no " +
                                   report.ops[i].kind + " device");
-  if (report.peak_bytes.size() > job_.devices.size())
+  if (report.peak_bytes.size() > job_.attach.devices.size())
     throw std::invalid_argument("peak_bytes: " + std::to_string(report.peak_bytes.size()) +
-                                " entries for the job's " + std::to_string(job_.devices.size()) +
-                                " devices");
-  if (report.held_bytes.size() > job_.devices.size())
+                                " entries for the job's " +
+                                std::to_string(job_.attach.devices.size()) + " devices");
+  if (report.held_bytes.size() > job_.attach.devices.size())
     throw std::invalid_argument("held_bytes: " + std::to_string(report.held_bytes.size()) +
-                                " entries for the job's " + std::to_string(job_.devices.size()) +
-                                " devices");
+                                " entries for the job's " +
+                                std::to_string(job_.attach.devices.size()) + " devices");
   report.apply(*graph_);
   if (!report.peak_bytes.empty())
     candidates_.at(report.placement_id).peak_bytes = report.peak_bytes;
   if (!report.held_bytes.empty())
     candidates_.at(report.placement_id).held_bytes = report.held_bytes;
   std::vector<std::string> kinds;
-  for (const placement::Device& d : job_.devices.devices)
+  for (const placement::Device& d : job_.attach.devices.devices)
     if (std::find(kinds.begin(), kinds.end(), to_string(d.kind)) == kinds.end())
       kinds.push_back(to_string(d.kind));
   if (const size_t filled = fill_profile_gaps(*graph_, kinds))
     spdlog::info(
         "job {} '{}': {} op profiles on kinds the ops have not run on yet, scaled from their "
         "measured ones by ops measured on both (until a candidate measures them)",
-        id_, job_.name, filled);
-  memory_model_.emplace(*graph_, job_.devices, memory_model_->options());
+        id_, job_.name(), filled);
+  memory_model_.emplace(*graph_, job_.attach.devices, memory_model_->options());
   ++counters_.profile_reports;
   profiles_asked_.erase(report.placement_id);
 }

@@ -20,7 +20,7 @@ namespace {
 
 // What a follower is refused, and why.
 RequestError not_for_followers(const Session& session, const std::string& doing) {
-  const placement::messages::ReplicaInfo& replica = *session.job().replica;
+  const placement::messages::ReplicaInfo& replica = *session.job().attach.replica;
   return RequestError(error::kUnexpected, "rank " + std::to_string(replica.rank) +
                                               " of replica group " + replica.group +
                                               " follows the placement rank 0's daemon decides: "

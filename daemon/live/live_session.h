@@ -46,16 +46,18 @@ class LiveSession {
 
   /// Set at attach and never changed: readable without the lock.
   uint64_t id() const { return s_.id(); }
+  /// What the job said when it attached, whole, and who it is.
+  const JobIdentity& job() const { return s_.job(); }
   uid_t uid() const { return s_.job().uid; }
-  const std::string& name() const { return s_.job().name; }
+  const std::string& name() const { return s_.job().name(); }
   const placement::DeviceSet& devices() const { return s_.devices(); }
   const EffectivePolicy& policy() const { return s_.policy(); }
-  uint64_t expected_steps() const { return s_.job().expected_steps; }
+  uint64_t expected_steps() const { return s_.job().attach.expected_steps; }
   /// A replica of rank > 0: rank 0's daemon places the group; this session counts its steps, for
   /// `placementctl jobs`, and refuses graphs, placement requests and profiles.
   bool follower() const { return s_.follower(); }
   const std::optional<placement::messages::ReplicaInfo>& replica() const {
-    return s_.job().replica;
+    return s_.job().attach.replica;
   }
 
   /// The job's graph, and the placement it runs now if it said (else all on its first device):

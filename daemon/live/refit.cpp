@@ -101,7 +101,7 @@ void Session::run_refit(const PluginRegistry& registry) {
   if (record.contains("skipped")) {
     record["measured"] = observations.size();
     refits_.push_back(std::move(record));
-    spdlog::warn("job {} '{}': planning model not refitted: {}", id_, job_.name,
+    spdlog::warn("job {} '{}': planning model not refitted: {}", id_, job_.name(),
                  refits_.back()["skipped"].get<std::string>());
     return;
   }
@@ -118,7 +118,7 @@ void Session::run_refit(const PluginRegistry& registry) {
   if (const CandidateRecord* best_so_far = best())
     imitation.search_from.emplace(
         "the best measured placement",
-        device_of_group(pipeline_->grouping(), best_so_far->placement, job_.devices.size()));
+        device_of_group(pipeline_->grouping(), best_so_far->placement, job_.attach.devices.size()));
   // An answer that ran already teaches the policy nothing its reward did not.
   imitation.skip_target = [this](const placement::Placement& p) {
     return placementd::measured(*this, p.fingerprint()) != nullptr;
@@ -151,7 +151,7 @@ void Session::run_refit(const PluginRegistry& registry) {
   spdlog::info(
       "job {} '{}': planning model refitted to {} measured placements (log error {:.3f} -> "
       "{:.3f}{}; {}){}",
-      id_, job_.name, fitted->used, fitted->rms_log_error_before, fitted->rms_log_error_after,
+      id_, job_.name(), fitted->used, fitted->rms_log_error_before, fitted->rms_log_error_after,
       fitted->timed_out ? ", out of time" : "", factors.empty() ? "no factor moved" : factors,
       refit_->skipped.empty() ? "" : "; its search's answer not offered: " + refit_->skipped);
 }

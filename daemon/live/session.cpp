@@ -141,30 +141,30 @@ placement::messages::GraphAccepted Session::take_graph(placement::OpGraph graph,
   algorithm_ = std::move(plugins.algorithm);
   graph_ = std::move(graph);
   const placement::OpGraph& g = *graph_;
-  pipeline_ = std::make_unique<PolicyPipeline>(*grouper_, *placer_, g, job_.devices, rng_,
+  pipeline_ = std::make_unique<PolicyPipeline>(*grouper_, *placer_, g, job_.attach.devices, rng_,
                                                static_cast<int>(policy_.max_groups));
   placement::TrainablePolicy* policy = pipeline_->policy();
   algorithm_->reset({policy, policy_.exploration.failing_reward});
   fingerprint_ = g.fingerprint();
-  if (auto stored = store.best(job_.uid, g, job_.devices)) cached_ = stored->placement;
+  if (auto stored = store.best(job_.uid, g, job_.attach.devices)) cached_ = stored->placement;
   bool resumed = false;
   if (policy)
-    if (auto state = store.policy_state(job_.uid, g, job_.devices, policy_key())) {
+    if (auto state = store.policy_state(job_.uid, g, job_.attach.devices, policy_key())) {
       // A state from another version of the plugin, or one it cannot read: learning starts
       // afresh, the job goes on.
       try {
         policy->load_state(*state);
         resumed = true;
       } catch (const std::exception& e) {
-        spdlog::warn("job {} '{}': stored policy state not used: {}", id_, job_.name, e.what());
+        spdlog::warn("job {} '{}': stored policy state not used: {}", id_, job_.name(), e.what());
       } catch (...) {
         spdlog::warn(
             "job {} '{}': stored policy state not used: load_state threw an exception that is "
             "not a std::exception",
-            id_, job_.name);
+            id_, job_.name());
       }
     }
-  memory_model_.emplace(g, job_.devices, memory_options);
+  memory_model_.emplace(g, job_.attach.devices, memory_options);
   // A fresh policy first imitates the configured baseline, so its first live candidates are a
   // heuristic's rather than uniform noise; a resumed one has learned more than that already.
   // It runs once the job trains (LiveSession::run_deferred_work()), so the first directive does
@@ -172,8 +172,8 @@ placement::messages::GraphAccepted Session::take_graph(placement::OpGraph graph,
   warm_start_pending_ = !resumed && !policy_.warm_start.empty();
   job_start_ = std::move(start);
   const placement::Grouping& grouping = pipeline_->grouping();
-  spdlog::info("job {} '{}': graph {} with {} ops in {} groups{}{}{}", id_, job_.name, fingerprint_,
-               g.ops.size(), grouping.num_groups,
+  spdlog::info("job {} '{}': graph {} with {} ops in {} groups{}{}{}", id_, job_.name(),
+               fingerprint_, g.ops.size(), grouping.num_groups,
                pipeline_->learned_grouping() ? " (learned grouping, regrouped every sample)" : "",
                cached_ ? ", stored best placement found" : "",
                resumed ? ", policy state resumed" : "");
@@ -237,10 +237,10 @@ void Session::warm_started(offline::ImitationResult result) {
     spdlog::info(
         "job {} '{}': policy warm-started from {} in {} steps (per-group probability {:.2f} -> "
         "{:.2f})",
-        id_, job_.name, warm_start_->baseline, warm_start_->steps, warm_start_->probability_before,
-        warm_start_->probability_after);
+        id_, job_.name(), warm_start_->baseline, warm_start_->steps,
+        warm_start_->probability_before, warm_start_->probability_after);
   else
-    spdlog::warn("job {} '{}': no warm start: {}", id_, job_.name, warm_start_->skipped);
+    spdlog::warn("job {} '{}': no warm start: {}", id_, job_.name(), warm_start_->skipped);
 }
 
 void Session::detach() {
@@ -397,11 +397,12 @@ placement::messages::JobSummary Session::summary() const {
   const auto& e = policy_.exploration;
   double budget_used =
       e.max_candidates > 0 ? static_cast<double>(candidates_.size()) / e.max_candidates : 1.0;
-  if (job_.expected_steps > 0 && e.max_overhead_fraction > 0 && cost_reference_)
-    budget_used = std::max(budget_used,
-                           counters_.exploration_cost_s /
-                               (e.max_overhead_fraction * job_.expected_steps * *cost_reference_));
-  if (job_.expected_steps == 0 && e.max_overhead_fraction > 0 && counters_.measured_seconds > 0)
+  if (job_.attach.expected_steps > 0 && e.max_overhead_fraction > 0 && cost_reference_)
+    budget_used = std::max(
+        budget_used, counters_.exploration_cost_s /
+                         (e.max_overhead_fraction * job_.attach.expected_steps * *cost_reference_));
+  if (job_.attach.expected_steps == 0 && e.max_overhead_fraction > 0 &&
+      counters_.measured_seconds > 0)
     budget_used = std::max(budget_used, counters_.exploration_cost_s /
                                             (e.max_overhead_fraction * counters_.measured_seconds));
   if ((state_ == SessionState::kExploiting && !paused_) || state_ == SessionState::kDetached)
@@ -410,14 +411,14 @@ placement::messages::JobSummary Session::summary() const {
   const auto end = detached_steady_ ? *detached_steady_ : std::chrono::steady_clock::now();
   out.attached_s = std::chrono::duration<double>(end - attached_steady_).count();
   out.id = id_;
-  out.name = job_.name;
+  out.name = job_.name();
   out.uid = job_.uid;
   out.pid = job_.pid;
   out.state = state_;
   out.fingerprint = fingerprint_;
   out.ops = graph_ ? graph_->ops.size() : 0;
   out.groups = pipeline_ ? pipeline_->grouping().num_groups : 0;
-  out.devices = job_.devices.size();
+  out.devices = job_.attach.devices.size();
   out.grouper = policy_.grouper;
   out.placer = policy_.placer;
   out.algorithm = policy_.algorithm;
@@ -426,7 +427,7 @@ placement::messages::JobSummary Session::summary() const {
   out.candidates_tried = candidates_.size();
   out.max_candidates = policy_.exploration.max_candidates;
   out.exploration_steps = counters_.exploration_steps;
-  out.expected_steps = job_.expected_steps;
+  out.expected_steps = job_.attach.expected_steps;
   out.paused = paused_;
   out.rejected = counters_.rejected;
   out.repeats_scored = counters_.repeats_scored;
@@ -436,7 +437,7 @@ placement::messages::JobSummary Session::summary() const {
   out.profiled_steps = counters_.profiled_steps;
   out.profiling_overhead_s = profiling;
   if (!policy_error_.empty()) out.policy_error = policy_error_;
-  out.replica = job_.replica;
+  out.replica = job_.attach.replica;
   if (follower()) {
     out.current_step_time_s = median_of({follower_step_times_.begin(), follower_step_times_.end()});
     // A follower explores nothing: rank 0's session spends the group's budget.
@@ -456,7 +457,8 @@ placement::messages::JobInfo Session::detail() const {
     ci.reason = c.reason;
     ci.stale = c.stale;
     ci.placement_fingerprint = c.placement.fingerprint();
-    for (auto n : c.placement.ops_per_device(job_.devices.size())) ci.ops_per_device.push_back(n);
+    for (auto n : c.placement.ops_per_device(job_.attach.devices.size()))
+      ci.ops_per_device.push_back(n);
     ci.steps = c.measured_steps + c.warmup_steps;
     ci.failures = c.failures;
     if (!c.error.empty()) ci.error = c.error;
@@ -466,7 +468,7 @@ placement::messages::JobInfo Session::detail() const {
     if (c.trial) ci.trial = describe(*c.trial);
     info.candidates.push_back(std::move(ci));
   }
-  for (const auto& d : job_.devices.devices) info.device_names.push_back(d.name());
+  for (const auto& d : job_.attach.devices.devices) info.device_names.push_back(d.name());
   info.stray_reports = counters_.stray_reports;
   info.profile_reports = counters_.profile_reports;
   info.profile_reports_dropped = counters_.profile_reports_dropped;

@@ -124,20 +124,18 @@ struct CandidateRecord {
 
 /// Who the job is and what it said when it attached: set then, never changed.
 struct JobIdentity {
-  std::string name;
+  /// Its attach message, whole: its name (`job`), devices (the node's [devices] figures filled in
+  /// where it sent none), versions, the steps it expects to run (0: unknown; they bound
+  /// exploration by max_overhead_fraction) and profiles when a directive asks (absent or 0: it
+  /// does not), and, protocol 4, its replica group (a follower when its rank is not 0). A new
+  /// attach field reaches the session here with nothing copying it on the way.
+  placement::messages::Attach attach;
   uid_t uid = 0;
   pid_t pid = 0;
-  std::string sdk_version;
-  std::string torch_version;
   /// The protocol version of its connection (profile reports need 2).
   uint16_t protocol_version = 1;
-  /// Steps it profiles when a directive asks it to (0: it does not).
-  int64_t profile_steps = 0;
-  /// Steps it expects to run (0: unknown); bounds exploration by max_overhead_fraction.
-  uint64_t expected_steps = 0;
-  placement::DeviceSet devices;
-  /// Protocol 4: one replica of a data-parallel group; a follower when its rank is not 0.
-  std::optional<placement::messages::ReplicaInfo> replica;
+  const std::string& name() const { return attach.job; }
+  int64_t profile_steps() const { return attach.profile_steps.value_or(0); }
 };
 
 /// What ran when (`placementctl jobs show --plot`): at most TimelinePoint::kMaxPoints points of at
@@ -212,12 +210,12 @@ class Session {
   // --- Who (set at attach, never changed) ---
   uint64_t id() const { return id_; }
   const JobIdentity& job() const { return job_; }
-  const placement::DeviceSet& devices() const { return job_.devices; }
+  const placement::DeviceSet& devices() const { return job_.attach.devices; }
   const EffectivePolicy& policy() const { return policy_; }
   /// Protocol 4: a replica of rank > 0 runs the placement rank 0's daemon decides: it has no
   /// graph, candidates or directives here, only its steps, of which the latest kFollowerWindow
   /// give its current step time.
-  bool follower() const { return job_.replica && job_.replica->follower(); }
+  bool follower() const { return job_.attach.replica && job_.attach.replica->follower(); }
   static constexpr size_t kFollowerWindow = 64;
 
   // --- The graph and what is built on it (session.cpp) ---

@@ -78,21 +78,15 @@ void attach(ServiceContext& ctx, ConnectionState& conn, Request& req) {
           error::kPermissionDenied,
           "device " + d.name() + " is not in this node's device pool ([devices].allow)");
   JobIdentity identity;
-  identity.name = std::move(attach.job);
   identity.uid = conn.peer.uid;
   identity.pid = conn.peer.pid;
-  identity.sdk_version = std::move(attach.sdk_version);
-  identity.torch_version = std::move(attach.torch_version);
   identity.protocol_version = conn.version;
-  identity.profile_steps = attach.profile_steps.value_or(0);
-  identity.expected_steps = attach.expected_steps;
-  identity.devices = std::move(attach.devices);
-  identity.replica = std::move(attach.replica);
+  identity.attach = std::move(attach);
   // The node's figures ([devices] cpu_spec, cuda_spec) for devices the job sent none for: the
   // simulator can then time what the job has not profiled.
-  for (auto& d : identity.devices.devices)
+  for (auto& d : identity.attach.devices.devices)
     if (!d.spec) d.spec = d.kind == placement::DeviceKind::kCuda ? cfg->cuda_spec : cfg->cpu_spec;
-  EffectivePolicy policy = effective_policy(*cfg, identity.name, identity.uid);
+  EffectivePolicy policy = effective_policy(*cfg, identity.name(), identity.uid);
   conn.job = ctx.jobs.add(std::move(identity), std::move(policy), ctx.registry, ctx.store,
                           ctx.policy_pool.get_executor());
   const LiveSession& job = conn.job->live;

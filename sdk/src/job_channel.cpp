@@ -25,10 +25,12 @@ constexpr size_t kWakeAtReports = 64;
 
 ReceivedDirective directive_from(const json& body, const JobChannelOptions& o,
                                  uint64_t generation) {
-  return {messages::Directive::from_json(body, o.graph, o.devices), generation};
+  return {messages::Directive::from_json(body, o.graph, o.attach.devices), generation};
 }
 
-bool follower(const JobChannelOptions& o) { return o.replica && o.replica->follower(); }
+bool follower(const JobChannelOptions& o) {
+  return o.attach.replica && o.attach.replica->follower();
+}
 
 }  // namespace
 
@@ -108,8 +110,8 @@ JobChannel::Status JobChannel::status() const {
 messages::JobInfo JobChannel::show() const {
   const uint64_t session = status().session;
   if (session == 0) throw std::runtime_error("the job never attached to placementd");
-  Client client(
-      ClientOptions{options_.socket_path, "placement job " + options_.job, options_.timeout_ms});
+  Client client(ClientOptions{options_.socket_path, "placement job " + options_.attach.job,
+                              options_.timeout_ms});
   const messages::JobShow ask{session};
   return messages::JobInfo::from_json(
       client.request(ask.kType, ask.to_json(), messages::JobInfo::kType));
@@ -133,8 +135,8 @@ void JobChannel::attached_locked(const messages::Attached& attached) {
 bool JobChannel::connect(bool* refused) {
   *refused = false;
   try {
-    auto client = std::make_unique<Client>(
-        ClientOptions{options_.socket_path, "placement job " + options_.job, options_.timeout_ms});
+    auto client = std::make_unique<Client>(ClientOptions{
+        options_.socket_path, "placement job " + options_.attach.job, options_.timeout_ms});
     // An older daemon would take a follower for a job of its own and explore placements it never
     // runs.
     if (follower(options_) && client->version() < protocol::kReplicaVersion) {
@@ -143,17 +145,10 @@ bool JobChannel::connect(bool* refused) {
                                "; a follower rank attaches only to protocol " +
                                std::to_string(protocol::kReplicaVersion) + " or later");
     }
-    messages::Attach attach;
-    attach.job = options_.job;
-    attach.devices = options_.devices;
-    attach.sdk_version = options_.sdk_version;
-    attach.torch_version = options_.torch_version;
-    attach.expected_steps = options_.expected_steps;
-    attach.profile_steps = options_.profile_steps;
-    attach.replica = options_.replica;
     // Fields the daemon's version lacks are left out (to_json's table knows which).
-    const auto attached = messages::Attached::from_json(client->request(
-        attach.kType, attach.to_json(client->version()), messages::Attached::kType));
+    const auto attached = messages::Attached::from_json(
+        client->request(messages::Attach::kType, options_.attach.to_json(client->version()),
+                        messages::Attached::kType));
     if (follower(options_)) {
       std::lock_guard<std::mutex> lock(mutex_);
       attached_locked(attached);
@@ -163,7 +158,7 @@ bool JobChannel::connect(bool* refused) {
     // Grouping a large graph takes the daemon a while.
     client->set_timeout_ms(options_.timeout_ms * 10);
     const messages::GraphUpload upload{options_.graph, options_.start};
-    client->request(upload.kType, upload.to_json(options_.devices, client->version()),
+    client->request(upload.kType, upload.to_json(options_.attach.devices, client->version()),
                     messages::GraphAccepted::kType);
     client->set_timeout_ms(options_.timeout_ms);
     const json first =

@@ -609,8 +609,8 @@ TEST(Daemon, AJobRefusedForItsSizeWaitsBeforeOfferingItsGraphAgain) {
   daemon.start();
   JobChannelOptions options;
   options.socket_path = daemon.socket;
-  options.job = "too-big";
-  options.devices = two_cpus();
+  options.attach.job = "too-big";
+  options.attach.devices = two_cpus();
   options.graph = unrolled_stack(400);
   options.start.device_of_op.assign(400, 0);
   options.reconnect_interval_ms = 20;
@@ -632,9 +632,9 @@ TEST(Daemon, AFollowerAttachesWithoutAGraphAndReportsItsSteps) {
   daemon.start();
   JobChannelOptions options;
   options.socket_path = daemon.socket;
-  options.job = "replica";
-  options.devices = two_cpus();
-  options.replica = msg::ReplicaInfo{1, 2, "127.0.0.1:29500/0badf00d"};
+  options.attach.job = "replica";
+  options.attach.devices = two_cpus();
+  options.attach.replica = msg::ReplicaInfo{1, 2, "127.0.0.1:29500/0badf00d"};
   JobChannel channel(options);
   for (int i = 0; i < 200 && !channel.status().connected; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -709,9 +709,9 @@ TEST(Daemon, AFollowerDoesNotAttachToADaemonOlderThanProtocol4) {
   {
     JobChannelOptions options;
     options.socket_path = path;
-    options.job = "replica";
-    options.devices = two_cpus();
-    options.replica = msg::ReplicaInfo{1, 2, "127.0.0.1:29500/0badf00d"};
+    options.attach.job = "replica";
+    options.attach.devices = two_cpus();
+    options.attach.replica = msg::ReplicaInfo{1, 2, "127.0.0.1:29500/0badf00d"};
     options.reconnect_interval_ms = 10;
     options.refused_retry_interval_ms = 60000;
     JobChannel channel(options);

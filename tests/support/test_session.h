@@ -42,12 +42,12 @@ struct SessionSetup {
 /// Attaches, then takes the setup's graph (finding what `store` holds for uid and graph).
 inline std::unique_ptr<Session> make_test_session(SessionSetup setup, const Store& store) {
   JobIdentity job;
-  job.name = setup.name;
+  job.attach.job = setup.name;
   job.uid = setup.uid;
-  job.expected_steps = setup.expected_steps;
+  job.attach.expected_steps = setup.expected_steps;
   job.protocol_version = setup.protocol_version;
-  job.profile_steps = setup.profile_steps;
-  job.devices = std::move(setup.devices);
+  job.attach.profile_steps = setup.profile_steps;
+  job.attach.devices = std::move(setup.devices);
   EffectivePolicy policy;
   policy.grouper = "one_group_per_op";
   policy.placer = "tabular";

@@ -27,29 +27,22 @@ class Client;
 struct JobChannelOptions {
   /// Empty: default_socket_path() ($PLACEMENTD_SOCKET, else the system default).
   std::string socket_path;
-  std::string job;
-  DeviceSet devices;
+  /// What the job says of itself when it attaches (its name, devices, versions, the steps it
+  /// expects and profiles, its replica group): sent whole on every attach and re-attach, each
+  /// field the daemon's protocol version lacks left out. A new attach field is set where the job
+  /// knows it (Job's constructor) and read where the daemon uses it; nothing between copies it.
+  messages::Attach attach;
   OpGraph graph;
   /// The placement the job starts on (sent with the graph; the daemon measures it first).
   Placement start;
-  /// Steps the job intends to run (0: unknown); lets the daemon bound exploration to a fraction.
-  uint64_t expected_steps = 0;
-  std::string sdk_version = "0.1.0";
-  std::string torch_version;
   /// Pause between attempts to reach the daemon while it is away.
   int reconnect_interval_ms = 1000;
   /// Pause after the daemon refused the graph for its [limits] (error over_limit), or a follower
   /// found a daemon too old for it: trying again every second would only repeat the refusal, until
   /// an admin raises the limits or upgrades placementd.
   int refused_retry_interval_ms = 300000;
-  /// Steps the job profiles per-op when placementd asks (0: it never does; see JobOptions).
-  int profile_steps = 0;
   /// Limit for one round trip (attach, detach); the graph upload gets ten times as long.
   int timeout_ms = 5000;
-  /// One replica of a data-parallel group. A follower (rank > 0) attaches to a daemon of protocol
-  /// 4 or later only, uploads no graph, is sent no directives and reports its steps for
-  /// `placementctl jobs`; rank 0's daemon places the group.
-  std::optional<messages::ReplicaInfo> replica;
 };
 
 /// A placement the daemon asked for, and which attachment it came on (a re-attach starts a new

@@ -124,6 +124,23 @@ void refuse_what_cannot_fit(const OpGraph& graph, const DeviceSet& devices,
   }
 }
 
+// What the job says of itself when it attaches, made once: the channel sends it whole on every
+// attach. A follower profiles nothing (rank 0's daemon places the group).
+messages::Attach attach_message(const JobOptions& options, std::string name,
+                                const detail::JobCore& core) {
+  messages::Attach attach;
+  attach.job = std::move(name);
+  attach.devices = core.devices;
+  attach.sdk_version = PLACEMENT_VERSION;
+  attach.torch_version = TORCH_VERSION;
+  attach.expected_steps = options.expected_steps;
+  attach.profile_steps = core.leader() ? options.profile_steps : 0;
+  if (core.group)
+    attach.replica =
+        messages::ReplicaInfo{core.group->rank(), core.group->size(), core.group->name()};
+  return attach;
+}
+
 }  // namespace
 
 DeviceSet job_devices(const std::vector<std::string>& names, uint64_t memory_bytes) {
@@ -223,14 +240,8 @@ Job::Job(std::string name, const Model& model, const std::vector<at::Tensor>& ex
   if (!options.use_daemon) return;
   JobChannelOptions channel;
   channel.socket_path = options.socket_path;
-  channel.job = std::move(name);
-  channel.devices = core.devices;
-  if (core.group)
-    channel.replica =
-        messages::ReplicaInfo{core.group->rank(), core.group->size(), core.group->name()};
   channel.reconnect_interval_ms = options.reconnect_interval_ms;
-  channel.torch_version = TORCH_VERSION;
-  channel.expected_steps = options.expected_steps;
+  channel.attach = attach_message(options, std::move(name), core);
   // In a replica group rank 0's daemon decides: its directives hold for every rank. The other ranks
   // attach to their own daemons as followers, which show them and send them nothing.
   if (!core.leader()) {
@@ -239,7 +250,6 @@ Job::Job(std::string name, const Model& model, const std::vector<at::Tensor>& ex
   }
   channel.graph = core.graph;
   channel.start = start;
-  channel.profile_steps = options.profile_steps;
   core.channel = std::make_unique<JobChannel>(std::move(channel));
   // placementd's first directive names the start placement its measurements are filed under: when
   // it answers at once, the first step already counts; when it is not there, do not wait for it.

@@ -30,10 +30,10 @@ using placement::DeviceKind;
 // A job of this process's uid named `name` on `devices`.
 JobIdentity job_on(const char* name, const placement::DeviceSet& devices) {
   JobIdentity identity;
-  identity.name = name;
+  identity.attach.job = name;
   identity.uid = ::getuid();
   identity.pid = ::getpid();
-  identity.devices = devices;
+  identity.attach.devices = devices;
   return identity;
 }
 

@@ -246,12 +246,12 @@ TEST(LiveProfilesWarmStart, RunsOnAJobThatStartsSpreadOverACpuAndAGpu) {
   const sim::Simulator truth(timed, devices.devices);
 
   JobIdentity identity;
-  identity.name = "spread";
+  identity.attach.job = "spread";
   identity.uid = ::getuid();
   identity.pid = ::getpid();
-  identity.devices = devices.devices;
+  identity.attach.devices = devices.devices;
   identity.protocol_version = placement::protocol::kProfileReportVersion;
-  identity.profile_steps = 3;
+  identity.attach.profile_steps = 3;
   testing::TestStore store{"live_profiles_warm_start"};
   LiveSession live(1, std::move(identity), testing::simulator_warm_start_policy(0, 6),
                    offline::built_plugins(), *store);

@@ -37,11 +37,11 @@ class LiveSessionTest : public ::testing::Test {
                                     std::optional<msg::ReplicaInfo> replica = std::nullopt,
                                     uid_t uid = ::getuid()) {
     JobIdentity job;
-    job.replica = std::move(replica);
-    job.name = "job" + std::to_string(id);
+    job.attach.replica = std::move(replica);
+    job.attach.job = "job" + std::to_string(id);
     job.uid = uid;
     job.pid = ::getpid();
-    job.devices = placement::testing::devices(2, DeviceKind::kCpu);
+    job.attach.devices = placement::testing::devices(2, DeviceKind::kCpu);
     EffectivePolicy policy;
     policy.grouper = p.grouper;
     policy.placer = p.placer;

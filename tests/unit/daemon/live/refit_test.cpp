@@ -45,10 +45,10 @@ bool learned_placer_built() {
 
 std::unique_ptr<LiveSession> attach(const Job& job, int64_t refits, Store& store) {
   JobIdentity identity;
-  identity.name = "refit";
+  identity.attach.job = "refit";
   identity.uid = ::getuid();
   identity.pid = ::getpid();
-  identity.devices = job.devices;
+  identity.attach.devices = job.devices;
   return std::make_unique<LiveSession>(1, std::move(identity),
                                        testing::simulator_warm_start_policy(refits, 12),
                                        offline::built_plugins(), store);

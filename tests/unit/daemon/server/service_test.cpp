@@ -285,6 +285,53 @@ TEST_F(ServiceTest, AJobGoesFromAttachToDetachAndIsCounted) {
   EXPECT_EQ(finished.body["jobs"][0]["state"], "detached");
 }
 
+// What a job says at attach reaches its session as it was sent, every field, with only the node's
+// device figures filled in where the job sent none.
+TEST_F(ServiceTest, AnAttachReachesItsSessionWhole) {
+  auto config = std::make_shared<Config>(*service->config());
+  config->cpu_spec = placement::DeviceSpec{};
+  config->cpu_spec->fp32_flops = 3.1e12;  // the node's figures ([devices] cpu_spec)
+  config->cpu_spec->memory_bandwidth = 9e10;
+  service->set_config(config);
+  Client c;
+  hello(c);
+  msg::Attach a;
+  a.job = "whole";
+  a.devices = placement::testing::devices(2);
+  a.devices.devices[0].spec = placement::DeviceSpec{};
+  a.devices.devices[0].spec->fp32_flops = 1.25e12;  // the job's own figures
+  a.devices.devices[0].spec->memory_bandwidth = 5e10;
+  a.devices.devices[0].spec->launch_s = 2e-6;
+  a.devices.devices[1].spec.reset();
+  a.sdk_version = "9.8.7";
+  a.torch_version = "2.11.0+test";
+  a.expected_steps = 12345;
+  a.profile_steps = 4;
+  a.replica = msg::ReplicaInfo{0, 2, "10.0.0.1:29500/0badf00d"};
+  const Frame f = ask(c, MessageType::kAttach, 2, a.to_json());
+  ASSERT_EQ(f.type, MessageType::kAttached) << f.body.dump();
+  ASSERT_TRUE(c.conn.job);
+  const JobIdentity& job = c.conn.job->live.job();
+  EXPECT_EQ(job.name(), "whole");
+  EXPECT_EQ(job.uid, c.conn.peer.uid);
+  EXPECT_EQ(job.protocol_version, placement::protocol::kMaxVersion);
+  const msg::Attach& got = job.attach;
+  EXPECT_EQ(got.sdk_version, "9.8.7");
+  EXPECT_EQ(got.torch_version, "2.11.0+test");
+  EXPECT_EQ(got.expected_steps, 12345u);
+  EXPECT_EQ(job.profile_steps(), 4);
+  ASSERT_TRUE(got.replica);
+  EXPECT_EQ(got.replica->to_json(), a.replica->to_json());
+  ASSERT_EQ(got.devices.size(), 2u);
+  ASSERT_TRUE(got.devices.devices[0].spec && got.devices.devices[1].spec);
+  EXPECT_EQ(got.devices.devices[0].spec->fp32_flops, 1.25e12) << "the job's own kept";
+  EXPECT_EQ(got.devices.devices[1].spec->fp32_flops, 3.1e12) << "the node's cpu_spec filled in";
+  // Apart from that figure, the session holds the message the job sent.
+  msg::Attach filled = a;
+  filled.devices.devices[1].spec = got.devices.devices[1].spec;
+  EXPECT_EQ(got.to_json(), filled.to_json());
+}
+
 TEST_F(ServiceTest, AJobTooShortForItsExplorationIsToldSoInTheAttachReply) {
   Client c;
   hello(c);
