@@ -46,8 +46,6 @@ constexpr double kLongTrialFutilityAlpha = 0.01;
 // gain found, so that takes stronger evidence than a screening trial's (at 30% noise, 0.1 there
 // cost 3% of the runs a real 5% gain; see docs/live.md).
 constexpr double kFinalCheckFutilityAlpha = 0.01;
-// Steps (at least; drift_steps if more) whose median is the reference a drift is measured from.
-constexpr int64_t kDriftBaselineSteps = 30;
 
 bool exploring(SessionState state) {
   return state == SessionState::kExploring || state == SessionState::kReexploring;
@@ -110,47 +108,26 @@ struct Session::Machine {
   // time on exploration candidates exceeds max_overhead_fraction of all measured time, exploration
   // pauses on the best placement, and resumes when the job's own time has brought the fraction down
   // to half of that. The overhead stays bounded whatever the job's length, and a long job keeps
-  // improving in bursts. The first few candidates always run: there is no best to fall back on yet.
-  static constexpr size_t kCandidatesBeforePacing = 3;
-  static constexpr double kResumeAtFractionOfBudget = 0.5;
-
+  // improving in bursts (ExplorationBudget).
   static bool over_pace(const Session& session) {
-    const ExplorationConfig& e = session.policy_.exploration;
-    return session.job_.attach.expected_steps == 0 &&
-           session.candidates_.size() >= kCandidatesBeforePacing &&
-           session.counters_.exploration_cost_s >
-               e.max_overhead_fraction * session.counters_.measured_seconds;
+    return session.budget_.over_pace(session.candidates_.size(),
+                                     session.counters_.exploration_cost_s,
+                                     session.counters_.measured_seconds);
   }
 
   static bool may_resume(const Session& session) {
-    return session.counters_.exploration_cost_s <=
-           kResumeAtFractionOfBudget * session.policy_.exploration.max_overhead_fraction *
-               session.counters_.measured_seconds;
+    return session.budget_.may_resume(session.counters_.exploration_cost_s,
+                                      session.counters_.measured_seconds);
   }
 
   // A job that said how long it runs: exploration may cost max_overhead_fraction of that many steps
   // at the placement in force's step time.
   static bool budget_spent(const Session& session) {
-    const ExplorationConfig& e = session.policy_.exploration;
-    return session.job_.attach.expected_steps > 0 && session.cost_reference_ &&
-           session.counters_.exploration_cost_s >=
-               e.max_overhead_fraction * static_cast<double>(session.job_.attach.expected_steps) *
-                   *session.cost_reference_;
+    return session.budget_.spent(session.counters_.exploration_cost_s);
   }
 
-  // Steps of the placement in force whose mean is exploration's reference: recent enough to follow
-  // the machine, enough that another tenant's spike moves it little.
-  static constexpr size_t kCostReferenceSteps = 512;
-
   static void refresh_cost_reference(Session& session) {
-    const CandidateRecord* b = session.best();
-    if (!b || b->step_times.empty()) return;
-    const size_t n = std::min(b->step_times.size(), kCostReferenceSteps);
-    double sum = 0.0;
-    for (auto it = b->step_times.end() - static_cast<std::ptrdiff_t>(n); it != b->step_times.end();
-         ++it)
-      sum += *it;
-    session.cost_reference_ = sum / static_cast<double>(n);
+    if (const CandidateRecord* b = session.best()) session.budget_.set_reference(b->step_times);
   }
 
   // Why exploration should end now, or empty.
@@ -191,9 +168,7 @@ struct Session::Machine {
   static Next exploit(Session& session, std::string why) {
     const CandidateRecord* best = session.best();
     session.state_ = SessionState::kExploiting;
-    session.drift_count_ = 0;
-    session.drift_reference_.reset();
-    session.drift_baseline_.clear();
+    session.drift_.restart();
     session.trial_.reset();
     session.refining_ = false;
     session.finishing_.clear();
@@ -262,8 +237,7 @@ struct Session::Machine {
     session.trial_.reset();
     session.refining_ = false;
     session.finishing_.clear();
-    session.drift_reference_.reset();
-    session.drift_baseline_.clear();
+    session.drift_.restart();
     const Next next =
         issue(session, session.candidates_.begin()->second.placement, Reason::kStart, std::nullopt);
     session.incumbent_ = next.placement_id;
@@ -677,29 +651,17 @@ struct Session::Machine {
       if (off) ++session.counters_.exploration_steps;
       if (off && !m.ok)
         session.counters_.exploration_cost_s += m.step_time_s;  // the job runs that batch again
-      else if ((off || (session.trial_ && !measured)) && m.ok && session.cost_reference_)
-        session.counters_.exploration_cost_s += m.step_time_s - *session.cost_reference_;
+      else if ((off || (session.trial_ && !measured)) && m.ok)
+        if (const std::optional<double> cost = session.budget_.cost_of(m.step_time_s))
+          session.counters_.exploration_cost_s += *cost;
     }
     // After a plugin failed, the placement in force stays: nothing is left to decide.
     if (session.advance_due_after_ || !current || !session.policy_error_.empty()) return false;
     const ExplorationConfig& e = session.policy_.exploration;
     bool due = false;
     if (session.state_ == SessionState::kExploiting) {
-      if (!session.drift_reference_ && measured) {
-        session.drift_baseline_.push_back(m.step_time_s);
-        if (static_cast<int64_t>(session.drift_baseline_.size()) >=
-            std::max<int64_t>(e.drift_steps, kDriftBaselineSteps)) {
-          session.drift_reference_ = median_of(std::move(session.drift_baseline_));
-          session.drift_baseline_.clear();
-        }
-      }
-      const std::optional<double> best_time = session.drift_reference_;
-      if (m.ok && !m.profiled && best_time &&
-          m.step_time_s > *best_time * (1.0 + e.drift_threshold))
-        ++session.drift_count_;
-      else
-        session.drift_count_ = 0;
-      due = session.drift_count_ >= e.drift_steps;
+      session.drift_.observe(m.step_time_s, measured, m.ok && !m.profiled);
+      due = session.drift_.drifted();
       due = due || (session.paused_ && may_resume(session));
     } else if (session.trial_) {
       due =
@@ -719,7 +681,7 @@ struct Session::Machine {
     if (session.trial_) return advance_trial(session, store);
 
     if (session.state_ == SessionState::kExploiting && session.paused_ &&
-        session.drift_count_ < e.drift_steps) {
+        !session.drift_.drifted()) {
       session.paused_ = false;
       session.state_ = SessionState::kExploring;
       spdlog::info(
@@ -731,9 +693,7 @@ struct Session::Machine {
     if (session.state_ == SessionState::kExploiting &&
         session.counters_.reexplorations >= Session::kMaxReexplorations) {
       // A drift after this many: the placement in force stays, measured afresh from here on.
-      session.drift_reference_.reset();
-      session.drift_baseline_.clear();
-      session.drift_count_ = 0;
+      session.drift_.restart();
       spdlog::info(
           "job {} '{}': step time drifted again; after {} re-explorations the job keeps its "
           "placement and "
@@ -815,7 +775,7 @@ struct Session::Machine {
             session.candidates_.begin()->second.placement.fingerprint()) {
       session.state_ = SessionState::kExploiting;
       session.incumbent_ = before;  // what it measures from now on is the best there is
-      session.drift_reference_ = current->second.median();
+      session.drift_.set_reference(current->second.median());
       return std::nullopt;
     }
     return fall_back(session, why);

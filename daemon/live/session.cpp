@@ -88,16 +88,6 @@ std::optional<std::array<double, 2>> CandidateRecord::mean_interval() const {
   return std::array<double, 2>{m - half, m + half};
 }
 
-std::optional<double> median_of(std::vector<double> kept) {
-  if (kept.empty()) return std::nullopt;
-  const size_t mid = kept.size() / 2;
-  std::nth_element(kept.begin(), kept.begin() + mid, kept.end());
-  if (kept.size() % 2 == 1) return kept[mid];
-  const double upper = kept[mid];
-  std::nth_element(kept.begin(), kept.begin() + mid - 1, kept.end());
-  return (kept[mid - 1] + upper) / 2.0;
-}
-
 std::optional<std::array<double, 2>> CandidateRecord::median_interval() const {
   std::vector<double> kept = step_times;
   const size_t n = kept.size();
@@ -123,7 +113,9 @@ Session::Session(uint64_t id, JobIdentity job, EffectivePolicy policy)
       policy_(std::move(policy)),
       attached_at_(std::chrono::system_clock::now()),
       attached_steady_(std::chrono::steady_clock::now()),
-      rng_(id) {
+      rng_(id),
+      budget_(policy_.exploration.max_overhead_fraction, job_.attach.expected_steps),
+      drift_(policy_.exploration.drift_threshold, policy_.exploration.drift_steps) {
   if (follower()) state_ = SessionState::kFollowing;
 }
 
@@ -397,14 +389,8 @@ placement::messages::JobSummary Session::summary() const {
   const auto& e = policy_.exploration;
   double budget_used =
       e.max_candidates > 0 ? static_cast<double>(candidates_.size()) / e.max_candidates : 1.0;
-  if (job_.attach.expected_steps > 0 && e.max_overhead_fraction > 0 && cost_reference_)
-    budget_used = std::max(
-        budget_used, counters_.exploration_cost_s /
-                         (e.max_overhead_fraction * job_.attach.expected_steps * *cost_reference_));
-  if (job_.attach.expected_steps == 0 && e.max_overhead_fraction > 0 &&
-      counters_.measured_seconds > 0)
-    budget_used = std::max(budget_used, counters_.exploration_cost_s /
-                                            (e.max_overhead_fraction * counters_.measured_seconds));
+  budget_used =
+      std::max(budget_used, budget_.used(counters_.exploration_cost_s, counters_.measured_seconds));
   if ((state_ == SessionState::kExploiting && !paused_) || state_ == SessionState::kDetached)
     budget_used = 1.0;
   out.budget_used = std::min(budget_used, 1.0);

@@ -18,6 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.h"
+#include "live/drift_watch.h"
+#include "live/exploration_budget.h"
+#include "live/median.h"
 #include "live/trial.h"
 #include "placement/algorithm.h"
 #include "placement/devices.h"
@@ -62,9 +65,6 @@ struct TrialOutcome {
   /// stood for the final check, which would have repeated the same comparison.
   bool stands_for_final_check = false;
 };
-
-/// The median of `values`; nullopt when there are none.
-std::optional<double> median_of(std::vector<double> values);
 
 /// The outcome in words, as `placementctl jobs show` prints it.
 std::string describe(const TrialOutcome& t);
@@ -379,7 +379,7 @@ class Session {
   int64_t since_improvement() const { return since_improvement_; }
   /// The median step time of the placement in force that a drift is measured from (taken from the
   /// first steps of an exploitation); nullopt until then.
-  std::optional<double> drift_reference() const { return drift_reference_; }
+  std::optional<double> drift_reference() const { return drift_.reference(); }
   /// Whether "all on one device" was offered as a candidate (once, after the start and the
   /// stored best).
   bool single_device_tried() const { return single_device_tried_; }
@@ -473,9 +473,9 @@ class Session {
   std::map<uint64_t, CandidateRecord> candidates_;
   uint64_t current_candidate_ = 0;
   uint64_t incumbent_ = 0;
-  /// The mean step time of the placement in force over its latest measured steps, refreshed after
-  /// each policy advance; nullopt until it has been measured.
-  std::optional<double> cost_reference_;
+  /// What exploration may cost, against the placement in force's recent step time (refreshed
+  /// after each policy advance).
+  ExplorationBudget budget_;
   bool paused_ = false;
   /// Whether the stored placement, all on one device and the warm start's placement (its
   /// policy's mode) were offered as candidates (each once).
@@ -487,14 +487,8 @@ class Session {
   bool warm_start_tried_ = false;
   /// Candidates in a row that no trial showed faster than the incumbent.
   int64_t since_improvement_ = 0;
-  /// Consecutive steps on the best placement slower than best × (1 + drift_threshold), and that
-  /// best's median when exploitation began (a median per report would cost a job of a million
-  /// steps a sort of its history at every step).
-  int64_t drift_count_ = 0;
-  std::optional<double> drift_reference_;
-  /// The first steps of an exploitation, whose median becomes drift_reference_: fresh steps, not a
-  /// median that mixes in thousands measured before a drift or ten from a screening.
-  std::vector<double> drift_baseline_;
+  /// Whether the placement in force has drifted while the job exploits it.
+  DriftWatch drift_;
   int64_t reexplore_left_ = 0;
   std::optional<uint64_t> advance_due_after_;
   /// Set when plugin code threw (what and where): exploration ended for good, the job runs its
