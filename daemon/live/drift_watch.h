@@ -1,10 +1,10 @@
 #pragma once
-// Whether the placement in force has drifted while a job exploits it ([exploration] drift_threshold,
-// drift_steps): its reference is the median of the first measured steps of the exploitation
-// (kBaselineSteps, or drift_steps if more: fresh steps, not a median that mixes in thousands
-// measured before a drift or ten from a screening), and drift_steps steps in a row slower than the
-// reference by more than drift_threshold are a drift. One median per exploitation: a median per
-// report would cost a job of a million steps a sort of its history at every step.
+// Whether the placement in force has drifted while a job exploits it ([exploration]
+// drift_threshold, drift_steps): its reference is the median of the first measured steps of the
+// exploitation (kBaselineSteps, or drift_steps if more: fresh steps, not a median that mixes in
+// thousands measured before a drift or ten from a screening), and drift_steps steps in a row slower
+// than the reference by more than drift_threshold are a drift. One median per exploitation: a
+// median per report would cost a job of a million steps a sort of its history at every step.
 
 #include <cstdint>
 #include <optional>
