@@ -55,7 +55,6 @@ std::optional<Placement> single_device_candidate(const Session& session) {
 
 void Session::plan_heuristic_candidates(const PluginRegistry& registry, uint64_t seed) {
   heuristics_.clear();
-  heuristics_report_ = nlohmann::json::array();
   if (!warm_start_ || !warm_start_->skipped.empty() ||
       policy_.warm_start != offline::kSimulatorWarmStart || !warm_start_->baseline_step_time_s)
     return;
@@ -64,11 +63,7 @@ void Session::plan_heuristic_candidates(const PluginRegistry& registry, uint64_t
   std::vector<std::tuple<double, Placement, size_t>> offered;
   for (const std::string& placer : offline::kSearchStarts) {
     if (placer == "single_device") continue;
-    nlohmann::json report = {{"placer", placer}};
-    const auto not_offered = [&](const std::string& why) {
-      report["not_offered"] = why;
-      heuristics_report_.push_back(std::move(report));
-    };
+    const auto not_offered = [&](const std::string& why) { heuristics_.refuse(placer, why); };
     if (!registry.has(placement::PluginKind::kPlacer, placer)) {
       not_offered("not loaded");
       continue;
@@ -101,9 +96,7 @@ void Session::plan_heuristic_candidates(const PluginRegistry& registry, uint64_t
       return std::get<1>(o).fingerprint() == fingerprint;
     });
     if (same != offered.end()) {
-      not_offered("the same as " +
-                  heuristics_report_[std::get<2>(*same)]["placer"].get<std::string>() +
-                  "'s placement");
+      not_offered("the same as " + heuristics_.placer(std::get<2>(*same)) + "'s placement");
       continue;
     }
     if (*b.step_time_s > kHeuristicWithin * answer_s) {
@@ -111,17 +104,15 @@ void Session::plan_heuristic_candidates(const PluginRegistry& registry, uint64_t
                               *b.step_time_s / answer_s));
       continue;
     }
-    report["predicted_step_time_s"] = *b.step_time_s;
-    report["placement_fingerprint"] = fingerprint;
-    heuristics_report_.push_back(std::move(report));
-    offered.emplace_back(*b.step_time_s, std::move(b.placement), heuristics_report_.size() - 1);
+    offered.emplace_back(*b.step_time_s, std::move(b.placement),
+                         heuristics_.predict(placer, *b.step_time_s, fingerprint));
   }
   std::stable_sort(offered.begin(), offered.end(),
                    [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
-  for (auto& [time, p, entry] : offered) heuristics_.emplace_back(std::move(p), entry);
+  for (auto& [time, p, entry] : offered) heuristics_.enqueue(std::move(p), entry);
   plan_relabelings();
   std::string said;
-  for (const nlohmann::json& h : heuristics_report_) {
+  for (const nlohmann::json& h : heuristics_.report()) {
     said += said.empty() ? "" : "; ";
     said += h["placer"].get<std::string>() + ": ";
     said += h.contains("not_offered")
@@ -151,8 +142,8 @@ void Session::plan_relabelings() {
   }
   const std::vector<placement::Device>& devices = this->devices().devices;
   // The answer and every placement queued: a swap that lands on one of them adds nothing.
-  std::set<std::string> known{answer.fingerprint()};
-  for (const auto& h : heuristics_) known.insert(h.first.fingerprint());
+  std::set<std::string> known = heuristics_.queued();
+  known.insert(answer.fingerprint());
   size_t planned = 0;
   for (size_t i = 0; i < devices.size() && planned < kMaxRelabelings; ++i)
     for (size_t j = i + 1; j < devices.size() && planned < kMaxRelabelings; ++j) {
@@ -174,13 +165,12 @@ void Session::plan_relabelings() {
         continue;  // an op the model cannot time on the other device: no tie to break
       }
       if (t > (1.0 + kRelabelingTie) * answer_s) continue;
-      heuristics_report_.push_back(
-          {{"placer", fmt::format("the warm start's answer with {} and {} swapped",
-                                  devices[i].name(), devices[j].name())},
-           {"predicted_step_time_s", t},
-           {"placement_fingerprint", fingerprint}});
+      const size_t entry =
+          heuristics_.predict(fmt::format("the warm start's answer with {} and {} swapped",
+                                          devices[i].name(), devices[j].name()),
+                              t, fingerprint);
       known.insert(fingerprint);
-      heuristics_.emplace_back(std::move(p), heuristics_report_.size() - 1);
+      heuristics_.enqueue(std::move(p), entry);
       ++planned;
     }
 }
@@ -220,19 +210,15 @@ std::optional<Proposal> Session::propose() {
       return Proposal{warm_start_->placement, Reason::kWarmStart, warm_start_->action};
   }
   // Then each heuristic's placement the planning model did not rule out, once.
-  while (!heuristics_.empty() && state_ == SessionState::kExploring) {
-    auto [p, entry] = std::move(heuristics_.front());
-    heuristics_.erase(heuristics_.begin());
-    nlohmann::json& report = heuristics_report_[entry];
-    if (issued(*this, p.fingerprint())) {
-      report["not_offered"] = "the same as a candidate that ran already";
-    } else if (!memory_model_->check_memory(p).valid) {
-      report["not_offered"] =
-          "the memory model, with the job's profiles since, says it does not fit";
-    } else {
-      report["offered"] = true;
-      return Proposal{std::move(p), Reason::kWarmStart, std::nullopt};
-    }
+  if (state_ == SessionState::kExploring) {
+    std::optional<Placement> heuristic =
+        heuristics_.next([&](const Placement& p) -> std::optional<std::string> {
+          if (issued(*this, p.fingerprint())) return "the same as a candidate that ran already";
+          if (!memory_model_->check_memory(p).valid)
+            return "the memory model, with the job's profiles since, says it does not fit";
+          return std::nullopt;
+        });
+    if (heuristic) return Proposal{std::move(*heuristic), Reason::kWarmStart, std::nullopt};
   }
   // Likewise what a refit of the planning model found, once per refit, in the exploration it was
   // fitted for.

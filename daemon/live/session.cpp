@@ -181,7 +181,6 @@ void Session::drop_graph() {
   warm_start_.reset();
   warm_start_pending_ = false;
   heuristics_.clear();
-  heuristics_report_ = nlohmann::json::array();
   refit_.reset();
   refitted_model_.reset();
   ranking_failed_ = false;
@@ -463,10 +462,10 @@ placement::messages::JobInfo Session::detail() const {
   if (warm_start_ && warm_start_->skipped.empty()) {
     info.warm_start["placement_fingerprint"] = warm_start_->placement.fingerprint();
   }
-  if (!heuristics_report_.empty()) {
+  if (!heuristics_.report().empty()) {
     // An offered heuristic's placement had not run before, so the first candidate with it is its
     // own; one still waiting when the first exploration ended never ran.
-    nlohmann::json heuristics = heuristics_report_;
+    nlohmann::json heuristics = heuristics_.report();
     for (nlohmann::json& h : heuristics) {
       if (h.value("offered", false)) {
         for (const placement::messages::CandidateInfo& c : info.candidates)

@@ -20,6 +20,7 @@
 #include "config/config.h"
 #include "live/drift_watch.h"
 #include "live/exploration_budget.h"
+#include "live/heuristic_queue.h"
 #include "live/median.h"
 #include "live/trial.h"
 #include "placement/algorithm.h"
@@ -446,17 +447,12 @@ class Session {
   /// policy's first sample.
   bool warm_start_pending_ = false;
   /// The heuristics' placements still to offer, fastest on the planning model first, then the
-  /// answer's swapped copies (plan_relabelings), each with its entry in heuristics_report_. None is
-  /// the policy's sample, so none trains it directly (as all on one device does not): REINFORCE's
-  /// gradient for an action the policy did not draw is large and points anywhere, and with it the
+  /// answer's swapped copies (plan_relabelings), and what became of each. None is the policy's
+  /// sample, so none trains it directly (as all on one device does not): REINFORCE's gradient for
+  /// an action the policy did not draw is large and points anywhere, and with it the
   /// online-learning bench's medians fell in four of five scenarios (docs/benchmarks.md); a policy
   /// sample that repeats one is scored by its measurement.
-  std::vector<std::pair<placement::Placement, size_t>> heuristics_;
-  /// What became of each heuristic and swapped copy, as inspection shows it (JobInfo's
-  /// warm_start.heuristics; a copy's `placer` says which devices it swaps):
-  /// {placer, predicted_step_time_s, placement_fingerprint}, `offered` once propose() issued it,
-  /// or {placer, not_offered} with why.
-  nlohmann::json heuristics_report_ = nlohmann::json::array();
+  HeuristicQueue heuristics_;
   /// The latest refit's search (run_refit), whether its answer was offered, and how many
   /// measured placements the next refit waits for.
   std::optional<offline::ImitationResult> refit_;

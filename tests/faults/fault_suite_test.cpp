@@ -43,8 +43,8 @@ using Clock = std::chrono::steady_clock;
 // A job's steps. The reference run (ctest faults.reference, tests/faults/make_reference.sh)
 // trained as many steps without placementd as this machine trains in about a minute; a job's
 // losses are the first of them (the example's batches depend on the step only). The kill -9
-// test's job trains them all, long enough for ten restarts of its daemon; the job the SIGSTOP test
-// starts during the stop half, long enough to outlast it; every other job a quarter.
+// test's job trains them all, long enough for ten restarts of its daemon, and so does the job the
+// SIGSTOP test starts during the stop, long enough to outlast it; every other job a quarter.
 int reference_steps() {
   static const int steps = [] {
     const std::string reference = read_file(REFERENCE_LOSSES);
@@ -197,7 +197,7 @@ TEST(Faults, KillNineOfTheDaemonAtTenPointsOfExplorationLosesNoStep) {
   const double restarts_s = std::chrono::duration<double>(Clock::now() - started).count();
   ASSERT_EQ(job.wait_while_writing(kJobStallMs), 0) << job.err() << job.out();
   const double job_s = std::chrono::duration<double>(Clock::now() - started).count();
-  // What sizes faults.pace's minute: the job must outlast the restarts on any machine.
+  // What sizes faults.reference's minute: the job must outlast the restarts on any machine.
   std::printf("ten restarts took %.1f s of the job's %.1f s (%d steps)\n", restarts_s, job_s,
               reference_steps());
   expect_trained_as_without_placementd(losses, reference_steps());
@@ -230,10 +230,10 @@ TEST(Faults, ADaemonStoppedForThirtySecondsHoldsNoJobBack) {
   daemon.signal(SIGSTOP);
   const auto stopped = Clock::now();
   const int step_at_stop = last_step(first.out());
-  // A job that starts while the daemon is stopped trains too, and attaches once it is back: half
-  // the reference's steps, about 30 s of training alone, take it past the stop's last 20 s.
+  // A job that starts while the daemon is stopped trains too, and attaches once it is back: the
+  // reference's steps, about a minute of training alone, take it well past the stop's last 20 s.
   std::this_thread::sleep_until(stopped + std::chrono::seconds(10));
-  Child second(gnmt(daemon, "gnmt-second", second_losses, 2 * job_steps()));
+  Child second(gnmt(daemon, "gnmt-second", second_losses, reference_steps()));
   std::this_thread::sleep_until(stopped + std::chrono::seconds(30));
   const int step_at_resume = last_step(first.out());
   daemon.signal(SIGCONT);
@@ -243,7 +243,7 @@ TEST(Faults, ADaemonStoppedForThirtySecondsHoldsNoJobBack) {
   ASSERT_EQ(first.wait_while_writing(kJobStallMs), 0) << first.err() << first.out();
   ASSERT_EQ(second.wait_while_writing(kJobStallMs), 0) << second.err() << second.out();
   expect_trained_as_without_placementd(first_losses);
-  expect_trained_as_without_placementd(second_losses, 2 * job_steps());
+  expect_trained_as_without_placementd(second_losses, reference_steps());
   EXPECT_TRUE(daemon.alive());
   EXPECT_NE(daemon.log().find("'gnmt-second' attached"), std::string::npos)
       << second.out() << daemon.log();
