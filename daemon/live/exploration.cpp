@@ -31,9 +31,6 @@ constexpr double kMadToSigma = 1.4826;
 // keeps what the trials found, and an unclear end sends the job back to its start (at 30% noise
 // and one cap, that cost 3% of the runs a real 5% gain; see docs/live.md).
 constexpr int64_t kFinalCheckStepsFactor = 2;
-// A long trial's steps at most, whatever a job says it will run (expected_steps is the job's word,
-// up to 2^64): far beyond any trial's use, and safe to convert and add to.
-constexpr double kMostRefineSteps = 1e15;
 // Refinement gives a long trial to a candidate only if what was measured of it leaves at least
 // this chance that it is faster than the best by refine_min_gain.
 constexpr double kContenderChance = 0.1;
@@ -170,7 +167,7 @@ struct Session::Machine {
     session.state_ = SessionState::kExploiting;
     session.drift_.restart();
     session.trial_.reset();
-    session.refining_ = false;
+    session.refinement_.set_running(false);
     session.finishing_.clear();
     spdlog::info("job {} '{}': exploiting placement {} ({:.6f} s/step, {} candidates): {}",
                  session.id_, session.job_.name(), best->id, *best->median(),
@@ -235,7 +232,7 @@ struct Session::Machine {
                  session.id_, session.job_.name(), why);
     session.state_ = SessionState::kExploiting;
     session.trial_.reset();
-    session.refining_ = false;
+    session.refinement_.set_running(false);
     session.finishing_.clear();
     session.drift_.restart();
     const Next next =
@@ -252,8 +249,8 @@ struct Session::Machine {
     // The final check decides for good: where the job can afford refinement's long trials, a gain
     // smaller than min_gain (one refinement found, or one an ordinary trial showed with a little
     // luck) gets as long a check instead of being given up as "not faster by min_gain".
-    if (final_check && session.refine_applied_) {
-      const double steps = long_trial_cap(session, 0.0);
+    if (final_check && session.refinement_.applied()) {
+      const double steps = session.refinement_.long_trial_cap(session.counters_.steps, 0.0);
       if (steps > static_cast<double>(plan.max_steps))
         plan = refine_plan(e, static_cast<int64_t>(steps));
     }
@@ -323,36 +320,12 @@ struct Session::Machine {
     return out;
   }
 
-  // The steps a long trial may take now: what is left of refine_fraction of the job's expected
-  // steps, and at most half of the steps the job has left (a gain found later pays for little).
-  // 0 when that is no longer than an ordinary final check, which would decide nothing a trial did
-  // not.
-  static int64_t refine_steps(const Session& session) {
-    const ExplorationConfig& e = session.policy_.exploration;
-    const double used = static_cast<double>(session.counters_.steps - session.refine_from_step_);
-    const double cap = long_trial_cap(session, used);
-    return cap > static_cast<double>(kFinalCheckStepsFactor * e.max_trial_steps)
-               ? static_cast<int64_t>(cap)
-               : 0;
-  }
-
-  // The next contender's long trial: an equal share of what is left among it and the contenders
-  // after it, as many of them as the steps afford no shorter than a final check. A first
-  // contender that took all that is left, ending "unclear" on a gain smaller than the trial could
-  // resolve, left the likelier gains after it untried (docs/benchmarks.md, issue #45).
+  // The steps of the next contender's long trial (Refinement::share), no trial shorter than an
+  // ordinary final check.
   static int64_t refine_share(const Session& session) {
-    return long_trial_share(refine_steps(session),
-                            kFinalCheckStepsFactor * session.policy_.exploration.max_trial_steps,
-                            1 + static_cast<int64_t>(session.contenders_.size()));
-  }
-
-  // refine_fraction of the job's expected steps less `used`, at most half the steps it has left
-  // and kMostRefineSteps: what a long trial (refinement's, or a final check as long) may take.
-  static double long_trial_cap(const Session& session, double used) {
-    const auto expected = static_cast<double>(session.job_.attach.expected_steps);
-    const auto steps = static_cast<double>(session.counters_.steps);
-    return std::min({session.policy_.exploration.refine_fraction * expected - used,
-                     0.5 * (expected - steps), kMostRefineSteps});
+    return session.refinement_.share(
+        session.counters_.steps,
+        kFinalCheckStepsFactor * session.policy_.exploration.max_trial_steps);
   }
 
   // A long trial's plan within `steps` of the job: windows widened so its pairs stay within
@@ -376,18 +349,18 @@ struct Session::Machine {
   // when refinement is over (or never applied).
   static bool refine(Session& session, std::optional<Next>& next) {
     const ExplorationConfig& e = session.policy_.exploration;
-    if (!session.refine_began_) {
-      session.refine_began_ = true;
-      if (session.state_ != SessionState::kExploring || session.job_.attach.expected_steps == 0 ||
-          e.refine_contenders <= 0 || budget_spent(session))
-        return false;
-      session.refine_applied_ = true;
-      session.contenders_ = contenders(session);
-      session.refine_from_step_ = session.counters_.steps;
+    if (!session.refinement_.began()) {
+      const bool applies = session.state_ == SessionState::kExploring &&
+                           session.job_.attach.expected_steps != 0 && e.refine_contenders > 0 &&
+                           !budget_spent(session);
+      session.refinement_.begin(
+          applies, applies ? contenders(session) : std::vector<Refinement::Contender>{},
+          session.counters_.steps);
+      if (!applies) return false;
     }
-    while (!session.contenders_.empty()) {
-      const auto [id, estimate] = session.contenders_.front();
-      session.contenders_.erase(session.contenders_.begin());
+    while (const std::optional<Refinement::Contender> contender =
+               session.refinement_.next_contender()) {
+      const auto [id, estimate] = *contender;
       const int64_t steps = refine_share(session);
       if (steps == 0 || budget_spent(session)) break;
       const CandidateRecord& c = session.candidates_.at(id);
@@ -399,11 +372,11 @@ struct Session::Machine {
           steps);
       session.trial_.emplace(session.incumbent_, id, refine_plan(e, steps), false);
       session.trial_failures_ = {session.candidates_.at(session.incumbent_).failures, c.failures};
-      session.refining_ = true;
+      session.refinement_.set_running(true);
       next = move_to(session, session.trial_->running(), c.reason);
       return true;
     }
-    session.contenders_.clear();
+    session.refinement_.end();
     return false;
   }
 
@@ -519,7 +492,7 @@ struct Session::Machine {
     // could not tell apart: one its long trial still cannot tell is kept or taken by the
     // estimate's side, which costs the job at most what the trial could not resolve (and the
     // final check still holds the job's choice to the start at the trials' confidence).
-    if (verdict == TrialVerdict::kUnclear && session.refining_ && note.empty())
+    if (verdict == TrialVerdict::kUnclear && session.refinement_.running() && note.empty())
       verdict = t.by_estimate();
     if (verdict == TrialVerdict::kUndecided) {
       const uint64_t next = t.running();
@@ -529,8 +502,9 @@ struct Session::Machine {
     }
     // The p-value only a win can use (beat_the_start_for_good), and costs O(pairs³) to compute.
     const double p_faster = verdict == TrialVerdict::kFaster && note.empty() ? t.p_faster() : 1.0;
-    challenger.trial = TrialOutcome{t.incumbent(),   verdict,           t.last_look(), t.pairs(),
-                                    t.final_check(), session.refining_, note,          p_faster};
+    challenger.trial = TrialOutcome{t.incumbent(), verdict,         t.last_look(),
+                                    t.pairs(),     t.final_check(), session.refinement_.running(),
+                                    note,          p_faster};
     session.timeline_.mark({challenger.id, t.incumbent(), session.counters_.steps,
                             to_string(verdict), t.final_check()});
     const auto& ratio = t.last_look();
@@ -542,9 +516,9 @@ struct Session::Machine {
                             100.0 * std::expm1(ratio->low), 100.0 * std::expm1(ratio->high))
               : std::string("no look yet"));
     const bool final_check = t.final_check();
-    const bool refinement = session.refining_;
+    const bool refinement = session.refinement_.running();
     session.trial_.reset();
-    session.refining_ = false;
+    session.refinement_.set_running(false);
     if (final_check) {
       const std::string why = session.finishing_;
       if (verdict != TrialVerdict::kFaster) {
@@ -751,7 +725,7 @@ struct Session::Machine {
   static std::optional<Next> stop(Session& session, const std::string& why) {
     session.paused_ = false;
     session.trial_.reset();
-    session.refining_ = false;
+    session.refinement_.set_running(false);
     session.finishing_.clear();
     if (session.candidates_.empty())
       return std::nullopt;  // not started: its start placement comes next
@@ -781,11 +755,6 @@ struct Session::Machine {
     return fall_back(session, why);
   }
 };
-
-int64_t long_trial_share(int64_t left, int64_t shortest, int64_t waiting) {
-  const int64_t shares = std::min(waiting, left / std::max<int64_t>(shortest, 1));
-  return shares > 0 ? left / shares : 0;
-}
 
 std::optional<std::string> short_job_notice(const ExplorationConfig& e, uint64_t expected_steps) {
   if (expected_steps == 0) return std::nullopt;

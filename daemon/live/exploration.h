@@ -32,11 +32,6 @@ using placement::messages::Directive;
 
 // Session::start(), record(), advance() and stop_exploring() (session.h) run it.
 
-/// The steps of refinement's next long trial: an equal share of the `left` steps among the
-/// `waiting` contenders (it and those after it), as many as afford `shortest` steps each (a final
-/// check's); 0 when not even one does.
-int64_t long_trial_share(int64_t left, int64_t shortest, int64_t waiting);
-
 /// What a job of `expected_steps` steps should hear when it attaches: exploration under `e` takes
 /// longer than that to run its course, so the job will end while exploring unless its budget ends
 /// exploration sooner. nullopt when it fits or the job gave no length.

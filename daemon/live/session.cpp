@@ -115,7 +115,8 @@ Session::Session(uint64_t id, JobIdentity job, EffectivePolicy policy)
       attached_steady_(std::chrono::steady_clock::now()),
       rng_(id),
       budget_(policy_.exploration.max_overhead_fraction, job_.attach.expected_steps),
-      drift_(policy_.exploration.drift_threshold, policy_.exploration.drift_steps) {
+      drift_(policy_.exploration.drift_threshold, policy_.exploration.drift_steps),
+      refinement_(policy_.exploration.refine_fraction, job_.attach.expected_steps) {
   if (follower()) state_ = SessionState::kFollowing;
 }
 

@@ -22,6 +22,7 @@
 #include "live/exploration_budget.h"
 #include "live/heuristic_queue.h"
 #include "live/median.h"
+#include "live/refinement.h"
 #include "live/trial.h"
 #include "placement/algorithm.h"
 #include "placement/devices.h"
@@ -497,16 +498,8 @@ class Session {
   /// Why exploration ended, while refinement and the final check (the start against the choice)
   /// run.
   std::string finishing_;
-  /// Refinement (ExplorationConfig::refine_contenders): whether it began and whether it applied
-  /// then (first exploration, the job's expected_steps known, the budget not spent: the final
-  /// check is then as long as its trials), the contenders still to try (with their measured log
-  /// ratio to the best), the step it began at (its budget counts from there), and whether the
-  /// trial running is one of its long trials.
-  bool refine_began_ = false;
-  bool refine_applied_ = false;
-  std::vector<std::pair<uint64_t, double>> contenders_;
-  uint64_t refine_from_step_ = 0;
-  bool refining_ = false;
+  /// Where refinement stands (ExplorationConfig::refine_contenders).
+  Refinement refinement_;
   /// Steps still to discard as warm-up after the latest swap (to current_candidate_).
   int64_t warmup_left_ = 0;
   /// Steps run under current_candidate_ since it was issued for screening (warm-up included).
