@@ -11,8 +11,8 @@
 #     A crash leaves its input in build-sanitize/fuzz/NAME/ (the run says which file): make it a
 #     regression test;
 #  3. builds the policy-state fuzzer, which needs LibTorch, alone with clang, ASan and UBSan into
-#     build-fuzz-torch/ (against the torch of scripts/install-deps.sh) and runs it as in 2, from the
-#     trained states it writes itself;
+#     build-fuzz-torch/ (against the torch of scripts/install-deps.sh), before 2's runs, and runs
+#     it among them, from the trained states it writes itself;
 #  4. builds the test programs whose code runs threads (the server's, the live sessions', the SDK's
 #     job channel; CMake target thread_tests) under ThreadSanitizer into build-tsan/ and runs their
 #     tests there (label threads), the daemons they start included: a data race stops the process
@@ -99,12 +99,6 @@ if ((fuzz)); then
     running=()
     if ((failed)); then exit 1; fi
   }
-  for name in frame graph_limits payload_weight stored_placement config topology graph_file; do
-    fuzz "$name" "$build/bin/${name}_fuzzer" "${corpus[$name]}" &
-    running+=($!)
-    if ((${#running[@]} >= $(nproc))); then finish; fi
-  done
-  finish
   # The policy-state reader needs LibTorch, which the build above leaves out: its own build, of
   # that target alone.
   # shellcheck source=scripts/python-env.sh
@@ -123,8 +117,19 @@ if ((fuzz)); then
   echo "sanitize.sh: policy-state fuzzer built in $((SECONDS - started)) s"
   mkdir -p "$seeds/policy_state"
   PLACEMENT_FUZZ_WRITE_SEEDS="$seeds/policy_state" "$torch_fuzz_build/bin/policy_state_fuzzer"
-  LSAN_OPTIONS=suppressions=$root/tests/fuzz/lsan_suppressions.txt OMP_NUM_THREADS=1 \
-    fuzz policy_state "$torch_fuzz_build/bin/policy_state_fuzzer" "$seeds/policy_state"
+  # Eight targets, two at a time on two cores: the policy-state fuzzer is built first so that it
+  # fuzzes beside the seventh instead of after it, alone.
+  for name in frame graph_limits payload_weight stored_placement config topology graph_file policy_state; do
+    if [ "$name" = policy_state ]; then
+      LSAN_OPTIONS=suppressions=$root/tests/fuzz/lsan_suppressions.txt OMP_NUM_THREADS=1 \
+        fuzz policy_state "$torch_fuzz_build/bin/policy_state_fuzzer" "$seeds/policy_state" &
+    else
+      fuzz "$name" "$build/bin/${name}_fuzzer" "${corpus[$name]}" &
+    fi
+    running+=($!)
+    if ((${#running[@]} >= $(nproc))); then finish; fi
+  done
+  finish
 fi
 if ((thread && tests)); then
   mkdir -p "$tsan_build"
